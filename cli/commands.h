@@ -1,0 +1,9 @@
+/* commands.h: the subcommands of the calf program, one function each.
+ * Each takes the arguments after the subcommand name and returns the exit status. */
+#ifndef CALF_CLI_COMMANDS_H
+#define CALF_CLI_COMMANDS_H
+
+int calf_cmd_envs(int argc, char **argv);   /* cli/cmd_env.c: list environments */
+int calf_cmd_env(int argc, char **argv);    /* cli/cmd_env.c: step one env randomly */
+
+#endif

@@ -1,0 +1,47 @@
+/* error.c: error messages and the panic path shared by every module. */
+#include "calf/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int calf_error_set(calf_error *err, int status, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->status = status;
+    }
+    return status;
+}
+
+void calf_error_clear(calf_error *err) {
+    if (err) {
+        err->status = CALF_OK;
+        err->msg[0] = '\0';
+    }
+}
+
+_Noreturn void calf_panic(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "calf: internal error at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void *calf_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) calf_panic(__FILE__, __LINE__, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *calf_xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) calf_panic(__FILE__, __LINE__, "out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
