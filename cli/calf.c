@@ -1,3 +1,198 @@
-/* calf.c: the command-line program (placeholder until the foundation lands). */
+/* calf.c: the `calf` command-line program: argument parsing and dispatch to the
+ * library's public API. Exit codes: 0 success, 1 failure, 2 bad input, 130 Ctrl-C. */
+#include <errno.h>
 #include <stdio.h>
-int main(void) { puts("calf"); return 0; }
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/config.h"
+#include "calf/train.h"
+#include "commands.h"
+
+#define EXIT_BAD_INPUT 2
+
+static const char usage_text[] =
+    "usage: calf <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train    train a policy:  calf train --root_dir DIR --conf FILE [--conf_param K=V]... [--nproc N]\n"
+    "  play     run a trained policy:  calf play --root_dir DIR [--num_episodes N] [--checkpoint FILE]\n"
+    "  envs     list the registered environments\n"
+    "  env      step one environment with random actions:  calf env NAME [--seed S] [--index I] [--steps N]\n"
+    "  events   print a TensorBoard events file, checking every record:  calf events FILE\n"
+    "\n"
+    "options:\n"
+    "  -h, --help     this text (also: calf <command> --help)\n"
+    "  --version      version and build features\n";
+
+static const char train_usage[] =
+    "usage: calf train --root_dir DIR [--conf FILE] [--conf_param 'Scope.param=value']... [--nproc N]\n"
+    "       calf train --list-bindings\n"
+    "\n"
+    "  --root_dir DIR      where config.gin, train/, eval/ and log/ go; a DIR that holds\n"
+    "                      checkpoints resumes from the newest valid one\n"
+    "  --conf FILE         gin config (default: DIR/config.gin of an earlier run)\n"
+    "  --conf_param K=V    override one binding (repeatable; wins over the file)\n"
+    "  --nproc N           run N local worker processes (default 1); the result is\n"
+    "                      bit-identical to one process. Under mpirun/srun the MPI ranks\n"
+    "                      are used instead\n"
+    "  --quiet             no progress output\n"
+    "  --list-bindings     print every config binding with type, default and help\n";
+
+static const char play_usage[] =
+    "usage: calf play --root_dir DIR [--num_episodes N] [--checkpoint FILE] [--seed S] [--verbose]\n"
+    "\n"
+    "  runs the greedy policy of the newest valid checkpoint in DIR/train/algorithm\n"
+    "  (or FILE) and prints each episode's return and the average\n";
+
+/* "--name value" or "--name=value"; advances *i past what it consumed. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, int *bad) {
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] != '\0') return NULL;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "calf: option %s needs a value\n", name);
+        *bad = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_int_arg(const char *name, const char *s, long long lo, long long hi, long long *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "calf: %s expects an integer in [%lld, %lld], got '%s'\n", name, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int exit_code_for(int status) {
+    switch (status) {
+    case CALF_OK: return 0;
+    case CALF_EINVAL: return EXIT_BAD_INPUT;
+    case CALF_EINTR: return 130;
+    default: return 1;
+    }
+}
+
+static int cmd_train(int argc, char **argv) {
+    calf_train_options o;
+    memset(&o, 0, sizeof o);
+    o.nproc = 1;
+    const char **params = calloc((size_t)argc + 1, sizeof *params);
+    if (!params) { fprintf(stderr, "calf: out of memory\n"); return 1; }
+    int list = 0, bad = 0;
+    for (int i = 0; i < argc && !bad; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(train_usage, stdout);
+            free(params);
+            return 0;
+        } else if (!strcmp(argv[i], "--list-bindings") || !strcmp(argv[i], "--list_bindings")) {
+            list = 1;
+        } else if (!strcmp(argv[i], "--quiet")) {
+            o.quiet = true;
+        } else if ((v = option_value(argc, argv, &i, "--root_dir", &bad))) {
+            o.root_dir = v;
+        } else if ((v = option_value(argc, argv, &i, "--conf_param", &bad))) {
+            params[o.num_conf_params++] = v;
+        } else if ((v = option_value(argc, argv, &i, "--conf", &bad))) {
+            o.conf_path = v;
+        } else if ((v = option_value(argc, argv, &i, "--nproc", &bad))) {
+            long long n;
+            if (parse_int_arg("--nproc", v, 1, 1024, &n)) bad = 1;
+            else o.nproc = (int)n;
+        } else if (!bad) {
+            fprintf(stderr, "calf train: unknown option '%s'\n%s", argv[i], train_usage);
+            bad = 1;
+        }
+    }
+    if (bad) { free(params); return EXIT_BAD_INPUT; }
+    if (list) {
+        calf_config_list_bindings(stdout);
+        free(params);
+        return 0;
+    }
+    if (!o.root_dir) {
+        fprintf(stderr, "calf train: missing required option --root_dir\n%s", train_usage);
+        free(params);
+        return EXIT_BAD_INPUT;
+    }
+    o.conf_params = params;
+    calf_error err;
+    calf_error_clear(&err);
+    int rc = calf_train(&o, &err);
+    if (rc != CALF_OK && rc != CALF_EINTR && err.msg[0]) fprintf(stderr, "calf: %s\n", err.msg);
+    free(params);
+    return exit_code_for(rc);
+}
+
+static int cmd_play(int argc, char **argv) {
+    calf_play_options o;
+    memset(&o, 0, sizeof o);
+    o.num_episodes = 10;
+    int bad = 0;
+    for (int i = 0; i < argc && !bad; i++) {
+        const char *v;
+        long long n;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(play_usage, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--verbose")) {
+            o.verbose = true;
+        } else if ((v = option_value(argc, argv, &i, "--root_dir", &bad))) {
+            o.root_dir = v;
+        } else if ((v = option_value(argc, argv, &i, "--checkpoint", &bad))) {
+            o.checkpoint = v;
+        } else if ((v = option_value(argc, argv, &i, "--num_episodes", &bad))) {
+            if (parse_int_arg("--num_episodes", v, 1, 1000000, &n)) bad = 1;
+            else o.num_episodes = (int)n;
+        } else if ((v = option_value(argc, argv, &i, "--seed", &bad))) {
+            if (parse_int_arg("--seed", v, 0, (long long)4e18, &n)) bad = 1;
+            else o.seed = n;
+        } else if (!bad) {
+            fprintf(stderr, "calf play: unknown option '%s'\n%s", argv[i], play_usage);
+            bad = 1;
+        }
+    }
+    if (bad) return EXIT_BAD_INPUT;
+    if (!o.root_dir && !o.checkpoint) {
+        fprintf(stderr, "calf play: missing required option --root_dir\n%s", play_usage);
+        return EXIT_BAD_INPUT;
+    }
+    calf_error err;
+    calf_error_clear(&err);
+    int rc = calf_play(&o, &err);
+    if (rc != CALF_OK) fprintf(stderr, "calf: %s\n", err.msg);
+    return exit_code_for(rc);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return EXIT_BAD_INPUT;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("calf %s (MPI backend: %s)\n", CALF_VERSION,
+               CALF_HAVE_MPI ? "built in" : "not built: MPI was not found at build time");
+        return 0;
+    }
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(cmd, "play")) return cmd_play(argc - 2, argv + 2);
+    if (!strcmp(cmd, "envs")) return calf_cmd_envs(argc - 2, argv + 2);
+    if (!strcmp(cmd, "env")) return calf_cmd_env(argc - 2, argv + 2);
+    if (!strcmp(cmd, "events")) return calf_cmd_events(argc - 2, argv + 2);
+    fprintf(stderr, "calf: unknown command '%s'\n%s", cmd, usage_text);
+    return EXIT_BAD_INPUT;
+}

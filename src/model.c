@@ -1,0 +1,112 @@
+/* model.c: the actor-critic's layout in flat memory, its initialisation, and the
+ * per-row policy distribution calls (categorical or diagonal Gaussian). */
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+
+static nn_activation activation_of(const char *name) {
+    return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
+}
+
+void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec) {
+    memset(md, 0, sizeof *md);
+    md->obs_dim = spec->obs_dim;
+    md->num_actions = spec->num_actions;
+    md->action_dim = spec->action_dim;
+    md->head_dim = spec->num_actions > 0 ? spec->num_actions : spec->action_dim;
+    const calf_config_value *al = calf_config_get(cfg, CFG_ACTOR_LAYERS);
+    const calf_config_value *vl = calf_config_get(cfg, CFG_VALUE_LAYERS);
+    int ah[CALF_CFG_MAX_TUPLE], vh[CALF_CFG_MAX_TUPLE];
+    for (int i = 0; i < al->n; i++) ah[i] = (int)al->ti[i];
+    for (int i = 0; i < vl->n; i++) vh[i] = (int)vl->ti[i];
+    CALF_ASSERT(al->n < NN_MAX_LAYERS && vl->n < NN_MAX_LAYERS);
+    size_t cursor = 0;
+    nn_mlp_layout(&md->actor, md->obs_dim, ah, al->n, md->head_dim,
+                  activation_of(calf_config_string(cfg, CFG_ACTOR_ACTIVATION)), &cursor);
+    nn_mlp_layout(&md->value, md->obs_dim, vh, vl->n, 1,
+                  activation_of(calf_config_string(cfg, CFG_VALUE_ACTIVATION)), &cursor);
+    md->log_std_off = cursor;
+    if (md->action_dim > 0) cursor += (size_t)md->action_dim;
+    md->num_params = cursor;
+    md->params = nn_alloc_floats(cursor);
+    md->m = nn_alloc_floats(cursor);
+    md->v = nn_alloc_floats(cursor);
+    md->grad = nn_alloc_floats(cursor);
+}
+
+void model_init_params(model *md, const calf_config *cfg, uint64_t seed) {
+    calf_rng rng;
+    calf_rng_seed(&rng, seed, 0, CALF_RNG_INIT);
+    /* CleanRL / SB3: sqrt(2) hidden, 0.01 policy head, 1 value head */
+    nn_mlp_init(&md->actor, md->params, sqrtf(2.0f), 0.01f, &rng);
+    nn_mlp_init(&md->value, md->params, sqrtf(2.0f), 1.0f, &rng);
+    for (int k = 0; k < md->action_dim; k++)
+        md->params[md->log_std_off + k] = (float)calf_config_float(cfg, CFG_INIT_LOG_STD);
+}
+
+void model_free(model *md) {
+    if (!md) return;
+    free(md->params);
+    free(md->m);
+    free(md->v);
+    free(md->grad);
+    memset(md, 0, sizeof *md);
+}
+
+float model_sample(const model *md, const float *params, const float *head, calf_rng *rng,
+                   int *action, float *u) {
+    if (md->num_actions > 0) {
+        *action = dist_categorical_sample(head, md->num_actions, rng);
+        return dist_categorical_log_prob(head, md->num_actions, *action);
+    }
+    const float *log_std = params + md->log_std_off;
+    *action = 0;
+    dist_gaussian_sample(head, log_std, md->action_dim, rng, u);
+    return dist_gaussian_log_prob(head, log_std, md->action_dim, u);
+}
+
+void model_mode(const model *md, const float *head, int *action, float *u) {
+    if (md->num_actions > 0) *action = dist_categorical_mode(head, md->num_actions);
+    else {
+        *action = 0;
+        dist_gaussian_mode(head, md->action_dim, u);
+    }
+}
+
+void model_logp_entropy(const model *md, const float *params, const float *head, int action,
+                        const float *u, float *logp, float *entropy) {
+    if (md->num_actions > 0) {
+        dist_categorical_logp_entropy(head, md->num_actions, action, logp, entropy);
+        return;
+    }
+    const float *log_std = params + md->log_std_off;
+    *logp = dist_gaussian_log_prob(head, log_std, md->action_dim, u);
+    *entropy = dist_gaussian_entropy(log_std, md->action_dim);
+}
+
+void model_dist_backward(const model *md, const float *params, const float *head, int action,
+                         const float *u, float c_logp, float c_ent, float *dhead,
+                         float *dlog_std) {
+    if (md->num_actions > 0) {
+        dist_categorical_grad(head, md->num_actions, action, c_logp, c_ent, dhead);
+        return;
+    }
+    /* written per row; the trainer sums rows in order into the env's partial */
+    for (int k = 0; k < md->action_dim; k++) dlog_std[k] = 0;
+    dist_gaussian_grad(head, params + md->log_std_off, md->action_dim, u, c_logp, c_ent, dhead,
+                       dlog_std);
+}
+
+uint64_t model_digest(const model *md) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const float *arrays[3] = {md->params, md->m, md->v};
+    for (int a = 0; a < 3; a++) {
+        const unsigned char *p = (const unsigned char *)arrays[a];
+        for (size_t i = 0; i < md->num_params * sizeof(float); i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    }
+    return h;
+}

@@ -1,0 +1,54 @@
+/* model.h: the actor-critic that PPO trains: a policy MLP (logits of a categorical, or
+ * the means of a diagonal Gaussian with a state-independent log-std) and a value MLP,
+ * laid out in one flat parameter array with gradients and Adam moments beside it. */
+#ifndef CALF_MODEL_H
+#define CALF_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/config.h"
+#include "calf/env.h"
+#include "calf/rng.h"
+#include "nn.h"
+
+typedef struct model {
+    int obs_dim;
+    int num_actions;        /* discrete: number of actions; 0 when continuous */
+    int action_dim;         /* continuous: action size; 0 when discrete */
+    int head_dim;           /* actor output size: num_actions or action_dim */
+    nn_mlp actor, value;
+    size_t log_std_off;     /* continuous: (action_dim) log-stds; unused when discrete */
+    size_t num_params;
+    float *params;          /* (num_params) */
+    float *m, *v;           /* (num_params) Adam moments */
+    float *grad;            /* (num_params) the summed gradient of one update */
+} model;
+
+/* Lay out the networks the config asks for, for an env with spec; all arrays zeroed. */
+void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec);
+/* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config. */
+void model_init_params(model *md, const calf_config *cfg, uint64_t seed);
+void model_free(model *md);
+
+/* Per-row policy math on an actor output row (head_dim floats). */
+/* Sample an action from the row's distribution with rng; returns its log-prob.
+ * Discrete: *action; continuous: u (action_dim, unclipped). */
+float model_sample(const model *md, const float *params, const float *head, calf_rng *rng,
+                   int *action, float *u);
+/* The greedy action (mode). */
+void model_mode(const model *md, const float *head, int *action, float *u);
+/* Log-prob and entropy of an action under the row's distribution. */
+void model_logp_entropy(const model *md, const float *params, const float *head, int action,
+                        const float *u, float *logp, float *entropy);
+/* Gradient of (c_logp * logp(action) + c_ent * entropy) w.r.t. the head row (written to
+ * dhead) and, for continuous actions, this row's log-std gradient WRITTEN to dlog_std
+ * (action_dim); the caller sums rows in a fixed order. */
+void model_dist_backward(const model *md, const float *params, const float *head, int action,
+                         const float *u, float c_logp, float c_ent, float *dhead,
+                         float *dlog_std);
+
+/* 64-bit digest of parameters and Adam moments (to prove ranks agree). */
+uint64_t model_digest(const model *md);
+
+#endif

@@ -1,0 +1,68 @@
+/* play.c: `calf play`: load a trained policy from a run's root dir and run it greedily,
+ * printing each episode's return and the average. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/train.h"
+#include "checkpoint.h"
+#include "model.h"
+#include "trainer.h"
+
+int calf_play(const calf_play_options *o, calf_error *err) {
+    char conf[4096], dir[4096], path[4200];
+    const char *root = o->root_dir ? o->root_dir : ".";
+    if (snprintf(conf, sizeof conf, "%s/config.gin", root) >= (int)sizeof conf ||
+        snprintf(dir, sizeof dir, "%s/train/algorithm", root) >= (int)sizeof dir)
+        return calf_error_set(err, CALF_EINVAL, "path too long: %s", root);
+    calf_config cfg;
+    calf_config_init(&cfg);
+    int rc = calf_config_parse_file(&cfg, conf, err);
+    if (rc) return CALF_EINVAL;
+    const char *env_name = calf_config_string(&cfg, CFG_ENV_NAME);
+    const calf_env_class *cls = calf_env_find(env_name);
+    if (!cls) return calf_error_set(err, CALF_EINVAL, "%s: unknown environment '%s'", conf, env_name);
+
+    ckpt_header hdr;
+    unsigned char *payload = NULL;
+    size_t n = 0;
+    if (o->checkpoint) {
+        snprintf(path, sizeof path, "%s", o->checkpoint);
+        rc = ckpt_read(path, &hdr, &payload, &n, err);
+        if (rc) return rc == CALF_EIO ? CALF_EINVAL : rc;
+    } else {
+        bool found = false;
+        rc = ckpt_find_latest_valid(dir, path, sizeof path, &hdr, &payload, &n, &found, stderr, err);
+        if (rc) return rc;
+        if (!found) return calf_error_set(err, CALF_EINVAL, "%s: no checkpoint to play", dir);
+    }
+    if (hdr.digest != calf_config_digest(&cfg)) {
+        free(payload);
+        return calf_error_set(err, CALF_EINVAL, "%s does not belong to the config in %s", path, conf);
+    }
+    model md;
+    model_init(&md, &cfg, &cls->spec);
+    int64_t iteration = 0;
+    rc = trainer_read_params(payload, n, path, &md, &iteration, err);
+    free(payload);
+    if (rc) {
+        model_free(&md);
+        return rc;
+    }
+    double *returns = calloc((size_t)o->num_episodes, sizeof *returns);
+    if (!returns) {
+        model_free(&md);
+        return calf_error_set(err, CALF_ENOMEM, "out of memory");
+    }
+    double avg = calf_evaluate_greedy(&md, env_name, (uint64_t)o->seed, o->num_episodes, returns, err);
+    if (!isnan(avg)) {
+        printf("policy: %s (iteration %lld), %s, greedy\n", path, (long long)iteration, env_name);
+        for (int k = 0; k < o->num_episodes; k++)
+            if (o->verbose || o->num_episodes <= 20) printf("episode %d: return %.3f\n", k + 1, returns[k]);
+        printf("average return over %d episodes: %.3f\n", o->num_episodes, avg);
+    }
+    free(returns);
+    model_free(&md);
+    return isnan(avg) ? CALF_EINVAL : CALF_OK;
+}

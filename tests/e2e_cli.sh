@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# e2e_cli.sh: the calf command's options, usage errors and config errors (exit 2,
+# file:line messages, nothing written to the root dir).
+. "$(dirname "$0")/lib_e2e.sh"
+
+expect_exit 0 "$CALF" --help
+expect_in "$WORK/out" "usage: calf <command>"
+expect_exit 0 "$CALF" --version
+expect_in "$WORK/out" "calf 0.1.0"
+expect_in "$WORK/out" "MPI backend"
+expect_exit 2 "$CALF"
+expect_exit 2 "$CALF" frobnicate
+expect_in "$WORK/err" "unknown command 'frobnicate'"
+expect_exit 0 "$CALF" train --help
+expect_in "$WORK/out" "--nproc N"
+expect_exit 2 "$CALF" train --root_dir "$WORK/r" --bogus
+expect_in "$WORK/err" "unknown option '--bogus'"
+expect_exit 2 "$CALF" train --conf "$SRC/examples/ppo_cartpole.gin"
+expect_in "$WORK/err" "missing required option --root_dir"
+expect_exit 2 "$CALF" train --root_dir "$WORK/r" --conf "$SRC/examples/ppo_cartpole.gin" --nproc zero
+expect_in "$WORK/err" "--nproc expects an integer"
+expect_exit 2 "$CALF" train --root_dir "$WORK/r"
+expect_in "$WORK/err" "missing --conf"
+expect_exit 2 "$CALF" play
+expect_in "$WORK/err" "missing required option --root_dir"
+
+expect_exit 0 "$CALF" train --list-bindings
+for b in create_environment.env_name create_environment.num_parallel_environments \
+         TrainerConfig.random_seed TrainerConfig.num_iterations TrainerConfig.num_env_steps \
+         TrainerConfig.unroll_length TrainerConfig.mini_batch_size \
+         TrainerConfig.num_updates_per_train_iter TrainerConfig.num_checkpoints \
+         TrainerConfig.evaluate TrainerConfig.eval_interval TrainerConfig.num_eval_episodes \
+         TrainerConfig.summary_interval PPOLoss.gamma Adam.lr \
+         ActorDistributionNetwork.fc_layer_params ValueNetwork.fc_layer_params; do
+    expect_in "$WORK/out" "$b"
+done
+
+# a typo'd binding: file:line, a suggestion, exit 2, nothing in the root dir
+printf '# my config\nTrainerConfig.num_iteration = 3\n' > "$WORK/typo.gin"
+expect_exit 2 "$CALF" train --root_dir "$WORK/typo_root" --conf "$WORK/typo.gin"
+expect_in "$WORK/err" "typo.gin:2: unknown binding 'TrainerConfig.num_iteration' (did you mean 'TrainerConfig.num_iterations'?)"
+if [ -e "$WORK/typo_root" ]; then bad "root dir created for a rejected config"; else ok; fi
+
+printf 'PPOLoss.gamma = 2.0\n' > "$WORK/bounds.gin"
+expect_exit 2 "$CALF" train --root_dir "$WORK/b_root" --conf "$WORK/bounds.gin"
+expect_in "$WORK/err" "bounds.gin:1: 'PPOLoss.gamma': value 2 out of bounds [0, 1]"
+printf "create_environment.env_name = 'NoSuchEnv-v0'\n" > "$WORK/env.gin"
+expect_exit 2 "$CALF" train --root_dir "$WORK/e_root" --conf "$WORK/env.gin"
+expect_in "$WORK/err" "env.gin:1: unknown environment 'NoSuchEnv-v0' (known: CartPole-v1"
+expect_exit 2 "$CALF" train --root_dir "$WORK/m_root" --conf "$WORK/missing.gin"
+expect_in "$WORK/err" "missing.gin: cannot open"
+expect_exit 2 "$CALF" train --root_dir "$WORK/p_root" --conf "$SRC/examples/ppo_cartpole.gin" \
+    --conf_param 'Adam.lr=fast'
+expect_in "$WORK/err" "--conf_param 'Adam.lr=fast': 'Adam.lr' expects a number, got 'fast'"
+expect_exit 2 "$CALF" train --root_dir "$WORK/n_root" --conf "$SRC/examples/ppo_cartpole.gin" \
+    --conf_param 'create_environment.num_parallel_environments=4' --nproc 8
+expect_in "$WORK/err" "8 processes but only 4 environments"
+for d in b_root e_root m_root p_root n_root; do
+    if [ -e "$WORK/$d" ]; then bad "$d created for a rejected config"; else ok; fi
+done
+
+expect_exit 0 "$CALF" envs
+expect_in "$WORK/out" "CartPole-v1"
+expect_in "$WORK/out" "Pendulum-v1"
+report e2e_cli

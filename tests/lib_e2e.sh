@@ -1,0 +1,38 @@
+# lib_e2e.sh: helpers shared by the end-to-end tests (sourced, not run by ctest).
+# Each test gets CALF (the binary) and SRC (the source dir) as $1 and $2.
+set -u
+CALF=$1
+SRC=$2
+WORK=$(mktemp -d /tmp/calf_e2e.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+FAILS=0
+CHECKS=0
+
+ok() { CHECKS=$((CHECKS + 1)); }
+bad() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL: $*" >&2; }
+
+# expect_exit CODE cmd...: run cmd, check its exit status
+expect_exit() {
+    local want=$1; shift
+    "$@" >"$WORK/out" 2>"$WORK/err"
+    local got=$?
+    if [ "$got" = "$want" ]; then ok; else
+        bad "exit $got (want $want): $*"; sed 's/^/  | /' "$WORK/err" >&2 | head -20; fi
+}
+# expect_in FILE TEXT: FILE contains TEXT (fixed string)
+expect_in() {
+    if grep -qF -- "$2" "$1"; then ok; else bad "'$2' not in $1:"; sed 's/^/  | /' "$1" | head -20 >&2; fi
+}
+expect_not_in() {
+    if grep -qF -- "$2" "$1"; then bad "'$2' unexpectedly in $1"; else ok; fi
+}
+expect_eq() {
+    if [ "$1" = "$2" ]; then ok; else bad "$3: '$1' != '$2'"; fi
+}
+expect_same_file() {
+    if cmp -s "$1" "$2"; then ok; else bad "files differ: $1 $2"; fi
+}
+report() {
+    echo "$1: $CHECKS checks, $FAILS failed"
+    [ "$FAILS" = 0 ]
+}
