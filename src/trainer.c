@@ -964,7 +964,8 @@ static int train_worker(comm *c, void *arg) {
     }
     if (rc == CALF_OK) rc = trainer_init(&t, wa->cfg, c, &err);
     if (rc == CALF_OK) {
-        logf_(&t, false, "calf %s: backend %s", CALF_VERSION, comm_backend_name(c));
+        logf_(&t, false, "calf %s: backend %s, pid %ld", CALF_VERSION, comm_backend_name(c),
+              (long)getpid());
         logf_(&t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
               comm_size(c), t.begin, t.begin + t.count - 1, t.count, t.E);
     }

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# e2e_ddp.sh: the seed's testing section, automated: --nproc N splits the envs, only rank
+# 0 writes summaries/checkpoints/config, checkpoints are byte-identical for N = 1..4 (even
+# and uneven blocks), a 2-process checkpoint resumes on 3, a killed rank stops the job
+# fast with nothing left behind, and Ctrl-C checkpoints and exits 130.
+. "$(dirname "$0")/lib_e2e.sh"
+
+CONF=$SRC/examples/ppo_cartpole.gin
+run() { # run ROOT NPROC [more args]
+    local root=$1 n=$2; shift 2
+    expect_exit 0 "$CALF" train --quiet --root_dir "$root" --conf "$CONF" --nproc "$n" \
+        --conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.eval_interval=2 "$@"
+}
+
+for n in 1 2 3 4; do run "$WORK/e64_$n" $n; done
+for n in 2 3 4; do
+    expect_same_file "$WORK/e64_1/train/algorithm/ckpt-4" "$WORK/e64_$n/train/algorithm/ckpt-4"
+    expect_same_file "$WORK/e64_1/train/algorithm/ckpt-2" "$WORK/e64_$n/train/algorithm/ckpt-2"
+done
+# no flag is the same job as --nproc 1
+expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/e64_noflag" --conf "$CONF" \
+    --conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.eval_interval=2
+expect_same_file "$WORK/e64_1/train/algorithm/ckpt-4" "$WORK/e64_noflag/train/algorithm/ckpt-4"
+expect_in "$WORK/e64_noflag/log/rank-0.log" "rank 0/1: environments 0..63 (64 of 64)"
+
+# the split is in the logs; rank 0 alone writes summaries, checkpoints and config
+R=$WORK/e64_2
+expect_in "$R/log/rank-0.log" "rank 0/2: environments 0..31 (32 of 64)"
+expect_in "$R/log/rank-1.log" "rank 1/2: environments 32..63 (32 of 64)"
+expect_eq "$(ls "$R"/train/events.out.tfevents.* | wc -l)" 1 "train events files (2 procs)"
+expect_eq "$(ls "$R"/eval/events.out.tfevents.* | wc -l)" 1 "eval events files (2 procs)"
+expect_eq "$(ls "$R"/log)" "$(printf 'rank-0.log\nrank-1.log')" "log files"
+expect_eq "$(ls "$R")" "$(printf 'config.gin\neval\nlog\ntrain')" "root dir entries"
+expect_in "$R/config.gin" "rank 1: environments 32..63 (32)"
+# summaries describe the whole job, not rank 0's share
+"$CALF" events "$R"/train/events.out.tfevents.* > "$WORK/ev2"
+"$CALF" events "$WORK"/e64_1/train/events.out.tfevents.* > "$WORK/ev1"
+expect_in "$WORK/ev2" "4 Metrics/EnvironmentSteps 8192"
+grep -E 'Metrics/(AverageReturn|NumberOfEpisodes)|PPOLoss' "$WORK/ev1" > "$WORK/m1"
+grep -E 'Metrics/(AverageReturn|NumberOfEpisodes)|PPOLoss' "$WORK/ev2" > "$WORK/m2"
+expect_same_file "$WORK/m1" "$WORK/m2"
+
+# uneven blocks: 65 envs
+for n in 1 2 3 4; do
+    run "$WORK/e65_$n" $n --conf_param create_environment.num_parallel_environments=65
+done
+for n in 2 3 4; do
+    expect_same_file "$WORK/e65_1/train/algorithm/ckpt-4" "$WORK/e65_$n/train/algorithm/ckpt-4"
+done
+expect_in "$WORK/e65_2/log/rank-0.log" "rank 0/2: environments 0..32 (33 of 65)"
+
+# a 2-process checkpoint at iteration 2 resumes on 3 processes to iteration 4, exactly
+expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/resume" --conf "$CONF" --nproc 2 \
+    --conf_param TrainerConfig.num_iterations=2 --conf_param TrainerConfig.eval_interval=2
+run "$WORK/resume" 3
+expect_same_file "$WORK/e64_1/train/algorithm/ckpt-4" "$WORK/resume/train/algorithm/ckpt-4"
+
+# continuous actions: Pendulum on 1 and 3 processes
+for n in 1 3; do
+    run "$WORK/pend_$n" $n --conf_param "create_environment.env_name='Pendulum-v1'" \
+        --conf_param create_environment.num_parallel_environments=10
+done
+expect_same_file "$WORK/pend_1/train/algorithm/ckpt-4" "$WORK/pend_3/train/algorithm/ckpt-4"
+
+# kill -9 of rank 1 mid-run: the launcher exits non-zero within 5 s, no worker remains
+K=$WORK/kill
+"$CALF" train --quiet --root_dir "$K" --conf "$CONF" --nproc 2 \
+    --conf_param TrainerConfig.num_iterations=1000000 >"$WORK/kill_out" 2>"$WORK/kill_err" &
+LPID=$!
+for _ in $(seq 1 100); do
+    grep -q "iter 2" "$K/log/rank-1.log" 2>/dev/null && break
+    sleep 0.1
+done
+W1=$(sed -n 's/.*pid \([0-9]*\).*/\1/p' "$K/log/rank-1.log" | head -1)
+W0=$(sed -n 's/.*pid \([0-9]*\).*/\1/p' "$K/log/rank-0.log" | head -1)
+if [ -n "$W1" ] && [ -n "$W0" ]; then ok; else bad "worker pids not in the logs"; fi
+T0=$(date +%s.%N)
+kill -9 "$W1"
+wait $LPID
+CODE=$?
+T1=$(date +%s.%N)
+if [ "$CODE" != 0 ]; then ok; else bad "launcher exited 0 after a rank was killed"; fi
+if awk -v a="$T0" -v b="$T1" 'BEGIN { exit !(b - a < 5) }'; then ok; else bad "launcher took $(awk -v a="$T0" -v b="$T1" 'BEGIN{print b-a}') s"; fi
+expect_in "$WORK/kill_err" "rank 1 failed"
+expect_in "$WORK/kill_err" "SIGKILL"
+if kill -0 "$W0" 2>/dev/null || kill -0 "$W1" 2>/dev/null; then bad "a worker is still running"; else ok; fi
+
+# Ctrl-C: finish the iteration, checkpoint, exit 130
+I=$WORK/int
+"$CALF" train --quiet --root_dir "$I" --conf "$CONF" --nproc 2 \
+    --conf_param TrainerConfig.num_iterations=1000000 --conf_param TrainerConfig.num_checkpoints=0 \
+    >"$WORK/int_out" 2>"$WORK/int_err" &
+LPID=$!
+for _ in $(seq 1 100); do
+    grep -q "iter 2" "$I/log/rank-0.log" 2>/dev/null && break
+    sleep 0.1
+done
+kill -INT $LPID
+wait $LPID
+expect_eq "$?" 130 "exit status after SIGINT"
+if ls "$I"/train/algorithm/ckpt-* >/dev/null 2>&1; then ok; else bad "no checkpoint after SIGINT"; fi
+# and the interrupted run resumes where it stopped
+LAST=$(ls "$I"/train/algorithm | sed 's/ckpt-//' | sort -n | tail -1)
+expect_exit 0 "$CALF" train --root_dir "$I" --conf_param TrainerConfig.num_iterations=$((LAST + 1))
+expect_in "$WORK/err" "(iteration $LAST)"
+report e2e_ddp

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# e2e_train.sh: single-process training end to end: the files a run leaves, summaries,
+# checkpoints, exact resume, fallback past a corrupted checkpoint, config-digest refusal,
+# calf play, and the continuous-action path.
+. "$(dirname "$0")/lib_e2e.sh"
+
+cat > "$WORK/small.gin" <<'GIN'
+include 'base.gin'
+TrainerConfig.num_iterations = 6
+GIN
+cat > "$WORK/base.gin" <<'GIN'
+create_environment.env_name = "CartPole-v1"
+create_environment.num_parallel_environments = 8
+TrainerConfig.random_seed = 3
+TrainerConfig.unroll_length = 16
+TrainerConfig.mini_batch_size = 32
+TrainerConfig.num_updates_per_train_iter = 2
+TrainerConfig.num_checkpoints = 3
+TrainerConfig.evaluate = True
+TrainerConfig.eval_interval = 3
+TrainerConfig.num_eval_episodes = 2
+TrainerConfig.summarize_grads_and_vars = True
+PPOLoss.entropy_regularization = 0.01
+Adam.gradient_clipping = 0.5
+GIN
+
+A=$WORK/a
+expect_exit 0 "$CALF" train --quiet --root_dir "$A" --conf "$WORK/small.gin"
+for f in config.gin log/rank-0.log train/algorithm/ckpt-2 train/algorithm/ckpt-4 train/algorithm/ckpt-6; do
+    if [ -f "$A/$f" ]; then ok; else bad "missing $f"; fi
+done
+expect_eq "$(ls "$A"/train/events.out.tfevents.* | wc -l)" 1 "train events files"
+expect_eq "$(ls "$A"/eval/events.out.tfevents.* | wc -l)" 1 "eval events files"
+expect_eq "$(ls "$A"/log | wc -l)" 1 "log files"
+expect_in "$A/log/rank-0.log" "rank 0/1: environments 0..7 (8 of 8)"
+expect_in "$A/config.gin" "TrainerConfig.num_iterations = 6  # $WORK/small.gin:2"
+expect_in "$A/config.gin" "create_environment.num_parallel_environments = 8  # $WORK/base.gin:2"
+
+# every record of the events files checks out, with the tags users look for
+expect_exit 0 "$CALF" events "$A"/train/events.out.tfevents.*
+cp "$WORK/out" "$WORK/train_events"
+for tag in "file_version brain.Event:2" "6 Metrics/AverageReturn" "6 Metrics/AverageEpisodeLength" \
+           "6 Metrics/EnvironmentSteps 768" "6 Metrics/NumberOfEpisodes" "6 PPOLoss/pg_loss" \
+           "6 PPOLoss/td_loss" "6 PPOLoss/entropy" "6 Optimizer/grad_norm" \
+           "6 Perf/env_steps_per_sec" "6 Params/actor" "6 Grads/value"; do
+    expect_in "$WORK/train_events" "$tag"
+done
+expect_exit 0 "$CALF" events "$A"/eval/events.out.tfevents.*
+expect_in "$WORK/out" "3 Metrics/AverageReturn"
+expect_in "$WORK/out" "6 Metrics/AverageReturn"
+
+# resume is exact: 3 iterations, then resume to 6, equals 6 straight
+B=$WORK/b
+expect_exit 0 "$CALF" train --quiet --root_dir "$B" --conf "$WORK/small.gin" \
+    --conf_param TrainerConfig.num_iterations=3
+expect_exit 0 "$CALF" train --root_dir "$B" --conf "$WORK/small.gin"
+expect_in "$WORK/err" "resuming from $B/train/algorithm/ckpt-3 (iteration 3)"
+expect_same_file "$A/train/algorithm/ckpt-6" "$B/train/algorithm/ckpt-6"
+expect_eq "$(ls "$B"/train/events.out.tfevents.* | wc -l)" 2 "one events file per launch"
+
+# resuming without --conf uses the operative config; a finished run has nothing to do
+expect_exit 0 "$CALF" train --root_dir "$A"
+expect_in "$WORK/err" "nothing to do"
+
+# a changed config is refused (only run length and cadence may change)
+expect_exit 2 "$CALF" train --root_dir "$B" --conf "$WORK/small.gin" --conf_param PPOLoss.gamma=0.9
+expect_in "$WORK/err" "was written by a different config"
+
+# a corrupted newest checkpoint is reported and the previous one used; the rerun
+# iterations reproduce the lost checkpoint exactly
+for how in flip truncate; do
+    C=$WORK/c_$how
+    cp -r "$A" "$C"
+    if [ $how = flip ]; then
+        printf '\x55' | dd of="$C/train/algorithm/ckpt-6" bs=1 seek=100 conv=notrunc 2>/dev/null
+    else
+        truncate -s 300 "$C/train/algorithm/ckpt-6"
+    fi
+    expect_exit 0 "$CALF" train --root_dir "$C" --conf "$WORK/small.gin"
+    expect_in "$WORK/err" "ckpt-6"
+    expect_in "$WORK/err" "resuming from $C/train/algorithm/ckpt-4 (iteration 4)"
+    expect_same_file "$A/train/algorithm/ckpt-6" "$C/train/algorithm/ckpt-6"
+done
+
+# calf play on the run
+expect_exit 0 "$CALF" play --root_dir "$A" --num_episodes 3
+expect_in "$WORK/out" "episode 3: return"
+expect_in "$WORK/out" "average return over 3 episodes:"
+expect_exit 2 "$CALF" play --root_dir "$WORK/nowhere"
+expect_exit 2 "$CALF" play --root_dir "$A" --checkpoint "$WORK/small.gin"
+expect_in "$WORK/err" "not a calf checkpoint"
+
+# continuous and other discrete envs train and resume exactly too
+for env in Pendulum-v1 Acrobot-v1 MountainCarContinuous-v0 MountainCar-v0; do
+    P=$WORK/p_$env
+    Q=$WORK/q_$env
+    expect_exit 0 "$CALF" train --quiet --root_dir "$P" --conf "$WORK/base.gin" \
+        --conf_param "create_environment.env_name='$env'" --conf_param TrainerConfig.num_iterations=4
+    expect_exit 0 "$CALF" train --quiet --root_dir "$Q" --conf "$WORK/base.gin" \
+        --conf_param "create_environment.env_name='$env'" --conf_param TrainerConfig.num_iterations=2
+    expect_exit 0 "$CALF" train --quiet --root_dir "$Q" --conf "$WORK/base.gin" \
+        --conf_param "create_environment.env_name='$env'" --conf_param TrainerConfig.num_iterations=4
+    expect_same_file "$P/train/algorithm/ckpt-4" "$Q/train/algorithm/ckpt-4"
+done
+report e2e_train
