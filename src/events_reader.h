@@ -1,0 +1,71 @@
+/* events_reader.h: a validating reader for TensorBoard events files. It checks both
+ * CRCs of every TFRecord and decodes the Event fields calf writes, so tests can prove
+ * what summary.c produced and `calf events FILE` can show a run's file as text. */
+#ifndef CALF_EVENTS_READER_H
+#define CALF_EVENTS_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "calf/error.h"
+
+enum events_value_kind {
+    EVENTS_VALUE_OTHER = 0,  /* image, audio, tensor, ...: tag only */
+    EVENTS_VALUE_SIMPLE = 1, /* simple_value */
+    EVENTS_VALUE_HISTO = 2   /* histo */
+};
+
+typedef struct events_value {
+    char *tag;          /* NUL-terminated copy */
+    int kind;           /* an events_value_kind */
+    float simple_value; /* EVENTS_VALUE_SIMPLE */
+    /* EVENTS_VALUE_HISTO: HistogramProto fields; absent fields read as 0 (proto3). */
+    double histo_min, histo_max, histo_num, histo_sum, histo_sum_squares;
+    double *bucket_limit; /* (num_buckets) */
+    double *bucket;       /* (num_buckets) */
+    size_t num_buckets;
+} events_value;
+
+typedef struct events_record {
+    uint64_t offset;      /* byte offset of the record's length field in the file */
+    double wall_time;
+    int64_t step;
+    char *file_version;   /* NULL unless the Event carries file_version */
+    bool has_summary;
+    events_value *values; /* (num_values) the Summary's values */
+    size_t num_values;
+    size_t values_cap;    /* allocated length of values */
+    const unsigned char *data; /* (len) the Event's encoded bytes */
+    size_t len;
+} events_record;
+
+typedef struct events_reader {
+    FILE *f;
+    char *path;
+    uint64_t offset;      /* where the next record starts */
+    events_record rec;    /* the last record read; owned by the reader */
+    unsigned char *buf;   /* (cap) record data */
+    size_t cap;
+} events_reader;
+
+/* Open path for reading. On failure r needs no close. */
+int events_reader_open(events_reader *r, const char *path, calf_error *err);
+/* Read and validate the next record. On CALF_OK *rec points at it (valid until the
+ * next call or close), or is NULL at a clean end of file. A truncated or corrupt
+ * record is CALF_EINVAL with a message naming the file and the byte offset. */
+int events_reader_next(events_reader *r, const events_record **rec, calf_error *err);
+void events_reader_close(events_reader *r); /* NULL-safe, idempotent */
+
+/* Decode one Event message (no framing) into rec, which must be zeroed or previously
+ * filled by this function (its allocations are reused; release them with
+ * events_record_free). The message names the problem, not the file. */
+int events_decode_event(const unsigned char *data, size_t len, events_record *rec,
+                        calf_error *err);
+void events_record_free(events_record *rec);
+
+/* calf_events_dump, the text form for `calf events FILE`, is declared in the public
+ * calf/summary.h so the command-line program needs no internal header. */
+
+#endif

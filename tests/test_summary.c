@@ -1,0 +1,799 @@
+/* test_summary.c: TensorBoard event files against the spec: CRC32C check value and
+ * tables, TFRecord masking, byte-exact Event encoding built by hand from event.proto /
+ * summary.proto, a write/read round trip through the validating reader, the rank > 0
+ * record context (nothing created), and damage (flipped byte, torn tail, full disk). */
+#include <dirent.h>
+#include <errno.h>
+#include <float.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "calf/context.h"
+#include "calf/rng.h"
+#include "calf/summary.h"
+#include "crc32c.h"
+#include "events_reader.h"
+#include "test_util.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+static char tmp_root[256];
+
+static void make_tmp_root(void) {
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    int n = snprintf(tmp_root, sizeof tmp_root, "%s/calf_test_summary_XXXXXX", base);
+    if (n < 0 || (size_t)n >= sizeof tmp_root || !mkdtemp(tmp_root)) {
+        fprintf(stderr, "cannot create a temporary directory under %s\n", base);
+        exit(1);
+    }
+}
+
+static void rm_rf(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+                char sub[1024];
+                int n = snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                if (n > 0 && (size_t)n < sizeof sub) rm_rf(sub);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void join(char *out, size_t cap, const char *a, const char *b) {
+    int n = snprintf(out, cap, "%s/%s", a, b);
+    if (n < 0 || (size_t)n >= cap) {
+        fprintf(stderr, "path too long: %s/%s\n", a, b);
+        exit(1);
+    }
+}
+
+static unsigned char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    unsigned char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            unsigned char *b = realloc(buf, cap *= 2);
+            if (!b) free(buf);
+            buf = b;
+        }
+    }
+    fclose(f);
+    *n = len;
+    return buf;
+}
+
+static int write_file(const char *path, const unsigned char *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(p, 1, n, f);
+    return (fclose(f) == 0 && w == n) ? 0 : -1;
+}
+
+/* Number of entries in dir other than . and ..; -1 if it cannot be opened. */
+static int count_entries(const char *dir, char *first, size_t cap) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (n++ == 0 && first) join(first, cap, dir, e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Bit-at-a-time CRC-32C straight from the definition: an independent reference for
+ * the table-driven code and for framing bytes built by hand below. */
+static uint32_t ref_crc32c(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    }
+    return ~c;
+}
+
+static uint32_t ref_mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+
+static void le_put(unsigned char *out, uint64_t v, int nbytes) {
+    for (int i = 0; i < nbytes; i++) out[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Frame data as a TFRecord using only the reference CRC. */
+static size_t frame(unsigned char *out, const unsigned char *data, size_t n) {
+    le_put(out, n, 8);
+    le_put(out + 8, ref_mask(ref_crc32c(out, 8)), 4);
+    memcpy(out + 12, data, n);
+    le_put(out + 12 + n, ref_mask(ref_crc32c(data, n)), 4);
+    return n + 16;
+}
+
+static bool contains(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
+
+/* ------------------------------------------------------------------ CRC32C */
+
+static void test_crc32c(void) {
+    CHECK_INT_EQ(crc32c("123456789", 9), 0xE3069283u);
+    CHECK_INT_EQ(crc32c("", 0), 0);
+    /* RFC 3720 (iSCSI) B.4 test vectors. */
+    unsigned char buf[48];
+    memset(buf, 0, 32);
+    CHECK_INT_EQ(crc32c(buf, 32), 0x8A9136AAu);
+    memset(buf, 0xff, 32);
+    CHECK_INT_EQ(crc32c(buf, 32), 0x62A8AB43u);
+    for (int i = 0; i < 32; i++) buf[i] = (unsigned char)i;
+    CHECK_INT_EQ(crc32c(buf, 32), 0x46DD794Eu);
+
+    /* The literal tables equal what the polynomial generates. */
+    const uint32_t *t = crc32c_table_for_testing();
+    int bad = 0;
+    uint32_t t0[256];
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        t0[i] = c;
+    }
+    for (int k = 0; k < 8; k++)
+        for (int i = 0; i < 256; i++) {
+            uint32_t want = t0[i];
+            for (int j = 0; j < k; j++) want = (want >> 8) ^ t0[want & 0xff];
+            if (t[k * 256 + i] != want) bad++;
+        }
+    CHECK_INT_EQ(bad, 0);
+
+    /* Slice-by-8 equals bit-at-a-time at every length and alignment, and incremental
+     * updates compose. */
+    calf_rng rng;
+    calf_rng_seed(&rng, 1, 2, 3);
+    unsigned char data[300];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)calf_rng_next(&rng);
+    int mismatches = 0, split_mismatches = 0;
+    for (size_t off = 0; off < 9; off++)
+        for (size_t n = 0; n + off <= sizeof data; n += 7) {
+            if (crc32c(data + off, n) != ref_crc32c(data + off, n)) mismatches++;
+            size_t h = n / 3;
+            if (crc32c_update(crc32c(data + off, h), data + off + h, n - h) !=
+                crc32c(data + off, n))
+                split_mismatches++;
+        }
+    CHECK_INT_EQ(mismatches, 0);
+    CHECK_INT_EQ(split_mismatches, 0);
+}
+
+static void test_mask(void) {
+    /* Values worked out by hand from mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8. */
+    CHECK_INT_EQ(crc32c_mask(0), 0xa282ead8u);
+    CHECK_INT_EQ(crc32c_mask(1), 0xa284ead8u);          /* 1 << 17 = 0x20000 */
+    CHECK_INT_EQ(crc32c_mask(0x80000000u), 0xa283ead8u); /* >> 15 = 0x10000 */
+    CHECK_INT_EQ(crc32c_mask(0xffffffffu), 0xa282ead7u); /* wraps */
+    CHECK_INT_EQ(crc32c_mask(0xE3069283u), ref_mask(0xE3069283u));
+    int bad = 0;
+    calf_rng rng;
+    calf_rng_seed(&rng, 4, 5, 6);
+    for (int i = 0; i < 1000; i++) {
+        uint32_t c = (uint32_t)calf_rng_next(&rng);
+        if (crc32c_unmask(crc32c_mask(c)) != c) bad++;
+    }
+    CHECK_INT_EQ(bad, 0);
+}
+
+/* ------------------------------------------------------------------ encoding */
+
+/* Records of a file, located by walking the framing (lengths only). */
+typedef struct span {
+    size_t off, len; /* whole record: 16 + data length */
+} span;
+
+static int split_records(const unsigned char *p, size_t n, span *out, int max) {
+    int k = 0;
+    size_t off = 0;
+    while (off + 12 <= n && k < max) {
+        uint64_t len = 0;
+        for (int i = 0; i < 8; i++) len |= (uint64_t)p[off + i] << (8 * i);
+        if (len > n - off - 12 || n - off - 12 - len < 4) break;
+        out[k].off = off;
+        out[k].len = (size_t)len + 16;
+        off += out[k].len;
+        k++;
+    }
+    return k;
+}
+
+static void test_byte_exact(void) {
+    char dir[512];
+    join(dir, sizeof dir, tmp_root, "exact");
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) {
+        fprintf(stderr, "%s\n", err.msg);
+        return;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "a", 7, 1.5, 2.0), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+
+    size_t n;
+    unsigned char *file = read_file(path, &n);
+    CHECK(file != NULL);
+    if (!file) return;
+    span rec[4];
+    int k = split_records(file, n, rec, 4);
+    CHECK_INT_EQ(k, 2);
+    if (k != 2) {
+        free(file);
+        return;
+    }
+    CHECK_INT_EQ(rec[0].off + rec[0].len + rec[1].len, n);
+
+    /* Record 1: Event{wall_time = now (field 1, fixed64), file_version = "brain.Event:2"
+     * (field 3, length-delimited)}; step 0 is omitted (proto3 default). Take wall_time's
+     * eight bytes from the file, build the rest from the spec. */
+    unsigned char ev0[64], want0[96];
+    size_t m = 0;
+    ev0[m++] = 0x09; /* (1 << 3) | 1 */
+    memcpy(ev0 + m, file + 12 + 1, 8);
+    m += 8;
+    ev0[m++] = 0x1a; /* (3 << 3) | 2 */
+    ev0[m++] = 13;
+    memcpy(ev0 + m, "brain.Event:2", 13);
+    m += 13;
+    size_t w0 = frame(want0, ev0, m);
+    CHECK_INT_EQ(rec[0].len, w0);
+    CHECK(rec[0].len == w0 && memcmp(file, want0, w0) == 0);
+    double wall;
+    memcpy(&wall, file + 13, 8); /* little-endian host assumed by this check only */
+    CHECK(wall > 1.6e9 && wall < 4.1e9);
+
+    /* Record 2: Event{wall_time 1.5, step 7, summary {value {tag "a", simple_value 2}}}. */
+    const unsigned char ev1[] = {
+        0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, /* 1: double 1.5 */
+        0x10, 0x07,                                           /* 2: varint 7 */
+        0x2a, 0x0a,                                           /* 5: Summary, 10 bytes */
+        0x0a, 0x08,                                           /*  1: Value, 8 bytes */
+        0x0a, 0x01, 'a',                                      /*   1: tag "a" */
+        0x15, 0x00, 0x00, 0x00, 0x40,                         /*   2: float 2.0 */
+    };
+    unsigned char want1[64];
+    size_t w1 = frame(want1, ev1, sizeof ev1);
+    CHECK_INT_EQ(rec[1].len, w1);
+    CHECK(rec[1].len == w1 && memcmp(file + rec[1].off, want1, w1) == 0);
+
+    free(file);
+
+    /* A negative step is a ten-byte varint (int64, not zigzag). */
+    unsigned char buf[64];
+    calf_error_clear(&err);
+    join(dir, sizeof dir, tmp_root, "exact_neg");
+    w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "a", -1, 1.5, 2.0), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+    file = read_file(path, &n);
+    CHECK(file != NULL);
+    if (!file) return;
+    k = split_records(file, n, rec, 4);
+    CHECK_INT_EQ(k, 2);
+    if (k == 2) {
+        unsigned char ev[64];
+        size_t q = 0;
+        memcpy(ev, ev1, 9);
+        q = 9;
+        ev[q++] = 0x10;
+        for (int i = 0; i < 9; i++) ev[q++] = 0xff;
+        ev[q++] = 0x01;
+        memcpy(ev + q, ev1 + 11, sizeof ev1 - 11);
+        q += sizeof ev1 - 11;
+        size_t wl = frame(buf, ev, q);
+        CHECK_INT_EQ(rec[1].len, wl);
+        CHECK(rec[1].len == wl && memcmp(file + rec[1].off, buf, wl) == 0);
+    }
+    free(file);
+}
+
+/* ------------------------------------------------------------------ round trip */
+
+/* TensorFlow's default bucket limits, rebuilt here from the published definition. */
+static double tf_limits[2000];
+static size_t tf_nlimits;
+
+static void build_tf_limits(void) {
+    double pos[1000];
+    size_t np = 0;
+    for (double v = 1.0e-12; v < 1.0e20; v *= 1.1) pos[np++] = v;
+    pos[np++] = DBL_MAX;
+    size_t k = 0;
+    for (size_t i = np; i-- > 0;) tf_limits[k++] = -pos[i];
+    tf_limits[k++] = 0.0;
+    for (size_t i = 0; i < np; i++) tf_limits[k++] = pos[i];
+    tf_nlimits = k;
+}
+
+static bool is_tf_limit(double v) {
+    for (size_t i = 0; i < tf_nlimits; i++)
+        if (tf_limits[i] == v) return true;
+    return false;
+}
+
+/* Check a decoded histogram against the values it was built from. */
+static void check_histogram(const events_value *v, const float *vals, size_t n) {
+    double num = 0, sum = 0, sq = 0, mn = DBL_MAX, mx = -DBL_MAX;
+    for (size_t i = 0; i < n; i++) {
+        double x = vals[i];
+        if (!isfinite(x)) continue;
+        num += 1;
+        sum += x;
+        sq += x * x;
+        if (x < mn) mn = x;
+        if (x > mx) mx = x;
+    }
+    CHECK_INT_EQ(v->kind, EVENTS_VALUE_HISTO);
+    CHECK(v->histo_num == num);
+    CHECK(v->histo_sum == sum);
+    CHECK(v->histo_sum_squares == sq);
+    CHECK(v->histo_min == mn);
+    CHECK(v->histo_max == mx);
+    CHECK(v->num_buckets >= 1);
+    double total = 0;
+    int not_tf = 0, not_increasing = 0, empty_neighbours = 0;
+    for (size_t b = 0; b < v->num_buckets; b++) {
+        total += v->bucket[b];
+        if (!is_tf_limit(v->bucket_limit[b])) not_tf++;
+        if (b > 0 && !(v->bucket_limit[b] > v->bucket_limit[b - 1])) not_increasing++;
+        if (b > 0 && v->bucket[b] == 0 && v->bucket[b - 1] == 0) empty_neighbours++;
+    }
+    CHECK(total == num);
+    CHECK_INT_EQ(not_tf, 0);
+    CHECK_INT_EQ(not_increasing, 0);
+    CHECK_INT_EQ(empty_neighbours, 0); /* runs of empty buckets are collapsed */
+    CHECK(v->bucket_limit[v->num_buckets - 1] == DBL_MAX);
+    /* Every value lies in the bucket TensorBoard will draw for it: left edge is the
+     * previous limit (or -DBL_MAX), right edge exclusive. */
+    int misplaced = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = vals[i];
+        if (!isfinite(x)) continue;
+        size_t b = 0;
+        while (b < v->num_buckets && !(x < v->bucket_limit[b])) b++;
+        double left = b == 0 ? -DBL_MAX : v->bucket_limit[b - 1];
+        if (b == v->num_buckets || v->bucket[b] <= 0 || !(left <= x)) misplaced++;
+    }
+    CHECK_INT_EQ(misplaced, 0);
+}
+
+static void test_round_trip(void) {
+    char dir[512];
+    join(dir, sizeof dir, tmp_root, "rt/nested/train");
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 3600, &err);
+    CHECK(w != NULL);
+    if (!w) {
+        fprintf(stderr, "%s\n", err.msg);
+        return;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    /* File name: events.out.tfevents.<secs>.<host>.<pid>.<n> */
+    const char *base = strrchr(path, '/') + 1;
+    CHECK(strncmp(base, "events.out.tfevents.", 20) == 0);
+    char pid_part[32];
+    snprintf(pid_part, sizeof pid_part, ".%ld.", (long)getpid());
+    CHECK(contains(base, pid_part));
+
+    calf_rng rng;
+    calf_rng_seed(&rng, 7, 0, 1);
+    float normal[1000];
+    for (int i = 0; i < 1000; i++) normal[i] = (float)calf_rng_normal(&rng);
+    const float special[] = {0.0f, -0.0f, 1e-13f, -1e-13f, 1.0f, 1.0f, 3.5e30f, -3.5e30f,
+                             NAN, INFINITY, -INFINITY, 2.0f};
+    const size_t nspecial = sizeof special / sizeof special[0];
+
+    for (int s = 0; s < 5; s++) {
+        CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "loss/total", s * 10, 100.0 + s,
+                                                    1.0 / (s + 1)), CALF_OK);
+        CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "returns", s * 10, 100.0 + s, -s * 2.5),
+                     CALF_OK);
+    }
+    /* flush_secs = 3600 and a few hundred bytes buffered: nothing beyond the
+     * file_version record has reached the file yet. */
+    size_t n0;
+    unsigned char *f0 = read_file(path, &n0);
+    span sp[2];
+    CHECK(f0 && split_records(f0, n0, sp, 2) == 1);
+    free(f0);
+    CHECK_INT_EQ(calf_summary_writer_add_histogram(w, "weights", 40, 200.0, normal, 1000),
+                 CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_add_histogram(w, "special", 41, 201.0, special, nspecial),
+                 CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_add_histogram(w, "empty", 42, 202.0, NULL, 0), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_flush(w, &err), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+
+    events_reader r;
+    CHECK_INT_EQ(events_reader_open(&r, path, &err), CALF_OK);
+    const events_record *rec;
+    int idx = 0;
+    uint64_t expect_off = 0;
+    while (events_reader_next(&r, &rec, &err) == CALF_OK && rec) {
+        CHECK_INT_EQ(rec->offset, expect_off);
+        expect_off += rec->len + 16;
+        if (idx == 0) {
+            CHECK_STR_EQ(rec->file_version, "brain.Event:2");
+            CHECK(!rec->has_summary);
+            CHECK_INT_EQ(rec->step, 0);
+        } else if (idx <= 10) {
+            int s = (idx - 1) / 2;
+            CHECK(rec->file_version == NULL);
+            CHECK_INT_EQ(rec->num_values, 1);
+            CHECK_INT_EQ(rec->step, s * 10);
+            CHECK(rec->wall_time == 100.0 + s);
+            if (rec->num_values == 1) {
+                const events_value *v = &rec->values[0];
+                CHECK_INT_EQ(v->kind, EVENTS_VALUE_SIMPLE);
+                if ((idx - 1) % 2 == 0) {
+                    CHECK_STR_EQ(v->tag, "loss/total");
+                    CHECK(v->simple_value == (float)(1.0 / (s + 1)));
+                } else {
+                    CHECK_STR_EQ(v->tag, "returns");
+                    CHECK(v->simple_value == (float)(-s * 2.5));
+                }
+            }
+        } else if (idx == 11) {
+            CHECK_INT_EQ(rec->step, 40);
+            CHECK(rec->num_values == 1 && !strcmp(rec->values[0].tag, "weights"));
+            if (rec->num_values == 1) check_histogram(&rec->values[0], normal, 1000);
+        } else if (idx == 12) {
+            CHECK_INT_EQ(rec->step, 41);
+            CHECK(rec->num_values == 1 && !strcmp(rec->values[0].tag, "special"));
+            if (rec->num_values == 1) {
+                check_histogram(&rec->values[0], special, nspecial);
+                CHECK(rec->values[0].histo_num == 9); /* NaN and +-inf left out */
+            }
+        } else if (idx == 13) {
+            CHECK_INT_EQ(rec->step, 42);
+            CHECK(rec->num_values == 1 && !strcmp(rec->values[0].tag, "empty"));
+            if (rec->num_values == 1) {
+                const events_value *v = &rec->values[0];
+                CHECK_INT_EQ(v->kind, EVENTS_VALUE_HISTO);
+                CHECK(v->histo_num == 0);
+                CHECK(v->histo_min == DBL_MAX && v->histo_max == -DBL_MAX);
+                CHECK(v->num_buckets == 1 && v->bucket_limit[0] == DBL_MAX &&
+                      v->bucket[0] == 0);
+            }
+        }
+        idx++;
+    }
+    CHECK_INT_EQ(err.status, CALF_OK);
+    CHECK_INT_EQ(idx, 14);
+    events_reader_close(&r);
+
+    /* The text dump. */
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *mem = open_memstream(&text, &tlen);
+    CHECK(mem != NULL);
+    if (mem) {
+        CHECK_INT_EQ(calf_events_dump(path, mem, &err), CALF_OK);
+        fclose(mem);
+        const char *head = "file_version brain.Event:2\n0 loss/total 1\n0 returns 0\n";
+        CHECK(strncmp(text, head, strlen(head)) == 0);
+        CHECK(contains(text, "\n10 loss/total 0.5\n10 returns -2.5\n"));
+        CHECK(contains(text, "\n30 loss/total 0.25\n"));
+        /* The sum is taken in order, so 2 is absorbed by 3.5e30 and only the last 2
+         * survives. */
+        char line[160];
+        snprintf(line, sizeof line, "\n41 special histogram num=9 min=%.9g max=%.9g sum=2\n",
+                 (double)-3.5e30f, (double)3.5e30f);
+        CHECK(contains(text, line));
+        CHECK(contains(text, "\n42 empty histogram num=0 "));
+        int lines = 0;
+        for (const char *c = text; *c; c++) lines += *c == '\n';
+        CHECK_INT_EQ(lines, 14);
+        free(text);
+    }
+
+    /* A second writer on the same directory, in the same second, gets its own file. */
+    calf_summary_writer *a = calf_summary_writer_open(dir, 0, &err);
+    calf_summary_writer *b = calf_summary_writer_open(dir, 0, &err);
+    CHECK(a && b);
+    if (a && b) CHECK(strcmp(calf_summary_writer_path(a), calf_summary_writer_path(b)) != 0);
+    CHECK_INT_EQ(calf_summary_writer_close(a, &err), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_close(b, &err), CALF_OK);
+    CHECK_INT_EQ(count_entries(dir, NULL, 0), 3);
+    CHECK_INT_EQ(calf_summary_writer_close(NULL, &err), CALF_OK);
+}
+
+/* ------------------------------------------------------------------ record context */
+
+typedef struct run_probe {
+    int calls;
+    bool enabled;
+    int result;
+} run_probe;
+
+static int probe_fn(void *arg) {
+    run_probe *p = arg;
+    p->calls++;
+    p->enabled = calf_summary_enabled();
+    float v[3] = {1, 2, 3};
+    calf_summary_scalar("probe/scalar", 5, 0.25);
+    calf_summary_histogram("probe/histo", 5, v, 3);
+    return p->result;
+}
+
+static void test_record_context(void) {
+    calf_error err;
+    calf_error_clear(&err);
+    char root[512], dir[512];
+
+    /* rank 1 of 2: fn runs; no directory, no file, no writer. */
+    calf_context_reset_for_testing();
+    CHECK_INT_EQ(calf_context_set_distributed(1, 2, 1, &err), CALF_OK);
+    join(root, sizeof root, tmp_root, "rank1");
+    join(dir, sizeof dir, root, "train");
+    run_probe p = {0, true, CALF_OK};
+    CHECK_INT_EQ(calf_summary_run(dir, 0, probe_fn, &p, &err), CALF_OK);
+    CHECK_INT_EQ(p.calls, 1);
+    CHECK(!p.enabled);
+    CHECK(!exists(root));
+    CHECK(calf_summary_current() == NULL);
+    p.result = 42; /* fn's result comes back unchanged */
+    CHECK_INT_EQ(calf_summary_run(dir, 0, probe_fn, &p, &err), 42);
+    CHECK(!exists(root));
+    calf_summary_scalar("outside", 1, 1.0); /* no current writer: a no-op */
+
+    /* rank 0 of 2 and not distributed: exactly one events file with fn's values. */
+    for (int mode = 0; mode < 2; mode++) {
+        calf_context_reset_for_testing();
+        if (mode == 0) CHECK_INT_EQ(calf_context_set_distributed(0, 2, 0, &err), CALF_OK);
+        join(root, sizeof root, tmp_root, mode == 0 ? "rank0" : "single");
+        join(dir, sizeof dir, root, "train");
+        run_probe q = {0, false, CALF_OK};
+        CHECK_INT_EQ(calf_summary_run(dir, 0, probe_fn, &q, &err), CALF_OK);
+        CHECK_INT_EQ(q.calls, 1);
+        CHECK(q.enabled);
+        CHECK(calf_summary_current() == NULL); /* previous (none) restored */
+        char file[1024];
+        CHECK_INT_EQ(count_entries(dir, file, sizeof file), 1);
+        events_reader r;
+        if (events_reader_open(&r, file, &err) == CALF_OK) {
+            const events_record *rec;
+            int n = 0;
+            bool saw_scalar = false, saw_histo = false;
+            while (events_reader_next(&r, &rec, &err) == CALF_OK && rec) {
+                n++;
+                for (size_t i = 0; i < rec->num_values; i++) {
+                    if (!strcmp(rec->values[i].tag, "probe/scalar"))
+                        saw_scalar = rec->values[i].simple_value == 0.25f && rec->step == 5;
+                    if (!strcmp(rec->values[i].tag, "probe/histo"))
+                        saw_histo = rec->values[i].histo_num == 3 && rec->values[i].histo_sum == 6;
+                }
+            }
+            CHECK_INT_EQ(err.status, CALF_OK);
+            CHECK_INT_EQ(n, 3);
+            CHECK(saw_scalar);
+            CHECK(saw_histo);
+            events_reader_close(&r);
+        }
+    }
+
+    /* Contexts nest: an outer current writer is restored after the inner run. */
+    join(dir, sizeof dir, tmp_root, "outer");
+    calf_summary_writer *outer = calf_summary_writer_open(dir, 0, &err);
+    CHECK(outer != NULL);
+    calf_summary_set_current(outer);
+    join(dir, sizeof dir, tmp_root, "inner");
+    run_probe q = {0, false, CALF_OK};
+    CHECK_INT_EQ(calf_summary_run(dir, 0, probe_fn, &q, &err), CALF_OK);
+    CHECK(calf_summary_current() == outer);
+    CHECK_INT_EQ(calf_summary_writer_close(outer, &err), CALF_OK);
+    CHECK(calf_summary_current() == NULL); /* closing the current writer unsets it */
+
+    /* A directory that cannot be created is the run's error, and fn does not run. */
+    join(dir, sizeof dir, tmp_root, "plainfile");
+    CHECK_INT_EQ(write_file(dir, (const unsigned char *)"x", 1), 0);
+    join(root, sizeof root, dir, "train");
+    run_probe z = {0, false, CALF_OK};
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_summary_run(root, 0, probe_fn, &z, &err), CALF_EIO);
+    CHECK_INT_EQ(z.calls, 0);
+    CHECK(contains(err.msg, "mkdir") && contains(err.msg, "plainfile"));
+    calf_context_reset_for_testing();
+}
+
+/* ------------------------------------------------------------------ damage */
+
+static void expect_reader_error(const char *path, int good_records, const char *what,
+                                unsigned long long offset) {
+    events_reader r;
+    calf_error err;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(events_reader_open(&r, path, &err), CALF_OK);
+    const events_record *rec;
+    int n = 0, rc;
+    while ((rc = events_reader_next(&r, &rec, &err)) == CALF_OK && rec) n++;
+    events_reader_close(&r);
+    CHECK_INT_EQ(n, good_records);
+    CHECK_INT_EQ(rc, CALF_EINVAL);
+    char off[64];
+    snprintf(off, sizeof off, "offset %llu", offset);
+    CHECK(contains(err.msg, what));
+    CHECK(contains(err.msg, off));
+    CHECK(contains(err.msg, path));
+    if (!contains(err.msg, what) || !contains(err.msg, off)) fprintf(stderr, "  got: %s\n", err.msg);
+    /* The dump prints what it could and reports the same error. */
+    FILE *devnull = fopen("/dev/null", "w");
+    if (devnull) {
+        calf_error e2;
+        calf_error_clear(&e2);
+        CHECK_INT_EQ(calf_events_dump(path, devnull, &e2), CALF_EINVAL);
+        CHECK(contains(e2.msg, off));
+        fclose(devnull);
+    }
+}
+
+static void test_damage(void) {
+    char dir[512];
+    join(dir, sizeof dir, tmp_root, "damage");
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    for (int s = 0; s < 4; s++) calf_summary_writer_add_scalar(w, "x", s, 10.0, s);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+    size_t n;
+    unsigned char *orig = read_file(path, &n);
+    CHECK(orig != NULL);
+    if (!orig) return;
+    span rec[8];
+    CHECK_INT_EQ(split_records(orig, n, rec, 8), 5);
+    unsigned char *copy = malloc(n);
+    char bad[1024];
+    join(bad, sizeof bad, tmp_root, "damaged.tfevents");
+
+    /* A flipped byte in record 2's data. */
+    memcpy(copy, orig, n);
+    copy[rec[2].off + 14] ^= 0x01;
+    CHECK_INT_EQ(write_file(bad, copy, n), 0);
+    expect_reader_error(bad, 2, "data CRC mismatch", rec[2].off);
+
+    /* A flipped byte in record 3's length. */
+    memcpy(copy, orig, n);
+    copy[rec[3].off + 1] ^= 0x40;
+    CHECK_INT_EQ(write_file(bad, copy, n), 0);
+    expect_reader_error(bad, 3, "length CRC mismatch", rec[3].off);
+
+    /* A flipped byte in a stored CRC. */
+    memcpy(copy, orig, n);
+    copy[rec[4].off + rec[4].len - 1] ^= 0x80;
+    CHECK_INT_EQ(write_file(bad, copy, n), 0);
+    expect_reader_error(bad, 4, "data CRC mismatch", rec[4].off);
+
+    /* Torn tails: cut inside the last record's header, data and trailing CRC. */
+    size_t cuts[] = {rec[4].off + 5, rec[4].off + 12, rec[4].off + 20, n - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        CHECK_INT_EQ(write_file(bad, orig, cuts[i]), 0);
+        expect_reader_error(bad, 4, "truncated", rec[4].off);
+    }
+    /* A cut exactly between records is a clean, shorter file. */
+    CHECK_INT_EQ(write_file(bad, orig, rec[4].off), 0);
+    events_reader r;
+    const events_record *er;
+    int count = 0;
+    CHECK_INT_EQ(events_reader_open(&r, bad, &err), CALF_OK);
+    while (events_reader_next(&r, &er, &err) == CALF_OK && er) count++;
+    CHECK_INT_EQ(count, 4);
+    CHECK_INT_EQ(err.status, CALF_OK);
+    events_reader_close(&r);
+
+    /* A record whose framing is intact but whose Event is malformed: the length field
+     * of the Summary claims more than the message holds. */
+    const unsigned char evil[] = {0x2a, 0x7f, 0x0a};
+    unsigned char framed[64];
+    size_t fl = frame(framed, evil, sizeof evil);
+    memcpy(copy, orig, rec[1].off);
+    memcpy(copy + rec[1].off, framed, fl);
+    CHECK_INT_EQ(write_file(bad, copy, rec[1].off + fl), 0);
+    expect_reader_error(bad, 1, "bad Event", rec[1].off);
+
+    calf_error_clear(&err);
+    CHECK_INT_EQ(events_reader_open(&r, "/nonexistent/calf/events", &err), CALF_EIO);
+    CHECK(contains(err.msg, "/nonexistent/calf/events"));
+    free(copy);
+    free(orig);
+}
+
+/* A full disk (RLIMIT_FSIZE): the error is remembered, reported by flush and close,
+ * and every record written before it still reads back. */
+static void test_write_error(void) {
+    char dir[512];
+    join(dir, sizeof dir, tmp_root, "full");
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    struct rlimit old;
+    CHECK_INT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = old;
+    lim.rlim_cur = 1000;
+    CHECK_INT_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int first_fail = -1;
+    for (int s = 0; s < 100 && first_fail < 0; s++)
+        if (calf_summary_writer_add_scalar(w, "x", s, 10.0, s) != CALF_OK) first_fail = s;
+    /* The error sticks: further writes are refused, not half-written. */
+    CHECK(calf_summary_writer_add_scalar(w, "x", 1000, 10.0, 1) == CALF_EIO);
+    calf_summary_scalar("x", 1001, 1.0); /* not current: no-op */
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_summary_writer_flush(w, &err), CALF_EIO);
+    CHECK(contains(err.msg, path));
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_EIO);
+    CHECK(contains(err.msg, path));
+    CHECK_INT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+    CHECK(first_fail > 0);
+
+    /* All whole records read back; at most the last one is torn. */
+    events_reader r;
+    const events_record *rec;
+    int good = 0, rc;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(events_reader_open(&r, path, &err), CALF_OK);
+    while ((rc = events_reader_next(&r, &rec, &err)) == CALF_OK && rec) {
+        if (good > 0) CHECK_INT_EQ(rec->step, good - 1);
+        good++;
+    }
+    events_reader_close(&r);
+    CHECK(rc == CALF_OK || contains(err.msg, "truncated"));
+    CHECK_INT_EQ(good, first_fail + 1); /* file_version + each successful scalar */
+}
+
+int main(void) {
+    make_tmp_root();
+    build_tf_limits();
+    test_crc32c();
+    test_mask();
+    test_byte_exact();
+    test_round_trip();
+    test_record_context();
+    test_damage();
+    test_write_error();
+    rm_rf(tmp_root);
+    return test_report("test_summary");
+}
