@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "fsutil.h"
 
 /* ---------------------------------------------------------------- payload builder */
 
@@ -219,27 +220,6 @@ static char *parent_dir(const char *path) {
     return d;
 }
 
-static int mkdir_p(const char *dir, calf_error *err) {
-    char *p = xstrdup(dir);
-    size_t n = strlen(p);
-    int rc = CALF_OK;
-    for (size_t i = 1; i <= n && rc == CALF_OK; i++) {
-        if (p[i] != '/' && p[i] != '\0') continue;
-        char saved = p[i];
-        p[i] = '\0';
-        if (mkdir(p, 0777) != 0) {
-            int e = errno;
-            struct stat st;
-            if (e != EEXIST || stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-                rc = calf_error_set(err, CALF_EIO, "checkpoint: mkdir %s: %s", p,
-                                    strerror(e == EEXIST ? ENOTDIR : e));
-        }
-        p[i] = saved;
-    }
-    free(p);
-    return rc;
-}
-
 static int write_all(int fd, const void *p, size_t n, const char *path, calf_error *err) {
     const unsigned char *c = p;
     while (n > 0) {
@@ -284,7 +264,7 @@ int ckpt_write_atomic(const char *path, uint64_t digest, int64_t iteration,
                       const void *payload, size_t n, calf_error *err) {
     CALF_ASSERT(path != NULL && (payload != NULL || n == 0));
     char *dir = parent_dir(path);
-    int rc = mkdir_p(dir, err);
+    int rc = fs_mkdir_p(dir, err);
     if (rc != CALF_OK) {
         free(dir);
         return rc;

@@ -18,6 +18,7 @@
 #include "calf/train.h"
 #include "checkpoint.h"
 #include "comm.h"
+#include "fsutil.h"
 #include "launcher.h"
 #include "model.h"
 #include "ppo_math.h"
@@ -121,28 +122,6 @@ static void logf_(trainer *t, bool to_stderr, const char *fmt, ...) {
         fflush(t->log);
     }
     if (to_stderr && !t->quiet && calf_context_is_main()) fprintf(stderr, "%s\n", line);
-}
-
-static int mkdir_p(const char *path, calf_error *err) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf)
-        return calf_error_set(err, CALF_EINVAL, "bad directory name '%s'", path);
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char saved = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return calf_error_set(err, CALF_EIO, "%s: cannot create directory: %s", buf,
-                                      strerror(errno));
-            buf[i] = saved;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return calf_error_set(err, CALF_EIO, "%s: not a directory", path);
-    return CALF_OK;
 }
 
 static int join_path(char *out, size_t cap, const char *a, const char *b, calf_error *err) {
@@ -956,7 +935,7 @@ static int train_worker(comm *c, void *arg) {
     int rank = c->index;
     char logdir[4096], logpath[4200];
     int rc = join_path(logdir, sizeof logdir, o->root_dir, "log", &err);
-    if (rc == CALF_OK) rc = mkdir_p(logdir, &err);
+    if (rc == CALF_OK) rc = fs_mkdir_p(logdir, &err);
     if (rc == CALF_OK) {
         snprintf(logpath, sizeof logpath, "%s/rank-%d.log", logdir, rank);
         t.log = fopen(logpath, "a");

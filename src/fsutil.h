@@ -1,0 +1,11 @@
+/* fsutil.h: the few file-system helpers several modules share. */
+#ifndef CALF_FSUTIL_H
+#define CALF_FSUTIL_H
+
+#include "calf/error.h"
+
+/* mkdir -p: create dir and its missing parents. An existing directory is fine; an
+ * existing non-directory is CALF_EIO naming it. */
+int fs_mkdir_p(const char *dir, calf_error *err);
+
+#endif
