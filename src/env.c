@@ -1,0 +1,159 @@
+/* env.c: the environment registry and the generic reset/step wrapper (time limit,
+ * action clipping). The built-in classes sit first in a fixed order; classes
+ * registered at run time follow in registration order. */
+#include "calf/env.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envs/envs.h"
+
+static const calf_env_class *const builtin_classes[] = {
+    &cartpole_class,     &pendulum_class,
+    &acrobot_class,      &mountain_car_class,
+    &mountain_car_continuous_class,
+};
+#define NUM_BUILTINS ((int)(sizeof builtin_classes / sizeof builtin_classes[0]))
+
+/* The classes added by calf_env_register (not the built-ins). Process-wide like the
+ * context: filled at start-up, before workers fork, then only read. */
+static const calf_env_class *registered[CALF_ENV_MAX_CLASSES - NUM_BUILTINS];
+static int num_registered = 0;
+
+int calf_env_count(void) { return NUM_BUILTINS + num_registered; }
+
+const calf_env_class *calf_env_at(int i) {
+    if (i < 0 || i >= calf_env_count()) return NULL;
+    return i < NUM_BUILTINS ? builtin_classes[i] : registered[i - NUM_BUILTINS];
+}
+
+const calf_env_class *calf_env_find(const char *name) {
+    if (!name) return NULL;
+    for (int i = 0; i < calf_env_count(); i++) {
+        const calf_env_class *c = calf_env_at(i);
+        if (strcmp(c->spec.name, name) == 0) return c;
+    }
+    return NULL;
+}
+
+void calf_env_list_names(char *buf, size_t size) {
+    if (!buf || size == 0) return;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < calf_env_count(); i++) {
+        int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", calf_env_at(i)->spec.name);
+        if (n < 0 || (size_t)n >= size - used) return; /* truncated; snprintf terminated it */
+        used += (size_t)n;
+    }
+}
+
+/* Rejects what would break an env at run time: dimensions beyond the fixed buffers,
+ * an ambiguous action space, bounds that clipping cannot use. */
+static int check_spec(const calf_env_class *cls, calf_error *err) {
+    const calf_env_spec *s = &cls->spec;
+    if (!s->name || !s->name[0])
+        return calf_error_set(err, CALF_EINVAL, "env class has no name");
+    const char *n = s->name;
+    if (strlen(n) > 64)
+        return calf_error_set(err, CALF_EINVAL, "env name '%.64s...' is longer than 64 characters", n);
+    for (const char *p = n; *p; p++) {
+        if (*p <= ' ' || *p > '~')
+            return calf_error_set(err, CALF_EINVAL,
+                                  "env name '%s' contains a space or non-printable character", n);
+    }
+    if (!cls->reset || !cls->step)
+        return calf_error_set(err, CALF_EINVAL, "env '%s': reset and step are required", n);
+    if (s->obs_dim < 1 || s->obs_dim > CALF_ENV_MAX_OBS)
+        return calf_error_set(err, CALF_EINVAL, "env '%s': obs_dim %d not in [1, %d]", n,
+                              s->obs_dim, CALF_ENV_MAX_OBS);
+    if ((s->num_actions > 0) == (s->action_dim > 0) || s->num_actions < 0 || s->action_dim < 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': exactly one of num_actions (%d) and action_dim (%d) "
+                              "must be positive",
+                              n, s->num_actions, s->action_dim);
+    if (s->action_dim > CALF_ENV_MAX_ACT)
+        return calf_error_set(err, CALF_EINVAL, "env '%s': action_dim %d exceeds %d", n,
+                              s->action_dim, CALF_ENV_MAX_ACT);
+    for (int j = 0; j < s->action_dim; j++) {
+        float lo = s->action_low[j], hi = s->action_high[j];
+        if (!isfinite(lo) || !isfinite(hi) || !(lo < hi))
+            return calf_error_set(err, CALF_EINVAL,
+                                  "env '%s': action bounds [%g, %g] of dimension %d are not "
+                                  "finite with low < high",
+                                  n, (double)lo, (double)hi, j);
+    }
+    if (s->max_episode_steps < 1)
+        return calf_error_set(err, CALF_EINVAL, "env '%s': max_episode_steps %d < 1", n,
+                              s->max_episode_steps);
+    if (s->state_size < 1 || s->state_size > (1u << 20))
+        return calf_error_set(err, CALF_EINVAL, "env '%s': state_size %zu not in [1, 1 MiB]", n,
+                              s->state_size);
+    return CALF_OK;
+}
+
+int calf_env_register(const calf_env_class *cls, calf_error *err) {
+    if (!cls) return calf_error_set(err, CALF_EINVAL, "env class is NULL");
+    int rc = check_spec(cls, err);
+    if (rc != CALF_OK) return rc;
+    if (calf_env_find(cls->spec.name))
+        return calf_error_set(err, CALF_EINVAL, "env '%s' is already registered", cls->spec.name);
+    if (calf_env_count() >= CALF_ENV_MAX_CLASSES)
+        return calf_error_set(err, CALF_EINVAL, "cannot register env '%s': registry full (%d classes)",
+                              cls->spec.name, CALF_ENV_MAX_CLASSES);
+    registered[num_registered++] = cls;
+    return CALF_OK;
+}
+
+int calf_env_init(calf_env *env, const char *name, uint64_t seed, uint64_t index, calf_error *err) {
+    CALF_ASSERT(env != NULL);
+    memset(env, 0, sizeof *env);
+    const calf_env_class *cls = calf_env_find(name);
+    if (!cls) {
+        char known[768];
+        calf_env_list_names(known, sizeof known);
+        return calf_error_set(err, CALF_EINVAL, "unknown environment '%s' (known: %s)",
+                              name ? name : "(null)", known);
+    }
+    env->cls = cls;
+    env->state = calf_xcalloc(1, cls->spec.state_size);
+    calf_rng_seed(&env->rng, seed, index, CALF_RNG_DYNAMICS);
+    env->elapsed_steps = 0;
+    return CALF_OK;
+}
+
+void calf_env_free(calf_env *env) {
+    if (!env) return;
+    free(env->state);
+    memset(env, 0, sizeof *env);
+}
+
+void calf_env_reset(calf_env *env, float *obs) {
+    env->elapsed_steps = 0;
+    env->cls->reset(env->state, &env->rng, obs);
+}
+
+void calf_env_step(calf_env *env, int action, const float *u, float *obs, float *reward,
+                   int *terminated, int *truncated) {
+    const calf_env_class *cls = env->cls;
+    const calf_env_spec *spec = &cls->spec;
+    float clipped[CALF_ENV_MAX_ACT];
+    const float *uc = NULL;
+    if (spec->action_dim > 0) {
+        CALF_ASSERT(u != NULL);
+        for (int j = 0; j < spec->action_dim; j++) {
+            float x = u[j];
+            /* Comparisons, not fminf/fmaxf: a NaN action stays NaN (as np.clip). */
+            clipped[j] = x < spec->action_low[j] ? spec->action_low[j]
+                         : x > spec->action_high[j] ? spec->action_high[j] : x;
+        }
+        uc = clipped;
+    } else {
+        CALF_ASSERT(action >= 0 && action < spec->num_actions);
+    }
+    int term = cls->step(env->state, &env->rng, action, uc, obs, reward) != 0;
+    env->elapsed_steps++;
+    *terminated = term;
+    *truncated = !term && env->elapsed_steps >= spec->max_episode_steps;
+}

@@ -1,0 +1,32 @@
+/* envs.h: the built-in environment classes (Gymnasium classic control) and their
+ * plain-data states. The states are exposed here, not in the public header, so
+ * tests can place an env in an exact start state; users only see state_size bytes. */
+#ifndef CALF_ENVS_H
+#define CALF_ENVS_H
+
+#include "calf/env.h"
+
+typedef struct cartpole_state {
+    double x, x_dot, theta, theta_dot;
+} cartpole_state;
+
+typedef struct pendulum_state {
+    double th, thdot;
+} pendulum_state;
+
+typedef struct acrobot_state {
+    double theta1, theta2, dtheta1, dtheta2;
+} acrobot_state;
+
+/* Shared by MountainCar-v0 and MountainCarContinuous-v0. */
+typedef struct mountain_car_state {
+    double position, velocity;
+} mountain_car_state;
+
+extern const calf_env_class cartpole_class;                /* CartPole-v1 */
+extern const calf_env_class pendulum_class;                /* Pendulum-v1 */
+extern const calf_env_class acrobot_class;                 /* Acrobot-v1 */
+extern const calf_env_class mountain_car_class;            /* MountainCar-v0 */
+extern const calf_env_class mountain_car_continuous_class; /* MountainCarContinuous-v0 */
+
+#endif

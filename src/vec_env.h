@@ -1,0 +1,55 @@
+/* vec_env.h: this process's block of environments, [begin, begin + count) out of the
+ * job's global env indices. Steps them all with auto-reset and keeps per-episode
+ * statistics; env i's trajectory depends only on (seed, i, its actions), so how the
+ * global range is split over processes never changes a single bit. */
+#ifndef CALF_VEC_ENV_H
+#define CALF_VEC_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/env.h"
+#include "calf/error.h"
+
+typedef struct vec_env {
+    int begin, count;          /* global env indices [begin, begin+count) */
+    int obs_dim, num_actions, action_dim;
+    calf_env *envs;            /* (count) */
+    float *obs;                /* (count, obs_dim) current observation (after auto-reset) */
+    double *episode_return;    /* (count) running return of the current episode */
+    int *episode_length;       /* (count) */
+    float *clipped;            /* (count, action_dim) scratch for batched continuous classes, or NULL */
+} vec_env;
+
+/* Create envs begin..begin+count-1 of `env_name` seeded with `seed`, and reset each
+ * once (ve->obs then holds the first observations). Errors: unknown env name,
+ * begin < 0, count < 1. On error nothing is left allocated. */
+int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, int count,
+                 calf_error *err);
+void vec_env_free(vec_env *ve);   /* safe on a zeroed or freed vec_env */
+/* Start a new episode in every env (draws from each env's stream; init already did
+ * this once), fill obs, zero the episode accumulators. */
+void vec_env_reset(vec_env *ve);
+/* Step every env. actions (count) for discrete, cont_actions (count, action_dim) for
+ * continuous (the other may be NULL).
+ * Outputs (count): reward, terminated, truncated; final_obs (count, obs_dim, may be
+ * NULL): the observation the step produced BEFORE auto-reset (so the trainer can
+ * bootstrap on truncation); ve->obs afterwards holds the next observation (the reset
+ * one for envs whose episode ended).
+ * ep_return/ep_length (count, may be NULL): the finished episode's return/length
+ * where the episode ended, else 0. */
+void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions, float *reward,
+                  uint8_t *terminated, uint8_t *truncated, float *final_obs, double *ep_return,
+                  int *ep_length);
+
+/* Checkpoint support: one env's complete state (physical state bytes, rng, elapsed
+ * steps, episode accumulators, current obs, global index) as a fixed-size record of
+ * plain little-endian bytes without pointers. The size depends only on the env class. */
+size_t vec_env_record_size(const vec_env *ve);
+void vec_env_save_record(const vec_env *ve, int local_i, void *rec);
+/* Validates the record (it may come from a corrupted or foreign file: magic, class
+ * state size, global index, elapsed_steps range, finite values, obs consistent with
+ * the state) and only then overwrites env local_i. */
+int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *err);
+
+#endif

@@ -1,0 +1,363 @@
+/* test_vec_env.c: a block of envs must step each env exactly as a lone calf_env
+ * would (so any split of the global env range gives the same bytes), auto-reset while
+ * keeping the pre-reset observation, report finished episodes, and round-trip its
+ * state through checkpoint records that reject corrupted input. */
+#include "vec_env.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "envs/envs.h"
+#include "test_util.h"
+
+enum { E = 64, T = 450 };
+
+/* The action env g takes at step t: a pure function of (g, t), as a policy with
+ * per-env streams would give. */
+static int discrete_action(int g, int t, int n) {
+    calf_rng r;
+    calf_rng_seed(&r, 99, (uint64_t)g * 1000003u + (uint64_t)t, CALF_RNG_ACTION);
+    return (int)calf_rng_below(&r, (uint32_t)n);
+}
+static float continuous_action(int g, int t, int j) {
+    calf_rng r;
+    calf_rng_seed(&r, 98, ((uint64_t)g * 1000003u + (uint64_t)t) * 8u + (uint64_t)j, CALF_RNG_ACTION);
+    return (float)calf_rng_uniform_range(&r, -3.0, 3.0); /* beyond bounds on purpose */
+}
+
+/* Everything a step reports, per global env and step. */
+typedef struct trace {
+    float obs[T][E][CALF_ENV_MAX_OBS];
+    float final_obs[T][E][CALF_ENV_MAX_OBS];
+    float reward[T][E];
+    uint8_t term[T][E], trunc[T][E];
+    double ep_return[T][E];
+    int ep_length[T][E];
+} trace;
+
+/* Runs the global range [0, E) split into blocks at `cuts` (block k is
+ * [cuts[k], cuts[k+1])), recording into tr. */
+static void run_split(const char *name, const int *cuts, int nblocks, trace *tr) {
+    memset(tr, 0, sizeof *tr);
+    for (int b = 0; b < nblocks; b++) {
+        vec_env ve;
+        calf_error err;
+        int begin = cuts[b], count = cuts[b + 1] - cuts[b];
+        CHECK_INT_EQ(vec_env_init(&ve, name, 1234, begin, count, &err), CALF_OK);
+        int od = ve.obs_dim, ad = ve.action_dim;
+        int actions[E];
+        float cont[E * CALF_ENV_MAX_ACT], reward[E], final_obs[E * CALF_ENV_MAX_OBS];
+        uint8_t term[E], trunc[E];
+        double ep_ret[E];
+        int ep_len[E];
+        for (int t = 0; t < T; t++) {
+            for (int i = 0; i < count; i++) {
+                int g = begin + i;
+                if (ad == 0) actions[i] = discrete_action(g, t, ve.num_actions);
+                for (int j = 0; j < ad; j++) cont[i * ad + j] = continuous_action(g, t, j);
+            }
+            vec_env_step(&ve, ad ? NULL : actions, ad ? cont : NULL, reward, term, trunc, final_obs,
+                         ep_ret, ep_len);
+            for (int i = 0; i < count; i++) {
+                int g = begin + i;
+                memcpy(tr->obs[t][g], ve.obs + i * od, (size_t)od * sizeof(float));
+                memcpy(tr->final_obs[t][g], final_obs + i * od, (size_t)od * sizeof(float));
+                tr->reward[t][g] = reward[i];
+                tr->term[t][g] = term[i];
+                tr->trunc[t][g] = trunc[i];
+                tr->ep_return[t][g] = ep_ret[i];
+                tr->ep_length[t][g] = ep_len[i];
+            }
+        }
+        vec_env_free(&ve);
+    }
+}
+
+static void test_split_invariance(const char *name) {
+    static trace whole, other;
+    const int one[] = {0, E};
+    const int halves[] = {0, 32, E};
+    const int uneven[] = {0, 21, 43, E};
+    int singles[E + 1];
+    for (int i = 0; i <= E; i++) singles[i] = i;
+    run_split(name, one, 1, &whole);
+    int ended = 0, truncs = 0;
+    for (int t = 0; t < T; t++)
+        for (int g = 0; g < E; g++) ended += whole.term[t][g] | whole.trunc[t][g], truncs += whole.trunc[t][g];
+    /* Episodes really end and reset inside the window, except where random actions
+     * cannot finish one before the time limit (Acrobot 500, MountainCarContinuous 999). */
+    if (strcmp(name, "Acrobot-v1") != 0 && strcmp(name, "MountainCarContinuous-v0") != 0)
+        CHECK(ended > E);
+    if (strcmp(name, "Pendulum-v1") == 0) CHECK_INT_EQ(truncs, 2 * E);
+
+    const int *splits[] = {halves, uneven, singles};
+    const int nblocks[] = {2, 3, E};
+    for (int s = 0; s < 3; s++) {
+        run_split(name, splits[s], nblocks[s], &other);
+        CHECK(memcmp(&whole, &other, sizeof whole) == 0);
+    }
+    /* And the envs are not all alike: env 0 and env 1 differ. */
+    CHECK(memcmp(whole.obs[0][0], whole.obs[0][1], sizeof whole.obs[0][0]) != 0);
+}
+
+/* vec_env must match a lone calf_env driven by hand: reset after either flag, the
+ * final observation is the one the step produced, episode stats are sums/counts. */
+static void test_matches_lone_env(const char *name) {
+    const int begin = 5, count = 3;
+    vec_env ve;
+    calf_error err;
+    CHECK_INT_EQ(vec_env_init(&ve, name, 77, begin, count, &err), CALF_OK);
+    calf_env lone[3];
+    float lone_obs[3][CALF_ENV_MAX_OBS];
+    double lone_ret[3] = {0};
+    int lone_len[3] = {0};
+    for (int i = 0; i < count; i++) {
+        CHECK_INT_EQ(calf_env_init(&lone[i], name, 77, (uint64_t)(begin + i), &err), CALF_OK);
+        calf_env_reset(&lone[i], lone_obs[i]);
+        CHECK(memcmp(lone_obs[i], ve.obs + i * ve.obs_dim, (size_t)ve.obs_dim * sizeof(float)) == 0);
+    }
+    int od = ve.obs_dim, ad = ve.action_dim, saw_term = 0, saw_trunc = 0;
+    for (int t = 0; t < 1100; t++) {
+        int actions[3];
+        float cont[3 * CALF_ENV_MAX_ACT], reward[3], final_obs[3 * CALF_ENV_MAX_OBS];
+        uint8_t term[3], trunc[3];
+        double ep_ret[3];
+        int ep_len[3];
+        for (int i = 0; i < count; i++) {
+            if (ad == 0) actions[i] = discrete_action(begin + i, t, ve.num_actions);
+            for (int j = 0; j < ad; j++) cont[i * ad + j] = continuous_action(begin + i, t, j);
+        }
+        float cont_copy[3 * CALF_ENV_MAX_ACT];
+        memcpy(cont_copy, cont, sizeof cont);
+        vec_env_step(&ve, actions, cont, reward, term, trunc, final_obs, ep_ret, ep_len);
+        CHECK(memcmp(cont_copy, cont, (size_t)(3 * ad) * sizeof(float)) == 0);
+        for (int i = 0; i < count; i++) {
+            float r;
+            int lt, ltr;
+            calf_env_step(&lone[i], ad ? 0 : actions[i], ad ? cont + i * ad : NULL, lone_obs[i], &r,
+                          &lt, &ltr);
+            lone_ret[i] += r;
+            lone_len[i]++;
+            CHECK(memcmp(lone_obs[i], final_obs + i * od, (size_t)od * sizeof(float)) == 0);
+            CHECK(r == reward[i]);
+            CHECK_INT_EQ(term[i], lt);
+            CHECK_INT_EQ(trunc[i], ltr);
+            if (lt || ltr) {
+                saw_term |= lt, saw_trunc |= ltr;
+                CHECK(ep_ret[i] == lone_ret[i]);
+                CHECK_INT_EQ(ep_len[i], lone_len[i]);
+                lone_ret[i] = 0;
+                lone_len[i] = 0;
+                calf_env_reset(&lone[i], lone_obs[i]);
+                /* The next observation is the reset one, not the final one. */
+                CHECK(memcmp(final_obs + i * od, ve.obs + i * od, (size_t)od * sizeof(float)) != 0);
+                CHECK_INT_EQ(ve.envs[i].elapsed_steps, 0);
+            } else {
+                CHECK(ep_ret[i] == 0.0);
+                CHECK_INT_EQ(ep_len[i], 0);
+            }
+            CHECK(memcmp(lone_obs[i], ve.obs + i * od, (size_t)od * sizeof(float)) == 0);
+            CHECK(ve.episode_return[i] == lone_ret[i]);
+            CHECK_INT_EQ(ve.episode_length[i], lone_len[i]);
+        }
+    }
+    if (strcmp(name, "CartPole-v1") == 0) CHECK(saw_term);
+    if (strcmp(name, "Pendulum-v1") == 0) CHECK(saw_trunc);
+    for (int i = 0; i < count; i++) calf_env_free(&lone[i]);
+    vec_env_free(&ve);
+}
+
+/* Termination keeps the terminal observation in final_obs (CartPole beyond its
+ * thresholds); truncation keeps the 200th Pendulum observation. */
+static void test_final_obs(void) {
+    vec_env ve;
+    calf_error err;
+    CHECK_INT_EQ(vec_env_init(&ve, "CartPole-v1", 5, 0, 1, &err), CALF_OK);
+    int action = 1, steps = 0;
+    float reward, final_obs[4];
+    uint8_t term = 0, trunc = 0;
+    double ep_ret;
+    int ep_len;
+    while (!term && steps < 500) {
+        vec_env_step(&ve, &action, NULL, &reward, &term, &trunc, final_obs, &ep_ret, &ep_len);
+        steps++;
+    }
+    CHECK_INT_EQ(term, 1);
+    CHECK(fabsf(final_obs[0]) > 2.4f || fabsf(final_obs[2]) > 0.2094f);
+    for (int j = 0; j < 4; j++) CHECK(fabsf(ve.obs[j]) <= 0.05f); /* freshly reset */
+    CHECK_INT_EQ(ep_len, steps);
+    CHECK(ep_ret == steps); /* reward 1 per step, the terminating one included */
+    vec_env_free(&ve);
+
+    CHECK_INT_EQ(vec_env_init(&ve, "Pendulum-v1", 5, 3, 1, &err), CALF_OK);
+    pendulum_state *ps = ve.envs[0].state;
+    float u = 0.5f, fo[3];
+    double sum = 0;
+    for (int t = 0; t < 200; t++) {
+        pendulum_state before = *ps;
+        vec_env_step(&ve, NULL, &u, &reward, &term, &trunc, fo, &ep_ret, &ep_len);
+        sum += reward;
+        if (t < 199) {
+            CHECK(!term && !trunc);
+        } else {
+            CHECK_INT_EQ(term, 0);
+            CHECK_INT_EQ(trunc, 1);
+            /* final_obs is the observation of the state the 200th step reached */
+            pendulum_state s = before;
+            float obs[3], r;
+            pendulum_class.step(&s, NULL, 0, &u, obs, &r);
+            CHECK(memcmp(obs, fo, sizeof obs) == 0);
+            CHECK(memcmp(obs, ve.obs, sizeof obs) != 0);
+            CHECK_INT_EQ(ep_len, 200);
+            CHECK(ep_ret == sum);
+        }
+    }
+    /* NULL final_obs / episode outputs are allowed. */
+    vec_env_step(&ve, NULL, &u, &reward, &term, &trunc, NULL, NULL, NULL);
+    CHECK_INT_EQ(ve.episode_length[0], 1);
+    vec_env_free(&ve);
+}
+
+static void step_n(vec_env *ve, int t0, int n, float *rewards_out) {
+    int actions[E];
+    float cont[E * CALF_ENV_MAX_ACT], reward[E];
+    uint8_t term[E], trunc[E];
+    for (int t = t0; t < t0 + n; t++) {
+        for (int i = 0; i < ve->count; i++) {
+            if (ve->action_dim == 0) actions[i] = discrete_action(ve->begin + i, t, ve->num_actions);
+            for (int j = 0; j < ve->action_dim; j++)
+                cont[i * ve->action_dim + j] = continuous_action(ve->begin + i, t, j);
+        }
+        vec_env_step(ve, actions, cont, reward, term, trunc, NULL, NULL, NULL);
+        if (rewards_out) memcpy(rewards_out + (size_t)(t - t0) * (size_t)ve->count, reward,
+                                (size_t)ve->count * sizeof(float));
+    }
+}
+
+static void test_records(const char *name) {
+    enum { N = 8, K = 37, M = 300 };
+    vec_env a, b1, b2;
+    calf_error err;
+    CHECK_INT_EQ(vec_env_init(&a, name, 4242, 0, N, &err), CALF_OK);
+    step_n(&a, 0, K, NULL);
+    size_t rs = vec_env_record_size(&a);
+    CHECK(rs % 8 == 0);
+    CHECK_INT_EQ(rs, (64 + 4 * a.obs_dim + calf_env_find(name)->spec.state_size + 7) / 8 * 8);
+    unsigned char *recs = calloc(N, rs), *again = calloc(N, rs);
+    for (int i = 0; i < N; i++) vec_env_save_record(&a, i, recs + i * rs);
+    /* Saving is deterministic, padding included. */
+    for (int i = 0; i < N; i++) vec_env_save_record(&a, i, again + i * rs);
+    CHECK(memcmp(recs, again, N * rs) == 0);
+
+    /* Resume on a different split, with a different seed even: everything comes from
+     * the records. */
+    CHECK_INT_EQ(vec_env_init(&b1, name, 1, 0, 3, &err), CALF_OK);
+    CHECK_INT_EQ(vec_env_init(&b2, name, 1, 3, N - 3, &err), CALF_OK);
+    for (int i = 0; i < N; i++) {
+        vec_env *b = i < 3 ? &b1 : &b2;
+        int rc = vec_env_load_record(b, i - b->begin, recs + i * rs, &err);
+        CHECK_INT_EQ(rc, CALF_OK);
+        if (rc) fprintf(stderr, "%s\n", err.msg);
+    }
+    CHECK(memcmp(a.obs, b1.obs, 3 * (size_t)a.obs_dim * sizeof(float)) == 0);
+    static float ra[M * N], rb1[M * N], rb2[M * N];
+    step_n(&a, K, M, ra);
+    step_n(&b1, K, M, rb1);
+    step_n(&b2, K, M, rb2);
+    int same = 1;
+    for (int t = 0; t < M; t++)
+        for (int i = 0; i < N; i++) {
+            float rb = i < 3 ? rb1[t * 3 + i] : rb2[t * (N - 3) + i - 3];
+            same &= memcmp(&ra[t * N + i], &rb, sizeof rb) == 0;
+        }
+    CHECK(same);
+    for (int i = 0; i < N; i++) {
+        vec_env *b = i < 3 ? &b1 : &b2;
+        vec_env_save_record(b, i - b->begin, again + i * rs);
+        vec_env_save_record(&a, i, recs + i * rs);
+    }
+    CHECK(memcmp(recs, again, N * rs) == 0);
+
+    /* Corrupted records are refused and leave the env untouched. */
+    unsigned char *bad = malloc(rs), *before = malloc(rs), *after = malloc(rs);
+    vec_env_save_record(&b1, 1, before);
+    struct {
+        size_t offset;
+        uint8_t value;
+        const char *what;
+    } faults[] = {
+        {0, 0xff, "magic"},
+        {4, 0x7f, "size"},
+        {8, 0x05, "holds env"},     /* index 1 -> 5 */
+        {51, 0x80, "elapsed_steps"}, /* negative elapsed */
+        {50, 0x10, "elapsed_steps"}, /* beyond the limit */
+        {55, 0x01, "episode length"},
+        {63, 0x7f, "return"},        /* exponent bits -> inf/nan */
+        {67, 0x7f, "observation"},   /* obs[0] -> nan/inf */
+        {64, 0x5a, "observation"},   /* obs no longer matches the state */
+    };
+    for (size_t f = 0; f < sizeof faults / sizeof faults[0]; f++) {
+        memcpy(bad, recs + 1 * rs, rs);
+        bad[faults[f].offset] ^= faults[f].value;
+        if (faults[f].offset == 63) bad[62] |= 0xf0, bad[63] = 0x7f;
+        if (faults[f].offset == 67) bad[66] |= 0x80, bad[67] = 0x7f;
+        calf_error_clear(&err);
+        int rc = vec_env_load_record(&b1, 1, bad, &err);
+        CHECK_INT_EQ(rc, CALF_EINVAL);
+        if (!strstr(err.msg, faults[f].what))
+            fprintf(stderr, "fault %zu: message '%s' lacks '%s'\n", f, err.msg, faults[f].what);
+        CHECK(strstr(err.msg, faults[f].what) != NULL);
+        vec_env_save_record(&b1, 1, after);
+        CHECK(memcmp(before, after, rs) == 0);
+    }
+    /* A zero rng state would make the stream constant. */
+    memcpy(bad, recs + 1 * rs, rs);
+    memset(bad + 16, 0, 32);
+    CHECK_INT_EQ(vec_env_load_record(&b1, 1, bad, &err), CALF_EINVAL);
+    free(bad);
+    free(before);
+    free(after);
+    free(recs);
+    free(again);
+    vec_env_free(&a);
+    vec_env_free(&b1);
+    vec_env_free(&b2);
+}
+
+static void test_init_errors(void) {
+    vec_env ve;
+    calf_error err;
+    CHECK_INT_EQ(vec_env_init(&ve, "Nope-v0", 1, 0, 4, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "Nope-v0") != NULL && strstr(err.msg, "CartPole-v1") != NULL);
+    CHECK(ve.envs == NULL);
+    vec_env_free(&ve); /* safe after a failed init */
+    CHECK_INT_EQ(vec_env_init(&ve, "CartPole-v1", 1, 0, 0, &err), CALF_EINVAL);
+    CHECK_INT_EQ(vec_env_init(&ve, "CartPole-v1", 1, -1, 4, &err), CALF_EINVAL);
+    CHECK_INT_EQ(vec_env_init(&ve, "CartPole-v1", 1, 2147483600, 100, &err), CALF_EINVAL);
+    vec_env_free(&ve);
+    vec_env_free(&ve);
+
+    /* Records of another env class do not load (state size differs). */
+    vec_env cp, pd;
+    CHECK_INT_EQ(vec_env_init(&cp, "CartPole-v1", 1, 0, 1, &err), CALF_OK);
+    CHECK_INT_EQ(vec_env_init(&pd, "MountainCar-v0", 1, 0, 1, &err), CALF_OK);
+    unsigned char rec[256];
+    CHECK(vec_env_record_size(&pd) <= sizeof rec && vec_env_record_size(&cp) <= sizeof rec);
+    vec_env_save_record(&pd, 0, rec);
+    CHECK_INT_EQ(vec_env_load_record(&cp, 0, rec, &err), CALF_EINVAL);
+    vec_env_free(&cp);
+    vec_env_free(&pd);
+}
+
+int main(void) {
+    const char *names[] = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
+                           "MountainCarContinuous-v0"};
+    for (int k = 0; k < 5; k++) {
+        test_split_invariance(names[k]);
+        test_matches_lone_env(names[k]);
+        test_records(names[k]);
+    }
+    test_final_obs();
+    test_init_errors();
+    return test_report("test_vec_env");
+}
