@@ -62,4 +62,23 @@ done
 expect_exit 0 "$CALF" envs
 expect_in "$WORK/out" "CartPole-v1"
 expect_in "$WORK/out" "Pendulum-v1"
+expect_in "$WORK/out" "Box(-2..2, 1)"
+expect_in "$WORK/out" "Discrete(3)"
+
+# calf env: one line per step, deterministic for (seed, index), resets after an episode
+expect_exit 0 "$CALF" env CartPole-v1 --seed 7 --index 3 --steps 40
+cp "$WORK/out" "$WORK/env1"
+expect_exit 0 "$CALF" env CartPole-v1 --seed 7 --index 3 --steps 40
+expect_same_file "$WORK/env1" "$WORK/out"
+expect_eq "$(grep -vc '^#' "$WORK/env1")" 40 "step lines"
+expect_eq "$(grep -v '^#' "$WORK/env1" | awk '{print NF}' | sort -u)" 9 "fields per CartPole step line"
+expect_exit 0 "$CALF" env CartPole-v1 --seed 7 --index 4 --steps 40
+if cmp -s "$WORK/env1" "$WORK/out"; then bad "index does not change the stream"; else ok; fi
+expect_exit 0 "$CALF" env Pendulum-v1 --steps 201
+expect_eq "$(grep -v '^#' "$WORK/out" | awk '$NF == 1' | wc -l)" 1 "Pendulum truncates once in 201 steps"
+expect_exit 2 "$CALF" env NoSuchEnv-v0
+expect_in "$WORK/err" "NoSuchEnv-v0"
+expect_in "$WORK/err" "CartPole-v1"
+expect_exit 2 "$CALF" env CartPole-v1 --steps -3
+expect_exit 2 "$CALF" env CartPole-v1 --frobnicate
 report e2e_cli
