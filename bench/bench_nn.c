@@ -1,0 +1,225 @@
+/* bench_nn.c: throughput of the nn kernels on ppo_cartpole's shapes: a 64x64 linear
+ * layer at batch 512, and the actor (4-64-64-2) and critic (4-64-64-1) tanh MLPs,
+ * forward at batch 512 and backward per env (64 calls of 8 rows), as the trainer runs.
+ * Prints the median of several timed runs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "calf/rng.h"
+#include "nn.h"
+
+/* Many short runs (each well inside a scheduler time slice) and their median: on a
+ * shared machine that is far steadier than a few long runs. */
+enum { RUNS = 301 };
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static volatile float sink;
+
+/* Seconds per repetition of fn over RUNS runs of reps repetitions: the median, and in
+ * *best the fastest run (what the kernels do when nothing else shares the core). */
+typedef void (*bench_fn)(void *);
+static double median_time(bench_fn fn, void *arg, int reps, double *best) {
+    static double t[RUNS];
+    for (int i = 0; i < 20; i++) fn(arg); /* warm caches and clocks */
+    for (int r = 0; r < RUNS; r++) {
+        double t0 = now();
+        for (int i = 0; i < reps; i++) fn(arg);
+        t[r] = (now() - t0) / reps;
+    }
+    qsort(t, RUNS, sizeof t[0], cmp_double);
+    *best = t[0];
+    return t[RUNS / 2];
+}
+
+static void fill(calf_rng *rng, float *a, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) a[i] = scale * (2.0f * calf_rng_uniform_float(rng) - 1.0f);
+}
+
+/* ---- one 64x64 layer at batch 512 ---- */
+
+typedef struct {
+    int B, in, out;
+    float *x, *w, *wt, *b, *y, *dy, *dw, *db, *dx;
+} layer_arg;
+
+static void layer_forward(void *p) {
+    layer_arg *a = p;
+    nn_linear_forward(a->x, a->w, a->b, a->B, a->in, a->out, a->y);
+    sink = a->y[0];
+}
+
+static void layer_dw_per_env(void *p) {
+    layer_arg *a = p;
+    for (int r0 = 0; r0 < a->B; r0 += 8)
+        nn_linear_backward_params(a->x + (size_t)r0 * a->in, a->dy + (size_t)r0 * a->out, 8,
+                                  a->in, a->out, a->dw, a->db);
+    sink = a->dw[0];
+}
+
+static void layer_dx_per_env(void *p) {
+    layer_arg *a = p;
+    for (int r0 = 0; r0 < a->B; r0 += 8)
+        nn_linear_backward_input(a->dy + (size_t)r0 * a->out, a->wt, 8, a->in, a->out,
+                                 a->dx + (size_t)r0 * a->in);
+    sink = a->dx[0];
+}
+
+/* ---- actor + critic MLPs ---- */
+
+typedef struct {
+    nn_mlp actor, critic;
+    nn_cache ca, cc;
+    float *params, *grad;
+    float *x, *ya, *yc, *dya, *dyc;
+    int B, rows_per_env;
+} mlp_arg;
+
+static void mlp_forward(void *p) {
+    mlp_arg *a = p;
+    nn_mlp_forward(&a->actor, a->params, a->x, a->B, &a->ca, a->ya);
+    nn_mlp_forward(&a->critic, a->params, a->x, a->B, &a->cc, a->yc);
+    sink = a->ya[0] + a->yc[0];
+}
+
+static void mlp_backward(void *p) {
+    mlp_arg *a = p;
+    /* The trainer zeroes a fresh per-env partial first; that memset belongs to the
+     * reduction tree, not to the kernels, so here every env accumulates into one. */
+    for (int r0 = 0; r0 < a->B; r0 += a->rows_per_env) {
+        nn_mlp_backward(&a->actor, a->params, &a->ca, r0, a->rows_per_env,
+                        a->dya + (size_t)r0 * 2, a->grad, NULL);
+        nn_mlp_backward(&a->critic, a->params, &a->cc, r0, a->rows_per_env,
+                        a->dyc + (size_t)r0, a->grad, NULL);
+    }
+    sink = a->grad[0];
+}
+
+/* ---- activations, optimiser ---- */
+
+typedef struct {
+    float *x, *y;
+    size_t n;
+} vec_arg;
+
+static void run_tanh(void *p) {
+    vec_arg *a = p;
+    nn_tanh(a->x, a->y, a->n);
+    sink = a->y[0];
+}
+
+static void run_tanhf(void *p) {
+    vec_arg *a = p;
+    for (size_t i = 0; i < a->n; i++) a->y[i] = tanhf(a->x[i]);
+    sink = a->y[0];
+}
+
+typedef struct {
+    float *p, *g, *m, *v;
+    size_t n;
+} adam_arg;
+
+static void run_adam(void *p) {
+    adam_arg *a = p;
+    nn_adam_step(a->p, a->g, a->m, a->v, a->n, 10, 1e-3f, 0.9f, 0.999f, 1e-7f);
+    sink = a->p[0];
+}
+
+int main(void) {
+    calf_rng rng;
+    calf_rng_seed(&rng, 1, 0, CALF_RNG_INIT);
+
+    layer_arg L = {.B = 512, .in = 64, .out = 64};
+    L.x = nn_alloc_floats(512 * 64);
+    L.w = nn_alloc_floats(64 * 64);
+    L.wt = nn_alloc_floats(64 * 64);
+    L.b = nn_alloc_floats(64);
+    L.y = nn_alloc_floats(512 * 64);
+    L.dy = nn_alloc_floats(512 * 64);
+    L.dw = nn_alloc_floats(64 * 64);
+    L.db = nn_alloc_floats(64);
+    L.dx = nn_alloc_floats(512 * 64);
+    fill(&rng, L.x, 512 * 64, 1.0f);
+    fill(&rng, L.w, 64 * 64, 0.2f);
+    fill(&rng, L.dy, 512 * 64, 1e-3f);
+    nn_transpose(L.w, 64, 64, L.wt);
+    double layer_flop = 2.0 * 512 * 64 * 64, b1, b2, b3;
+    double tf = median_time(layer_forward, &L, 2, &b1);
+    double tw = median_time(layer_dw_per_env, &L, 2, &b2);
+    double tx = median_time(layer_dx_per_env, &L, 2, &b3);
+    printf("GFLOP/s, median (best) of %d runs\n", RUNS);
+    printf("linear 64x64, 512 rows, forward:             %5.1f (%5.1f)\n", layer_flop / tf * 1e-9,
+           layer_flop / b1 * 1e-9);
+    printf("  per env (64 calls x 8 rows), dW:           %5.1f (%5.1f)\n", layer_flop / tw * 1e-9,
+           layer_flop / b2 * 1e-9);
+    printf("  per env (64 calls x 8 rows), dX:           %5.1f (%5.1f)\n", layer_flop / tx * 1e-9,
+           layer_flop / b3 * 1e-9);
+
+    mlp_arg M = {.B = 512, .rows_per_env = 8};
+    size_t cursor = 0;
+    const int hidden[2] = {64, 64};
+    nn_mlp_layout(&M.actor, 4, hidden, 2, 2, NN_ACT_TANH, &cursor);
+    nn_mlp_layout(&M.critic, 4, hidden, 2, 1, NN_ACT_TANH, &cursor);
+    M.params = nn_alloc_floats(cursor);
+    M.grad = nn_alloc_floats(cursor);
+    nn_mlp_init(&M.actor, M.params, sqrtf(2.0f), 0.01f, &rng);
+    nn_mlp_init(&M.critic, M.params, sqrtf(2.0f), 1.0f, &rng);
+    nn_cache_init(&M.ca, &M.actor, M.B);
+    nn_cache_init(&M.cc, &M.critic, M.B);
+    M.x = nn_alloc_floats(512 * 4);
+    M.ya = nn_alloc_floats(512 * 2);
+    M.yc = nn_alloc_floats(512);
+    M.dya = nn_alloc_floats(512 * 2);
+    M.dyc = nn_alloc_floats(512);
+    fill(&rng, M.x, 512 * 4, 1.0f);
+    fill(&rng, M.dya, 512 * 2, 1e-2f);
+    fill(&rng, M.dyc, 512, 1e-2f);
+    /* multiply-adds per row: forward sum(in*out); backward dW the same, dX all but the
+     * first layer's */
+    double fwd_madds = 2.0 * (4 * 64 + 64 * 64) + 64 * 2 + 64 * 1;
+    double bwd_madds = fwd_madds + 2.0 * (64 * 64) + 64 * 2 + 64 * 1;
+    double tmf = median_time(mlp_forward, &M, 1, &b1);
+    double tmb = median_time(mlp_backward, &M, 1, &b2);
+    printf("actor+critic MLPs (4-64-64-{2,1} tanh), 512 rows:\n");
+    printf("  forward, one call per net:                 %5.1f (%5.1f)  %.0f ns/row\n",
+           2.0 * fwd_madds * 512 / tmf * 1e-9, 2.0 * fwd_madds * 512 / b1 * 1e-9, tmf / 512 * 1e9);
+    printf("  backward dW+dX, 64 calls x 8 rows per net: %5.1f (%5.1f)  %.0f ns/row\n",
+           2.0 * bwd_madds * 512 / tmb * 1e-9, 2.0 * bwd_madds * 512 / b2 * 1e-9, tmb / 512 * 1e9);
+
+    vec_arg V = {.n = 512 * 64};
+    V.x = nn_alloc_floats(V.n);
+    V.y = nn_alloc_floats(V.n);
+    fill(&rng, V.x, V.n, 4.0f);
+    double tt = median_time(run_tanh, &V, 2, &b1);
+    double ttf = median_time(run_tanhf, &V, 1, &b2);
+    printf("tanh: nn_tanh %.2f ns/element, libm tanhf %.2f ns/element\n", tt / V.n * 1e9,
+           ttf / V.n * 1e9);
+
+    adam_arg A = {.n = cursor};
+    A.p = M.params;
+    A.g = M.grad;
+    A.m = nn_alloc_floats(cursor);
+    A.v = nn_alloc_floats(cursor);
+    fill(&rng, A.g, cursor, 1e-2f);
+    double ta = median_time(run_adam, &A, 4, &b1);
+    printf("adam: %zu params, %.2f us/step\n", cursor, ta * 1e6);
+
+    nn_cache_free(&M.ca);
+    nn_cache_free(&M.cc);
+    free(L.x), free(L.w), free(L.wt), free(L.b), free(L.y), free(L.dy), free(L.dw), free(L.db);
+    free(L.dx), free(M.params), free(M.grad), free(M.x), free(M.ya), free(M.yc), free(M.dya);
+    free(M.dyc), free(V.x), free(V.y), free(A.m), free(A.v);
+    return 0;
+}

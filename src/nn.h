@@ -1,0 +1,163 @@
+/* nn.h: the numeric core of calf's policies: flat parameter memory, linear layers,
+ * activations, MLP forward/backward, orthogonal init, Adam and global-norm clipping.
+ * Every kernel computes a row's result independently of the batch it sits in (see
+ * "Arithmetic order" below), which is what makes N-process training bit-identical. */
+#ifndef CALF_NN_H
+#define CALF_NN_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/rng.h"
+
+/* Arithmetic order (part of the result, like the seed):
+ * - Forward, layer with out >= NN_SMALL_OUT:
+ *     y[r][o] = b[o], then for i = 0..in-1 ascending: y[r][o] = madd(x[r][i], W[i][o], y[r][o]).
+ * - Forward, layer with out < NN_SMALL_OUT (a value or 2-action head):
+ *     s[l] = 0 for 8 lanes; for i ascending: s[i % 8] = madd(x[r][i], W[i][o], s[i % 8]);
+ *     y[r][o] = b[o] + (((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7))).
+ * - dX: dx[r][i] = 0, then for o ascending: dx[r][i] = madd(dy[r][o], W[i][o], dx[r][i]).
+ * - dW, db: for r = row_begin.. ascending: dW[i][o] = madd(x[r][i], dy[r][o], dW[i][o]);
+ *     db[o] = db[o] + dy[r][o].
+ * madd is a fused multiply-add when the build targets FMA hardware, else a*b+c rounded
+ * twice; either way it is the same for every element, row and batch size. Kernels block
+ * over rows and features only to reuse loads; the blocking never changes the order. */
+#if defined(__FMA__)
+static inline float nn_madd(float a, float b, float c) { return fmaf(a, b, c); }
+#else
+static inline float nn_madd(float a, float b, float c) { return a * b + c; }
+#endif
+
+#define NN_SMALL_OUT 8
+
+typedef enum { NN_ACT_TANH, NN_ACT_RELU } nn_activation;
+
+#define NN_MAX_LAYERS 8
+
+/* An MLP is a view into a flat parameter array: offsets only, no memory of its own.
+ * Layer l has weights W_l (sizes[l], sizes[l+1]) stored row-major (in, out) at
+ * w_off[l] and bias (sizes[l+1]) at b_off[l]. Gradients and Adam moments use the same
+ * offsets in their own flat arrays. */
+typedef struct nn_mlp {
+    int num_layers;                /* linear layers, hidden + output */
+    int sizes[NN_MAX_LAYERS + 1];  /* sizes[0] = input dim, sizes[num_layers] = output dim */
+    nn_activation act;             /* after every hidden layer; the output layer is linear */
+    size_t w_off[NN_MAX_LAYERS];   /* offsets into the flat parameter array */
+    size_t b_off[NN_MAX_LAYERS];
+    size_t offset;                 /* this MLP's span [offset, offset + num_params) */
+    size_t num_params;             /* includes alignment padding (always zero) */
+} nn_mlp;
+
+/* Lay the MLP out at *cursor and advance it. Each weight matrix starts on a multiple of
+ * 16 floats (64 bytes when the array is allocated with nn_alloc_floats); the few
+ * padding floats stay zero under Adam because their gradient is always zero. */
+void nn_mlp_layout(nn_mlp *m, int in, const int *hidden, int num_hidden, int out,
+                   nn_activation act, size_t *cursor);
+
+/* Orthogonal init (PyTorch orthogonal_ semantics on the (out, in) weight): hidden layers
+ * get gain hidden_gain (sqrt 2 for tanh/relu PPO), the output layer out_gain (0.01 for
+ * a policy head, 1 for a value head); biases 0. Draws only from rng, layer by layer. */
+void nn_mlp_init(const nn_mlp *m, float *params, float hidden_gain, float out_gain,
+                 calf_rng *rng);
+
+/* w (rows, cols) := gain * Q, where Q has orthonormal columns if rows >= cols, else
+ * orthonormal rows: Q from the QR (modified Gram-Schmidt in double, positive diagonal
+ * of R) of a Gaussian (max, min) matrix drawn row-major from rng. */
+void nn_orthogonal_init(float *w, int rows, int cols, float gain, calf_rng *rng);
+
+/* Zeroed float array aligned to 64 bytes, for flat parameter/gradient/moment arrays.
+ * Caller owns it; release with free(). Panics on allocation failure. */
+float *nn_alloc_floats(size_t n);
+
+/* Activations of the last forward (kept for backward) plus backward scratch space. */
+typedef struct nn_cache {
+    int max_rows;                     /* capacity */
+    int rows;                         /* rows of the last forward; 0 before any */
+    int num_layers;
+    int sizes[NN_MAX_LAYERS + 1];
+    float *act[NN_MAX_LAYERS + 1];    /* act[l]: (max_rows, sizes[l]); act[0] a copy of
+                                         the input, act[num_layers] the output, others
+                                         post-activation */
+    float *wt[NN_MAX_LAYERS];         /* (sizes[l+1], sizes[l]) transposed weights */
+    unsigned wt_valid;                /* bit l: wt[l] matches params of the last forward */
+    const float *params;              /* params of the last forward (checked by backward) */
+    float *scratch[2];                /* (max_rows, max width): backward buffers */
+    float *small;                     /* (max in * out of layers with out < NN_SMALL_OUT) */
+} nn_cache;
+
+/* Allocate activations for up to max_rows rows of m. nn_cache_free(NULL) is safe. */
+void nn_cache_init(nn_cache *c, const nn_mlp *m, int max_rows);
+void nn_cache_free(nn_cache *c);
+
+/* y = MLP(x) for B <= c->max_rows rows; keeps the activations in c for backward.
+ * y may be NULL (the output stays readable at c->act[num_layers]). */
+void nn_mlp_forward(const nn_mlp *m, const float *params,
+                    const float *x, /* (B, in) */
+                    int B, nn_cache *c,
+                    float *y);      /* (B, out) */
+
+/* Backprop rows [row_begin, row_begin + row_count) of the last forward. ACCUMULATES
+ * (+=) dL/dparams into grad (the flat gradient array, at m's offsets), rows in
+ * ascending order; writes (=) dL/dx into dx when dx is not NULL. params must be the
+ * array the last forward used, unchanged since: the transposed weights dX needs are
+ * computed from it by the first backward after each forward and reused by the rest,
+ * so the trainer needs no sync call after a parameter update. */
+void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c,
+                     int row_begin, int row_count,
+                     const float *dy, /* (row_count, out) */
+                     float *grad,     /* flat gradient array, += at m's offsets */
+                     float *dx);      /* (row_count, in), or NULL */
+
+/* Layer kernels (the MLP is built from these; exposed for tests and other heads).
+ * y = x W + b, order as above (b may be NULL: zero). With out < NN_SMALL_OUT this one
+ * allocates a temporary W^T (the MLP keeps its own). */
+void nn_linear_forward(const float *x, /* (B, in) */
+                       const float *w, /* (in, out) */
+                       const float *b, /* (out) or NULL */
+                       int B, int in, int out,
+                       float *y);      /* (B, out) */
+/* dw += x^T dy, db += column sums of dy (db may be NULL), rows ascending. */
+void nn_linear_backward_params(const float *x,  /* (B, in) */
+                               const float *dy, /* (B, out) */
+                               int B, int in, int out,
+                               float *dw,       /* (in, out), += */
+                               float *db);      /* (out), +=, or NULL */
+/* dx = dy W^T computed as an axpy over wt = W^T. */
+void nn_linear_backward_input(const float *dy, /* (B, out) */
+                              const float *wt, /* (out, in): W transposed */
+                              int B, int in, int out,
+                              float *dx);      /* (B, in), written */
+/* wt (cols, rows) := w (rows, cols) transposed. */
+void nn_transpose(const float *w, int rows, int cols, float *wt);
+
+/* tanh to within 4e-7 absolute (2.6e-7 with FMA) over the whole real line: a clamped
+ * rational approximation, branch-free, the same code for every element, saturating at
+ * +-(1 - 2.4e-7); NaN propagates. In place is allowed. nn_tanh1 is one element. */
+void nn_tanh(const float *x, float *y, size_t n);
+float nn_tanh1(float x);
+void nn_relu(const float *x, float *y, size_t n);
+/* In-place activation of n floats. */
+void nn_activate(nn_activation act, float *x, size_t n);
+/* dz = dh * act'(.) given the activation's output h (tanh: 1 - h^2; relu: h > 0).
+ * dz may alias dh. */
+void nn_activation_backward(nn_activation act, const float *h, const float *dh,
+                            float *dz, size_t n);
+
+/* Adam (Kingma & Ba; PyTorch's arrangement of the bias corrections) over n flat floats:
+ * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), t = step >= 1
+ * (the count of updates including this one). Bias corrections in double. */
+void nn_adam_step(float *params,     /* (n) */
+                  const float *grad, /* (n) */
+                  float *m,          /* (n) first moments */
+                  float *v,          /* (n) second moments */
+                  size_t n, int64_t step, float lr, float beta1, float beta2, float eps);
+
+/* sqrt(sum g^2), summed in double in index order. */
+double nn_global_norm(const float *grad, size_t n);
+/* When max_norm > 0 and the norm exceeds it, scale grad by max_norm / (norm + 1e-6)
+ * (PyTorch clip_grad_norm_). Returns the norm before clipping. */
+double nn_clip_grad_norm(float *grad, size_t n, double max_norm);
+
+#endif

@@ -1,0 +1,50 @@
+/* ppo_math.c: GAE and the per-sample PPO loss (see ppo_math.h). Scalars only, in
+ * double internally, so the results depend on the inputs alone. */
+#include "ppo_math.h"
+
+#include <math.h>
+
+#include "calf/error.h"
+
+void ppo_gae(int T, const float *rewards, const float *values, const float *next_values,
+             const uint8_t *terminated, const uint8_t *ended, float gamma, float lambda,
+             float *advantages, float *returns) {
+    CALF_ASSERT(T >= 0);
+    const double g = gamma, gl = (double)gamma * (double)lambda;
+    double last = 0.0; /* adv_{t+1} */
+    for (int t = T - 1; t >= 0; t--) {
+        double next = terminated[t] ? 0.0 : (double)next_values[t];
+        double delta = (double)rewards[t] + g * next - (double)values[t];
+        double adv = delta + (ended[t] ? 0.0 : gl * last);
+        advantages[t] = (float)adv;
+        returns[t] = (float)(adv + (double)values[t]);
+        last = adv;
+    }
+}
+
+void ppo_sample_loss(float new_logp, float old_logp, float adv, float entropy, float value,
+                     float ret, float clip_eps, float td_loss_weight,
+                     float entropy_regularization, float scale, ppo_sample_result *out) {
+    double A = adv, eps = clip_eps;
+    double log_r = (double)new_logp - (double)old_logp;
+    double r = exp(log_r);
+    double lo = 1.0 - eps, hi = 1.0 + eps;
+    double rc = r < lo ? lo : (r > hi ? hi : r);
+    double s1 = r * A, s2 = rc * A;
+    double pg = -(s1 < s2 ? s1 : s2);
+    /* d pg / d log r = -A r whenever the unclipped surrogate is the one selected, or the
+     * clipped one still depends on r (r inside [lo, hi]); otherwise 0. */
+    int pass = s1 <= s2 || (r >= lo && r <= hi);
+    double dpg = pass ? -A * r : 0.0;
+    double diff = (double)value - (double)ret;
+    double td = (double)td_loss_weight * 0.5 * diff * diff;
+    out->pg_loss = (float)pg;
+    out->td_loss = (float)td;
+    out->loss = (float)(pg + td - (double)entropy_regularization * (double)entropy);
+    out->ratio = (float)r;
+    out->clipped = fabs(r - 1.0) > eps ? 1.0f : 0.0f;
+    out->approx_kl = (float)((r - 1.0) - log_r);
+    out->dlogp = (float)((double)scale * dpg);
+    out->dentropy = (float)(-(double)scale * (double)entropy_regularization);
+    out->dvalue = (float)((double)scale * (double)td_loss_weight * diff);
+}

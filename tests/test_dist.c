@@ -1,0 +1,219 @@
+/* test_dist.c: categorical and diagonal-Gaussian distributions: values against the
+ * definitions, finite-difference checks of every gradient, sampling frequencies and
+ * moments, determinism of sampling per stream. */
+#include <string.h>
+
+#include "calf/rng.h"
+#include "dist.h"
+#include "test_util.h"
+
+#define LOG_2PI 1.8378770664093454835606594728112
+
+/* c_logp * logp(a) + c_ent * entropy of a categorical, in double from the definition */
+static double cat_objective(const double *z, int n, int a, double c_logp, double c_ent) {
+    double m = z[0];
+    for (int j = 1; j < n; j++) m = z[j] > m ? z[j] : m;
+    double s = 0.0;
+    for (int j = 0; j < n; j++) s += exp(z[j] - m);
+    double lse = m + log(s), h = 0.0;
+    for (int j = 0; j < n; j++) h -= exp(z[j] - lse) * (z[j] - lse);
+    return c_logp * (z[a] - lse) + c_ent * h;
+}
+
+static void test_categorical_values(void) {
+    const float z[4] = {1.0f, -0.5f, 2.0f, 0.25f};
+    double m = 2.0, s = 0.0;
+    for (int j = 0; j < 4; j++) s += exp(z[j] - m);
+    double lse = m + log(s);
+    float logp[4];
+    dist_categorical_log_softmax(z, 4, logp);
+    double h = 0.0;
+    for (int j = 0; j < 4; j++) {
+        CHECK_NEAR(logp[j], z[j] - lse, 1e-6);
+        CHECK_NEAR(dist_categorical_log_prob(z, 4, j), z[j] - lse, 1e-6);
+        h -= exp(z[j] - lse) * (z[j] - lse);
+    }
+    CHECK_NEAR(dist_categorical_entropy(z, 4), h, 1e-6);
+    float lp, ent;
+    dist_categorical_logp_entropy(z, 4, 3, &lp, &ent);
+    CHECK_NEAR(lp, z[3] - lse, 1e-6);
+    CHECK_NEAR(ent, h, 1e-6);
+    CHECK_INT_EQ(dist_categorical_mode(z, 4), 2);
+    const float tie[3] = {1.0f, 3.0f, 3.0f};
+    CHECK_INT_EQ(dist_categorical_mode(tie, 3), 1);
+    /* uniform logits: entropy log n */
+    const float u[5] = {0.3f, 0.3f, 0.3f, 0.3f, 0.3f};
+    CHECK_NEAR(dist_categorical_entropy(u, 5), log(5.0), 1e-6);
+    /* stability: huge logits neither overflow nor lose the small probabilities */
+    const float big[3] = {1000.0f, 999.0f, -1000.0f};
+    CHECK_NEAR(dist_categorical_log_prob(big, 3, 1), -1.0 - log(1.0 + exp(-1.0)), 1e-5);
+    CHECK(isfinite(dist_categorical_entropy(big, 3)));
+    /* a -inf logit (masked action) has probability 0, finite entropy and gradient */
+    const float masked[3] = {0.0f, -INFINITY, 0.0f};
+    CHECK_NEAR(dist_categorical_entropy(masked, 3), log(2.0), 1e-6);
+    float d[3];
+    dist_categorical_grad(masked, 3, 0, 1.0f, 0.5f, d);
+    CHECK(isfinite(d[0]) && d[1] == 0.0f && isfinite(d[2]));
+    /* one action: log-prob 0, entropy 0 */
+    const float one[1] = {7.0f};
+    CHECK_NEAR(dist_categorical_log_prob(one, 1, 0), 0.0, 0.0);
+    CHECK_NEAR(dist_categorical_entropy(one, 1), 0.0, 0.0);
+}
+
+static void test_categorical_grad_fd(void) {
+    calf_rng rng;
+    calf_rng_seed(&rng, 9, 0, CALF_RNG_ACTION);
+    const float coefs[][2] = {{1.0f, 0.0f}, {0.0f, 1.0f}, {-0.7f, 0.3f}, {2.0f, -1.5f}};
+    for (int n = 1; n <= 6; n++) {
+        for (size_t c = 0; c < sizeof coefs / sizeof coefs[0]; c++) {
+            float z[6];
+            double zd[6];
+            for (int j = 0; j < n; j++) z[j] = (float)calf_rng_uniform_range(&rng, -3, 3);
+            int a = (int)calf_rng_below(&rng, (uint32_t)n);
+            float g[6];
+            dist_categorical_grad(z, n, a, coefs[c][0], coefs[c][1], g);
+            double sum = 0.0;
+            for (int j = 0; j < n; j++) {
+                for (int k = 0; k < n; k++) zd[k] = z[k];
+                const double h = 1e-6;
+                zd[j] = z[j] + h;
+                double fp = cat_objective(zd, n, a, coefs[c][0], coefs[c][1]);
+                zd[j] = z[j] - h;
+                double fm = cat_objective(zd, n, a, coefs[c][0], coefs[c][1]);
+                double fd = (fp - fm) / (2 * h);
+                CHECK_NEAR(g[j], fd, 1e-6 + 1e-5 * fabs(fd));
+                sum += g[j];
+            }
+            /* softmax is shift-invariant, so the gradient sums to zero */
+            CHECK_NEAR(sum, 0.0, 1e-6);
+        }
+    }
+}
+
+static void test_categorical_sample(void) {
+    const float z[4] = {0.5f, -1.0f, 1.5f, 0.0f};
+    double m = 1.5, s = 0.0, p[4];
+    for (int j = 0; j < 4; j++) s += exp(z[j] - m);
+    for (int j = 0; j < 4; j++) p[j] = exp(z[j] - m) / s;
+    calf_rng rng;
+    calf_rng_seed(&rng, 1, 3, CALF_RNG_ACTION);
+    enum { N = 200000 };
+    int count[4] = {0}, bad = 0;
+    for (int i = 0; i < N; i++) {
+        int a = dist_categorical_sample(z, 4, &rng);
+        if (a >= 0 && a < 4) count[a]++;
+        else bad++;
+    }
+    CHECK_INT_EQ(bad, 0);
+    for (int j = 0; j < 4; j++) {
+        double sd = sqrt(p[j] * (1 - p[j]) / N);
+        CHECK_NEAR((double)count[j] / N, p[j], 5 * sd);
+    }
+    /* same stream, same actions; one uniform per draw */
+    calf_rng r1, r2;
+    calf_rng_seed(&r1, 5, 1, CALF_RNG_ACTION);
+    calf_rng_seed(&r2, 5, 1, CALF_RNG_ACTION);
+    int same = 1;
+    for (int i = 0; i < 1000; i++)
+        if (dist_categorical_sample(z, 4, &r1) != dist_categorical_sample(z, 4, &r2)) same = 0;
+    CHECK(same);
+    calf_rng_seed(&r1, 5, 1, CALF_RNG_ACTION);
+    calf_rng_seed(&r2, 5, 1, CALF_RNG_ACTION);
+    (void)dist_categorical_sample(z, 4, &r1);
+    (void)calf_rng_next(&r2);
+    CHECK(calf_rng_next(&r1) == calf_rng_next(&r2));
+    /* a masked action is never drawn */
+    const float masked[3] = {0.0f, -INFINITY, 0.0f};
+    int hit = 0;
+    for (int i = 0; i < 10000; i++) hit += dist_categorical_sample(masked, 3, &r1) == 1;
+    CHECK_INT_EQ(hit, 0);
+}
+
+/* c_logp * logp(a) + c_ent * entropy of a diagonal Gaussian, in double */
+static double gauss_objective(const double *mu, const double *ls, const float *a, int d,
+                              double c_logp, double c_ent) {
+    double lp = 0.0, h = 0.0;
+    for (int i = 0; i < d; i++) {
+        double z = (a[i] - mu[i]) / exp(ls[i]);
+        lp += -0.5 * z * z - ls[i] - 0.5 * LOG_2PI;
+        h += 0.5 + 0.5 * LOG_2PI + ls[i];
+    }
+    return c_logp * lp + c_ent * h;
+}
+
+static void test_gaussian(void) {
+    const float mu[3] = {0.5f, -1.0f, 2.0f}, ls[3] = {-0.5f, 0.0f, 0.7f};
+    const float a[3] = {0.2f, -0.3f, 3.5f};
+    double mud[3], lsd[3];
+    for (int i = 0; i < 3; i++) mud[i] = mu[i], lsd[i] = ls[i];
+    CHECK_NEAR(dist_gaussian_log_prob(mu, ls, 3, a), gauss_objective(mud, lsd, a, 3, 1, 0), 1e-6);
+    CHECK_NEAR(dist_gaussian_entropy(ls, 3), gauss_objective(mud, lsd, a, 3, 0, 1), 1e-6);
+    /* the standard normal's density at 0 and entropy */
+    const float zero[1] = {0.0f};
+    CHECK_NEAR(dist_gaussian_log_prob(zero, zero, 1, zero), -0.5 * LOG_2PI, 1e-7);
+    CHECK_NEAR(dist_gaussian_entropy(zero, 1), 0.5 * (1.0 + LOG_2PI), 1e-7);
+    float mode[3];
+    dist_gaussian_mode(mu, 3, mode);
+    CHECK(memcmp(mode, mu, sizeof mode) == 0);
+
+    /* gradients: dmean written, dlog_std accumulated */
+    const float coefs[][2] = {{1.0f, 0.0f}, {0.0f, 1.0f}, {-0.8f, 0.01f}};
+    for (size_t c = 0; c < sizeof coefs / sizeof coefs[0]; c++) {
+        float dmu[3] = {99, 99, 99}, dls[3] = {0.25f, 0.25f, 0.25f};
+        dist_gaussian_grad(mu, ls, 3, a, coefs[c][0], coefs[c][1], dmu, dls);
+        for (int i = 0; i < 3; i++) {
+            const double h = 1e-6;
+            double save = mud[i];
+            mud[i] = save + h;
+            double fp = gauss_objective(mud, lsd, a, 3, coefs[c][0], coefs[c][1]);
+            mud[i] = save - h;
+            double fm = gauss_objective(mud, lsd, a, 3, coefs[c][0], coefs[c][1]);
+            mud[i] = save;
+            double fd = (fp - fm) / (2 * h);
+            CHECK_NEAR(dmu[i], fd, 1e-6 + 1e-5 * fabs(fd));
+            save = lsd[i];
+            lsd[i] = save + h;
+            fp = gauss_objective(mud, lsd, a, 3, coefs[c][0], coefs[c][1]);
+            lsd[i] = save - h;
+            fm = gauss_objective(mud, lsd, a, 3, coefs[c][0], coefs[c][1]);
+            lsd[i] = save;
+            fd = (fp - fm) / (2 * h);
+            CHECK_NEAR(dls[i] - 0.25f, fd, 1e-6 + 1e-5 * fabs(fd));
+        }
+    }
+
+    /* sampling: moments, and the same stream gives the same actions */
+    calf_rng rng;
+    calf_rng_seed(&rng, 2, 7, CALF_RNG_ACTION);
+    enum { N = 100000 };
+    double s1[3] = {0}, s2[3] = {0};
+    for (int k = 0; k < N; k++) {
+        float x[3];
+        dist_gaussian_sample(mu, ls, 3, &rng, x);
+        for (int i = 0; i < 3; i++) s1[i] += x[i], s2[i] += (double)x[i] * x[i];
+    }
+    for (int i = 0; i < 3; i++) {
+        double mean = s1[i] / N, var = s2[i] / N - mean * mean, sd = exp(ls[i]);
+        CHECK_NEAR(mean, mu[i], 5 * sd / sqrt(N));
+        CHECK_NEAR(sqrt(var), sd, 0.02 * sd);
+    }
+    calf_rng r1, r2;
+    calf_rng_seed(&r1, 4, 0, CALF_RNG_ACTION);
+    calf_rng_seed(&r2, 4, 0, CALF_RNG_ACTION);
+    float x1[3], x2[3];
+    dist_gaussian_sample(mu, ls, 3, &r1, x1);
+    dist_gaussian_sample(mu, ls, 3, &r2, x2);
+    CHECK(memcmp(x1, x2, sizeof x1) == 0);
+    /* component i uses the i-th normal of the stream */
+    calf_rng_seed(&r2, 4, 0, CALF_RNG_ACTION);
+    double z0 = calf_rng_normal(&r2);
+    CHECK(x1[0] == (float)(mu[0] + exp(ls[0]) * z0));
+}
+
+int main(void) {
+    test_categorical_values();
+    test_categorical_grad_fd();
+    test_categorical_sample();
+    test_gaussian();
+    return test_report("test_dist");
+}

@@ -1,0 +1,224 @@
+/* test_ppo_math.c: GAE against hand-computed values (termination, truncation, the
+ * rollout's end), the per-sample PPO loss against its definition in every clipping
+ * regime, and finite-difference checks of the whole chain from logits (categorical)
+ * or mean and log-std (Gaussian) to the loss. */
+#include <string.h>
+
+#include "dist.h"
+#include "ppo_math.h"
+#include "test_util.h"
+
+static void test_gae_hand(void) {
+    /* T = 5: step 1 terminates, step 3 is truncated, step 4 is the rollout's end */
+    const float r[5] = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f};
+    const float v[5] = {0.5f, 1.0f, 2.0f, 0.25f, 1.5f};
+    const float nv[5] = {1.0f, 99.0f, 0.25f, 4.0f, 2.0f}; /* nv[1] ignored: terminated */
+    const uint8_t term[5] = {0, 1, 0, 0, 0};
+    const uint8_t ended[5] = {0, 1, 0, 1, 0};
+    const float g = 0.9f, l = 0.8f;
+    float adv[5], ret[5];
+    ppo_gae(5, r, v, nv, term, ended, g, l, adv, ret);
+    double G = g, GL = (double)g * l;
+    /* by hand, backwards */
+    double d4 = 3.0 + G * 2.0 - 1.5;   /* bootstrap from the value after the last step */
+    double a4 = d4;
+    double d3 = -1.0 + G * 4.0 - 0.25; /* truncated: bootstrap from the final obs, cut */
+    double a3 = d3;
+    double d2 = 0.5 + G * 0.25 - 2.0;
+    double a2 = d2 + GL * a3;
+    double d1 = 2.0 + 0.0 - 1.0;       /* terminated: no bootstrap, cut */
+    double a1 = d1;
+    double d0 = 1.0 + G * 1.0 - 0.5;
+    double a0 = d0 + GL * a1;
+    const double want[5] = {a0, a1, a2, a3, a4};
+    for (int t = 0; t < 5; t++) {
+        CHECK_NEAR(adv[t], want[t], 1e-6);
+        CHECK_NEAR(ret[t], want[t] + v[t], 1e-6);
+    }
+    CHECK_NEAR(adv[2], (0.5 + 0.9 * 0.25 - 2.0) + 0.72 * (-1.0 + 3.6 - 0.25), 1e-6);
+    /* deterministic, and T = 0 is a no-op */
+    float adv2[5], ret2[5];
+    ppo_gae(5, r, v, nv, term, ended, g, l, adv2, ret2);
+    CHECK(memcmp(adv, adv2, sizeof adv) == 0 && memcmp(ret, ret2, sizeof ret) == 0);
+    ppo_gae(0, r, v, nv, term, ended, g, l, adv2, ret2);
+}
+
+static void test_gae_limits(void) {
+    /* lambda = 1, no episode ends: advantage = discounted return - value */
+    enum { T = 6 };
+    float r[T], v[T], nv[T], adv[T], ret[T];
+    uint8_t term[T] = {0}, ended[T] = {0};
+    for (int t = 0; t < T; t++) {
+        r[t] = (float)(t + 1);
+        v[t] = 0.1f * (float)t;
+    }
+    for (int t = 0; t < T; t++) nv[t] = t + 1 < T ? v[t + 1] : 5.0f;
+    ppo_gae(T, r, v, nv, term, ended, 0.99f, 1.0f, adv, ret);
+    for (int t = 0; t < T; t++) {
+        double G = 0.0, disc = 1.0;
+        for (int k = t; k < T; k++) G += disc * r[k], disc *= 0.99f;
+        G += disc * 5.0;
+        CHECK_NEAR(ret[t], G, 1e-4);
+    }
+    /* lambda = 0: one-step TD errors */
+    ppo_gae(T, r, v, nv, term, ended, 0.99f, 0.0f, adv, ret);
+    for (int t = 0; t < T; t++) CHECK_NEAR(adv[t], r[t] + 0.99f * (double)nv[t] - v[t], 1e-5);
+}
+
+static void test_sample_loss_values(void) {
+    ppo_sample_result res;
+    const float eps = 0.2f;
+    /* ratio inside the clip range */
+    ppo_sample_loss(-1.0f, -1.1f, 2.0f, 0.6f, 0.5f, 1.5f, eps, 0.5f, 0.01f, 0.25f, &res);
+    double r = exp(0.1);
+    CHECK_NEAR(res.ratio, r, 1e-6);
+    CHECK_NEAR(res.pg_loss, -r * 2.0, 1e-6);
+    CHECK_NEAR(res.td_loss, 0.5 * 0.5 * 1.0, 1e-7);
+    CHECK_NEAR(res.loss, -r * 2.0 + 0.25 - 0.01 * 0.6, 1e-6);
+    CHECK(res.clipped == 0.0f);
+    CHECK_NEAR(res.dlogp, 0.25 * -2.0 * r, 1e-6);
+    CHECK_NEAR(res.dvalue, 0.25 * 0.5 * (0.5 - 1.5), 1e-7);
+    CHECK_NEAR(res.dentropy, -0.25 * 0.01, 1e-9);
+    CHECK_NEAR(res.approx_kl, (r - 1) - 0.1, 1e-7);
+    /* A > 0, ratio above 1 + eps: the clipped term is the min, no gradient */
+    ppo_sample_loss(0.0f, -0.5f, 1.0f, 0.0f, 0.0f, 0.0f, eps, 1.0f, 0.0f, 1.0f, &res);
+    CHECK_NEAR(res.pg_loss, -1.2, 1e-6);
+    CHECK(res.clipped == 1.0f);
+    CHECK(res.dlogp == 0.0f);
+    /* A < 0, ratio above 1 + eps: the unclipped term is the min, gradient flows */
+    ppo_sample_loss(0.0f, -0.5f, -1.0f, 0.0f, 0.0f, 0.0f, eps, 1.0f, 0.0f, 1.0f, &res);
+    r = exp(0.5);
+    CHECK_NEAR(res.pg_loss, r, 1e-6);
+    CHECK(res.clipped == 1.0f);
+    CHECK_NEAR(res.dlogp, r, 1e-6);
+    /* A < 0, ratio below 1 - eps: clipped, no gradient */
+    ppo_sample_loss(-0.5f, 0.0f, -1.0f, 0.0f, 0.0f, 0.0f, eps, 1.0f, 0.0f, 1.0f, &res);
+    CHECK_NEAR(res.pg_loss, 0.8, 1e-6);
+    CHECK(res.dlogp == 0.0f);
+    /* A > 0, ratio below 1 - eps: the unclipped term is the min, gradient flows */
+    ppo_sample_loss(-0.5f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, eps, 1.0f, 0.0f, 1.0f, &res);
+    r = exp(-0.5);
+    CHECK_NEAR(res.pg_loss, -r, 1e-6);
+    CHECK_NEAR(res.dlogp, -r, 1e-6);
+    CHECK(res.clipped == 1.0f);
+    /* same logp: ratio exactly 1, no KL */
+    ppo_sample_loss(-0.7f, -0.7f, 0.3f, 0.0f, 0.0f, 0.0f, eps, 1.0f, 0.0f, 1.0f, &res);
+    CHECK(res.ratio == 1.0f && res.approx_kl == 0.0f && res.clipped == 0.0f);
+}
+
+/* scale * loss of a categorical policy with logits z, in double from the definition */
+static double cat_chain_loss(const double *z, int n, int a, float old_logp, float adv,
+                             float eps, float ent_w, float scale) {
+    double m = z[0];
+    for (int j = 1; j < n; j++) m = z[j] > m ? z[j] : m;
+    double s = 0.0;
+    for (int j = 0; j < n; j++) s += exp(z[j] - m);
+    double lse = m + log(s), h = 0.0;
+    for (int j = 0; j < n; j++) h -= exp(z[j] - lse) * (z[j] - lse);
+    double r = exp((z[a] - lse) - old_logp);
+    double rc = r < 1 - eps ? 1 - eps : (r > 1 + eps ? 1 + eps : r);
+    double pg = -fmin(r * adv, rc * adv);
+    return scale * (pg - ent_w * h);
+}
+
+static void test_chain_categorical_fd(void) {
+    const float z[3] = {0.3f, -0.4f, 1.1f};
+    const float eps = 0.2f, ent_w = 0.05f, scale = 0.125f;
+    /* (old_logp offset, advantage): ratio inside the clip range; outside it with the
+     * unclipped term the min (gradient flows); outside it clipped (no pg gradient) */
+    const float cases[][2] = {{0.05f, 1.5f}, {-0.1f, -0.8f}, {0.6f, 1.0f}, {-0.6f, -1.0f},
+                              {-0.6f, 1.0f}, {0.6f, -1.0f}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int a = 2;
+        float logp, ent;
+        dist_categorical_logp_entropy(z, 3, a, &logp, &ent);
+        float old_logp = logp + cases[c][0], adv = cases[c][1];
+        ppo_sample_result res;
+        ppo_sample_loss(logp, old_logp, adv, ent, 0.0f, 0.0f, eps, 1.0f, ent_w, scale, &res);
+        float g[3];
+        dist_categorical_grad(z, 3, a, res.dlogp, res.dentropy, g);
+        double zd[3];
+        for (int j = 0; j < 3; j++) {
+            for (int k = 0; k < 3; k++) zd[k] = z[k];
+            const double h = 1e-6;
+            zd[j] = z[j] + h;
+            double fp = cat_chain_loss(zd, 3, a, old_logp, adv, eps, ent_w, scale);
+            zd[j] = z[j] - h;
+            double fm = cat_chain_loss(zd, 3, a, old_logp, adv, eps, ent_w, scale);
+            double fd = (fp - fm) / (2 * h);
+            CHECK_NEAR(g[j], fd, 1e-6 + 1e-4 * fabs(fd));
+        }
+        /* and the loss itself matches the definition */
+        for (int k = 0; k < 3; k++) zd[k] = z[k];
+        CHECK_NEAR(scale * res.loss, cat_chain_loss(zd, 3, a, old_logp, adv, eps, ent_w, scale),
+                   1e-6);
+    }
+    /* the value head: d(scale * td_loss)/d value by finite differences */
+    ppo_sample_result p, m;
+    const float v = 0.7f, ret = -0.2f, w = 0.5f, h = 1e-3f;
+    ppo_sample_result res;
+    ppo_sample_loss(0.0f, 0.0f, 0.0f, 0.0f, v, ret, eps, w, 0.0f, scale, &res);
+    ppo_sample_loss(0.0f, 0.0f, 0.0f, 0.0f, v + h, ret, eps, w, 0.0f, scale, &p);
+    ppo_sample_loss(0.0f, 0.0f, 0.0f, 0.0f, v - h, ret, eps, w, 0.0f, scale, &m);
+    double fd = scale * ((double)p.td_loss - m.td_loss) / ((double)(v + h) - (double)(v - h));
+    CHECK_NEAR(res.dvalue, fd, 1e-6);
+}
+
+/* scale * loss of a Gaussian policy, in double */
+static double gauss_chain_loss(const double *mu, const double *ls, const float *a, int d,
+                               float old_logp, float adv, float eps, float ent_w, float scale) {
+    const double log_2pi = 1.8378770664093454835606594728112;
+    double lp = 0.0, h = 0.0;
+    for (int i = 0; i < d; i++) {
+        double z = (a[i] - mu[i]) / exp(ls[i]);
+        lp += -0.5 * z * z - ls[i] - 0.5 * log_2pi;
+        h += 0.5 + 0.5 * log_2pi + ls[i];
+    }
+    double r = exp(lp - old_logp);
+    double rc = r < 1 - eps ? 1 - eps : (r > 1 + eps ? 1 + eps : r);
+    return scale * (-fmin(r * adv, rc * adv) - ent_w * h);
+}
+
+static void test_chain_gaussian_fd(void) {
+    const float mu[2] = {0.1f, -0.3f}, ls[2] = {-0.2f, 0.4f}, a[2] = {0.35f, -1.0f};
+    const float eps = 0.2f, ent_w = 0.01f, scale = 0.5f;
+    const float cases[][2] = {{0.1f, 0.9f}, {-0.05f, -1.3f}, {0.5f, 2.0f}, {-0.5f, 2.0f}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float logp = dist_gaussian_log_prob(mu, ls, 2, a);
+        float ent = dist_gaussian_entropy(ls, 2);
+        float old_logp = logp + cases[c][0], adv = cases[c][1];
+        ppo_sample_result res;
+        ppo_sample_loss(logp, old_logp, adv, ent, 0.0f, 0.0f, eps, 1.0f, ent_w, scale, &res);
+        float dmu[2], dls[2] = {0, 0};
+        dist_gaussian_grad(mu, ls, 2, a, res.dlogp, res.dentropy, dmu, dls);
+        double mud[2] = {mu[0], mu[1]}, lsd[2] = {ls[0], ls[1]};
+        for (int i = 0; i < 2; i++) {
+            const double h = 1e-6;
+            double save = mud[i];
+            mud[i] = save + h;
+            double fp = gauss_chain_loss(mud, lsd, a, 2, old_logp, adv, eps, ent_w, scale);
+            mud[i] = save - h;
+            double fm = gauss_chain_loss(mud, lsd, a, 2, old_logp, adv, eps, ent_w, scale);
+            mud[i] = save;
+            double fd = (fp - fm) / (2 * h);
+            CHECK_NEAR(dmu[i], fd, 1e-6 + 1e-4 * fabs(fd));
+            save = lsd[i];
+            lsd[i] = save + h;
+            fp = gauss_chain_loss(mud, lsd, a, 2, old_logp, adv, eps, ent_w, scale);
+            lsd[i] = save - h;
+            fm = gauss_chain_loss(mud, lsd, a, 2, old_logp, adv, eps, ent_w, scale);
+            lsd[i] = save;
+            fd = (fp - fm) / (2 * h);
+            CHECK_NEAR(dls[i], fd, 1e-6 + 1e-4 * fabs(fd));
+        }
+    }
+}
+
+int main(void) {
+    test_gae_hand();
+    test_gae_limits();
+    test_sample_loss_values();
+    test_chain_categorical_fd();
+    test_chain_gaussian_fd();
+    return test_report("test_ppo_math");
+}
