@@ -23,6 +23,10 @@ fi
 # Open MPI refuses root unless told; CI runs as root. More ranks than cores is fine here.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN=(mpirun --oversubscribe -np)
+# Open MPI's dlopen'ed plugins leak at MPI_Finalize and are unloaded before LeakSanitizer
+# reports, so their frames cannot be suppressed by name. Leaks in calf's own code are
+# checked by every other test; ASan's memory-error checks stay on here.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/local1" --conf "$CONF" "${ITERS[@]}"
 for n in 1 2 3; do
