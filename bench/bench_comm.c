@@ -1,0 +1,112 @@
+/* bench_comm.c: latency and bandwidth of the canonical-tree allreduce at the ppo_cartpole
+ * gradient size (9,219 floats, 64 envs) on 2 local processes, plus barrier and comm_any
+ * latency, and the 1-process figure for comparison. Runs in a few seconds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "launcher.h"
+
+enum { N_FLOATS = 9219, N_ENVS = 64, ITERS = 3000, BARRIERS = 20000 };
+
+static double now_us(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[(int)(q * (n - 1))];
+}
+
+static void fold_envs(comm_tree *t, int count) {
+    for (int i = 0; i < count; i++) {
+        float *leaf = comm_tree_leaf(t);
+        leaf[i % N_FLOATS] = (float)i;
+        comm_tree_push(t);
+    }
+}
+
+/* Times allreduce alone (leaves folded outside the clock), and fold + allreduce. */
+static int bench_rank(comm *c, void *arg) {
+    (void)arg;
+    int P = comm_size(c), r = comm_rank(c) < 0 ? 0 : comm_rank(c);
+    int count = N_ENVS / P, begin = r * count;
+    calf_error err;
+    calf_error_clear(&err);
+    comm_tree t;
+    comm_tree_init(&t, N_FLOATS, N_ENVS, begin, count);
+    float *out = malloc(N_FLOATS * sizeof *out);
+    double *sample = malloc((ITERS > BARRIERS ? ITERS : BARRIERS) * sizeof *sample);
+    int rc = 0;
+    for (int i = 0; i < 300 && rc == 0; i++) { /* warm up: pages, caches, range exchange */
+        fold_envs(&t, count);
+        rc = comm_tree_allreduce(c, &t, out, &err);
+    }
+    for (int i = 0; i < ITERS && rc == 0; i++) {
+        fold_envs(&t, count);
+        rc = comm_barrier(c, &err); /* start together: time the exchange, not fold skew */
+        double t0 = now_us();
+        rc = comm_tree_allreduce(c, &t, out, &err);
+        sample[i] = now_us() - t0;
+    }
+    double med = quantile(sample, ITERS, 0.5), p90 = quantile(sample, ITERS, 0.9);
+    for (int i = 0; i < ITERS && rc == 0; i++) {
+        double t0 = now_us();
+        fold_envs(&t, count);
+        rc = comm_tree_allreduce(c, &t, out, &err);
+        sample[i] = now_us() - t0;
+    }
+    double full = quantile(sample, ITERS, 0.5);
+    /* Back-to-back barriers: the mean is the round trip through shared memory (a single
+     * rank's per-call time would mostly see the other rank already arrived). */
+    double bar = 0, any = 0;
+    if (P > 1) {
+        double t0 = now_us();
+        for (int i = 0; i < BARRIERS && rc == 0; i++) rc = comm_barrier(c, &err);
+        bar = (now_us() - t0) / BARRIERS;
+        t0 = now_us();
+        for (int i = 0; i < BARRIERS && rc == 0; i++) {
+            int flag;
+            rc = comm_any(c, 0, &flag, &err);
+        }
+        any = (now_us() - t0) / BARRIERS;
+    }
+    if (rc != 0) {
+        comm_report_failure(c, err.msg);
+    } else if (r == 0) {
+        /* Bytes each rank moves: its blob in, every blob out. */
+        double bytes = (double)N_FLOATS * sizeof(float) * (1 + P);
+        printf("%-6s P=%d  allreduce of %d floats over %d envs: median %.1f us, p90 %.1f us",
+               comm_backend_name(c), P, N_FLOATS, N_ENVS, med, p90);
+        if (P > 1) printf(" (%.2f GB/s per rank through shared memory)", bytes / med * 1e-3);
+        printf("; fold %d envs + allreduce: median %.1f us\n", count, full);
+        if (P > 1)
+            printf("%-6s P=%d  barrier %.2f us, comm_any %.2f us (mean of %d back-to-back)\n",
+                   comm_backend_name(c), P, bar, any, BARRIERS);
+    }
+    free(sample);
+    free(out);
+    comm_tree_free(&t);
+    return rc == 0 ? 0 : 1;
+}
+
+int main(void) {
+    comm *single = NULL;
+    comm_single(&single);
+    int rc = bench_rank(single, NULL);
+    comm_finalize(single);
+    calf_error err;
+    calf_error_clear(&err);
+    int lrc = launcher_run(2, bench_rank, NULL, &err);
+    if (lrc != 0 && err.msg[0]) fprintf(stderr, "bench_comm: %s\n", err.msg);
+    return rc || lrc;
+}

@@ -1,0 +1,506 @@
+/* comm.c: the backend-independent half of comm: the canonical env-ordered tree sum that
+ * makes results independent of the process count, and the collectives the trainer uses,
+ * built on the five primitives every backend supplies (see comm.h). */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the comm object ---------------------------------------------------------------- */
+
+int comm_rank(const comm *c) { return c->rank; }
+int comm_size(const comm *c) { return c->size; }
+const char *comm_backend_name(const comm *c) { return c->ops->name; }
+
+void comm_set_timeout(comm *c, double secs) {
+    CALF_ASSERT(secs > 0);
+    c->timeout_s = secs;
+}
+
+void comm_report_failure(comm *c, const char *msg) {
+    if (!c->failed) c->ops->report_failure(c, msg);
+    c->failed = true;
+}
+
+_Noreturn void comm_abort(comm *c, const char *msg) {
+    c->ops->abort(c, msg);
+    fflush(NULL);
+    _exit(1); /* backends do not return; this only satisfies _Noreturn */
+}
+
+void comm_finalize(comm *c) {
+    if (!c) return;
+    c->ops->finalize(c);
+    free(c);
+}
+
+/* Every rank's blob is `bytes` long: a (size) array for the primitives, caller frees. */
+static size_t *equal_sizes(const comm *c, size_t bytes) {
+    size_t *sizes = calf_xmalloc((size_t)c->size * sizeof *sizes);
+    for (int r = 0; r < c->size; r++) sizes[r] = bytes;
+    return sizes;
+}
+
+/* ---- single backend: one process, everything local ---------------------------------- */
+
+static int single_barrier(comm *c, calf_error *err) {
+    (void)err;
+    c->seq++;
+    return CALF_OK;
+}
+
+static int single_allgatherv(comm *c, const void *send, void *recv, const size_t *sizes,
+                             calf_error *err) {
+    (void)err;
+    if (sizes[0] && recv != send) memcpy(recv, send, sizes[0]);
+    c->seq++;
+    return CALF_OK;
+}
+
+static int single_gatherv(comm *c, const void *send, void *recv, const size_t *sizes,
+                          int root, calf_error *err) {
+    (void)root;
+    return single_allgatherv(c, send, recv, sizes, err);
+}
+
+static int single_broadcast(comm *c, void *buf, size_t n, int root, calf_error *err) {
+    (void)buf, (void)n, (void)root, (void)err;
+    c->seq++;
+    return CALF_OK;
+}
+
+static void single_report_failure(comm *c, const char *msg) {
+    (void)c;
+    fprintf(stderr, "calf: %s\n", msg);
+}
+
+static void single_abort(comm *c, const char *msg) {
+    if (!c->failed) single_report_failure(c, msg);
+    fflush(NULL);
+    _exit(1);
+}
+
+static void single_finalize(comm *c) { (void)c; }
+
+static const comm_ops single_ops = {
+    .name = "single",
+    .barrier = single_barrier,
+    .allgatherv = single_allgatherv,
+    .gatherv = single_gatherv,
+    .broadcast = single_broadcast,
+    .abort = single_abort,
+    .report_failure = single_report_failure,
+    .finalize = single_finalize,
+};
+
+int comm_single(comm **out) {
+    comm *c = calf_xcalloc(1, sizeof *c);
+    c->ops = &single_ops;
+    c->rank = -1;
+    c->size = 1;
+    c->index = 0;
+    c->timeout_s = 600.0;
+    *out = c;
+    return CALF_OK;
+}
+
+/* ---- collectives -------------------------------------------------------------------- */
+
+int comm_barrier(comm *c, calf_error *err) { return c->ops->barrier(c, err); }
+
+int comm_broadcast(comm *c, void *buf, size_t n, int root, calf_error *err) {
+    CALF_ASSERT(root >= 0 && root < c->size);
+    return c->ops->broadcast(c, buf, n, root, err);
+}
+
+int comm_any(comm *c, int flag, int *out, calf_error *err) {
+    int32_t mine = flag != 0;
+    int32_t *all = calf_xmalloc((size_t)c->size * sizeof *all);
+    size_t *sizes = equal_sizes(c, sizeof mine);
+    int rc = c->ops->allgatherv(c, &mine, all, sizes, err);
+    if (rc == CALF_OK) {
+        int any = 0;
+        for (int r = 0; r < c->size; r++) any |= all[r] != 0;
+        *out = any;
+    }
+    free(sizes);
+    free(all);
+    return rc;
+}
+
+int comm_check_equal(comm *c, const void *digest, size_t n, calf_error *err) {
+    unsigned char *all = calf_xmalloc((size_t)c->size * (n ? n : 1));
+    size_t *sizes = equal_sizes(c, n);
+    int rc = c->ops->allgatherv(c, digest, all, sizes, err);
+    if (rc == CALF_OK) {
+        char list[256] = "";
+        size_t used = 0;
+        int differ = 0;
+        for (int r = 1; r < c->size; r++) {
+            if (memcmp(all, all + (size_t)r * n, n) == 0) continue;
+            if (differ++ < 16 && used < sizeof list) {
+                int w = snprintf(list + used, sizeof list - used, "%s%d", differ > 1 ? ", " : "", r);
+                if (w > 0) used += (size_t)w;
+            }
+        }
+        if (differ)
+            rc = calf_error_set(err, CALF_ECOMM,
+                                "comm: state digest of rank%s %s%s differs from rank 0 "
+                                "(%zu-byte digest, collective #%llu)",
+                                differ > 1 ? "s" : "", list, differ > 16 ? ", ..." : "", n,
+                                (unsigned long long)c->seq);
+    }
+    free(sizes);
+    free(all);
+    return rc;
+}
+
+int comm_gather_records(comm *c, const void *local, size_t rec_size, int count, int total,
+                        void *all, calf_error *err) {
+    CALF_ASSERT(count >= 0 && total >= 0);
+    int64_t mine = count;
+    int64_t *counts = calf_xmalloc((size_t)c->size * sizeof *counts);
+    size_t *sizes = equal_sizes(c, sizeof mine);
+    int rc = c->ops->allgatherv(c, &mine, counts, sizes, err);
+    if (rc == CALF_OK) {
+        int64_t sum = 0;
+        for (int r = 0; r < c->size; r++) {
+            sum += counts[r];
+            sizes[r] = (size_t)counts[r] * rec_size;
+        }
+        /* Every rank sees the same counts, so every rank fails alike: nobody waits. */
+        if (sum != total)
+            rc = calf_error_set(err, CALF_ECOMM,
+                                "comm: gathering records: ranks hold %lld records in all, "
+                                "expected %d",
+                                (long long)sum, total);
+        else
+            rc = c->ops->gatherv(c, local, all, sizes, 0, err);
+    }
+    free(sizes);
+    free(counts);
+    return rc;
+}
+
+/* ---- canonical tree ------------------------------------------------------------------ */
+
+enum { TREE_HEADER_WORDS = 7 }; /* magic, E, n, elem, begin, count, nblocks */
+static const int64_t TREE_MAGIC = 0x45455254464c4143LL; /* "CALFTREE" */
+
+/* Smallest L with 2^L >= E. */
+static int ceil_log2(int64_t E) {
+    int L = 0;
+    while (((int64_t)1 << L) < E) L++;
+    return L;
+}
+
+/* Level of the largest aligned block starting at a that fits in [a, b); a < b. */
+static int block_level_at(int64_t a, int64_t b) {
+    int j = 0;
+    while (j < 62 && (a & ((int64_t)1 << j)) == 0 && a + ((int64_t)2 << j) <= b) j++;
+    return j;
+}
+
+/* Number of maximal aligned blocks of [a, b). */
+static int range_nblocks(int64_t a, int64_t b) {
+    int nb = 0;
+    while (a < b) {
+        a += (int64_t)1 << block_level_at(a, b);
+        nb++;
+    }
+    return nb;
+}
+
+static size_t round8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+static size_t blob_bytes_for(int nblocks, size_t n, size_t elem) {
+    return round8(TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16 + (size_t)nblocks * n * elem);
+}
+
+size_t comm_tree_blob_bytes(int E, int begin, int count, size_t n, size_t elem) {
+    (void)E;
+    return blob_bytes_for(range_nblocks(begin, (int64_t)begin + count), n, elem);
+}
+
+size_t comm_tree_blob_bytes_max(int E, size_t n, size_t elem) {
+    /* A range's blocks grow then shrink, each level at most once on each side. */
+    return blob_bytes_for(2 * ceil_log2(E) + 1, n, elem);
+}
+
+/* dst = dst + src elementwise, dst being the left operand. */
+static void add_f32(void *dst, const void *src, size_t n) {
+    float *restrict d = dst;
+    const float *restrict s = src;
+    for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i];
+}
+
+static void add_f64(void *dst, const void *src, size_t n) {
+    double *restrict d = dst;
+    const double *restrict s = src;
+    for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i];
+}
+
+static void tree_init(comm_tree *t, size_t n, size_t elem, int E, int begin, int count) {
+    CALF_ASSERT(E >= 1 && begin >= 0 && count >= 0 && (int64_t)begin + count <= E);
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->elem = elem;
+    t->E = E;
+    t->begin = begin;
+    t->count = count;
+    t->cap = 2 * ceil_log2(E) + 2;
+    t->level = calf_xcalloc((size_t)t->cap, sizeof *t->level);
+    t->index = calf_xcalloc((size_t)t->cap, sizeof *t->index);
+    t->buf = calf_xcalloc((size_t)t->cap, sizeof *t->buf);
+}
+
+void comm_tree_init(comm_tree *t, size_t n, int E, int begin, int count) {
+    tree_init(t, n, sizeof(float), E, begin, count);
+}
+
+void comm_tree_init_f64(comm_tree *t, size_t n, int E, int begin, int count) {
+    tree_init(t, n, sizeof(double), E, begin, count);
+}
+
+static void *tree_leaf(comm_tree *t) {
+    CALF_ASSERT(t->pushed < t->count && t->depth < t->cap);
+    if (!t->buf[t->depth]) t->buf[t->depth] = calf_xmalloc(t->n * t->elem);
+    memset(t->buf[t->depth], 0, t->n * t->elem);
+    t->leaf_out = true;
+    return t->buf[t->depth];
+}
+
+float *comm_tree_leaf(comm_tree *t) {
+    CALF_ASSERT(t->elem == sizeof(float));
+    return tree_leaf(t);
+}
+
+double *comm_tree_leaf_f64(comm_tree *t) {
+    CALF_ASSERT(t->elem == sizeof(double));
+    return tree_leaf(t);
+}
+
+void comm_tree_push(comm_tree *t) {
+    CALF_ASSERT(t->leaf_out);
+    t->leaf_out = false;
+    int d = t->depth;
+    t->level[d] = 0;
+    t->index[d] = (int64_t)t->begin + t->pushed;
+    t->pushed++;
+    d++;
+    void (*add)(void *, const void *, size_t) = t->elem == sizeof(float) ? add_f32 : add_f64;
+    /* Binary counter: merge while the two top blocks are siblings (2k, 2k+1). The freed
+     * right slot keeps its buffer for the next leaf. */
+    while (d >= 2 && t->level[d - 1] == t->level[d - 2] && (t->index[d - 2] & 1) == 0 &&
+           t->index[d - 1] == t->index[d - 2] + 1) {
+        add(t->buf[d - 2], t->buf[d - 1], t->n);
+        t->level[d - 2]++;
+        t->index[d - 2] >>= 1;
+        d--;
+    }
+    t->depth = d;
+}
+
+void comm_tree_reset(comm_tree *t) {
+    t->pushed = 0;
+    t->depth = 0;
+    t->leaf_out = false;
+}
+
+void comm_tree_free(comm_tree *t) {
+    if (!t) return;
+    if (t->buf)
+        for (int i = 0; i < t->cap; i++) free(t->buf[i]);
+    free(t->buf);
+    free(t->level);
+    free(t->index);
+    free(t->send);
+    free(t->recv);
+    free(t->sizes);
+    memset(t, 0, sizeof *t);
+}
+
+size_t comm_tree_packed_bytes(const comm_tree *t) { return blob_bytes_for(t->depth, t->n, t->elem); }
+
+void comm_tree_pack(const comm_tree *t, void *buf) {
+    CALF_ASSERT(t->pushed == t->count && !t->leaf_out);
+    unsigned char *p = buf;
+    int64_t hdr[TREE_HEADER_WORDS] = {TREE_MAGIC, t->E, (int64_t)t->n, (int64_t)t->elem,
+                                      t->begin, t->count, t->depth};
+    memcpy(p, hdr, sizeof hdr);
+    p += sizeof hdr;
+    for (int b = 0; b < t->depth; b++) {
+        int64_t li[2] = {t->level[b], t->index[b]};
+        memcpy(p, li, sizeof li);
+        p += sizeof li;
+    }
+    size_t vec = t->n * t->elem;
+    for (int b = 0; b < t->depth; b++, p += vec) memcpy(p, t->buf[b], vec);
+    size_t used = (size_t)(p - (unsigned char *)buf), total = comm_tree_packed_bytes(t);
+    memset(p, 0, total - used);
+}
+
+int comm_tree_finish(void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
+                     int E, void *out, calf_error *err) {
+    void (*add)(void *, const void *, size_t) = elem == sizeof(float) ? add_f32 : add_f64;
+    CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
+    size_t vec = n * elem;
+    /* The completion stack is a binary counter over [0, p): at most one block per level
+     * plus the one being pushed. */
+    unsigned char *stack[66];
+    int level[66];
+    int64_t index[66];
+    int depth = 0;
+    int64_t p = 0;
+    size_t off = 0;
+    for (int r = 0; r < nranks; r++) {
+        unsigned char *blob = (unsigned char *)packed + off;
+        int64_t h[TREE_HEADER_WORDS];
+        if (sizes[r] % 8 != 0 || sizes[r] < sizeof h)
+            return calf_error_set(err, CALF_ECOMM, "comm: tree blob of rank %d has %zu bytes",
+                                  r, sizes[r]);
+        memcpy(h, blob, sizeof h);
+        if (h[0] != TREE_MAGIC || h[1] != E || h[2] != (int64_t)n || h[3] != (int64_t)elem)
+            return calf_error_set(err, CALF_ECOMM,
+                                  "comm: tree blob of rank %d is for %lld envs x %lld "
+                                  "elements of %lld bytes, expected %d x %zu of %zu",
+                                  r, (long long)h[1], (long long)h[2], (long long)h[3], E, n,
+                                  elem);
+        int64_t begin = h[4], count = h[5], nblocks = h[6];
+        if (begin != p || count < 0 || begin + count > E || nblocks < 0 ||
+            nblocks != range_nblocks(begin, begin + count) ||
+            blob_bytes_for((int)nblocks, n, elem) > sizes[r])
+            return calf_error_set(err, CALF_ECOMM,
+                                  "comm: rank %d holds envs [%lld, %lld) in %lld blocks; "
+                                  "ranks must tile [0, %d) in rank order (expected begin %lld)",
+                                  r, (long long)begin, (long long)(begin + count),
+                                  (long long)nblocks, E, (long long)p);
+        unsigned char *data = blob + TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16;
+        for (int64_t b = 0; b < nblocks; b++) {
+            int64_t li[2];
+            memcpy(li, blob + TREE_HEADER_WORDS * 8 + (size_t)b * 16, sizeof li);
+            if (li[0] < 0 || li[0] > 31 || li[1] < 0 || li[1] > E || (li[1] << li[0]) != p ||
+                p + ((int64_t)1 << li[0]) > begin + count)
+                return calf_error_set(err, CALF_ECOMM,
+                                      "comm: rank %d sent block (level %lld, index %lld) "
+                                      "where env %lld was expected",
+                                      r, (long long)li[0], (long long)li[1], (long long)p);
+            CALF_ASSERT(depth < 66);
+            stack[depth] = data + (size_t)b * vec;
+            level[depth] = (int)li[0];
+            index[depth] = li[1];
+            depth++;
+            p += (int64_t)1 << li[0];
+            while (depth >= 2 && level[depth - 1] == level[depth - 2] &&
+                   (index[depth - 2] & 1) == 0 && index[depth - 1] == index[depth - 2] + 1) {
+                add(stack[depth - 2], stack[depth - 1], n);
+                level[depth - 2]++;
+                index[depth - 2] >>= 1;
+                depth--;
+            }
+        }
+        off += sizes[r];
+    }
+    if (p != E)
+        return calf_error_set(err, CALF_ECOMM, "comm: ranks hold envs [0, %lld), expected [0, %d)",
+                              (long long)p, E);
+    /* What remains are the maximal blocks of [0, E), largest first. Up the clipped right
+     * spine of the tree each node is left block + (everything to its right), and a node
+     * with nothing to its right is its left half unchanged. */
+    for (int b = depth - 2; b >= 0; b--) add(stack[b], stack[b + 1], n);
+    memcpy(out, stack[0], vec);
+    return CALF_OK;
+}
+
+static unsigned char *grow(unsigned char **buf, size_t *cap, size_t need) {
+    if (need > *cap) {
+        free(*buf);
+        *buf = calf_xmalloc(need);
+        *cap = need;
+    }
+    return *buf;
+}
+
+/* Learn (and check) every rank's range once per comm: one small allgather. */
+static int tree_exchange_ranges(comm *c, comm_tree *t, calf_error *err) {
+    int64_t mine[5] = {t->E, (int64_t)t->n, (int64_t)t->elem, t->begin, t->count};
+    int64_t *all = calf_xmalloc((size_t)c->size * sizeof mine);
+    size_t *sizes = equal_sizes(c, sizeof mine);
+    int rc = c->ops->allgatherv(c, mine, all, sizes, err);
+    int64_t p = 0;
+    for (int r = 0; rc == CALF_OK && r < c->size; r++) {
+        const int64_t *o = all + 5 * r;
+        if (o[0] != t->E || o[1] != (int64_t)t->n || o[2] != (int64_t)t->elem)
+            rc = calf_error_set(err, CALF_ECOMM,
+                                "comm: rank %d sums %lld envs x %lld elements, rank %d "
+                                "%d x %zu",
+                                r, (long long)o[0], (long long)o[1], c->index, t->E, t->n);
+        else if (o[3] != p || o[4] < 0 || o[3] + o[4] > t->E)
+            rc = calf_error_set(err, CALF_ECOMM,
+                                "comm: rank %d holds envs [%lld, %lld); ranks must tile "
+                                "[0, %d) in rank order (expected begin %lld)",
+                                r, (long long)o[3], (long long)(o[3] + o[4]), t->E,
+                                (long long)p);
+        else {
+            sizes[r] = comm_tree_blob_bytes(t->E, (int)o[3], (int)o[4], t->n, t->elem);
+            p += o[4];
+        }
+    }
+    if (rc == CALF_OK && p != t->E)
+        rc = calf_error_set(err, CALF_ECOMM, "comm: ranks hold envs [0, %lld), expected [0, %d)",
+                            (long long)p, t->E);
+    free(all);
+    if (rc != CALF_OK) {
+        free(sizes);
+        return rc;
+    }
+    free(t->sizes);
+    t->sizes = sizes;
+    t->sizes_n = c->size;
+    t->sizes_comm = c;
+    return CALF_OK;
+}
+
+int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
+    CALF_ASSERT(t->pushed == t->count && !t->leaf_out);
+    int rc = CALF_OK;
+    if (t->sizes_comm != c || t->sizes_n != c->size) rc = tree_exchange_ranges(c, t, err);
+    if (rc == CALF_OK) {
+        size_t mine = comm_tree_packed_bytes(t), total = 0;
+        CALF_ASSERT(mine == t->sizes[c->index]);
+        for (int r = 0; r < c->size; r++) total += t->sizes[r];
+        comm_tree_pack(t, grow(&t->send, &t->send_cap, mine));
+        grow(&t->recv, &t->recv_cap, total);
+        rc = c->ops->allgatherv(c, t->send, t->recv, t->sizes, err);
+        if (rc == CALF_OK)
+            rc = comm_tree_finish(t->recv, t->sizes, c->size, t->n, t->elem, t->E, out, err);
+    }
+    comm_tree_reset(t);
+    return rc;
+}
+
+int comm_tree_sum_f64(comm *c, int E, int begin, int count, const double *per_env, size_t n,
+                      double *out, calf_error *err) {
+    comm_tree t;
+    comm_tree_init_f64(&t, n, E, begin, count);
+    for (int i = 0; i < count; i++) {
+        memcpy(comm_tree_leaf_f64(&t), per_env + (size_t)i * n, n * sizeof(double));
+        comm_tree_push(&t);
+    }
+    /* Pad every blob to the largest any range can need: one collective, no range exchange. */
+    size_t blob = comm_tree_blob_bytes_max(E, n, sizeof(double));
+    CALF_ASSERT(comm_tree_packed_bytes(&t) <= blob);
+    unsigned char *send = calf_xcalloc(1, blob);
+    unsigned char *recv = calf_xmalloc((size_t)c->size * blob);
+    size_t *sizes = equal_sizes(c, blob);
+    comm_tree_pack(&t, send);
+    int rc = c->ops->allgatherv(c, send, recv, sizes, err);
+    if (rc == CALF_OK) rc = comm_tree_finish(recv, sizes, c->size, n, sizeof(double), E, out, err);
+    free(sizes);
+    free(recv);
+    free(send);
+    comm_tree_free(&t);
+    return rc;
+}

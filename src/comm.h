@@ -1,0 +1,190 @@
+/* comm.h: the canonical env-ordered sum that makes N-process training bit-identical to
+ * 1-process training (DESIGN.md, "The one idea"), and the collectives the trainer uses,
+ * built in comm.c on five tiny primitives each backend (single, local, MPI) supplies. */
+#ifndef CALF_COMM_H
+#define CALF_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/error.h"
+
+typedef struct comm comm;
+
+/* Backend primitives. Every rank calls every collective in the same order. Sizes are in
+ * bytes; `sizes` (size) gives each rank's blob size and must be the same on all ranks. */
+typedef struct comm_ops {
+    const char *name; /* "single", "local", "mpi" */
+    int (*barrier)(comm *c, calf_error *err);
+    /* Every rank contributes `send` (sizes[own rank] bytes); all receive all blobs packed
+     * in rank order into `recv` (sum of sizes bytes). */
+    int (*allgatherv)(comm *c, const void *send, void *recv, const size_t *sizes,
+                      calf_error *err);
+    /* As allgatherv, but only `root` receives; recv is ignored elsewhere. */
+    int (*gatherv)(comm *c, const void *send, void *recv, const size_t *sizes, int root,
+                   calf_error *err);
+    int (*broadcast)(comm *c, void *buf, size_t n, int root, calf_error *err);
+    /* Stop the whole job now; msg is one line. Never returns. */
+    void (*abort)(comm *c, const char *msg);
+    /* Record this rank's one-line failure reason (see comm_report_failure). */
+    void (*report_failure)(comm *c, const char *msg);
+    /* Release backend resources (MPI_Finalize, or MPI_Abort after a reported failure). */
+    void (*finalize)(comm *c);
+} comm_ops;
+
+struct comm {
+    const comm_ops *ops;
+    int rank;          /* -1 for the single backend (ALF's convention), else 0..size-1 */
+    int size;          /* number of processes in the job */
+    int index;         /* rank as an array index: 0 for the single backend */
+    double timeout_s;  /* bound on any wait (local backend); comm_set_timeout */
+    uint64_t seq;      /* collectives completed by this rank (the same on every rank) */
+    bool failed;       /* comm_report_failure was called */
+    void *impl;        /* backend state */
+};
+
+/* ---- the comm object ---------------------------------------------------------------- */
+
+/* The one-process communicator (rank -1, size 1): everything is local, no shared memory.
+ * *out is owned by the caller: release with comm_finalize. Always returns CALF_OK. */
+int comm_single(comm **out);
+int comm_rank(const comm *c);  /* -1 for single */
+int comm_size(const comm *c);
+const char *comm_backend_name(const comm *c);
+/* Bound every wait of the local backend (default 600 s). MPI collectives cannot time
+ * out; there a failing rank aborts the job instead. */
+void comm_set_timeout(comm *c, double secs);
+/* Record this rank's one-line failure reason so that it reaches the user exactly once:
+ * the local backend stores it for the launcher, which prints "calf: rank R failed: ...";
+ * single and MPI print it to stderr now. The first message wins. */
+void comm_report_failure(comm *c, const char *msg);
+/* Stop the whole job with exit status 1 (local: record msg, raise the abort flag every
+ * peer's wait watches, exit; MPI: MPI_Abort). Never returns. */
+_Noreturn void comm_abort(comm *c, const char *msg);
+/* Release c (NULL is fine). MPI: MPI_Finalize, or MPI_Abort when this rank reported a
+ * failure, so that its peers never wait forever. */
+void comm_finalize(comm *c);
+
+/* ---- collectives (call on every rank, in the same order) ---------------------------- */
+
+int comm_barrier(comm *c, calf_error *err);
+/* Copy root's n bytes of buf to every rank's buf. */
+int comm_broadcast(comm *c, void *buf, size_t n, int root, calf_error *err);
+/* *out = OR over ranks of (flag != 0); e.g. agree to stop after Ctrl-C reached any rank. */
+int comm_any(comm *c, int flag, int *out, calf_error *err);
+/* All ranks compare their n-byte digest; a mismatch returns CALF_ECOMM on every rank,
+ * naming the ranks that differ from rank 0. */
+int comm_check_equal(comm *c, const void *digest, size_t n, calf_error *err);
+/* Ranks hold contiguous blocks of a global (total, rec_size) record array in rank order,
+ * `count` records each. Rank 0 (the single process too) receives all `total` records in
+ * global order into `all` (caller-allocated, total * rec_size bytes); elsewhere all may
+ * be NULL. Rank 0 fails with CALF_ECOMM when the counts do not add up to total. */
+int comm_gather_records(comm *c, const void *local, size_t rec_size, int count, int total,
+                        void *all, calf_error *err);
+
+/* ---- canonical env-ordered sum ------------------------------------------------------ */
+
+/* Sums E per-env partial vectors (n elements each) over a fixed binary tree on the global
+ * env index: nodes are aligned blocks [k*2^j, (k+1)*2^j) clipped to [0,E); a node is
+ * left + right (elementwise, left operand first), or just its left half when its right
+ * half lies wholly beyond E. This process owns envs [begin, begin+count) and folds their
+ * partials as they are produced with a stack of block partials (a binary counter), so at
+ * most 2*ceil(log2 E)+2 vectors are alive. comm_tree_allreduce exchanges the blocks and
+ * every rank completes the same tree, so the result is bit-identical for any split of
+ * [0,E) into contiguous ranges in rank order. The struct is visible so it can be embedded;
+ * treat its fields as private. */
+typedef struct comm_tree {
+    size_t n;          /* elements per vector */
+    size_t elem;       /* bytes per element: 4 (float) or 8 (double) */
+    int E;             /* global number of envs */
+    int begin, count;  /* this process's envs */
+    int pushed;        /* envs folded in since the last reset */
+    int depth;         /* blocks on the stack */
+    int cap;           /* stack capacity */
+    int *level;        /* (cap) block level j */
+    int64_t *index;    /* (cap) block index k */
+    void **buf;        /* (cap) n elements each, allocated on first use */
+    bool leaf_out;     /* comm_tree_leaf handed out buf[depth] */
+    unsigned char *send, *recv; /* exchange scratch, grown on demand */
+    size_t send_cap, recv_cap;
+    size_t *sizes;     /* (sizes_n) every rank's blob size, learned on first exchange */
+    int sizes_n;
+    const comm *sizes_comm;
+} comm_tree;
+
+/* Float tree for n-element vectors; E >= 1, 0 <= begin, count >= 0, begin+count <= E. */
+void comm_tree_init(comm_tree *t, size_t n, int E, int begin, int count);
+/* The same with double elements (use comm_tree_leaf_f64). */
+void comm_tree_init_f64(comm_tree *t, size_t n, int E, int begin, int count);
+/* Zeroed buffer (n elements, owned by t) for the next env's partial, envs in order
+ * begin..begin+count-1. Valid until the matching comm_tree_push. */
+float *comm_tree_leaf(comm_tree *t);
+double *comm_tree_leaf_f64(comm_tree *t);
+/* Fold the leaf in (left + right for each completed sibling pair). */
+void comm_tree_push(comm_tree *t);
+/* Collective: exchange every rank's blocks and complete the tree into out (n elements of
+ * the tree's type); all `count` leaves must have been pushed. Resets t for reuse. The
+ * first call on a comm also exchanges and checks every rank's range (one extra
+ * collective); a range that does not tile [0,E) in rank order is CALF_ECOMM everywhere. */
+int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err);
+/* Discard pushed leaves; buffers are kept. */
+void comm_tree_reset(comm_tree *t);
+void comm_tree_free(comm_tree *t); /* zeroed t is fine */
+
+/* Canonical sum of small double vectors (statistics: sums of advantages, returns,
+ * counts). per_env is (count, n): this process's envs begin..begin+count-1. One
+ * collective; every rank gets the same bits in out (n). */
+int comm_tree_sum_f64(comm *c, int E, int begin, int count, const double *per_env, size_t n,
+                      double *out, calf_error *err);
+
+/* The exchange format, exposed so tests can check the math without processes:
+ * comm_tree_pack writes comm_tree_packed_bytes(t) bytes (a multiple of 8) describing the
+ * pushed blocks; comm_tree_finish completes the tree from nranks blobs packed back to back
+ * (blob r is sizes[r] bytes, possibly padded), using `packed` as scratch. */
+size_t comm_tree_packed_bytes(const comm_tree *t);
+void comm_tree_pack(const comm_tree *t, void *buf);
+int comm_tree_finish(void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
+                     int E, void *out, calf_error *err);
+/* Bytes of a blob for a range [begin, begin+count) of E envs, and the largest for any
+ * range (what comm_tree_sum_f64 pads to). */
+size_t comm_tree_blob_bytes(int E, int begin, int count, size_t n, size_t elem);
+size_t comm_tree_blob_bytes_max(int E, size_t n, size_t elem);
+
+/* ---- local backend: fork + shared memory (comm_local.c) ------------------------------ */
+
+/* The shared region, created by the supervisor BEFORE fork (an anonymous MAP_SHARED
+ * mapping, so nothing is visible to other programs). arena_bytes bounds the payload of
+ * one collective (all ranks' blobs together); 0 reserves a generous default with
+ * MAP_NORESERVE (pages are only used when touched). A collective that needs more fails
+ * with CALF_ENOMEM naming both sizes. */
+typedef struct comm_local_shared comm_local_shared;
+int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,
+                      calf_error *err);
+/* In the child for `rank`: a comm on the shared region (owned by the caller:
+ * comm_finalize). The region stays owned by the supervisor. */
+int comm_local_attach(comm_local_shared *sh, int rank, comm **out, calf_error *err);
+/* Supervisor: rank has exited (why: "exit status 3", "killed by signal 9 (SIGKILL)").
+ * Collectives waiting for it fail at once; when failed, every wait of every rank fails
+ * (the abort flag). */
+void comm_local_mark_exited(comm_local_shared *sh, int rank, bool failed, const char *why);
+/* Supervisor: the failure message rank stored with comm_report_failure or comm_abort
+ * ("" if none), copied into buf (cap bytes, NUL-terminated). */
+void comm_local_failure_message(const comm_local_shared *sh, int rank, char *buf,
+                                size_t cap);
+size_t comm_local_arena_bytes(const comm_local_shared *sh);
+/* Supervisor: the rank that raised the abort flag (comm_abort or mark_exited), or -1. */
+int comm_local_abort_rank(const comm_local_shared *sh);
+void comm_local_destroy(comm_local_shared *sh); /* NULL is fine */
+
+/* ---- MPI backend (comm_mpi.c) -------------------------------------------------------- */
+
+/* True when the environment says an MPI launcher started this process (mpirun/mpiexec,
+ * srun with more than one task). Works whether or not calf was built with MPI. */
+bool comm_mpi_launched(void);
+/* MPI_Init, MPI_COMM_WORLD; sets and finalizes the per-process context (rank, size, and
+ * the local rank from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)). Without MPI compiled
+ * in, fails with CALF_EINVAL saying so. *out is owned by the caller: comm_finalize. */
+int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err);
+
+#endif

@@ -1,0 +1,310 @@
+/* launcher.c: forks the workers of `calf train --nproc N` over one comm_local region and
+ * supervises them per DESIGN.md's failure model: any failure stops the job within seconds,
+ * reported once, nothing left behind; Ctrl-C is forwarded once (checkpoint, exit 130). */
+#include "launcher.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "calf/context.h"
+
+/* Interrupts (SIGINT/SIGTERM) received while supervising. A signal handler can only
+ * talk to the supervision loop through a static, so this is the one exception to
+ * "no hidden global state"; it is only touched inside launcher_run_opts. */
+static volatile sig_atomic_t interrupts_seen;
+
+static void on_interrupt(int sig) {
+    (void)sig;
+    if (interrupts_seen < 100) interrupts_seen++;
+}
+
+/* SIGCHLD only needs to cut the supervisor's nap short. */
+static void on_child(int sig) { (void)sig; }
+
+static const char *signal_name(int sig) {
+    switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    default: return "unknown signal";
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    int rc = clock_gettime(CLOCK_MONOTONIC, &ts);
+    CALF_ASSERT(rc == 0);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+enum { NSIG_HANDLED = 3 };
+static const int handled_signals[NSIG_HANDLED] = {SIGINT, SIGTERM, SIGCHLD};
+
+/* What a child needs to restore the launching process's signal state. */
+typedef struct saved_signals {
+    struct sigaction old[NSIG_HANDLED];
+    sigset_t old_mask;
+} saved_signals;
+
+static void restore_signals(const saved_signals *s) {
+    for (int i = 0; i < NSIG_HANDLED; i++) {
+        int rc = sigaction(handled_signals[i], &s->old[i], NULL);
+        CALF_ASSERT(rc == 0);
+    }
+    int rc = sigprocmask(SIG_SETMASK, &s->old_mask, NULL);
+    CALF_ASSERT(rc == 0);
+}
+
+/* A child that cannot even start its worker: say why through the shared slot, leave. */
+static _Noreturn void child_fail(comm *c, const char *what, int e) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "worker start-up: %s: %s", what, strerror(e));
+    if (c) comm_report_failure(c, msg);
+    else fprintf(stderr, "calf: %s\n", msg);
+    fflush(NULL);
+    _exit(1);
+}
+
+static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
+                                 launcher_worker worker, void *arg, pid_t parent,
+                                 const saved_signals *saved) {
+    comm *c = NULL;
+    calf_error err;
+    calf_error_clear(&err);
+    if (comm_local_attach(sh, rank, &c, &err) != CALF_OK) {
+        fprintf(stderr, "calf: rank %d: %s\n", rank, err.msg);
+        fflush(NULL);
+        _exit(1);
+    }
+    /* Own process group: a terminal's Ctrl-C then reaches only the launcher, which
+     * forwards exactly one SIGINT per interrupt. Signals stay blocked until the
+     * launching process's handlers are back in place. */
+    if (setpgid(0, 0) != 0) child_fail(c, "setpgid", errno);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(c, "prctl(PR_SET_PDEATHSIG)", errno);
+    if (getppid() != parent) _exit(1); /* the launcher died before prctl took effect */
+    for (int i = 0; i < NSIG_HANDLED; i++)
+        if (sigaction(handled_signals[i], &saved->old[i], NULL) != 0)
+            child_fail(c, "sigaction", errno);
+    if (sigprocmask(SIG_SETMASK, &saved->old_mask, NULL) != 0) child_fail(c, "sigprocmask", errno);
+    if (calf_context_set_distributed(rank, nproc, rank, &err) != CALF_OK) {
+        comm_report_failure(c, err.msg);
+        fflush(NULL);
+        _exit(1);
+    }
+    calf_context_finalize();
+    int rc = worker(c, arg);
+    comm_finalize(c);
+    fflush(NULL);
+    _exit(rc >= 0 && rc <= 255 ? rc : 1);
+}
+
+typedef struct child {
+    pid_t pid;
+    bool reaped;
+    bool signalled; /* we sent it SIGTERM or SIGKILL */
+    int status;     /* waitpid status once reaped */
+} child;
+
+static void signal_all(child *ch, int n, int sig, bool mark) {
+    for (int r = 0; r < n; r++) {
+        if (ch[r].reaped || ch[r].pid <= 0) continue;
+        /* An unreaped child's pid cannot have been reused; ESRCH cannot happen. */
+        if (kill(ch[r].pid, sig) == 0 && mark) ch[r].signalled = true;
+    }
+}
+
+static void reap_all_blocking(child *ch, int n) {
+    for (int r = 0; r < n; r++) {
+        if (ch[r].reaped || ch[r].pid <= 0) continue;
+        pid_t w;
+        do w = waitpid(ch[r].pid, &ch[r].status, 0);
+        while (w < 0 && errno == EINTR);
+        ch[r].reaped = true;
+    }
+}
+
+static int worker_code(int status) {
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return 1;
+}
+
+static void describe(int status, char *buf, size_t cap) {
+    if (WIFEXITED(status))
+        snprintf(buf, cap, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, cap, "killed by signal %d (%s)", WTERMSIG(status),
+                 signal_name(WTERMSIG(status)));
+    else
+        snprintf(buf, cap, "wait status 0x%x", (unsigned)status);
+}
+
+int launcher_run(int nproc, launcher_worker worker, void *arg, calf_error *err) {
+    return launcher_run_opts(nproc, worker, arg, 0, 2.0, err);
+}
+
+int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena_bytes,
+                      double grace_s, calf_error *err) {
+    CALF_ASSERT(worker != NULL);
+    calf_error_clear(err);
+    if (nproc < 1) {
+        calf_error_set(err, CALF_EINVAL, "launcher: --nproc must be >= 1, got %d", nproc);
+        return 1;
+    }
+    if (calf_context_is_distributed() || calf_context_is_finalized()) {
+        calf_error_set(err, CALF_EINVAL,
+                       "launcher: the launching process's per-process context is already "
+                       "set or finalized; workers could not set theirs");
+        return 1;
+    }
+    if (!(grace_s > 0) || grace_s > 2.0) grace_s = 2.0;
+    comm_local_shared *sh = NULL;
+    if (comm_local_create(&sh, nproc, arena_bytes, err) != CALF_OK) return 1;
+
+    child *ch = calf_xcalloc((size_t)nproc, sizeof *ch);
+    saved_signals saved;
+    sigset_t block;
+    sigemptyset(&block);
+    for (int i = 0; i < NSIG_HANDLED; i++) sigaddset(&block, handled_signals[i]);
+    int rc = sigprocmask(SIG_BLOCK, &block, &saved.old_mask);
+    CALF_ASSERT(rc == 0);
+    for (int i = 0; i < NSIG_HANDLED; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = handled_signals[i] == SIGCHLD ? on_child : on_interrupt;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = 0; /* no SA_RESTART: a signal cuts the nap short */
+        rc = sigaction(handled_signals[i], &sa, &saved.old[i]);
+        CALF_ASSERT(rc == 0);
+    }
+    interrupts_seen = 0;
+
+    fflush(NULL); /* or each child would flush a copy of our buffered output */
+    pid_t parent = getpid();
+    for (int r = 0; r < nproc; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            int e = errno;
+            signal_all(ch, r, SIGKILL, true);
+            reap_all_blocking(ch, r);
+            restore_signals(&saved);
+            free(ch);
+            comm_local_destroy(sh);
+            calf_error_set(err, CALF_EIO, "launcher: fork of worker %d of %d failed: %s", r,
+                           nproc, strerror(e));
+            return 1;
+        }
+        if (pid == 0) child_main(sh, r, nproc, worker, arg, parent, &saved);
+        ch[r].pid = pid;
+        setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+    }
+    rc = sigprocmask(SIG_UNBLOCK, &block, NULL);
+    CALF_ASSERT(rc == 0);
+
+    int alive = nproc, first_fail = -1, first_code = 0, forwarded = 0;
+    bool interrupted_exit = false, killed_all = false;
+    double term_at = -1.0;
+    int *newly = calf_xmalloc((size_t)nproc * sizeof *newly);
+    while (alive > 0) {
+        /* Collect everything that exited since the last sweep, then judge it, so that a
+         * rank that raised the abort flag is blamed before the ranks that obeyed it. */
+        int nnew = 0;
+        for (int r = 0; r < nproc; r++) {
+            if (ch[r].reaped) continue;
+            pid_t w = waitpid(ch[r].pid, &ch[r].status, WNOHANG);
+            if (w == 0 || (w < 0 && errno == EINTR)) continue;
+            if (w < 0) /* ECHILD: someone else reaped it; we cannot know how it ended */
+                ch[r].status = 1 << 8;
+            ch[r].reaped = true;
+            alive--;
+            newly[nnew++] = r;
+        }
+        int blamed = comm_local_abort_rank(sh);
+        if (blamed >= 0 && !ch[blamed].reaped && nnew > 0) {
+            /* Ranks are exiting because `blamed` called comm_abort; it is exiting too. Give
+             * it a moment so that the cause, not an echo, is reported. */
+            for (int tries = 0; tries < 1000; tries++) {
+                pid_t w = waitpid(ch[blamed].pid, &ch[blamed].status, WNOHANG);
+                if (w == ch[blamed].pid || (w < 0 && errno != EINTR)) {
+                    if (w < 0) ch[blamed].status = 1 << 8;
+                    ch[blamed].reaped = true;
+                    alive--;
+                    newly[nnew++] = blamed;
+                    break;
+                }
+                struct timespec ms = {0, 1000000};
+                nanosleep(&ms, NULL);
+            }
+        }
+        for (int i = 0; i < nnew; i++)
+            if (newly[i] == blamed && i > 0) {
+                newly[i] = newly[0];
+                newly[0] = blamed;
+            }
+        for (int i = 0; i < nnew; i++) {
+            int r = newly[i], st = ch[r].status, code = worker_code(st);
+            bool by_signal = WIFSIGNALED(st);
+            bool interrupt = code == 130;
+            bool ours = ch[r].signalled && by_signal;
+            bool failed = code != 0 && !interrupt && !ours;
+            char why[96];
+            describe(st, why, sizeof why);
+            comm_local_mark_exited(sh, r, failed, why);
+            if (interrupt) interrupted_exit = true;
+            if (!failed || first_fail >= 0) continue;
+            first_fail = r;
+            first_code = code;
+            char msg[600];
+            comm_local_failure_message(sh, r, msg, sizeof msg);
+            fprintf(stderr, "calf: rank %d failed: %s%s%s\n", r, why, msg[0] ? ": " : "", msg);
+            fflush(stderr);
+            signal_all(ch, nproc, SIGTERM, true);
+            term_at = now_s();
+        }
+        if (alive == 0) break;
+        int seen = interrupts_seen;
+        if (seen > forwarded) {
+            if (forwarded == 0) signal_all(ch, nproc, SIGINT, false);
+            if (seen >= 2 && !killed_all) {
+                signal_all(ch, nproc, SIGKILL, true);
+                killed_all = true;
+                interrupted_exit = true;
+            }
+            forwarded = seen;
+        }
+        if (term_at >= 0 && !killed_all && now_s() - term_at > grace_s) {
+            signal_all(ch, nproc, SIGKILL, true);
+            killed_all = true;
+        }
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL); /* SIGCHLD or an interrupt ends it early */
+    }
+    free(newly);
+    restore_signals(&saved);
+    free(ch);
+    comm_local_destroy(sh);
+    if (first_fail >= 0) return first_code;
+    return interrupted_exit ? 130 : 0;
+}
