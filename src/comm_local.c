@@ -77,7 +77,7 @@ static void raise_abort(comm_local_shared *sh, int rank, const char *why) {
  * to YIELD_S, then sleeps with backoff: with more processes than cores a long wait must
  * not steal the core the awaited rank needs. */
 enum { SPIN_POLLS = 2000 };
-static const double YIELD_S = 0.0005;
+static const double YIELD_S = 0.02;
 static const long SLEEP_MAX_NS = 200000;
 
 static int aborted(const comm *c, int ab, uint64_t seq, calf_error *err) {

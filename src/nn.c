@@ -592,8 +592,15 @@ void nn_adam_step(float *params, const float *grad, float *m, float *v, size_t n
 }
 
 double nn_global_norm(const float *grad, size_t n) {
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += (double)grad[i] * (double)grad[i];
+    /* Eight partial sums (element i goes to lane i % 8), combined in a fixed tree: the
+     * order depends only on n, and the lanes vectorise instead of waiting on one long
+     * chain of dependent additions. */
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) lane[k] += (double)grad[i + k] * (double)grad[i + k];
+    for (int k = 0; i < n; i++, k++) lane[k] += (double)grad[i] * (double)grad[i];
+    double s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
     return sqrt(s);
 }
 

@@ -154,7 +154,8 @@ void nn_adam_step(float *params,     /* (n) */
                   float *v,          /* (n) second moments */
                   size_t n, int64_t step, float lr, float beta1, float beta2, float eps);
 
-/* sqrt(sum g^2), summed in double in index order. */
+/* sqrt(sum g^2) in double: element i is added to lane i % 8 in index order, and the
+ * eight lanes are combined in a fixed tree (so the result depends on n alone). */
 double nn_global_norm(const float *grad, size_t n);
 /* When max_norm > 0 and the norm exceeds it, scale grad by max_norm / (norm + 1e-6)
  * (PyTorch clip_grad_norm_). Returns the norm before clipping. */
