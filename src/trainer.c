@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -691,8 +692,21 @@ static void progress(trainer *t, double steps_per_sec, bool force) {
     if (t->quiet || !calf_context_is_main()) return;
     if (!force && now - t->last_progress < every) return;
     t->last_progress = now;
-    if (tty) fprintf(stderr, "\r\033[K%s%s", line, force ? "\n" : "");
-    else fprintf(stderr, "%s\n", line);
+    if (tty) {
+        /* a live bar on a terminal; plain lines (above) for logs and pipes */
+        char bar[24] = "";
+        if (t->total_iterations > 0) {
+            int fill = (int)(20 * t->iteration / t->total_iterations);
+            bar[0] = '[';
+            for (int i = 0; i < 20; i++) bar[1 + i] = i < fill ? '#' : '.';
+            bar[21] = ']';
+            bar[22] = ' ';
+            bar[23] = '\0';
+        }
+        fprintf(stderr, "\r\033[K%s%s%s", bar, line, force ? "\n" : "");
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
 }
 
 static void write_summaries(trainer *t, const double *g, double steps_per_sec) {
@@ -985,7 +999,12 @@ static int train_worker(comm *c, void *arg) {
             err = cerr;
         }
     }
-    if (rc == CALF_OK) logf_(&t, false, "done at iteration %lld", (long long)t.iteration);
+    if (rc == CALF_OK) {
+        struct rusage ru;
+        double peak_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : -1;
+        logf_(&t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t.iteration,
+              peak_mib);
+    }
     if (rc != CALF_OK && rc != CALF_EINTR && err.msg[0]) {
         logf_(&t, false, "error: %s", err.msg);
         comm_report_failure(c, err.msg);

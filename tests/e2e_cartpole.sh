@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# e2e_cartpole.sh: the README's main job: examples/ppo_cartpole.gin for its full 150
+# iterations. It must learn (greedy evaluation far above a random policy's ~22), leave
+# exactly one events file in train/ and one in eval/ with ALF's tags, and play back.
+. "$(dirname "$0")/lib_e2e.sh"
+
+R=$WORK/cartpole
+expect_exit 0 "$CALF" train --root_dir "$R" --conf "$SRC/examples/ppo_cartpole.gin"
+expect_in "$WORK/err" "iter 150/150"
+expect_eq "$(ls "$R"/train/events.out.tfevents.* | wc -l)" 1 "train events files"
+expect_eq "$(ls "$R"/eval/events.out.tfevents.* | wc -l)" 1 "eval events files"
+expect_eq "$(ls "$R"/train/algorithm | tr '\n' ' ')" "ckpt-120 ckpt-150 ckpt-30 ckpt-60 ckpt-90 " "checkpoints kept"
+"$CALF" events "$R"/train/events.out.tfevents.* > "$WORK/train_ev" && ok || bad "train events unreadable"
+# returns and lengths are written for the iterations in which some episode ended
+for tag in Metrics/AverageReturn Metrics/AverageEpisodeLength; do
+    N=$(grep -c " $tag " "$WORK/train_ev")
+    if [ "$N" -ge 100 ] && [ "$N" -le 150 ]; then ok; else bad "$tag: $N records"; fi
+done
+for tag in Metrics/EnvironmentSteps Metrics/NumberOfEpisodes PPOLoss/pg_loss PPOLoss/td_loss PPOLoss/entropy \
+           Optimizer/grad_norm Perf/env_steps_per_sec; do
+    expect_eq "$(grep -c " $tag " "$WORK/train_ev")" 150 "$tag records"
+done
+expect_in "$WORK/train_ev" "150 Metrics/EnvironmentSteps 307200"
+"$CALF" events "$R"/eval/events.out.tfevents.* > "$WORK/eval_ev" && ok || bad "eval events unreadable"
+expect_eq "$(grep -c ' Metrics/AverageReturn ' "$WORK/eval_ev")" 15 "eval records (every 10 iterations)"
+BEST=$(awk '$2 == "Metrics/AverageReturn" && $3 > m { m = $3 } END { print m + 0 }' "$WORK/eval_ev")
+if awk -v b="$BEST" 'BEGIN { exit !(b >= 400) }'; then ok; else bad "best evaluation return $BEST < 400: not learning"; fi
+expect_exit 0 "$CALF" play --root_dir "$R" --num_episodes 5
+expect_in "$WORK/out" "average return over 5 episodes:"
+report e2e_cartpole
