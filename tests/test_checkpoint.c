@@ -13,6 +13,7 @@
 
 #include "checkpoint.h"
 #include "crc32c.h"
+#include "test_files.h"
 #include "test_util.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -29,61 +30,9 @@ static void make_tmp_root(void) {
     }
 }
 
-static void rm_rf(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) != 0) return;
-    if (S_ISDIR(st.st_mode)) {
-        chmod(path, 0700);
-        DIR *d = opendir(path);
-        if (d) {
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-                char sub[1024];
-                int n = snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                if (n > 0 && (size_t)n < sizeof sub) rm_rf(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
 
-static void join(char *out, size_t cap, const char *a, const char *b) {
-    int n = snprintf(out, cap, "%s/%s", a, b);
-    if (n < 0 || (size_t)n >= cap) {
-        fprintf(stderr, "path too long: %s/%s\n", a, b);
-        exit(1);
-    }
-}
 
-static unsigned char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    unsigned char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            unsigned char *b = realloc(buf, cap *= 2);
-            if (!b) free(buf);
-            buf = b;
-        }
-    }
-    fclose(f);
-    *n = len;
-    return buf;
-}
 
-static int write_file(const char *path, const unsigned char *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = n ? fwrite(p, 1, n, f) : 0;
-    return (fclose(f) == 0 && w == n) ? 0 : -1;
-}
 
 static bool exists(const char *path) {
     struct stat st;
