@@ -72,15 +72,6 @@ static int parse_int_arg(const char *name, const char *s, long long lo, long lon
     return 0;
 }
 
-static int exit_code_for(int status) {
-    switch (status) {
-    case CALF_OK: return 0;
-    case CALF_EINVAL: return EXIT_BAD_INPUT;
-    case CALF_EINTR: return 130;
-    default: return 1;
-    }
-}
-
 static int cmd_train(int argc, char **argv) {
     calf_train_options o;
     memset(&o, 0, sizeof o);
@@ -119,8 +110,9 @@ static int cmd_train(int argc, char **argv) {
         free(params);
         return 0;
     }
-    if (!o.root_dir) {
-        fprintf(stderr, "calf train: missing required option --root_dir\n%s", train_usage);
+    if (!o.root_dir || !o.root_dir[0]) {
+        fprintf(stderr, "calf train: %s --root_dir\n%s", o.root_dir ? "empty" : "missing required option",
+                train_usage);
         free(params);
         return EXIT_BAD_INPUT;
     }
@@ -130,7 +122,7 @@ static int cmd_train(int argc, char **argv) {
     int rc = calf_train(&o, &err);
     if (rc != CALF_OK && rc != CALF_EINTR && err.msg[0]) fprintf(stderr, "calf: %s\n", err.msg);
     free(params);
-    return exit_code_for(rc);
+    return calf_exit_code(rc);
 }
 
 static int cmd_play(int argc, char **argv) {
@@ -162,15 +154,16 @@ static int cmd_play(int argc, char **argv) {
         }
     }
     if (bad) return EXIT_BAD_INPUT;
-    if (!o.root_dir && !o.checkpoint) {
-        fprintf(stderr, "calf play: missing required option --root_dir\n%s", play_usage);
+    if (!o.root_dir || !o.root_dir[0]) {
+        fprintf(stderr, "calf play: %s --root_dir\n%s", o.root_dir ? "empty" : "missing required option",
+                play_usage);
         return EXIT_BAD_INPUT;
     }
     calf_error err;
     calf_error_clear(&err);
     int rc = calf_play(&o, &err);
     if (rc != CALF_OK) fprintf(stderr, "calf: %s\n", err.msg);
-    return exit_code_for(rc);
+    return calf_exit_code(rc);
 }
 
 int main(int argc, char **argv) {

@@ -19,7 +19,7 @@ typedef struct binding_row {
     calf_config_type type;
     const char *def;      /* default, as gin text */
     double min, max;      /* bounds on numbers and tuple elements */
-    int tuple_len;        /* exact tuple length; 0: any up to CALF_CFG_MAX_TUPLE */
+    int tuple_len;        /* > 0: exact tuple length; < 0: at most -tuple_len elements */
     const char *choices;  /* strings: '|'-separated allowed values, or NULL */
     int flags;
     const char *help;
@@ -80,13 +80,13 @@ static const binding_row table[CFG_NUM_BINDINGS] = {
     {"Adam.eps", CALF_CFG_FLOAT, "1e-5", 0, 1, 0, NULL, 0, "Adam's epsilon"},
     {"Adam.gradient_clipping", CALF_CFG_FLOAT, "0.0", 0, 1e9, 0, NULL, 0,
      "clip the gradient's global norm to this (0: no clipping)"},
-    {"ActorDistributionNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 4096, 0,
+    {"ActorDistributionNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 4096, -7,
      NULL, 0, "hidden layer sizes of the policy network"},
     {"ActorDistributionNetwork.activation", CALF_CFG_STRING, "'tanh'", 0, 0, 0, "tanh|relu", 0,
      "hidden activation of the policy network"},
     {"ActorDistributionNetwork.init_log_std", CALF_CFG_FLOAT, "0.0", -20, 5, 0, NULL, 0,
      "initial log standard deviation of continuous actions"},
-    {"ValueNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 4096, 0, NULL, 0,
+    {"ValueNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 4096, -7, NULL, 0,
      "hidden layer sizes of the value network"},
     {"ValueNetwork.activation", CALF_CFG_STRING, "'tanh'", 0, 0, 0, "tanh|relu", 0,
      "hidden activation of the value network"},
@@ -173,6 +173,7 @@ typedef struct parse_state {
     lexer lx;
     token tok;               /* current token */
     calf_error *err;
+    bool single;             /* exactly one assignment, no include (--conf_param) */
 } parse_state;
 
 static void advance(parse_state *ps) { ps->tok = lex_next(&ps->lx); }
@@ -359,7 +360,10 @@ static int parse_value(parse_state *ps, const binding_row *row, calf_config_valu
                             row->name, ps->tok.kind == T_EOF ? "end of file" : buf);
             }
         }
-        if (row->tuple_len && n != row->tuple_len)
+        if (row->tuple_len < 0 && n > -row->tuple_len)
+            return fail(ps, t.line, "'%s' takes at most %d elements, got %d", row->name,
+                        -row->tuple_len, n);
+        if (row->tuple_len > 0 && n != row->tuple_len)
             return fail(ps, t.line, "'%s' expects a tuple of %d elements, got %d", row->name,
                         row->tuple_len, n);
         out->n = n;
@@ -439,8 +443,8 @@ static int parse_file_at(parse_state *parent, calf_config *cfg, const char *path
     int rc = read_file(path, &text, &ferr);
     if (rc) {
         if (parent)
-            return calf_error_set(err, rc, "%s:%d: cannot include '%s': %s", parent->file,
-                                  include_line, path, strerror(errno));
+            return calf_error_set(err, rc, "%s:%d: cannot include: %s", parent->file,
+                                  include_line, ferr.msg);
         return calf_error_set(err, rc, "%s", ferr.msg);
     }
     rc = parse_text(&ps, text);
@@ -458,6 +462,8 @@ static int parse_text(parse_state *ps, const char *text) {
         tok_text(&t, name, sizeof name);
         if (t.kind != T_NAME)
             return fail(ps, t.line, "expected 'Scope.param = value', got '%s'", name);
+        if (ps->single && strcmp(name, "include") == 0)
+            return fail(ps, t.line, "include is not allowed here: expected 'Scope.param=value'");
         if (strcmp(name, "include") == 0) {
             advance(ps);
             if (ps->tok.kind != T_STRING)
@@ -489,8 +495,9 @@ static int parse_text(parse_state *ps, const char *text) {
             return fail(ps, t.line, "unknown binding '%s' (see calf train --list-bindings)", name);
         }
         advance(ps);
-        if (ps->tok.kind == T_NAME && ps->tok.start[0] == '@')
-            return fail(ps, ps->tok.line, "references are not supported");
+        if (ps->tok.kind == T_BAD && ps->tok.start[0] == '@')
+            return fail(ps, ps->tok.line,
+                        "'%s': references (@name) are not supported: a calf config is data", name);
         if (ps->tok.kind == T_EOF)
             return fail(ps, ps->tok.line, "missing value for '%s'", name);
         if (ps->tok.kind == T_BAD) {
@@ -502,7 +509,12 @@ static int parse_text(parse_state *ps, const char *text) {
         int rc = parse_value(ps, &table[id], &v);
         if (rc) return rc;
         ps->cfg->values[id] = v;
-        snprintf(ps->cfg->origin[id], sizeof ps->cfg->origin[id], "%s:%d", ps->file, t.line);
+        if (ps->single)
+            snprintf(ps->cfg->origin[id], sizeof ps->cfg->origin[id], "%s", ps->file);
+        else
+            snprintf(ps->cfg->origin[id], sizeof ps->cfg->origin[id], "%s:%d", ps->file, t.line);
+        if (ps->single && ps->tok.kind != T_EOF)
+            return fail(ps, ps->tok.line, "expected one 'Scope.param=value', found more after the value");
     }
     return CALF_OK;
 }
@@ -546,27 +558,19 @@ int calf_config_apply_param(calf_config *cfg, const char *assignment, calf_error
         return calf_error_set(err, CALF_EINVAL,
                               "--conf_param '%s': expected 'Scope.param=value'", assignment);
     calf_error perr;
-    int rc = calf_config_parse_string(cfg, assignment, "--conf_param", &perr);
+    parse_state ps;
+    memset(&ps, 0, sizeof ps);
+    ps.cfg = cfg;
+    ps.err = &perr;
+    ps.file = "--conf_param";
+    ps.single = true;
+    ps.stack[ps.depth++] = ps.file;
+    int rc = parse_text(&ps, assignment);
     if (rc) {
-        /* drop the "--conf_param:1: " prefix the parser adds; say which argument */
-        const char *msg = perr.msg;
-        const char *p = strstr(msg, ": ");
-        return calf_error_set(err, rc, "--conf_param '%s': %s", assignment, p ? p + 2 : msg);
+        /* replace the parser's "--conf_param:1: " prefix by the argument itself */
+        const char *p = strstr(perr.msg, ": ");
+        return calf_error_set(err, rc, "--conf_param '%s': %s", assignment, p ? p + 2 : perr.msg);
     }
-    int id;
-    {
-        char name[300];
-        const char *eq = strchr(assignment, '=');
-        size_t n = (size_t)(eq - assignment);
-        while (n > 0 && (assignment[n - 1] == ' ' || assignment[n - 1] == '\t')) n--;
-        const char *s = assignment;
-        while (*s == ' ' || *s == '\t') { s++; n--; }
-        if (n >= sizeof name) n = sizeof name - 1;
-        memcpy(name, s, n);
-        name[n] = '\0';
-        id = calf_binding_find(name);
-    }
-    if (id >= 0) snprintf(cfg->origin[id], sizeof cfg->origin[id], "--conf_param");
     return CALF_OK;
 }
 
@@ -579,6 +583,14 @@ int calf_config_validate(const calf_config *cfg, calf_error *err) {
                               "both 0: the run would never stop",
                               cfg->origin[CFG_NUM_ITERATIONS][0] ? cfg->origin[CFG_NUM_ITERATIONS]
                                                                  : "config");
+    /* the rollout is held in memory: keep it (and every index into it) well in range */
+    int64_t samples = calf_config_int(cfg, CFG_NUM_ENVS) * calf_config_int(cfg, CFG_UNROLL_LENGTH);
+    if (samples > ((int64_t)1 << 22))
+        return calf_error_set(err, CALF_EINVAL,
+                              "create_environment.num_parallel_environments x "
+                              "TrainerConfig.unroll_length = %lld samples per iteration, more than "
+                              "the %d calf holds in memory",
+                              (long long)samples, 1 << 22);
     return CALF_OK;
 }
 

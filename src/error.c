@@ -24,6 +24,15 @@ void calf_error_clear(calf_error *err) {
     }
 }
 
+int calf_exit_code(int status) {
+    switch (status) {
+    case CALF_OK: return 0;
+    case CALF_EINVAL: return 2;
+    case CALF_EINTR: return 130;
+    default: return 1;
+    }
+}
+
 _Noreturn void calf_panic(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     fprintf(stderr, "calf: internal error at %s:%d: ", file, line);

@@ -12,7 +12,8 @@
 
 int calf_play(const calf_play_options *o, calf_error *err) {
     char conf[4096], dir[4096], path[4200];
-    const char *root = o->root_dir ? o->root_dir : ".";
+    const char *root = o->root_dir;
+    if (!root || !root[0]) return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
     if (snprintf(conf, sizeof conf, "%s/config.gin", root) >= (int)sizeof conf ||
         snprintf(dir, sizeof dir, "%s/train/algorithm", root) >= (int)sizeof dir)
         return calf_error_set(err, CALF_EINVAL, "path too long: %s", root);
@@ -28,7 +29,8 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     unsigned char *payload = NULL;
     size_t n = 0;
     if (o->checkpoint) {
-        snprintf(path, sizeof path, "%s", o->checkpoint);
+        if (snprintf(path, sizeof path, "%s", o->checkpoint) >= (int)sizeof path)
+            return calf_error_set(err, CALF_EINVAL, "path too long: %s", o->checkpoint);
         rc = ckpt_read(path, &hdr, &payload, &n, err);
         if (rc) return rc == CALF_EIO ? CALF_EINVAL : rc;
     } else {
@@ -43,8 +45,8 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     }
     model md;
     model_init(&md, &cfg, &cls->spec);
-    int64_t iteration = 0;
-    rc = trainer_read_params(payload, n, path, &md, &iteration, err);
+    int64_t iteration = hdr.iteration;
+    rc = trainer_read_params(payload, n, path, hdr.iteration, &md, err);
     free(payload);
     if (rc) {
         model_free(&md);
@@ -55,8 +57,9 @@ int calf_play(const calf_play_options *o, calf_error *err) {
         model_free(&md);
         return calf_error_set(err, CALF_ENOMEM, "out of memory");
     }
-    double avg = calf_evaluate_greedy(&md, env_name, (uint64_t)o->seed, o->num_episodes, returns, err);
-    if (!isnan(avg)) {
+    double avg = 0;
+    rc = trainer_evaluate_greedy(&md, env_name, (uint64_t)o->seed, o->num_episodes, returns, &avg, err);
+    if (rc == CALF_OK) {
         printf("policy: %s (iteration %lld), %s, greedy\n", path, (long long)iteration, env_name);
         for (int k = 0; k < o->num_episodes; k++)
             if (o->verbose || o->num_episodes <= 20) printf("episode %d: return %.3f\n", k + 1, returns[k]);
@@ -64,5 +67,5 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     }
     free(returns);
     model_free(&md);
-    return isnan(avg) ? CALF_EINVAL : CALF_OK;
+    return rc;
 }

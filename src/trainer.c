@@ -27,7 +27,9 @@
 #include "vec_env.h"
 
 /* Set by SIGINT/SIGTERM; read at the end of each iteration, where the ranks agree on
- * stopping (comm_any) so that all of them stop after the same iteration. */
+ * stopping (comm_any) so that all of them stop after the same iteration. The one piece
+ * of process-wide state besides the per-process context: a signal handler can reach
+ * nothing else. */
 static volatile sig_atomic_t stop_requested = 0;
 
 static void on_stop_signal(int sig) {
@@ -37,7 +39,7 @@ static void on_stop_signal(int sig) {
 
 static double now_seconds(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0; /* cannot fail for this clock */
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -86,7 +88,9 @@ typedef struct trainer {
     float *dhead;            /* (cache_rows, head_dim) */
     float *dval;             /* (cache_rows) */
     float *dlogstd;          /* (cache_rows, action_dim) */
-    float *env_tmp;          /* (6 * T) GAE scratch for one env */
+    float *g_rew, *g_val, *g_next, *g_adv, *g_ret; /* (T) one env's rollout for GAE */
+    uint8_t *g_term, *g_ended;                     /* (T) */
+    double *adv_sums;        /* (count, 2) per-env sum and sum of squares of advantages */
     comm_tree tree;
 
     double *stats;           /* (count, NUM_STATS) */
@@ -167,8 +171,6 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
 
 /* ---- setup ------------------------------------------------------------------ */
 
-static void *xcalloc_(size_t count, size_t size) { return calf_xcalloc(count, size); }
-
 static void trainer_free(trainer *t) {
     vec_env_free(&t->ve);
     model_free(&t->md);
@@ -178,7 +180,8 @@ static void trainer_free(trainer *t) {
     void *bufs[] = {t->act_rng, t->shuf_rng, t->obs, t->act, t->u, t->logp, t->val, t->next_val,
                     t->rew, t->adv, t->ret, t->term, t->trunc, t->trunc_obs, t->step_final,
                     t->step_ep_return, t->step_ep_length, t->head, t->vout, t->rows_in, t->trunc_idx,
-                    t->perm, t->dhead, t->dval, t->dlogstd, t->env_tmp, t->stats};
+                    t->perm, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val, t->g_next, t->g_adv, t->g_ret, t->g_term,
+                    t->g_ended, t->adv_sums, t->stats};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
 
@@ -224,43 +227,47 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
     int max_chunk = (T + t->M - 1) / t->M;
-    t->cache_rows = n * max_chunk > n ? n * max_chunk : n;
+    t->cache_rows = n * max_chunk; /* >= n: a minibatch, or one timestep of every env */
     nn_cache_init(&t->a_cache, &t->md.actor, t->cache_rows);
     nn_cache_init(&t->v_cache, &t->md.value, t->cache_rows);
 
-    t->act_rng = xcalloc_((size_t)n, sizeof *t->act_rng);
-    t->shuf_rng = xcalloc_((size_t)n, sizeof *t->shuf_rng);
+    t->act_rng = calf_xcalloc((size_t)n, sizeof *t->act_rng);
+    t->shuf_rng = calf_xcalloc((size_t)n, sizeof *t->shuf_rng);
     for (int e = 0; e < n; e++) {
         calf_rng_seed(&t->act_rng[e], t->seed, (uint64_t)(t->begin + e), CALF_RNG_ACTION);
         calf_rng_seed(&t->shuf_rng[e], t->seed, (uint64_t)(t->begin + e), CALF_RNG_SHUFFLE);
     }
     size_t nt = (size_t)n * (size_t)T;
-    t->obs = xcalloc_(nt * (size_t)od, sizeof(float));
-    t->act = xcalloc_(nt, sizeof(int));
-    t->u = xcalloc_(nt * (size_t)ad, sizeof(float));
-    t->logp = xcalloc_(nt, sizeof(float));
-    t->val = xcalloc_(nt, sizeof(float));
-    t->next_val = xcalloc_(nt, sizeof(float));
-    t->rew = xcalloc_(nt, sizeof(float));
-    t->adv = xcalloc_(nt, sizeof(float));
-    t->ret = xcalloc_(nt, sizeof(float));
-    t->term = xcalloc_(nt, 1);
-    t->trunc = xcalloc_(nt, 1);
-    t->trunc_obs = xcalloc_(nt * (size_t)od, sizeof(float));
-    t->step_final = xcalloc_((size_t)n * (size_t)od, sizeof(float));
-    t->step_ep_return = xcalloc_((size_t)n, sizeof(double));
-    t->step_ep_length = xcalloc_((size_t)n, sizeof(int));
+    t->obs = calf_xcalloc(nt * (size_t)od, sizeof(float));
+    t->act = calf_xcalloc(nt, sizeof(int));
+    t->u = calf_xcalloc(nt * (size_t)ad, sizeof(float));
+    t->logp = calf_xcalloc(nt, sizeof(float));
+    t->val = calf_xcalloc(nt, sizeof(float));
+    t->next_val = calf_xcalloc(nt, sizeof(float));
+    t->rew = calf_xcalloc(nt, sizeof(float));
+    t->adv = calf_xcalloc(nt, sizeof(float));
+    t->ret = calf_xcalloc(nt, sizeof(float));
+    t->term = calf_xcalloc(nt, 1);
+    t->trunc = calf_xcalloc(nt, 1);
+    t->trunc_obs = calf_xcalloc(nt * (size_t)od, sizeof(float));
+    t->step_final = calf_xcalloc((size_t)n * (size_t)od, sizeof(float));
+    t->step_ep_return = calf_xcalloc((size_t)n, sizeof(double));
+    t->step_ep_length = calf_xcalloc((size_t)n, sizeof(int));
     size_t rows = (size_t)t->cache_rows;
-    t->head = xcalloc_(rows * (size_t)hd, sizeof(float));
-    t->vout = xcalloc_(rows, sizeof(float));
-    t->rows_in = xcalloc_(rows * (size_t)od, sizeof(float));
-    t->trunc_idx = xcalloc_(rows, sizeof(size_t));
-    t->perm = xcalloc_(nt, sizeof(int));
-    t->dhead = xcalloc_(rows * (size_t)hd, sizeof(float));
-    t->dval = xcalloc_(rows, sizeof(float));
-    t->dlogstd = xcalloc_(rows * (size_t)ad, sizeof(float));
-    t->env_tmp = xcalloc_((size_t)T * 6, sizeof(float));
-    t->stats = xcalloc_((size_t)n * NUM_STATS, sizeof(double));
+    t->head = calf_xcalloc(rows * (size_t)hd, sizeof(float));
+    t->vout = calf_xcalloc(rows, sizeof(float));
+    t->rows_in = calf_xcalloc(rows * (size_t)od, sizeof(float));
+    t->trunc_idx = calf_xcalloc(rows, sizeof(size_t));
+    t->perm = calf_xcalloc(nt, sizeof(int));
+    t->dhead = calf_xcalloc(rows * (size_t)hd, sizeof(float));
+    t->dval = calf_xcalloc(rows, sizeof(float));
+    t->dlogstd = calf_xcalloc(rows * (size_t)ad, sizeof(float));
+    float **g[] = {&t->g_rew, &t->g_val, &t->g_next, &t->g_adv, &t->g_ret};
+    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) *g[k] = calf_xcalloc((size_t)T, sizeof(float));
+    t->g_term = calf_xcalloc((size_t)T, 1);
+    t->g_ended = calf_xcalloc((size_t)T, 1);
+    t->adv_sums = calf_xcalloc((size_t)n * 2, sizeof(double));
+    t->stats = calf_xcalloc((size_t)n * NUM_STATS, sizeof(double));
     comm_tree_init(&t->tree, t->md.num_params, t->E, t->begin, t->count);
     return CALF_OK;
 }
@@ -268,7 +275,8 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
 /* ---- rollout ---------------------------------------------------------------- */
 
 /* values of `rows` observations (rows may exceed the cache: done in slices) */
-static void value_of(trainer *t, const float *x, int rows, float *out) {
+static void value_of(trainer *t, const float *x, /* (rows, obs_dim) */ int rows,
+                     float *out /* (rows) */) {
     int od = t->md.obs_dim;
     for (int r0 = 0; r0 < rows; r0 += t->cache_rows) {
         int b = rows - r0 < t->cache_rows ? rows - r0 : t->cache_rows;
@@ -334,42 +342,39 @@ static int compute_advantages(trainer *t, calf_error *err) {
     int n = t->count, T = t->T;
     float gamma = (float)calf_config_float(t->cfg, CFG_GAMMA);
     float lambda = (float)calf_config_float(t->cfg, CFG_TD_LAMBDA);
-    float *r = t->env_tmp, *v = r + T, *nv = v + T, *a = nv + T, *ret = a + T;
-    uint8_t *term = (uint8_t *)(ret + T), *ended = term + T;
-    double *sums = xcalloc_((size_t)n * 2, sizeof(double));
+    double *sums = t->adv_sums;
     for (int e = 0; e < n; e++) {
         for (int s = 0; s < T; s++) {
             size_t i = (size_t)s * n + e;
-            r[s] = t->rew[i];
-            v[s] = t->val[i];
-            nv[s] = t->next_val[i];
-            term[s] = t->term[i];
-            ended[s] = (uint8_t)(t->term[i] | t->trunc[i]);
+            t->g_rew[s] = t->rew[i];
+            t->g_val[s] = t->val[i];
+            t->g_next[s] = t->next_val[i];
+            t->g_term[s] = t->term[i];
+            t->g_ended[s] = (uint8_t)(t->term[i] | t->trunc[i]);
         }
-        ppo_gae(T, r, v, nv, term, ended, gamma, lambda, a, ret);
+        ppo_gae(T, t->g_rew, t->g_val, t->g_next, t->g_term, t->g_ended, gamma, lambda, t->g_adv,
+                t->g_ret);
+        sums[2 * e] = sums[2 * e + 1] = 0;
         for (int s = 0; s < T; s++) {
             size_t i = (size_t)s * n + e;
-            t->adv[i] = a[s];
-            t->ret[i] = ret[s];
-            sums[2 * e] += a[s];
-            sums[2 * e + 1] += (double)a[s] * a[s];
+            t->adv[i] = t->g_adv[s];
+            t->ret[i] = t->g_ret[s];
+            sums[2 * e] += t->g_adv[s];
+            sums[2 * e + 1] += (double)t->g_adv[s] * t->g_adv[s];
         }
     }
-    int rc = CALF_OK;
-    if (calf_config_bool(t->cfg, CFG_NORMALIZE_ADVANTAGES)) {
-        double tot[2];
-        rc = comm_tree_sum_f64(t->c, t->E, t->begin, n, sums, 2, tot, err);
-        if (rc == CALF_OK) {
-            double N = (double)t->E * T;
-            double mean = tot[0] / N;
-            double var = tot[1] / N - mean * mean;
-            float fmean = (float)mean;
-            float inv = (float)(1.0 / (sqrt(var > 0 ? var : 0) + 1e-8));
-            for (size_t i = 0; i < (size_t)n * T; i++) t->adv[i] = (t->adv[i] - fmean) * inv;
-        }
-    }
-    free(sums);
-    return rc;
+    if (!calf_config_bool(t->cfg, CFG_NORMALIZE_ADVANTAGES)) return CALF_OK;
+    /* whole-batch mean and (population) std, summed over envs in canonical order */
+    double tot[2];
+    int rc = comm_tree_sum_f64(t->c, t->E, t->begin, n, sums, 2, tot, err);
+    if (rc) return rc;
+    double N = (double)t->E * T;
+    double mean = tot[0] / N;
+    double var = tot[1] / N - mean * mean;
+    float fmean = (float)mean;
+    float inv = (float)(1.0 / (sqrt(var > 0 ? var : 0) + 1e-8));
+    for (size_t i = 0; i < (size_t)n * T; i++) t->adv[i] = (t->adv[i] - fmean) * inv;
+    return CALF_OK;
 }
 
 /* ---- PPO update --------------------------------------------------------------- */
@@ -448,7 +453,13 @@ static int update(trainer *t, calf_error *err) {
             }
             int rc = comm_tree_allreduce(t->c, &t->tree, md->grad, err);
             if (rc) return rc;
-            t->grad_norm_sum += nn_clip_grad_norm(md->grad, md->num_params, max_norm);
+            double norm = nn_clip_grad_norm(md->grad, md->num_params, max_norm);
+            if (!isfinite(norm))
+                return calf_error_set(err, CALF_EIO,
+                                      "iteration %lld: the gradient is not finite (training "
+                                      "diverged); try a smaller Adam.lr or Adam.gradient_clipping",
+                                      (long long)t->iteration + 1);
+            t->grad_norm_sum += norm;
             t->num_updates++;
             t->adam_step++;
             nn_adam_step(md->params, md->grad, md->m, md->v, md->num_params, t->adam_step, lr,
@@ -460,19 +471,18 @@ static int update(trainer *t, calf_error *err) {
 
 /* ---- evaluation (main process only) ------------------------------------------ */
 
-/* Average return of `episodes` greedy episodes on fresh envs. Eval envs use their own
- * index range (2^40 + k) so they never replay a training env's stream. */
-double calf_evaluate_greedy(const model *md, const char *env_name, uint64_t seed, int episodes,
-                            double *returns, calf_error *err) {
-    calf_env *envs = xcalloc_((size_t)episodes, sizeof *envs);
+/* Greedy episodes on fresh envs. Eval envs use their own index range (2^40 + k) so they
+ * never replay a training env's stream. */
+int trainer_evaluate_greedy(const model *md, const char *env_name, uint64_t seed, int episodes,
+                            double *returns, double *average, calf_error *err) {
+    calf_env *envs = calf_xcalloc((size_t)episodes, sizeof *envs);
     nn_cache cache;
     memset(&cache, 0, sizeof cache);
     int od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
-    float *obs = xcalloc_((size_t)episodes * od, sizeof(float));
-    float *head = xcalloc_((size_t)episodes * hd, sizeof(float));
-    float *u = xcalloc_((size_t)(ad ? ad : 1), sizeof(float));
-    uint8_t *done = xcalloc_((size_t)episodes, 1);
-    double total = NAN;
+    float *obs = calf_xcalloc((size_t)episodes * od, sizeof(float));  /* (episodes, obs_dim) */
+    float *head = calf_xcalloc((size_t)episodes * hd, sizeof(float)); /* (episodes, head_dim) */
+    float *u = calf_xcalloc((size_t)(ad ? ad : 1), sizeof(float));    /* (action_dim) */
+    uint8_t *done = calf_xcalloc((size_t)episodes, 1);
     int rc = CALF_OK;
     for (int k = 0; k < episodes && rc == CALF_OK; k++) {
         rc = calf_env_init(&envs[k], env_name, seed, ((uint64_t)1 << 40) + (uint64_t)k, err);
@@ -497,9 +507,9 @@ double calf_evaluate_greedy(const model *md, const char *env_name, uint64_t seed
                 }
             }
         }
-        total = 0;
+        double total = 0;
         for (int k = 0; k < episodes; k++) total += returns[k];
-        total /= episodes;
+        *average = total / episodes;
     }
     for (int k = 0; k < episodes; k++) calf_env_free(&envs[k]);
     nn_cache_free(&cache);
@@ -508,13 +518,13 @@ double calf_evaluate_greedy(const model *md, const char *env_name, uint64_t seed
     free(head);
     free(u);
     free(done);
-    return total;
+    return rc;
 }
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
 #define CKPT_LAYOUT_VERSION 1u
-#define RNG_BYTES (sizeof(calf_rng))
+#define RNG_BYTES 32 /* a calf_rng: four u64 words, little-endian */
 
 /* One env's record in a checkpoint: the env (vec_env's record), then its action and
  * shuffle streams. */
@@ -522,16 +532,33 @@ static size_t env_record_size(const trainer *t) {
     return vec_env_record_size(&t->ve) + 2 * RNG_BYTES;
 }
 
+static void put_rng(unsigned char *p, const calf_rng *r) {
+    for (int w = 0; w < 4; w++)
+        for (int k = 0; k < 8; k++) p[8 * w + k] = (unsigned char)(r->s[w] >> (8 * k));
+}
+
+/* A stream of all zeros never leaves zero: only a damaged file holds one. */
+static int get_rng(const unsigned char *p, calf_rng *r, const char *name, int env, calf_error *err) {
+    uint64_t any = 0;
+    for (int w = 0; w < 4; w++) {
+        r->s[w] = 0;
+        for (int k = 0; k < 8; k++) r->s[w] |= (uint64_t)p[8 * w + k] << (8 * k);
+        any |= r->s[w];
+    }
+    if (!any) return calf_error_set(err, CALF_EINVAL, "%s: env %d has an all-zero random stream", name, env);
+    return CALF_OK;
+}
+
 static int write_checkpoint(trainer *t, calf_error *err) {
-    size_t rec = env_record_size(t);
-    unsigned char *local = xcalloc_((size_t)t->count, rec);
+    size_t rec = env_record_size(t), vrec = vec_env_record_size(&t->ve);
+    unsigned char *local = calf_xcalloc((size_t)t->count, rec); /* (count, rec) */
     for (int e = 0; e < t->count; e++) {
         unsigned char *p = local + (size_t)e * rec;
         vec_env_save_record(&t->ve, e, p);
-        memcpy(p + vec_env_record_size(&t->ve), &t->act_rng[e], RNG_BYTES);
-        memcpy(p + vec_env_record_size(&t->ve) + RNG_BYTES, &t->shuf_rng[e], RNG_BYTES);
+        put_rng(p + vrec, &t->act_rng[e]);
+        put_rng(p + vrec + RNG_BYTES, &t->shuf_rng[e]);
     }
-    unsigned char *all = calf_context_is_main() ? xcalloc_((size_t)t->E, rec) : NULL;
+    unsigned char *all = calf_context_is_main() ? calf_xcalloc((size_t)t->E, rec) : NULL;
     int rc = comm_gather_records(t->c, local, rec, t->count, t->E, all, err);
     if (rc == CALF_OK && calf_context_is_main()) {
         model *md = &t->md;
@@ -559,9 +586,12 @@ static int write_checkpoint(trainer *t, calf_error *err) {
             rc = ckpt_write_atomic(path, calf_config_digest(t->cfg), t->iteration, b.data, b.len,
                                    err);
         if (rc == CALF_OK) {
-            int64_t keep = calf_config_int(t->cfg, CFG_NUM_CHECKPOINTS);
-            rc = ckpt_prune(dir, keep > 0 ? (int)keep : 1, err);
             logf_(t, false, "checkpoint %s", path);
+            /* the new checkpoint is safe; failing to remove an old one only costs disk */
+            int64_t keep = calf_config_int(t->cfg, CFG_NUM_CHECKPOINTS);
+            calf_error perr;
+            if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, &perr) != CALF_OK)
+                logf_(t, true, "warning: %s", perr.msg);
         }
         ckpt_buf_free(&b);
     }
@@ -570,55 +600,60 @@ static int write_checkpoint(trainer *t, calf_error *err) {
     return rc;
 }
 
-int trainer_read_params(const unsigned char *payload, size_t n, const char *name, model *md,
-                        int64_t *iteration, calf_error *err) {
-    ckpt_reader r;
-    ckpt_reader_init(&r, payload, n, name, err);
+typedef struct ckpt_meta {
+    int64_t iteration, env_steps, adam_step, total_episodes;
+    uint64_t num_envs;
+} ckpt_meta;
+
+/* The META section and the parameters that follow it; checks the iteration against the
+ * file header's (a file pieced together from two checkpoints fails here). */
+static int read_meta_params(ckpt_reader *r, const char *name, int64_t header_iteration,
+                            ckpt_meta *m, model *md, calf_error *err) {
     uint32_t layout = 0;
-    int64_t it = 0, unused;
-    uint64_t E;
-    ckpt_get_tag(&r, "META");
-    ckpt_get_u32(&r, &layout);
-    if (r.status == CALF_OK && layout != CKPT_LAYOUT_VERSION)
-        return calf_error_set(err, CALF_EINVAL, "%s: unsupported checkpoint layout %u", name,
-                              layout);
-    ckpt_get_i64(&r, &it);
-    ckpt_get_i64(&r, &unused);
-    ckpt_get_i64(&r, &unused);
-    ckpt_get_i64(&r, &unused);
-    ckpt_get_u64(&r, &E);
-    ckpt_get_tag(&r, "PRMS");
-    ckpt_get_f32s(&r, md->params, md->num_params);
-    if (r.status) return r.status;
-    if (iteration) *iteration = it;
+    ckpt_get_tag(r, "META");
+    ckpt_get_u32(r, &layout);
+    if (r->status == CALF_OK && layout != CKPT_LAYOUT_VERSION)
+        return calf_error_set(err, CALF_EINVAL, "%s: unsupported checkpoint layout %u", name, layout);
+    ckpt_get_i64(r, &m->iteration);
+    ckpt_get_i64(r, &m->env_steps);
+    ckpt_get_i64(r, &m->adam_step);
+    ckpt_get_i64(r, &m->total_episodes);
+    ckpt_get_u64(r, &m->num_envs);
+    ckpt_get_tag(r, "PRMS");
+    ckpt_get_f32s(r, md->params, md->num_params);
+    if (r->status) return r->status;
+    if (m->iteration != header_iteration)
+        return calf_error_set(err, CALF_EINVAL, "%s: iteration %lld inside, %lld in the header", name,
+                              (long long)m->iteration, (long long)header_iteration);
+    if (m->iteration < 0 || m->env_steps < 0 || m->adam_step < 0 || m->total_episodes < 0)
+        return calf_error_set(err, CALF_EINVAL, "%s: negative counters in checkpoint", name);
     return CALF_OK;
 }
 
+int trainer_read_params(const unsigned char *payload, size_t n, const char *name,
+                        int64_t header_iteration, model *md, calf_error *err) {
+    ckpt_reader r;
+    ckpt_reader_init(&r, payload, n, name, err);
+    ckpt_meta m;
+    return read_meta_params(&r, name, header_iteration, &m, md, err);
+}
+
 static int load_checkpoint(trainer *t, const unsigned char *payload, size_t n, const char *name,
-                           calf_error *err) {
+                           int64_t header_iteration, calf_error *err) {
     model *md = &t->md;
     ckpt_reader r;
     ckpt_reader_init(&r, payload, n, name, err);
-    uint32_t layout = 0;
-    uint64_t E = 0, rec = 0;
-    ckpt_get_tag(&r, "META");
-    ckpt_get_u32(&r, &layout);
-    if (r.status == CALF_OK && layout != CKPT_LAYOUT_VERSION)
-        return calf_error_set(err, CALF_EINVAL, "%s: unsupported checkpoint layout %u", name,
-                              layout);
-    ckpt_get_i64(&r, &t->iteration);
-    ckpt_get_i64(&r, &t->env_steps);
-    ckpt_get_i64(&r, &t->adam_step);
-    ckpt_get_i64(&r, &t->total_episodes);
-    ckpt_get_u64(&r, &E);
-    if (r.status) return r.status;
-    if (E != (uint64_t)t->E)
+    ckpt_meta m;
+    int rc = read_meta_params(&r, name, header_iteration, &m, md, err);
+    if (rc) return rc;
+    if (m.num_envs != (uint64_t)t->E)
         return calf_error_set(err, CALF_EINVAL, "%s: checkpoint has %llu environments, config %d",
-                              name, (unsigned long long)E, t->E);
-    if (t->iteration < 0 || t->env_steps < 0 || t->adam_step < 0 || t->total_episodes < 0)
-        return calf_error_set(err, CALF_EINVAL, "%s: negative counters in checkpoint", name);
-    ckpt_get_tag(&r, "PRMS");
-    ckpt_get_f32s(&r, md->params, md->num_params);
+                              name, (unsigned long long)m.num_envs, t->E);
+    t->iteration = m.iteration;
+    t->env_steps = m.env_steps;
+    t->adam_step = m.adam_step;
+    t->total_episodes = m.total_episodes;
+    uint64_t rec = 0;
     ckpt_get_tag(&r, "ADAM");
     ckpt_get_f32s(&r, md->m, md->num_params);
     ckpt_get_f32s(&r, md->v, md->num_params);
@@ -628,16 +663,16 @@ static int load_checkpoint(trainer *t, const unsigned char *payload, size_t n, c
     if (rec != env_record_size(t))
         return calf_error_set(err, CALF_EINVAL, "%s: env record size %llu, expected %zu", name,
                               (unsigned long long)rec, env_record_size(t));
-    /* skip to this process's block of records */
-    if (r.pos + (size_t)t->E * rec != r.len)
+    if (r.len - r.pos != (size_t)t->E * rec)
         return calf_error_set(err, CALF_EINVAL, "%s: env records do not fill the payload", name);
+    /* this process's block of the records, which are in global env order */
     const unsigned char *base = r.p + r.pos + (size_t)t->begin * rec;
+    size_t vrec = vec_env_record_size(&t->ve);
     for (int e = 0; e < t->count; e++) {
         const unsigned char *p = base + (size_t)e * rec;
-        int rc = vec_env_load_record(&t->ve, e, p, err);
-        if (rc) return rc;
-        memcpy(&t->act_rng[e], p + vec_env_record_size(&t->ve), RNG_BYTES);
-        memcpy(&t->shuf_rng[e], p + vec_env_record_size(&t->ve) + RNG_BYTES, RNG_BYTES);
+        if ((rc = vec_env_load_record(&t->ve, e, p, err))) return rc;
+        if ((rc = get_rng(p + vrec, &t->act_rng[e], name, t->begin + e, err))) return rc;
+        if ((rc = get_rng(p + vrec + RNG_BYTES, &t->shuf_rng[e], name, t->begin + e, err))) return rc;
     }
     return CALF_OK;
 }
@@ -650,12 +685,12 @@ static bool finished(const trainer *t) {
     return false;
 }
 
+/* num_checkpoints spread evenly: due when iteration * k / total passes a whole number,
+ * so k checkpoints fall on the run (the last on its final iteration). */
 static bool checkpoint_due(const trainer *t) {
-    int64_t k = calf_config_int(t->cfg, CFG_NUM_CHECKPOINTS);
-    if (k <= 0 || t->total_iterations <= 0) return false;
-    int64_t interval = t->total_iterations / k;
-    if (interval < 1) interval = 1;
-    return t->iteration % interval == 0;
+    int64_t k = calf_config_int(t->cfg, CFG_NUM_CHECKPOINTS), total = t->total_iterations;
+    if (k <= 0 || total <= 0 || t->iteration > total) return false;
+    return t->iteration * k / total > (t->iteration - 1) * k / total;
 }
 
 static void format_duration(double s, char *buf, size_t cap) {
@@ -740,11 +775,12 @@ static void write_summaries(trainer *t, const double *g, double steps_per_sec) {
 
 static int evaluate(trainer *t, calf_error *err) {
     int episodes = (int)calf_config_int(t->cfg, CFG_NUM_EVAL_EPISODES);
-    double *returns = xcalloc_((size_t)episodes, sizeof(double));
-    double avg = calf_evaluate_greedy(&t->md, calf_config_string(t->cfg, CFG_ENV_NAME), t->seed,
-                                      episodes, returns, err);
+    double *returns = calf_xcalloc((size_t)episodes, sizeof(double));
+    double avg = 0;
+    int rc = trainer_evaluate_greedy(&t->md, calf_config_string(t->cfg, CFG_ENV_NAME), t->seed,
+                                     episodes, returns, &avg, err);
     free(returns);
-    if (isnan(avg)) return err->status ? err->status : CALF_EINVAL;
+    if (rc) return rc;
     t->eval_return = avg;
     logf_(t, false, "eval iter %lld: average return %.3f over %d episodes",
           (long long)t->iteration, avg, episodes);
@@ -754,10 +790,9 @@ static int evaluate(trainer *t, calf_error *err) {
                                        wall, avg);
         calf_summary_writer_add_scalar(t->eval_writer, "Metrics/EnvironmentSteps", t->iteration,
                                        wall, (double)t->env_steps);
-        int rc = calf_summary_writer_flush(t->eval_writer, err);
-        if (rc) return rc;
+        rc = calf_summary_writer_flush(t->eval_writer, err);
     }
-    return CALF_OK;
+    return rc;
 }
 
 static int train_iteration(trainer *t, bool *stop) {
@@ -808,7 +843,7 @@ static int train_loop(void *arg) {
         bool stop = false;
         int rc = train_iteration(t, &stop);
         if (rc) return rc;
-        if (stop) {
+        if (stop && !finished(t)) {
             logf_(t, true, "interrupted: stopped after iteration %lld, checkpoint written",
                   (long long)t->iteration);
             return CALF_EINTR;
@@ -854,18 +889,10 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
 typedef struct worker_args {
     const calf_train_options *o;
     const calf_config *cfg;
-    resume_state *rs;  /* filled before the launch (MPI: on rank 0 inside the worker) */
-    bool mpi;
+    resume_state *rs;       /* found and validated before the workers start */
+    bool report_via_comm;   /* workers of a job: comm_report_failure; one process: err */
+    calf_error err;         /* one process: the failure, returned by calf_train */
 } worker_args;
-
-static int exit_code_of(int status) {
-    switch (status) {
-    case CALF_OK: return 0;
-    case CALF_EINVAL: return 2;
-    case CALF_EINTR: return 130;
-    default: return 1;
-    }
-}
 
 static int write_operative_config(const trainer *t, const char *root, calf_error *err) {
     char path[4096], tmp[4200];
@@ -886,6 +913,15 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
         off += snprintf(header + off, sizeof header - (size_t)off, "\n  rank %d: environments %d..%d (%d)",
                         r, b, b + c - 1, c);
     }
+    int off0, len0, offl, lenl;
+    chunk_range(t->T, t->M, 0, &off0, &len0);
+    chunk_range(t->T, t->M, t->M - 1, &offl, &lenl);
+    if (off < (int)sizeof header)
+        snprintf(header + off, sizeof header - (size_t)off,
+                 "\nmini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
+                 "every env (%d..%d samples)",
+                 (long long)calf_config_int(t->cfg, CFG_MINI_BATCH_SIZE), t->M, lenl, len0,
+                 t->E * lenl, t->E * len0);
     rc = calf_config_write(t->cfg, f, header);
     if (fclose(f) != 0 || rc != CALF_OK) {
         remove(tmp);
@@ -898,33 +934,43 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
     return CALF_OK;
 }
 
-/* MPI ranks may not share a file system: rank 0 reads the checkpoint, everyone gets it. */
-static int broadcast_resume(comm *c, resume_state *rs, const char *root, const calf_config *cfg,
-                            calf_error *err) {
-    int64_t hdr[3] = {0, 0, 0}; /* status, found, n */
-    if (c->index == 0) {
-        calf_error local;
-        calf_error_clear(&local);
-        int rc = find_resume(root, cfg, rs, &local);
-        hdr[0] = rc;
-        hdr[1] = rs->found;
-        hdr[2] = (int64_t)rs->n;
-        if (rc) *err = local;
-    }
-    int rc = comm_broadcast(c, hdr, sizeof hdr, 0, err);
+/* Agree on stopping after Ctrl-C; a second Ctrl-C gets the default action (SA_RESETHAND),
+ * as the launcher's second Ctrl-C kills its workers. */
+static void install_stop_handlers(struct sigaction *old_int, struct sigaction *old_term) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    stop_requested = 0;
+    /* cannot fail for these signals and a valid handler */
+    CALF_ASSERT(sigaction(SIGINT, &sa, old_int) == 0);
+    CALF_ASSERT(sigaction(SIGTERM, &sa, old_term) == 0);
+}
+
+static void restore_stop_handlers(const struct sigaction *old_int, const struct sigaction *old_term) {
+    CALF_ASSERT(sigaction(SIGINT, old_int, NULL) == 0);
+    CALF_ASSERT(sigaction(SIGTERM, old_term, NULL) == 0);
+}
+
+static int open_log(trainer *t, const char *root, int rank, calf_error *err) {
+    char logdir[4096], logpath[4200];
+    int rc = join_path(logdir, sizeof logdir, root, "log", err);
+    if (rc == CALF_OK) rc = fs_mkdir_p(logdir, err);
     if (rc) return rc;
-    if (hdr[0]) {
-        if (c->index != 0) calf_error_set(err, (int)hdr[0], "%s", ""); /* reported by rank 0 */
-        return (int)hdr[0];
-    }
-    if (!hdr[1]) return CALF_OK;
-    if (c->index != 0) {
-        rs->found = true;
-        rs->n = (size_t)hdr[2];
-        rs->payload = calf_xmalloc(rs->n);
-        snprintf(rs->path, sizeof rs->path, "checkpoint from rank 0");
-    }
-    return comm_broadcast(c, rs->payload, rs->n, 0, err);
+    snprintf(logpath, sizeof logpath, "%s/rank-%d.log", logdir, rank);
+    t->log = fopen(logpath, "a");
+    if (!t->log) return calf_error_set(err, CALF_EIO, "%s: cannot open: %s", logpath, strerror(errno));
+    return CALF_OK;
+}
+
+static int open_eval_writer(trainer *t, const char *root, calf_error *err) {
+    char evdir[4096];
+    int rc = join_path(evdir, sizeof evdir, root, "eval", err);
+    if (rc) return rc;
+    t->eval_writer =
+        calf_summary_writer_open(evdir, calf_config_float(t->cfg, CFG_SUMMARIES_FLUSH_SECS), err);
+    return t->eval_writer ? CALF_OK : (err->status ? err->status : CALF_EIO);
 }
 
 static int train_worker(comm *c, void *arg) {
@@ -937,24 +983,12 @@ static int train_worker(comm *c, void *arg) {
     t.root = o->root_dir;
     t.quiet = o->quiet;
     t.err = &err;
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    struct sigaction old_int, old_term;
+    install_stop_handlers(&old_int, &old_term);
     comm_set_timeout(c, calf_config_float(wa->cfg, CFG_COLLECTIVE_TIMEOUT));
 
     int rank = c->index;
-    char logdir[4096], logpath[4200];
-    int rc = join_path(logdir, sizeof logdir, o->root_dir, "log", &err);
-    if (rc == CALF_OK) rc = fs_mkdir_p(logdir, &err);
-    if (rc == CALF_OK) {
-        snprintf(logpath, sizeof logpath, "%s/rank-%d.log", logdir, rank);
-        t.log = fopen(logpath, "a");
-        if (!t.log) rc = calf_error_set(&err, CALF_EIO, "%s: cannot open: %s", logpath, strerror(errno));
-    }
+    int rc = open_log(&t, o->root_dir, rank, &err);
     if (rc == CALF_OK) rc = trainer_init(&t, wa->cfg, c, &err);
     if (rc == CALF_OK) {
         logf_(&t, false, "calf %s: backend %s, pid %ld", CALF_VERSION, comm_backend_name(c),
@@ -962,34 +996,25 @@ static int train_worker(comm *c, void *arg) {
         logf_(&t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
               comm_size(c), t.begin, t.begin + t.count - 1, t.count, t.E);
     }
-    if (rc == CALF_OK && wa->mpi) rc = broadcast_resume(c, wa->rs, o->root_dir, wa->cfg, &err);
     if (rc == CALF_OK && wa->rs->found) {
-        rc = load_checkpoint(&t, wa->rs->payload, wa->rs->n, wa->rs->path, &err);
+        rc = load_checkpoint(&t, wa->rs->payload, wa->rs->n, wa->rs->path, wa->rs->hdr.iteration,
+                             &err);
         if (rc == CALF_OK)
             logf_(&t, true, "resuming from %s (iteration %lld)", wa->rs->path,
                   (long long)t.iteration);
     }
     if (rc == CALF_OK && calf_context_is_main()) rc = write_operative_config(&t, o->root_dir, &err);
-    if (rc == CALF_OK && calf_context_is_main() && calf_config_bool(wa->cfg, CFG_EVALUATE)) {
-        char evdir[4096];
-        rc = join_path(evdir, sizeof evdir, o->root_dir, "eval", &err);
-        if (rc == CALF_OK) {
-            t.eval_writer = calf_summary_writer_open(
-                evdir, calf_config_float(wa->cfg, CFG_SUMMARIES_FLUSH_SECS), &err);
-            if (!t.eval_writer) rc = err.status ? err.status : CALF_EIO;
-        }
-    }
-    if (rc == CALF_OK) {
-        if (finished(&t)) {
-            logf_(&t, true, "nothing to do: the run is complete at iteration %lld",
-                  (long long)t.iteration);
-        } else {
-            char trdir[4096];
-            rc = join_path(trdir, sizeof trdir, o->root_dir, "train", &err);
-            if (rc == CALF_OK)
-                rc = calf_summary_run(trdir, calf_config_float(wa->cfg, CFG_SUMMARIES_FLUSH_SECS),
-                                      train_loop, &t, &err);
-        }
+    if (rc == CALF_OK && finished(&t)) {
+        logf_(&t, true, "nothing to do: the run is complete at iteration %lld",
+              (long long)t.iteration);
+    } else if (rc == CALF_OK) {
+        if (calf_context_is_main() && calf_config_bool(wa->cfg, CFG_EVALUATE))
+            rc = open_eval_writer(&t, o->root_dir, &err);
+        char trdir[4096];
+        if (rc == CALF_OK) rc = join_path(trdir, sizeof trdir, o->root_dir, "train", &err);
+        if (rc == CALF_OK)
+            rc = calf_summary_run(trdir, calf_config_float(wa->cfg, CFG_SUMMARIES_FLUSH_SECS),
+                                  train_loop, &t, &err);
     }
     if (t.eval_writer) {
         calf_error cerr;
@@ -1005,15 +1030,22 @@ static int train_worker(comm *c, void *arg) {
         logf_(&t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t.iteration,
               peak_mib);
     }
-    if (rc != CALF_OK && rc != CALF_EINTR && err.msg[0]) {
+    if (rc != CALF_OK && rc != CALF_EINTR) {
+        if (!err.msg[0]) calf_error_set(&err, rc, "training failed with status %d", rc);
         logf_(&t, false, "error: %s", err.msg);
-        comm_report_failure(c, err.msg);
+        if (wa->report_via_comm) comm_report_failure(c, err.msg);
+        else wa->err = err;
     }
-    if (t.log) fclose(t.log);
+    if (t.log && fclose(t.log) != 0 && rc == CALF_OK) {
+        rc = calf_error_set(&wa->err, CALF_EIO, "%s/log/rank-%d.log: write failed", o->root_dir, rank);
+        if (wa->report_via_comm) comm_report_failure(c, wa->err.msg);
+    }
+    restore_stop_handlers(&old_int, &old_term);
     trainer_free(&t);
-    return exit_code_of(rc);
+    return calf_exit_code(rc);
 }
 
+/* The launcher's exit status back as a status (its messages are already on stderr). */
 static int status_of_exit(int code) {
     switch (code) {
     case 0: return CALF_OK;
@@ -1023,27 +1055,69 @@ static int status_of_exit(int code) {
     }
 }
 
+/* Rank 0 holds the config text and the checkpoint; ranks on other machines may see
+ * neither, so both are sent to them. Every rank leaves with the same status; errors
+ * are rank 0's to report. */
+static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cfg,
+                           resume_state *rs, calf_error *err) {
+    int64_t head[3] = {CALF_OK, 0, 0}; /* status, config text bytes, checkpoint bytes */
+    char *text = NULL;
+    size_t text_len = 0;
+    if (c->index == 0) {
+        int rc = calf_train_load_config(o, cfg, err);
+        if (rc == CALF_OK) {
+            int b, n;
+            rc = calf_split((int)calf_config_int(cfg, CFG_NUM_ENVS), comm_size(c), 0, &b, &n, err);
+        }
+        if (rc == CALF_OK) rc = find_resume(o->root_dir, cfg, rs, err);
+        if (rc == CALF_OK) {
+            FILE *f = open_memstream(&text, &text_len);
+            if (!f || calf_config_write(cfg, f, NULL) != CALF_OK || fclose(f) != 0)
+                rc = calf_error_set(err, CALF_ENOMEM, "cannot serialise the config");
+        }
+        head[0] = rc;
+        head[1] = (int64_t)text_len;
+        head[2] = rs->found ? (int64_t)rs->n : -1;
+    }
+    int rc = comm_broadcast(c, head, sizeof head, 0, err);
+    if (rc == CALF_OK && head[0] != CALF_OK) {
+        if (c->index != 0) calf_error_clear(err); /* rank 0 reports it */
+        rc = (int)head[0];
+    }
+    if (rc == CALF_OK && c->index != 0) text = calf_xcalloc((size_t)head[1] + 1, 1);
+    if (rc == CALF_OK) rc = comm_broadcast(c, text, (size_t)head[1], 0, err);
+    if (rc == CALF_OK && c->index != 0) {
+        calf_config_init(cfg);
+        rc = calf_config_parse_string(cfg, text, "config from rank 0", err);
+    }
+    if (rc == CALF_OK && head[2] >= 0) {
+        if (c->index != 0) {
+            rs->found = true;
+            rs->n = (size_t)head[2];
+            rs->payload = calf_xmalloc(rs->n);
+            snprintf(rs->path, sizeof rs->path, "%s/train/algorithm (via rank 0)", o->root_dir);
+        }
+        rc = comm_broadcast(c, rs->payload, rs->n, 0, err);
+        if (rc == CALF_OK) rc = comm_broadcast(c, &rs->hdr, sizeof rs->hdr, 0, err);
+    }
+    free(text);
+    return rc;
+}
+
 static int train_mpi(const calf_train_options *o, calf_error *err) {
     comm *c = NULL;
     int rc = comm_mpi_init(&c, NULL, NULL, err);
     if (rc) return rc;
     calf_config cfg;
-    calf_error local;
-    calf_error_clear(&local);
-    rc = calf_train_load_config(o, &cfg, &local);
-    int b, n;
-    if (rc == CALF_OK)
-        rc = calf_split((int)calf_config_int(&cfg, CFG_NUM_ENVS), comm_size(c), 0, &b, &n, &local);
+    resume_state rs;
+    memset(&rs, 0, sizeof rs);
+    rc = mpi_share_setup(c, o, &cfg, &rs, err);
     if (rc) {
-        /* every rank finds the same error; one reports it */
-        if (c->index == 0) *err = local;
-        else calf_error_clear(err);
+        free(rs.payload);
         comm_finalize(c);
         return rc;
     }
-    resume_state rs;
-    memset(&rs, 0, sizeof rs);
-    worker_args wa = {o, &cfg, &rs, true};
+    worker_args wa = {o, &cfg, &rs, true, {0, ""}};
     int code = train_worker(c, &wa);
     free(rs.payload);
     comm_finalize(c);
@@ -1053,7 +1127,16 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
 
 int calf_train(const calf_train_options *o, calf_error *err) {
     calf_error_clear(err);
-    if (comm_mpi_launched()) return train_mpi(o, err);
+    if (!o->root_dir || !o->root_dir[0])
+        return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
+    if (comm_mpi_launched()) {
+        if (o->nproc > 1)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "--nproc %d under an MPI launcher: the launcher decides the number "
+                                  "of processes (use mpirun -np N without --nproc)",
+                                  o->nproc);
+        return train_mpi(o, err);
+    }
     calf_config cfg;
     int rc = calf_train_load_config(o, &cfg, err);
     if (rc) return rc;
@@ -1063,21 +1146,21 @@ int calf_train(const calf_train_options *o, calf_error *err) {
         return rc;
     resume_state rs;
     if ((rc = find_resume(o->root_dir, &cfg, &rs, err))) return rc;
-    worker_args wa = {o, &cfg, &rs, false};
-    int code;
+    worker_args wa = {o, &cfg, &rs, nproc > 1, {0, ""}};
     if (nproc == 1) {
         comm *c = NULL;
         comm_single(&c);
-        code = train_worker(c, &wa);
+        int code = train_worker(c, &wa);
         comm_finalize(c);
-    } else {
-        code = launcher_run(nproc, train_worker, &wa, err);
-        if (code == 1 && err->msg[0]) {
-            free(rs.payload);
-            return CALF_EIO;
-        }
+        free(rs.payload);
+        *err = wa.err;
+        if (code == 0) return CALF_OK;
+        if (code == 130) return CALF_EINTR;
+        return wa.err.status ? wa.err.status : CALF_EIO;
     }
+    int code = launcher_run(nproc, train_worker, &wa, err);
     free(rs.payload);
-    calf_error_clear(err);
+    if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */
+    calf_error_clear(err); /* the workers' messages are on stderr already */
     return status_of_exit(code);
 }

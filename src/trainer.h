@@ -10,14 +10,16 @@
 #include "model.h"
 
 /* Copy the parameters stored in a checkpoint payload into md (laid out by model_init
- * for the same config); *iteration (may be NULL) gets the checkpoint's iteration. */
-int trainer_read_params(const unsigned char *payload, size_t n, const char *name, model *md,
-                        int64_t *iteration, calf_error *err);
+ * for the same config). header_iteration is the file header's, checked against the
+ * payload's. */
+int trainer_read_params(const unsigned char *payload, /* (n) */ size_t n, const char *name,
+                        int64_t header_iteration, model *md, calf_error *err);
 
 /* Run `episodes` greedy episodes of env_name in parallel, env k seeded from
- * (seed, 2^40 + k); returns[k] gets episode k's return. Returns the average, or NAN
- * with err filled when the envs cannot be created. */
-double calf_evaluate_greedy(const model *md, const char *env_name, uint64_t seed, int episodes,
-                            double *returns, calf_error *err);
+ * (seed, 2^40 + k); returns[k] gets episode k's return and *average their mean.
+ * Fails (CALF_EINVAL) only when the envs cannot be created. */
+int trainer_evaluate_greedy(const model *md, const char *env_name, uint64_t seed, int episodes,
+                            double *returns, /* (episodes) */
+                            double *average, calf_error *err);
 
 #endif

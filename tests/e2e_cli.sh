@@ -23,6 +23,12 @@ expect_exit 2 "$CALF" train --root_dir "$WORK/r"
 expect_in "$WORK/err" "missing --conf"
 expect_exit 2 "$CALF" play
 expect_in "$WORK/err" "missing required option --root_dir"
+expect_exit 2 "$CALF" train --root_dir= --conf "$SRC/examples/ppo_cartpole.gin"
+expect_in "$WORK/err" "calf train: empty --root_dir"
+expect_exit 2 "$CALF" play --root_dir ""
+expect_in "$WORK/err" "calf play: empty --root_dir"
+expect_exit 2 "$CALF" play --checkpoint "$WORK/x"
+expect_in "$WORK/err" "missing required option --root_dir"
 
 expect_exit 0 "$CALF" train --list-bindings
 for b in create_environment.env_name create_environment.num_parallel_environments \
@@ -55,7 +61,13 @@ expect_in "$WORK/err" "--conf_param 'Adam.lr=fast': 'Adam.lr' expects a number, 
 expect_exit 2 "$CALF" train --root_dir "$WORK/n_root" --conf "$SRC/examples/ppo_cartpole.gin" \
     --conf_param 'create_environment.num_parallel_environments=4' --nproc 8
 expect_in "$WORK/err" "8 processes but only 4 environments"
-for d in b_root e_root m_root p_root n_root; do
+expect_exit 2 "$CALF" train --root_dir "$WORK/l_root" --conf "$SRC/examples/ppo_cartpole.gin" \
+    --conf_param 'ActorDistributionNetwork.fc_layer_params=(8,8,8,8,8,8,8,8)'
+expect_in "$WORK/err" "takes at most 7 elements, got 8"
+expect_exit 2 "$CALF" train --root_dir "$WORK/t_root" --conf "$SRC/examples/ppo_cartpole.gin" \
+    --conf_param 'Adam.lr=0.1 PPOLoss.gamma=0.5'
+expect_in "$WORK/err" "expected one 'Scope.param=value'"
+for d in b_root e_root m_root p_root n_root l_root t_root; do
     if [ -e "$WORK/$d" ]; then bad "$d created for a rejected config"; else ok; fi
 done
 

@@ -52,6 +52,15 @@ printf 'TrainerConfig.num_iteration = 3\n' > "$WORK/typo.gin"
 expect_exit 2 timeout 60 "${MPIRUN[@]}" 2 "$CALF" train --root_dir "$WORK/mtypo" --conf "$WORK/typo.gin"
 expect_eq "$(grep -c "unknown binding 'TrainerConfig.num_iteration'" "$WORK/err")" 1 "config error reported once"
 
+# the config is rank 0's (read once, sent to the others): ranks on machines without the
+# file, or started with other arguments, still train the same job
+expect_exit 0 timeout 120 mpirun --oversubscribe -np 1 "$CALF" train --quiet --root_dir "$WORK/mixed" \
+    --conf "$CONF" "${ITERS[@]}" : -np 1 "$CALF" train --quiet --root_dir "$WORK/mixed" \
+    --conf "$WORK/does-not-exist.gin"
+expect_same_file "$WORK/local1/train/algorithm/ckpt-4" "$WORK/mixed/train/algorithm/ckpt-4"
+expect_exit 2 timeout 60 "${MPIRUN[@]}" 2 "$CALF" train --root_dir "$WORK/mnp" --conf "$CONF" --nproc 2
+expect_in "$WORK/err" "--nproc 2 under an MPI launcher"
+
 # kill -9 of rank 1: the job ends, non-zero, no rank left behind
 K=$WORK/mkill
 timeout 60 "${MPIRUN[@]}" 2 "$CALF" train --quiet --root_dir "$K" --conf "$CONF" \

@@ -25,6 +25,8 @@ typedef struct calf_error {
 int calf_error_set(calf_error *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void calf_error_clear(calf_error *err);
+/* The process exit status for a status: 0 ok, 2 bad input, 130 interrupted, 1 else. */
+int calf_exit_code(int status);
 
 /* Print "file:line: message" to stderr and abort. For broken invariants only. */
 _Noreturn void calf_panic(const char *file, int line, const char *fmt, ...)
