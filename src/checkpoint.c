@@ -502,15 +502,19 @@ int ckpt_list(const char *dir, int64_t **iters, int *count, calf_error *err) {
     return CALF_OK;
 }
 
-int ckpt_prune(const char *dir, int keep, calf_error *err) {
+int ckpt_prune(const char *dir, int keep, int64_t newest, calf_error *err) {
     if (keep <= 0) return CALF_OK;
     int64_t *iters;
     int count;
     int rc = ckpt_list(dir, &iters, &count, err);
     if (rc != CALF_OK) return rc;
+    /* only checkpoints up to `newest` count: a stray higher-numbered file (say, a corrupt
+     * one from an earlier run) must not push the checkpoint just written out */
+    int upto = 0;
+    while (upto < count && iters[upto] <= newest) upto++;
     size_t pcap = strlen(dir) + 64;
     char *path = calf_xmalloc(pcap);
-    for (int i = 0; i < count - keep && rc == CALF_OK; i++) {
+    for (int i = 0; i < upto - keep && rc == CALF_OK; i++) {
         rc = ckpt_path(path, pcap, dir, iters[i], err);
         if (rc == CALF_OK && unlink(path) != 0 && errno != ENOENT)
             rc = calf_error_set(err, CALF_EIO, "checkpoint: unlink %s: %s", path,

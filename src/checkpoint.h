@@ -103,8 +103,9 @@ int ckpt_path(char *out, size_t cap, const char *dir, int64_t iteration, calf_er
  * the caller. */
 int ckpt_list(const char *dir, int64_t **iters, int *count, calf_error *err);
 
-/* Delete all but the newest `keep` checkpoints in dir; keep <= 0 keeps all. */
-int ckpt_prune(const char *dir, int keep, calf_error *err);
+/* Delete all but the newest `keep` checkpoints among those numbered <= newest (the one
+ * just written); higher-numbered files are left alone. keep <= 0 keeps all. */
+int ckpt_prune(const char *dir, int keep, int64_t newest, calf_error *err);
 
 /* Load the newest checkpoint in dir that passes ckpt_read. Each newer one that fails
  * gets a one-line warning on warn (if not NULL) naming the file and why, and the next

@@ -80,13 +80,13 @@ static const binding_row table[CFG_NUM_BINDINGS] = {
     {"Adam.eps", CALF_CFG_FLOAT, "1e-5", 0, 1, 0, NULL, 0, "Adam's epsilon"},
     {"Adam.gradient_clipping", CALF_CFG_FLOAT, "0.0", 0, 1e9, 0, NULL, 0,
      "clip the gradient's global norm to this (0: no clipping)"},
-    {"ActorDistributionNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 4096, -7,
+    {"ActorDistributionNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 1024, -7,
      NULL, 0, "hidden layer sizes of the policy network"},
     {"ActorDistributionNetwork.activation", CALF_CFG_STRING, "'tanh'", 0, 0, 0, "tanh|relu", 0,
      "hidden activation of the policy network"},
     {"ActorDistributionNetwork.init_log_std", CALF_CFG_FLOAT, "0.0", -20, 5, 0, NULL, 0,
      "initial log standard deviation of continuous actions"},
-    {"ValueNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 4096, -7, NULL, 0,
+    {"ValueNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 1024, -7, NULL, 0,
      "hidden layer sizes of the value network"},
     {"ValueNetwork.activation", CALF_CFG_STRING, "'tanh'", 0, 0, 0, "tanh|relu", 0,
      "hidden activation of the value network"},
@@ -245,6 +245,8 @@ static const char *closest_binding(const char *name) {
 static int parse_number(parse_state *ps, const token *t, calf_config_type want, int64_t *iv, double *fv,
                         const char *bname) {
     char buf[128], clean[128];
+    if (t->len >= sizeof buf)
+        return fail(ps, t->line, "'%s': number too long (%zu characters)", bname, t->len);
     tok_text(t, buf, sizeof buf);
     size_t k = 0;
     for (size_t i = 0; buf[i] && k < sizeof clean - 1; i++)
@@ -270,7 +272,7 @@ static int parse_number(parse_state *ps, const token *t, calf_config_type want, 
 
 static int check_bounds(parse_state *ps, int line, const binding_row *row, double v) {
     if (v < row->min || v > row->max) {
-        return fail(ps, line, "'%s': value %.17g out of bounds [%.17g, %.17g]", row->name, v,
+        return fail(ps, line, "'%s': value %.17g out of bounds [%.15g, %.15g]", row->name, v,
                     row->min, row->max);
     }
     return CALF_OK;

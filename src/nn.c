@@ -61,32 +61,37 @@ void nn_orthogonal_init(float *w, int rows, int cols, float gain, calf_rng *rng)
     CALF_ASSERT(rows > 0 && cols > 0);
     int nb = rows > cols ? rows : cols; /* vector length */
     int ns = rows > cols ? cols : rows; /* number of orthonormal vectors */
-    double *a = calf_xmalloc((size_t)nb * (size_t)ns * sizeof *a); /* (nb, ns) */
-    for (size_t i = 0; i < (size_t)nb * (size_t)ns; i++) a[i] = calf_rng_normal(rng);
+    /* v holds the ns vectors as contiguous rows: v[j][k] is element (k, j) of the
+     * Gaussian (nb, ns) matrix, drawn row-major from rng */
+    double *v = calf_xmalloc((size_t)nb * (size_t)ns * sizeof *v); /* (ns, nb) */
+    for (size_t k = 0; k < (size_t)nb; k++)
+        for (size_t j = 0; j < (size_t)ns; j++) v[j * nb + k] = calf_rng_normal(rng);
     /* Modified Gram-Schmidt on the columns, twice per column ("twice is enough") so the
      * result is orthonormal to double precision; the diagonal of R comes out positive,
      * which is the sign convention PyTorch applies after its QR. */
     for (int j = 0; j < ns; j++) {
+        double *vj = v + (size_t)j * nb;
         for (int pass = 0; pass < 2; pass++) {
             for (int i = 0; i < j; i++) {
+                const double *vi = v + (size_t)i * nb;
                 double d = 0.0;
-                for (int k = 0; k < nb; k++) d += a[(size_t)k * ns + i] * a[(size_t)k * ns + j];
-                for (int k = 0; k < nb; k++) a[(size_t)k * ns + j] -= d * a[(size_t)k * ns + i];
+                for (int k = 0; k < nb; k++) d += vi[k] * vj[k];
+                for (int k = 0; k < nb; k++) vj[k] -= d * vi[k];
             }
         }
         double norm = 0.0;
-        for (int k = 0; k < nb; k++) norm += a[(size_t)k * ns + j] * a[(size_t)k * ns + j];
+        for (int k = 0; k < nb; k++) norm += vj[k] * vj[k];
         norm = sqrt(norm);
         CALF_ASSERT(norm > 0.0);
-        for (int k = 0; k < nb; k++) a[(size_t)k * ns + j] /= norm;
+        for (int k = 0; k < nb; k++) vj[k] /= norm;
     }
     for (int i = 0; i < rows; i++) {
         for (int j = 0; j < cols; j++) {
-            double q = rows >= cols ? a[(size_t)i * ns + j] : a[(size_t)j * ns + i];
+            double q = rows >= cols ? v[(size_t)j * nb + i] : v[(size_t)i * nb + j];
             w[(size_t)i * cols + j] = (float)(gain * q);
         }
     }
-    free(a);
+    free(v);
 }
 
 void nn_mlp_init(const nn_mlp *m, float *params, float hidden_gain, float out_gain,

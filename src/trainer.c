@@ -590,7 +590,7 @@ static int write_checkpoint(trainer *t, calf_error *err) {
             /* the new checkpoint is safe; failing to remove an old one only costs disk */
             int64_t keep = calf_config_int(t->cfg, CFG_NUM_CHECKPOINTS);
             calf_error perr;
-            if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, &perr) != CALF_OK)
+            if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, t->iteration, &perr) != CALF_OK)
                 logf_(t, true, "warning: %s", perr.msg);
         }
         ckpt_buf_free(&b);
@@ -598,6 +598,14 @@ static int write_checkpoint(trainer *t, calf_error *err) {
     free(local);
     free(all);
     return rc;
+}
+
+#define MAX_ITERATION 1000000000000LL /* TrainerConfig.num_iterations' bound */
+
+static bool all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
 }
 
 typedef struct ckpt_meta {
@@ -625,8 +633,11 @@ static int read_meta_params(ckpt_reader *r, const char *name, int64_t header_ite
     if (m->iteration != header_iteration)
         return calf_error_set(err, CALF_EINVAL, "%s: iteration %lld inside, %lld in the header", name,
                               (long long)m->iteration, (long long)header_iteration);
-    if (m->iteration < 0 || m->env_steps < 0 || m->adam_step < 0 || m->total_episodes < 0)
-        return calf_error_set(err, CALF_EINVAL, "%s: negative counters in checkpoint", name);
+    if (m->iteration < 0 || m->iteration > MAX_ITERATION || m->env_steps < 0 ||
+        m->adam_step < 0 || m->total_episodes < 0 || m->total_episodes > m->env_steps)
+        return calf_error_set(err, CALF_EINVAL, "%s: counters out of range", name);
+    if (!all_finite(md->params, md->num_params))
+        return calf_error_set(err, CALF_EINVAL, "%s: parameters are not finite", name);
     return CALF_OK;
 }
 
@@ -649,6 +660,12 @@ static int load_checkpoint(trainer *t, const unsigned char *payload, size_t n, c
     if (m.num_envs != (uint64_t)t->E)
         return calf_error_set(err, CALF_EINVAL, "%s: checkpoint has %llu environments, config %d",
                               name, (unsigned long long)m.num_envs, t->E);
+    /* the counters follow from the iteration; anything else is a damaged or foreign file */
+    if (m.env_steps != m.iteration * t->E * t->T ||
+        m.adam_step != m.iteration * t->epochs * t->M)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: counters do not match iteration %lld of this config", name,
+                              (long long)m.iteration);
     t->iteration = m.iteration;
     t->env_steps = m.env_steps;
     t->adam_step = m.adam_step;
@@ -660,6 +677,8 @@ static int load_checkpoint(trainer *t, const unsigned char *payload, size_t n, c
     ckpt_get_tag(&r, "ENVS");
     ckpt_get_u64(&r, &rec);
     if (r.status) return r.status;
+    if (!all_finite(md->m, md->num_params) || !all_finite(md->v, md->num_params))
+        return calf_error_set(err, CALF_EINVAL, "%s: optimizer state is not finite", name);
     if (rec != env_record_size(t))
         return calf_error_set(err, CALF_EINVAL, "%s: env record size %llu, expected %zu", name,
                               (unsigned long long)rec, env_record_size(t));
@@ -670,7 +689,9 @@ static int load_checkpoint(trainer *t, const unsigned char *payload, size_t n, c
     size_t vrec = vec_env_record_size(&t->ve);
     for (int e = 0; e < t->count; e++) {
         const unsigned char *p = base + (size_t)e * rec;
-        if ((rc = vec_env_load_record(&t->ve, e, p, err))) return rc;
+        calf_error verr;
+        if ((rc = vec_env_load_record(&t->ve, e, p, &verr)))
+            return calf_error_set(err, rc, "%s: %s", name, verr.msg);
         if ((rc = get_rng(p + vrec, &t->act_rng[e], name, t->begin + e, err))) return rc;
         if ((rc = get_rng(p + vrec + RNG_BYTES, &t->shuf_rng[e], name, t->begin + e, err))) return rc;
     }
@@ -867,6 +888,9 @@ typedef struct resume_state {
 static int find_resume(const char *root, const calf_config *cfg, resume_state *rs,
                        calf_error *err) {
     memset(rs, 0, sizeof *rs);
+    struct stat st;
+    if (stat(root, &st) == 0 && !S_ISDIR(st.st_mode))
+        return calf_error_set(err, CALF_EINVAL, "--root_dir %s is not a directory", root);
     char dir[4096];
     int rc = join_path(dir, sizeof dir, root, "train/algorithm", err);
     if (rc) return rc;

@@ -67,6 +67,9 @@ expect_in "$WORK/err" "takes at most 7 elements, got 8"
 expect_exit 2 "$CALF" train --root_dir "$WORK/t_root" --conf "$SRC/examples/ppo_cartpole.gin" \
     --conf_param 'Adam.lr=0.1 PPOLoss.gamma=0.5'
 expect_in "$WORK/err" "expected one 'Scope.param=value'"
+echo x > "$WORK/afile"
+expect_exit 2 "$CALF" train --root_dir "$WORK/afile" --conf "$SRC/examples/ppo_cartpole.gin"
+expect_in "$WORK/err" "--root_dir $WORK/afile is not a directory"
 for d in b_root e_root m_root p_root n_root l_root t_root; do
     if [ -e "$WORK/$d" ]; then bad "$d created for a rejected config"; else ok; fi
 done

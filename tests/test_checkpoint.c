@@ -449,22 +449,29 @@ static void test_list_and_prune(void) {
     CHECK(list_is(dir, want, 4));
 
     /* Prune keeps the newest N; keep <= 0 keeps everything. */
-    CHECK_INT_EQ(ckpt_prune(dir, 0, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_prune(dir, 0, INT64_MAX, &err), CALF_OK);
     CHECK(list_is(dir, want, 4));
-    CHECK_INT_EQ(ckpt_prune(dir, -1, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_prune(dir, -1, INT64_MAX, &err), CALF_OK);
     CHECK(list_is(dir, want, 4));
-    CHECK_INT_EQ(ckpt_prune(dir, 10, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_prune(dir, 10, INT64_MAX, &err), CALF_OK);
     CHECK(list_is(dir, want, 4));
-    CHECK_INT_EQ(ckpt_prune(dir, 2, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_prune(dir, 2, INT64_MAX, &err), CALF_OK);
     const int64_t want2[] = {2, 10};
     CHECK(list_is(dir, want2, 2));
     char tmpf[512];
     join(tmpf, sizeof tmpf, dir, "ckpt-3.tmp.12345");
     CHECK(exists(tmpf)); /* prune touches only checkpoints */
     CHECK(exists(sub));
-    CHECK_INT_EQ(ckpt_prune(dir, 1, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_prune(dir, 1, INT64_MAX, &err), CALF_OK);
     const int64_t want1[] = {10};
     CHECK(list_is(dir, want1, 1));
+    /* checkpoints above `newest` do not count and are not touched */
+    touch(dir, "ckpt-11");
+    touch(dir, "ckpt-12");
+    touch(dir, "ckpt-1000");
+    CHECK_INT_EQ(ckpt_prune(dir, 1, 12, &err), CALF_OK);
+    const int64_t want3[] = {12, 1000};
+    CHECK(list_is(dir, want3, 2));
 
     /* A file where the directory should be is an error, not an empty list. */
     char file[512];

@@ -37,8 +37,8 @@ _Noreturn void calf_panic(const char *file, int line, const char *fmt, ...)
         if (!(cond)) calf_panic(__FILE__, __LINE__, "assertion failed: %s", #cond); \
     } while (0)
 
-/* malloc/calloc that panic on failure: allocation sizes in calf are small and
- * fixed at start-up, so running out of memory there is not recoverable. */
+/* malloc/calloc that never return NULL: allocation sizes in calf are fixed at start-up,
+ * so running out of memory there is not recoverable; they print one line and exit 1. */
 void *calf_xmalloc(size_t n);
 void *calf_xcalloc(size_t count, size_t size);
 

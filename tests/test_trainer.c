@@ -1,0 +1,129 @@
+/* test_trainer.c: the trainer treats checkpoints as untrusted input. Files with a valid
+ * CRC but contents no training run could have written (counters that disagree with the
+ * iteration, non-finite parameters, a dead random stream, a spliced header) are refused
+ * with a message naming the file, by resume and by play, instead of training on them. */
+#include <math.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "calf/train.h"
+#include "checkpoint.h"
+#include "test_files.h"
+#include "test_util.h"
+
+static char root[256];
+
+static int train_to(const char *dir, int iterations, calf_error *err) {
+    char conf[512], iters[64];
+    join(conf, sizeof conf, root, "small.gin");
+    snprintf(iters, sizeof iters, "TrainerConfig.num_iterations=%d", iterations);
+    const char *params[] = {iters};
+    calf_train_options o = {.root_dir = dir, .conf_path = conf, .conf_params = params,
+                            .num_conf_params = 1, .nproc = 1, .quiet = true};
+    return calf_train(&o, err);
+}
+
+/* Root dir `name` holding the run's config and a ckpt-2 made from the good payload with
+ * `patch` applied (CRC recomputed, so only the contents are wrong). */
+static void make_bad_run(const char *name, const unsigned char *good, size_t n, uint64_t digest,
+                         void (*patch)(unsigned char *p, size_t n), char *dir, size_t cap) {
+    join(dir, cap, root, name);
+    char alg[512], path[600], conf_src[512], conf_dst[600];
+    join(alg, sizeof alg, dir, "train/algorithm");
+    unsigned char *p = malloc(n);
+    memcpy(p, good, n);
+    patch(p, n);
+    calf_error err;
+    join(path, sizeof path, alg, "ckpt-2");
+    CHECK_INT_EQ(ckpt_write_atomic(path, digest, 2, p, n, &err), CALF_OK);
+    free(p);
+    char a_conf[512];
+    join(a_conf, sizeof a_conf, root, "a");
+    join(conf_src, sizeof conf_src, a_conf, "config.gin");
+    join(conf_dst, sizeof conf_dst, dir, "config.gin");
+    size_t cn;
+    unsigned char *text = read_file(conf_src, &cn);
+    CHECK(text != NULL);
+    if (text) CHECK_INT_EQ(write_file(conf_dst, text, cn), 0);
+    free(text);
+}
+
+/* payload layout (trainer.c write_checkpoint): "META" u32 layout, i64 iteration @8,
+ * i64 env_steps @16, i64 adam_step @24, i64 episodes @32, u64 E @40, "PRMS" @48,
+ * u64 count @52, floats @60 ... ; the last 32 bytes are the last env's shuffle stream */
+static void put_i64(unsigned char *p, int64_t v) {
+    for (int k = 0; k < 8; k++) p[k] = (unsigned char)((uint64_t)v >> (8 * k));
+}
+static void patch_env_steps(unsigned char *p, size_t n) { (void)n; put_i64(p + 16, 12345); }
+static void patch_iteration(unsigned char *p, size_t n) { (void)n; put_i64(p + 8, 3); }
+static void patch_huge(unsigned char *p, size_t n) { (void)n; put_i64(p + 8, INT64_MAX); }
+static void patch_nan(unsigned char *p, size_t n) {
+    (void)n;
+    float x = NAN;
+    memcpy(p + 60 + 4 * 5, &x, 4);
+}
+static void patch_rng(unsigned char *p, size_t n) { memset(p + n - 32, 0, 32); }
+
+static void expect_refused(const char *dir, const char *what) {
+    calf_error err;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(train_to(dir, 3, &err), CALF_EINVAL);
+    if (!strstr(err.msg, what) || !strstr(err.msg, "ckpt-2")) {
+        fprintf(stderr, "resume of %s: got '%s', want '%s' naming ckpt-2\n", dir, err.msg, what);
+        CHECK(0);
+    }
+    char next[600];
+    join(next, sizeof next, dir, "train/algorithm/ckpt-3");
+    struct stat st;
+    CHECK(stat(next, &st) != 0); /* nothing trained on it */
+}
+
+int main(void) {
+    snprintf(root, sizeof root, "/tmp/calf_test_trainer_XXXXXX");
+    if (!mkdtemp(root)) { perror("mkdtemp"); return 1; }
+    char conf[512];
+    join(conf, sizeof conf, root, "small.gin");
+    const char *gin = "create_environment.num_parallel_environments = 4\n"
+                      "TrainerConfig.unroll_length = 8\n"
+                      "TrainerConfig.mini_batch_size = 16\n"
+                      "TrainerConfig.num_updates_per_train_iter = 2\n"
+                      "ActorDistributionNetwork.fc_layer_params = (8,)\n"
+                      "ValueNetwork.fc_layer_params = (8,)\n";
+    CHECK_INT_EQ(write_file(conf, (const unsigned char *)gin, strlen(gin)), 0);
+
+    char a[512], ck[600];
+    join(a, sizeof a, root, "a");
+    calf_error err;
+    CHECK_INT_EQ(train_to(a, 2, &err), CALF_OK);
+    join(ck, sizeof ck, a, "train/algorithm/ckpt-2");
+    ckpt_header hdr;
+    unsigned char *good = NULL;
+    size_t n = 0;
+    CHECK_INT_EQ(ckpt_read(ck, &hdr, &good, &n, &err), CALF_OK);
+    if (!good) return test_report("test_trainer");
+
+    char dir[512];
+    struct { const char *name; void (*patch)(unsigned char *, size_t); const char *what; } cases[] = {
+        {"steps", patch_env_steps, "counters do not match iteration 2"},
+        {"iter", patch_iteration, "iteration 3 inside, 2 in the header"},
+        {"huge", patch_huge, "in the header"},
+        {"nan", patch_nan, "parameters are not finite"},
+        {"rng", patch_rng, "all-zero random stream"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        make_bad_run(cases[i].name, good, n, hdr.digest, cases[i].patch, dir, sizeof dir);
+        expect_refused(dir, cases[i].what);
+    }
+    /* play refuses the non-finite policy too */
+    join(dir, sizeof dir, root, "nan");
+    calf_play_options po = {.root_dir = dir, .num_episodes = 1};
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_play(&po, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "parameters are not finite") != NULL);
+
+    /* while the unmodified run resumes (so the refusals above are about the patches) */
+    CHECK_INT_EQ(train_to(a, 3, &err), CALF_OK);
+    free(good);
+    rm_rf(root);
+    return test_report("test_trainer");
+}
