@@ -13,20 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bytes.h"
 #include "crc32c.h"
 #include "fsutil.h"
 
 /* ---------------------------------------------------------------- payload builder */
-
-static void put_le(unsigned char *out, uint64_t v, int nbytes) {
-    for (int i = 0; i < nbytes; i++) out[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int nbytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < nbytes; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 void ckpt_buf_init(ckpt_buf *b) {
     b->data = NULL;
@@ -59,9 +50,9 @@ static unsigned char *buf_grow(ckpt_buf *b, size_t n) {
     return at;
 }
 
-void ckpt_put_u32(ckpt_buf *b, uint32_t v) { put_le(buf_grow(b, 4), v, 4); }
-void ckpt_put_u64(ckpt_buf *b, uint64_t v) { put_le(buf_grow(b, 8), v, 8); }
-void ckpt_put_i64(ckpt_buf *b, int64_t v) { put_le(buf_grow(b, 8), (uint64_t)v, 8); }
+void ckpt_put_u32(ckpt_buf *b, uint32_t v) { bytes_put_le(buf_grow(b, 4), v, 4); }
+void ckpt_put_u64(ckpt_buf *b, uint64_t v) { bytes_put_le(buf_grow(b, 8), v, 8); }
+void ckpt_put_i64(ckpt_buf *b, int64_t v) { bytes_put_le(buf_grow(b, 8), (uint64_t)v, 8); }
 
 void ckpt_put_f64(ckpt_buf *b, double v) {
     uint64_t bits;
@@ -82,7 +73,7 @@ void ckpt_put_f32s(ckpt_buf *b, const float *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
         memcpy(&bits, &p[i], 4);
-        put_le(out + 4 * i, bits, 4);
+        bytes_put_le(out + 4 * i, bits, 4);
     }
 }
 
@@ -122,25 +113,25 @@ static const unsigned char *take(ckpt_reader *r, size_t n, const char *what) {
 
 int ckpt_get_u32(ckpt_reader *r, uint32_t *v) {
     const unsigned char *p = take(r, 4, "u32");
-    *v = p ? (uint32_t)get_le(p, 4) : 0;
+    *v = p ? (uint32_t)bytes_get_le(p, 4) : 0;
     return r->status;
 }
 
 int ckpt_get_u64(ckpt_reader *r, uint64_t *v) {
     const unsigned char *p = take(r, 8, "u64");
-    *v = p ? get_le(p, 8) : 0;
+    *v = p ? bytes_get_le(p, 8) : 0;
     return r->status;
 }
 
 int ckpt_get_i64(ckpt_reader *r, int64_t *v) {
     const unsigned char *p = take(r, 8, "i64");
-    *v = p ? (int64_t)get_le(p, 8) : 0;
+    *v = p ? (int64_t)bytes_get_le(p, 8) : 0;
     return r->status;
 }
 
 int ckpt_get_f64(ckpt_reader *r, double *v) {
     const unsigned char *p = take(r, 8, "f64");
-    uint64_t bits = p ? get_le(p, 8) : 0;
+    uint64_t bits = p ? bytes_get_le(p, 8) : 0;
     memcpy(v, &bits, sizeof bits);
     return r->status;
 }
@@ -170,7 +161,7 @@ int ckpt_get_f32s(ckpt_reader *r, float *dst, size_t n) {
         r->status = calf_error_set(r->err, CALF_EINVAL, "%s: float array of %zu values is too large",
                                    r->name, n);
     for (size_t i = 0; i < n; i++) {
-        uint32_t bits = p ? (uint32_t)get_le(p + 4 * i, 4) : 0;
+        uint32_t bits = p ? (uint32_t)bytes_get_le(p + 4 * i, 4) : 0;
         memcpy(&dst[i], &bits, 4);
     }
     return r->status;
@@ -253,11 +244,11 @@ static int fsync_dir(const char *dir, calf_error *err) {
 static void encode_header(unsigned char h[CKPT_HEADER_SIZE], uint64_t digest,
                           int64_t iteration, uint64_t payload_size) {
     memcpy(h, CKPT_MAGIC, 8);
-    put_le(h + 8, CKPT_FORMAT_VERSION, 4);
-    put_le(h + 12, CKPT_HEADER_SIZE, 4);
-    put_le(h + 16, digest, 8);
-    put_le(h + 24, (uint64_t)iteration, 8);
-    put_le(h + 32, payload_size, 8);
+    bytes_put_le(h + 8, CKPT_FORMAT_VERSION, 4);
+    bytes_put_le(h + 12, CKPT_HEADER_SIZE, 4);
+    bytes_put_le(h + 16, digest, 8);
+    bytes_put_le(h + 24, (uint64_t)iteration, 8);
+    bytes_put_le(h + 32, payload_size, 8);
 }
 
 int ckpt_write_atomic(const char *path, uint64_t digest, int64_t iteration,
@@ -276,7 +267,7 @@ int ckpt_write_atomic(const char *path, uint64_t digest, int64_t iteration,
 
     unsigned char head[CKPT_HEADER_SIZE], tail[4];
     encode_header(head, digest, iteration, (uint64_t)n);
-    put_le(tail, crc32c_update(crc32c(head, sizeof head), payload, n), 4);
+    bytes_put_le(tail, crc32c_update(crc32c(head, sizeof head), payload, n), 4);
 
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
@@ -349,11 +340,11 @@ static int read_validated(int fd, const char *path, ckpt_header *hdr,
         return calf_error_set(err, CALF_EINVAL,
                               "checkpoint %s: truncated: %zu bytes, shorter than the %u-byte header",
                               path, got, CKPT_HEADER_SIZE);
-    hdr->version = (uint32_t)get_le(head + 8, 4);
-    hdr->header_size = (uint32_t)get_le(head + 12, 4);
-    hdr->digest = get_le(head + 16, 8);
-    hdr->iteration = (int64_t)get_le(head + 24, 8);
-    hdr->payload_size = get_le(head + 32, 8);
+    hdr->version = (uint32_t)bytes_get_le(head + 8, 4);
+    hdr->header_size = (uint32_t)bytes_get_le(head + 12, 4);
+    hdr->digest = bytes_get_le(head + 16, 8);
+    hdr->iteration = (int64_t)bytes_get_le(head + 24, 8);
+    hdr->payload_size = bytes_get_le(head + 32, 8);
     if (hdr->version != CKPT_FORMAT_VERSION)
         return calf_error_set(err, CALF_EINVAL,
                               "checkpoint %s: unsupported version %" PRIu32 " (this build reads %u)",
@@ -390,7 +381,7 @@ static int read_validated(int fd, const char *path, ckpt_header *hdr,
         rc = calf_error_set(err, CALF_EINVAL, "checkpoint %s: truncated while reading (file shrank?)",
                             path);
     if (rc == CALF_OK) {
-        uint32_t stored = (uint32_t)get_le(tail, 4);
+        uint32_t stored = (uint32_t)bytes_get_le(tail, 4);
         uint32_t computed = crc32c_update(crc32c(head, sizeof head), buf, psize);
         if (stored != computed)
             rc = calf_error_set(err, CALF_EINVAL,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "calf/summary.h"
+#include "bytes.h"
 #include "crc32c.h"
 
 enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_FIXED32 = 5 };
@@ -19,12 +20,6 @@ enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, 
 typedef struct pcur {
     const unsigned char *p, *end;
 } pcur;
-
-static uint64_t get_le(const unsigned char *p, int nbytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < nbytes; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Each reader zeroes its outputs first, so nothing downstream sees an unset value
  * even on a path the caller has already abandoned. */
@@ -47,7 +42,7 @@ static int rd_fixed(pcur *c, int nbytes, uint64_t *v, calf_error *err) {
     *v = 0;
     if ((size_t)(c->end - c->p) < (size_t)nbytes)
         return calf_error_set(err, CALF_EINVAL, "truncated %d-byte field", nbytes);
-    *v = get_le(c->p, nbytes);
+    *v = bytes_get_le(c->p, nbytes);
     c->p += nbytes;
     return CALF_OK;
 }
@@ -358,8 +353,8 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: truncated record header at offset %llu (%zu of 12 bytes)",
                               r->path, off, got);
-    uint64_t len = get_le(head, 8);
-    uint32_t len_crc = (uint32_t)get_le(head + 8, 4);
+    uint64_t len = bytes_get_le(head, 8);
+    uint32_t len_crc = (uint32_t)bytes_get_le(head + 8, 4);
     if (crc32c_mask(crc32c(head, 8)) != len_crc)
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: length CRC mismatch in record at offset %llu", r->path,
@@ -382,7 +377,7 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: truncated record at offset %llu (%llu of %zu bytes after the header)",
                               r->path, off, (unsigned long long)got, need);
-    uint32_t data_crc = (uint32_t)get_le(r->buf + len, 4);
+    uint32_t data_crc = (uint32_t)bytes_get_le(r->buf + len, 4);
     if (crc32c_mask(crc32c(r->buf, (size_t)len)) != data_crc)
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: data CRC mismatch in record at offset %llu", r->path,

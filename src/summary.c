@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "calf/context.h"
+#include "bytes.h"
 #include "crc32c.h"
 #include "fsutil.h"
 
@@ -64,15 +65,11 @@ static void pb_tag(pbuf *b, unsigned field, unsigned wire_type) {
     pb_varint(b, (uint64_t)field << 3 | wire_type);
 }
 
-static void put_le(unsigned char *out, uint64_t v, int nbytes) {
-    for (int i = 0; i < nbytes; i++) out[i] = (unsigned char)(v >> (8 * i));
-}
-
 static void pb_double(pbuf *b, unsigned field, double v) {
     uint64_t bits;
     unsigned char le[8];
     memcpy(&bits, &v, sizeof bits);
-    put_le(le, bits, 8);
+    bytes_put_le(le, bits, 8);
     pb_tag(b, field, WT_FIXED64);
     pb_bytes(b, le, 8);
 }
@@ -89,7 +86,7 @@ static void pb_float(pbuf *b, unsigned field, float v) {
     uint32_t bits;
     unsigned char le[4];
     memcpy(&bits, &v, sizeof bits);
-    put_le(le, bits, 4);
+    bytes_put_le(le, bits, 4);
     pb_tag(b, field, WT_FIXED32);
     pb_bytes(b, le, 4);
 }
@@ -182,9 +179,9 @@ static int write_record(calf_summary_writer *w) {
     if (w->error.status != CALF_OK) return w->error.status;
     const pbuf *ev = &w->ev;
     unsigned char head[12], tail[4];
-    put_le(head, ev->len, 8);
-    put_le(head + 8, crc32c_mask(crc32c(head, 8)), 4);
-    put_le(tail, crc32c_mask(crc32c(ev->d, ev->len)), 4);
+    bytes_put_le(head, ev->len, 8);
+    bytes_put_le(head + 8, crc32c_mask(crc32c(head, 8)), 4);
+    bytes_put_le(tail, crc32c_mask(crc32c(ev->d, ev->len)), 4);
     w->rec.len = 0;
     pb_bytes(&w->rec, head, sizeof head);
     pb_bytes(&w->rec, ev->d, ev->len);
@@ -401,14 +398,14 @@ int calf_summary_writer_add_histogram(calf_summary_writer *w, const char *tag,
     pb_varint(h, (uint64_t)m * 8);
     for (size_t i = 0; i < m; i++) {
         memcpy(&bits, &w->out_limits[i], 8);
-        put_le(le, bits, 8);
+        bytes_put_le(le, bits, 8);
         pb_bytes(h, le, 8);
     }
     pb_tag(h, HISTO_BUCKET, WT_LEN);
     pb_varint(h, (uint64_t)m * 8);
     for (size_t i = 0; i < m; i++) {
         memcpy(&bits, &w->counts[i], 8);
-        put_le(le, bits, 8);
+        bytes_put_le(le, bits, 8);
         pb_bytes(h, le, 8);
     }
     w->val.len = 0;

@@ -17,6 +17,7 @@
 #include "calf/context.h"
 #include "calf/summary.h"
 #include "calf/train.h"
+#include "bytes.h"
 #include "checkpoint.h"
 #include "comm.h"
 #include "fsutil.h"
@@ -533,16 +534,14 @@ static size_t env_record_size(const trainer *t) {
 }
 
 static void put_rng(unsigned char *p, const calf_rng *r) {
-    for (int w = 0; w < 4; w++)
-        for (int k = 0; k < 8; k++) p[8 * w + k] = (unsigned char)(r->s[w] >> (8 * k));
+    for (int w = 0; w < 4; w++) bytes_put_le(p + 8 * w, r->s[w], 8);
 }
 
 /* A stream of all zeros never leaves zero: only a damaged file holds one. */
 static int get_rng(const unsigned char *p, calf_rng *r, const char *name, int env, calf_error *err) {
     uint64_t any = 0;
     for (int w = 0; w < 4; w++) {
-        r->s[w] = 0;
-        for (int k = 0; k < 8; k++) r->s[w] |= (uint64_t)p[8 * w + k] << (8 * k);
+        r->s[w] = bytes_get_le(p + 8 * w, 8);
         any |= r->s[w];
     }
     if (!any) return calf_error_set(err, CALF_EINVAL, "%s: env %d has an all-zero random stream", name, env);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
+
 /* The record stores the env's state bytes verbatim, i.e. in host byte order. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "vec_env records assume a little-endian host"
@@ -141,22 +143,10 @@ void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
 
 /* ---- records ---------------------------------------------------------------- */
 
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int k = 0; k < 4; k++) p[k] = (unsigned char)(v >> (8 * k));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int k = 0; k < 8; k++) p[k] = (unsigned char)(v >> (8 * k));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int k = 0; k < 4; k++) v |= (uint32_t)p[k] << (8 * k);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int k = 0; k < 8; k++) v |= (uint64_t)p[k] << (8 * k);
-    return v;
-}
+static void put_u32(unsigned char *p, uint32_t v) { bytes_put_le(p, v, 4); }
+static void put_u64(unsigned char *p, uint64_t v) { bytes_put_le(p, v, 8); }
+static uint32_t get_u32(const unsigned char *p) { return (uint32_t)bytes_get_le(p, 4); }
+static uint64_t get_u64(const unsigned char *p) { return bytes_get_le(p, 8); }
 static void put_f32(unsigned char *p, float f) {
     uint32_t v;
     memcpy(&v, &f, sizeof v);
