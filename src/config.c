@@ -50,7 +50,7 @@ static const binding_row table[CFG_NUM_BINDINGS] = {
     {"TrainerConfig.evaluate", CALF_CFG_BOOL, "False", 0, 0, 0, NULL, F_NODIGEST,
      "evaluate the greedy policy on separate environments (main process only)"},
     {"TrainerConfig.eval_interval", CALF_CFG_INT, "10", 1, 1e12, 0, NULL, F_NODIGEST,
-     "evaluate every this many iterations"},
+     "evaluate every this many iterations, and after the last one"},
     {"TrainerConfig.num_eval_episodes", CALF_CFG_INT, "10", 1, 1e6, 0, NULL, F_NODIGEST,
      "episodes per evaluation"},
     {"TrainerConfig.summary_interval", CALF_CFG_INT, "1", 1, 1e12, 0, NULL, F_NODIGEST,

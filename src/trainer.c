@@ -840,7 +840,7 @@ static int train_iteration(trainer *t, bool *stop) {
     if (t->iteration % calf_config_int(t->cfg, CFG_SUMMARY_INTERVAL) == 0)
         write_summaries(t, g, sps);
     if (calf_context_is_main() && calf_config_bool(t->cfg, CFG_EVALUATE) &&
-        t->iteration % calf_config_int(t->cfg, CFG_EVAL_INTERVAL) == 0) {
+        (t->iteration % calf_config_int(t->cfg, CFG_EVAL_INTERVAL) == 0 || finished(t))) {
         if ((rc = evaluate(t, err))) return rc;
     }
     int64_t check = calf_config_int(t->cfg, CFG_DDP_CHECK_INTERVAL);
