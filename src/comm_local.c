@@ -28,6 +28,7 @@ typedef struct local_slot {
 struct comm_local_shared {
     uint64_t magic;
     int nproc;
+    unsigned spin_polls;  /* polls before a waiter starts yielding its core */
     size_t map_bytes;     /* the whole mapping */
     size_t arena_bytes;   /* each of the two arenas */
     size_t arena_off;     /* arena 0 starts here; arena 1 follows it */
@@ -76,7 +77,7 @@ static void raise_abort(comm_local_shared *sh, int rank, const char *why) {
 /* Polls before the first clock read (~tens of microseconds), then yields the CPU for up
  * to YIELD_S, then sleeps with backoff: with more processes than cores a long wait must
  * not steal the core the awaited rank needs. */
-enum { SPIN_POLLS = 2000 };
+enum { SPIN_POLLS_OWN_CORE = 20000, SPIN_POLLS_SHARED = 2000 };
 static const double YIELD_S = 0.02;
 static const long SLEEP_MAX_NS = 200000;
 
@@ -113,7 +114,7 @@ static int wait_all(comm *c, uint64_t seq, calf_error *err) {
                                   "rank %d stopped waiting",
                                   next, sh->slot[next].why, (unsigned long long)seq, c->rank);
         }
-        if (++polls < SPIN_POLLS) {
+        if (++polls < sh->spin_polls) {
             cpu_relax();
             continue;
         }
@@ -267,6 +268,11 @@ int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,
             comm_local_shared *sh = p;
             sh->magic = LOCAL_MAGIC;
             sh->nproc = nproc;
+            /* With a core per process, a waiter spins (the ranks step in lockstep, so the
+             * wait is usually short and a syscall costs more than it saves); with more
+             * processes than cores it soon yields, so the rank it waits for can run. */
+            long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+            sh->spin_polls = cpus > 0 && nproc <= cpus ? SPIN_POLLS_OWN_CORE : SPIN_POLLS_SHARED;
             sh->map_bytes = total;
             sh->arena_bytes = arena;
             sh->arena_off = head;
