@@ -1148,16 +1148,29 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     return status_of_exit(code);
 }
 
+/* The rank an MPI launcher gave this process, from its environment (before MPI_Init). */
+static bool launcher_rank_is_zero(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && v[0]) return strcmp(v, "0") == 0;
+    }
+    return true;
+}
+
 int calf_train(const calf_train_options *o, calf_error *err) {
     calf_error_clear(err);
     if (!o->root_dir || !o->root_dir[0])
         return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
     if (comm_mpi_launched()) {
-        if (o->nproc > 1)
+        if (o->nproc > 1) {
+            /* every rank refuses; the launcher's rank 0 says why (MPI is not up yet) */
+            if (!launcher_rank_is_zero()) return CALF_EINVAL;
             return calf_error_set(err, CALF_EINVAL,
                                   "--nproc %d under an MPI launcher: the launcher decides the number "
                                   "of processes (use mpirun -np N without --nproc)",
                                   o->nproc);
+        }
         return train_mpi(o, err);
     }
     calf_config cfg;
