@@ -108,7 +108,6 @@ typedef struct trainer {
     double last_avg_return;  /* last iteration with finished episodes */
     double start_time, last_progress;
     int64_t start_iteration;
-    int status;              /* result of the loop */
     calf_error *err;
 } trainer;
 
