@@ -7,26 +7,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "comm.h"
 #include "launcher.h"
 
 enum { N_FLOATS = 9219, N_ENVS = 64, ITERS = 3000, BARRIERS = 20000 };
-
-static double now_us(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
-    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double quantile(double *v, int n, double q) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[(int)(q * (n - 1))];
-}
 
 static void fold_envs(comm_tree *t, int count) {
     for (int i = 0; i < count; i++) {
@@ -55,31 +40,31 @@ static int bench_rank(comm *c, void *arg) {
     for (int i = 0; i < ITERS && rc == 0; i++) {
         fold_envs(&t, count);
         rc = comm_barrier(c, &err); /* start together: time the exchange, not fold skew */
-        double t0 = now_us();
+        double t0 = bench_now_us();
         rc = comm_tree_allreduce(c, &t, out, &err);
-        sample[i] = now_us() - t0;
+        sample[i] = bench_now_us() - t0;
     }
-    double med = quantile(sample, ITERS, 0.5), p90 = quantile(sample, ITERS, 0.9);
+    double med = bench_quantile(sample, ITERS, 0.5), p90 = bench_quantile(sample, ITERS, 0.9);
     for (int i = 0; i < ITERS && rc == 0; i++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         fold_envs(&t, count);
         rc = comm_tree_allreduce(c, &t, out, &err);
-        sample[i] = now_us() - t0;
+        sample[i] = bench_now_us() - t0;
     }
-    double full = quantile(sample, ITERS, 0.5);
+    double full = bench_quantile(sample, ITERS, 0.5);
     /* Back-to-back barriers: the mean is the round trip through shared memory (a single
      * rank's per-call time would mostly see the other rank already arrived). */
     double bar = 0, any = 0;
     if (P > 1) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         for (int i = 0; i < BARRIERS && rc == 0; i++) rc = comm_barrier(c, &err);
-        bar = (now_us() - t0) / BARRIERS;
-        t0 = now_us();
+        bar = (bench_now_us() - t0) / BARRIERS;
+        t0 = bench_now_us();
         for (int i = 0; i < BARRIERS && rc == 0; i++) {
             int flag;
             rc = comm_any(c, 0, &flag, &err);
         }
-        any = (now_us() - t0) / BARRIERS;
+        any = (bench_now_us() - t0) / BARRIERS;
     }
     if (rc != 0) {
         comm_report_failure(c, err.msg);

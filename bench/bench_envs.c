@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "calf/env.h"
 #include "vec_env.h"
 
@@ -16,17 +17,6 @@ static const double target_rep_seconds = 0.15;
 
 /* CPU time of this thread: the machine is shared, and a core's throughput is what
  * the issue asks for, not how long other processes kept us waiting. */
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int actions[TABLE];
 static float cont[TABLE * CALF_ENV_MAX_ACT];
 static double sink; /* keeps the results observable so nothing is optimised away */
@@ -47,14 +37,14 @@ static double run_single(calf_env *env, long n) {
     float obs[CALF_ENV_MAX_OBS], r;
     int term, trunc;
     double acc = 0;
-    double t0 = now();
+    double t0 = bench_now();
     for (long i = 0; i < n; i++) {
         int k = (int)(i & (TABLE - 1));
         calf_env_step(env, actions[k], cont + k * CALF_ENV_MAX_ACT, obs, &r, &term, &trunc);
         acc += r;
         if (term | trunc) calf_env_reset(env, obs);
     }
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     sink += acc + obs[0];
     return dt;
 }
@@ -65,7 +55,7 @@ static double run_block(vec_env *ve, long n) {
     static float cact[BLOCK * CALF_ENV_MAX_ACT], reward[BLOCK], final_obs[BLOCK * CALF_ENV_MAX_OBS];
     static uint8_t term[BLOCK], trunc[BLOCK];
     double acc = 0;
-    double t0 = now();
+    double t0 = bench_now();
     for (long i = 0; i < n; i++) {
         /* Cheap per-step action rotation through the table (not timed separately:
          * it is part of what a trainer pays to hand actions over). */
@@ -78,7 +68,7 @@ static double run_block(vec_env *ve, long n) {
         vec_env_step(ve, act, cact, reward, term, trunc, final_obs, NULL, NULL);
         acc += reward[0];
     }
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     sink += acc + final_obs[0];
     return dt;
 }
@@ -113,7 +103,7 @@ static double measure(int block, const char *name) {
         vec_env_free(&ve);
     else
         calf_env_free(&env);
-    qsort(rates, REPS, sizeof rates[0], cmp_double);
+    qsort(rates, REPS, sizeof rates[0], bench_cmp_double);
     return rates[REPS / 2];
 fail:
     fprintf(stderr, "bench_envs: %s\n", err.msg);

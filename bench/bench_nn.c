@@ -8,23 +8,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "calf/rng.h"
 #include "nn.h"
 
 /* Many short runs (each well inside a scheduler time slice) and their median: on a
  * shared machine that is far steadier than a few long runs. */
 enum { RUNS = 301 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static volatile float sink;
 
@@ -35,11 +25,11 @@ static double median_time(bench_fn fn, void *arg, int reps, double *best) {
     static double t[RUNS];
     for (int i = 0; i < 20; i++) fn(arg); /* warm caches and clocks */
     for (int r = 0; r < RUNS; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < reps; i++) fn(arg);
-        t[r] = (now() - t0) / reps;
+        t[r] = (bench_now() - t0) / reps;
     }
-    qsort(t, RUNS, sizeof t[0], cmp_double);
+    qsort(t, RUNS, sizeof t[0], bench_cmp_double);
     *best = t[0];
     return t[RUNS / 2];
 }

@@ -7,18 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "calf/train.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     const char *conf = argc > 1 ? argv[1] : "examples/ppo_cartpole.gin";
@@ -58,9 +48,9 @@ int main(int argc, char **argv) {
             snprintf(root, sizeof root, "/tmp/calf_bench_train.%ld.%d.%d", (long)getpid(), nproc, r);
             o.root_dir = root;
             o.nproc = nproc;
-            double t0 = now();
+            double t0 = bench_now();
             int rc = calf_train(&o, &err);
-            double dt = now() - t0;
+            double dt = bench_now() - t0;
             char cmd[256];
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
             if (system(cmd) != 0) fprintf(stderr, "bench_train: could not remove %s\n", root);
@@ -73,7 +63,7 @@ int main(int argc, char **argv) {
     }
     double med[2];
     for (int k = 0; k < 2; k++) {
-        qsort(rates[k], (size_t)repeats, sizeof rates[k][0], cmp_double);
+        qsort(rates[k], (size_t)repeats, sizeof rates[k][0], bench_cmp_double);
         med[k] = rates[k][repeats / 2];
         printf("%-8d %14.0f %14.3f %7.2fx\n", k + 1, med[k], steps / med[k], med[k] / med[0]);
     }

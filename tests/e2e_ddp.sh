@@ -67,12 +67,9 @@ K=$WORK/kill
 "$CALF" train --quiet --root_dir "$K" --conf "$CONF" --nproc 2 \
     --conf_param TrainerConfig.num_iterations=1000000 >"$WORK/kill_out" 2>"$WORK/kill_err" &
 LPID=$!
-for _ in $(seq 1 100); do
-    grep -q "iter 2" "$K/log/rank-1.log" 2>/dev/null && break
-    sleep 0.1
-done
-W1=$(sed -n 's/.*pid \([0-9]*\).*/\1/p' "$K/log/rank-1.log" | head -1)
-W0=$(sed -n 's/.*pid \([0-9]*\).*/\1/p' "$K/log/rank-0.log" | head -1)
+wait_for_line "$K/log/rank-1.log" "iter 2" 10
+W1=$(log_pid "$K/log/rank-1.log")
+W0=$(log_pid "$K/log/rank-0.log")
 if [ -n "$W1" ] && [ -n "$W0" ]; then ok; else bad "worker pids not in the logs"; fi
 T0=$(date +%s.%N)
 kill -9 "$W1"
@@ -91,10 +88,7 @@ I=$WORK/int
     --conf_param TrainerConfig.num_iterations=1000000 --conf_param TrainerConfig.num_checkpoints=0 \
     >"$WORK/int_out" 2>"$WORK/int_err" &
 LPID=$!
-for _ in $(seq 1 100); do
-    grep -q "iter 2" "$I/log/rank-0.log" 2>/dev/null && break
-    sleep 0.1
-done
+wait_for_line "$I/log/rank-0.log" "iter 2" 10
 kill -INT $LPID
 wait $LPID
 expect_eq "$?" 130 "exit status after SIGINT"

@@ -66,12 +66,9 @@ K=$WORK/mkill
 timeout 60 "${MPIRUN[@]}" 2 "$CALF" train --quiet --root_dir "$K" --conf "$CONF" \
     --conf_param TrainerConfig.num_iterations=1000000 >"$WORK/kill_out" 2>"$WORK/kill_err" &
 LPID=$!
-for _ in $(seq 1 200); do
-    grep -q "iter 2" "$K/log/rank-1.log" 2>/dev/null && break
-    sleep 0.1
-done
-W0=$(sed -n 's/.*pid \([0-9]*\).*/\1/p' "$K/log/rank-0.log" | head -1)
-W1=$(sed -n 's/.*pid \([0-9]*\).*/\1/p' "$K/log/rank-1.log" | head -1)
+wait_for_line "$K/log/rank-1.log" "iter 2" 20
+W0=$(log_pid "$K/log/rank-0.log")
+W1=$(log_pid "$K/log/rank-1.log")
 if [ -n "$W0" ] && [ -n "$W1" ]; then ok; else bad "rank pids not in the logs"; fi
 kill -9 "$W1"
 wait $LPID

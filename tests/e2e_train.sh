@@ -108,7 +108,7 @@ I=$WORK/int1
     --conf_param TrainerConfig.num_iterations=1000000 --conf_param TrainerConfig.num_checkpoints=0 \
     >"$WORK/int_out" 2>"$WORK/int_err" &
 LPID=$!
-for _ in $(seq 1 100); do grep -q "iter 2" "$I/log/rank-0.log" 2>/dev/null && break; sleep 0.1; done
+wait_for_line "$I/log/rank-0.log" "iter 2" 10
 kill -INT $LPID
 wait $LPID
 expect_eq "$?" 130 "exit status after SIGINT (one process)"

@@ -36,3 +36,14 @@ report() {
     echo "$1: $CHECKS checks, $FAILS failed"
     [ "$FAILS" = 0 ]
 }
+# wait_for_line FILE TEXT SECONDS: wait (at most SECONDS) until FILE contains TEXT
+wait_for_line() {
+    local i
+    for i in $(seq 1 $(($3 * 10))); do
+        grep -qF -- "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# log_pid LOG: the process id a rank's log records on its first line
+log_pid() { sed -n 's/.*pid \([0-9]*\).*/\1/p' "$1" | head -1; }
