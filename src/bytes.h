@@ -3,7 +3,40 @@
 #ifndef CALF_BYTES_H
 #define CALF_BYTES_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/error.h"
+
+/* A growable byte buffer (checkpoint payloads, encoded TensorBoard records). A zeroed
+ * struct is an empty buffer; free(data) releases it. */
+typedef struct bytes_buf {
+    unsigned char *data; /* (len) owned */
+    size_t len, cap;
+} bytes_buf;
+
+/* Room for n more bytes at the end: returns where they go and counts them in len. The
+ * buffer doubles as it grows; running out of memory ends the process (calf_xmalloc). */
+static inline unsigned char *bytes_buf_grow(bytes_buf *b, size_t n) {
+    CALF_ASSERT(n <= SIZE_MAX - b->len);
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n) {
+            CALF_ASSERT(cap <= SIZE_MAX / 2);
+            cap *= 2;
+        }
+        unsigned char *d = calf_xmalloc(cap);
+        if (b->len) memcpy(d, b->data, b->len);
+        free(b->data);
+        b->data = d;
+        b->cap = cap;
+    }
+    unsigned char *at = b->data + b->len;
+    b->len += n;
+    return at;
+}
 
 /* The low nbytes (1..8) of v into out, least significant first. */
 static inline void bytes_put_le(unsigned char *out, uint64_t v, int nbytes) {

@@ -31,28 +31,9 @@ void ckpt_buf_free(ckpt_buf *b) {
     ckpt_buf_init(b);
 }
 
-/* Make room for n more bytes and return where they go. */
-static unsigned char *buf_grow(ckpt_buf *b, size_t n) {
-    CALF_ASSERT(n <= SIZE_MAX - b->len);
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) {
-            CALF_ASSERT(cap <= SIZE_MAX / 2);
-            cap *= 2;
-        }
-        unsigned char *d = realloc(b->data, cap);
-        if (!d) calf_panic(__FILE__, __LINE__, "out of memory growing a checkpoint to %zu bytes", cap);
-        b->data = d;
-        b->cap = cap;
-    }
-    unsigned char *at = b->data + b->len;
-    b->len += n;
-    return at;
-}
-
-void ckpt_put_u32(ckpt_buf *b, uint32_t v) { bytes_put_le(buf_grow(b, 4), v, 4); }
-void ckpt_put_u64(ckpt_buf *b, uint64_t v) { bytes_put_le(buf_grow(b, 8), v, 8); }
-void ckpt_put_i64(ckpt_buf *b, int64_t v) { bytes_put_le(buf_grow(b, 8), (uint64_t)v, 8); }
+void ckpt_put_u32(ckpt_buf *b, uint32_t v) { bytes_put_le(bytes_buf_grow(b, 4), v, 4); }
+void ckpt_put_u64(ckpt_buf *b, uint64_t v) { bytes_put_le(bytes_buf_grow(b, 8), v, 8); }
+void ckpt_put_i64(ckpt_buf *b, int64_t v) { bytes_put_le(bytes_buf_grow(b, 8), (uint64_t)v, 8); }
 
 void ckpt_put_f64(ckpt_buf *b, double v) {
     uint64_t bits;
@@ -62,14 +43,14 @@ void ckpt_put_f64(ckpt_buf *b, double v) {
 
 void ckpt_put_bytes(ckpt_buf *b, const void *p, size_t n) {
     CALF_ASSERT(p != NULL || n == 0);
-    if (n) memcpy(buf_grow(b, n), p, n);
+    if (n) memcpy(bytes_buf_grow(b, n), p, n);
 }
 
 void ckpt_put_f32s(ckpt_buf *b, const float *p, size_t n) {
     CALF_ASSERT(p != NULL || n == 0);
     CALF_ASSERT(n <= SIZE_MAX / 4);
     ckpt_put_u64(b, (uint64_t)n);
-    unsigned char *out = buf_grow(b, n * 4);
+    unsigned char *out = bytes_buf_grow(b, n * 4);
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
         memcpy(&bits, &p[i], 4);
@@ -79,7 +60,7 @@ void ckpt_put_f32s(ckpt_buf *b, const float *p, size_t n) {
 
 void ckpt_put_tag(ckpt_buf *b, const char *tag) {
     CALF_ASSERT(tag != NULL && strlen(tag) == 4);
-    memcpy(buf_grow(b, 4), tag, 4);
+    memcpy(bytes_buf_grow(b, 4), tag, 4);
 }
 
 /* ----------------------------------------------------------------- payload reader */

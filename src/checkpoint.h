@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bytes.h"
 #include "calf/error.h"
 
 /* File layout (all integers little-endian):
@@ -34,10 +35,7 @@ typedef struct ckpt_header {
 } ckpt_header;
 
 /* ---- payload builder: appends little-endian values; grows (panics on OOM) ---- */
-typedef struct ckpt_buf {
-    unsigned char *data; /* (len) owned; free with ckpt_buf_free */
-    size_t len, cap;
-} ckpt_buf;
+typedef bytes_buf ckpt_buf; /* data (len) owned; free with ckpt_buf_free */
 
 void ckpt_buf_init(ckpt_buf *b);
 void ckpt_buf_free(ckpt_buf *b); /* leaves b empty and reusable */

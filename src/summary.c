@@ -23,31 +23,12 @@
 /* Protobuf wire types used here. */
 enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_FIXED32 = 5 };
 
-/* A growable byte buffer for encoding. Sizes are small (one Event), so running out of
- * memory is treated like any other calf allocation failure. */
-typedef struct pbuf {
-    unsigned char *d;
-    size_t len, cap;
-} pbuf;
-
-static void pb_reserve(pbuf *b, size_t extra) {
-    CALF_ASSERT(extra <= SIZE_MAX - b->len);
-    if (b->len + extra <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) {
-        CALF_ASSERT(cap <= SIZE_MAX / 2);
-        cap *= 2;
-    }
-    unsigned char *d = realloc(b->d, cap);
-    if (!d) calf_panic(__FILE__, __LINE__, "out of memory growing a buffer to %zu bytes", cap);
-    b->d = d;
-    b->cap = cap;
-}
+/* Encoding buffers: bytes_buf (bytes.h). Sizes are small (one Event). */
+typedef bytes_buf pbuf;
 
 static void pb_bytes(pbuf *b, const void *p, size_t n) {
-    pb_reserve(b, n);
-    if (n) memcpy(b->d + b->len, p, n);
-    b->len += n;
+    unsigned char *at = bytes_buf_grow(b, n);
+    if (n) memcpy(at, p, n);
 }
 
 static void pb_varint(pbuf *b, uint64_t v) {
@@ -181,12 +162,12 @@ static int write_record(calf_summary_writer *w) {
     unsigned char head[12], tail[4];
     bytes_put_le(head, ev->len, 8);
     bytes_put_le(head + 8, crc32c_mask(crc32c(head, 8)), 4);
-    bytes_put_le(tail, crc32c_mask(crc32c(ev->d, ev->len)), 4);
+    bytes_put_le(tail, crc32c_mask(crc32c(ev->data, ev->len)), 4);
     w->rec.len = 0;
     pb_bytes(&w->rec, head, sizeof head);
-    pb_bytes(&w->rec, ev->d, ev->len);
+    pb_bytes(&w->rec, ev->data, ev->len);
     pb_bytes(&w->rec, tail, sizeof tail);
-    if (fwrite(w->rec.d, 1, w->rec.len, w->f) != w->rec.len) {
+    if (fwrite(w->rec.data, 1, w->rec.len, w->f) != w->rec.len) {
         writer_fail(w, "write", errno ? errno : EIO);
         return w->error.status;
     }
@@ -217,11 +198,11 @@ static void host_name(char *out, size_t cap) {
 
 static void writer_free(calf_summary_writer *w) {
     free(w->path);
-    free(w->rec.d);
-    free(w->ev.d);
-    free(w->sum.d);
-    free(w->val.d);
-    free(w->histo.d);
+    free(w->rec.data);
+    free(w->ev.data);
+    free(w->sum.data);
+    free(w->val.data);
+    free(w->histo.data);
     free(w->limits);
     free(w->counts);
     free(w->out_limits);
@@ -317,10 +298,10 @@ int calf_summary_writer_close(calf_summary_writer *w, calf_error *err) {
 /* Wrap w->val as the one value of a Summary inside an Event. */
 static int write_summary_event(calf_summary_writer *w, int64_t step, double wall_time) {
     w->sum.len = 0;
-    pb_len_field(&w->sum, SUMMARY_VALUE, w->val.d, w->val.len);
+    pb_len_field(&w->sum, SUMMARY_VALUE, w->val.data, w->val.len);
     w->ev.len = 0;
     encode_event_head(&w->ev, wall_time, step);
-    pb_len_field(&w->ev, EVENT_SUMMARY, w->sum.d, w->sum.len);
+    pb_len_field(&w->ev, EVENT_SUMMARY, w->sum.data, w->sum.len);
     return write_record(w);
 }
 
@@ -410,7 +391,7 @@ int calf_summary_writer_add_histogram(calf_summary_writer *w, const char *tag,
     }
     w->val.len = 0;
     pb_len_field(&w->val, VALUE_TAG, tag, strlen(tag));
-    pb_len_field(&w->val, VALUE_HISTO, h->d, h->len);
+    pb_len_field(&w->val, VALUE_HISTO, h->data, h->len);
     return write_summary_event(w, step, wall_time);
 }
 
