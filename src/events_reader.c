@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "calf/summary.h"
 #include "bytes.h"
@@ -364,6 +365,15 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
                               "events: %s: implausible record length %llu at offset %llu",
                               r->path, (unsigned long long)len, off);
     size_t need = (size_t)len + 4;
+    /* a damaged length that passes its CRC must not drive an allocation larger than
+     * what the file can still hold */
+    struct stat st;
+    if (fstat(fileno(r->f), &st) == 0 && (uint64_t)st.st_size < r->offset + 12 + (uint64_t)need)
+        return calf_error_set(err, CALF_EINVAL,
+                              "events: %s: truncated record at offset %llu (length %llu, file "
+                              "ends %llu bytes after its header)",
+                              r->path, off, (unsigned long long)len,
+                              (unsigned long long)((uint64_t)st.st_size - r->offset - 12));
     if (need > r->cap) {
         unsigned char *b = realloc(r->buf, need);
         if (!b)

@@ -82,6 +82,23 @@ expect_in "$WORK/kill_err" "rank 1 failed"
 expect_in "$WORK/kill_err" "SIGKILL"
 if kill -0 "$W0" 2>/dev/null || kill -0 "$W1" 2>/dev/null; then bad "a worker is still running"; else ok; fi
 
+# kill -9 of the launcher itself: its workers die with it (PR_SET_PDEATHSIG)
+P=$WORK/parent
+"$CALF" train --quiet --root_dir "$P" --conf "$CONF" --nproc 2 \
+    --conf_param TrainerConfig.num_iterations=1000000 >/dev/null 2>&1 &
+LPID=$!
+wait_for_line "$P/log/rank-1.log" "iter 2" 10
+W0=$(log_pid "$P/log/rank-0.log")
+W1=$(log_pid "$P/log/rank-1.log")
+kill -9 $LPID
+wait $LPID 2>/dev/null
+running() { # a process that exists and is not a zombie
+    [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat")" != Z ]
+}
+for _ in $(seq 1 50); do running "$W0" || running "$W1" || break; sleep 0.1; done
+if [ -n "$W0" ] && [ -n "$W1" ] && ! running "$W0" && ! running "$W1"; then ok
+else bad "workers $W0 $W1 still running after the launcher was killed"; fi
+
 # Ctrl-C: finish the iteration, checkpoint, exit 130
 I=$WORK/int
 "$CALF" train --quiet --root_dir "$I" --conf "$CONF" --nproc 2 \

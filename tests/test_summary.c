@@ -678,6 +678,19 @@ static void test_damage(void) {
     CHECK_INT_EQ(write_file(bad, copy, rec[1].off + fl), 0);
     expect_reader_error(bad, 1, "bad Event", rec[1].off);
 
+    /* A huge length with a valid length CRC in a small file: refused as truncated before
+     * anything that size is allocated. */
+    unsigned char head[16];
+    uint64_t huge = 100000000;
+    for (int k = 0; k < 8; k++) head[k] = (unsigned char)(huge >> (8 * k));
+    uint32_t lc = crc32c_mask(crc32c(head, 8));
+    for (int k = 0; k < 4; k++) head[8 + k] = (unsigned char)(lc >> (8 * k));
+    memset(head + 12, 0, 4);
+    memcpy(copy, orig, rec[1].off);
+    memcpy(copy + rec[1].off, head, sizeof head);
+    CHECK_INT_EQ(write_file(bad, copy, rec[1].off + sizeof head), 0);
+    expect_reader_error(bad, 1, "truncated record", rec[1].off);
+
     calf_error_clear(&err);
     CHECK_INT_EQ(events_reader_open(&r, "/nonexistent/calf/events", &err), CALF_EIO);
     CHECK(contains(err.msg, "/nonexistent/calf/events"));
