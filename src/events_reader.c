@@ -408,7 +408,9 @@ int calf_events_dump(const char *path, FILE *out, calf_error *err) {
     int rc = events_reader_open(&r, path, err);
     if (rc != CALF_OK) return rc;
     const events_record *rec;
+    long records = 0;
     while ((rc = events_reader_next(&r, &rec, err)) == CALF_OK && rec) {
+        records++;
         if (rec->file_version && fprintf(out, "file_version %s\n", rec->file_version) < 0) {
             rc = calf_error_set(err, CALF_EIO, "events: write: %s", strerror(errno));
             break;
@@ -430,6 +432,9 @@ int calf_events_dump(const char *path, FILE *out, calf_error *err) {
         }
         if (rc != CALF_OK) break;
     }
+    /* every events file starts with its file_version record: an empty one is not one */
+    if (rc == CALF_OK && records == 0)
+        rc = calf_error_set(err, CALF_EINVAL, "events: %s: empty file, not an events file", path);
     events_reader_close(&r);
     return rc;
 }

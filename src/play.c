@@ -62,8 +62,8 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     if (rc == CALF_OK) {
         printf("policy: %s (iteration %lld), %s, greedy\n", path, (long long)iteration, env_name);
         for (int k = 0; k < o->num_episodes; k++)
-            if (o->verbose || o->num_episodes <= 20) printf("episode %d: return %.3f\n", k + 1, returns[k]);
-        printf("average return over %d episodes: %.3f\n", o->num_episodes, avg);
+            if (o->verbose || o->num_episodes <= 20) printf("episode %d: return %.3f\n", k + 1, returns[k] + 0.0); /* no "-0.000" */
+        printf("average return over %d episodes: %.3f\n", o->num_episodes, avg + 0.0);
     }
     free(returns);
     model_free(&md);

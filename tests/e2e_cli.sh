@@ -74,6 +74,10 @@ for d in b_root e_root m_root p_root n_root l_root t_root; do
     if [ -e "$WORK/$d" ]; then bad "$d created for a rejected config"; else ok; fi
 done
 
+: > "$WORK/empty.tfevents"
+expect_exit 2 "$CALF" events "$WORK/empty.tfevents"
+expect_in "$WORK/err" "empty file, not an events file"
+expect_exit 2 "$CALF" events "$WORK/nonexistent.tfevents"
 expect_exit 0 "$CALF" envs
 expect_in "$WORK/out" "CartPole-v1"
 expect_in "$WORK/out" "Pendulum-v1"
