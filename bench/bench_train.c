@@ -34,8 +34,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: %s\n", err.msg);
         return 2;
     }
-    double steps = (double)iters * (double)calf_config_int(&cfg, CFG_NUM_ENVS) *
-                   (double)calf_config_int(&cfg, CFG_UNROLL_LENGTH);
+    double steps = (double)iters * (double)calf_config_int(&cfg, CALF_CFG_NUM_ENVS) *
+                   (double)calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH);
     printf("%s: %ld iterations, %.0f env steps per run, median of %d runs\n", conf, iters, steps,
            repeats);
     printf("%-8s %14s %14s %8s\n", "nproc", "steps/s", "seconds", "speedup");

@@ -28,7 +28,7 @@ typedef struct binding_row {
 #define BIG 1e15
 
 /* Keep in calf_binding_id order. */
-static const binding_row table[CFG_NUM_BINDINGS] = {
+static const binding_row table[CALF_CFG_NUM_BINDINGS] = {
     {"create_environment.env_name", CALF_CFG_STRING, "'CartPole-v1'", 0, 0, 0, NULL, 0,
      "registered environment to train on (see `calf envs`)"},
     {"create_environment.num_parallel_environments", CALF_CFG_INT, "64", 1, 1 << 20, 0, NULL, 0,
@@ -231,7 +231,7 @@ static const char *closest_binding(const char *name) {
     size_t best_d = (size_t)-1;
     const char *dot = strrchr(name, '.');
     const char *param = dot ? dot + 1 : name;
-    for (int i = 0; i < CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
         size_t d = edit_distance(name, table[i].name);
         const char *tdot = strrchr(table[i].name, '.');
         size_t dp = edit_distance(param, tdot + 1);
@@ -525,7 +525,7 @@ static int parse_text(parse_state *ps, const char *text) {
 
 void calf_config_init(calf_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    for (int i = 0; i < CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
         parse_state ps;
         memset(&ps, 0, sizeof ps);
         calf_error err;
@@ -577,16 +577,16 @@ int calf_config_apply_param(calf_config *cfg, const char *assignment, calf_error
 }
 
 int calf_config_validate(const calf_config *cfg, calf_error *err) {
-    int64_t iters = calf_config_int(cfg, CFG_NUM_ITERATIONS);
-    int64_t steps = calf_config_int(cfg, CFG_NUM_ENV_STEPS);
+    int64_t iters = calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS);
+    int64_t steps = calf_config_int(cfg, CALF_CFG_NUM_ENV_STEPS);
     if (iters == 0 && steps == 0)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: TrainerConfig.num_iterations and TrainerConfig.num_env_steps are "
                               "both 0: the run would never stop",
-                              cfg->origin[CFG_NUM_ITERATIONS][0] ? cfg->origin[CFG_NUM_ITERATIONS]
+                              cfg->origin[CALF_CFG_NUM_ITERATIONS][0] ? cfg->origin[CALF_CFG_NUM_ITERATIONS]
                                                                  : "config");
     /* the rollout is held in memory: keep it (and every index into it) well in range */
-    int64_t samples = calf_config_int(cfg, CFG_NUM_ENVS) * calf_config_int(cfg, CFG_UNROLL_LENGTH);
+    int64_t samples = calf_config_int(cfg, CALF_CFG_NUM_ENVS) * calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
     if (samples > ((int64_t)1 << 22))
         return calf_error_set(err, CALF_EINVAL,
                               "create_environment.num_parallel_environments x "
@@ -597,7 +597,7 @@ int calf_config_validate(const calf_config *cfg, calf_error *err) {
 }
 
 const calf_config_value *calf_config_get(const calf_config *cfg, calf_binding_id id) {
-    CALF_ASSERT(id >= 0 && id < CFG_NUM_BINDINGS);
+    CALF_ASSERT(id >= 0 && id < CALF_CFG_NUM_BINDINGS);
     return &cfg->values[id];
 }
 
@@ -626,7 +626,7 @@ calf_config_type calf_binding_type(calf_binding_id id) { return table[id].type; 
 const char *calf_binding_help(calf_binding_id id) { return table[id].help; }
 
 int calf_binding_find(const char *name) {
-    for (int i = 0; i < CFG_NUM_BINDINGS; i++)
+    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++)
         if (strcmp(table[i].name, name) == 0) return i;
     return -1;
 }
@@ -660,7 +660,7 @@ void calf_config_format_value(const calf_config *cfg, calf_binding_id id, char *
 }
 
 void calf_config_list_bindings(FILE *out) {
-    for (int i = 0; i < CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
         const binding_row *r = &table[i];
         char bounds[128] = "";
         if (r->type == CALF_CFG_INT || r->type == CALF_CFG_FLOAT || r->type == CALF_CFG_INT_TUPLE ||
@@ -685,7 +685,7 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
         fputc('\n', out);
     }
     char scope[128] = "";
-    for (int i = 0; i < CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
         const char *dot = strrchr(table[i].name, '.');
         size_t sl = (size_t)(dot - table[i].name);
         if (strlen(scope) != sl || strncmp(scope, table[i].name, sl) != 0) {
@@ -703,7 +703,7 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
 
 uint64_t calf_config_digest(const calf_config *cfg) {
     uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over "name=value\n" */
-    for (int i = 0; i < CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
         if (table[i].flags & F_NODIGEST) continue;
         char val[700];
         format_value(&cfg->values[i], table[i].type, val, sizeof val);

@@ -18,17 +18,17 @@ void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec) {
     md->num_actions = spec->num_actions;
     md->action_dim = spec->action_dim;
     md->head_dim = spec->num_actions > 0 ? spec->num_actions : spec->action_dim;
-    const calf_config_value *al = calf_config_get(cfg, CFG_ACTOR_LAYERS);
-    const calf_config_value *vl = calf_config_get(cfg, CFG_VALUE_LAYERS);
+    const calf_config_value *al = calf_config_get(cfg, CALF_CFG_ACTOR_LAYERS);
+    const calf_config_value *vl = calf_config_get(cfg, CALF_CFG_VALUE_LAYERS);
     int ah[CALF_CFG_MAX_TUPLE], vh[CALF_CFG_MAX_TUPLE];
     for (int i = 0; i < al->n; i++) ah[i] = (int)al->ti[i];
     for (int i = 0; i < vl->n; i++) vh[i] = (int)vl->ti[i];
     CALF_ASSERT(al->n < NN_MAX_LAYERS && vl->n < NN_MAX_LAYERS);
     size_t cursor = 0;
     nn_mlp_layout(&md->actor, md->obs_dim, ah, al->n, md->head_dim,
-                  activation_of(calf_config_string(cfg, CFG_ACTOR_ACTIVATION)), &cursor);
+                  activation_of(calf_config_string(cfg, CALF_CFG_ACTOR_ACTIVATION)), &cursor);
     nn_mlp_layout(&md->value, md->obs_dim, vh, vl->n, 1,
-                  activation_of(calf_config_string(cfg, CFG_VALUE_ACTIVATION)), &cursor);
+                  activation_of(calf_config_string(cfg, CALF_CFG_VALUE_ACTIVATION)), &cursor);
     md->log_std_off = cursor;
     if (md->action_dim > 0) cursor += (size_t)md->action_dim;
     md->num_params = cursor;
@@ -45,7 +45,7 @@ void model_init_params(model *md, const calf_config *cfg, uint64_t seed) {
     nn_mlp_init(&md->actor, md->params, sqrtf(2.0f), 0.01f, &rng);
     nn_mlp_init(&md->value, md->params, sqrtf(2.0f), 1.0f, &rng);
     for (int k = 0; k < md->action_dim; k++)
-        md->params[md->log_std_off + k] = (float)calf_config_float(cfg, CFG_INIT_LOG_STD);
+        md->params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);
 }
 
 void model_free(model *md) {

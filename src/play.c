@@ -21,7 +21,7 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     calf_config_init(&cfg);
     int rc = calf_config_parse_file(&cfg, conf, err);
     if (rc) return CALF_EINVAL;
-    const char *env_name = calf_config_string(&cfg, CFG_ENV_NAME);
+    const char *env_name = calf_config_string(&cfg, CALF_CFG_ENV_NAME);
     const calf_env_class *cls = calf_env_find(env_name);
     if (!cls) return calf_error_set(err, CALF_EINVAL, "%s: unknown environment '%s'", conf, env_name);
 

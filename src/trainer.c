@@ -155,11 +155,11 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
     for (int i = 0; i < o->num_conf_params; i++)
         if ((rc = calf_config_apply_param(cfg, o->conf_params[i], err))) return rc;
     if ((rc = calf_config_validate(cfg, err))) return rc;
-    const char *env = calf_config_string(cfg, CFG_ENV_NAME);
+    const char *env = calf_config_string(cfg, CALF_CFG_ENV_NAME);
     if (!calf_env_find(env)) {
         char names[512];
         calf_env_list_names(names, sizeof names);
-        const char *where = cfg->origin[CFG_ENV_NAME];
+        const char *where = cfg->origin[CALF_CFG_ENV_NAME];
         return calf_error_set(err, CALF_EINVAL, "%s%sunknown environment '%s' (known: %s)",
                               where, where[0] ? ": " : "", env, names);
     }
@@ -195,19 +195,19 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
 static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error *err) {
     t->cfg = cfg;
     t->c = c;
-    t->E = (int)calf_config_int(cfg, CFG_NUM_ENVS);
-    t->T = (int)calf_config_int(cfg, CFG_UNROLL_LENGTH);
-    t->epochs = (int)calf_config_int(cfg, CFG_NUM_UPDATES);
-    t->seed = (uint64_t)calf_config_int(cfg, CFG_RANDOM_SEED);
-    t->max_iterations = calf_config_int(cfg, CFG_NUM_ITERATIONS);
-    t->max_env_steps = calf_config_int(cfg, CFG_NUM_ENV_STEPS);
+    t->E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS);
+    t->T = (int)calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
+    t->epochs = (int)calf_config_int(cfg, CALF_CFG_NUM_UPDATES);
+    t->seed = (uint64_t)calf_config_int(cfg, CALF_CFG_RANDOM_SEED);
+    t->max_iterations = calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS);
+    t->max_env_steps = calf_config_int(cfg, CALF_CFG_NUM_ENV_STEPS);
     int64_t per_iter = (int64_t)t->E * t->T;
     int64_t by_steps = t->max_env_steps > 0 ? (t->max_env_steps + per_iter - 1) / per_iter : 0;
     t->total_iterations = t->max_iterations;
     if (by_steps > 0 && (t->total_iterations == 0 || by_steps < t->total_iterations))
         t->total_iterations = by_steps;
     /* minibatches: the global mini_batch_size, rounded to whole timesteps per env */
-    int64_t mbs = calf_config_int(cfg, CFG_MINI_BATCH_SIZE);
+    int64_t mbs = calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
     int64_t M = (per_iter + mbs - 1) / mbs;
     if (M < 1) M = 1;
     if (M > t->T) M = t->T;
@@ -217,10 +217,10 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
 
     int rc = calf_split(t->E, comm_size(c), c->index, &t->begin, &t->count, err);
     if (rc) return rc;
-    rc = vec_env_init(&t->ve, calf_config_string(cfg, CFG_ENV_NAME), t->seed, t->begin, t->count,
+    rc = vec_env_init(&t->ve, calf_config_string(cfg, CALF_CFG_ENV_NAME), t->seed, t->begin, t->count,
                       err);
     if (rc) return rc;
-    const calf_env_class *cls = calf_env_find(calf_config_string(cfg, CFG_ENV_NAME));
+    const calf_env_class *cls = calf_env_find(calf_config_string(cfg, CALF_CFG_ENV_NAME));
     model_init(&t->md, cfg, &cls->spec);
     model_init_params(&t->md, cfg, t->seed);
 
@@ -340,8 +340,8 @@ static void rollout(trainer *t) {
 
 static int compute_advantages(trainer *t, calf_error *err) {
     int n = t->count, T = t->T;
-    float gamma = (float)calf_config_float(t->cfg, CFG_GAMMA);
-    float lambda = (float)calf_config_float(t->cfg, CFG_TD_LAMBDA);
+    float gamma = (float)calf_config_float(t->cfg, CALF_CFG_GAMMA);
+    float lambda = (float)calf_config_float(t->cfg, CALF_CFG_TD_LAMBDA);
     double *sums = t->adv_sums;
     for (int e = 0; e < n; e++) {
         for (int s = 0; s < T; s++) {
@@ -363,7 +363,7 @@ static int compute_advantages(trainer *t, calf_error *err) {
             sums[2 * e + 1] += (double)t->g_adv[s] * t->g_adv[s];
         }
     }
-    if (!calf_config_bool(t->cfg, CFG_NORMALIZE_ADVANTAGES)) return CALF_OK;
+    if (!calf_config_bool(t->cfg, CALF_CFG_NORMALIZE_ADVANTAGES)) return CALF_OK;
     /* whole-batch mean and (population) std, summed over envs in canonical order */
     double tot[2];
     int rc = comm_tree_sum_f64(t->c, t->E, t->begin, n, sums, 2, tot, err);
@@ -392,13 +392,13 @@ static void shuffle_env(calf_rng *rng, int *perm, int T) {
 static int update(trainer *t, calf_error *err) {
     model *md = &t->md;
     int n = t->count, T = t->T, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
-    float clip = (float)calf_config_float(t->cfg, CFG_RATIO_CLIPPING);
-    float td_w = (float)calf_config_float(t->cfg, CFG_TD_LOSS_WEIGHT);
-    float ent_w = (float)calf_config_float(t->cfg, CFG_ENTROPY_REG);
-    float lr = (float)calf_config_float(t->cfg, CFG_ADAM_LR);
-    const calf_config_value *betas = calf_config_get(t->cfg, CFG_ADAM_BETAS);
-    float eps = (float)calf_config_float(t->cfg, CFG_ADAM_EPS);
-    double max_norm = calf_config_float(t->cfg, CFG_GRADIENT_CLIPPING);
+    float clip = (float)calf_config_float(t->cfg, CALF_CFG_RATIO_CLIPPING);
+    float td_w = (float)calf_config_float(t->cfg, CALF_CFG_TD_LOSS_WEIGHT);
+    float ent_w = (float)calf_config_float(t->cfg, CALF_CFG_ENTROPY_REG);
+    float lr = (float)calf_config_float(t->cfg, CALF_CFG_ADAM_LR);
+    const calf_config_value *betas = calf_config_get(t->cfg, CALF_CFG_ADAM_BETAS);
+    float eps = (float)calf_config_float(t->cfg, CALF_CFG_ADAM_EPS);
+    double max_norm = calf_config_float(t->cfg, CALF_CFG_GRADIENT_CLIPPING);
 
     for (int epoch = 0; epoch < t->epochs; epoch++) {
         for (int e = 0; e < n; e++) shuffle_env(&t->shuf_rng[e], t->perm + (size_t)e * T, T);
@@ -586,7 +586,7 @@ static int write_checkpoint(trainer *t, calf_error *err) {
         if (rc == CALF_OK) {
             logf_(t, false, "checkpoint %s", path);
             /* the new checkpoint is safe; failing to remove an old one only costs disk */
-            int64_t keep = calf_config_int(t->cfg, CFG_NUM_CHECKPOINTS);
+            int64_t keep = calf_config_int(t->cfg, CALF_CFG_NUM_CHECKPOINTS);
             calf_error perr;
             if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, t->iteration, &perr) != CALF_OK)
                 logf_(t, true, "warning: %s", perr.msg);
@@ -707,7 +707,7 @@ static bool finished(const trainer *t) {
 /* num_checkpoints spread evenly: due when iteration * k / total passes a whole number,
  * so k checkpoints fall on the run (the last on its final iteration). */
 static bool checkpoint_due(const trainer *t) {
-    int64_t k = calf_config_int(t->cfg, CFG_NUM_CHECKPOINTS), total = t->total_iterations;
+    int64_t k = calf_config_int(t->cfg, CALF_CFG_NUM_CHECKPOINTS), total = t->total_iterations;
     if (k <= 0 || total <= 0 || t->iteration > total) return false;
     return t->iteration * k / total > (t->iteration - 1) * k / total;
 }
@@ -779,7 +779,7 @@ static void write_summaries(trainer *t, const double *g, double steps_per_sec) {
     calf_summary_scalar("Optimizer/grad_norm", step,
                         t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
     calf_summary_scalar("Perf/env_steps_per_sec", step, steps_per_sec);
-    if (calf_config_bool(t->cfg, CFG_SUMMARIZE_GRADS_AND_VARS)) {
+    if (calf_config_bool(t->cfg, CALF_CFG_SUMMARIZE_GRADS_AND_VARS)) {
         model *md = &t->md;
         calf_summary_histogram("Params/actor", step, md->params + md->actor.offset,
                                md->actor.num_params);
@@ -793,10 +793,10 @@ static void write_summaries(trainer *t, const double *g, double steps_per_sec) {
 }
 
 static int evaluate(trainer *t, calf_error *err) {
-    int episodes = (int)calf_config_int(t->cfg, CFG_NUM_EVAL_EPISODES);
+    int episodes = (int)calf_config_int(t->cfg, CALF_CFG_NUM_EVAL_EPISODES);
     double *returns = calf_xcalloc((size_t)episodes, sizeof(double));
     double avg = 0;
-    int rc = trainer_evaluate_greedy(&t->md, calf_config_string(t->cfg, CFG_ENV_NAME), t->seed,
+    int rc = trainer_evaluate_greedy(&t->md, calf_config_string(t->cfg, CALF_CFG_ENV_NAME), t->seed,
                                      episodes, returns, &avg, err);
     free(returns);
     if (rc) return rc;
@@ -836,13 +836,13 @@ static int train_iteration(trainer *t, bool *stop) {
     if (rc) return rc;
     *stop = any != 0;
     double sps = (double)t->E * t->T / (now_seconds() - t0);
-    if (t->iteration % calf_config_int(t->cfg, CFG_SUMMARY_INTERVAL) == 0)
+    if (t->iteration % calf_config_int(t->cfg, CALF_CFG_SUMMARY_INTERVAL) == 0)
         write_summaries(t, g, sps);
-    if (calf_context_is_main() && calf_config_bool(t->cfg, CFG_EVALUATE) &&
-        (t->iteration % calf_config_int(t->cfg, CFG_EVAL_INTERVAL) == 0 || finished(t))) {
+    if (calf_context_is_main() && calf_config_bool(t->cfg, CALF_CFG_EVALUATE) &&
+        (t->iteration % calf_config_int(t->cfg, CALF_CFG_EVAL_INTERVAL) == 0 || finished(t))) {
         if ((rc = evaluate(t, err))) return rc;
     }
-    int64_t check = calf_config_int(t->cfg, CFG_DDP_CHECK_INTERVAL);
+    int64_t check = calf_config_int(t->cfg, CALF_CFG_DDP_CHECK_INTERVAL);
     if (comm_size(t->c) > 1 && check > 0 && t->iteration % check == 0) {
         uint64_t d = model_digest(&t->md);
         if ((rc = comm_check_equal(t->c, &d, sizeof d, err))) return rc;
@@ -942,7 +942,7 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
         snprintf(header + off, sizeof header - (size_t)off,
                  "\nmini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
                  "every env (%d..%d samples)",
-                 (long long)calf_config_int(t->cfg, CFG_MINI_BATCH_SIZE), t->M, lenl, len0,
+                 (long long)calf_config_int(t->cfg, CALF_CFG_MINI_BATCH_SIZE), t->M, lenl, len0,
                  t->E * lenl, t->E * len0);
     rc = calf_config_write(t->cfg, f, header);
     if (fclose(f) != 0 || rc != CALF_OK) {
@@ -991,7 +991,7 @@ static int open_eval_writer(trainer *t, const char *root, calf_error *err) {
     int rc = join_path(evdir, sizeof evdir, root, "eval", err);
     if (rc) return rc;
     t->eval_writer =
-        calf_summary_writer_open(evdir, calf_config_float(t->cfg, CFG_SUMMARIES_FLUSH_SECS), err);
+        calf_summary_writer_open(evdir, calf_config_float(t->cfg, CALF_CFG_SUMMARIES_FLUSH_SECS), err);
     return t->eval_writer ? CALF_OK : (err->status ? err->status : CALF_EIO);
 }
 
@@ -1007,7 +1007,7 @@ static int train_worker(comm *c, void *arg) {
     t.err = &err;
     struct sigaction old_int, old_term;
     install_stop_handlers(&old_int, &old_term);
-    comm_set_timeout(c, calf_config_float(wa->cfg, CFG_COLLECTIVE_TIMEOUT));
+    comm_set_timeout(c, calf_config_float(wa->cfg, CALF_CFG_COLLECTIVE_TIMEOUT));
 
     int rank = c->index;
     int rc = open_log(&t, o->root_dir, rank, &err);
@@ -1030,12 +1030,12 @@ static int train_worker(comm *c, void *arg) {
         logf_(&t, true, "nothing to do: the run is complete at iteration %lld",
               (long long)t.iteration);
     } else if (rc == CALF_OK) {
-        if (calf_context_is_main() && calf_config_bool(wa->cfg, CFG_EVALUATE))
+        if (calf_context_is_main() && calf_config_bool(wa->cfg, CALF_CFG_EVALUATE))
             rc = open_eval_writer(&t, o->root_dir, &err);
         char trdir[4096];
         if (rc == CALF_OK) rc = join_path(trdir, sizeof trdir, o->root_dir, "train", &err);
         if (rc == CALF_OK)
-            rc = calf_summary_run(trdir, calf_config_float(wa->cfg, CFG_SUMMARIES_FLUSH_SECS),
+            rc = calf_summary_run(trdir, calf_config_float(wa->cfg, CALF_CFG_SUMMARIES_FLUSH_SECS),
                                   train_loop, &t, &err);
     }
     if (t.eval_writer) {
@@ -1089,7 +1089,7 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         int rc = calf_train_load_config(o, cfg, err);
         if (rc == CALF_OK) {
             int b, n;
-            rc = calf_split((int)calf_config_int(cfg, CFG_NUM_ENVS), comm_size(c), 0, &b, &n, err);
+            rc = calf_split((int)calf_config_int(cfg, CALF_CFG_NUM_ENVS), comm_size(c), 0, &b, &n, err);
         }
         if (rc == CALF_OK) rc = find_resume(o->root_dir, cfg, rs, err);
         if (rc == CALF_OK) {
@@ -1177,7 +1177,7 @@ int calf_train(const calf_train_options *o, calf_error *err) {
     if (rc) return rc;
     int nproc = o->nproc > 1 ? o->nproc : 1;
     int b, n;
-    if ((rc = calf_split((int)calf_config_int(&cfg, CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
+    if ((rc = calf_split((int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
         return rc;
     resume_state rs;
     if ((rc = find_resume(o->root_dir, &cfg, &rs, err))) return rc;

@@ -39,17 +39,17 @@ static void check_error(const char *name, const char *text, int line, const char
 static void test_defaults(void) {
     calf_config cfg;
     calf_config_init(&cfg);
-    CHECK_STR_EQ(calf_config_string(&cfg, CFG_ENV_NAME), "CartPole-v1");
-    CHECK_INT_EQ(calf_config_int(&cfg, CFG_NUM_ENVS), 64);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_GAMMA), 0.99, 0);
-    CHECK(calf_config_bool(&cfg, CFG_NORMALIZE_ADVANTAGES));
-    const calf_config_value *betas = calf_config_get(&cfg, CFG_ADAM_BETAS);
+    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ENV_NAME), "CartPole-v1");
+    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ENVS), 64);
+    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.99, 0);
+    CHECK(calf_config_bool(&cfg, CALF_CFG_NORMALIZE_ADVANTAGES));
+    const calf_config_value *betas = calf_config_get(&cfg, CALF_CFG_ADAM_BETAS);
     CHECK_INT_EQ(betas->n, 2);
     CHECK_NEAR(betas->tf[1], 0.999, 0);
-    const calf_config_value *layers = calf_config_get(&cfg, CFG_ACTOR_LAYERS);
+    const calf_config_value *layers = calf_config_get(&cfg, CALF_CFG_ACTOR_LAYERS);
     CHECK_INT_EQ(layers->n, 2);
     CHECK_INT_EQ(layers->ti[0], 64);
-    CHECK_INT_EQ(calf_binding_find("TrainerConfig.num_iterations"), CFG_NUM_ITERATIONS);
+    CHECK_INT_EQ(calf_binding_find("TrainerConfig.num_iterations"), CALF_CFG_NUM_ITERATIONS);
     CHECK_INT_EQ(calf_binding_find("TrainerConfig.nope"), -1);
 }
 
@@ -71,31 +71,31 @@ static void test_parse_values(void) {
                "ValueNetwork.activation = 'relu'\n"
                "TrainerConfig.num_iterations = 7\n");    /* later binding wins */
     CHECK_INT_EQ(parse(&cfg, "ok.gin", &err), CALF_OK);
-    CHECK_STR_EQ(calf_config_string(&cfg, CFG_ENV_NAME), "Pendulum-v1");
-    CHECK_INT_EQ(calf_config_int(&cfg, CFG_NUM_ENVS), 65);
-    CHECK_INT_EQ(calf_config_int(&cfg, CFG_NUM_ITERATIONS), 7);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_GAMMA), 0.5, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_TD_LAMBDA), 1.0, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_ADAM_LR), 3e-4, 0);
-    CHECK(!calf_config_bool(&cfg, CFG_NORMALIZE_ADVANTAGES));
-    const calf_config_value *a = calf_config_get(&cfg, CFG_ACTOR_LAYERS);
+    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ENV_NAME), "Pendulum-v1");
+    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ENVS), 65);
+    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ITERATIONS), 7);
+    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.5, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_TD_LAMBDA), 1.0, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ADAM_LR), 3e-4, 0);
+    CHECK(!calf_config_bool(&cfg, CALF_CFG_NORMALIZE_ADVANTAGES));
+    const calf_config_value *a = calf_config_get(&cfg, CALF_CFG_ACTOR_LAYERS);
     CHECK_INT_EQ(a->n, 2);
     CHECK_INT_EQ(a->ti[0], 32);
     CHECK_INT_EQ(a->ti[1], 16);
-    CHECK_INT_EQ(calf_config_get(&cfg, CFG_VALUE_LAYERS)->n, 1);
-    CHECK_INT_EQ(calf_config_get(&cfg, CFG_VALUE_LAYERS)->ti[0], 8);
-    CHECK_NEAR(calf_config_get(&cfg, CFG_ADAM_BETAS)->tf[0], 0.8, 0);
-    CHECK_STR_EQ(calf_config_string(&cfg, CFG_VALUE_ACTIVATION), "relu");
+    CHECK_INT_EQ(calf_config_get(&cfg, CALF_CFG_VALUE_LAYERS)->n, 1);
+    CHECK_INT_EQ(calf_config_get(&cfg, CALF_CFG_VALUE_LAYERS)->ti[0], 8);
+    CHECK_NEAR(calf_config_get(&cfg, CALF_CFG_ADAM_BETAS)->tf[0], 0.8, 0);
+    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_VALUE_ACTIVATION), "relu");
     char origin[512];
     snprintf(origin, sizeof origin, "%s/ok.gin:16", tmpdir);
-    CHECK_STR_EQ(cfg.origin[CFG_NUM_ITERATIONS], origin);
+    CHECK_STR_EQ(cfg.origin[CALF_CFG_NUM_ITERATIONS], origin);
 
     /* --conf_param overrides the file and records its origin */
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.num_iterations=12", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_int(&cfg, CFG_NUM_ITERATIONS), 12);
-    CHECK_STR_EQ(cfg.origin[CFG_NUM_ITERATIONS], "--conf_param");
+    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ITERATIONS), 12);
+    CHECK_STR_EQ(cfg.origin[CALF_CFG_NUM_ITERATIONS], "--conf_param");
     CHECK_INT_EQ(calf_config_apply_param(&cfg, " PPOLoss.gamma = 0.25 ", &err), CALF_OK);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_GAMMA), 0.25, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.25, 0);
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.num_iteration=3", &err), CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "--conf_param 'TrainerConfig.num_iteration=3': unknown binding "
                           "'TrainerConfig.num_iteration' (did you mean 'TrainerConfig.num_iterations'?)");
@@ -106,7 +106,7 @@ static void test_parse_values(void) {
     CHECK(strstr(err.msg, "include is not allowed here") != NULL);
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "PPOLoss.gamma", &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "expected 'Scope.param=value'") != NULL);
-    CHECK_INT_EQ(calf_config_int(&cfg, CFG_NUM_ITERATIONS), 12);
+    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ITERATIONS), 12);
 }
 
 static void test_errors(void) {
@@ -157,8 +157,8 @@ static void test_includes(void) {
     write_file("sub/base.gin", "TrainerConfig.unroll_length = 16\nPPOLoss.gamma = 0.9\n");
     write_file("sub/top.gin", "include 'base.gin'\nPPOLoss.gamma = 0.8\n");
     CHECK_INT_EQ(parse(&cfg, "sub/top.gin", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_int(&cfg, CFG_UNROLL_LENGTH), 16);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_GAMMA), 0.8, 0);
+    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 16);
+    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.8, 0);
 
     write_file("sub/a.gin", "include 'b.gin'\n");
     write_file("sub/b.gin", "PPOLoss.gamma = 0.7\ninclude \"a.gin\"\n");
@@ -194,7 +194,7 @@ static void test_dump_and_digest(void) {
     /* the dump is valid gin and round-trips every value exactly */
     calf_config_init(&back);
     CHECK_INT_EQ(calf_config_parse_file(&back, path, &err), CALF_OK);
-    for (int i = 0; i < CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
         char a[800], b[800];
         calf_config_format_value(&cfg, (calf_binding_id)i, a, sizeof a);
         calf_config_format_value(&back, (calf_binding_id)i, b, sizeof b);
