@@ -101,14 +101,9 @@ else bad "workers $W0 $W1 still running after the launcher was killed"; fi
 
 # Ctrl-C: finish the iteration, checkpoint, exit 130
 I=$WORK/int
-"$CALF" train --quiet --root_dir "$I" --conf "$CONF" --nproc 2 \
-    --conf_param TrainerConfig.num_iterations=1000000 --conf_param TrainerConfig.num_checkpoints=0 \
-    >"$WORK/int_out" 2>"$WORK/int_err" &
-LPID=$!
-wait_for_line "$I/log/rank-0.log" "iter 2" 10
-kill -INT $LPID
-wait $LPID
-expect_eq "$?" 130 "exit status after SIGINT"
+interrupt_after "$I" "$CALF" train --quiet --root_dir "$I" --conf "$CONF" --nproc 2 \
+    --conf_param TrainerConfig.num_iterations=1000000 --conf_param TrainerConfig.num_checkpoints=0
+expect_eq "$INT_STATUS" 130 "exit status after SIGINT"
 if ls "$I"/train/algorithm/ckpt-* >/dev/null 2>&1; then ok; else bad "no checkpoint after SIGINT"; fi
 # and the interrupted run resumes where it stopped
 LAST=$(ls "$I"/train/algorithm | sed 's/ckpt-//' | sort -n | tail -1)

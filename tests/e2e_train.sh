@@ -104,14 +104,9 @@ for env in Pendulum-v1 Acrobot-v1 MountainCarContinuous-v0 MountainCar-v0; do
 done
 # Ctrl-C on one process: finish the iteration, checkpoint, exit 130, resume from there
 I=$WORK/int1
-"$CALF" train --quiet --root_dir "$I" --conf "$WORK/base.gin" \
-    --conf_param TrainerConfig.num_iterations=1000000 --conf_param TrainerConfig.num_checkpoints=0 \
-    >"$WORK/int_out" 2>"$WORK/int_err" &
-LPID=$!
-wait_for_line "$I/log/rank-0.log" "iter 2" 10
-kill -INT $LPID
-wait $LPID
-expect_eq "$?" 130 "exit status after SIGINT (one process)"
+interrupt_after "$I" "$CALF" train --quiet --root_dir "$I" --conf "$WORK/base.gin" \
+    --conf_param TrainerConfig.num_iterations=1000000 --conf_param TrainerConfig.num_checkpoints=0
+expect_eq "$INT_STATUS" 130 "exit status after SIGINT (one process)"
 LAST=$(ls "$I"/train/algorithm | sed 's/ckpt-//' | sort -n | tail -1)
 if [ -n "$LAST" ]; then ok; else bad "no checkpoint after SIGINT"; fi
 expect_in "$I/log/rank-0.log" "interrupted: stopped after iteration $LAST"

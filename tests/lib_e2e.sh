@@ -47,3 +47,15 @@ wait_for_line() {
 }
 # log_pid LOG: the process id a rank's log records on its first line
 log_pid() { sed -n 's/.*pid \([0-9]*\).*/\1/p' "$1" | head -1; }
+# interrupt_after ROOT CMD...: run CMD in the background, send it one SIGINT once ROOT's
+# rank-0 log shows iteration 2, and leave its exit status in INT_STATUS
+interrupt_after() {
+    local root=$1
+    shift
+    "$@" >"$WORK/int_out" 2>"$WORK/int_err" &
+    local pid=$!
+    wait_for_line "$root/log/rank-0.log" "iter 2" 10
+    kill -INT $pid
+    wait $pid
+    INT_STATUS=$?
+}
