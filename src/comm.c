@@ -342,21 +342,107 @@ void comm_tree_pack(const comm_tree *t, void *buf) {
     memset(p, 0, total - used);
 }
 
-int comm_tree_finish(void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
-                     int E, void *out, calf_error *err) {
-    void (*add)(void *, const void *, size_t) = elem == sizeof(float) ? add_f32 : add_f64;
-    CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
-    size_t vec = n * elem;
-    /* The completion stack is a binary counter over [0, p): at most one block per level
-     * plus the one being pushed. */
-    unsigned char *stack[66];
+/* dst = a + b elementwise, left operand first; dst may be a (never b). Both cases are
+ * restrict loops so that they vectorise without run-time overlap checks. */
+static void add3_f32(void *dst, const void *a, const void *b, size_t n) {
+    if (dst == a) {
+        add_f32(dst, b, n);
+        return;
+    }
+    float *restrict d = dst;
+    const float *restrict x = a, *restrict y = b;
+    for (size_t i = 0; i < n; i++) d[i] = x[i] + y[i];
+}
+
+static void add3_f64(void *dst, const void *a, const void *b, size_t n) {
+    if (dst == a) {
+        add_f64(dst, b, n);
+        return;
+    }
+    double *restrict d = dst;
+    const double *restrict x = a, *restrict y = b;
+    for (size_t i = 0; i < n; i++) d[i] = x[i] + y[i];
+}
+
+/* Completion of the tree from blocks arriving in env order: a binary counter whose
+ * entries point at the blocks where they lie (read only: a shared arena, a peer's blob)
+ * and whose merged nodes go to scratch[k] for stack position k. So nothing is copied
+ * before it is added, and the inputs are left as they were. */
+typedef struct tree_fold {
+    size_t n, elem;
+    void (*add3)(void *, const void *, const void *, size_t);
+    void **scratch;   /* (cap) n elements each, allocated on first use */
+    int cap;
+    int depth;
+    const void *stack[66];
     int level[66];
     int64_t index[66];
-    int depth = 0;
+} tree_fold;
+
+static void fold_init(tree_fold *f, size_t n, size_t elem, void **scratch, int cap) {
+    CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
+    f->n = n;
+    f->elem = elem;
+    f->add3 = elem == sizeof(float) ? add3_f32 : add3_f64;
+    f->scratch = scratch;
+    f->cap = cap < 66 ? cap : 66;
+    f->depth = 0;
+}
+
+static void *fold_scratch(tree_fold *f, int k) {
+    CALF_ASSERT(k < f->cap);
+    if (!f->scratch[k]) f->scratch[k] = calf_xmalloc(f->n * f->elem);
+    return f->scratch[k];
+}
+
+static void fold_push(tree_fold *f, const void *vec, int level, int64_t index) {
+    CALF_ASSERT(f->depth < f->cap);
+    int d = f->depth;
+    f->stack[d] = vec;
+    f->level[d] = level;
+    f->index[d] = index;
+    d++;
+    while (d >= 2 && f->level[d - 1] == f->level[d - 2] && (f->index[d - 2] & 1) == 0 &&
+           f->index[d - 1] == f->index[d - 2] + 1) {
+        void *dst = fold_scratch(f, d - 2);
+        f->add3(dst, f->stack[d - 2], f->stack[d - 1], f->n);
+        f->stack[d - 2] = dst;
+        f->level[d - 2]++;
+        f->index[d - 2] >>= 1;
+        d--;
+    }
+    f->depth = d;
+}
+
+/* What remains are the maximal blocks of [0, E), largest first. Up the clipped right
+ * spine of the tree each node is left block + (everything to its right), and a node with
+ * nothing to its right is its left half unchanged. */
+static void fold_finish(tree_fold *f, void *out) {
+    CALF_ASSERT(f->depth >= 1);
+    if (f->depth == 1) {
+        if (out != f->stack[0]) memcpy(out, f->stack[0], f->n * f->elem);
+        return;
+    }
+    for (int b = f->depth - 2; b >= 0; b--) {
+        void *dst = b == 0 ? out : fold_scratch(f, b);
+        f->add3(dst, f->stack[b], f->stack[b + 1], f->n);
+        f->stack[b] = dst;
+    }
+}
+
+/* Checks the blobs (one per rank, in rank order, rank r's at blobs + offset) and folds
+ * their blocks. */
+static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nranks, size_t n,
+                        size_t elem, int E, void **scratch, int cap, void *out,
+                        calf_error *err) {
+    CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
+    size_t vec = n * elem;
+    tree_fold f;
+    fold_init(&f, n, elem, scratch, cap);
     int64_t p = 0;
     size_t off = 0;
     for (int r = 0; r < nranks; r++) {
-        unsigned char *blob = (unsigned char *)packed + off;
+        const unsigned char *blob = packed + off;
         int64_t h[TREE_HEADER_WORDS];
         if (sizes[r] % 8 != 0 || sizes[r] < sizeof h)
             return calf_error_set(err, CALF_ECOMM, "comm: tree blob of rank %d has %zu bytes",
@@ -377,7 +463,7 @@ int comm_tree_finish(void *packed, const size_t *sizes, int nranks, size_t n, si
                                   "ranks must tile [0, %d) in rank order (expected begin %lld)",
                                   r, (long long)begin, (long long)(begin + count),
                                   (long long)nblocks, E, (long long)p);
-        unsigned char *data = blob + TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16;
+        const unsigned char *data = blob + TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16;
         for (int64_t b = 0; b < nblocks; b++) {
             int64_t li[2];
             memcpy(li, blob + TREE_HEADER_WORDS * 8 + (size_t)b * 16, sizeof li);
@@ -387,31 +473,24 @@ int comm_tree_finish(void *packed, const size_t *sizes, int nranks, size_t n, si
                                       "comm: rank %d sent block (level %lld, index %lld) "
                                       "where env %lld was expected",
                                       r, (long long)li[0], (long long)li[1], (long long)p);
-            CALF_ASSERT(depth < 66);
-            stack[depth] = data + (size_t)b * vec;
-            level[depth] = (int)li[0];
-            index[depth] = li[1];
-            depth++;
+            fold_push(&f, data + (size_t)b * vec, (int)li[0], li[1]);
             p += (int64_t)1 << li[0];
-            while (depth >= 2 && level[depth - 1] == level[depth - 2] &&
-                   (index[depth - 2] & 1) == 0 && index[depth - 1] == index[depth - 2] + 1) {
-                add(stack[depth - 2], stack[depth - 1], n);
-                level[depth - 2]++;
-                index[depth - 2] >>= 1;
-                depth--;
-            }
         }
         off += sizes[r];
     }
     if (p != E)
         return calf_error_set(err, CALF_ECOMM, "comm: ranks hold envs [0, %lld), expected [0, %d)",
                               (long long)p, E);
-    /* What remains are the maximal blocks of [0, E), largest first. Up the clipped right
-     * spine of the tree each node is left block + (everything to its right), and a node
-     * with nothing to its right is its left half unchanged. */
-    for (int b = depth - 2; b >= 0; b--) add(stack[b], stack[b + 1], n);
-    memcpy(out, stack[0], vec);
+    fold_finish(&f, out);
     return CALF_OK;
+}
+
+int comm_tree_finish(const void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
+                     int E, void *out, calf_error *err) {
+    void *scratch[66] = {0};
+    int rc = finish_blobs(packed, sizes, nranks, n, elem, E, scratch, 66, out, err);
+    for (int k = 0; k < 66; k++) free(scratch[k]);
+    return rc;
 }
 
 static unsigned char *grow(unsigned char **buf, size_t *cap, size_t need) {
@@ -463,19 +542,54 @@ static int tree_exchange_ranges(comm *c, comm_tree *t, calf_error *err) {
     return CALF_OK;
 }
 
+/* One process holds [0, E): its stack already is the maximal blocks; fold them in place. */
+static int finish_alone(comm *c, comm_tree *t, void *out, calf_error *err) {
+    if (t->begin != 0 || t->count != t->E)
+        return calf_error_set(err, CALF_ECOMM,
+                              "comm: the only rank holds envs [%d, %d), expected [0, %d)",
+                              t->begin, t->begin + t->count, t->E);
+    int rc = c->ops->barrier(c, err); /* keeps the collective count alike on every backend */
+    if (rc != CALF_OK) return rc;
+    tree_fold f;
+    fold_init(&f, t->n, t->elem, t->buf, t->cap);
+    for (int b = 0; b < t->depth; b++) fold_push(&f, t->buf[b], t->level[b], t->index[b]);
+    fold_finish(&f, out);
+    return CALF_OK;
+}
+
 int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
     CALF_ASSERT(t->pushed == t->count && !t->leaf_out);
     int rc = CALF_OK;
+    if (c->size == 1) {
+        rc = finish_alone(c, t, out, err);
+        comm_tree_reset(t);
+        return rc;
+    }
     if (t->sizes_comm != c || t->sizes_n != c->size) rc = tree_exchange_ranges(c, t, err);
     if (rc == CALF_OK) {
-        size_t mine = comm_tree_packed_bytes(t), total = 0;
+        size_t mine = comm_tree_packed_bytes(t);
         CALF_ASSERT(mine == t->sizes[c->index]);
-        for (int r = 0; r < c->size; r++) total += t->sizes[r];
-        comm_tree_pack(t, grow(&t->send, &t->send_cap, mine));
-        grow(&t->recv, &t->recv_cap, total);
-        rc = c->ops->allgatherv(c, t->send, t->recv, t->sizes, err);
+        const unsigned char *all = NULL;
+        if (c->ops->slot) { /* zero-copy: pack into the shared arena, sum from it */
+            void *slot = c->ops->slot(c, t->sizes, err);
+            if (!slot) rc = CALF_ENOMEM;
+            if (rc == CALF_OK) {
+                comm_tree_pack(t, slot);
+                all = c->ops->gathered(c, err);
+                if (!all) rc = CALF_ECOMM;
+            }
+        } else {
+            size_t total = 0;
+            for (int r = 0; r < c->size; r++) total += t->sizes[r];
+            comm_tree_pack(t, grow(&t->send, &t->send_cap, mine));
+            grow(&t->recv, &t->recv_cap, total);
+            rc = c->ops->allgatherv(c, t->send, t->recv, t->sizes, err);
+            all = t->recv;
+        }
+        /* The local blocks are packed, so the tree's buffers are free to hold the merges. */
         if (rc == CALF_OK)
-            rc = comm_tree_finish(t->recv, t->sizes, c->size, t->n, t->elem, t->E, out, err);
+            rc = finish_blobs(all, t->sizes, c->size, t->n, t->elem, t->E, t->buf, t->cap,
+                              out, err);
     }
     comm_tree_reset(t);
     return rc;

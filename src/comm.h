@@ -31,6 +31,13 @@ typedef struct comm_ops {
     void (*report_failure)(comm *c, const char *msg);
     /* Release backend resources (MPI_Finalize, or MPI_Abort after a reported failure). */
     void (*finalize)(comm *c);
+    /* Optional (NULL where the ranks share no memory): allgatherv without copies. slot
+     * returns where this rank writes its sizes[own rank] bytes for the next collective
+     * (NULL with err set if they do not fit); gathered then completes that collective and
+     * returns every blob packed in rank order, readable until this rank's next
+     * collective (NULL with err set on failure). */
+    void *(*slot)(comm *c, const size_t *sizes, calf_error *err);
+    const void *(*gathered)(comm *c, calf_error *err);
 } comm_ops;
 
 struct comm {
@@ -141,10 +148,10 @@ int comm_tree_sum_f64(comm *c, int E, int begin, int count, const double *per_en
 /* The exchange format, exposed so tests can check the math without processes:
  * comm_tree_pack writes comm_tree_packed_bytes(t) bytes (a multiple of 8) describing the
  * pushed blocks; comm_tree_finish completes the tree from nranks blobs packed back to back
- * (blob r is sizes[r] bytes, possibly padded), using `packed` as scratch. */
+ * (blob r is sizes[r] bytes, possibly padded), leaving them unchanged. */
 size_t comm_tree_packed_bytes(const comm_tree *t);
 void comm_tree_pack(const comm_tree *t, void *buf);
-int comm_tree_finish(void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
+int comm_tree_finish(const void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
                      int E, void *out, calf_error *err);
 /* Bytes of a blob for a range [begin, begin+count) of E envs, and the largest for any
  * range (what comm_tree_sum_f64 pads to). */

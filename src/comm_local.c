@@ -209,6 +209,25 @@ static int local_broadcast(comm *c, void *buf, size_t n, int root, calf_error *e
     return CALF_OK;
 }
 
+/* Zero-copy allgatherv: a rank writes its blob straight into the arena of the next
+ * collective and reads everyone's from there; the arena is only rewritten two
+ * collectives later, after this rank has arrived at the next one. */
+static void *local_put_slot(comm *c, const size_t *sizes, calf_error *err) {
+    size_t total = 0, off = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (r < c->index) off += sizes[r];
+        if (sizes[r] > SIZE_MAX - total) total = SIZE_MAX;
+        else total += sizes[r];
+    }
+    if (check_fits(c, total, err) != CALF_OK) return NULL;
+    return arena_for(c->impl, c->seq + 1) + off;
+}
+
+static const void *local_gathered(comm *c, calf_error *err) {
+    if (local_sync(c, err) != CALF_OK) return NULL;
+    return arena_for(c->impl, c->seq);
+}
+
 static void local_report_failure(comm *c, const char *msg) {
     comm_local_shared *sh = c->impl;
     local_slot *s = &sh->slot[c->index];
@@ -237,6 +256,8 @@ static const comm_ops local_ops = {
     .abort = local_abort,
     .report_failure = local_report_failure,
     .finalize = local_finalize,
+    .slot = local_put_slot,
+    .gathered = local_gathered,
 };
 
 int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,
