@@ -309,6 +309,13 @@ void comm_tree_reset(comm_tree *t) {
     t->leaf_out = false;
 }
 
+void comm_tree_restart(comm_tree *t, int begin, int count) {
+    CALF_ASSERT(begin >= 0 && count >= 0 && (int64_t)begin + count <= t->E);
+    comm_tree_reset(t);
+    t->begin = begin;
+    t->count = count;
+}
+
 void comm_tree_free(comm_tree *t) {
     if (!t) return;
     if (t->buf)
@@ -570,11 +577,16 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
         size_t mine = comm_tree_packed_bytes(t);
         CALF_ASSERT(mine == t->sizes[c->index]);
         const unsigned char *all = NULL;
-        if (c->ops->slot) { /* zero-copy: pack into the shared arena, sum from it */
-            void *slot = c->ops->slot(c, t->sizes, err);
-            if (!slot) rc = CALF_ENOMEM;
+        if (c->ops->next_arena) { /* zero-copy: pack into the shared arena, sum from it */
+            size_t total = 0, off = 0;
+            for (int r = 0; r < c->size; r++) {
+                if (r < c->index) off += t->sizes[r];
+                total += t->sizes[r];
+            }
+            unsigned char *arena = c->ops->next_arena(c, total, err);
+            if (!arena) rc = CALF_ENOMEM;
             if (rc == CALF_OK) {
-                comm_tree_pack(t, slot);
+                comm_tree_pack(t, arena + off);
                 all = c->ops->gathered(c, err);
                 if (!all) rc = CALF_ECOMM;
             }
@@ -593,6 +605,161 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
     }
     comm_tree_reset(t);
     return rc;
+}
+
+/* ---- work-shared tree sum ------------------------------------------------------------ */
+
+/* A piece [y, z) has at most z - y blocks, so its blob fits in (z - y) strides of one
+ * block's bytes: pieces can sit at y * stride without knowing each other. The table of
+ * piece ends (E int32) follows the E strides. */
+static size_t piece_stride(size_t n) { return blob_bytes_for(1, n, sizeof(float)); }
+
+static bool pieces_bytes(int E, size_t n, size_t *out) {
+    size_t stride = piece_stride(n);
+    if (E < 1 || stride > (SIZE_MAX - 4 * (size_t)E) / (size_t)E) return false;
+    *out = (size_t)E * stride + 4 * (size_t)E;
+    return true;
+}
+
+bool comm_tree_pieces_supported(const comm *c, int E, size_t n) {
+    size_t bytes;
+    if (!c->ops->next_arena || c->size < 2 || !pieces_bytes(E, n, &bytes)) return false;
+    calf_error err;
+    /* A query only: next_arena checks the size and hands out a pointer, nothing else. */
+    return c->ops->next_arena((comm *)c, bytes, &err) != NULL;
+}
+
+int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, calf_error *err) {
+    size_t bytes;
+    if (!c->ops->next_arena || !pieces_bytes(E, n, &bytes))
+        return calf_error_set(err, CALF_EINVAL, "comm: the %s backend cannot share a sum of %d x %zu",
+                              c->ops->name, E, n);
+    unsigned char *base = c->ops->next_arena(c, bytes, err);
+    if (!base) return CALF_ENOMEM;
+    p->base = base;
+    p->stride = piece_stride(n);
+    p->E = E;
+    p->n = n;
+    p->elem = sizeof(float);
+    return CALF_OK;
+}
+
+void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t) {
+    CALF_ASSERT(t->E == p->E && t->n == p->n && t->elem == p->elem && !t->leaf_out);
+    if (t->pushed == 0) return;
+    /* The blob describes what was pushed: [begin, begin + pushed). */
+    comm_tree view = *t;
+    view.count = t->pushed;
+    comm_tree_pack(&view, p->base + (size_t)t->begin * p->stride);
+    int32_t end = t->begin + t->pushed;
+    memcpy(p->base + (size_t)p->E * p->stride + 4 * (size_t)t->begin, &end, sizeof end);
+}
+
+int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void *out,
+                         calf_error *err) {
+    CALF_ASSERT(scratch->n == p->n && scratch->elem == p->elem && scratch->E == p->E);
+    const unsigned char *all = c->ops->gathered(c, err);
+    if (!all) return CALF_ECOMM;
+    const unsigned char *ends = all + (size_t)p->E * p->stride;
+    tree_fold f;
+    fold_init(&f, p->n, p->elem, scratch->buf, scratch->cap);
+    size_t vec = p->n * p->elem;
+    int y = 0;
+    while (y < p->E) {
+        int32_t z;
+        memcpy(&z, ends + 4 * (size_t)y, sizeof z);
+        const unsigned char *blob = all + (size_t)y * p->stride;
+        int64_t h[TREE_HEADER_WORDS];
+        memcpy(h, blob, sizeof h);
+        int64_t nblocks = h[6];
+        if (z <= y || z > p->E || h[0] != TREE_MAGIC || h[1] != p->E || h[4] != y ||
+            h[5] != z - y || nblocks != range_nblocks(y, z))
+            return calf_error_set(err, CALF_ECOMM,
+                                  "comm: shared sum: no valid piece starts at env %d of %d", y,
+                                  p->E);
+        const unsigned char *data = blob + TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16;
+        int64_t at = y;
+        for (int64_t b = 0; b < nblocks; b++) {
+            int64_t li[2];
+            memcpy(li, blob + TREE_HEADER_WORDS * 8 + (size_t)b * 16, sizeof li);
+            if (li[0] < 0 || li[0] > 31 || li[1] < 0 || li[1] > p->E ||
+                (li[1] << li[0]) != at || at + ((int64_t)1 << li[0]) > z)
+                return calf_error_set(err, CALF_ECOMM,
+                                      "comm: shared sum: bad block in the piece at env %d", y);
+            fold_push(&f, data + (size_t)b * vec, (int)li[0], li[1]);
+            at += (int64_t)1 << li[0];
+        }
+        y = z;
+    }
+    fold_finish(&f, out);
+    return CALF_OK;
+}
+
+/* ---- work claims ---------------------------------------------------------------------- */
+
+/* A word is tag (16 bits) | next (24) | limit (24): items [next, limit) are unclaimed. */
+static uint64_t claim_pack(uint32_t tag, uint64_t next, uint64_t limit) {
+    return ((uint64_t)(tag & 0xffff) << 48) | (next << 24) | limit;
+}
+
+void comm_claim_open(comm_claim *w, uint32_t tag, int count) {
+    CALF_ASSERT(count >= 0 && count < (1 << 24));
+    atomic_store_explicit(w, claim_pack(tag, 0, (uint64_t)count), memory_order_release);
+}
+
+int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first) {
+    CALF_ASSERT(max > 0);
+    uint64_t cur = atomic_load_explicit(w, memory_order_acquire);
+    for (;;) {
+        uint64_t next = (cur >> 24) & 0xffffff, limit = cur & 0xffffff;
+        if ((cur >> 48) != (tag & 0xffff) || next >= limit) return 0;
+        /* Never more than half of what is left (rounded up), so that the tail of the
+         * round is claimed in ever smaller bites and nobody waits long for the last. */
+        uint64_t take = (limit - next + 1) / 2;
+        if (take > (uint64_t)max) take = (uint64_t)max;
+        if (atomic_compare_exchange_weak_explicit(w, &cur, claim_pack(tag, next + take, limit),
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+            *first = (int)next;
+            return (int)take;
+        }
+    }
+}
+
+int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int *victim,
+                    int *first) {
+    for (;;) {
+        int best = -1;
+        uint64_t best_left = 0, best_word = 0;
+        for (int r = 0; r < P; r++) {
+            if (r == self) continue;
+            uint64_t cur = atomic_load_explicit(words[r], memory_order_acquire);
+            uint64_t next = (cur >> 24) & 0xffffff, limit = cur & 0xffffff;
+            if ((cur >> 48) != (tag & 0xffff) || next >= limit) continue;
+            if (limit - next > best_left) {
+                best = r;
+                best_left = limit - next;
+                best_word = cur;
+            }
+        }
+        if (best < 0) return 0;
+        uint64_t next = (best_word >> 24) & 0xffffff, limit = best_word & 0xffffff;
+        uint64_t take = (best_left + 1) / 2;
+        if (atomic_compare_exchange_strong_explicit(words[best], &best_word,
+                                                    claim_pack(tag, next, limit - take),
+                                                    memory_order_acq_rel, memory_order_acquire)) {
+            *victim = best;
+            *first = (int)(limit - take);
+            return (int)take;
+        }
+        /* The word moved under us (its owner claimed, or another thief): look again. */
+    }
+}
+
+bool comm_shares_memory(const comm *c) { return c->ops->shared_alloc != NULL; }
+
+int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err) {
+    CALF_ASSERT(c->ops->shared_alloc);
+    return c->ops->shared_alloc(c, bytes, peers, err);
 }
 
 int comm_tree_sum_f64(comm *c, int E, int begin, int count, const double *per_env, size_t n,

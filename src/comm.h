@@ -4,6 +4,7 @@
 #ifndef CALF_COMM_H
 #define CALF_COMM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,13 +32,17 @@ typedef struct comm_ops {
     void (*report_failure)(comm *c, const char *msg);
     /* Release backend resources (MPI_Finalize, or MPI_Abort after a reported failure). */
     void (*finalize)(comm *c);
-    /* Optional (NULL where the ranks share no memory): allgatherv without copies. slot
-     * returns where this rank writes its sizes[own rank] bytes for the next collective
-     * (NULL with err set if they do not fit); gathered then completes that collective and
-     * returns every blob packed in rank order, readable until this rank's next
-     * collective (NULL with err set on failure). */
-    void *(*slot)(comm *c, const size_t *sizes, calf_error *err);
+    /* Optional, NULL where the ranks share no memory (single, MPI). next_arena returns
+     * the buffer the next collective's data goes in, bytes long, which every rank may
+     * write (its own parts) and, after gathered, read: gathered completes that
+     * collective and returns the same buffer, readable until this rank's next
+     * collective. NULL with err set if bytes do not fit, or on failure. */
+    void *(*next_arena)(comm *c, size_t bytes, calf_error *err);
     const void *(*gathered)(comm *c, calf_error *err);
+    /* Optional, as above. Collective: this rank's region of `bytes` (ranks may differ),
+     * zeroed, which every rank can read and write for the rest of the job; peers[r]
+     * (size entries) receives rank r's. */
+    int (*shared_alloc)(comm *c, size_t bytes, void **peers, calf_error *err);
 } comm_ops;
 
 struct comm {
@@ -137,6 +142,8 @@ void comm_tree_push(comm_tree *t);
 int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err);
 /* Discard pushed leaves; buffers are kept. */
 void comm_tree_reset(comm_tree *t);
+/* The same, and from now on the tree holds envs [begin, begin+count) of the same E. */
+void comm_tree_restart(comm_tree *t, int begin, int count);
 void comm_tree_free(comm_tree *t); /* zeroed t is fine */
 
 /* Canonical sum of small double vectors (statistics: sums of advantages, returns,
@@ -144,6 +151,55 @@ void comm_tree_free(comm_tree *t); /* zeroed t is fine */
  * collective; every rank gets the same bits in out (n). */
 int comm_tree_sum_f64(comm *c, int E, int begin, int count, const double *per_env, size_t n,
                       double *out, calf_error *err);
+
+/* ---- work-shared tree sum (ranks that share memory: the local backend) -------------- */
+
+/* When the ranks share memory, the envs whose partials make up one sum need not be
+ * split by rank: any rank may fold any contiguous piece [y, z) of [0, E) (with
+ * comm_tree_restart and pushes) and put it; once every env is in exactly one piece,
+ * comm_tree_pieces_sum completes the same canonical tree from the pieces in env order,
+ * so the bits are those of comm_tree_allreduce. Who computed which piece never shows. */
+typedef struct comm_tree_pieces {
+    unsigned char *base; /* the next collective's arena */
+    size_t stride;       /* bytes reserved per env: a piece [y, z) lies at y * stride */
+    int E;
+    size_t n, elem;
+} comm_tree_pieces;
+
+/* True when c can run piece sums for E envs of n floats (shared memory, room in the
+ * arena); the same answer on every rank. */
+bool comm_tree_pieces_supported(const comm *c, int E, size_t n);
+/* Start the next collective's sum (every rank, before putting). */
+int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, calf_error *err);
+/* Publish the piece [t->begin, t->begin + pushed) folded in t (nothing if none pushed).
+ * t may be restarted at once. */
+void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t);
+/* Collective: wait for every rank's pieces and complete the tree into out (n floats),
+ * using scratch's buffers for the merges (a tree of the same n whose pieces are put).
+ * A gap or overlap between pieces is CALF_ECOMM on every rank. */
+int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void *out,
+                         calf_error *err);
+
+/* Work claims, for ranks that share memory. In each round (a tag every rank agrees on,
+ * e.g. the number of the minibatch) every rank opens its word over its own work items
+ * [0, count) and takes them from the front; a rank out of work takes the back half of
+ * the largest remainder of another rank. Claims are lock-free compare-and-swaps, so a
+ * stalled rank never blocks another; the collective that ends the round is what waits.
+ * The caller must make an item's result independent of who computes it. */
+typedef _Atomic uint64_t comm_claim;
+void comm_claim_open(comm_claim *w, uint32_t tag, int count); /* count < 2^24 */
+/* Up to max items, and at most half of what is left (rounded up), from the front of
+ * this rank's word: returns how many (0: none left), the first in *first. */
+int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first);
+/* Items from another rank (words: every rank's, P of them; self is skipped): returns how
+ * many (0: nothing left to take), whose in *victim, the first in *first. */
+int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int *victim,
+                    int *first);
+
+/* Memory every rank can reach (see comm_ops.shared_alloc): false where the ranks share
+ * none, and then comm_shared_alloc must not be called. */
+bool comm_shares_memory(const comm *c);
+int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err);
 
 /* The exchange format, exposed so tests can check the math without processes:
  * comm_tree_pack writes comm_tree_packed_bytes(t) bytes (a multiple of 8) describing the

@@ -22,9 +22,11 @@ typedef struct local_slot {
     _Atomic int msg_ready;                 /* msg holds the rank's failure message */
     char why[128];                         /* supervisor: how it exited */
     char msg[512];                         /* comm_report_failure / comm_abort */
+    size_t heap_used;                      /* this rank's view of the shared heap */
 } local_slot;
 
-/* The start of the shared mapping; the two payload arenas follow the slots. */
+/* The start of the shared mapping; the two payload arenas follow the slots, then the
+ * heap of comm_shared_alloc (as large as an arena). */
 struct comm_local_shared {
     uint64_t magic;
     int nproc;
@@ -209,23 +211,42 @@ static int local_broadcast(comm *c, void *buf, size_t n, int root, calf_error *e
     return CALF_OK;
 }
 
-/* Zero-copy allgatherv: a rank writes its blob straight into the arena of the next
- * collective and reads everyone's from there; the arena is only rewritten two
- * collectives later, after this rank has arrived at the next one. */
-static void *local_put_slot(comm *c, const size_t *sizes, calf_error *err) {
-    size_t total = 0, off = 0;
-    for (int r = 0; r < c->size; r++) {
-        if (r < c->index) off += sizes[r];
-        if (sizes[r] > SIZE_MAX - total) total = SIZE_MAX;
-        else total += sizes[r];
-    }
-    if (check_fits(c, total, err) != CALF_OK) return NULL;
-    return arena_for(c->impl, c->seq + 1) + off;
+/* Zero-copy collectives: ranks write straight into the arena of the next collective and
+ * read everyone's data from there. That arena was last used two collectives ago, which
+ * every rank has finished reading (they all arrived at the previous one), and it is only
+ * rewritten two collectives later, after this rank has arrived at the next one. */
+static void *local_next_arena(comm *c, size_t bytes, calf_error *err) {
+    if (check_fits(c, bytes, err) != CALF_OK) return NULL;
+    return arena_for(c->impl, c->seq + 1);
 }
 
 static const void *local_gathered(comm *c, calf_error *err) {
     if (local_sync(c, err) != CALF_OK) return NULL;
     return arena_for(c->impl, c->seq);
+}
+
+/* Regions are carved from the heap in rank order at offsets every rank computes alike
+ * from everyone's sizes, so the collective needs no further agreement. */
+static int local_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err) {
+    comm_local_shared *sh = c->impl;
+    uint64_t *sizes = (uint64_t *)(void *)arena_for(sh, c->seq + 1);
+    sizes[c->index] = bytes;
+    int rc = local_sync(c, err);
+    if (rc != CALF_OK) return rc;
+    size_t at = sh->slot[c->index].heap_used, total = 0;
+    for (int r = 0; r < c->size; r++) {
+        size_t b = (sizes[r] + 63) & ~(size_t)63;
+        if (sizes[r] > sh->arena_bytes || b > sh->arena_bytes - at - total)
+            return calf_error_set(err, CALF_ENOMEM,
+                                  "comm: rank %d asked for %llu bytes of shared memory; %zu of "
+                                  "the %zu reserved are left",
+                                  r, (unsigned long long)sizes[r], sh->arena_bytes - at - total,
+                                  sh->arena_bytes);
+        peers[r] = (unsigned char *)sh + sh->arena_off + 2 * sh->arena_bytes + at + total;
+        total += b;
+    }
+    sh->slot[c->index].heap_used = at + total;
+    return CALF_OK;
 }
 
 static void local_report_failure(comm *c, const char *msg) {
@@ -256,8 +277,9 @@ static const comm_ops local_ops = {
     .abort = local_abort,
     .report_failure = local_report_failure,
     .finalize = local_finalize,
-    .slot = local_put_slot,
+    .next_arena = local_next_arena,
     .gathered = local_gathered,
+    .shared_alloc = local_shared_alloc,
 };
 
 int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,
@@ -279,10 +301,10 @@ int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,
     const size_t floor_bytes = fixed ? arena_bytes : (size_t)16 << 20;
     for (;;) {
         arena = (arena + (size_t)page - 1) / (size_t)page * (size_t)page;
-        if (arena > (SIZE_MAX - head) / 2)
+        if (arena > (SIZE_MAX - head) / 3)
             return calf_error_set(err, CALF_EINVAL, "comm: shared arena of %zu bytes is too large",
                                   arena_bytes);
-        size_t total = head + 2 * arena;
+        size_t total = head + 3 * arena;
         void *p = mmap(NULL, total, PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p != MAP_FAILED) {

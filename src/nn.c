@@ -492,21 +492,22 @@ static void check_cache(const nn_mlp *m, const nn_cache *c) {
     for (int l = 0; l <= m->num_layers; l++) CALF_ASSERT(c->sizes[l] == m->sizes[l]);
 }
 
-void nn_mlp_forward(const nn_mlp *m, const float *params, const float *x, int B, nn_cache *c,
-                    float *y) {
+void nn_mlp_forward_v(const nn_mlp *m, const float *params, uint64_t version, const float *x,
+                      int B, nn_cache *c, float *y) {
     check_cache(m, c);
     CALF_ASSERT(B >= 0 && B <= c->max_rows);
     int L = m->num_layers;
     memcpy(c->act[0], x, (size_t)B * (size_t)m->sizes[0] * sizeof(float));
     c->rows = B;
+    if (version == 0 || version != c->version || params != c->params) c->wt_valid = 0;
     c->params = params;
-    c->wt_valid = 0;
+    c->version = version;
     for (int l = 0; l < L; l++) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         const float *w = params + m->w_off[l], *b = params + m->b_off[l];
         if (out < NN_SMALL_OUT) {
             /* The transposed copy doubles as the one backward's dX uses. */
-            nn_transpose(w, in, out, c->wt[l]);
+            if (!(c->wt_valid & (1u << l))) nn_transpose(w, in, out, c->wt[l]);
             c->wt_valid |= 1u << l;
             small_forward(c->act[l], c->wt[l], b, in, out, c->act[l + 1], B);
         } else {
@@ -516,6 +517,11 @@ void nn_mlp_forward(const nn_mlp *m, const float *params, const float *x, int B,
         if (l + 1 < L) nn_activate(m->act, c->act[l + 1], (size_t)B * (size_t)out);
     }
     if (y) memcpy(y, c->act[L], (size_t)B * (size_t)m->sizes[L] * sizeof(float));
+}
+
+void nn_mlp_forward(const nn_mlp *m, const float *params, const float *x, int B, nn_cache *c,
+                    float *y) {
+    nn_mlp_forward_v(m, params, 0, x, B, c, y);
 }
 
 void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,

@@ -81,6 +81,7 @@ typedef struct nn_cache {
                                          post-activation */
     float *wt[NN_MAX_LAYERS];         /* (sizes[l+1], sizes[l]) transposed weights */
     unsigned wt_valid;                /* bit l: wt[l] matches params of the last forward */
+    uint64_t version;                 /* caller's version of those params (0: none) */
     const float *params;              /* params of the last forward (checked by backward) */
     float *scratch[2];                /* (max_rows, max width): backward buffers */
     float *small;                     /* (max in * out of layers with out < NN_SMALL_OUT) */
@@ -96,6 +97,15 @@ void nn_mlp_forward(const nn_mlp *m, const float *params,
                     const float *x, /* (B, in) */
                     int B, nn_cache *c,
                     float *y);      /* (B, out) */
+
+/* The same, for callers that run several forwards on unchanged parameters (a minibatch
+ * in groups of rows): a nonzero version equal to the last forward's, with the same
+ * params pointer, promises the values did not change, so the transposed weights kept
+ * for backward are reused. Bump the version whenever the parameters change. */
+void nn_mlp_forward_v(const nn_mlp *m, const float *params, uint64_t version,
+                      const float *x, /* (B, in) */
+                      int B, nn_cache *c,
+                      float *y);      /* (B, out) */
 
 /* Backprop rows [row_begin, row_begin + row_count) of the last forward. ACCUMULATES
  * (+=) dL/dparams into grad (the flat gradient array, at m's offsets), rows in

@@ -47,6 +47,25 @@ static double now_seconds(void) {
 /* Per-env statistics summed over the iteration, then over envs in canonical order. */
 enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, ST_EPISODES, ST_RETURN, ST_LENGTH, NUM_STATS };
 
+/* What the update reads of one rank's rollout: this process's own, or, when the ranks
+ * share memory, a peer's, so that a rank that is ahead can fold some of a slower rank's
+ * envs into the minibatch gradient (work sharing: which rank computes an env's partial
+ * never shows in the bits). Indices are time-major over the rank's envs: t * count + e. */
+typedef struct rollout_view {
+    int begin, count;        /* the rank's envs */
+    comm_claim *claim;       /* who takes which of its envs in the current minibatch */
+    float *obs;              /* (T, count, obs_dim) */
+    int *act;                /* (T, count) */
+    float *u;                /* (T, count, max(action_dim, 1)) continuous actions, unclipped */
+    float *logp, *adv, *ret; /* (T, count) */
+    int *perm;               /* (count, T) this epoch's shuffle of each env's timesteps */
+    double *stats;           /* (count, NUM_STATS) */
+} rollout_view;
+
+/* Envs per forward pass when sharing: small, so that what is left to take stays fine
+ * grained; the bits do not depend on it. */
+enum { SHARE_GROUP_ENVS = 4 };
+
 typedef struct trainer {
     const calf_config *cfg;
     comm *c;
@@ -69,11 +88,24 @@ typedef struct trainer {
     nn_cache a_cache, v_cache;
     int cache_rows;
 
-    /* rollout, time-major: index (t * count + e) */
-    float *obs;              /* (T, count, obs_dim) */
-    int *act;                /* (T, count) */
-    float *u;                /* (T, count, action_dim) continuous actions, unclipped */
-    float *logp, *val, *next_val, *rew, *adv, *ret; /* (T, count) */
+    /* rollout, time-major: index (t * count + e); obs, act, u, logp, adv, ret, perm and
+     * stats live in views[own] (shared memory when sharing) */
+    rollout_view *views;     /* (size) every rank's when sharing, else just this one's */
+    rollout_view *own;
+    void *view_mem;          /* own view's memory when private (else the comm's) */
+    bool sharing;            /* ranks share memory: work sharing in the update */
+    int group_envs;          /* envs per forward pass in the update */
+    uint32_t round;          /* minibatches so far (the claim tag; alike on every rank) */
+    uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
+    comm_claim **claims;     /* (size) every rank's claim word, when sharing */
+    comm_tree steal_tree;    /* pieces taken from other ranks */
+    int64_t shared_envs;     /* env partials this rank folded for other ranks */
+    bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
+    float *obs;              /* = own->obs, ... */
+    int *act;
+    float *u;
+    float *logp, *adv, *ret;
+    float *val, *next_val, *rew; /* (T, count) */
     uint8_t *term, *trunc;   /* (T, count) */
     float *trunc_obs;        /* (T, count, obs_dim) final observation where truncated */
     float *step_final;       /* (count, obs_dim) */
@@ -85,7 +117,7 @@ typedef struct trainer {
     size_t *trunc_idx;       /* (cache_rows) */
 
     /* minibatch */
-    int *perm;               /* (count, T) */
+    int *perm;               /* = own->perm */
     float *dhead;            /* (cache_rows, head_dim) */
     float *dval;             /* (cache_rows) */
     float *dlogstd;          /* (cache_rows, action_dim) */
@@ -177,11 +209,12 @@ static void trainer_free(trainer *t) {
     nn_cache_free(&t->a_cache);
     nn_cache_free(&t->v_cache);
     comm_tree_free(&t->tree);
-    void *bufs[] = {t->act_rng, t->shuf_rng, t->obs, t->act, t->u, t->logp, t->val, t->next_val,
-                    t->rew, t->adv, t->ret, t->term, t->trunc, t->trunc_obs, t->step_final,
-                    t->step_ep_return, t->step_ep_length, t->head, t->vout, t->rows_in, t->trunc_idx,
-                    t->perm, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val, t->g_next, t->g_adv, t->g_ret, t->g_term,
-                    t->g_ended, t->adv_sums, t->stats};
+    comm_tree_free(&t->steal_tree);
+    void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->claims, t->val,
+                    t->next_val, t->rew, t->term, t->trunc, t->trunc_obs, t->step_final,
+                    t->step_ep_return, t->step_ep_length, t->head, t->vout, t->rows_in,
+                    t->trunc_idx, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val, t->g_next,
+                    t->g_adv, t->g_ret, t->g_term, t->g_ended, t->adv_sums};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
 
@@ -190,6 +223,71 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
     int base = T / M, extra = T % M;
     *off = m * base + (m < extra ? m : extra);
     *len = base + (m < extra ? 1 : 0);
+}
+
+/* Lay out a view of `count` envs at base (NULL: only measure); returns its bytes. Every
+ * rank computes every peer's layout alike from the peer's count. */
+static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
+                         int od, int ad) {
+    size_t off = 0, nt = (size_t)count * (size_t)T;
+#define CARVE(field, bytes)                                         \
+    do {                                                            \
+        if (base) v->field = (void *)(base + off);                  \
+        off += ((size_t)(bytes) + 63) & ~(size_t)63;                \
+    } while (0)
+    CARVE(claim, sizeof(comm_claim));
+    CARVE(obs, nt * (size_t)od * sizeof(float));
+    CARVE(act, nt * sizeof(int));
+    CARVE(u, nt * (size_t)ad * sizeof(float));
+    CARVE(logp, nt * sizeof(float));
+    CARVE(adv, nt * sizeof(float));
+    CARVE(ret, nt * sizeof(float));
+    CARVE(perm, nt * sizeof(int));
+    CARVE(stats, (size_t)count * NUM_STATS * sizeof(double));
+#undef CARVE
+    if (base) {
+        v->begin = begin;
+        v->count = count;
+    }
+    return off;
+}
+
+/* Every rank's rollout in memory all ranks share (when the backend has it and the piece
+ * sum fits its arena: the same answer everywhere), else this rank's own, private. */
+static int views_init(trainer *t, calf_error *err) {
+    comm *c = t->c;
+    int P = comm_size(c), T = t->T, od = t->md.obs_dim;
+    int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
+    rollout_view scratch;
+    t->sharing = P > 1 && comm_shares_memory(c) &&
+                 comm_tree_pieces_supported(c, t->E, t->md.num_params);
+    if (!t->sharing) {
+        t->views = calf_xcalloc(1, sizeof *t->views);
+        size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);
+        t->view_mem = calf_xcalloc(1, bytes);
+        view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad);
+        t->own = &t->views[0];
+        return CALF_OK;
+    }
+    t->views = calf_xcalloc((size_t)P, sizeof *t->views);
+    t->claims = calf_xcalloc((size_t)P, sizeof *t->claims);
+    void **peers = calf_xcalloc((size_t)P, sizeof *peers);
+    size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);
+    int rc = comm_shared_alloc(c, bytes, peers, err);
+    for (int r = 0; rc == CALF_OK && r < P; r++) {
+        int b, n;
+        if ((rc = calf_split(t->E, P, r, &b, &n, err))) break;
+        view_carve(&t->views[r], peers[r], b, n, T, od, ad);
+        t->claims[r] = t->views[r].claim;
+    }
+    free(peers);
+    t->own = &t->views[c->index];
+    comm_tree_init(&t->steal_tree, t->md.num_params, t->E, 0, 0);
+    /* For tests/e2e_ddp.sh: the named rank dawdles over its own envs, so that the others
+     * certainly take some of them. Results cannot depend on it; only timing does. */
+    const char *slow = getenv("CALF_TEST_SLOW_RANK");
+    t->test_slow = slow && *slow && atoi(slow) == c->index;
+    return rc;
 }
 
 static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error *err) {
@@ -214,6 +312,7 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->M = (int)M;
     t->eval_return = NAN;
     t->last_avg_return = NAN;
+    t->params_version = 1;
 
     int rc = calf_split(t->E, comm_size(c), c->index, &t->begin, &t->count, err);
     if (rc) return rc;
@@ -226,8 +325,21 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
 
     int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
+    if ((rc = views_init(t, err))) return rc;
+    t->obs = t->own->obs;
+    t->act = t->own->act;
+    t->u = t->own->u;
+    t->logp = t->own->logp;
+    t->adv = t->own->adv;
+    t->ret = t->own->ret;
+    t->perm = t->own->perm;
+    t->stats = t->own->stats;
+    /* Without sharing a minibatch's rows go through the nets in one pass; with it, a few
+     * envs at a time, so that another rank can take what is left. */
+    t->group_envs = t->sharing ? SHARE_GROUP_ENVS : (n > 0 ? n : 1);
     int max_chunk = (T + t->M - 1) / t->M;
-    t->cache_rows = n * max_chunk; /* >= n: a minibatch, or one timestep of every env */
+    int cache_envs = n > t->group_envs ? n : t->group_envs;
+    t->cache_rows = cache_envs * max_chunk; /* >= n: a minibatch, or one timestep of every env */
     nn_cache_init(&t->a_cache, &t->md.actor, t->cache_rows);
     nn_cache_init(&t->v_cache, &t->md.value, t->cache_rows);
 
@@ -238,15 +350,9 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
         calf_rng_seed(&t->shuf_rng[e], t->seed, (uint64_t)(t->begin + e), CALF_RNG_SHUFFLE);
     }
     size_t nt = (size_t)n * (size_t)T;
-    t->obs = calf_xcalloc(nt * (size_t)od, sizeof(float));
-    t->act = calf_xcalloc(nt, sizeof(int));
-    t->u = calf_xcalloc(nt * (size_t)ad, sizeof(float));
-    t->logp = calf_xcalloc(nt, sizeof(float));
     t->val = calf_xcalloc(nt, sizeof(float));
     t->next_val = calf_xcalloc(nt, sizeof(float));
     t->rew = calf_xcalloc(nt, sizeof(float));
-    t->adv = calf_xcalloc(nt, sizeof(float));
-    t->ret = calf_xcalloc(nt, sizeof(float));
     t->term = calf_xcalloc(nt, 1);
     t->trunc = calf_xcalloc(nt, 1);
     t->trunc_obs = calf_xcalloc(nt * (size_t)od, sizeof(float));
@@ -258,7 +364,6 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->vout = calf_xcalloc(rows, sizeof(float));
     t->rows_in = calf_xcalloc(rows * (size_t)od, sizeof(float));
     t->trunc_idx = calf_xcalloc(rows, sizeof(size_t));
-    t->perm = calf_xcalloc(nt, sizeof(int));
     t->dhead = calf_xcalloc(rows * (size_t)hd, sizeof(float));
     t->dval = calf_xcalloc(rows, sizeof(float));
     t->dlogstd = calf_xcalloc(rows * (size_t)ad, sizeof(float));
@@ -267,7 +372,6 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->g_term = calf_xcalloc((size_t)T, 1);
     t->g_ended = calf_xcalloc((size_t)T, 1);
     t->adv_sums = calf_xcalloc((size_t)n * 2, sizeof(double));
-    t->stats = calf_xcalloc((size_t)n * NUM_STATS, sizeof(double));
     comm_tree_init(&t->tree, t->md.num_params, t->E, t->begin, t->count);
     return CALF_OK;
 }
@@ -389,12 +493,113 @@ static void shuffle_env(calf_rng *rng, int *perm, int T) {
     }
 }
 
+typedef struct loss_weights {
+    float clip, td_w, ent_w, scale;
+} loss_weights;
+
+/* Forward, per-sample loss and per-env backward for envs [first, first+cnt) of view v
+ * (indices within v) on timesteps [off, off+len) of their shuffles, each env's partial
+ * gradient folded into tree in env order. The envs' loss statistics are added to v's.
+ * The result depends only on the parameters and v's data, not on who runs it. */
+static void minibatch_envs(trainer *t, const rollout_view *v, int first, int cnt, int off,
+                           int len, const loss_weights *w, comm_tree *tree) {
+    model *md = &t->md;
+    int T = t->T, vn = v->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
+    int adim = ad > 0 ? ad : 1;
+    for (int g0 = first; g0 < first + cnt; g0 += t->group_envs) {
+        int g = first + cnt - g0 < t->group_envs ? first + cnt - g0 : t->group_envs;
+        int rows = g * len;
+        /* rows grouped by env: env g0+k's timesteps are rows [k*len, (k+1)*len) */
+        for (int k = 0; k < g; k++)
+            for (int j = 0; j < len; j++) {
+                size_t i = (size_t)v->perm[(size_t)(g0 + k) * T + off + j] * vn + (size_t)(g0 + k);
+                memcpy(t->rows_in + ((size_t)k * len + j) * od, v->obs + i * od,
+                       od * sizeof(float));
+            }
+        nn_mlp_forward_v(&md->actor, md->params, t->params_version, t->rows_in, rows,
+                         &t->a_cache, t->head);
+        nn_mlp_forward_v(&md->value, md->params, t->params_version, t->rows_in, rows,
+                         &t->v_cache, t->vout);
+        for (int k = 0; k < g; k++) {
+            int e = g0 + k;
+            double *st = v->stats + (size_t)e * NUM_STATS;
+            for (int j = 0; j < len; j++) {
+                int r = k * len + j;
+                size_t i = (size_t)v->perm[(size_t)e * T + off + j] * vn + (size_t)e;
+                const float *h = t->head + (size_t)r * hd;
+                const float *u = ad ? v->u + i * adim : NULL;
+                float logp, ent;
+                model_logp_entropy(md, md->params, h, v->act[i], u, &logp, &ent);
+                ppo_sample_result res;
+                ppo_sample_loss(logp, v->logp[i], v->adv[i], ent, t->vout[r], v->ret[i], w->clip,
+                                w->td_w, w->ent_w, w->scale, &res);
+                model_dist_backward(md, md->params, h, v->act[i], u, res.dlogp, res.dentropy,
+                                    t->dhead + (size_t)r * hd,
+                                    ad ? t->dlogstd + (size_t)r * ad : NULL);
+                t->dval[r] = res.dvalue;
+                st[ST_PG] += res.pg_loss;
+                st[ST_TD] += res.td_loss;
+                st[ST_ENT] += ent;
+                st[ST_CLIP] += res.clipped;
+            }
+        }
+        for (int k = 0; k < g; k++) {
+            float *leaf = comm_tree_leaf(tree);
+            int r0 = k * len;
+            nn_mlp_backward(&md->actor, md->params, &t->a_cache, r0, len,
+                            t->dhead + (size_t)r0 * hd, leaf, NULL);
+            nn_mlp_backward(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0, leaf,
+                            NULL);
+            for (int j = 0; j < len && ad; j++)
+                for (int a = 0; a < ad; a++)
+                    leaf[md->log_std_off + a] += t->dlogstd[(size_t)(r0 + j) * ad + a];
+            comm_tree_push(tree);
+        }
+    }
+}
+
+/* One minibatch's gradient into md->grad. Without shared memory each rank folds its own
+ * envs and the tree is completed across ranks. With it, each rank takes its own envs a
+ * group at a time and, once out of them, takes the back half of what a slower rank has
+ * left, so no rank idles while another works; the pieces complete the same tree. */
+static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *w,
+                              calf_error *err) {
+    model *md = &t->md;
+    if (!t->sharing) {
+        minibatch_envs(t, t->own, 0, t->count, off, len, w, &t->tree);
+        return comm_tree_allreduce(t->c, &t->tree, md->grad, err);
+    }
+    uint32_t tag = ++t->round;
+    comm_tree_pieces pieces;
+    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->num_params, err);
+    if (rc) return rc;
+    comm_claim_open(t->own->claim, tag, t->count);
+    comm_tree_restart(&t->tree, t->begin, t->count);
+    int first, k, victim;
+    while ((k = comm_claim_front(t->own->claim, tag, t->group_envs, &first)) > 0) {
+        if (t->test_slow) nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
+        minibatch_envs(t, t->own, first, k, off, len, w, &t->tree);
+    }
+    comm_tree_pieces_put(&pieces, &t->tree);
+    while ((k = comm_claim_back(t->claims, comm_size(t->c), t->c->index, tag, &victim,
+                                &first)) > 0) {
+        const rollout_view *v = &t->views[victim];
+        comm_tree_restart(&t->steal_tree, v->begin + first, k);
+        minibatch_envs(t, v, first, k, off, len, w, &t->steal_tree);
+        comm_tree_pieces_put(&pieces, &t->steal_tree);
+        t->shared_envs += k;
+    }
+    return comm_tree_pieces_sum(t->c, &pieces, &t->tree, md->grad, err);
+}
+
 static int update(trainer *t, calf_error *err) {
     model *md = &t->md;
-    int n = t->count, T = t->T, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
-    float clip = (float)calf_config_float(t->cfg, CALF_CFG_RATIO_CLIPPING);
-    float td_w = (float)calf_config_float(t->cfg, CALF_CFG_TD_LOSS_WEIGHT);
-    float ent_w = (float)calf_config_float(t->cfg, CALF_CFG_ENTROPY_REG);
+    int n = t->count, T = t->T;
+    loss_weights w = {
+        .clip = (float)calf_config_float(t->cfg, CALF_CFG_RATIO_CLIPPING),
+        .td_w = (float)calf_config_float(t->cfg, CALF_CFG_TD_LOSS_WEIGHT),
+        .ent_w = (float)calf_config_float(t->cfg, CALF_CFG_ENTROPY_REG),
+    };
     float lr = (float)calf_config_float(t->cfg, CALF_CFG_ADAM_LR);
     const calf_config_value *betas = calf_config_get(t->cfg, CALF_CFG_ADAM_BETAS);
     float eps = (float)calf_config_float(t->cfg, CALF_CFG_ADAM_EPS);
@@ -405,53 +610,8 @@ static int update(trainer *t, calf_error *err) {
         for (int mb = 0; mb < t->M; mb++) {
             int off, len;
             chunk_range(T, t->M, mb, &off, &len);
-            int rows = n * len;
-            /* rows grouped by env: env e's timesteps are rows [e*len, (e+1)*len) */
-            for (int e = 0; e < n; e++)
-                for (int j = 0; j < len; j++) {
-                    size_t i = (size_t)t->perm[(size_t)e * T + off + j] * n + e;
-                    memcpy(t->rows_in + ((size_t)e * len + j) * od, t->obs + i * od,
-                           od * sizeof(float));
-                }
-            nn_mlp_forward(&md->actor, md->params, t->rows_in, rows, &t->a_cache, t->head);
-            nn_mlp_forward(&md->value, md->params, t->rows_in, rows, &t->v_cache, t->vout);
-            float scale = 1.0f / ((float)t->E * (float)len);
-            for (int e = 0; e < n; e++) {
-                double *st = t->stats + (size_t)e * NUM_STATS;
-                for (int j = 0; j < len; j++) {
-                    int r = e * len + j;
-                    size_t i = (size_t)t->perm[(size_t)e * T + off + j] * n + e;
-                    const float *h = t->head + (size_t)r * hd;
-                    float logp, ent;
-                    model_logp_entropy(md, md->params, h, t->act[i], ad ? t->u + i * ad : NULL,
-                                       &logp, &ent);
-                    ppo_sample_result res;
-                    ppo_sample_loss(logp, t->logp[i], t->adv[i], ent, t->vout[r], t->ret[i],
-                                    clip, td_w, ent_w, scale, &res);
-                    model_dist_backward(md, md->params, h, t->act[i], ad ? t->u + i * ad : NULL,
-                                        res.dlogp, res.dentropy, t->dhead + (size_t)r * hd,
-                                        ad ? t->dlogstd + (size_t)r * ad : NULL);
-                    t->dval[r] = res.dvalue;
-                    st[ST_PG] += res.pg_loss;
-                    st[ST_TD] += res.td_loss;
-                    st[ST_ENT] += ent;
-                    st[ST_CLIP] += res.clipped;
-                }
-            }
-            /* per-env partial gradients, folded in canonical env order */
-            for (int e = 0; e < n; e++) {
-                float *leaf = comm_tree_leaf(&t->tree);
-                int r0 = e * len;
-                nn_mlp_backward(&md->actor, md->params, &t->a_cache, r0, len,
-                                t->dhead + (size_t)r0 * hd, leaf, NULL);
-                nn_mlp_backward(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0, leaf,
-                                NULL);
-                for (int j = 0; j < len && ad; j++)
-                    for (int k = 0; k < ad; k++)
-                        leaf[md->log_std_off + k] += t->dlogstd[(size_t)(r0 + j) * ad + k];
-                comm_tree_push(&t->tree);
-            }
-            int rc = comm_tree_allreduce(t->c, &t->tree, md->grad, err);
+            w.scale = 1.0f / ((float)t->E * (float)len);
+            int rc = minibatch_gradient(t, off, len, &w, err);
             if (rc) return rc;
             double norm = nn_clip_grad_norm(md->grad, md->num_params, max_norm);
             if (!isfinite(norm))
@@ -462,6 +622,7 @@ static int update(trainer *t, calf_error *err) {
             t->grad_norm_sum += norm;
             t->num_updates++;
             t->adam_step++;
+            t->params_version++;
             nn_adam_step(md->params, md->grad, md->m, md->v, md->num_params, t->adam_step, lr,
                          (float)betas->tf[0], (float)betas->tf[1], eps);
         }
@@ -654,6 +815,7 @@ static int load_checkpoint(trainer *t, const unsigned char *payload, size_t n, c
     ckpt_reader_init(&r, payload, n, name, err);
     ckpt_meta m;
     int rc = read_meta_params(&r, name, header_iteration, &m, md, err);
+    t->params_version++; /* the parameters were overwritten */
     if (rc) return rc;
     if (m.num_envs != (uint64_t)t->E)
         return calf_error_set(err, CALF_EINVAL, "%s: checkpoint has %llu environments, config %d",
@@ -1051,6 +1213,9 @@ static int train_worker(comm *c, void *arg) {
         double peak_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : -1;
         logf_(&t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t.iteration,
               peak_mib);
+        if (t.sharing)
+            logf_(&t, false, "work sharing: this rank folded %lld env partials of other ranks",
+                  (long long)t.shared_envs);
     }
     if (rc != CALF_OK && rc != CALF_EINTR) {
         if (!err.msg[0]) calf_error_set(&err, rc, "training failed with status %d", rc);

@@ -62,6 +62,18 @@ for n in 1 3; do
 done
 expect_same_file "$WORK/pend_1/train/algorithm/ckpt-4" "$WORK/pend_3/train/algorithm/ckpt-4"
 
+# work sharing: a slow rank's envs are partly folded by the others, and the bits stay
+# those of one process (discrete and continuous actions)
+CALF_TEST_SLOW_RANK=1 run "$WORK/slow_2" 2
+expect_same_file "$WORK/e64_1/train/algorithm/ckpt-4" "$WORK/slow_2/train/algorithm/ckpt-4"
+took=$(sed -n 's/.*this rank folded \([0-9]*\) env partials.*/\1/p' "$WORK/slow_2/log/rank-0.log")
+if [ "${took:-0}" -gt 0 ]; then ok; else bad "rank 0 took no envs from slow rank 1 (${took:-no line})"; fi
+CALF_TEST_SLOW_RANK=0 run "$WORK/pend_slow_3" 3 --conf_param "create_environment.env_name='Pendulum-v1'" \
+    --conf_param create_environment.num_parallel_environments=10
+expect_same_file "$WORK/pend_1/train/algorithm/ckpt-4" "$WORK/pend_slow_3/train/algorithm/ckpt-4"
+took=$(cat "$WORK"/pend_slow_3/log/rank-[12].log | sed -n 's/.*this rank folded \([0-9]*\) env partials.*/\1/p' | awk '{s += $1} END {print s + 0}')
+if [ "$took" -gt 0 ]; then ok; else bad "ranks 1 and 2 took no envs from slow rank 0"; fi
+
 # kill -9 of rank 1 mid-run: the launcher exits non-zero within 5 s, no worker remains
 K=$WORK/kill
 "$CALF" train --quiet --root_dir "$K" --conf "$CONF" --nproc 2 \

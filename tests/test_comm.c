@@ -567,6 +567,155 @@ static void test_local_parity(void) {
     munmap(rep, sizeof *rep);
 }
 
+/* ---- work sharing: claims and piece sums ------------------------------------------- */
+
+/* The claim protocol in one process: front bites never exceed half of what is left,
+ * thieves take the back half of the largest remainder, a stale tag claims nothing. */
+static void test_claims(void) {
+    comm_claim w[3];
+    comm_claim *words[3] = {&w[0], &w[1], &w[2]};
+    int first = -1, victim = -1;
+    comm_claim_open(&w[0], 7, 10);
+    comm_claim_open(&w[1], 7, 0);
+    comm_claim_open(&w[2], 6, 50); /* an earlier round: not open in round 7 */
+    CHECK_INT_EQ(comm_claim_front(&w[0], 7, 4, &first), 4); /* half of 10 is 5; max 4 */
+    CHECK_INT_EQ(first, 0);
+    CHECK_INT_EQ(comm_claim_front(&w[0], 8, 4, &first), 0); /* wrong round */
+    /* Rank 1 (no work of its own) takes the back half of rank 0's 6 left: [7, 10). */
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 7, &victim, &first), 3);
+    CHECK_INT_EQ(victim, 0);
+    CHECK_INT_EQ(first, 7);
+    CHECK_INT_EQ(comm_claim_front(&w[0], 7, 4, &first), 2); /* [4, 7): half of 3, rounded up */
+    CHECK_INT_EQ(first, 4);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 7, &victim, &first), 1); /* [6, 7) */
+    CHECK_INT_EQ(first, 6);
+    CHECK_INT_EQ(comm_claim_front(&w[0], 7, 4, &first), 0);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 7, &victim, &first), 0);
+    /* A thief never takes from itself, and picks the largest remainder. */
+    comm_claim_open(&w[0], 9, 3);
+    comm_claim_open(&w[1], 9, 8);
+    comm_claim_open(&w[2], 9, 5);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 9, &victim, &first), 3); /* rank 2's [2, 5) */
+    CHECK_INT_EQ(victim, 2);
+    CHECK_INT_EQ(first, 2);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 0, 9, &victim, &first), 4); /* rank 1's [4, 8) */
+    CHECK_INT_EQ(victim, 1);
+    CHECK_INT_EQ(first, 4);
+}
+
+typedef struct share_arg {
+    int E;
+    size_t n;
+    int rounds;
+    int slow_rank;    /* sleeps before each of its own envs, so that others take some */
+} share_arg;
+
+/* Fold envs [first, first+k) of the global leaves into t as the piece starting there. */
+static void fold_piece(comm_tree *t, const float *leaves, size_t n, int first, int k) {
+    comm_tree_restart(t, first, k);
+    for (int i = first; i < first + k; i++) {
+        memcpy(comm_tree_leaf(t), leaves + (size_t)i * n, n * sizeof(float));
+        comm_tree_push(t);
+    }
+}
+
+/* Each round: every rank claims its own envs a few at a time, then takes what is left of
+ * others; the piece sum must equal the one-process tree to the bit, whoever did what. */
+static int rank_share(comm *c, report *rep, const void *argp) {
+    const share_arg *a = argp;
+    int r = comm_rank(c), P = comm_size(c), begin, count;
+    calf_error err;
+    calf_error_clear(&err);
+    even_split(a->E, P, r, &begin, &count);
+    void *peers[8];
+    CHECK_INT_EQ(comm_shared_alloc(c, sizeof(comm_claim), peers, &err), CALF_OK);
+    comm_claim *words[8];
+    for (int q = 0; q < P; q++) words[q] = peers[q];
+    float *leaves = malloc((size_t)a->E * a->n * sizeof *leaves);
+    float *ref = malloc(a->n * sizeof *ref), *out = malloc(a->n * sizeof *out);
+    comm_tree own, other;
+    comm_tree_init(&own, a->n, a->E, begin, count);
+    comm_tree_init(&other, a->n, a->E, 0, 0);
+    int taken = 0, mismatches = 0;
+    CHECK(comm_tree_pieces_supported(c, a->E, a->n));
+    for (int round = 1; round <= a->rounds; round++) {
+        for (int i = 0; i < a->E; i++) fill_leaf(leaves + (size_t)i * a->n, a->n, 300 + (uint64_t)round, i);
+        ref_sum(leaves, a->E, a->n, ref);
+        comm_tree_pieces pc;
+        CHECK_INT_EQ(comm_tree_pieces_open(c, &pc, a->E, a->n, &err), CALF_OK);
+        comm_claim_open(words[r], (uint32_t)round, count);
+        comm_tree_restart(&own, begin, count);
+        int first, k, victim;
+        while ((k = comm_claim_front(words[r], (uint32_t)round, 2, &first)) > 0)
+            for (int i = begin + first; i < begin + first + k; i++) {
+                if (r == a->slow_rank) {
+                    struct timespec nap = {0, 3 * 1000 * 1000};
+                    nanosleep(&nap, NULL);
+                }
+                memcpy(comm_tree_leaf(&own), leaves + (size_t)i * a->n, a->n * sizeof(float));
+                comm_tree_push(&own);
+            }
+        comm_tree_pieces_put(&pc, &own);
+        while ((k = comm_claim_back(words, P, r, (uint32_t)round, &victim, &first)) > 0) {
+            int vb, vc;
+            even_split(a->E, P, victim, &vb, &vc);
+            fold_piece(&other, leaves, a->n, vb + first, k);
+            comm_tree_pieces_put(&pc, &other);
+            taken += k;
+        }
+        memset(out, 0xff, a->n * sizeof *out);
+        CHECK_INT_EQ(comm_tree_pieces_sum(c, &pc, &own, out, &err), CALF_OK);
+        mismatches += memcmp(out, ref, a->n * sizeof *out) != 0;
+        /* Other collectives in between reuse the arenas. */
+        if (round % 2 == 0) CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK);
+    }
+    CHECK_INT_EQ(mismatches, 0);
+    rep->rc[r] = taken;
+    comm_tree_free(&own);
+    comm_tree_free(&other);
+    free(out);
+    free(ref);
+    free(leaves);
+    return 0;
+}
+
+static void test_local_sharing(void) {
+    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(rep != MAP_FAILED);
+    const share_arg cases[] = {
+        {.E = 37, .n = 1001, .rounds = 6, .slow_rank = 1},
+        {.E = 64, .n = 513, .rounds = 4, .slow_rank = 0},
+        {.E = 3, .n = 77, .rounds = 5, .slow_rank = 2}, /* fewer envs than ranks */
+    };
+    const int procs[] = {2, 3, 4};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int P = procs[ci], st[8];
+        memset(rep, 0, sizeof *rep);
+        run_ranks(P, 0, 10.0, rank_share, rep, &cases[ci], st);
+        int by_others = 0;
+        for (int r = 0; r < P; r++) {
+            CHECK_INT_EQ(st[r], 0);
+            if (r != cases[ci].slow_rank) by_others += rep->rc[r];
+        }
+        /* The slow rank sleeps 3 ms per env: the others must have taken some of them. */
+        int sb, sc;
+        even_split(cases[ci].E, P, cases[ci].slow_rank, &sb, &sc);
+        if (sc > 1) CHECK(by_others > 0);
+        printf("sharing P=%d E=%d: %d env partials taken from other ranks\n", P, cases[ci].E,
+               by_others);
+    }
+    munmap(rep, sizeof *rep);
+}
+
+/* The single and MPI backends share no memory: no piece sums there. */
+static void test_sharing_unsupported(void) {
+    comm *c = NULL;
+    CHECK_INT_EQ(comm_single(&c), CALF_OK);
+    CHECK(!comm_shares_memory(c));
+    CHECK(!comm_tree_pieces_supported(c, 8, 10));
+    comm_finalize(c);
+}
+
 /* A payload beyond a (deliberately small) arena fails clearly on every rank. */
 static int rank_too_big(comm *c, report *rep, const void *arg) {
     (void)arg;
@@ -878,6 +1027,9 @@ int main(int argc, char **argv) {
     test_tree_f64_splits();
     test_single();
     test_local_parity();
+    test_claims();
+    test_local_sharing();
+    test_sharing_unsupported();
     test_local_failures();
 #if CALF_HAVE_MPI
     test_mpi_backend();
