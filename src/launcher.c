@@ -298,8 +298,12 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             signal_all(ch, nproc, SIGKILL, true);
             killed_all = true;
         }
-        struct timespec nap = {0, 10 * 1000 * 1000};
-        nanosleep(&nap, NULL); /* SIGCHLD or an interrupt ends it early */
+        /* SIGCHLD or an interrupt ends the nap early; it is long because every wakeup
+         * takes a core from a worker (on a machine with a core per worker, one wakeup
+         * delays every rank waiting for that one). A signal landing just before the nap
+         * is seen at most one nap late. */
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
     }
     free(newly);
     restore_signals(&saved);
