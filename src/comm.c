@@ -378,7 +378,8 @@ static void add3_f64(void *dst, const void *a, const void *b, size_t n) {
 typedef struct tree_fold {
     size_t n, elem;
     void (*add3)(void *, const void *, const void *, size_t);
-    void **scratch;   /* (cap) n elements each, allocated on first use */
+    void *out;        /* stack position 0 merges here: the root lands in place */
+    void **scratch;   /* (cap) n elements each, allocated on first use; [0] unused */
     int cap;
     int depth;
     const void *stack[66];
@@ -386,8 +387,9 @@ typedef struct tree_fold {
     int64_t index[66];
 } tree_fold;
 
-static void fold_init(tree_fold *f, size_t n, size_t elem, void **scratch, int cap) {
+static void fold_init(tree_fold *f, size_t n, size_t elem, void *out, void **scratch, int cap) {
     CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
+    f->out = out;
     f->n = n;
     f->elem = elem;
     f->add3 = elem == sizeof(float) ? add3_f32 : add3_f64;
@@ -398,6 +400,7 @@ static void fold_init(tree_fold *f, size_t n, size_t elem, void **scratch, int c
 
 static void *fold_scratch(tree_fold *f, int k) {
     CALF_ASSERT(k < f->cap);
+    if (k == 0) return f->out;
     if (!f->scratch[k]) f->scratch[k] = calf_xmalloc(f->n * f->elem);
     return f->scratch[k];
 }
@@ -424,14 +427,14 @@ static void fold_push(tree_fold *f, const void *vec, int level, int64_t index) {
 /* What remains are the maximal blocks of [0, E), largest first. Up the clipped right
  * spine of the tree each node is left block + (everything to its right), and a node with
  * nothing to its right is its left half unchanged. */
-static void fold_finish(tree_fold *f, void *out) {
+static void fold_finish(tree_fold *f) {
     CALF_ASSERT(f->depth >= 1);
     if (f->depth == 1) {
-        if (out != f->stack[0]) memcpy(out, f->stack[0], f->n * f->elem);
+        if (f->out != f->stack[0]) memcpy(f->out, f->stack[0], f->n * f->elem);
         return;
     }
     for (int b = f->depth - 2; b >= 0; b--) {
-        void *dst = b == 0 ? out : fold_scratch(f, b);
+        void *dst = fold_scratch(f, b);
         f->add3(dst, f->stack[b], f->stack[b + 1], f->n);
         f->stack[b] = dst;
     }
@@ -445,7 +448,7 @@ static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nr
     CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
     size_t vec = n * elem;
     tree_fold f;
-    fold_init(&f, n, elem, scratch, cap);
+    fold_init(&f, n, elem, out, scratch, cap);
     int64_t p = 0;
     size_t off = 0;
     for (int r = 0; r < nranks; r++) {
@@ -488,7 +491,7 @@ static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nr
     if (p != E)
         return calf_error_set(err, CALF_ECOMM, "comm: ranks hold envs [0, %lld), expected [0, %d)",
                               (long long)p, E);
-    fold_finish(&f, out);
+    fold_finish(&f);
     return CALF_OK;
 }
 
@@ -558,9 +561,9 @@ static int finish_alone(comm *c, comm_tree *t, void *out, calf_error *err) {
     int rc = c->ops->barrier(c, err); /* keeps the collective count alike on every backend */
     if (rc != CALF_OK) return rc;
     tree_fold f;
-    fold_init(&f, t->n, t->elem, t->buf, t->cap);
+    fold_init(&f, t->n, t->elem, out, t->buf, t->cap);
     for (int b = 0; b < t->depth; b++) fold_push(&f, t->buf[b], t->level[b], t->index[b]);
-    fold_finish(&f, out);
+    fold_finish(&f);
     return CALF_OK;
 }
 
@@ -662,7 +665,7 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
     if (!all) return CALF_ECOMM;
     const unsigned char *ends = all + (size_t)p->E * p->stride;
     tree_fold f;
-    fold_init(&f, p->n, p->elem, scratch->buf, scratch->cap);
+    fold_init(&f, p->n, p->elem, out, scratch->buf, scratch->cap);
     size_t vec = p->n * p->elem;
     int y = 0;
     while (y < p->E) {
@@ -691,7 +694,7 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
         }
         y = z;
     }
-    fold_finish(&f, out);
+    fold_finish(&f);
     return CALF_OK;
 }
 
