@@ -38,6 +38,12 @@ static inline unsigned char *bytes_buf_grow(bytes_buf *b, size_t n) {
     return at;
 }
 
+/* Append the bytes of a C string (without its terminator). */
+static inline void bytes_buf_put_str(bytes_buf *b, const char *s) {
+    size_t n = strlen(s);
+    if (n) memcpy(bytes_buf_grow(b, n), s, n);
+}
+
 /* The low nbytes (1..8) of v into out, least significant first. */
 static inline void bytes_put_le(unsigned char *out, uint64_t v, int nbytes) {
     for (int i = 0; i < nbytes; i++) out[i] = (unsigned char)(v >> (8 * i));

@@ -1085,28 +1085,46 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return calf_error_set(err, CALF_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    char header[2048];
-    int N = comm_size(t->c), off;
-    off = snprintf(header, sizeof header,
-                   "operative config written by calf %s: every binding's final value\n"
-                   "values are global; num_parallel_environments = %d split over %d process%s:",
-                   CALF_VERSION, t->E, N, N == 1 ? "" : "es");
-    for (int r = 0; r < N && off < (int)sizeof header - 64; r++) {
-        int b, c;
+    /* The split: a line per rank, or for many ranks a line per run of equal blocks
+     * (calf_split's blocks differ by at most one, so there are at most two runs). */
+    char line[512];
+    int N = comm_size(t->c);
+    bytes_buf hb = {0};
+    snprintf(line, sizeof line,
+             "operative config written by calf %s: every binding's final value\n"
+             "values are global; num_parallel_environments = %d split over %d process%s:",
+             CALF_VERSION, t->E, N, N == 1 ? "" : "es");
+    bytes_buf_put_str(&hb, line);
+    for (int r = 0; r < N;) {
+        int b, c, last = r;
         calf_split(t->E, N, r, &b, &c, NULL);
-        off += snprintf(header + off, sizeof header - (size_t)off, "\n  rank %d: environments %d..%d (%d)",
-                        r, b, b + c - 1, c);
+        if (N > 64)
+            for (int q = r + 1, bq, cq; q < N && (calf_split(t->E, N, q, &bq, &cq, NULL), cq == c); q++)
+                last = q;
+        if (last == r) {
+            snprintf(line, sizeof line, "\n  rank %d: environments %d..%d (%d)", r, b, b + c - 1, c);
+        } else {
+            int bl, cl;
+            calf_split(t->E, N, last, &bl, &cl, NULL);
+            snprintf(line, sizeof line, "\n  ranks %d..%d: environments %d..%d (%d each)", r, last,
+                     b, bl + cl - 1, c);
+        }
+        bytes_buf_put_str(&hb, line);
+        r = last + 1;
     }
     int off0, len0, offl, lenl;
     chunk_range(t->T, t->M, 0, &off0, &len0);
     chunk_range(t->T, t->M, t->M - 1, &offl, &lenl);
-    if (off < (int)sizeof header)
-        snprintf(header + off, sizeof header - (size_t)off,
-                 "\nmini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
-                 "every env (%d..%d samples)",
-                 (long long)calf_config_int(t->cfg, CALF_CFG_MINI_BATCH_SIZE), t->M, lenl, len0,
-                 t->E * lenl, t->E * len0);
+    snprintf(line, sizeof line,
+             "\nmini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
+             "every env (%d..%d samples)",
+             (long long)calf_config_int(t->cfg, CALF_CFG_MINI_BATCH_SIZE), t->M, lenl, len0,
+             t->E * lenl, t->E * len0);
+    bytes_buf_put_str(&hb, line);
+    *bytes_buf_grow(&hb, 1) = '\0';
+    const char *header = (const char *)hb.data;
     rc = calf_config_write(t->cfg, f, header);
+    free(hb.data);
     if (fclose(f) != 0 || rc != CALF_OK) {
         remove(tmp);
         return calf_error_set(err, CALF_EIO, "%s: write failed", tmp);
