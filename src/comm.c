@@ -264,12 +264,24 @@ void comm_tree_init_f64(comm_tree *t, size_t n, int E, int begin, int count) {
     tree_init(t, n, sizeof(double), E, begin, count);
 }
 
-static void *tree_leaf(comm_tree *t) {
+/* Buffers start zeroed and every merge writes left + right over all n elements, so an
+ * element no leaf ever writes stays zero in every buffer: comm_tree_leaf_raw relies on it. */
+static void *tree_leaf_raw(comm_tree *t) {
     CALF_ASSERT(t->pushed < t->count && t->depth < t->cap);
-    if (!t->buf[t->depth]) t->buf[t->depth] = calf_xmalloc(t->n * t->elem);
-    memset(t->buf[t->depth], 0, t->n * t->elem);
+    if (!t->buf[t->depth]) t->buf[t->depth] = calf_xcalloc(t->n, t->elem);
     t->leaf_out = true;
     return t->buf[t->depth];
+}
+
+static void *tree_leaf(comm_tree *t) {
+    void *leaf = tree_leaf_raw(t);
+    memset(leaf, 0, t->n * t->elem);
+    return leaf;
+}
+
+float *comm_tree_leaf_raw(comm_tree *t) {
+    CALF_ASSERT(t->elem == sizeof(float));
+    return tree_leaf_raw(t);
 }
 
 float *comm_tree_leaf(comm_tree *t) {

@@ -133,6 +133,10 @@ void comm_tree_init_f64(comm_tree *t, size_t n, int E, int begin, int count);
  * begin..begin+count-1. Valid until the matching comm_tree_push. */
 float *comm_tree_leaf(comm_tree *t);
 double *comm_tree_leaf_f64(comm_tree *t);
+/* As comm_tree_leaf, without zeroing: for a caller that overwrites the same elements of
+ * every leaf (e.g. nn_mlp_backward_set over the model's ranges). The elements no leaf
+ * ever writes (padding) read as zero: buffers start zeroed and merges keep them so. */
+float *comm_tree_leaf_raw(comm_tree *t);
 /* Fold the leaf in (left + right for each completed sibling pair). */
 void comm_tree_push(comm_tree *t);
 /* Collective: exchange every rank's blocks and complete the tree into out (n elements of

@@ -4,6 +4,7 @@
  * so a row's bits never depend on the batch size, its position, or its neighbours. */
 #include "nn.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,12 +243,13 @@ static void small_forward(const float *x, /* (R, K) */
 }
 
 /* dw[k][n] = madd(x[r][k], dy[r][n], dw[k][n]) for r ascending. A tile of KT k x 8*NV n
- * holds its accumulators in registers across all R rows. */
+ * holds its accumulators in registers across all R rows. With `set` the accumulators
+ * start from +0 instead of dw: the bits of zeroing dw first, without touching it twice. */
 static void scalar_dw(const float *x, int K, const float *dy, int N, int R, int k_begin,
-                      int k_end, int n_begin, int n_end, float *dw) {
+                      int k_end, int n_begin, int n_end, float *dw, bool set) {
     for (int k = k_begin; k < k_end; k++) {
         for (int n = n_begin; n < n_end; n++) {
-            float acc = dw[(size_t)k * N + n];
+            float acc = set ? 0.0f : dw[(size_t)k * N + n];
             for (int r = 0; r < R; r++) acc = nn_madd(x[(size_t)r * K + k], dy[(size_t)r * N + n], acc);
             dw[(size_t)k * N + n] = acc;
         }
@@ -256,10 +258,11 @@ static void scalar_dw(const float *x, int K, const float *dy, int N, int R, int 
 
 #if NN_AVX2
 NN_INLINE void dw_tile(int KT, int NV, const float *x, int K, const float *dy, int N, int R,
-                       float *dw) {
+                       float *dw, bool set) {
     __m256 acc[8][2];
     for (int kk = 0; kk < KT; kk++)
-        for (int v = 0; v < NV; v++) acc[kk][v] = _mm256_loadu_ps(dw + (size_t)kk * N + 8 * v);
+        for (int v = 0; v < NV; v++)
+            acc[kk][v] = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dw + (size_t)kk * N + 8 * v);
     for (int r = 0; r < R; r++) {
         __m256 dv[2];
         for (int v = 0; v < NV; v++) dv[v] = _mm256_loadu_ps(dy + (size_t)r * N + 8 * v);
@@ -273,12 +276,13 @@ NN_INLINE void dw_tile(int KT, int NV, const float *x, int K, const float *dy, i
 }
 
 NN_INLINE void dw_block(int KT, int NV, const float *x, int K, int k0, const float *dy, int N,
-                        int R, float *dw) {
+                        int R, float *dw, bool set) {
     int n = 0;
     if (NV == 2)
-        for (; n + 16 <= N; n += 16) dw_tile(KT, 2, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n);
-    for (; n + 8 <= N; n += 8) dw_tile(KT, 1, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n);
-    if (n < N) scalar_dw(x, K, dy, N, R, k0, k0 + KT, n, N, dw);
+        for (; n + 16 <= N; n += 16)
+            dw_tile(KT, 2, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, set);
+    for (; n + 8 <= N; n += 8) dw_tile(KT, 1, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, set);
+    if (n < N) scalar_dw(x, K, dy, N, R, k0, k0 + KT, n, N, dw, set);
 }
 #endif
 
@@ -287,12 +291,13 @@ NN_INLINE void dw_block(int KT, int NV, const float *x, int K, int k0, const flo
  * With AVX2 the two common heads get direct kernels: N == 1 (a value head: dw is
  * contiguous over k) and N == 2 (a two-action head: 4 k x 2 n per vector, x lanes
  * duplicated by a permute, dy lanes repeated). */
-static void small_dw(const float *x, int K, const float *dy, int N, int R, float *dw) {
+static void small_dw(const float *x, int K, const float *dy, int N, int R, float *dw,
+                     bool set) {
     int k_done = 0;
 #if NN_AVX2
     if (N == 1) {
         for (; k_done + 8 <= K; k_done += 8) {
-            __m256 acc = _mm256_loadu_ps(dw + k_done);
+            __m256 acc = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dw + k_done);
             for (int r = 0; r < R; r++)
                 acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)r * K + k_done),
                                       _mm256_set1_ps(dy[r]), acc);
@@ -301,7 +306,7 @@ static void small_dw(const float *x, int K, const float *dy, int N, int R, float
     } else if (N == 2) {
         const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
         for (; k_done + 4 <= K; k_done += 4) {
-            __m256 acc = _mm256_loadu_ps(dw + (size_t)k_done * 2);
+            __m256 acc = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dw + (size_t)k_done * 2);
             for (int r = 0; r < R; r++) {
                 __m256 xv = _mm256_permutevar8x32_ps(
                     _mm256_castps128_ps256(_mm_loadu_ps(x + (size_t)r * K + k_done)), dup);
@@ -320,7 +325,7 @@ static void small_dw(const float *x, int K, const float *dy, int N, int R, float
     for (int k0 = k_done; k0 < K; k0 += 64) {
         int kc = K - k0 < 64 ? K - k0 : 64;
         for (int n = 0; n < N; n++)
-            for (int k = 0; k < kc; k++) t[n][k] = dw[(size_t)(k0 + k) * N + n];
+            for (int k = 0; k < kc; k++) t[n][k] = set ? 0.0f : dw[(size_t)(k0 + k) * N + n];
         for (int r = 0; r < R; r++) {
             const float *xr = x + (size_t)r * K + k0;
             for (int n = 0; n < N; n++) {
@@ -347,28 +352,39 @@ void nn_linear_forward(const float *x, const float *w, const float *b, int B, in
     }
 }
 
-void nn_linear_backward_params(const float *x, const float *dy, int B, int in, int out,
-                               float *dw, float *db) {
+static void backward_params(const float *x, const float *dy, int B, int in, int out,
+                            float *dw, float *db, bool set) {
     CALF_ASSERT(B >= 0 && in > 0 && out > 0);
     if (out < NN_SMALL_OUT) {
-        small_dw(x, in, dy, out, B, dw);
+        small_dw(x, in, dy, out, B, dw, set);
     } else {
 #if NN_AVX2
         /* tiles of 8 k x 8 n, then 4 k x 16 n (a 4-input first layer), then 1 k */
         int k = 0;
-        for (; k + 8 <= in; k += 8) dw_block(8, 1, x, in, k, dy, out, B, dw);
-        for (; k + 4 <= in; k += 4) dw_block(4, 2, x, in, k, dy, out, B, dw);
-        for (; k < in; k++) dw_block(1, 2, x, in, k, dy, out, B, dw);
+        for (; k + 8 <= in; k += 8) dw_block(8, 1, x, in, k, dy, out, B, dw, set);
+        for (; k + 4 <= in; k += 4) dw_block(4, 2, x, in, k, dy, out, B, dw, set);
+        for (; k < in; k++) dw_block(1, 2, x, in, k, dy, out, B, dw, set);
 #else
-        scalar_dw(x, in, dy, out, B, 0, in, 0, out, dw);
+        scalar_dw(x, in, dy, out, B, 0, in, 0, out, dw, set);
 #endif
     }
     if (db) {
+        if (set) memset(db, 0, (size_t)out * sizeof *db);
         for (int r = 0; r < B; r++) {
             const float *d = dy + (size_t)r * out;
             for (int n = 0; n < out; n++) db[n] = db[n] + d[n];
         }
     }
+}
+
+void nn_linear_backward_params(const float *x, const float *dy, int B, int in, int out,
+                               float *dw, float *db) {
+    backward_params(x, dy, B, in, out, dw, db, false);
+}
+
+void nn_linear_backward_params_set(const float *x, const float *dy, int B, int in, int out,
+                                   float *dw, float *db) {
+    backward_params(x, dy, B, in, out, dw, db, true);
 }
 
 void nn_linear_backward_input(const float *dy, const float *wt, int B, int in, int out,
@@ -524,8 +540,8 @@ void nn_mlp_forward(const nn_mlp *m, const float *params, const float *x, int B,
     nn_mlp_forward_v(m, params, 0, x, B, c, y);
 }
 
-void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
-                     int row_count, const float *dy, float *grad, float *dx) {
+static void mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
+                         int row_count, const float *dy, float *grad, float *dx, bool set) {
     check_cache(m, c);
     CALF_ASSERT(params == c->params);
     CALF_ASSERT(row_begin >= 0 && row_count >= 0 && row_begin + row_count <= c->rows);
@@ -534,8 +550,7 @@ void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_
     for (int l = m->num_layers - 1; l >= 0; l--) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         const float *xl = c->act[l] + (size_t)row_begin * in;
-        nn_linear_backward_params(xl, dz, row_count, in, out, grad + m->w_off[l],
-                                  grad + m->b_off[l]);
+        backward_params(xl, dz, row_count, in, out, grad + m->w_off[l], grad + m->b_off[l], set);
         if (l == 0 && !dx) break;
         if (!(c->wt_valid & (1u << l))) {
             nn_transpose(params + m->w_off[l], in, out, c->wt[l]);
@@ -549,6 +564,16 @@ void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_
             buf ^= 1;
         }
     }
+}
+
+void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
+                     int row_count, const float *dy, float *grad, float *dx) {
+    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, false);
+}
+
+void nn_mlp_backward_set(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
+                         int row_count, const float *dy, float *grad, float *dx) {
+    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, true);
 }
 
 /* ---------------------------------------------------------------- optimiser */

@@ -118,6 +118,14 @@ void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c,
                      const float *dy, /* (row_count, out) */
                      float *grad,     /* flat gradient array, += at m's offsets */
                      float *dx);      /* (row_count, in), or NULL */
+/* The same, but WRITES (=) dL/dparams over m's weight and bias ranges of grad: the bits
+ * of zeroing them and accumulating, without the extra pass over memory. The alignment
+ * padding between layers is not touched. */
+void nn_mlp_backward_set(const nn_mlp *m, const float *params, nn_cache *c,
+                         int row_begin, int row_count,
+                         const float *dy, /* (row_count, out) */
+                         float *grad,     /* flat gradient array, = at m's offsets */
+                         float *dx);      /* (row_count, in), or NULL */
 
 /* Layer kernels (the MLP is built from these; exposed for tests and other heads).
  * y = x W + b, order as above (b may be NULL: zero). With out < NN_SMALL_OUT this one
@@ -133,6 +141,9 @@ void nn_linear_backward_params(const float *x,  /* (B, in) */
                                int B, int in, int out,
                                float *dw,       /* (in, out), += */
                                float *db);      /* (out), +=, or NULL */
+/* The same as if dw and db were zero first (=, not +=). */
+void nn_linear_backward_params_set(const float *x, const float *dy, int B, int in, int out,
+                                   float *dw, float *db);
 /* dx = dy W^T computed as an axpy over wt = W^T. */
 void nn_linear_backward_input(const float *dy, /* (B, out) */
                               const float *wt, /* (out, in): W transposed */

@@ -543,16 +543,20 @@ static void minibatch_envs(trainer *t, const rollout_view *v, int first, int cnt
                 st[ST_CLIP] += res.clipped;
             }
         }
+        /* Each env's partial overwrites every parameter of the model (the rest of the
+         * leaf is padding, which stays zero), so the leaf needs no clearing. */
         for (int k = 0; k < g; k++) {
-            float *leaf = comm_tree_leaf(tree);
+            float *leaf = comm_tree_leaf_raw(tree);
             int r0 = k * len;
-            nn_mlp_backward(&md->actor, md->params, &t->a_cache, r0, len,
-                            t->dhead + (size_t)r0 * hd, leaf, NULL);
-            nn_mlp_backward(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0, leaf,
-                            NULL);
-            for (int j = 0; j < len && ad; j++)
-                for (int a = 0; a < ad; a++)
-                    leaf[md->log_std_off + a] += t->dlogstd[(size_t)(r0 + j) * ad + a];
+            nn_mlp_backward_set(&md->actor, md->params, &t->a_cache, r0, len,
+                                t->dhead + (size_t)r0 * hd, leaf, NULL);
+            nn_mlp_backward_set(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0,
+                                leaf, NULL);
+            for (int a = 0; a < ad; a++) {
+                float sum = 0.0f;
+                for (int j = 0; j < len; j++) sum = sum + t->dlogstd[(size_t)(r0 + j) * ad + a];
+                leaf[md->log_std_off + a] = sum;
+            }
             comm_tree_push(tree);
         }
     }

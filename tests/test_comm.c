@@ -707,6 +707,45 @@ static void test_local_sharing(void) {
     munmap(rep, sizeof *rep);
 }
 
+/* comm_tree_leaf_raw: leaves that overwrite only some elements (here the even ones, as
+ * the trainer overwrites the model's parameters but not the padding between layers) sum
+ * exactly as zeroed leaves do, round after round, and the rest stays zero. */
+static void test_leaf_raw(void) {
+    const int E = 11;
+    const size_t n = 203;
+    float *leaves = calloc((size_t)E * n, sizeof *leaves), *ref = malloc(n * sizeof *ref);
+    float *out = malloc(n * sizeof *out);
+    comm *c = NULL;
+    calf_error err;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(comm_single(&c), CALF_OK);
+    comm_tree t;
+    comm_tree_init(&t, n, E, 0, E);
+    int exact = 1, zeros = 1;
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < E; i++) {
+            fill_leaf(leaves + (size_t)i * n, n, 40 + (uint64_t)round, i);
+            for (size_t k = 1; k < n; k += 2) leaves[(size_t)i * n + k] = 0.0f;
+        }
+        ref_sum(leaves, E, n, ref);
+        for (int i = 0; i < E; i++) {
+            float *leaf = comm_tree_leaf_raw(&t);
+            for (size_t k = 0; k < n; k += 2) leaf[k] = leaves[(size_t)i * n + k];
+            comm_tree_push(&t);
+        }
+        CHECK_INT_EQ(comm_tree_allreduce(c, &t, out, &err), CALF_OK);
+        exact &= memcmp(out, ref, n * sizeof *out) == 0;
+        for (size_t k = 1; k < n; k += 2) zeros &= out[k] == 0.0f && !signbit(out[k]);
+    }
+    CHECK(exact);
+    CHECK(zeros);
+    comm_tree_free(&t);
+    comm_finalize(c);
+    free(out);
+    free(ref);
+    free(leaves);
+}
+
 /* The single and MPI backends share no memory: no piece sums there. */
 static void test_sharing_unsupported(void) {
     comm *c = NULL;
@@ -1030,6 +1069,7 @@ int main(int argc, char **argv) {
     test_claims();
     test_local_sharing();
     test_sharing_unsupported();
+    test_leaf_raw();
     test_local_failures();
 #if CALF_HAVE_MPI
     test_mpi_backend();

@@ -110,6 +110,15 @@ static void test_linear_order(void) {
         ref_backward_params(x, dy, B, in, out, dwr, dbr);
         CHECK(bits_equal(dw, dwr, nw));
         CHECK(bits_equal(db, dbr, out));
+        /* _set: over garbage, the bits of accumulating into zeros */
+        fill(dw, nw, -1, 1);
+        fill(db, out, -1, 1);
+        memset(dwr, 0, nw * 4);
+        memset(dbr, 0, out * 4);
+        nn_linear_backward_params_set(x, dy, B, in, out, dw, db);
+        ref_backward_params(x, dy, B, in, out, dwr, dbr);
+        CHECK(bits_equal(dw, dwr, nw));
+        CHECK(bits_equal(db, dbr, out));
 
         nn_transpose(w, in, out, wt);
         CHECK(wt[(size_t)(out - 1) * in + 0] == w[out - 1]);
@@ -376,6 +385,29 @@ static void check_row_independence(int in, const int *hidden, int nh, int out,
     for (size_t i = 0; i < cursor; i++)
         if (fabsf(g5[i] - 2.0f * g1[i]) > 1e-5f * (1.0f + fabsf(g1[i]))) doubled = 0;
     CHECK(doubled);
+    /* _set writes the MLP's span over whatever was there (the bits of zeroing it and
+     * accumulating) and leaves the rest of the array alone */
+    for (size_t i = 0; i < cursor; i++) g5[i] = 1000.0f + (float)i;
+    nn_mlp_forward(&m, p, X, N, &c, NULL);
+    nn_mlp_backward_set(&m, p, &c, a, cnt, dy, g5, NULL);
+    int same_inside = 1, kept_outside = 1;
+    size_t written = 0;
+    for (size_t i = 0; i < cursor; i++) {
+        int in_layer = 0;
+        for (int l = 0; l < m.num_layers; l++) {
+            size_t w0 = m.w_off[l], b1 = m.b_off[l] + (size_t)m.sizes[l + 1];
+            if (i >= w0 && i < b1) in_layer = 1; /* weights then biases, contiguous */
+        }
+        if (in_layer) {
+            written++;
+            if (!bits_equal(g5 + i, g1 + i, 1)) same_inside = 0;
+        } else if (g5[i] != 1000.0f + (float)i) {
+            kept_outside = 0; /* other nets' ranges and alignment padding */
+        }
+    }
+    CHECK(same_inside);
+    CHECK(kept_outside);
+    CHECK(written > 0 && written < m.num_params); /* this layout has padding */
 
     nn_cache_free(&c);
     nn_cache_free(NULL);
