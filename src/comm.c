@@ -294,17 +294,10 @@ double *comm_tree_leaf_f64(comm_tree *t) {
     return tree_leaf(t);
 }
 
-void comm_tree_push(comm_tree *t) {
-    CALF_ASSERT(t->leaf_out);
-    t->leaf_out = false;
-    int d = t->depth;
-    t->level[d] = 0;
-    t->index[d] = (int64_t)t->begin + t->pushed;
-    t->pushed++;
-    d++;
+/* Binary counter: merge while the two top blocks of the d on the stack are siblings
+ * (2k, 2k+1). A freed right slot keeps its buffer for the next leaf. */
+static void tree_merge_from(comm_tree *t, int d) {
     void (*add)(void *, const void *, size_t) = t->elem == sizeof(float) ? add_f32 : add_f64;
-    /* Binary counter: merge while the two top blocks are siblings (2k, 2k+1). The freed
-     * right slot keeps its buffer for the next leaf. */
     while (d >= 2 && t->level[d - 1] == t->level[d - 2] && (t->index[d - 2] & 1) == 0 &&
            t->index[d - 1] == t->index[d - 2] + 1) {
         add(t->buf[d - 2], t->buf[d - 1], t->n);
@@ -313,6 +306,34 @@ void comm_tree_push(comm_tree *t) {
         d--;
     }
     t->depth = d;
+}
+
+void comm_tree_push(comm_tree *t) {
+    CALF_ASSERT(t->leaf_out);
+    t->leaf_out = false;
+    int d = t->depth;
+    t->level[d] = 0;
+    t->index[d] = (int64_t)t->begin + t->pushed;
+    t->pushed++;
+    tree_merge_from(t, d + 1);
+}
+
+float *comm_tree_left_sibling(comm_tree *t) {
+    CALF_ASSERT(t->elem == sizeof(float) && !t->leaf_out);
+    int d = t->depth;
+    if (t->pushed >= t->count || d < 1 || t->level[d - 1] != 0 || (t->index[d - 1] & 1) != 0)
+        return NULL;
+    CALF_ASSERT(t->index[d - 1] + 1 == (int64_t)t->begin + t->pushed);
+    return t->buf[d - 1];
+}
+
+void comm_tree_push_into_left(comm_tree *t) {
+    CALF_ASSERT(comm_tree_left_sibling(t) != NULL);
+    int d = t->depth;
+    t->level[d - 1] = 1;
+    t->index[d - 1] >>= 1;
+    t->pushed++;
+    tree_merge_from(t, d);
 }
 
 void comm_tree_reset(comm_tree *t) {

@@ -137,6 +137,13 @@ double *comm_tree_leaf_f64(comm_tree *t);
  * every leaf (e.g. nn_mlp_backward_set over the model's ranges). The elements no leaf
  * ever writes (padding) read as zero: buffers start zeroed and merges keep them so. */
 float *comm_tree_leaf_raw(comm_tree *t);
+/* When the next env's left sibling (the env before it, at an even index) is on top of
+ * the stack as a single env's partial, its buffer, else NULL. The caller may then add the
+ * next env's partial into it in place (left + right, e.g. nn_mlp_backward_add) and call
+ * comm_tree_push_into_left instead of comm_tree_leaf + comm_tree_push: the same bits,
+ * one pass over memory fewer. */
+float *comm_tree_left_sibling(comm_tree *t);
+void comm_tree_push_into_left(comm_tree *t);
 /* Fold the leaf in (left + right for each completed sibling pair). */
 void comm_tree_push(comm_tree *t);
 /* Collective: exchange every rank's blocks and complete the tree into out (n elements of

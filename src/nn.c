@@ -242,27 +242,43 @@ static void small_forward(const float *x, /* (R, K) */
     }
 }
 
-/* dw[k][n] = madd(x[r][k], dy[r][n], dw[k][n]) for r ascending. A tile of KT k x 8*NV n
- * holds its accumulators in registers across all R rows. With `set` the accumulators
- * start from +0 instead of dw: the bits of zeroing dw first, without touching it twice. */
+/* How a gradient kernel meets what dw holds. ACC: dw[k][n] = madd(x[r][k], dy[r][n],
+ * dw[k][n]) for r ascending (accumulate). SET: the same chain from +0 (the bits of
+ * zeroing dw first, without touching it twice). ADD: dw = dw + (the SET chain), i.e. the
+ * tree's left + right with this call's rows as the right operand. A tile of KT k x 8*NV
+ * n holds its chains in registers across all R rows. */
+enum { DW_ACC, DW_SET, DW_ADD };
+
+static inline float dw_out(int mode, float old, float acc) {
+    return mode == DW_ADD ? old + acc : acc;
+}
+
 static void scalar_dw(const float *x, int K, const float *dy, int N, int R, int k_begin,
-                      int k_end, int n_begin, int n_end, float *dw, bool set) {
+                      int k_end, int n_begin, int n_end, float *dw, int mode) {
     for (int k = k_begin; k < k_end; k++) {
         for (int n = n_begin; n < n_end; n++) {
-            float acc = set ? 0.0f : dw[(size_t)k * N + n];
+            float *d = dw + (size_t)k * N + n;
+            float acc = mode == DW_ACC ? *d : 0.0f;
             for (int r = 0; r < R; r++) acc = nn_madd(x[(size_t)r * K + k], dy[(size_t)r * N + n], acc);
-            dw[(size_t)k * N + n] = acc;
+            *d = dw_out(mode, *d, acc);
         }
     }
 }
 
 #if NN_AVX2
+static inline __m256 dw_start(int mode, const float *p) {
+    return mode == DW_ACC ? _mm256_loadu_ps(p) : _mm256_setzero_ps();
+}
+
+static inline void dw_store(int mode, float *p, __m256 acc) {
+    _mm256_storeu_ps(p, mode == DW_ADD ? _mm256_add_ps(_mm256_loadu_ps(p), acc) : acc);
+}
+
 NN_INLINE void dw_tile(int KT, int NV, const float *x, int K, const float *dy, int N, int R,
-                       float *dw, bool set) {
+                       float *dw, int mode) {
     __m256 acc[8][2];
     for (int kk = 0; kk < KT; kk++)
-        for (int v = 0; v < NV; v++)
-            acc[kk][v] = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dw + (size_t)kk * N + 8 * v);
+        for (int v = 0; v < NV; v++) acc[kk][v] = dw_start(mode, dw + (size_t)kk * N + 8 * v);
     for (int r = 0; r < R; r++) {
         __m256 dv[2];
         for (int v = 0; v < NV; v++) dv[v] = _mm256_loadu_ps(dy + (size_t)r * N + 8 * v);
@@ -272,17 +288,17 @@ NN_INLINE void dw_tile(int KT, int NV, const float *x, int K, const float *dy, i
         }
     }
     for (int kk = 0; kk < KT; kk++)
-        for (int v = 0; v < NV; v++) _mm256_storeu_ps(dw + (size_t)kk * N + 8 * v, acc[kk][v]);
+        for (int v = 0; v < NV; v++) dw_store(mode, dw + (size_t)kk * N + 8 * v, acc[kk][v]);
 }
 
 NN_INLINE void dw_block(int KT, int NV, const float *x, int K, int k0, const float *dy, int N,
-                        int R, float *dw, bool set) {
+                        int R, float *dw, int mode) {
     int n = 0;
     if (NV == 2)
         for (; n + 16 <= N; n += 16)
-            dw_tile(KT, 2, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, set);
-    for (; n + 8 <= N; n += 8) dw_tile(KT, 1, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, set);
-    if (n < N) scalar_dw(x, K, dy, N, R, k0, k0 + KT, n, N, dw, set);
+            dw_tile(KT, 2, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+    for (; n + 8 <= N; n += 8) dw_tile(KT, 1, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+    if (n < N) scalar_dw(x, K, dy, N, R, k0, k0 + KT, n, N, dw, mode);
 }
 #endif
 
@@ -292,21 +308,21 @@ NN_INLINE void dw_block(int KT, int NV, const float *x, int K, int k0, const flo
  * contiguous over k) and N == 2 (a two-action head: 4 k x 2 n per vector, x lanes
  * duplicated by a permute, dy lanes repeated). */
 static void small_dw(const float *x, int K, const float *dy, int N, int R, float *dw,
-                     bool set) {
+                     int mode) {
     int k_done = 0;
 #if NN_AVX2
     if (N == 1) {
         for (; k_done + 8 <= K; k_done += 8) {
-            __m256 acc = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dw + k_done);
+            __m256 acc = dw_start(mode, dw + k_done);
             for (int r = 0; r < R; r++)
                 acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)r * K + k_done),
                                       _mm256_set1_ps(dy[r]), acc);
-            _mm256_storeu_ps(dw + k_done, acc);
+            dw_store(mode, dw + k_done, acc);
         }
     } else if (N == 2) {
         const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
         for (; k_done + 4 <= K; k_done += 4) {
-            __m256 acc = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dw + (size_t)k_done * 2);
+            __m256 acc = dw_start(mode, dw + (size_t)k_done * 2);
             for (int r = 0; r < R; r++) {
                 __m256 xv = _mm256_permutevar8x32_ps(
                     _mm256_castps128_ps256(_mm_loadu_ps(x + (size_t)r * K + k_done)), dup);
@@ -317,7 +333,7 @@ static void small_dw(const float *x, int K, const float *dy, int N, int R, float
                 __m256 dv = _mm256_castpd_ps(_mm256_set1_pd(d01));
                 acc = _mm256_fmadd_ps(xv, dv, acc);
             }
-            _mm256_storeu_ps(dw + (size_t)k_done * 2, acc);
+            dw_store(mode, dw + (size_t)k_done * 2, acc);
         }
     }
 #endif
@@ -325,7 +341,7 @@ static void small_dw(const float *x, int K, const float *dy, int N, int R, float
     for (int k0 = k_done; k0 < K; k0 += 64) {
         int kc = K - k0 < 64 ? K - k0 : 64;
         for (int n = 0; n < N; n++)
-            for (int k = 0; k < kc; k++) t[n][k] = set ? 0.0f : dw[(size_t)(k0 + k) * N + n];
+            for (int k = 0; k < kc; k++) t[n][k] = mode == DW_ACC ? dw[(size_t)(k0 + k) * N + n] : 0.0f;
         for (int r = 0; r < R; r++) {
             const float *xr = x + (size_t)r * K + k0;
             for (int n = 0; n < N; n++) {
@@ -335,7 +351,10 @@ static void small_dw(const float *x, int K, const float *dy, int N, int R, float
             }
         }
         for (int n = 0; n < N; n++)
-            for (int k = 0; k < kc; k++) dw[(size_t)(k0 + k) * N + n] = t[n][k];
+            for (int k = 0; k < kc; k++) {
+                float *d = dw + (size_t)(k0 + k) * N + n;
+                *d = dw_out(mode, *d, t[n][k]);
+            }
     }
 }
 
@@ -353,38 +372,48 @@ void nn_linear_forward(const float *x, const float *w, const float *b, int B, in
 }
 
 static void backward_params(const float *x, const float *dy, int B, int in, int out,
-                            float *dw, float *db, bool set) {
+                            float *dw, float *db, int mode) {
     CALF_ASSERT(B >= 0 && in > 0 && out > 0);
     if (out < NN_SMALL_OUT) {
-        small_dw(x, in, dy, out, B, dw, set);
+        small_dw(x, in, dy, out, B, dw, mode);
     } else {
 #if NN_AVX2
         /* tiles of 8 k x 8 n, then 4 k x 16 n (a 4-input first layer), then 1 k */
         int k = 0;
-        for (; k + 8 <= in; k += 8) dw_block(8, 1, x, in, k, dy, out, B, dw, set);
-        for (; k + 4 <= in; k += 4) dw_block(4, 2, x, in, k, dy, out, B, dw, set);
-        for (; k < in; k++) dw_block(1, 2, x, in, k, dy, out, B, dw, set);
+        for (; k + 8 <= in; k += 8) dw_block(8, 1, x, in, k, dy, out, B, dw, mode);
+        for (; k + 4 <= in; k += 4) dw_block(4, 2, x, in, k, dy, out, B, dw, mode);
+        for (; k < in; k++) dw_block(1, 2, x, in, k, dy, out, B, dw, mode);
 #else
-        scalar_dw(x, in, dy, out, B, 0, in, 0, out, dw, set);
+        scalar_dw(x, in, dy, out, B, 0, in, 0, out, dw, mode);
 #endif
     }
-    if (db) {
-        if (set) memset(db, 0, (size_t)out * sizeof *db);
+    if (!db) return;
+    /* column sums in chunks, each chain in a small array, then met with db as above */
+    for (int n0 = 0; n0 < out; n0 += 256) {
+        int nc = out - n0 < 256 ? out - n0 : 256;
+        float s[256];
+        for (int n = 0; n < nc; n++) s[n] = mode == DW_ACC ? db[n0 + n] : 0.0f;
         for (int r = 0; r < B; r++) {
-            const float *d = dy + (size_t)r * out;
-            for (int n = 0; n < out; n++) db[n] = db[n] + d[n];
+            const float *d = dy + (size_t)r * out + n0;
+            for (int n = 0; n < nc; n++) s[n] = s[n] + d[n];
         }
+        for (int n = 0; n < nc; n++) db[n0 + n] = dw_out(mode, db[n0 + n], s[n]);
     }
 }
 
 void nn_linear_backward_params(const float *x, const float *dy, int B, int in, int out,
                                float *dw, float *db) {
-    backward_params(x, dy, B, in, out, dw, db, false);
+    backward_params(x, dy, B, in, out, dw, db, DW_ACC);
 }
 
 void nn_linear_backward_params_set(const float *x, const float *dy, int B, int in, int out,
                                    float *dw, float *db) {
-    backward_params(x, dy, B, in, out, dw, db, true);
+    backward_params(x, dy, B, in, out, dw, db, DW_SET);
+}
+
+void nn_linear_backward_params_add(const float *x, const float *dy, int B, int in, int out,
+                                   float *dw, float *db) {
+    backward_params(x, dy, B, in, out, dw, db, DW_ADD);
 }
 
 void nn_linear_backward_input(const float *dy, const float *wt, int B, int in, int out,
@@ -541,7 +570,7 @@ void nn_mlp_forward(const nn_mlp *m, const float *params, const float *x, int B,
 }
 
 static void mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
-                         int row_count, const float *dy, float *grad, float *dx, bool set) {
+                         int row_count, const float *dy, float *grad, float *dx, int mode) {
     check_cache(m, c);
     CALF_ASSERT(params == c->params);
     CALF_ASSERT(row_begin >= 0 && row_count >= 0 && row_begin + row_count <= c->rows);
@@ -550,7 +579,7 @@ static void mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int 
     for (int l = m->num_layers - 1; l >= 0; l--) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         const float *xl = c->act[l] + (size_t)row_begin * in;
-        backward_params(xl, dz, row_count, in, out, grad + m->w_off[l], grad + m->b_off[l], set);
+        backward_params(xl, dz, row_count, in, out, grad + m->w_off[l], grad + m->b_off[l], mode);
         if (l == 0 && !dx) break;
         if (!(c->wt_valid & (1u << l))) {
             nn_transpose(params + m->w_off[l], in, out, c->wt[l]);
@@ -568,12 +597,17 @@ static void mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int 
 
 void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
                      int row_count, const float *dy, float *grad, float *dx) {
-    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, false);
+    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, DW_ACC);
 }
 
 void nn_mlp_backward_set(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
                          int row_count, const float *dy, float *grad, float *dx) {
-    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, true);
+    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, DW_SET);
+}
+
+void nn_mlp_backward_add(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
+                         int row_count, const float *dy, float *grad, float *dx) {
+    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, DW_ADD);
 }
 
 /* ---------------------------------------------------------------- optimiser */

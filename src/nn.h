@@ -126,6 +126,14 @@ void nn_mlp_backward_set(const nn_mlp *m, const float *params, nn_cache *c,
                          const float *dy, /* (row_count, out) */
                          float *grad,     /* flat gradient array, = at m's offsets */
                          float *dx);      /* (row_count, in), or NULL */
+/* grad = grad + g over the same ranges, where g is what nn_mlp_backward_set would write:
+ * the canonical tree's left + right with these rows' partial as the right operand, done
+ * in the kernel instead of in a separate pass over a written-out partial. */
+void nn_mlp_backward_add(const nn_mlp *m, const float *params, nn_cache *c,
+                         int row_begin, int row_count,
+                         const float *dy, /* (row_count, out) */
+                         float *grad,     /* flat gradient array, = + at m's offsets */
+                         float *dx);      /* (row_count, in), or NULL */
 
 /* Layer kernels (the MLP is built from these; exposed for tests and other heads).
  * y = x W + b, order as above (b may be NULL: zero). With out < NN_SMALL_OUT this one
@@ -141,8 +149,10 @@ void nn_linear_backward_params(const float *x,  /* (B, in) */
                                int B, int in, int out,
                                float *dw,       /* (in, out), += */
                                float *db);      /* (out), +=, or NULL */
-/* The same as if dw and db were zero first (=, not +=). */
+/* The same as if dw and db were zero first (=, not +=); and dw = dw + (that), db alike. */
 void nn_linear_backward_params_set(const float *x, const float *dy, int B, int in, int out,
+                                   float *dw, float *db);
+void nn_linear_backward_params_add(const float *x, const float *dy, int B, int in, int out,
                                    float *dw, float *db);
 /* dx = dy W^T computed as an axpy over wt = W^T. */
 void nn_linear_backward_input(const float *dy, /* (B, out) */

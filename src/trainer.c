@@ -544,20 +544,31 @@ static void minibatch_envs(trainer *t, const rollout_view *v, int first, int cnt
             }
         }
         /* Each env's partial overwrites every parameter of the model (the rest of the
-         * leaf is padding, which stays zero), so the leaf needs no clearing. */
+         * leaf is padding, which stays zero), so a leaf needs no clearing; and an env
+         * whose left sibling is on the tree's stack is added into it by the kernels. */
         for (int k = 0; k < g; k++) {
-            float *leaf = comm_tree_leaf_raw(tree);
             int r0 = k * len;
-            nn_mlp_backward_set(&md->actor, md->params, &t->a_cache, r0, len,
-                                t->dhead + (size_t)r0 * hd, leaf, NULL);
-            nn_mlp_backward_set(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0,
-                                leaf, NULL);
+            float *left = comm_tree_left_sibling(tree);
+            float *leaf = left ? left : comm_tree_leaf_raw(tree);
+            if (left) {
+                nn_mlp_backward_add(&md->actor, md->params, &t->a_cache, r0, len,
+                                    t->dhead + (size_t)r0 * hd, leaf, NULL);
+                nn_mlp_backward_add(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0,
+                                    leaf, NULL);
+            } else {
+                nn_mlp_backward_set(&md->actor, md->params, &t->a_cache, r0, len,
+                                    t->dhead + (size_t)r0 * hd, leaf, NULL);
+                nn_mlp_backward_set(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0,
+                                    leaf, NULL);
+            }
             for (int a = 0; a < ad; a++) {
                 float sum = 0.0f;
                 for (int j = 0; j < len; j++) sum = sum + t->dlogstd[(size_t)(r0 + j) * ad + a];
-                leaf[md->log_std_off + a] = sum;
+                float *p = leaf + md->log_std_off + a;
+                *p = left ? *p + sum : sum;
             }
-            comm_tree_push(tree);
+            if (left) comm_tree_push_into_left(tree);
+            else comm_tree_push(tree);
         }
     }
 }

@@ -709,7 +709,8 @@ static void test_local_sharing(void) {
 
 /* comm_tree_leaf_raw: leaves that overwrite only some elements (here the even ones, as
  * the trainer overwrites the model's parameters but not the padding between layers) sum
- * exactly as zeroed leaves do, round after round, and the rest stays zero. */
+ * exactly as zeroed leaves do, round after round, and the rest stays zero; adding an env
+ * into its left sibling (comm_tree_push_into_left) gives the same bits as pushing it. */
 static void test_leaf_raw(void) {
     const int E = 11;
     const size_t n = 203;
@@ -729,9 +730,15 @@ static void test_leaf_raw(void) {
         }
         ref_sum(leaves, E, n, ref);
         for (int i = 0; i < E; i++) {
-            float *leaf = comm_tree_leaf_raw(&t);
-            for (size_t k = 0; k < n; k += 2) leaf[k] = leaves[(size_t)i * n + k];
-            comm_tree_push(&t);
+            /* in odd rounds an env whose left sibling is on the stack is added into it */
+            float *left = round % 2 ? comm_tree_left_sibling(&t) : NULL;
+            if ((i & 1) && round % 2) CHECK(left != NULL);
+            if (!(i & 1)) CHECK(comm_tree_left_sibling(&t) == NULL);
+            float *leaf = left ? left : comm_tree_leaf_raw(&t);
+            for (size_t k = 0; k < n; k += 2)
+                leaf[k] = left ? leaf[k] + leaves[(size_t)i * n + k] : leaves[(size_t)i * n + k];
+            if (left) comm_tree_push_into_left(&t);
+            else comm_tree_push(&t);
         }
         CHECK_INT_EQ(comm_tree_allreduce(c, &t, out, &err), CALF_OK);
         exact &= memcmp(out, ref, n * sizeof *out) == 0;

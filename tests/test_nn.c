@@ -119,6 +119,18 @@ static void test_linear_order(void) {
         ref_backward_params(x, dy, B, in, out, dwr, dbr);
         CHECK(bits_equal(dw, dwr, nw));
         CHECK(bits_equal(db, dbr, out));
+        /* _add: left + (the _set result), elementwise, in place */
+        float *lw = malloc(nw * 4), *lb = malloc(out * 4);
+        fill(lw, nw, -1, 1);
+        fill(lb, out, -1, 1);
+        memcpy(dw, lw, nw * 4);
+        memcpy(db, lb, out * 4);
+        nn_linear_backward_params_add(x, dy, B, in, out, dw, db);
+        for (size_t i = 0; i < nw; i++) lw[i] = lw[i] + dwr[i];
+        for (int i = 0; i < out; i++) lb[i] = lb[i] + dbr[i];
+        CHECK(bits_equal(dw, lw, nw));
+        CHECK(bits_equal(db, lb, out));
+        free(lw), free(lb);
 
         nn_transpose(w, in, out, wt);
         CHECK(wt[(size_t)(out - 1) * in + 0] == w[out - 1]);
@@ -407,6 +419,21 @@ static void check_row_independence(int in, const int *hidden, int nh, int out,
     }
     CHECK(same_inside);
     CHECK(kept_outside);
+    /* _add over a "left sibling": left + g1 in the MLP's ranges, nothing else touched */
+    float *left = nn_alloc_floats(cursor);
+    fill(left, cursor, -1, 1);
+    memcpy(g5, left, cursor * 4);
+    nn_mlp_forward(&m, p, X, N, &c, NULL);
+    nn_mlp_backward_add(&m, p, &c, a, cnt, dy, g5, NULL);
+    int added = 1;
+    for (size_t i = 0; i < cursor; i++) {
+        float want = left[i];
+        for (int l = 0; l < m.num_layers; l++)
+            if (i >= m.w_off[l] && i < m.b_off[l] + (size_t)m.sizes[l + 1]) want = left[i] + g1[i];
+        if (!bits_equal(g5 + i, &want, 1)) added = 0;
+    }
+    CHECK(added);
+    free(left);
     CHECK(written > 0 && written < m.num_params); /* this layout has padding */
 
     nn_cache_free(&c);
