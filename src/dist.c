@@ -4,6 +4,7 @@
 #include "dist.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #include "calf/error.h"
 
@@ -21,12 +22,14 @@ static void log_sum_exp(const float *z, int n, double *max_out, double *lse_out)
     *lse_out = m + log(s);
 }
 
-/* entropy -sum p log p given the log-sum-exp; terms with p == 0 contribute 0 */
-static double entropy_of(const float *z, int n, double lse) {
+/* entropy -sum p log p given the log-sum-exp; terms with p == 0 contribute 0. The
+ * probabilities are kept in p_out (n) when it is not NULL. */
+static double entropy_of(const float *z, int n, double lse, double *p_out) {
     double h = 0.0;
     for (int j = 0; j < n; j++) {
         double lp = (double)z[j] - lse;
         double p = exp(lp);
+        if (p_out) p_out[j] = p;
         if (p > 0.0) h -= p * lp;
     }
     return h;
@@ -48,18 +51,33 @@ float dist_categorical_log_prob(const float *logits, int n, int action) {
 float dist_categorical_entropy(const float *logits, int n) {
     double m, lse;
     log_sum_exp(logits, n, &m, &lse);
-    return (float)entropy_of(logits, n, lse);
+    return (float)entropy_of(logits, n, lse, NULL);
 }
 
 void dist_categorical_logp_entropy(const float *logits, int n, int action, float *logp,
                                    float *entropy) {
+    dist_categorical_eval(logits, n, action, logp, entropy, NULL);
+}
+
+void dist_categorical_eval(const float *logits, int n, int action, float *logp, float *entropy,
+                           dist_categorical_cache *cache) {
     double m, lse;
     log_sum_exp(logits, n, &m, &lse);
     if (logp) {
         CALF_ASSERT(action >= 0 && action < n);
         *logp = (float)((double)logits[action] - lse);
     }
-    if (entropy) *entropy = (float)entropy_of(logits, n, lse);
+    bool keep = cache && n <= DIST_CATEGORICAL_CACHE_MAX;
+    if (cache) cache->n = 0;
+    if (entropy || keep) {
+        double h = entropy_of(logits, n, lse, keep ? cache->p : NULL);
+        if (entropy) *entropy = (float)h;
+        if (keep) {
+            cache->n = n;
+            cache->lse = lse;
+            cache->h = h;
+        }
+    }
 }
 
 int dist_categorical_sample(const float *logits, int n, calf_rng *rng) {
@@ -88,13 +106,28 @@ int dist_categorical_mode(const float *logits, int n) {
 
 void dist_categorical_grad(const float *logits, int n, int action, float c_logp, float c_ent,
                            float *dlogits) {
+    dist_categorical_grad_cached(logits, n, action, c_logp, c_ent, NULL, dlogits);
+}
+
+void dist_categorical_grad_cached(const float *logits, int n, int action, float c_logp,
+                                  float c_ent, const dist_categorical_cache *cache,
+                                  float *dlogits) {
     CALF_ASSERT(action >= 0 && action < n);
-    double m, lse;
-    log_sum_exp(logits, n, &m, &lse);
-    double h = entropy_of(logits, n, lse);
+    double lse, h, probs[DIST_CATEGORICAL_CACHE_MAX];
+    const double *pc = NULL;
+    if (cache && cache->n == n) { /* the same numbers the lines below would compute */
+        lse = cache->lse;
+        h = cache->h;
+        pc = cache->p;
+    } else {
+        double m;
+        log_sum_exp(logits, n, &m, &lse);
+        h = entropy_of(logits, n, lse, n <= DIST_CATEGORICAL_CACHE_MAX ? probs : NULL);
+        if (n <= DIST_CATEGORICAL_CACHE_MAX) pc = probs;
+    }
     for (int j = 0; j < n; j++) {
         double lp = (double)logits[j] - lse;
-        double p = exp(lp);
+        double p = pc ? pc[j] : exp(lp);
         double g = (double)c_logp * ((j == action ? 1.0 : 0.0) - p);
         if (p > 0.0) g -= (double)c_ent * p * (lp + h);
         dlogits[j] = (float)g;

@@ -18,6 +18,17 @@ float dist_categorical_entropy(const float *logits, /* (n) */ int n);
 /* Both at once (one pass over the softmax); either pointer may be NULL. */
 void dist_categorical_logp_entropy(const float *logits, int n, int action, float *logp,
                                    float *entropy);
+/* What evaluating a row leaves for its gradient (log-sum-exp, entropy, probabilities),
+ * so that the gradient recomputes no exp or log: the same numbers, the same bits. */
+enum { DIST_CATEGORICAL_CACHE_MAX = 16 };
+typedef struct dist_categorical_cache {
+    int n; /* logits cached; 0: none (more than DIST_CATEGORICAL_CACHE_MAX) */
+    double lse, h;
+    double p[DIST_CATEGORICAL_CACHE_MAX];
+} dist_categorical_cache;
+/* dist_categorical_logp_entropy that also fills cache (may be NULL). */
+void dist_categorical_eval(const float *logits, int n, int action, float *logp, float *entropy,
+                           dist_categorical_cache *cache);
 /* One uniform draw from rng, inverted through the cumulative probabilities. */
 int dist_categorical_sample(const float *logits, int n, calf_rng *rng);
 /* argmax, the lowest index on ties. */
@@ -27,6 +38,11 @@ int dist_categorical_mode(const float *logits, int n);
 void dist_categorical_grad(const float *logits, /* (n) */
                            int n, int action, float c_logp, float c_ent,
                            float *dlogits); /* (n) */
+/* The same, using what dist_categorical_eval cached for these logits (cache may be NULL
+ * or hold another n: then it is recomputed). */
+void dist_categorical_grad_cached(const float *logits, int n, int action, float c_logp,
+                                  float c_ent, const dist_categorical_cache *cache,
+                                  float *dlogits);
 
 /* ---- diagonal Gaussian over d dims: mean (d) from the network, log_std (d) ---- */
 

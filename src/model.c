@@ -78,9 +78,10 @@ void model_mode(const model *md, const float *head, int *action, float *u) {
 }
 
 void model_logp_entropy(const model *md, const float *params, const float *head, int action,
-                        const float *u, float *logp, float *entropy) {
+                        const float *u, float *logp, float *entropy,
+                        dist_categorical_cache *cache) {
     if (md->num_actions > 0) {
-        dist_categorical_logp_entropy(head, md->num_actions, action, logp, entropy);
+        dist_categorical_eval(head, md->num_actions, action, logp, entropy, cache);
         return;
     }
     const float *log_std = params + md->log_std_off;
@@ -89,10 +90,10 @@ void model_logp_entropy(const model *md, const float *params, const float *head,
 }
 
 void model_dist_backward(const model *md, const float *params, const float *head, int action,
-                         const float *u, float c_logp, float c_ent, float *dhead,
-                         float *dlog_std) {
+                         const float *u, float c_logp, float c_ent,
+                         const dist_categorical_cache *cache, float *dhead, float *dlog_std) {
     if (md->num_actions > 0) {
-        dist_categorical_grad(head, md->num_actions, action, c_logp, c_ent, dhead);
+        dist_categorical_grad_cached(head, md->num_actions, action, c_logp, c_ent, cache, dhead);
         return;
     }
     /* written per row; the trainer sums rows in order into the env's partial */

@@ -10,6 +10,7 @@
 #include "calf/config.h"
 #include "calf/env.h"
 #include "calf/rng.h"
+#include "dist.h"
 #include "nn.h"
 
 typedef struct model {
@@ -38,15 +39,18 @@ float model_sample(const model *md, const float *params, const float *head, calf
                    int *action, float *u);
 /* The greedy action (mode). */
 void model_mode(const model *md, const float *head, int *action, float *u);
-/* Log-prob and entropy of an action under the row's distribution. */
+/* Log-prob and entropy of an action under the row's distribution. cache (may be NULL)
+ * keeps what the row's model_dist_backward can reuse. */
 void model_logp_entropy(const model *md, const float *params, const float *head, int action,
-                        const float *u, float *logp, float *entropy);
+                        const float *u, float *logp, float *entropy,
+                        dist_categorical_cache *cache);
 /* Gradient of (c_logp * logp(action) + c_ent * entropy) w.r.t. the head row (written to
  * dhead) and, for continuous actions, this row's log-std gradient WRITTEN to dlog_std
- * (action_dim); the caller sums rows in a fixed order. */
+ * (action_dim); the caller sums rows in a fixed order. cache: what model_logp_entropy
+ * left for this row, or NULL. */
 void model_dist_backward(const model *md, const float *params, const float *head, int action,
-                         const float *u, float c_logp, float c_ent, float *dhead,
-                         float *dlog_std);
+                         const float *u, float c_logp, float c_ent,
+                         const dist_categorical_cache *cache, float *dhead, float *dlog_std);
 
 /* 64-bit digest of parameters and Adam moments (to prove ranks agree). */
 uint64_t model_digest(const model *md);

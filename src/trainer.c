@@ -529,11 +529,12 @@ static void minibatch_envs(trainer *t, const rollout_view *v, int first, int cnt
                 const float *h = t->head + (size_t)r * hd;
                 const float *u = ad ? v->u + i * adim : NULL;
                 float logp, ent;
-                model_logp_entropy(md, md->params, h, v->act[i], u, &logp, &ent);
+                dist_categorical_cache dc;
+                model_logp_entropy(md, md->params, h, v->act[i], u, &logp, &ent, &dc);
                 ppo_sample_result res;
                 ppo_sample_loss(logp, v->logp[i], v->adv[i], ent, t->vout[r], v->ret[i], w->clip,
                                 w->td_w, w->ent_w, w->scale, &res);
-                model_dist_backward(md, md->params, h, v->act[i], u, res.dlogp, res.dentropy,
+                model_dist_backward(md, md->params, h, v->act[i], u, res.dlogp, res.dentropy, &dc,
                                     t->dhead + (size_t)r * hd,
                                     ad ? t->dlogstd + (size_t)r * ad : NULL);
                 t->dval[r] = res.dvalue;

@@ -90,6 +90,39 @@ static void test_categorical_grad_fd(void) {
     }
 }
 
+/* dist_categorical_eval + _grad_cached give the bits of logp_entropy + grad, for n up to
+ * the cache size and beyond it (then nothing is cached), and a cache of another n is
+ * not used. */
+static void test_categorical_cache(void) {
+    calf_rng rng;
+    calf_rng_seed(&rng, 11, 0, CALF_RNG_ACTION);
+    const int ns[] = {1, 2, 3, 7, DIST_CATEGORICAL_CACHE_MAX, DIST_CATEGORICAL_CACHE_MAX + 1, 40};
+    int same = 1;
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        int n = ns[t];
+        for (int rep = 0; rep < 50; rep++) {
+            float z[40], g0[40], g1[40], g2[40];
+            for (int j = 0; j < n; j++) z[j] = (float)calf_rng_uniform_range(&rng, -30, 30);
+            if (rep % 5 == 0) z[0] = -1e30f; /* a probability that underflows to 0 */
+            int a = (int)calf_rng_below(&rng, (uint32_t)n);
+            float lp0, e0, lp1, e1;
+            dist_categorical_logp_entropy(z, n, a, &lp0, &e0);
+            dist_categorical_cache cache;
+            dist_categorical_eval(z, n, a, &lp1, &e1, &cache);
+            same &= memcmp(&lp0, &lp1, 4) == 0 && memcmp(&e0, &e1, 4) == 0;
+            CHECK_INT_EQ(cache.n, n <= DIST_CATEGORICAL_CACHE_MAX ? n : 0);
+            dist_categorical_grad(z, n, a, 0.8f, -0.01f, g0);
+            dist_categorical_grad_cached(z, n, a, 0.8f, -0.01f, &cache, g1);
+            same &= memcmp(g0, g1, (size_t)n * 4) == 0;
+            cache.n = n + 1; /* stale: must be ignored */
+            cache.lse = 12345.0;
+            dist_categorical_grad_cached(z, n, a, 0.8f, -0.01f, &cache, g2);
+            same &= memcmp(g0, g2, (size_t)n * 4) == 0;
+        }
+    }
+    CHECK(same);
+}
+
 static void test_categorical_sample(void) {
     const float z[4] = {0.5f, -1.0f, 1.5f, 0.0f};
     double m = 1.5, s = 0.0, p[4];
@@ -213,6 +246,7 @@ static void test_gaussian(void) {
 int main(void) {
     test_categorical_values();
     test_categorical_grad_fd();
+    test_categorical_cache();
     test_categorical_sample();
     test_gaussian();
     return test_report("test_dist");
