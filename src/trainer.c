@@ -1101,7 +1101,7 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return calf_error_set(err, CALF_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    /* The split: a line per rank, or for many ranks a line per run of equal blocks
+    /* The split: a line per rank, or beyond 16 ranks a line per run of equal blocks
      * (calf_split's blocks differ by at most one, so there are at most two runs). */
     char line[512];
     int N = comm_size(t->c);
@@ -1114,7 +1114,7 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
     for (int r = 0; r < N;) {
         int b, c, last = r;
         calf_split(t->E, N, r, &b, &c, NULL);
-        if (N > 64)
+        if (N > 16)
             for (int q = r + 1, bq, cq; q < N && (calf_split(t->E, N, q, &bq, &cq, NULL), cq == c); q++)
                 last = q;
         if (last == r) {
