@@ -188,6 +188,7 @@ int comm_gather_records(comm *c, const void *local, size_t rec_size, int count, 
 
 enum { TREE_HEADER_WORDS = 7 }; /* magic, E, n, elem, begin, count, nblocks */
 static const int64_t TREE_MAGIC = 0x45455254464c4143LL; /* "CALFTREE" */
+static const int64_t TREE_REF_MAGIC = 0x46455254464c4143LL; /* "CALFTREF": blocks by reference */
 
 /* Smallest L with 2^L >= E. */
 static int ceil_log2(int64_t E) {
@@ -214,6 +215,7 @@ static int range_nblocks(int64_t a, int64_t b) {
 }
 
 static size_t round8(size_t x) { return (x + 7) & ~(size_t)7; }
+static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 static size_t blob_bytes_for(int nblocks, size_t n, size_t elem) {
     return round8(TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16 + (size_t)nblocks * n * elem);
@@ -342,17 +344,50 @@ void comm_tree_reset(comm_tree *t) {
     t->leaf_out = false;
 }
 
+static size_t shared_vec_bytes(const comm_tree *t) { return round64(t->n * t->elem); }
+
+static void tree_point_set(comm_tree *t, int set) {
+    size_t vec = shared_vec_bytes(t);
+    t->set = set;
+    for (int k = 0; k < t->cap; k++)
+        t->buf[k] = t->peer_base[t->self] + ((size_t)set * (size_t)t->cap + (size_t)k) * vec;
+}
+
 void comm_tree_restart(comm_tree *t, int begin, int count) {
     CALF_ASSERT(begin >= 0 && count >= 0 && (int64_t)begin + count <= t->E);
     comm_tree_reset(t);
     t->begin = begin;
     t->count = count;
+    if (t->shared) tree_point_set(t, t->set ^ 1);
+}
+
+int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err) {
+    CALF_ASSERT(!t->shared && t->pushed == 0 && comm_shares_memory(c));
+    size_t bytes = 2 * (size_t)t->cap * shared_vec_bytes(t);
+    void **peers = calf_xcalloc((size_t)c->size, sizeof *peers);
+    int rc = comm_shared_alloc(c, bytes, peers, err); /* zeroed, as leaves need */
+    if (rc != CALF_OK) {
+        free(peers);
+        return rc;
+    }
+    for (int k = 0; k < t->cap; k++) {
+        free(t->buf[k]);
+        t->buf[k] = NULL;
+    }
+    t->peer_base = (unsigned char **)peers;
+    t->peers = c->size;
+    t->self = c->index;
+    t->peer_bytes = bytes;
+    t->shared = true;
+    tree_point_set(t, 0);
+    return CALF_OK;
 }
 
 void comm_tree_free(comm_tree *t) {
     if (!t) return;
-    if (t->buf)
+    if (t->buf && !t->shared) /* shared buffers belong to the comm's memory */
         for (int i = 0; i < t->cap; i++) free(t->buf[i]);
+    free(t->peer_base);
     free(t->buf);
     free(t->level);
     free(t->index);
@@ -665,7 +700,8 @@ bool comm_tree_pieces_supported(const comm *c, int E, size_t n) {
     return c->ops->next_arena((comm *)c, bytes, &err) != NULL;
 }
 
-int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, calf_error *err) {
+int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, const comm_tree *own,
+                          calf_error *err) {
     size_t bytes;
     if (!c->ops->next_arena || !pieces_bytes(E, n, &bytes))
         return calf_error_set(err, CALF_EINVAL, "comm: the %s backend cannot share a sum of %d x %zu",
@@ -677,16 +713,33 @@ int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, calf_er
     p->E = E;
     p->n = n;
     p->elem = sizeof(float);
+    CALF_ASSERT(!own || (own->shared && own->peers == c->size && own->E == E && own->n == n));
+    p->shared = own;
     return CALF_OK;
 }
 
 void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t) {
     CALF_ASSERT(t->E == p->E && t->n == p->n && t->elem == p->elem && !t->leaf_out);
     if (t->pushed == 0) return;
-    /* The blob describes what was pushed: [begin, begin + pushed). */
-    comm_tree view = *t;
-    view.count = t->pushed;
-    comm_tree_pack(&view, p->base + (size_t)t->begin * p->stride);
+    unsigned char *blob = p->base + (size_t)t->begin * p->stride;
+    if (t->shared) {
+        /* Where the blocks lie instead of the blocks: (rank, offset) after each (level,
+         * index). The blob describes what was pushed: [begin, begin + pushed). */
+        CALF_ASSERT(p->shared && t->peer_base == p->shared->peer_base);
+        int64_t hdr[TREE_HEADER_WORDS] = {TREE_REF_MAGIC, t->E, (int64_t)t->n, (int64_t)t->elem,
+                                          t->begin, t->pushed, t->depth};
+        memcpy(blob, hdr, sizeof hdr);
+        unsigned char *q = blob + sizeof hdr;
+        for (int b = 0; b < t->depth; b++, q += 32) {
+            int64_t w[4] = {t->level[b], t->index[b], t->self,
+                            (int64_t)((unsigned char *)t->buf[b] - t->peer_base[t->self])};
+            memcpy(q, w, sizeof w);
+        }
+    } else {
+        comm_tree view = *t;
+        view.count = t->pushed;
+        comm_tree_pack(&view, blob);
+    }
     int32_t end = t->begin + t->pushed;
     memcpy(p->base + (size_t)p->E * p->stride + 4 * (size_t)t->begin, &end, sizeof end);
 }
@@ -708,22 +761,34 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
         int64_t h[TREE_HEADER_WORDS];
         memcpy(h, blob, sizeof h);
         int64_t nblocks = h[6];
-        if (z <= y || z > p->E || h[0] != TREE_MAGIC || h[1] != p->E || h[4] != y ||
-            h[5] != z - y || nblocks != range_nblocks(y, z))
+        bool ref = h[0] == TREE_REF_MAGIC;
+        if (z <= y || z > p->E || (h[0] != TREE_MAGIC && !(ref && p->shared)) || h[1] != p->E ||
+            h[4] != y || h[5] != z - y || nblocks != range_nblocks(y, z))
             return calf_error_set(err, CALF_ECOMM,
                                   "comm: shared sum: no valid piece starts at env %d of %d", y,
                                   p->E);
         const unsigned char *data = blob + TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16;
         int64_t at = y;
         for (int64_t b = 0; b < nblocks; b++) {
-            int64_t li[2];
-            memcpy(li, blob + TREE_HEADER_WORDS * 8 + (size_t)b * 16, sizeof li);
-            if (li[0] < 0 || li[0] > 31 || li[1] < 0 || li[1] > p->E ||
-                (li[1] << li[0]) != at || at + ((int64_t)1 << li[0]) > z)
+            int64_t w[4];
+            memcpy(w, blob + TREE_HEADER_WORDS * 8 + (size_t)b * (ref ? 32 : 16),
+                   (ref ? 4 : 2) * sizeof(int64_t));
+            const unsigned char *vecp = data + (size_t)b * vec;
+            if (ref) {
+                const comm_tree *s = p->shared;
+                if (w[2] < 0 || w[2] >= s->peers || w[3] < 0 ||
+                    (uint64_t)w[3] > s->peer_bytes - vec)
+                    return calf_error_set(err, CALF_ECOMM,
+                                          "comm: shared sum: bad reference in the piece at env %d",
+                                          y);
+                vecp = s->peer_base[w[2]] + w[3];
+            }
+            if (w[0] < 0 || w[0] > 31 || w[1] < 0 || w[1] > p->E ||
+                (w[1] << w[0]) != at || at + ((int64_t)1 << w[0]) > z)
                 return calf_error_set(err, CALF_ECOMM,
                                       "comm: shared sum: bad block in the piece at env %d", y);
-            fold_push(&f, data + (size_t)b * vec, (int)li[0], li[1]);
-            at += (int64_t)1 << li[0];
+            fold_push(&f, vecp, (int)w[0], w[1]);
+            at += (int64_t)1 << w[0];
         }
         y = z;
     }

@@ -123,6 +123,13 @@ typedef struct comm_tree {
     size_t *sizes;     /* (sizes_n) every rank's blob size, learned on first exchange */
     int sizes_n;
     const comm *sizes_comm;
+    /* comm_tree_share_buffers: buf[] points into memory every rank can read, two sets of
+     * cap buffers per rank that alternate at each comm_tree_restart */
+    bool shared;
+    int set;                     /* the set in use */
+    int peers, self;             /* ranks, and this one */
+    unsigned char **peer_base;   /* (peers) each rank's two sets */
+    size_t peer_bytes;           /* bytes of each rank's two sets */
 } comm_tree;
 
 /* Float tree for n-element vectors; E >= 1, 0 <= begin, count >= 0, begin+count <= E. */
@@ -175,19 +182,24 @@ typedef struct comm_tree_pieces {
     size_t stride;       /* bytes reserved per env: a piece [y, z) lies at y * stride */
     int E;
     size_t n, elem;
+    const comm_tree *shared; /* a tree with shared buffers (its peers' bases), or NULL */
 } comm_tree_pieces;
 
 /* True when c can run piece sums for E envs of n floats (shared memory, room in the
  * arena); the same answer on every rank. */
 bool comm_tree_pieces_supported(const comm *c, int E, size_t n);
-/* Start the next collective's sum (every rank, before putting). */
-int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, calf_error *err);
+/* Start the next collective's sum (every rank, before putting) of E envs of n floats.
+ * own: this rank's tree if its buffers are shared (comm_tree_share_buffers; every rank's
+ * then are), else NULL. */
+int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, const comm_tree *own,
+                          calf_error *err);
 /* Publish the piece [t->begin, t->begin + pushed) folded in t (nothing if none pushed).
- * t may be restarted at once. */
+ * A private tree's blocks are copied, and t may be restarted at once; a shared tree's
+ * are published where they lie, so t must not be restarted before the sum. */
 void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t);
 /* Collective: wait for every rank's pieces and complete the tree into out (n floats),
- * using scratch's buffers for the merges (a tree of the same n whose pieces are put).
- * A gap or overlap between pieces is CALF_ECOMM on every rank. */
+ * using scratch's buffers for the merges (a private tree of the same n and E, idle
+ * until the sum returns). A gap or overlap between pieces is CALF_ECOMM on every rank. */
 int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void *out,
                          calf_error *err);
 
@@ -206,6 +218,13 @@ int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first);
  * many (0: nothing left to take), whose in *victim, the first in *first. */
 int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int *victim,
                     int *first);
+
+/* Collective: move t's buffers to memory every rank can read, so that
+ * comm_tree_pieces_put publishes this rank's blocks without copying them. Each
+ * comm_tree_restart switches to the other of two sets of buffers: the blocks of one sum
+ * stay intact while the next is folded, and a set is only reused after the sum after
+ * next began, by which time every rank has finished reading it. */
+int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err);
 
 /* Memory every rank can reach (see comm_ops.shared_alloc): false where the ranks share
  * none, and then comm_shared_alloc must not be called. */

@@ -373,6 +373,8 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->g_ended = calf_xcalloc((size_t)T, 1);
     t->adv_sums = calf_xcalloc((size_t)n * 2, sizeof(double));
     comm_tree_init(&t->tree, t->md.num_params, t->E, t->begin, t->count);
+    /* sharing: the other ranks read this rank's blocks where they are folded */
+    if (t->sharing) return comm_tree_share_buffers(c, &t->tree, err);
     return CALF_OK;
 }
 
@@ -587,7 +589,7 @@ static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *
     }
     uint32_t tag = ++t->round;
     comm_tree_pieces pieces;
-    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->num_params, err);
+    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->num_params, &t->tree, err);
     if (rc) return rc;
     comm_claim_open(t->own->claim, tag, t->count);
     comm_tree_restart(&t->tree, t->begin, t->count);
@@ -605,7 +607,8 @@ static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *
         comm_tree_pieces_put(&pieces, &t->steal_tree);
         t->shared_envs += k;
     }
-    return comm_tree_pieces_sum(t->c, &pieces, &t->tree, md->grad, err);
+    /* The own tree's blocks are read where they lie; the thief's tree is idle now. */
+    return comm_tree_pieces_sum(t->c, &pieces, &t->steal_tree, md->grad, err);
 }
 
 static int update(trainer *t, calf_error *err) {

@@ -608,6 +608,7 @@ typedef struct share_arg {
     size_t n;
     int rounds;
     int slow_rank;    /* sleeps before each of its own envs, so that others take some */
+    bool by_reference; /* own blocks in shared buffers (comm_tree_share_buffers) */
 } share_arg;
 
 /* Fold envs [first, first+k) of the global leaves into t as the piece starting there. */
@@ -636,13 +637,15 @@ static int rank_share(comm *c, report *rep, const void *argp) {
     comm_tree own, other;
     comm_tree_init(&own, a->n, a->E, begin, count);
     comm_tree_init(&other, a->n, a->E, 0, 0);
+    if (a->by_reference) CHECK_INT_EQ(comm_tree_share_buffers(c, &own, &err), CALF_OK);
     int taken = 0, mismatches = 0;
     CHECK(comm_tree_pieces_supported(c, a->E, a->n));
     for (int round = 1; round <= a->rounds; round++) {
         for (int i = 0; i < a->E; i++) fill_leaf(leaves + (size_t)i * a->n, a->n, 300 + (uint64_t)round, i);
         ref_sum(leaves, a->E, a->n, ref);
         comm_tree_pieces pc;
-        CHECK_INT_EQ(comm_tree_pieces_open(c, &pc, a->E, a->n, &err), CALF_OK);
+        CHECK_INT_EQ(comm_tree_pieces_open(c, &pc, a->E, a->n, a->by_reference ? &own : NULL, &err),
+                     CALF_OK);
         comm_claim_open(words[r], (uint32_t)round, count);
         comm_tree_restart(&own, begin, count);
         int first, k, victim;
@@ -664,7 +667,7 @@ static int rank_share(comm *c, report *rep, const void *argp) {
             taken += k;
         }
         memset(out, 0xff, a->n * sizeof *out);
-        CHECK_INT_EQ(comm_tree_pieces_sum(c, &pc, &own, out, &err), CALF_OK);
+        CHECK_INT_EQ(comm_tree_pieces_sum(c, &pc, &other, out, &err), CALF_OK);
         mismatches += memcmp(out, ref, a->n * sizeof *out) != 0;
         /* Other collectives in between reuse the arenas. */
         if (round % 2 == 0) CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK);
@@ -686,8 +689,10 @@ static void test_local_sharing(void) {
         {.E = 37, .n = 1001, .rounds = 6, .slow_rank = 1},
         {.E = 64, .n = 513, .rounds = 4, .slow_rank = 0},
         {.E = 3, .n = 77, .rounds = 5, .slow_rank = 2}, /* fewer envs than ranks */
+        {.E = 37, .n = 1001, .rounds = 7, .slow_rank = 1, .by_reference = true},
+        {.E = 65, .n = 300, .rounds = 6, .slow_rank = 2, .by_reference = true},
     };
-    const int procs[] = {2, 3, 4};
+    const int procs[] = {2, 3, 4, 2, 3};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         int P = procs[ci], st[8];
         memset(rep, 0, sizeof *rep);
@@ -701,8 +706,8 @@ static void test_local_sharing(void) {
         int sb, sc;
         even_split(cases[ci].E, P, cases[ci].slow_rank, &sb, &sc);
         if (sc > 1) CHECK(by_others > 0);
-        printf("sharing P=%d E=%d: %d env partials taken from other ranks\n", P, cases[ci].E,
-               by_others);
+        printf("sharing P=%d E=%d%s: %d env partials taken from other ranks\n", P, cases[ci].E,
+               cases[ci].by_reference ? " (own blocks by reference)" : "", by_others);
     }
     munmap(rep, sizeof *rep);
 }
