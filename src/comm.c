@@ -363,7 +363,7 @@ void comm_tree_restart(comm_tree *t, int begin, int count) {
 
 int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err) {
     CALF_ASSERT(!t->shared && t->pushed == 0 && comm_shares_memory(c));
-    size_t bytes = 2 * (size_t)t->cap * shared_vec_bytes(t);
+    size_t bytes = comm_tree_shared_bytes(t);
     void **peers = calf_xcalloc((size_t)c->size, sizeof *peers);
     int rc = comm_shared_alloc(c, bytes, peers, err); /* zeroed, as leaves need */
     if (rc != CALF_OK) {
@@ -683,12 +683,16 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
 /* A piece [y, z) has at most z - y blocks, so its blob fits in (z - y) strides of one
  * block's bytes: pieces can sit at y * stride without knowing each other. The table of
  * piece ends (E int32) follows the E strides. */
-static size_t piece_stride(size_t n) { return blob_bytes_for(1, n, sizeof(float)); }
+static size_t piece_stride(size_t n) {
+    /* room for one copied block, or for the (rank, offset) of one block by reference */
+    size_t copied = blob_bytes_for(1, n, sizeof(float)), by_ref = TREE_HEADER_WORDS * 8 + 32;
+    return copied > by_ref ? copied : by_ref;
+}
 
 static bool pieces_bytes(int E, size_t n, size_t *out) {
     size_t stride = piece_stride(n);
-    if (E < 1 || stride > (SIZE_MAX - 4 * (size_t)E) / (size_t)E) return false;
-    *out = (size_t)E * stride + 4 * (size_t)E;
+    if (E < 1 || stride > (SIZE_MAX - 8 * (size_t)E) / (size_t)E) return false;
+    *out = (size_t)E * stride + 8 * (size_t)E;
     return true;
 }
 
@@ -713,6 +717,7 @@ int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, const c
     p->E = E;
     p->n = n;
     p->elem = sizeof(float);
+    p->seq = (uint32_t)(c->seq + 1);
     CALF_ASSERT(!own || (own->shared && own->peers == c->size && own->E == E && own->n == n));
     p->shared = own;
     return CALF_OK;
@@ -740,8 +745,10 @@ void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t) {
         view.count = t->pushed;
         comm_tree_pack(&view, blob);
     }
-    int32_t end = t->begin + t->pushed;
-    memcpy(p->base + (size_t)p->E * p->stride + 4 * (size_t)t->begin, &end, sizeof end);
+    /* The end, stamped with the collective: an entry left from an earlier sum in this
+     * arena never passes for one of this sum's. */
+    uint64_t end = ((uint64_t)p->seq << 32) | (uint32_t)(t->begin + t->pushed);
+    memcpy(p->base + (size_t)p->E * p->stride + 8 * (size_t)t->begin, &end, sizeof end);
 }
 
 int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void *out,
@@ -755,15 +762,17 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
     size_t vec = p->n * p->elem;
     int y = 0;
     while (y < p->E) {
-        int32_t z;
-        memcpy(&z, ends + 4 * (size_t)y, sizeof z);
+        uint64_t stamped;
+        memcpy(&stamped, ends + 8 * (size_t)y, sizeof stamped);
+        int64_t z = (stamped >> 32) == p->seq ? (int64_t)(stamped & 0xffffffffu) : -1;
         const unsigned char *blob = all + (size_t)y * p->stride;
         int64_t h[TREE_HEADER_WORDS];
         memcpy(h, blob, sizeof h);
         int64_t nblocks = h[6];
         bool ref = h[0] == TREE_REF_MAGIC;
         if (z <= y || z > p->E || (h[0] != TREE_MAGIC && !(ref && p->shared)) || h[1] != p->E ||
-            h[4] != y || h[5] != z - y || nblocks != range_nblocks(y, z))
+            h[2] != (int64_t)p->n || h[3] != (int64_t)p->elem || h[4] != y || h[5] != z - y ||
+            nblocks != range_nblocks(y, z))
             return calf_error_set(err, CALF_ECOMM,
                                   "comm: shared sum: no valid piece starts at env %d of %d", y,
                                   p->E);
@@ -790,7 +799,7 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
             fold_push(&f, vecp, (int)w[0], w[1]);
             at += (int64_t)1 << w[0];
         }
-        y = z;
+        y = (int)z;
     }
     fold_finish(&f);
     return CALF_OK;
@@ -857,6 +866,14 @@ int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int
 }
 
 bool comm_shares_memory(const comm *c) { return c->ops->shared_alloc != NULL; }
+
+size_t comm_shared_left(const comm *c) {
+    return c->ops->shared_left ? c->ops->shared_left(c) : 0;
+}
+
+size_t comm_tree_shared_bytes(const comm_tree *t) {
+    return 2 * (size_t)t->cap * shared_vec_bytes(t);
+}
 
 int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err) {
     CALF_ASSERT(c->ops->shared_alloc);

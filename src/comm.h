@@ -43,6 +43,9 @@ typedef struct comm_ops {
      * zeroed, which every rank can read and write for the rest of the job; peers[r]
      * (size entries) receives rank r's. */
     int (*shared_alloc)(comm *c, size_t bytes, void **peers, calf_error *err);
+    /* Optional, as above: bytes shared_alloc can still hand out in all (the same on
+     * every rank). */
+    size_t (*shared_left)(const comm *c);
 } comm_ops;
 
 struct comm {
@@ -183,6 +186,7 @@ typedef struct comm_tree_pieces {
     int E;
     size_t n, elem;
     const comm_tree *shared; /* a tree with shared buffers (its peers' bases), or NULL */
+    uint32_t seq;            /* the collective (stamped on every piece) */
 } comm_tree_pieces;
 
 /* True when c can run piece sums for E envs of n floats (shared memory, room in the
@@ -225,11 +229,16 @@ int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int
  * stay intact while the next is folded, and a set is only reused after the sum after
  * next began, by which time every rank has finished reading it. */
 int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err);
+/* What comm_tree_share_buffers asks of the shared memory for t, on each rank. */
+size_t comm_tree_shared_bytes(const comm_tree *t);
 
 /* Memory every rank can reach (see comm_ops.shared_alloc): false where the ranks share
  * none, and then comm_shared_alloc must not be called. */
 bool comm_shares_memory(const comm *c);
 int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err);
+/* Bytes of shared memory comm_shared_alloc can still hand out, all ranks' regions
+ * together, each rounded up to 64 bytes (0 where there is none). */
+size_t comm_shared_left(const comm *c);
 
 /* The exchange format, exposed so tests can check the math without processes:
  * comm_tree_pack writes comm_tree_packed_bytes(t) bytes (a multiple of 8) describing the

@@ -229,9 +229,11 @@ static const void *local_gathered(comm *c, calf_error *err) {
  * from everyone's sizes, so the collective needs no further agreement. */
 static int local_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err) {
     comm_local_shared *sh = c->impl;
+    int rc = check_fits(c, (size_t)c->size * sizeof(uint64_t), err);
+    if (rc != CALF_OK) return rc;
     uint64_t *sizes = (uint64_t *)(void *)arena_for(sh, c->seq + 1);
     sizes[c->index] = bytes;
-    int rc = local_sync(c, err);
+    rc = local_sync(c, err);
     if (rc != CALF_OK) return rc;
     size_t at = sh->slot[c->index].heap_used, total = 0;
     for (int r = 0; r < c->size; r++) {
@@ -247,6 +249,11 @@ static int local_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *e
     }
     sh->slot[c->index].heap_used = at + total;
     return CALF_OK;
+}
+
+static size_t local_shared_left(const comm *c) {
+    const comm_local_shared *sh = c->impl;
+    return sh->arena_bytes - sh->slot[c->index].heap_used;
 }
 
 static void local_report_failure(comm *c, const char *msg) {
@@ -280,6 +287,7 @@ static const comm_ops local_ops = {
     .next_arena = local_next_arena,
     .gathered = local_gathered,
     .shared_alloc = local_shared_alloc,
+    .shared_left = local_shared_left,
 };
 
 int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,
@@ -288,7 +296,8 @@ int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,
     if (nproc < 1 || nproc > 65536)
         return calf_error_set(err, CALF_EINVAL, "comm: cannot run %d local processes", nproc);
     /* Process-shared atomics must not hide a lock in process-private memory. */
-    CALF_ASSERT(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2);
+    CALF_ASSERT(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LONG_LOCK_FREE == 2 &&
+                ATOMIC_LLONG_LOCK_FREE == 2);
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
     size_t head = sizeof(comm_local_shared) + (size_t)nproc * sizeof(local_slot);

@@ -261,6 +261,22 @@ static int views_init(trainer *t, calf_error *err) {
     rollout_view scratch;
     t->sharing = P > 1 && comm_shares_memory(c) &&
                  comm_tree_pieces_supported(c, t->E, t->md.num_params);
+    if (t->sharing) {
+        /* Everything sharing puts in shared memory, every rank's, must fit in what is
+         * left of it (the same sum on every rank, so all decide alike); else each rank
+         * keeps its rollout to itself, as without shared memory. */
+        comm_tree probe;
+        comm_tree_init(&probe, t->md.num_params, t->E, 0, 0);
+        size_t tree_bytes = (comm_tree_shared_bytes(&probe) + 63) & ~(size_t)63, need = 0;
+        comm_tree_free(&probe);
+        for (int r = 0; r < P; r++) {
+            int b = 0, n = 0;
+            calf_split(t->E, P, r, &b, &n, NULL);
+            size_t v = (view_carve(&scratch, NULL, b, n, T, od, ad) + 63) & ~(size_t)63;
+            need = need > SIZE_MAX - v - tree_bytes ? SIZE_MAX : need + v + tree_bytes;
+        }
+        t->sharing = need <= comm_shared_left(c);
+    }
     if (!t->sharing) {
         t->views = calf_xcalloc(1, sizeof *t->views);
         size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);

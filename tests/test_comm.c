@@ -758,12 +758,103 @@ static void test_leaf_raw(void) {
     free(leaves);
 }
 
+/* Shared memory is carved in rank order from a heap as large as an arena; what is left
+ * is the same on every rank (the trainer decides on work sharing by it), and asking for
+ * more than that fails on every rank alike, saying so, instead of hanging. */
+static int rank_heap(comm *c, report *rep, const void *arg) {
+    (void)arg;
+    calf_error err;
+    calf_error_clear(&err);
+    int r = comm_rank(c);
+    size_t left0 = comm_shared_left(c);
+    CHECK_INT_EQ((long long)left0, 1 << 20);
+    void *peers[8];
+    CHECK_INT_EQ(comm_shared_alloc(c, r == 0 ? 100000 : 1000, peers, &err), CALF_OK);
+    CHECK_INT_EQ((long long)comm_shared_left(c), (long long)(left0 - 100032 - 1024));
+    CHECK(peers[1] == (unsigned char *)peers[0] + 100032);
+    /* zeroed, and every rank sees the others' writes after a collective */
+    CHECK(((unsigned char *)peers[r])[r == 0 ? 99999 : 999] == 0);
+    ((unsigned char *)peers[r])[0] = (unsigned char)(10 + r);
+    CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK);
+    CHECK_INT_EQ(((unsigned char *)peers[1 - r])[0], 10 + (1 - r));
+    rep->rc[r] = comm_shared_alloc(c, 1 << 20, peers, &err);
+    snprintf(rep->msg[r], sizeof rep->msg[r], "%s", err.msg);
+    CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK); /* still usable */
+    return 0;
+}
+
+/* A piece that is never put is an error on every rank, even when the same arena still
+ * holds a valid piece from two collectives ago at that start. */
+static int rank_missing_piece(comm *c, report *rep, const void *arg) {
+    (void)arg;
+    calf_error err;
+    calf_error_clear(&err);
+    int r = comm_rank(c), E = 8, begin = 4 * r;
+    size_t n = 50;
+    comm_tree t, scratch;
+    comm_tree_init(&t, n, E, begin, 4);
+    comm_tree_init(&scratch, n, E, 0, 0);
+    float out[50];
+    for (int round = 0; round < 2; round++) {
+        comm_tree_pieces pc;
+        CHECK_INT_EQ(comm_tree_pieces_open(c, &pc, E, n, NULL, &err), CALF_OK);
+        comm_tree_restart(&t, begin, 4);
+        for (int i = 0; i < 4; i++) {
+            float *leaf = comm_tree_leaf(&t);
+            leaf[0] = (float)(begin + i);
+            comm_tree_push(&t);
+        }
+        if (round == 0 || r == 0) comm_tree_pieces_put(&pc, &t);
+        rep->rc[r] = comm_tree_pieces_sum(c, &pc, &scratch, out, &err);
+        if (round == 0) {
+            CHECK_INT_EQ(rep->rc[r], CALF_OK);
+            CHECK(out[0] == 28.0f);
+            CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK); /* round 1 reuses round 0's arena */
+        }
+    }
+    snprintf(rep->msg[r], sizeof rep->msg[r], "%s", err.msg);
+    comm_tree_free(&t);
+    comm_tree_free(&scratch);
+    return 0;
+}
+
+static void test_missing_piece(void) {
+    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(rep != MAP_FAILED);
+    memset(rep, 0, sizeof *rep);
+    int st[8];
+    run_ranks(2, 0, 10.0, rank_missing_piece, rep, NULL, st);
+    for (int r = 0; r < 2; r++) {
+        CHECK_INT_EQ(st[r], 0);
+        CHECK_INT_EQ(rep->rc[r], CALF_ECOMM);
+        CHECK(strstr(rep->msg[r], "no valid piece starts at env 4") != NULL);
+    }
+    printf("missing piece: %s\n", rep->msg[0]);
+    munmap(rep, sizeof *rep);
+}
+
+static void test_shared_heap(void) {
+    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(rep != MAP_FAILED);
+    memset(rep, 0, sizeof *rep);
+    int st[8];
+    run_ranks(2, 1 << 20, 10.0, rank_heap, rep, NULL, st);
+    for (int r = 0; r < 2; r++) {
+        CHECK_INT_EQ(st[r], 0);
+        CHECK_INT_EQ(rep->rc[r], CALF_ENOMEM);
+        CHECK(strstr(rep->msg[r], "shared memory") != NULL);
+    }
+    printf("shared heap: %s\n", rep->msg[0]);
+    munmap(rep, sizeof *rep);
+}
+
 /* The single and MPI backends share no memory: no piece sums there. */
 static void test_sharing_unsupported(void) {
     comm *c = NULL;
     CHECK_INT_EQ(comm_single(&c), CALF_OK);
     CHECK(!comm_shares_memory(c));
     CHECK(!comm_tree_pieces_supported(c, 8, 10));
+    CHECK_INT_EQ((long long)comm_shared_left(c), 0);
     comm_finalize(c);
 }
 
@@ -1081,6 +1172,8 @@ int main(int argc, char **argv) {
     test_claims();
     test_local_sharing();
     test_sharing_unsupported();
+    test_shared_heap();
+    test_missing_piece();
     test_leaf_raw();
     test_local_failures();
 #if CALF_HAVE_MPI
