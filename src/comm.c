@@ -214,6 +214,12 @@ static int range_nblocks(int64_t a, int64_t b) {
     return nb;
 }
 
+/* A block (level, index) from a blob lies at env `at` and ends by env `end` of E. */
+static bool block_at(int64_t level, int64_t index, int64_t at, int64_t end, int E) {
+    return level >= 0 && level <= 31 && index >= 0 && index <= E && (index << level) == at &&
+           at + ((int64_t)1 << level) <= end;
+}
+
 static size_t round8(size_t x) { return (x + 7) & ~(size_t)7; }
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -244,6 +250,9 @@ static void add_f64(void *dst, const void *src, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i];
 }
 
+/* Stack depth a tree over E envs can reach: a binary counter's blocks plus the leaf. */
+static int tree_cap(int E) { return 2 * ceil_log2(E) + 2; }
+
 static void tree_init(comm_tree *t, size_t n, size_t elem, int E, int begin, int count) {
     CALF_ASSERT(E >= 1 && begin >= 0 && count >= 0 && (int64_t)begin + count <= E);
     memset(t, 0, sizeof *t);
@@ -252,7 +261,7 @@ static void tree_init(comm_tree *t, size_t n, size_t elem, int E, int begin, int
     t->E = E;
     t->begin = begin;
     t->count = count;
-    t->cap = 2 * ceil_log2(E) + 2;
+    t->cap = tree_cap(E);
     t->level = calf_xcalloc((size_t)t->cap, sizeof *t->level);
     t->index = calf_xcalloc((size_t)t->cap, sizeof *t->index);
     t->buf = calf_xcalloc((size_t)t->cap, sizeof *t->buf);
@@ -363,7 +372,8 @@ void comm_tree_restart(comm_tree *t, int begin, int count) {
 
 int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err) {
     CALF_ASSERT(!t->shared && t->pushed == 0 && comm_shares_memory(c));
-    size_t bytes = comm_tree_shared_bytes(t);
+    CALF_ASSERT(t->elem == sizeof(float));
+    size_t bytes = comm_tree_shared_bytes(t->E, t->n);
     void **peers = calf_xcalloc((size_t)c->size, sizeof *peers);
     int rc = comm_shared_alloc(c, bytes, peers, err); /* zeroed, as leaves need */
     if (rc != CALF_OK) {
@@ -545,8 +555,7 @@ static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nr
         for (int64_t b = 0; b < nblocks; b++) {
             int64_t li[2];
             memcpy(li, blob + TREE_HEADER_WORDS * 8 + (size_t)b * 16, sizeof li);
-            if (li[0] < 0 || li[0] > 31 || li[1] < 0 || li[1] > E || (li[1] << li[0]) != p ||
-                p + ((int64_t)1 << li[0]) > begin + count)
+            if (!block_at(li[0], li[1], p, begin + count, E))
                 return calf_error_set(err, CALF_ECOMM,
                                       "comm: rank %d sent block (level %lld, index %lld) "
                                       "where env %lld was expected",
@@ -776,13 +785,15 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
             return calf_error_set(err, CALF_ECOMM,
                                   "comm: shared sum: no valid piece starts at env %d of %d", y,
                                   p->E);
+        /* a copied blob's blocks follow its table of (level, index); a by-reference
+         * blob's table rows carry (rank, offset) of each block too */
         const unsigned char *data = blob + TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16;
         int64_t at = y;
         for (int64_t b = 0; b < nblocks; b++) {
             int64_t w[4];
             memcpy(w, blob + TREE_HEADER_WORDS * 8 + (size_t)b * (ref ? 32 : 16),
                    (ref ? 4 : 2) * sizeof(int64_t));
-            const unsigned char *vecp = data + (size_t)b * vec;
+            const unsigned char *vecp = ref ? NULL : data + (size_t)b * vec;
             if (ref) {
                 const comm_tree *s = p->shared;
                 if (w[2] < 0 || w[2] >= s->peers || w[3] < 0 ||
@@ -792,8 +803,7 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
                                           y);
                 vecp = s->peer_base[w[2]] + w[3];
             }
-            if (w[0] < 0 || w[0] > 31 || w[1] < 0 || w[1] > p->E ||
-                (w[1] << w[0]) != at || at + ((int64_t)1 << w[0]) > z)
+            if (!block_at(w[0], w[1], at, z, p->E))
                 return calf_error_set(err, CALF_ECOMM,
                                       "comm: shared sum: bad block in the piece at env %d", y);
             fold_push(&f, vecp, (int)w[0], w[1]);
@@ -871,8 +881,8 @@ size_t comm_shared_left(const comm *c) {
     return c->ops->shared_left ? c->ops->shared_left(c) : 0;
 }
 
-size_t comm_tree_shared_bytes(const comm_tree *t) {
-    return 2 * (size_t)t->cap * shared_vec_bytes(t);
+size_t comm_tree_shared_bytes(int E, size_t n) {
+    return 2 * (size_t)tree_cap(E) * round64(n * sizeof(float));
 }
 
 int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err) {

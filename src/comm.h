@@ -229,8 +229,9 @@ int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int
  * stay intact while the next is folded, and a set is only reused after the sum after
  * next began, by which time every rank has finished reading it. */
 int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err);
-/* What comm_tree_share_buffers asks of the shared memory for t, on each rank. */
-size_t comm_tree_shared_bytes(const comm_tree *t);
+/* What comm_tree_share_buffers asks of the shared memory on each rank, for a float tree
+ * over E envs of n elements. */
+size_t comm_tree_shared_bytes(int E, size_t n);
 
 /* Memory every rank can reach (see comm_ops.shared_alloc): false where the ranks share
  * none, and then comm_shared_alloc must not be called. */

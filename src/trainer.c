@@ -265,10 +265,8 @@ static int views_init(trainer *t, calf_error *err) {
         /* Everything sharing puts in shared memory, every rank's, must fit in what is
          * left of it (the same sum on every rank, so all decide alike); else each rank
          * keeps its rollout to itself, as without shared memory. */
-        comm_tree probe;
-        comm_tree_init(&probe, t->md.num_params, t->E, 0, 0);
-        size_t tree_bytes = (comm_tree_shared_bytes(&probe) + 63) & ~(size_t)63, need = 0;
-        comm_tree_free(&probe);
+        size_t tree_bytes = (comm_tree_shared_bytes(t->E, t->md.num_params) + 63) & ~(size_t)63;
+        size_t need = 0;
         for (int r = 0; r < P; r++) {
             int b = 0, n = 0;
             calf_split(t->E, P, r, &b, &n, NULL);
@@ -302,7 +300,9 @@ static int views_init(trainer *t, calf_error *err) {
     /* For tests/e2e_ddp.sh: the named rank dawdles over its own envs, so that the others
      * certainly take some of them. Results cannot depend on it; only timing does. */
     const char *slow = getenv("CALF_TEST_SLOW_RANK");
-    t->test_slow = slow && *slow && atoi(slow) == c->index;
+    char *end = NULL;
+    long slow_rank = slow && *slow ? strtol(slow, &end, 10) : -1;
+    t->test_slow = end && *end == '\0' && slow_rank == c->index;
     return rc;
 }
 
