@@ -1344,6 +1344,10 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
     return rc;
 }
 
+/* Under mpirun a process that exits non-zero gets the whole job killed, and output
+ * written after MPI_Finalize can be lost with it: rank 1 may leave before rank 0 has
+ * printed a word. So a setup error is printed here, before the finalize that every rank
+ * passes together; rank 0's is printed by rank 0 alone. */
 static int train_mpi(const calf_train_options *o, calf_error *err) {
     comm *c = NULL;
     int rc = comm_mpi_init(&c, NULL, NULL, err);
@@ -1351,8 +1355,22 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     calf_config cfg;
     resume_state rs;
     memset(&rs, 0, sizeof rs);
-    rc = mpi_share_setup(c, o, &cfg, &rs, err);
+    if (o->nproc > 1 && c->index != 0)
+        rc = CALF_EINVAL; /* every rank refuses; rank 0 says why */
+    else if (o->nproc > 1)
+        rc = calf_error_set(err, CALF_EINVAL,
+                            "--nproc %d under an MPI launcher: the launcher decides the number of "
+                            "processes (use mpirun -np N without --nproc)",
+                            o->nproc);
+    else
+        rc = mpi_share_setup(c, o, &cfg, &rs, err);
     if (rc) {
+        if (err->msg[0]) { /* rank 0's, or a rank's own failure (others cleared theirs) */
+            if (c->index == 0) fprintf(stderr, "calf: %s\n", err->msg);
+            else fprintf(stderr, "calf: rank %d: %s\n", c->index, err->msg);
+            fflush(stderr);
+        }
+        calf_error_clear(err);
         free(rs.payload);
         comm_finalize(c);
         return rc;
@@ -1365,31 +1383,11 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     return status_of_exit(code);
 }
 
-/* The rank an MPI launcher gave this process, from its environment (before MPI_Init). */
-static bool launcher_rank_is_zero(void) {
-    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && v[0]) return strcmp(v, "0") == 0;
-    }
-    return true;
-}
-
 int calf_train(const calf_train_options *o, calf_error *err) {
     calf_error_clear(err);
     if (!o->root_dir || !o->root_dir[0])
         return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
-    if (comm_mpi_launched()) {
-        if (o->nproc > 1) {
-            /* every rank refuses; the launcher's rank 0 says why (MPI is not up yet) */
-            if (!launcher_rank_is_zero()) return CALF_EINVAL;
-            return calf_error_set(err, CALF_EINVAL,
-                                  "--nproc %d under an MPI launcher: the launcher decides the number "
-                                  "of processes (use mpirun -np N without --nproc)",
-                                  o->nproc);
-        }
-        return train_mpi(o, err);
-    }
+    if (comm_mpi_launched()) return train_mpi(o, err);
     calf_config cfg;
     int rc = calf_train_load_config(o, &cfg, err);
     if (rc) return rc;
