@@ -355,19 +355,18 @@ void comm_tree_reset(comm_tree *t) {
 
 static size_t shared_vec_bytes(const comm_tree *t) { return round64(t->n * t->elem); }
 
-static void tree_point_set(comm_tree *t, int set) {
+static void tree_point_shared(comm_tree *t) {
     size_t vec = shared_vec_bytes(t);
-    t->set = set;
-    for (int k = 0; k < t->cap; k++)
-        t->buf[k] = t->peer_base[t->self] + ((size_t)set * (size_t)t->cap + (size_t)k) * vec;
+    for (int k = 0; k < t->cap; k++) t->buf[k] = t->peer_base[t->self] + (size_t)k * vec;
 }
 
+/* A shared tree's buffers are rewritten right away: the sum that read them ended with a
+ * barrier after every rank's last read (comm_tree_pieces_sum). */
 void comm_tree_restart(comm_tree *t, int begin, int count) {
     CALF_ASSERT(begin >= 0 && count >= 0 && (int64_t)begin + count <= t->E);
     comm_tree_reset(t);
     t->begin = begin;
     t->count = count;
-    if (t->shared) tree_point_set(t, t->set ^ 1);
 }
 
 int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err) {
@@ -389,7 +388,7 @@ int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err) {
     t->self = c->index;
     t->peer_bytes = bytes;
     t->shared = true;
-    tree_point_set(t, 0);
+    tree_point_shared(t);
     return CALF_OK;
 }
 
@@ -457,7 +456,9 @@ typedef struct tree_fold {
     size_t n, elem;
     void (*add3)(void *, const void *, const void *, size_t);
     void *out;        /* stack position 0 merges here: the root lands in place */
-    void **scratch;   /* (cap) n elements each, allocated on first use; [0] unused */
+    void **scratch;   /* (cap) alloc_n elements each, allocated on first use; [0] unused */
+    size_t alloc_n;   /* a scratch buffer's size: a tree's whole vector, even when folding
+                       * only a slice of it, since the buffers are also that tree's */
     int cap;
     int depth;
     const void *stack[66];
@@ -469,6 +470,7 @@ static void fold_init(tree_fold *f, size_t n, size_t elem, void *out, void **scr
     CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
     f->out = out;
     f->n = n;
+    f->alloc_n = n;
     f->elem = elem;
     f->add3 = elem == sizeof(float) ? add3_f32 : add3_f64;
     f->scratch = scratch;
@@ -479,7 +481,7 @@ static void fold_init(tree_fold *f, size_t n, size_t elem, void *out, void **scr
 static void *fold_scratch(tree_fold *f, int k) {
     CALF_ASSERT(k < f->cap);
     if (k == 0) return f->out;
-    if (!f->scratch[k]) f->scratch[k] = calf_xmalloc(f->n * f->elem);
+    if (!f->scratch[k]) f->scratch[k] = calf_xmalloc(f->alloc_n * f->elem);
     return f->scratch[k];
 }
 
@@ -760,14 +762,34 @@ void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t) {
     memcpy(p->base + (size_t)p->E * p->stride + 8 * (size_t)t->begin, &end, sizeof end);
 }
 
+/* With shared tree buffers every rank folds only its slice of the elements (each element's
+ * sum is its own, so the slices together are exactly the whole fold) into one vector all
+ * ranks share, and after a barrier takes the whole of it: the completion is split, not
+ * repeated on every rank. Slices are whole cache lines, so no two ranks write one line. */
+static void fold_slice(const comm *c, const comm_tree_pieces *p, size_t *lo, size_t *hi) {
+    size_t lines = (p->n * p->elem + 63) / 64, per = 64 / p->elem;
+    size_t a = lines * (size_t)c->index / (size_t)c->size;
+    size_t b = lines * (size_t)(c->index + 1) / (size_t)c->size;
+    *lo = a * per < p->n ? a * per : p->n;
+    *hi = b * per < p->n ? b * per : p->n;
+}
+
 int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void *out,
                          calf_error *err) {
     CALF_ASSERT(scratch->n == p->n && scratch->elem == p->elem && scratch->E == p->E);
     const unsigned char *all = c->ops->gathered(c, err);
     if (!all) return CALF_ECOMM;
     const unsigned char *ends = all + (size_t)p->E * p->stride;
+    size_t lo = 0, hi = p->n;
+    unsigned char *common = NULL; /* the shared result, when the fold is split */
+    if (p->shared) {
+        fold_slice(c, p, &lo, &hi);
+        common = p->shared->peer_base[0] + (size_t)p->shared->cap * shared_vec_bytes(p->shared);
+    }
     tree_fold f;
-    fold_init(&f, p->n, p->elem, out, scratch->buf, scratch->cap);
+    fold_init(&f, hi - lo, p->elem, (common ? common : (unsigned char *)out) + lo * p->elem,
+              scratch->buf, scratch->cap);
+    f.alloc_n = p->n;
     size_t vec = p->n * p->elem;
     int y = 0;
     while (y < p->E) {
@@ -806,13 +828,16 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
             if (!block_at(w[0], w[1], at, z, p->E))
                 return calf_error_set(err, CALF_ECOMM,
                                       "comm: shared sum: bad block in the piece at env %d", y);
-            fold_push(&f, vecp, (int)w[0], w[1]);
+            fold_push(&f, vecp + lo * p->elem, (int)w[0], w[1]);
             at += (int64_t)1 << w[0];
         }
         y = (int)z;
     }
     fold_finish(&f);
-    return CALF_OK;
+    if (!common) return CALF_OK;
+    int rc = comm_barrier(c, err);
+    if (rc == CALF_OK) memcpy(out, common, vec);
+    return rc;
 }
 
 /* ---- work claims ---------------------------------------------------------------------- */
@@ -882,7 +907,8 @@ size_t comm_shared_left(const comm *c) {
 }
 
 size_t comm_tree_shared_bytes(int E, size_t n) {
-    return 2 * (size_t)tree_cap(E) * round64(n * sizeof(float));
+    /* the stack's buffers, then the vector a split completion lands in */
+    return ((size_t)tree_cap(E) + 1) * round64(n * sizeof(float));
 }
 
 int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err) {

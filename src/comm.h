@@ -126,13 +126,12 @@ typedef struct comm_tree {
     size_t *sizes;     /* (sizes_n) every rank's blob size, learned on first exchange */
     int sizes_n;
     const comm *sizes_comm;
-    /* comm_tree_share_buffers: buf[] points into memory every rank can read, two sets of
-     * cap buffers per rank that alternate at each comm_tree_restart */
+    /* comm_tree_share_buffers: buf[] points into memory every rank can read: cap buffers
+     * per rank, then one vector (rank 0's is where a split completion lands) */
     bool shared;
-    int set;                     /* the set in use */
     int peers, self;             /* ranks, and this one */
-    unsigned char **peer_base;   /* (peers) each rank's two sets */
-    size_t peer_bytes;           /* bytes of each rank's two sets */
+    unsigned char **peer_base;   /* (peers) each rank's region */
+    size_t peer_bytes;           /* bytes of each rank's region */
 } comm_tree;
 
 /* Float tree for n-element vectors; E >= 1, 0 <= begin, count >= 0, begin+count <= E. */
@@ -203,7 +202,9 @@ int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, const c
 void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t);
 /* Collective: wait for every rank's pieces and complete the tree into out (n floats),
  * using scratch's buffers for the merges (a private tree of the same n and E, idle
- * until the sum returns). A gap or overlap between pieces is CALF_ECOMM on every rank. */
+ * until the sum returns). A gap or overlap between pieces is CALF_ECOMM on every rank.
+ * With shared buffers (own given at open) each rank completes a slice of the elements
+ * and a barrier (a second collective) ends the sum. */
 int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void *out,
                          calf_error *err);
 
@@ -224,10 +225,9 @@ int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int
                     int *first);
 
 /* Collective: move t's buffers to memory every rank can read, so that
- * comm_tree_pieces_put publishes this rank's blocks without copying them. Each
- * comm_tree_restart switches to the other of two sets of buffers: the blocks of one sum
- * stay intact while the next is folded, and a set is only reused after the sum after
- * next began, by which time every rank has finished reading it. */
+ * comm_tree_pieces_put publishes this rank's blocks without copying them. The sum that
+ * reads them ends with a barrier, so after it t may be restarted and its buffers
+ * rewritten. */
 int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err);
 /* What comm_tree_share_buffers asks of the shared memory on each rank, for a float tree
  * over E envs of n elements. */

@@ -691,8 +691,10 @@ static void test_local_sharing(void) {
         {.E = 3, .n = 77, .rounds = 5, .slow_rank = 2}, /* fewer envs than ranks */
         {.E = 37, .n = 1001, .rounds = 7, .slow_rank = 1, .by_reference = true},
         {.E = 65, .n = 300, .rounds = 6, .slow_rank = 2, .by_reference = true},
+        /* one cache line of elements: the completion's slices of three ranks are empty */
+        {.E = 9, .n = 5, .rounds = 5, .slow_rank = 1, .by_reference = true},
     };
-    const int procs[] = {2, 3, 4, 2, 3};
+    const int procs[] = {2, 3, 4, 2, 3, 4};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         int P = procs[ci], st[8];
         memset(rep, 0, sizeof *rep);
