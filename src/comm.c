@@ -457,8 +457,8 @@ typedef struct tree_fold {
     void (*add3)(void *, const void *, const void *, size_t);
     void *out;        /* stack position 0 merges here: the root lands in place */
     void **scratch;   /* (cap) alloc_n elements each, allocated on first use; [0] unused */
-    size_t alloc_n;   /* a scratch buffer's size: a tree's whole vector, even when folding
-                       * only a slice of it, since the buffers are also that tree's */
+    size_t alloc_n;   /* a scratch buffer's size: its tree's whole vector */
+    size_t off;       /* a slice's first element: merges land at their own positions */
     int cap;
     int depth;
     const void *stack[66];
@@ -471,6 +471,7 @@ static void fold_init(tree_fold *f, size_t n, size_t elem, void *out, void **scr
     f->out = out;
     f->n = n;
     f->alloc_n = n;
+    f->off = 0;
     f->elem = elem;
     f->add3 = elem == sizeof(float) ? add3_f32 : add3_f64;
     f->scratch = scratch;
@@ -481,8 +482,10 @@ static void fold_init(tree_fold *f, size_t n, size_t elem, void *out, void **scr
 static void *fold_scratch(tree_fold *f, int k) {
     CALF_ASSERT(k < f->cap);
     if (k == 0) return f->out;
-    if (!f->scratch[k]) f->scratch[k] = calf_xmalloc(f->alloc_n * f->elem);
-    return f->scratch[k];
+    /* Zeroed, and a slice's merges kept at their positions: the scratch tree later hands
+     * these buffers out as leaves (comm_tree_leaf_raw) whose padding must be zero. */
+    if (!f->scratch[k]) f->scratch[k] = calf_xcalloc(f->alloc_n, f->elem);
+    return (unsigned char *)f->scratch[k] + f->off * f->elem;
 }
 
 static void fold_push(tree_fold *f, const void *vec, int level, int64_t index) {
@@ -790,6 +793,7 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
     fold_init(&f, hi - lo, p->elem, (common ? common : (unsigned char *)out) + lo * p->elem,
               scratch->buf, scratch->cap);
     f.alloc_n = p->n;
+    f.off = lo;
     size_t vec = p->n * p->elem;
     int y = 0;
     while (y < p->E) {
