@@ -110,5 +110,12 @@ int main(int argc, char **argv) {
         double hi = bench_quantile(speedup[kind], repeats, 1.0);
         printf("%-42s %12.0f %7.2fx (%.2f-%.2f)\n", names[kind], med, sp, lo, hi);
     }
+    /* --nproc 2 against the ceiling of the same repeat: what the exchange and the
+     * imbalance cost, with the machine's own loss from two busy cores divided out */
+    double eff[50];
+    for (int r = 0; r < repeats; r++) eff[r] = rates[1][r] / rates[2][r];
+    printf("%-42s %12s %7.2fx (%.2f-%.2f)\n", "--nproc 2 / ceiling", "",
+           bench_quantile(eff, repeats, 0.5), bench_quantile(eff, repeats, 0.0),
+           bench_quantile(eff, repeats, 1.0));
     return 0;
 }
