@@ -22,6 +22,21 @@ typedef struct page {
 
 static page *pg;
 
+#ifdef CALF_TEST_WRAP_FORK
+/* Linked with -Wl,--wrap=fork (CMakeLists.txt): the launcher's fork comes through here, so
+ * the test can make one fail as it does at a process limit (root ignores RLIMIT_NPROC). */
+pid_t __real_fork(void);
+pid_t __wrap_fork(void);
+static int forks_until_failure = -1; /* < 0: never fail */
+pid_t __wrap_fork(void) {
+    if (forks_until_failure >= 0 && forks_until_failure-- == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return __real_fork();
+}
+#endif
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -236,8 +251,36 @@ int main(void) {
     CHECK(el < 5.0);
     check_none_left(3);
 
-    /* A launching process whose context is already set cannot launch. */
     calf_error err;
+    calf_error_clear(&err);
+#ifdef CALF_TEST_WRAP_FORK
+    /* The third fork fails: the two workers already started (waiting for the third in a
+     * barrier) are killed and reaped, and the launcher says which fork failed. */
+    memset(pg, 0, sizeof *pg);
+    forks_until_failure = 2;
+    el = now_s();
+    CHECK_INT_EQ(launcher_run_opts(3, w_success, NULL, 0, 2.0, &err), 1);
+    el = now_s() - el;
+    forks_until_failure = -1;
+    CHECK_INT_EQ(err.status, CALF_EIO);
+    CHECK_STR_EQ(err.msg, "launcher: fork of worker 2 of 3 failed: Resource temporarily unavailable");
+    CHECK(el < 5.0);
+    for (int r = 0; r < 3; r++) {
+        errno = 0;
+        if (pg->pid[r] > 0) CHECK(kill(pg->pid[r], 0) == -1 && errno == ESRCH);
+    }
+    CHECK_INT_EQ(pg->pid[2], 0); /* never started */
+    errno = 0;
+    CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD);
+    /* and the launcher still works afterwards */
+    CHECK_INT_EQ(run_captured(3, w_success, 2.0, out, sizeof out, &el), 0);
+    for (int r = 0; r < 3; r++) CHECK_INT_EQ(pg->rc[r], 1);
+    check_none_left(3);
+#else
+    printf("test_launcher: fork failure not tested: this linker cannot wrap fork\n");
+#endif
+
+    /* A launching process whose context is already set cannot launch. */
     calf_error_clear(&err);
     CHECK_INT_EQ(calf_context_set_distributed(0, 2, 0, &err), CALF_OK);
     CHECK_INT_EQ(launcher_run(2, w_success, NULL, &err), 1);
