@@ -456,9 +456,8 @@ typedef struct tree_fold {
     size_t n, elem;
     void (*add3)(void *, const void *, const void *, size_t);
     void *out;        /* stack position 0 merges here: the root lands in place */
-    void **scratch;   /* (cap) alloc_n elements each, allocated on first use; [0] unused */
-    size_t alloc_n;   /* a scratch buffer's size: its tree's whole vector */
-    size_t off;       /* a slice's first element: merges land at their own positions */
+    void **scratch;   /* (cap) n elements each, allocated on first use; [0] unused */
+    size_t lo, hi;    /* the elements folded: all, or one rank's slice [lo, hi) */
     int cap;
     int depth;
     const void *stack[66];
@@ -470,8 +469,8 @@ static void fold_init(tree_fold *f, size_t n, size_t elem, void *out, void **scr
     CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
     f->out = out;
     f->n = n;
-    f->alloc_n = n;
-    f->off = 0;
+    f->lo = 0;
+    f->hi = n;
     f->elem = elem;
     f->add3 = elem == sizeof(float) ? add3_f32 : add3_f64;
     f->scratch = scratch;
@@ -482,10 +481,17 @@ static void fold_init(tree_fold *f, size_t n, size_t elem, void *out, void **scr
 static void *fold_scratch(tree_fold *f, int k) {
     CALF_ASSERT(k < f->cap);
     if (k == 0) return f->out;
-    /* Zeroed, and a slice's merges kept at their positions: the scratch tree later hands
-     * these buffers out as leaves (comm_tree_leaf_raw) whose padding must be zero. */
-    if (!f->scratch[k]) f->scratch[k] = calf_xcalloc(f->alloc_n, f->elem);
-    return (unsigned char *)f->scratch[k] + f->off * f->elem;
+    /* Zeroed: the scratch tree later hands these buffers out as leaves
+     * (comm_tree_leaf_raw) whose padding must be zero, and a slice leaves the rest as is. */
+    if (!f->scratch[k]) f->scratch[k] = calf_xcalloc(f->n, f->elem);
+    return f->scratch[k];
+}
+
+/* dst = a + b over the folded elements; every vector keeps each element at its position. */
+static void fold_add(const tree_fold *f, void *dst, const void *a, const void *b) {
+    size_t at = f->lo * f->elem;
+    f->add3((unsigned char *)dst + at, (const unsigned char *)a + at,
+            (const unsigned char *)b + at, f->hi - f->lo);
 }
 
 static void fold_push(tree_fold *f, const void *vec, int level, int64_t index) {
@@ -498,7 +504,7 @@ static void fold_push(tree_fold *f, const void *vec, int level, int64_t index) {
     while (d >= 2 && f->level[d - 1] == f->level[d - 2] && (f->index[d - 2] & 1) == 0 &&
            f->index[d - 1] == f->index[d - 2] + 1) {
         void *dst = fold_scratch(f, d - 2);
-        f->add3(dst, f->stack[d - 2], f->stack[d - 1], f->n);
+        fold_add(f, dst, f->stack[d - 2], f->stack[d - 1]);
         f->stack[d - 2] = dst;
         f->level[d - 2]++;
         f->index[d - 2] >>= 1;
@@ -513,12 +519,15 @@ static void fold_push(tree_fold *f, const void *vec, int level, int64_t index) {
 static void fold_finish(tree_fold *f) {
     CALF_ASSERT(f->depth >= 1);
     if (f->depth == 1) {
-        if (f->out != f->stack[0]) memcpy(f->out, f->stack[0], f->n * f->elem);
+        size_t at = f->lo * f->elem;
+        if (f->out != f->stack[0])
+            memcpy((unsigned char *)f->out + at, (const unsigned char *)f->stack[0] + at,
+                   (f->hi - f->lo) * f->elem);
         return;
     }
     for (int b = f->depth - 2; b >= 0; b--) {
         void *dst = fold_scratch(f, b);
-        f->add3(dst, f->stack[b], f->stack[b + 1], f->n);
+        fold_add(f, dst, f->stack[b], f->stack[b + 1]);
         f->stack[b] = dst;
     }
 }
@@ -790,10 +799,9 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
         common = p->shared->peer_base[0] + (size_t)p->shared->cap * shared_vec_bytes(p->shared);
     }
     tree_fold f;
-    fold_init(&f, hi - lo, p->elem, (common ? common : (unsigned char *)out) + lo * p->elem,
-              scratch->buf, scratch->cap);
-    f.alloc_n = p->n;
-    f.off = lo;
+    fold_init(&f, p->n, p->elem, common ? common : out, scratch->buf, scratch->cap);
+    f.lo = lo;
+    f.hi = hi;
     size_t vec = p->n * p->elem;
     int y = 0;
     while (y < p->E) {
@@ -832,7 +840,7 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
             if (!block_at(w[0], w[1], at, z, p->E))
                 return calf_error_set(err, CALF_ECOMM,
                                       "comm: shared sum: bad block in the piece at env %d", y);
-            fold_push(&f, vecp + lo * p->elem, (int)w[0], w[1]);
+            fold_push(&f, vecp, (int)w[0], w[1]);
             at += (int64_t)1 << w[0];
         }
         y = (int)z;
