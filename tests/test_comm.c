@@ -452,6 +452,30 @@ static double run_ranks(int P, size_t arena, double timeout_s, rank_fn fn, repor
     return now_s() - t0;
 }
 
+/* A report every rank can write to (shared across fork); munmap it when done. */
+static report *report_map(void) {
+    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(rep != MAP_FAILED);
+    return rep;
+}
+
+/* Run P ranks of fn (arena bytes, 0 for the default) that must all exit normally having
+ * failed alike: status code in rep->rc and a message containing needle. */
+static void check_every_rank_fails(int P, size_t arena, rank_fn fn, int code, const char *needle,
+                                   const char *what) {
+    report *rep = report_map();
+    memset(rep, 0, sizeof *rep);
+    int st[8];
+    run_ranks(P, arena, 10.0, fn, rep, NULL, st);
+    for (int r = 0; r < P; r++) {
+        CHECK_INT_EQ(st[r], 0);
+        CHECK_INT_EQ(rep->rc[r], code);
+        CHECK(strstr(rep->msg[r], needle) != NULL);
+    }
+    printf("%s: %s\n", what, rep->msg[0]);
+    munmap(rep, sizeof *rep);
+}
+
 typedef struct parity_arg {
     int E;
     size_t n;
@@ -548,8 +572,7 @@ static int rank_parity(comm *c, report *rep, const void *argp) {
 }
 
 static void test_local_parity(void) {
-    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(rep != MAP_FAILED);
+    report *rep = report_map();
     for (int P = 2; P <= 4; P++) {
         parity_arg a = {.E = 37, .n = 1001, .iters = 3};
         int st[8];
@@ -696,8 +719,7 @@ static int rank_share(comm *c, report *rep, const void *argp) {
 }
 
 static void test_local_sharing(void) {
-    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(rep != MAP_FAILED);
+    report *rep = report_map();
     const share_arg cases[] = {
         {.E = 37, .n = 1001, .rounds = 6, .slow_rank = 1},
         {.E = 64, .n = 513, .rounds = 4, .slow_rank = 0},
@@ -834,33 +856,12 @@ static int rank_missing_piece(comm *c, report *rep, const void *arg) {
 }
 
 static void test_missing_piece(void) {
-    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(rep != MAP_FAILED);
-    memset(rep, 0, sizeof *rep);
-    int st[8];
-    run_ranks(2, 0, 10.0, rank_missing_piece, rep, NULL, st);
-    for (int r = 0; r < 2; r++) {
-        CHECK_INT_EQ(st[r], 0);
-        CHECK_INT_EQ(rep->rc[r], CALF_ECOMM);
-        CHECK(strstr(rep->msg[r], "no valid piece starts at env 4") != NULL);
-    }
-    printf("missing piece: %s\n", rep->msg[0]);
-    munmap(rep, sizeof *rep);
+    check_every_rank_fails(2, 0, rank_missing_piece, CALF_ECOMM, "no valid piece starts at env 4",
+                           "missing piece");
 }
 
 static void test_shared_heap(void) {
-    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(rep != MAP_FAILED);
-    memset(rep, 0, sizeof *rep);
-    int st[8];
-    run_ranks(2, 1 << 20, 10.0, rank_heap, rep, NULL, st);
-    for (int r = 0; r < 2; r++) {
-        CHECK_INT_EQ(st[r], 0);
-        CHECK_INT_EQ(rep->rc[r], CALF_ENOMEM);
-        CHECK(strstr(rep->msg[r], "shared memory") != NULL);
-    }
-    printf("shared heap: %s\n", rep->msg[0]);
-    munmap(rep, sizeof *rep);
+    check_every_rank_fails(2, 1 << 20, rank_heap, CALF_ENOMEM, "shared memory", "shared heap");
 }
 
 /* The single and MPI backends share no memory: no piece sums there. */
@@ -964,18 +965,11 @@ static int rank_abort(comm *c, report *rep, const void *arg) {
 }
 
 static void test_local_failures(void) {
-    report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(rep != MAP_FAILED);
+    report *rep = report_map();
     int st[8];
 
-    memset(rep, 0, sizeof *rep);
-    run_ranks(2, 65536, 10.0, rank_too_big, rep, NULL, st);
-    for (int r = 0; r < 2; r++) {
-        CHECK_INT_EQ(st[r], 0);
-        CHECK_INT_EQ(rep->rc[r], CALF_ENOMEM);
-        CHECK(strstr(rep->msg[r], "bytes of shared memory") != NULL);
-    }
-    printf("arena limit: %s\n", rep->msg[0]);
+    check_every_rank_fails(2, 65536, rank_too_big, CALF_ENOMEM, "bytes of shared memory",
+                           "arena limit");
 
     memset(rep, 0, sizeof *rep);
     run_ranks(3, 0, 60.0, rank_killed_peer, rep, NULL, st);
