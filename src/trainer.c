@@ -1355,15 +1355,15 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     calf_config cfg;
     resume_state rs;
     memset(&rs, 0, sizeof rs);
-    if (o->nproc > 1 && c->index != 0)
+    if (o->nproc <= 1)
+        rc = mpi_share_setup(c, o, &cfg, &rs, err);
+    else if (c->index != 0)
         rc = CALF_EINVAL; /* every rank refuses; rank 0 says why */
-    else if (o->nproc > 1)
+    else
         rc = calf_error_set(err, CALF_EINVAL,
                             "--nproc %d under an MPI launcher: the launcher decides the number of "
                             "processes (use mpirun -np N without --nproc)",
                             o->nproc);
-    else
-        rc = mpi_share_setup(c, o, &cfg, &rs, err);
     if (rc) {
         if (err->msg[0]) { /* rank 0's, or a rank's own failure (others cleared theirs) */
             if (c->index == 0) fprintf(stderr, "calf: %s\n", err->msg);
