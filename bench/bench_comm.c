@@ -1,6 +1,7 @@
 /* bench_comm.c: latency and bandwidth of the canonical-tree allreduce at the ppo_cartpole
  * gradient size (9,219 floats, 64 envs) on 2 local processes, plus barrier and comm_any
- * latency, and the 1-process figure for comparison. Runs in a few seconds.
+ * latency, the 1-process figure for comparison, and the work-shared sum the trainer runs
+ * after every minibatch, with pieces as stealing leaves them. Runs in a few seconds.
  * Under mpirun (`mpirun -np 2 build/bench_comm`) it measures the MPI backend instead. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,49 @@ static int bench_rank(comm *c, void *arg) {
     return rc == 0 ? 0 : 1;
 }
 
+/* The work-shared sum of one minibatch after stealing on 2 local processes: rank 0
+ * folded [0, 28) of its own and [60, 64) of rank 1's, rank 1 [32, 60) and [28, 32), so the
+ * completion has 8 blocks from 4 pieces. Own trees are published where they lie, stolen
+ * ones copied, as in the trainer. */
+static int bench_shared_sum(comm *c, void *arg) {
+    (void)arg;
+    int r = comm_rank(c);
+    int own_begin = r == 0 ? 0 : 32, own_count = 28, steal_begin = r == 0 ? 60 : 28;
+    calf_error err;
+    calf_error_clear(&err);
+    comm_tree own, steal;
+    comm_tree_init(&own, N_FLOATS, N_ENVS, own_begin, own_count);
+    comm_tree_init(&steal, N_FLOATS, N_ENVS, 0, 0);
+    float *out = malloc(N_FLOATS * sizeof *out);
+    double *sample = malloc(ITERS * sizeof *sample);
+    int rc = comm_tree_share_buffers(c, &own, &err);
+    for (int i = 0; i < 300 + ITERS && rc == 0; i++) {
+        comm_tree_pieces p;
+        if ((rc = comm_tree_pieces_open(c, &p, N_ENVS, N_FLOATS, &own, &err))) break;
+        comm_tree_restart(&own, own_begin, own_count);
+        fold_envs(&own, own_count);
+        comm_tree_pieces_put(&p, &own);
+        comm_tree_restart(&steal, steal_begin, 4);
+        fold_envs(&steal, 4);
+        comm_tree_pieces_put(&p, &steal);
+        double t0 = bench_now_us();
+        rc = comm_tree_pieces_sum(c, &p, out, &err);
+        if (i >= 300) sample[i - 300] = bench_now_us() - t0;
+        if (rc == 0) rc = comm_barrier(c, &err); /* start the next round together */
+    }
+    if (rc != 0)
+        comm_report_failure(c, err.msg);
+    else if (r == 0)
+        printf("local  P=2  work-shared sum of %d floats, 8 blocks in 4 pieces: median %.1f us, "
+               "p90 %.1f us\n",
+               N_FLOATS, bench_quantile(sample, ITERS, 0.5), bench_quantile(sample, ITERS, 0.9));
+    free(sample);
+    free(out);
+    comm_tree_free(&steal);
+    comm_tree_free(&own);
+    return rc == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     calf_error err;
     calf_error_clear(&err);
@@ -103,6 +147,7 @@ int main(int argc, char **argv) {
     int rc = bench_rank(single, NULL);
     comm_finalize(single);
     int lrc = launcher_run(2, bench_rank, NULL, &err);
+    if (lrc == 0) lrc = launcher_run(2, bench_shared_sum, NULL, &err);
     if (lrc != 0 && err.msg[0]) fprintf(stderr, "bench_comm: %s\n", err.msg);
     return rc || lrc;
 }

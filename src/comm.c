@@ -448,99 +448,139 @@ static void add3_f64(void *dst, const void *a, const void *b, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = x[i] + y[i];
 }
 
-/* Completion of the tree from blocks arriving in env order: a binary counter whose
- * entries point at the blocks where they lie (read only: a shared arena, a peer's blob)
- * and whose merged nodes go to scratch[k] for stack position k. So nothing is copied
- * before it is added, and the inputs are left as they were. */
+/* Completion of the tree from blocks arriving in env order. Pushing runs the binary
+ * counter on the blocks' (level, index) alone and records each merge it would make;
+ * fold_finish then carries out that program a chunk of elements at a time, so the partial
+ * sums stay in a small buffer in the cache and each block is read once, where it lies
+ * (read only: a shared arena, a peer's blob). Every element is added in the same order as
+ * by merging whole vectors, so the bits are those of the canonical tree. */
+enum {
+    FOLD_CHUNK = 2048,      /* bytes of every vector folded at a time */
+    FOLD_LOCAL_BLOCKS = 64, /* blocks (and merges) recorded without allocating */
+    FOLD_LOCAL_TEMPS = 4,   /* stack positions whose chunks fit in fold_finish's frame */
+};
+
+/* An operand: block k (k >= 0) or the partial sum at stack position p (-1 - p). */
+typedef struct fold_op {
+    int dst, a, b; /* stack position dst = a + b */
+} fold_op;
+
 typedef struct tree_fold {
     size_t n, elem;
-    void (*add3)(void *, const void *, const void *, size_t);
-    void *out;        /* stack position 0 merges here: the root lands in place */
-    void **scratch;   /* (cap) n elements each, allocated on first use; [0] unused */
     size_t lo, hi;    /* the elements folded: all, or one rank's slice [lo, hi) */
-    int cap;
-    int depth;
-    const void *stack[66];
+    void *out;        /* stack position 0: the root lands in place */
+    int count, room;  /* blocks pushed; room for blocks (and ops, of which there are fewer) */
+    int nops, depth, max_pos;
+    const void **vec; /* (room) the blocks, in env order */
+    fold_op *ops;     /* (room) */
+    int code[66];     /* the counter: each position's operand, level and index */
     int level[66];
     int64_t index[66];
+    const void *local_vec[FOLD_LOCAL_BLOCKS];
+    fold_op local_ops[FOLD_LOCAL_BLOCKS];
 } tree_fold;
 
-static void fold_init(tree_fold *f, size_t n, size_t elem, void *out, void **scratch, int cap) {
+static void fold_init(tree_fold *f, size_t n, size_t elem, void *out) {
     CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
-    f->out = out;
     f->n = n;
+    f->elem = elem;
     f->lo = 0;
     f->hi = n;
-    f->elem = elem;
-    f->add3 = elem == sizeof(float) ? add3_f32 : add3_f64;
-    f->scratch = scratch;
-    f->cap = cap < 66 ? cap : 66;
-    f->depth = 0;
+    f->out = out;
+    f->count = f->nops = f->depth = f->max_pos = 0;
+    f->room = FOLD_LOCAL_BLOCKS;
+    f->vec = f->local_vec;
+    f->ops = f->local_ops;
 }
 
-static void *fold_scratch(tree_fold *f, int k) {
-    CALF_ASSERT(k < f->cap);
-    if (k == 0) return f->out;
-    /* Zeroed: the scratch tree later hands these buffers out as leaves
-     * (comm_tree_leaf_raw) whose padding must be zero, and a slice leaves the rest as is. */
-    if (!f->scratch[k]) f->scratch[k] = calf_xcalloc(f->n, f->elem);
-    return f->scratch[k];
+static void fold_free(tree_fold *f) {
+    if (f->vec != f->local_vec) free((void *)f->vec);
+    if (f->ops != f->local_ops) free(f->ops);
+    f->vec = f->local_vec;
+    f->ops = f->local_ops;
 }
 
-/* dst = a + b over the folded elements; every vector keeps each element at its position. */
-static void fold_add(const tree_fold *f, void *dst, const void *a, const void *b) {
-    size_t at = f->lo * f->elem;
-    f->add3((unsigned char *)dst + at, (const unsigned char *)a + at,
-            (const unsigned char *)b + at, f->hi - f->lo);
+static void fold_grow(tree_fold *f) {
+    int room = f->room * 2;
+    const void **vec = calf_xmalloc((size_t)room * sizeof *vec);
+    fold_op *ops = calf_xmalloc((size_t)room * sizeof *ops);
+    memcpy(vec, f->vec, (size_t)f->count * sizeof *vec);
+    memcpy(ops, f->ops, (size_t)f->nops * sizeof *ops);
+    fold_free(f);
+    f->vec = vec;
+    f->ops = ops;
+    f->room = room;
+}
+
+static void fold_merge(tree_fold *f, int b) {
+    f->ops[f->nops++] = (fold_op){b, f->code[b], f->code[b + 1]};
+    f->code[b] = -1 - b;
 }
 
 static void fold_push(tree_fold *f, const void *vec, int level, int64_t index) {
-    CALF_ASSERT(f->depth < f->cap);
+    CALF_ASSERT(f->depth < 66 && f->count < (1 << 30));
+    if (f->count == f->room) fold_grow(f);
     int d = f->depth;
-    f->stack[d] = vec;
+    f->vec[f->count] = vec;
+    f->code[d] = f->count++;
     f->level[d] = level;
     f->index[d] = index;
     d++;
     while (d >= 2 && f->level[d - 1] == f->level[d - 2] && (f->index[d - 2] & 1) == 0 &&
            f->index[d - 1] == f->index[d - 2] + 1) {
-        void *dst = fold_scratch(f, d - 2);
-        fold_add(f, dst, f->stack[d - 2], f->stack[d - 1]);
-        f->stack[d - 2] = dst;
+        fold_merge(f, d - 2);
         f->level[d - 2]++;
         f->index[d - 2] >>= 1;
         d--;
     }
     f->depth = d;
+    if (d - 1 > f->max_pos) f->max_pos = d - 1;
+}
+
+static const unsigned char *fold_operand(const tree_fold *f, int code, unsigned char *out,
+                                         unsigned char *temp, size_t at) {
+    if (code >= 0) return (const unsigned char *)f->vec[code] + at;
+    return code == -1 ? out : temp + (size_t)(-2 - code) * FOLD_CHUNK;
 }
 
 /* What remains are the maximal blocks of [0, E), largest first. Up the clipped right
  * spine of the tree each node is left block + (everything to its right), and a node with
- * nothing to its right is its left half unchanged. */
+ * nothing to its right is its left half unchanged. Then the recorded merges run over
+ * [lo, hi) a chunk at a time. */
 static void fold_finish(tree_fold *f) {
     CALF_ASSERT(f->depth >= 1);
-    if (f->depth == 1) {
-        size_t at = f->lo * f->elem;
-        if (f->out != f->stack[0])
-            memcpy((unsigned char *)f->out + at, (const unsigned char *)f->stack[0] + at,
-                   (f->hi - f->lo) * f->elem);
+    for (int b = f->depth - 2; b >= 0; b--) fold_merge(f, b);
+    size_t e = f->elem, at = f->lo * e, end = f->hi * e;
+    if (f->nops == 0) { /* one block: the sum is that block */
+        if (f->out != f->vec[0] && end > at)
+            memcpy((unsigned char *)f->out + at, (const unsigned char *)f->vec[0] + at, end - at);
         return;
     }
-    for (int b = f->depth - 2; b >= 0; b--) {
-        void *dst = fold_scratch(f, b);
-        fold_add(f, dst, f->stack[b], f->stack[b + 1]);
-        f->stack[b] = dst;
+    /* stack positions 1.. hold partial sums of the current chunk; 0 is out itself */
+    unsigned char local[FOLD_LOCAL_TEMPS * FOLD_CHUNK];
+    unsigned char *temp = f->max_pos <= FOLD_LOCAL_TEMPS
+                              ? local
+                              : calf_xmalloc((size_t)f->max_pos * FOLD_CHUNK);
+    void (*add3)(void *, const void *, const void *, size_t) =
+        e == sizeof(float) ? add3_f32 : add3_f64;
+    for (; at < end; at += FOLD_CHUNK) {
+        size_t bytes = end - at < FOLD_CHUNK ? end - at : FOLD_CHUNK;
+        unsigned char *out = (unsigned char *)f->out + at;
+        for (int k = 0; k < f->nops; k++) {
+            const fold_op *op = &f->ops[k];
+            unsigned char *dst = op->dst == 0 ? out : temp + (size_t)(op->dst - 1) * FOLD_CHUNK;
+            add3(dst, fold_operand(f, op->a, out, temp, at), fold_operand(f, op->b, out, temp, at),
+                 bytes / e);
+        }
     }
+    if (temp != local) free(temp);
 }
 
-/* Checks the blobs (one per rank, in rank order, rank r's at blobs + offset) and folds
+/* Checks the blobs (one per rank, in rank order, rank r's at blobs + offset) and pushes
  * their blocks. */
-static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nranks, size_t n,
-                        size_t elem, int E, void **scratch, int cap, void *out,
-                        calf_error *err) {
-    CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
-    size_t vec = n * elem;
-    tree_fold f;
-    fold_init(&f, n, elem, out, scratch, cap);
+static int push_blobs(tree_fold *f, const unsigned char *packed, const size_t *sizes,
+                      int nranks, int E, calf_error *err) {
+    size_t n = f->n, elem = f->elem, vec = n * elem;
     int64_t p = 0;
     size_t off = 0;
     for (int r = 0; r < nranks; r++) {
@@ -574,7 +614,7 @@ static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nr
                                       "comm: rank %d sent block (level %lld, index %lld) "
                                       "where env %lld was expected",
                                       r, (long long)li[0], (long long)li[1], (long long)p);
-            fold_push(&f, data + (size_t)b * vec, (int)li[0], li[1]);
+            fold_push(f, data + (size_t)b * vec, (int)li[0], li[1]);
             p += (int64_t)1 << li[0];
         }
         off += sizes[r];
@@ -582,16 +622,23 @@ static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nr
     if (p != E)
         return calf_error_set(err, CALF_ECOMM, "comm: ranks hold envs [0, %lld), expected [0, %d)",
                               (long long)p, E);
-    fold_finish(&f);
     return CALF_OK;
+}
+
+static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nranks, size_t n,
+                        size_t elem, int E, void *out, calf_error *err) {
+    tree_fold f;
+    fold_init(&f, n, elem, out);
+    int rc = push_blobs(&f, packed, sizes, nranks, E, err);
+    if (rc == CALF_OK) fold_finish(&f);
+    fold_free(&f);
+    return rc;
 }
 
 int comm_tree_finish(const void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
                      int E, void *out, calf_error *err) {
-    void *scratch[66] = {0};
-    int rc = finish_blobs(packed, sizes, nranks, n, elem, E, scratch, 66, out, err);
-    for (int k = 0; k < 66; k++) free(scratch[k]);
-    return rc;
+    CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
+    return finish_blobs(packed, sizes, nranks, n, elem, E, out, err);
 }
 
 static unsigned char *grow(unsigned char **buf, size_t *cap, size_t need) {
@@ -652,9 +699,10 @@ static int finish_alone(comm *c, comm_tree *t, void *out, calf_error *err) {
     int rc = c->ops->barrier(c, err); /* keeps the collective count alike on every backend */
     if (rc != CALF_OK) return rc;
     tree_fold f;
-    fold_init(&f, t->n, t->elem, out, t->buf, t->cap);
+    fold_init(&f, t->n, t->elem, out);
     for (int b = 0; b < t->depth; b++) fold_push(&f, t->buf[b], t->level[b], t->index[b]);
     fold_finish(&f);
+    fold_free(&f);
     return CALF_OK;
 }
 
@@ -692,10 +740,8 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
             rc = c->ops->allgatherv(c, t->send, t->recv, t->sizes, err);
             all = t->recv;
         }
-        /* The local blocks are packed, so the tree's buffers are free to hold the merges. */
         if (rc == CALF_OK)
-            rc = finish_blobs(all, t->sizes, c->size, t->n, t->elem, t->E, t->buf, t->cap,
-                              out, err);
+            rc = finish_blobs(all, t->sizes, c->size, t->n, t->elem, t->E, out, err);
     }
     comm_tree_reset(t);
     return rc;
@@ -786,22 +832,10 @@ static void fold_slice(const comm *c, const comm_tree_pieces *p, size_t *lo, siz
     *hi = b * per < p->n ? b * per : p->n;
 }
 
-int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void *out,
-                         calf_error *err) {
-    CALF_ASSERT(scratch->n == p->n && scratch->elem == p->elem && scratch->E == p->E);
-    const unsigned char *all = c->ops->gathered(c, err);
-    if (!all) return CALF_ECOMM;
+/* Checks the pieces, in env order, and pushes their blocks. */
+static int push_pieces(tree_fold *f, const comm_tree_pieces *p, const unsigned char *all,
+                       calf_error *err) {
     const unsigned char *ends = all + (size_t)p->E * p->stride;
-    size_t lo = 0, hi = p->n;
-    unsigned char *common = NULL; /* the shared result, when the fold is split */
-    if (p->shared) {
-        fold_slice(c, p, &lo, &hi);
-        common = p->shared->peer_base[0] + (size_t)p->shared->cap * shared_vec_bytes(p->shared);
-    }
-    tree_fold f;
-    fold_init(&f, p->n, p->elem, common ? common : out, scratch->buf, scratch->cap);
-    f.lo = lo;
-    f.hi = hi;
     size_t vec = p->n * p->elem;
     int y = 0;
     while (y < p->E) {
@@ -840,15 +874,33 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void 
             if (!block_at(w[0], w[1], at, z, p->E))
                 return calf_error_set(err, CALF_ECOMM,
                                       "comm: shared sum: bad block in the piece at env %d", y);
-            fold_push(&f, vecp, (int)w[0], w[1]);
+            fold_push(f, vecp, (int)w[0], w[1]);
             at += (int64_t)1 << w[0];
         }
         y = (int)z;
     }
-    fold_finish(&f);
-    if (!common) return CALF_OK;
-    int rc = comm_barrier(c, err);
-    if (rc == CALF_OK) memcpy(out, common, vec);
+    return CALF_OK;
+}
+
+int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, void *out, calf_error *err) {
+    const unsigned char *all = c->ops->gathered(c, err);
+    if (!all) return CALF_ECOMM;
+    size_t lo = 0, hi = p->n;
+    unsigned char *common = NULL; /* the shared result, when the fold is split */
+    if (p->shared) {
+        fold_slice(c, p, &lo, &hi);
+        common = p->shared->peer_base[0] + (size_t)p->shared->cap * shared_vec_bytes(p->shared);
+    }
+    tree_fold f;
+    fold_init(&f, p->n, p->elem, common ? common : out);
+    f.lo = lo;
+    f.hi = hi;
+    int rc = push_pieces(&f, p, all, err);
+    if (rc == CALF_OK) fold_finish(&f);
+    fold_free(&f);
+    if (rc != CALF_OK || !common) return rc;
+    rc = comm_barrier(c, err);
+    if (rc == CALF_OK) memcpy(out, common, p->n * p->elem);
     return rc;
 }
 

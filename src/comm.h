@@ -200,13 +200,11 @@ int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, const c
  * A private tree's blocks are copied, and t may be restarted at once; a shared tree's
  * are published where they lie, so t must not be restarted before the sum. */
 void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t);
-/* Collective: wait for every rank's pieces and complete the tree into out (n floats),
- * using scratch's buffers for the merges (a private tree of the same n and E, idle
- * until the sum returns). A gap or overlap between pieces is CALF_ECOMM on every rank.
- * With shared buffers (own given at open) each rank completes a slice of the elements
- * and a barrier (a second collective) ends the sum. */
-int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, comm_tree *scratch, void *out,
-                         calf_error *err);
+/* Collective: wait for every rank's pieces and complete the tree into out (n floats).
+ * A gap or overlap between pieces is CALF_ECOMM on every rank. With shared buffers (own
+ * given at open) each rank completes a slice of the elements and a barrier (a second
+ * collective) ends the sum. */
+int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, void *out, calf_error *err);
 
 /* Work claims, for ranks that share memory. In each round (a tag every rank agrees on,
  * e.g. the number of the minibatch) every rank opens its word over its own work items

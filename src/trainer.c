@@ -623,8 +623,8 @@ static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *
         comm_tree_pieces_put(&pieces, &t->steal_tree);
         t->shared_envs += k;
     }
-    /* The own tree's blocks are read where they lie; the thief's tree is idle now. */
-    return comm_tree_pieces_sum(t->c, &pieces, &t->steal_tree, md->grad, err);
+    /* The own tree's blocks are read where they lie. */
+    return comm_tree_pieces_sum(t->c, &pieces, md->grad, err);
 }
 
 static int update(trainer *t, calf_error *err) {

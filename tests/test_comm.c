@@ -218,6 +218,40 @@ static void test_tree_math(void) {
     CHECK(naive_differs > 10);
 }
 
+/* The completion works a chunk of elements at a time from a recorded list of blocks and
+ * merges: vectors of several chunks (the last one partial), more blocks than it records
+ * without allocating, and stacks deeper than the partial sums it keeps in its frame. */
+static void test_tree_fold_storage(void) {
+    const size_t n = 1300; /* 2.5 chunks of floats */
+    const int E = 300;
+    float *leaves = malloc((size_t)E * n * sizeof *leaves), *ref = malloc(n * sizeof *ref);
+    for (int i = 0; i < E; i++) fill_leaf(leaves + (size_t)i * n, n, 4242, i);
+    int *counts = malloc((size_t)E * sizeof *counts);
+    int before = split_mismatches;
+    for (int c = 0; c < 4; c++) {
+        int sub = c < 3 ? 128 : E, P;
+        ref_sum(leaves, sub, n, ref);
+        if (c == 0) { /* 127 + 1: seven blocks on the stack when the last arrives */
+            P = 2;
+            counts[0] = 127;
+            counts[1] = 1;
+        } else if (c == 1) {
+            P = 3;
+            counts[0] = 1;
+            counts[1] = 126;
+            counts[2] = 1;
+        } else { /* one env per rank: 128 and 300 blocks */
+            P = sub;
+            for (int r = 0; r < P; r++) counts[r] = 1;
+        }
+        check_split(leaves, ref, sub, n, P, counts);
+    }
+    CHECK_INT_EQ(split_mismatches - before, 0);
+    free(counts);
+    free(ref);
+    free(leaves);
+}
+
 /* A specific small case where the canonical tree and left-to-right disagree, so the
  * order matters visibly: (big + -big) + small vs big + (-big + small) over 3 envs. */
 static void test_tree_order_matters(void) {
@@ -703,7 +737,7 @@ static int rank_share(comm *c, report *rep, const void *argp) {
             taken += k;
         }
         memset(out, 0xff, a->n * sizeof *out);
-        CHECK_INT_EQ(comm_tree_pieces_sum(c, &pc, &other, out, &err), CALF_OK);
+        CHECK_INT_EQ(comm_tree_pieces_sum(c, &pc, out, &err), CALF_OK);
         mismatches += memcmp(out, ref, a->n * sizeof *out) != 0;
         /* Other collectives in between reuse the arenas. */
         if (round % 2 == 0) CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK);
@@ -828,9 +862,8 @@ static int rank_missing_piece(comm *c, report *rep, const void *arg) {
     calf_error_clear(&err);
     int r = comm_rank(c), E = 8, begin = 4 * r;
     size_t n = 50;
-    comm_tree t, scratch;
+    comm_tree t;
     comm_tree_init(&t, n, E, begin, 4);
-    comm_tree_init(&scratch, n, E, 0, 0);
     float out[50];
     for (int round = 0; round < 2; round++) {
         comm_tree_pieces pc;
@@ -842,7 +875,7 @@ static int rank_missing_piece(comm *c, report *rep, const void *arg) {
             comm_tree_push(&t);
         }
         if (round == 0 || r == 0) comm_tree_pieces_put(&pc, &t);
-        rep->rc[r] = comm_tree_pieces_sum(c, &pc, &scratch, out, &err);
+        rep->rc[r] = comm_tree_pieces_sum(c, &pc, out, &err);
         if (round == 0) {
             CHECK_INT_EQ(rep->rc[r], CALF_OK);
             CHECK(out[0] == 28.0f);
@@ -851,7 +884,6 @@ static int rank_missing_piece(comm *c, report *rep, const void *arg) {
     }
     snprintf(rep->msg[r], sizeof rep->msg[r], "%s", err.msg);
     comm_tree_free(&t);
-    comm_tree_free(&scratch);
     return 0;
 }
 
@@ -1175,6 +1207,7 @@ int main(int argc, char **argv) {
     test_tree_order_matters();
     test_tree_edges();
     test_tree_math();
+    test_tree_fold_storage();
     test_tree_f64_splits();
     test_single();
     test_local_parity();
