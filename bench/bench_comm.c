@@ -101,7 +101,7 @@ static int bench_shared_sum(comm *c, void *arg) {
     comm_tree_init(&steal, N_FLOATS, N_ENVS, 0, 0);
     float *out = malloc(N_FLOATS * sizeof *out);
     double *sample = malloc(ITERS * sizeof *sample);
-    int rc = comm_tree_share_buffers(c, &own, &err);
+    int rc = comm_tree_share_buffers(c, &own, 0, &err);
     for (int i = 0; i < 300 + ITERS && rc == 0; i++) {
         comm_tree_pieces p;
         if ((rc = comm_tree_pieces_open(c, &p, N_ENVS, N_FLOATS, &own, &err))) break;

@@ -355,9 +355,12 @@ void comm_tree_reset(comm_tree *t) {
 
 static size_t shared_vec_bytes(const comm_tree *t) { return round64(t->n * t->elem); }
 
-static void tree_point_shared(comm_tree *t) {
+/* Buffer set s of the region: cap vectors at s * cap vectors; the completion's vector
+ * follows the last set. */
+static void tree_point_shared(comm_tree *t, int set) {
     size_t vec = shared_vec_bytes(t);
-    for (int k = 0; k < t->cap; k++) t->buf[k] = t->peer_base[t->self] + (size_t)k * vec;
+    unsigned char *base = t->peer_base[t->self] + (size_t)set * (size_t)t->cap * vec;
+    for (int k = 0; k < t->cap; k++) t->buf[k] = base + (size_t)k * vec;
 }
 
 /* A shared tree's buffers are rewritten right away: the sum that read them ended with a
@@ -369,10 +372,10 @@ void comm_tree_restart(comm_tree *t, int begin, int count) {
     t->count = count;
 }
 
-int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err) {
+int comm_tree_share_buffers(comm *c, comm_tree *t, int spare, calf_error *err) {
     CALF_ASSERT(!t->shared && t->pushed == 0 && comm_shares_memory(c));
-    CALF_ASSERT(t->elem == sizeof(float));
-    size_t bytes = comm_tree_shared_bytes(t->E, t->n);
+    CALF_ASSERT(t->elem == sizeof(float) && spare >= 0);
+    size_t bytes = comm_tree_shared_bytes(t->E, t->n, spare);
     void **peers = calf_xcalloc((size_t)c->size, sizeof *peers);
     int rc = comm_shared_alloc(c, bytes, peers, err); /* zeroed, as leaves need */
     if (rc != CALF_OK) {
@@ -387,9 +390,28 @@ int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err) {
     t->peers = c->size;
     t->self = c->index;
     t->peer_bytes = bytes;
+    t->sets = 1 + spare;
     t->shared = true;
-    tree_point_shared(t);
+    tree_point_shared(t, 0);
     return CALF_OK;
+}
+
+void comm_tree_share_set(comm_tree *t, const comm_tree *owner, int set) {
+    CALF_ASSERT(owner->shared && set >= 1 && set < owner->sets);
+    CALF_ASSERT(!t->shared && t->pushed == 0 && t->E == owner->E && t->n == owner->n &&
+                t->elem == owner->elem && t->cap == owner->cap);
+    for (int k = 0; k < t->cap; k++) {
+        free(t->buf[k]);
+        t->buf[k] = NULL;
+    }
+    t->peer_base = calf_xmalloc((size_t)owner->peers * sizeof *t->peer_base);
+    memcpy(t->peer_base, owner->peer_base, (size_t)owner->peers * sizeof *t->peer_base);
+    t->peers = owner->peers;
+    t->self = owner->self;
+    t->peer_bytes = owner->peer_bytes;
+    t->sets = owner->sets;
+    t->shared = true;
+    tree_point_shared(t, set);
 }
 
 void comm_tree_free(comm_tree *t) {
@@ -799,7 +821,7 @@ void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t) {
     if (t->shared) {
         /* Where the blocks lie instead of the blocks: (rank, offset) after each (level,
          * index). The blob describes what was pushed: [begin, begin + pushed). */
-        CALF_ASSERT(p->shared && t->peer_base == p->shared->peer_base);
+        CALF_ASSERT(p->shared && t->peer_base[t->self] == p->shared->peer_base[t->self]);
         int64_t hdr[TREE_HEADER_WORDS] = {TREE_REF_MAGIC, t->E, (int64_t)t->n, (int64_t)t->elem,
                                           t->begin, t->pushed, t->depth};
         memcpy(blob, hdr, sizeof hdr);
@@ -889,7 +911,8 @@ int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, void *out, calf_error *er
     unsigned char *common = NULL; /* the shared result, when the fold is split */
     if (p->shared) {
         fold_slice(c, p, &lo, &hi);
-        common = p->shared->peer_base[0] + (size_t)p->shared->cap * shared_vec_bytes(p->shared);
+        const comm_tree *s = p->shared;
+        common = s->peer_base[0] + (size_t)s->sets * (size_t)s->cap * shared_vec_bytes(s);
     }
     tree_fold f;
     fold_init(&f, p->n, p->elem, common ? common : out);
@@ -970,9 +993,9 @@ size_t comm_shared_left(const comm *c) {
     return c->ops->shared_left ? c->ops->shared_left(c) : 0;
 }
 
-size_t comm_tree_shared_bytes(int E, size_t n) {
-    /* the stack's buffers, then the vector a split completion lands in */
-    return ((size_t)tree_cap(E) + 1) * round64(n * sizeof(float));
+size_t comm_tree_shared_bytes(int E, size_t n, int spare) {
+    /* the stack's buffers, once per set, then the vector a split completion lands in */
+    return ((size_t)tree_cap(E) * (size_t)(1 + spare) + 1) * round64(n * sizeof(float));
 }
 
 int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err) {

@@ -126,9 +126,11 @@ typedef struct comm_tree {
     size_t *sizes;     /* (sizes_n) every rank's blob size, learned on first exchange */
     int sizes_n;
     const comm *sizes_comm;
-    /* comm_tree_share_buffers: buf[] points into memory every rank can read: cap buffers
-     * per rank, then one vector (rank 0's is where a split completion lands) */
+    /* comm_tree_share_buffers: buf[] points into memory every rank can read: each rank's
+     * region holds sets of cap buffers, then one vector (rank 0's is where a split
+     * completion lands); this tree uses one of the sets (comm_tree_share_set) */
     bool shared;
+    int sets;
     int peers, self;             /* ranks, and this one */
     unsigned char **peer_base;   /* (peers) each rank's region */
     size_t peer_bytes;           /* bytes of each rank's region */
@@ -225,11 +227,16 @@ int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int
 /* Collective: move t's buffers to memory every rank can read, so that
  * comm_tree_pieces_put publishes this rank's blocks without copying them. The sum that
  * reads them ends with a barrier, so after it t may be restarted and its buffers
- * rewritten. */
-int comm_tree_share_buffers(comm *c, comm_tree *t, calf_error *err);
+ * rewritten. The region has room for `spare` further sets of buffers, which
+ * comm_tree_share_set lends to other trees. */
+int comm_tree_share_buffers(comm *c, comm_tree *t, int spare, calf_error *err);
+/* Point t (a private, empty tree of owner's n and E) at spare set `set` (1..spare) of
+ * owner's region, so that its pieces too are published where they lie. Pieces of one
+ * sum must each have their own set. */
+void comm_tree_share_set(comm_tree *t, const comm_tree *owner, int set);
 /* What comm_tree_share_buffers asks of the shared memory on each rank, for a float tree
- * over E envs of n elements. */
-size_t comm_tree_shared_bytes(int E, size_t n);
+ * over E envs of n elements with `spare` further sets. */
+size_t comm_tree_shared_bytes(int E, size_t n, int spare);
 
 /* Memory every rank can reach (see comm_ops.shared_alloc): false where the ranks share
  * none, and then comm_shared_alloc must not be called. */

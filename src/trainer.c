@@ -66,6 +66,11 @@ typedef struct rollout_view {
  * grained; the bits do not depend on it. */
 enum { SHARE_GROUP_ENVS = 4 };
 
+/* Pieces a rank takes from others in one minibatch that are published where they lie
+ * (each needs its own set of tree buffers in shared memory); any further piece is
+ * copied. Most minibatches see one or two. */
+enum { STEAL_SETS = 3 };
+
 typedef struct trainer {
     const calf_config *cfg;
     comm *c;
@@ -98,7 +103,8 @@ typedef struct trainer {
     uint32_t round;          /* minibatches so far (the claim tag; alike on every rank) */
     uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
     comm_claim **claims;     /* (size) every rank's claim word, when sharing */
-    comm_tree steal_tree;    /* pieces taken from other ranks */
+    comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
+    comm_tree steal_tree;    /* and beyond STEAL_SETS of them, private */
     int64_t shared_envs;     /* env partials this rank folded for other ranks */
     bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
     float *obs;              /* = own->obs, ... */
@@ -210,6 +216,7 @@ static void trainer_free(trainer *t) {
     nn_cache_free(&t->v_cache);
     comm_tree_free(&t->tree);
     comm_tree_free(&t->steal_tree);
+    for (int i = 0; i < STEAL_SETS; i++) comm_tree_free(&t->steal_shared[i]);
     void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->claims, t->val,
                     t->next_val, t->rew, t->term, t->trunc, t->trunc_obs, t->step_final,
                     t->step_ep_return, t->step_ep_length, t->head, t->vout, t->rows_in,
@@ -265,7 +272,8 @@ static int views_init(trainer *t, calf_error *err) {
         /* Everything sharing puts in shared memory, every rank's, must fit in what is
          * left of it (the same sum on every rank, so all decide alike); else each rank
          * keeps its rollout to itself, as without shared memory. */
-        size_t tree_bytes = (comm_tree_shared_bytes(t->E, t->md.num_params) + 63) & ~(size_t)63;
+        size_t tree_bytes =
+            (comm_tree_shared_bytes(t->E, t->md.num_params, STEAL_SETS) + 63) & ~(size_t)63;
         size_t need = 0;
         for (int r = 0; r < P; r++) {
             int b = 0, n = 0;
@@ -389,9 +397,15 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->g_ended = calf_xcalloc((size_t)T, 1);
     t->adv_sums = calf_xcalloc((size_t)n * 2, sizeof(double));
     comm_tree_init(&t->tree, t->md.num_params, t->E, t->begin, t->count);
-    /* sharing: the other ranks read this rank's blocks where they are folded */
-    if (t->sharing) return comm_tree_share_buffers(c, &t->tree, err);
-    return CALF_OK;
+    /* sharing: the other ranks read this rank's blocks where they are folded, its own
+     * envs' and the first ones it takes from others */
+    if (!t->sharing) return CALF_OK;
+    rc = comm_tree_share_buffers(c, &t->tree, STEAL_SETS, err);
+    for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++) {
+        comm_tree_init(&t->steal_shared[i], t->md.num_params, t->E, 0, 0);
+        comm_tree_share_set(&t->steal_shared[i], &t->tree, i + 1);
+    }
+    return rc;
 }
 
 /* ---- rollout ---------------------------------------------------------------- */
@@ -609,7 +623,7 @@ static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *
     if (rc) return rc;
     comm_claim_open(t->own->claim, tag, t->count);
     comm_tree_restart(&t->tree, t->begin, t->count);
-    int first, k, victim;
+    int first, k, victim, steals = 0;
     while ((k = comm_claim_front(t->own->claim, tag, t->group_envs, &first)) > 0) {
         if (t->test_slow) nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
         minibatch_envs(t, t->own, first, k, off, len, w, &t->tree);
@@ -618,12 +632,13 @@ static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *
     while ((k = comm_claim_back(t->claims, comm_size(t->c), t->c->index, tag, &victim,
                                 &first)) > 0) {
         const rollout_view *v = &t->views[victim];
-        comm_tree_restart(&t->steal_tree, v->begin + first, k);
-        minibatch_envs(t, v, first, k, off, len, w, &t->steal_tree);
-        comm_tree_pieces_put(&pieces, &t->steal_tree);
+        comm_tree *st = steals < STEAL_SETS ? &t->steal_shared[steals] : &t->steal_tree;
+        steals++;
+        comm_tree_restart(st, v->begin + first, k);
+        minibatch_envs(t, v, first, k, off, len, w, st);
+        comm_tree_pieces_put(&pieces, st);
         t->shared_envs += k;
     }
-    /* The own tree's blocks are read where they lie. */
     return comm_tree_pieces_sum(t->c, &pieces, md->grad, err);
 }
 

@@ -425,6 +425,7 @@ typedef struct report {
     char msg[8][1024];
     double elapsed[8];
     int rc[8];
+    int lent[8], copied[8]; /* rank_share: pieces taken by reference, and copied */
 } report;
 
 typedef int (*rank_fn)(comm *c, report *rep, const void *arg);
@@ -665,8 +666,11 @@ typedef struct share_arg {
     size_t n;
     int rounds;
     int slow_rank;    /* sleeps before each of its own envs, so that others take some */
-    bool by_reference; /* own blocks in shared buffers (comm_tree_share_buffers) */
+    bool by_reference; /* own blocks in shared buffers (comm_tree_share_buffers), and the
+                          first LENT_SETS pieces taken in a round in its spare sets */
 } share_arg;
+
+enum { LENT_SETS = 2 };
 
 /* Elements k % 3 == 1 are padding, as between a model's layers: zero in every leaf, and
  * never written, since comm_tree_leaf_raw hands out a buffer whose padding is zero. The
@@ -701,11 +705,15 @@ static int rank_share(comm *c, report *rep, const void *argp) {
     for (int q = 0; q < P; q++) words[q] = peers[q];
     float *leaves = malloc((size_t)a->E * a->n * sizeof *leaves);
     float *ref = malloc(a->n * sizeof *ref), *out = malloc(a->n * sizeof *out);
-    comm_tree own, other;
+    comm_tree own, other, lent[LENT_SETS];
     comm_tree_init(&own, a->n, a->E, begin, count);
     comm_tree_init(&other, a->n, a->E, 0, 0);
-    if (a->by_reference) CHECK_INT_EQ(comm_tree_share_buffers(c, &own, &err), CALF_OK);
-    int taken = 0, mismatches = 0;
+    for (int s = 0; s < LENT_SETS; s++) comm_tree_init(&lent[s], a->n, a->E, 0, 0);
+    if (a->by_reference) {
+        CHECK_INT_EQ(comm_tree_share_buffers(c, &own, LENT_SETS, &err), CALF_OK);
+        for (int s = 0; s < LENT_SETS; s++) comm_tree_share_set(&lent[s], &own, s + 1);
+    }
+    int taken = 0, mismatches = 0, copied = 0, by_ref = 0;
     CHECK(comm_tree_pieces_supported(c, a->E, a->n));
     for (int round = 1; round <= a->rounds; round++) {
         for (int i = 0; i < a->E; i++) {
@@ -719,7 +727,7 @@ static int rank_share(comm *c, report *rep, const void *argp) {
                      CALF_OK);
         comm_claim_open(words[r], (uint32_t)round, count);
         comm_tree_restart(&own, begin, count);
-        int first, k, victim;
+        int first, k, victim, steals = 0;
         while ((k = comm_claim_front(words[r], (uint32_t)round, 2, &first)) > 0)
             for (int i = begin + first; i < begin + first + k; i++) {
                 if (r == a->slow_rank) {
@@ -732,8 +740,17 @@ static int rank_share(comm *c, report *rep, const void *argp) {
         while ((k = comm_claim_back(words, P, r, (uint32_t)round, &victim, &first)) > 0) {
             int vb, vc;
             even_split(a->E, P, victim, &vb, &vc);
-            fold_piece(&other, leaves, a->n, vb + first, k);
-            comm_tree_pieces_put(&pc, &other);
+            /* By reference, every env taken is a piece of its own, so that a round has
+             * more pieces than spare sets (the first take is about half the slow rank's
+             * envs) and both ways of publishing run. */
+            for (int j = 0, step = a->by_reference ? 1 : k; j < k; j += step) {
+                comm_tree *t = a->by_reference && steals < LENT_SETS ? &lent[steals] : &other;
+                copied += t == &other;
+                by_ref += t != &other;
+                steals++;
+                fold_piece(t, leaves, a->n, vb + first + j, step);
+                comm_tree_pieces_put(&pc, t);
+            }
             taken += k;
         }
         memset(out, 0xff, a->n * sizeof *out);
@@ -744,8 +761,11 @@ static int rank_share(comm *c, report *rep, const void *argp) {
     }
     CHECK_INT_EQ(mismatches, 0);
     rep->rc[r] = taken;
+    rep->lent[r] = by_ref;
+    rep->copied[r] = copied;
     comm_tree_free(&own);
     comm_tree_free(&other);
+    for (int s = 0; s < LENT_SETS; s++) comm_tree_free(&lent[s]);
     free(out);
     free(ref);
     free(leaves);
@@ -768,17 +788,23 @@ static void test_local_sharing(void) {
         int P = procs[ci], st[8];
         memset(rep, 0, sizeof *rep);
         run_ranks(P, 0, 10.0, rank_share, rep, &cases[ci], st);
-        int by_others = 0;
+        int by_others = 0, copied = 0, lent = 0;
         for (int r = 0; r < P; r++) {
             CHECK_INT_EQ(st[r], 0);
             if (r != cases[ci].slow_rank) by_others += rep->rc[r];
+            copied += rep->copied[r];
+            lent += rep->lent[r];
         }
         /* The slow rank sleeps 3 ms per env: the others must have taken some of them. */
         int sb, sc;
         even_split(cases[ci].E, P, cases[ci].slow_rank, &sb, &sc);
         if (sc > 1) CHECK(by_others > 0);
-        printf("sharing P=%d E=%d%s: %d env partials taken from other ranks\n", P, cases[ci].E,
-               cases[ci].by_reference ? " (own blocks by reference)" : "", by_others);
+        /* Pieces taken go by reference while a round has spare sets left, then are copied. */
+        if (sc > 2 && cases[ci].by_reference) CHECK(lent > 0 && copied > 0);
+        printf("sharing P=%d E=%d%s: %d env partials taken from other ranks, pieces: %d by "
+               "reference, %d copied\n",
+               P, cases[ci].E, cases[ci].by_reference ? " (by reference)" : "", by_others, lent,
+               copied);
     }
     munmap(rep, sizeof *rep);
 }
