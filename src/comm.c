@@ -842,16 +842,23 @@ void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t) {
     memcpy(p->base + (size_t)p->E * p->stride + 8 * (size_t)t->begin, &end, sizeof end);
 }
 
-/* With shared tree buffers every rank folds only its slice of the elements (each element's
- * sum is its own, so the slices together are exactly the whole fold) into one vector all
- * ranks share, and after a barrier takes the whole of it: the completion is split, not
- * repeated on every rank. Slices are whole cache lines, so no two ranks write one line. */
-static void fold_slice(const comm *c, const comm_tree_pieces *p, size_t *lo, size_t *hi) {
-    size_t lines = (p->n * p->elem + 63) / 64, per = 64 / p->elem;
-    size_t a = lines * (size_t)c->index / (size_t)c->size;
-    size_t b = lines * (size_t)(c->index + 1) / (size_t)c->size;
-    *lo = a * per < p->n ? a * per : p->n;
-    *hi = b * per < p->n ? b * per : p->n;
+/* With shared tree buffers every rank folds only its slice of the elements (each
+ * element's sum is its own, so the slices together are exactly the whole fold) into one
+ * vector all ranks share: the completion is split, not repeated on every rank. Slices are
+ * whole runs of COMM_SLICE_ELEMS, so no two ranks write one cache line, and a caller can
+ * give each rank the same part of what follows (the gradient norm, the optimiser step). */
+void comm_slice(const comm *c, size_t n, size_t *lo, size_t *hi) {
+    size_t runs = (n + COMM_SLICE_ELEMS - 1) / COMM_SLICE_ELEMS;
+    size_t a = runs * (size_t)c->index / (size_t)c->size;
+    size_t b = runs * (size_t)(c->index + 1) / (size_t)c->size;
+    *lo = a * COMM_SLICE_ELEMS < n ? a * COMM_SLICE_ELEMS : n;
+    *hi = b * COMM_SLICE_ELEMS < n ? b * COMM_SLICE_ELEMS : n;
+}
+
+float *comm_tree_shared_sum(const comm_tree *own) {
+    CALF_ASSERT(own->shared);
+    return (float *)(void *)(own->peer_base[0] +
+                             (size_t)own->sets * (size_t)own->cap * shared_vec_bytes(own));
 }
 
 /* Checks the pieces, in env order, and pushes their blocks. */
@@ -904,26 +911,35 @@ static int push_pieces(tree_fold *f, const comm_tree_pieces *p, const unsigned c
     return CALF_OK;
 }
 
-int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, void *out, calf_error *err) {
+/* Folds [lo, hi) of every piece's blocks into out. */
+static int fold_pieces(comm *c, comm_tree_pieces *p, size_t lo, size_t hi, void *out,
+                       calf_error *err) {
     const unsigned char *all = c->ops->gathered(c, err);
     if (!all) return CALF_ECOMM;
-    size_t lo = 0, hi = p->n;
-    unsigned char *common = NULL; /* the shared result, when the fold is split */
-    if (p->shared) {
-        fold_slice(c, p, &lo, &hi);
-        const comm_tree *s = p->shared;
-        common = s->peer_base[0] + (size_t)s->sets * (size_t)s->cap * shared_vec_bytes(s);
-    }
     tree_fold f;
-    fold_init(&f, p->n, p->elem, common ? common : out);
+    fold_init(&f, p->n, p->elem, out);
     f.lo = lo;
     f.hi = hi;
     int rc = push_pieces(&f, p, all, err);
     if (rc == CALF_OK) fold_finish(&f);
     fold_free(&f);
-    if (rc != CALF_OK || !common) return rc;
-    rc = comm_barrier(c, err);
-    if (rc == CALF_OK) memcpy(out, common, p->n * p->elem);
+    return rc;
+}
+
+int comm_tree_pieces_fold(comm *c, comm_tree_pieces *p, float **sum, calf_error *err) {
+    CALF_ASSERT(p->shared);
+    size_t lo, hi;
+    comm_slice(c, p->n, &lo, &hi);
+    *sum = comm_tree_shared_sum(p->shared);
+    return fold_pieces(c, p, lo, hi, *sum, err);
+}
+
+int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, void *out, calf_error *err) {
+    if (!p->shared) return fold_pieces(c, p, 0, p->n, out, err);
+    float *sum;
+    int rc = comm_tree_pieces_fold(c, p, &sum, err);
+    if (rc == CALF_OK) rc = comm_barrier(c, err);
+    if (rc == CALF_OK) memcpy(out, sum, p->n * p->elem);
     return rc;
 }
 

@@ -207,6 +207,17 @@ void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t);
  * given at open) each rank completes a slice of the elements and a barrier (a second
  * collective) ends the sum. */
 int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, void *out, calf_error *err);
+/* With shared buffers, the sum split between ranks and left where it is: wait for every
+ * rank's pieces and complete only this rank's slice (comm_slice) of the
+ * vector all ranks share (*sum). The caller must pass a barrier before anyone reads
+ * another rank's slice of *sum, and before the next sum starts. */
+int comm_tree_pieces_fold(comm *c, comm_tree_pieces *p, float **sum, calf_error *err);
+/* A rank's part [lo, hi) of n elements in a split completion: whole runs of
+ * COMM_SLICE_ELEMS (so no two ranks write one cache line), as evenly as they go. */
+enum { COMM_SLICE_ELEMS = 512 };
+void comm_slice(const comm *c, size_t n, size_t *lo, size_t *hi);
+/* The vector a split completion of own's pieces lands in (the same on every rank). */
+float *comm_tree_shared_sum(const comm_tree *own);
 
 /* Work claims, for ranks that share memory. In each round (a tag every rank agrees on,
  * e.g. the number of the minibatch) every rank opens its word over its own work items

@@ -50,11 +50,26 @@ void model_init_params(model *md, const calf_config *cfg, uint64_t seed) {
 
 void model_free(model *md) {
     if (!md) return;
+    if (!md->external) {
+        free(md->params);
+        free(md->m);
+        free(md->v);
+        free(md->grad);
+    }
+    memset(md, 0, sizeof *md);
+}
+
+void model_use_state(model *md, float *params, float *m, float *v, float *grad) {
+    CALF_ASSERT(!md->external);
     free(md->params);
     free(md->m);
     free(md->v);
     free(md->grad);
-    memset(md, 0, sizeof *md);
+    md->params = params;
+    md->m = m;
+    md->v = v;
+    md->grad = grad;
+    md->external = true;
 }
 
 float model_sample(const model *md, const float *params, const float *head, calf_rng *rng,

@@ -4,6 +4,7 @@
 #ifndef CALF_MODEL_H
 #define CALF_MODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,7 @@ typedef struct model {
     float *params;          /* (num_params) */
     float *m, *v;           /* (num_params) Adam moments */
     float *grad;            /* (num_params) the summed gradient of one update */
+    bool external;          /* the four arrays are the caller's (model_use_state) */
 } model;
 
 /* Lay out the networks the config asks for, for an env with spec; all arrays zeroed. */
@@ -31,6 +33,10 @@ void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec);
 /* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config. */
 void model_init_params(model *md, const calf_config *cfg, uint64_t seed);
 void model_free(model *md);
+/* Use params, m, v and grad (num_params floats each) that the caller owns, e.g. memory
+ * shared with other processes that hold the same model, instead of the model's own,
+ * which are freed without copying; model_free then leaves the caller's alone. */
+void model_use_state(model *md, float *params, float *m, float *v, float *grad);
 
 /* Per-row policy math on an actor output row (head_dim floats). */
 /* Sample an action from the row's distribution with rng; returns its log-prob.

@@ -661,27 +661,44 @@ void nn_adam_step(float *params, const float *grad, float *m, float *v, size_t n
     }
 }
 
-double nn_global_norm(const float *grad, size_t n) {
+double nn_sum_sq(const float *x, size_t n) {
     /* Eight partial sums (element i goes to lane i % 8), combined in a fixed tree: the
      * order depends only on n, and the lanes vectorise instead of waiting on one long
      * chain of dependent additions. */
     double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) lane[k] += (double)grad[i + k] * (double)grad[i + k];
-    for (int k = 0; i < n; i++, k++) lane[k] += (double)grad[i] * (double)grad[i];
-    double s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+        for (int k = 0; k < 8; k++) lane[k] += (double)x[i + k] * (double)x[i + k];
+    for (int k = 0; i < n; i++, k++) lane[k] += (double)x[i] * (double)x[i];
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+double nn_norm_of_chunks(const double *chunk_sq, size_t chunks) {
+    double s = 0.0;
+    for (size_t c = 0; c < chunks; c++) s += chunk_sq[c];
     return sqrt(s);
+}
+
+double nn_global_norm(const float *grad, size_t n) {
+    double s = 0.0;
+    for (size_t at = 0; at < n; at += NN_NORM_CHUNK)
+        s += nn_sum_sq(grad + at, n - at < NN_NORM_CHUNK ? n - at : NN_NORM_CHUNK);
+    return sqrt(s);
+}
+
+float nn_clip_coef(double norm, double max_norm) {
+    if (max_norm <= 0.0) return 1.0f;
+    double coef = max_norm / (norm + 1e-6);
+    return coef < 1.0 ? (float)coef : 1.0f;
+}
+
+void nn_scale(float *x, size_t n, float c) {
+    if (c == 1.0f) return;
+    for (size_t i = 0; i < n; i++) x[i] *= c;
 }
 
 double nn_clip_grad_norm(float *grad, size_t n, double max_norm) {
     double norm = nn_global_norm(grad, n);
-    if (max_norm > 0.0) {
-        double coef = max_norm / (norm + 1e-6);
-        if (coef < 1.0) {
-            float cf = (float)coef;
-            for (size_t i = 0; i < n; i++) grad[i] *= cf;
-        }
-    }
+    nn_scale(grad, n, nn_clip_coef(norm, max_norm));
     return norm;
 }

@@ -185,11 +185,20 @@ void nn_adam_step(float *params,     /* (n) */
                   float *v,          /* (n) second moments */
                   size_t n, int64_t step, float lr, float beta1, float beta2, float eps);
 
-/* sqrt(sum g^2) in double: element i is added to lane i % 8 in index order, and the
- * eight lanes are combined in a fixed tree (so the result depends on n alone). */
+/* The global norm sqrt(sum g^2), in double, is defined over chunks of NN_NORM_CHUNK
+ * elements (the last may be short) so that ranks holding whole chunks of a gradient can
+ * each sum theirs and get the same bits as one process: nn_sum_sq of every chunk, added
+ * in chunk order. Within a chunk element i goes to lane i % 8 in index order and the
+ * eight lanes are combined in a fixed tree. */
+enum { NN_NORM_CHUNK = 512 };
+double nn_sum_sq(const float *x, size_t n); /* one chunk: n <= NN_NORM_CHUNK */
+double nn_norm_of_chunks(const double *chunk_sq, size_t chunks);
 double nn_global_norm(const float *grad, size_t n);
-/* When max_norm > 0 and the norm exceeds it, scale grad by max_norm / (norm + 1e-6)
- * (PyTorch clip_grad_norm_). Returns the norm before clipping. */
+/* PyTorch's clip_grad_norm_ factor: max_norm / (norm + 1e-6) as a float when max_norm >
+ * 0 and that is below 1, else 1. nn_scale multiplies (nothing to do for 1). */
+float nn_clip_coef(double norm, double max_norm);
+void nn_scale(float *x, size_t n, float c);
+/* nn_global_norm, then nn_scale by nn_clip_coef. Returns the norm before clipping. */
 double nn_clip_grad_norm(float *grad, size_t n, double max_norm);
 
 #endif

@@ -71,6 +71,9 @@ enum { SHARE_GROUP_ENVS = 4 };
  * copied. Most minibatches see one or two. */
 enum { STEAL_SETS = 3 };
 
+/* A rank's slice of the gradient holds whole norm chunks (see grad_norm). */
+_Static_assert(COMM_SLICE_ELEMS % NN_NORM_CHUNK == 0, "slices must hold whole norm chunks");
+
 typedef struct trainer {
     const calf_config *cfg;
     comm *c;
@@ -104,6 +107,11 @@ typedef struct trainer {
     uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
     comm_claim **claims;     /* (size) every rank's claim word, when sharing */
     comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
+    /* sharing: one model for all ranks, in shared memory; each rank clips and steps its
+     * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
+    size_t opt_lo, opt_hi;
+    float *shared_state;     /* rank 0's region: params, m, v, then norm_parts */
+    double *norm_parts;      /* (chunks of NN_NORM_CHUNK) squared gradient of each */
     comm_tree steal_tree;    /* and beyond STEAL_SETS of them, private */
     int64_t shared_envs;     /* env partials this rank folded for other ranks */
     bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
@@ -259,6 +267,14 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
     return off;
 }
 
+/* The model every rank steps a slice of when sharing: params, m, v, and each norm
+ * chunk's squared gradient (the gradient itself is where the split sum lands). */
+static size_t shared_vec_bytes(size_t n) { return (n * sizeof(float) + 63) & ~(size_t)63; }
+static size_t shared_state_bytes(const model *md) {
+    size_t chunks = (md->num_params + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    return 3 * shared_vec_bytes(md->num_params) + chunks * sizeof(double);
+}
+
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
  * sum fits its arena: the same answer everywhere), else this rank's own, private. */
 static int views_init(trainer *t, calf_error *err) {
@@ -274,7 +290,7 @@ static int views_init(trainer *t, calf_error *err) {
          * keeps its rollout to itself, as without shared memory. */
         size_t tree_bytes =
             (comm_tree_shared_bytes(t->E, t->md.num_params, STEAL_SETS) + 63) & ~(size_t)63;
-        size_t need = 0;
+        size_t need = shared_state_bytes(&t->md);
         for (int r = 0; r < P; r++) {
             int b = 0, n = 0;
             calf_split(t->E, P, r, &b, &n, NULL);
@@ -397,6 +413,8 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->g_ended = calf_xcalloc((size_t)T, 1);
     t->adv_sums = calf_xcalloc((size_t)n * 2, sizeof(double));
     comm_tree_init(&t->tree, t->md.num_params, t->E, t->begin, t->count);
+    t->opt_lo = 0;
+    t->opt_hi = t->md.num_params;
     /* sharing: the other ranks read this rank's blocks where they are folded, its own
      * envs' and the first ones it takes from others */
     if (!t->sharing) return CALF_OK;
@@ -405,6 +423,33 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
         comm_tree_init(&t->steal_shared[i], t->md.num_params, t->E, 0, 0);
         comm_tree_share_set(&t->steal_shared[i], &t->tree, i + 1);
     }
+    void **all = calf_xcalloc((size_t)c->size, sizeof *all);
+    if (rc == CALF_OK)
+        rc = comm_shared_alloc(c, c->index == 0 ? shared_state_bytes(&t->md) : 0, all, err);
+    if (rc == CALF_OK) {
+        t->shared_state = all[0];
+        size_t vec = shared_vec_bytes(t->md.num_params);
+        t->norm_parts = (double *)(void *)((unsigned char *)t->shared_state + 3 * vec);
+        comm_slice(c, t->md.num_params, &t->opt_lo, &t->opt_hi);
+    }
+    free(all);
+    return rc;
+}
+
+/* Sharing: from here on all ranks use one model in shared memory, with rank 0's values
+ * (all hold the same: they initialised it alike or loaded the same checkpoint), and
+ * the gradient is the vector the split sum lands in. */
+static int share_model(trainer *t, calf_error *err) {
+    model *md = &t->md;
+    size_t n = md->num_params, vec = shared_vec_bytes(n) / sizeof(float);
+    float *params = t->shared_state, *m = params + vec, *v = m + vec;
+    if (t->c->index == 0) {
+        memcpy(params, md->params, n * sizeof(float));
+        memcpy(m, md->m, n * sizeof(float));
+        memcpy(v, md->v, n * sizeof(float));
+    }
+    int rc = comm_barrier(t->c, err);
+    if (rc == CALF_OK) model_use_state(md, params, m, v, comm_tree_shared_sum(&t->tree));
     return rc;
 }
 
@@ -609,7 +654,9 @@ static void minibatch_envs(trainer *t, const rollout_view *v, int first, int cnt
 /* One minibatch's gradient into md->grad. Without shared memory each rank folds its own
  * envs and the tree is completed across ranks. With it, each rank takes its own envs a
  * group at a time and, once out of them, takes the back half of what a slower rank has
- * left, so no rank idles while another works; the pieces complete the same tree. */
+ * left, so no rank idles while another works; the pieces (its own read where they lie)
+ * complete the same tree, each rank only its slice [opt_lo, opt_hi) of md->grad, the
+ * sum all ranks share. */
 static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *w,
                               calf_error *err) {
     model *md = &t->md;
@@ -639,7 +686,28 @@ static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *
         comm_tree_pieces_put(&pieces, st);
         t->shared_envs += k;
     }
-    return comm_tree_pieces_sum(t->c, &pieces, md->grad, err);
+    float *sum;
+    rc = comm_tree_pieces_fold(t->c, &pieces, &sum, err);
+    CALF_ASSERT(rc != CALF_OK || sum == md->grad);
+    return rc;
+}
+
+/* The norm of the whole gradient (nn_global_norm's bits). Sharing, each rank sums the
+ * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
+static int grad_norm(trainer *t, double *norm, calf_error *err) {
+    model *md = &t->md;
+    size_t n = md->num_params, chunks = (n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    if (!t->sharing) {
+        *norm = nn_global_norm(md->grad, n);
+        return CALF_OK;
+    }
+    for (size_t at = t->opt_lo; at < t->opt_hi; at += NN_NORM_CHUNK) {
+        size_t len = t->opt_hi - at < NN_NORM_CHUNK ? t->opt_hi - at : NN_NORM_CHUNK;
+        t->norm_parts[at / NN_NORM_CHUNK] = nn_sum_sq(md->grad + at, len);
+    }
+    int rc = comm_barrier(t->c, err);
+    if (rc == CALF_OK) *norm = nn_norm_of_chunks(t->norm_parts, chunks);
+    return rc;
 }
 
 static int update(trainer *t, calf_error *err) {
@@ -663,7 +731,8 @@ static int update(trainer *t, calf_error *err) {
             w.scale = 1.0f / ((float)t->E * (float)len);
             int rc = minibatch_gradient(t, off, len, &w, err);
             if (rc) return rc;
-            double norm = nn_clip_grad_norm(md->grad, md->num_params, max_norm);
+            double norm;
+            if ((rc = grad_norm(t, &norm, err))) return rc;
             if (!isfinite(norm))
                 return calf_error_set(err, CALF_EIO,
                                       "iteration %lld: the gradient is not finite (training "
@@ -673,8 +742,13 @@ static int update(trainer *t, calf_error *err) {
             t->num_updates++;
             t->adam_step++;
             t->params_version++;
-            nn_adam_step(md->params, md->grad, md->m, md->v, md->num_params, t->adam_step, lr,
-                         (float)betas->tf[0], (float)betas->tf[1], eps);
+            /* clip and step this rank's slice (all of it without sharing) */
+            size_t lo = t->opt_lo, cnt = t->opt_hi - t->opt_lo;
+            nn_scale(md->grad + lo, cnt, nn_clip_coef(norm, max_norm));
+            nn_adam_step(md->params + lo, md->grad + lo, md->m + lo, md->v + lo, cnt,
+                         t->adam_step, lr, (float)betas->tf[0], (float)betas->tf[1], eps);
+            /* the next forward pass reads every rank's slice */
+            if (t->sharing && (rc = comm_barrier(t->c, err))) return rc;
         }
     }
     return CALF_OK;
@@ -1054,6 +1128,8 @@ static int train_iteration(trainer *t, bool *stop) {
         (t->iteration % calf_config_int(t->cfg, CALF_CFG_EVAL_INTERVAL) == 0 || finished(t))) {
         if ((rc = evaluate(t, err))) return rc;
     }
+    /* Ranks that share memory step one model, so theirs cannot differ; the check guards
+     * the backends where every rank holds its own copy. */
     int64_t check = calf_config_int(t->cfg, CALF_CFG_DDP_CHECK_INTERVAL);
     if (comm_size(t->c) > 1 && check > 0 && t->iteration % check == 0) {
         uint64_t d = model_digest(&t->md);
@@ -1255,6 +1331,7 @@ static int train_worker(comm *c, void *arg) {
             logf_(&t, true, "resuming from %s (iteration %lld)", wa->rs->path,
                   (long long)t.iteration);
     }
+    if (rc == CALF_OK && t.sharing) rc = share_model(&t, &err);
     if (rc == CALF_OK && calf_context_is_main()) rc = write_operative_config(&t, o->root_dir, &err);
     if (rc == CALF_OK && finished(&t)) {
         logf_(&t, true, "nothing to do: the run is complete at iteration %lld",

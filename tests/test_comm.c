@@ -753,9 +753,22 @@ static int rank_share(comm *c, report *rep, const void *argp) {
             }
             taken += k;
         }
-        memset(out, 0xff, a->n * sizeof *out);
-        CHECK_INT_EQ(comm_tree_pieces_sum(c, &pc, out, &err), CALF_OK);
-        mismatches += memcmp(out, ref, a->n * sizeof *out) != 0;
+        if (a->by_reference && round % 2 == 1) {
+            /* split and left in place: this rank's slice first, the rest after a barrier */
+            float *sum;
+            size_t lo, hi;
+            CHECK_INT_EQ(comm_tree_pieces_fold(c, &pc, &sum, &err), CALF_OK);
+            comm_slice(c, a->n, &lo, &hi);
+            CHECK(lo % COMM_SLICE_ELEMS == 0 && hi <= a->n && lo <= hi);
+            mismatches += memcmp(sum + lo, ref + lo, (hi - lo) * sizeof *out) != 0;
+            CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK);
+            mismatches += memcmp(sum, ref, a->n * sizeof *out) != 0;
+            CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK); /* all read it: the next may write */
+        } else {
+            memset(out, 0xff, a->n * sizeof *out);
+            CHECK_INT_EQ(comm_tree_pieces_sum(c, &pc, out, &err), CALF_OK);
+            mismatches += memcmp(out, ref, a->n * sizeof *out) != 0;
+        }
         /* Other collectives in between reuse the arenas. */
         if (round % 2 == 0) CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK);
     }
@@ -780,7 +793,7 @@ static void test_local_sharing(void) {
         {.E = 3, .n = 77, .rounds = 5, .slow_rank = 2}, /* fewer envs than ranks */
         {.E = 37, .n = 1001, .rounds = 7, .slow_rank = 0, .by_reference = true},
         {.E = 65, .n = 300, .rounds = 6, .slow_rank = 2, .by_reference = true},
-        /* one cache line of elements: the completion's slices of three ranks are empty */
+        /* one run of COMM_SLICE_ELEMS: the completion's slices of three ranks are empty */
         {.E = 9, .n = 5, .rounds = 5, .slow_rank = 1, .by_reference = true},
     };
     const int procs[] = {2, 3, 4, 2, 3, 4};

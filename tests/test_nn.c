@@ -583,6 +583,34 @@ static void test_adam(void) {
     CHECK_NEAR(q[2], 0.99, 1e-5);
 }
 
+/* The norm is defined over chunks of NN_NORM_CHUNK: ranks that each hold whole chunks of
+ * the gradient sum theirs and get one process's bits. */
+static void test_norm_chunks(void) {
+    enum { N = 3 * NN_NORM_CHUNK + 77 };
+    float *g = malloc(N * sizeof *g);
+    fill(g, N, -3, 3);
+    double parts[4];
+    for (int c = 0; c < 4; c++) {
+        size_t at = (size_t)c * NN_NORM_CHUNK;
+        parts[c] = nn_sum_sq(g + at, N - at < NN_NORM_CHUNK ? N - at : NN_NORM_CHUNK);
+    }
+    double whole = nn_global_norm(g, N), split = nn_norm_of_chunks(parts, 4);
+    CHECK(memcmp(&whole, &split, sizeof whole) == 0);
+    CHECK_NEAR(whole, sqrt(nn_sum_sq(g, N)), 1e-9 * whole);
+    /* clipping is the norm's factor applied element by element: any slice alike */
+    float *h = malloc(N * sizeof *h);
+    memcpy(h, g, N * sizeof *h);
+    double norm = nn_clip_grad_norm(g, N, 1.0);
+    float cf = nn_clip_coef(norm, 1.0);
+    CHECK(cf < 1.0f);
+    nn_scale(h, NN_NORM_CHUNK, cf);
+    nn_scale(h + NN_NORM_CHUNK, N - NN_NORM_CHUNK, cf);
+    CHECK(bits_equal(g, h, N));
+    CHECK(nn_clip_coef(norm, 0.0) == 1.0f && nn_clip_coef(0.5, 1.0) == 1.0f);
+    free(h);
+    free(g);
+}
+
 static void test_clip(void) {
     float g[10] = {3, 4, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK_NEAR(nn_global_norm(g, 10), 5.0, 1e-12);
@@ -612,6 +640,7 @@ int main(void) {
     test_row_independence();
     test_fd();
     test_adam();
+    test_norm_chunks();
     test_clip();
     return test_report("test_nn");
 }
