@@ -107,12 +107,12 @@ typedef struct trainer {
     uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
     comm_claim **claims;     /* (size) every rank's claim word, when sharing */
     comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
+    comm_tree steal_tree;    /* and beyond STEAL_SETS of them, private */
     /* sharing: one model for all ranks, in shared memory; each rank clips and steps its
      * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
     size_t opt_lo, opt_hi;
     float *shared_state;     /* rank 0's region: params, m, v, then norm_parts */
     double *norm_parts;      /* (chunks of NN_NORM_CHUNK) squared gradient of each */
-    comm_tree steal_tree;    /* and beyond STEAL_SETS of them, private */
     int64_t shared_envs;     /* env partials this rank folded for other ranks */
     bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
     float *obs;              /* = own->obs, ... */
@@ -269,10 +269,10 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
 
 /* The model every rank steps a slice of when sharing: params, m, v, and each norm
  * chunk's squared gradient (the gradient itself is where the split sum lands). */
-static size_t shared_vec_bytes(size_t n) { return (n * sizeof(float) + 63) & ~(size_t)63; }
+static size_t floats_bytes64(size_t n) { return (n * sizeof(float) + 63) & ~(size_t)63; }
 static size_t shared_state_bytes(const model *md) {
     size_t chunks = (md->num_params + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
-    return 3 * shared_vec_bytes(md->num_params) + chunks * sizeof(double);
+    return 3 * floats_bytes64(md->num_params) + chunks * sizeof(double);
 }
 
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
@@ -428,7 +428,7 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
         rc = comm_shared_alloc(c, c->index == 0 ? shared_state_bytes(&t->md) : 0, all, err);
     if (rc == CALF_OK) {
         t->shared_state = all[0];
-        size_t vec = shared_vec_bytes(t->md.num_params);
+        size_t vec = floats_bytes64(t->md.num_params);
         t->norm_parts = (double *)(void *)((unsigned char *)t->shared_state + 3 * vec);
         comm_slice(c, t->md.num_params, &t->opt_lo, &t->opt_hi);
     }
@@ -441,7 +441,7 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
  * the gradient is the vector the split sum lands in. */
 static int share_model(trainer *t, calf_error *err) {
     model *md = &t->md;
-    size_t n = md->num_params, vec = shared_vec_bytes(n) / sizeof(float);
+    size_t n = md->num_params, vec = floats_bytes64(n) / sizeof(float);
     float *params = t->shared_state, *m = params + vec, *v = m + vec;
     if (t->c->index == 0) {
         memcpy(params, md->params, n * sizeof(float));
