@@ -363,8 +363,9 @@ static void tree_point_shared(comm_tree *t, int set) {
     for (int k = 0; k < t->cap; k++) t->buf[k] = base + (size_t)k * vec;
 }
 
-/* A shared tree's buffers are rewritten right away: the sum that read them ended with a
- * barrier after every rank's last read (comm_tree_pieces_sum). */
+/* A shared tree's buffers are rewritten right away: the caller has passed a barrier
+ * after every rank's last read of them (comm_tree_pieces_sum ends with one; after
+ * comm_tree_pieces_fold it is the caller's). */
 void comm_tree_restart(comm_tree *t, int begin, int count) {
     CALF_ASSERT(begin >= 0 && count >= 0 && (int64_t)begin + count <= t->E);
     comm_tree_reset(t);
@@ -579,7 +580,7 @@ static void fold_finish(tree_fold *f) {
         return;
     }
     /* stack positions 1.. hold partial sums of the current chunk; 0 is out itself */
-    unsigned char local[FOLD_LOCAL_TEMPS * FOLD_CHUNK];
+    _Alignas(64) unsigned char local[FOLD_LOCAL_TEMPS * FOLD_CHUNK];
     unsigned char *temp = f->max_pos <= FOLD_LOCAL_TEMPS
                               ? local
                               : calf_xmalloc((size_t)f->max_pos * FOLD_CHUNK);

@@ -208,9 +208,10 @@ void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t);
  * collective) ends the sum. */
 int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, void *out, calf_error *err);
 /* With shared buffers, the sum split between ranks and left where it is: wait for every
- * rank's pieces and complete only this rank's slice (comm_slice) of the
- * vector all ranks share (*sum). The caller must pass a barrier before anyone reads
- * another rank's slice of *sum, and before the next sum starts. */
+ * rank's pieces and complete only this rank's slice (comm_slice) of the vector all ranks
+ * share (*sum). There is no closing barrier: the caller must pass one before anyone reads
+ * another rank's slice of *sum, restarts a tree whose pieces were published by reference
+ * (its own or a lent set), or starts the next sum. */
 int comm_tree_pieces_fold(comm *c, comm_tree_pieces *p, float **sum, calf_error *err);
 /* A rank's part [lo, hi) of n elements in a split completion: whole runs of
  * COMM_SLICE_ELEMS (so no two ranks write one cache line), as evenly as they go. */
@@ -236,8 +237,9 @@ int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int
                     int *first);
 
 /* Collective: move t's buffers to memory every rank can read, so that
- * comm_tree_pieces_put publishes this rank's blocks without copying them. The sum that
- * reads them ends with a barrier, so after it t may be restarted and its buffers
+ * comm_tree_pieces_put publishes this rank's blocks without copying them. Once every
+ * rank has read them (comm_tree_pieces_sum ends with a barrier; after
+ * comm_tree_pieces_fold the caller passes one) t may be restarted and its buffers
  * rewritten. The region has room for `spare` further sets of buffers, which
  * comm_tree_share_set lends to other trees. */
 int comm_tree_share_buffers(comm *c, comm_tree *t, int spare, calf_error *err);

@@ -290,7 +290,7 @@ static int views_init(trainer *t, calf_error *err) {
          * keeps its rollout to itself, as without shared memory. */
         size_t tree_bytes =
             (comm_tree_shared_bytes(t->E, t->md.num_params, STEAL_SETS) + 63) & ~(size_t)63;
-        size_t need = shared_state_bytes(&t->md);
+        size_t need = (shared_state_bytes(&t->md) + 63) & ~(size_t)63;
         for (int r = 0; r < P; r++) {
             int b = 0, n = 0;
             calf_split(t->E, P, r, &b, &n, NULL);
