@@ -373,6 +373,24 @@ void comm_tree_restart(comm_tree *t, int begin, int count) {
     t->count = count;
 }
 
+/* t (private, empty) gives up its own buffers for set `set` of the shared regions at
+ * peer_base (peers of them, bytes each, `sets` sets; t takes the array). */
+static void tree_use_region(comm_tree *t, unsigned char **peer_base, int peers, int self,
+                            size_t bytes, int sets, int set) {
+    CALF_ASSERT(!t->shared && t->pushed == 0 && set >= 0 && set < sets);
+    for (int k = 0; k < t->cap; k++) {
+        free(t->buf[k]);
+        t->buf[k] = NULL;
+    }
+    t->peer_base = peer_base;
+    t->peers = peers;
+    t->self = self;
+    t->peer_bytes = bytes;
+    t->sets = sets;
+    t->shared = true;
+    tree_point_shared(t, set);
+}
+
 int comm_tree_share_buffers(comm *c, comm_tree *t, int spare, calf_error *err) {
     CALF_ASSERT(!t->shared && t->pushed == 0 && comm_shares_memory(c));
     CALF_ASSERT(t->elem == sizeof(float) && spare >= 0);
@@ -383,36 +401,18 @@ int comm_tree_share_buffers(comm *c, comm_tree *t, int spare, calf_error *err) {
         free(peers);
         return rc;
     }
-    for (int k = 0; k < t->cap; k++) {
-        free(t->buf[k]);
-        t->buf[k] = NULL;
-    }
-    t->peer_base = (unsigned char **)peers;
-    t->peers = c->size;
-    t->self = c->index;
-    t->peer_bytes = bytes;
-    t->sets = 1 + spare;
-    t->shared = true;
-    tree_point_shared(t, 0);
+    tree_use_region(t, (unsigned char **)peers, c->size, c->index, bytes, 1 + spare, 0);
     return CALF_OK;
 }
 
 void comm_tree_share_set(comm_tree *t, const comm_tree *owner, int set) {
-    CALF_ASSERT(owner->shared && set >= 1 && set < owner->sets);
-    CALF_ASSERT(!t->shared && t->pushed == 0 && t->E == owner->E && t->n == owner->n &&
-                t->elem == owner->elem && t->cap == owner->cap);
-    for (int k = 0; k < t->cap; k++) {
-        free(t->buf[k]);
-        t->buf[k] = NULL;
-    }
-    t->peer_base = calf_xmalloc((size_t)owner->peers * sizeof *t->peer_base);
-    memcpy(t->peer_base, owner->peer_base, (size_t)owner->peers * sizeof *t->peer_base);
-    t->peers = owner->peers;
-    t->self = owner->self;
-    t->peer_bytes = owner->peer_bytes;
-    t->sets = owner->sets;
-    t->shared = true;
-    tree_point_shared(t, set);
+    CALF_ASSERT(owner->shared && set >= 1);
+    CALF_ASSERT(t->E == owner->E && t->n == owner->n && t->elem == owner->elem &&
+                t->cap == owner->cap);
+    unsigned char **peer_base = calf_xmalloc((size_t)owner->peers * sizeof *peer_base);
+    memcpy(peer_base, owner->peer_base, (size_t)owner->peers * sizeof *peer_base);
+    tree_use_region(t, peer_base, owner->peers, owner->self, owner->peer_bytes, owner->sets,
+                    set);
 }
 
 void comm_tree_free(comm_tree *t) {
@@ -648,20 +648,14 @@ static int push_blobs(tree_fold *f, const unsigned char *packed, const size_t *s
     return CALF_OK;
 }
 
-static int finish_blobs(const unsigned char *packed, const size_t *sizes, int nranks, size_t n,
-                        size_t elem, int E, void *out, calf_error *err) {
+int comm_tree_finish(const void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
+                     int E, void *out, calf_error *err) {
     tree_fold f;
     fold_init(&f, n, elem, out);
     int rc = push_blobs(&f, packed, sizes, nranks, E, err);
     if (rc == CALF_OK) fold_finish(&f);
     fold_free(&f);
     return rc;
-}
-
-int comm_tree_finish(const void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
-                     int E, void *out, calf_error *err) {
-    CALF_ASSERT(elem == sizeof(float) || elem == sizeof(double));
-    return finish_blobs(packed, sizes, nranks, n, elem, E, out, err);
 }
 
 static unsigned char *grow(unsigned char **buf, size_t *cap, size_t need) {
@@ -764,7 +758,7 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
             all = t->recv;
         }
         if (rc == CALF_OK)
-            rc = finish_blobs(all, t->sizes, c->size, t->n, t->elem, t->E, out, err);
+            rc = comm_tree_finish(all, t->sizes, c->size, t->n, t->elem, t->E, out, err);
     }
     comm_tree_reset(t);
     return rc;

@@ -111,7 +111,7 @@ typedef struct trainer {
     /* sharing: one model for all ranks, in shared memory; each rank clips and steps its
      * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
     size_t opt_lo, opt_hi;
-    float *shared_state;     /* rank 0's region: params, m, v, then norm_parts */
+    unsigned char *shared_state; /* rank 0's region: params, m, v, then norm_parts */
     double *norm_parts;      /* (chunks of NN_NORM_CHUNK) squared gradient of each */
     int64_t shared_envs;     /* env partials this rank folded for other ranks */
     bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
@@ -240,6 +240,9 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
     *len = base + (m < extra ? 1 : 0);
 }
 
+/* Shared memory is handed out in whole cache lines. */
+static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
+
 /* Lay out a view of `count` envs at base (NULL: only measure); returns its bytes. Every
  * rank computes every peer's layout alike from the peer's count. */
 static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
@@ -248,7 +251,7 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
 #define CARVE(field, bytes)                                         \
     do {                                                            \
         if (base) v->field = (void *)(base + off);                  \
-        off += ((size_t)(bytes) + 63) & ~(size_t)63;                \
+        off += round64((size_t)(bytes));                            \
     } while (0)
     CARVE(claim, sizeof(comm_claim));
     CARVE(obs, nt * (size_t)od * sizeof(float));
@@ -267,12 +270,14 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
     return off;
 }
 
-/* The model every rank steps a slice of when sharing: params, m, v, and each norm
- * chunk's squared gradient (the gradient itself is where the split sum lands). */
-static size_t floats_bytes64(size_t n) { return (n * sizeof(float) + 63) & ~(size_t)63; }
-static size_t shared_state_bytes(const model *md) {
+/* The model every rank steps a slice of when sharing, in rank 0's region: params, m, v,
+ * then each norm chunk's squared gradient (the gradient itself is where the split sum
+ * lands). shared_state_at(md, SHARED_END) is the region's size. */
+enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
+static size_t shared_state_at(const model *md, int part) {
+    size_t vec = round64(md->num_params * sizeof(float));
     size_t chunks = (md->num_params + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
-    return 3 * floats_bytes64(md->num_params) + chunks * sizeof(double);
+    return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
 }
 
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
@@ -288,13 +293,12 @@ static int views_init(trainer *t, calf_error *err) {
         /* Everything sharing puts in shared memory, every rank's, must fit in what is
          * left of it (the same sum on every rank, so all decide alike); else each rank
          * keeps its rollout to itself, as without shared memory. */
-        size_t tree_bytes =
-            (comm_tree_shared_bytes(t->E, t->md.num_params, STEAL_SETS) + 63) & ~(size_t)63;
-        size_t need = (shared_state_bytes(&t->md) + 63) & ~(size_t)63;
+        size_t tree_bytes = round64(comm_tree_shared_bytes(t->E, t->md.num_params, STEAL_SETS));
+        size_t need = round64(shared_state_at(&t->md, SHARED_END));
         for (int r = 0; r < P; r++) {
             int b = 0, n = 0;
             calf_split(t->E, P, r, &b, &n, NULL);
-            size_t v = (view_carve(&scratch, NULL, b, n, T, od, ad) + 63) & ~(size_t)63;
+            size_t v = round64(view_carve(&scratch, NULL, b, n, T, od, ad));
             need = need > SIZE_MAX - v - tree_bytes ? SIZE_MAX : need + v + tree_bytes;
         }
         t->sharing = need <= comm_shared_left(c);
@@ -425,11 +429,12 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     }
     void **all = calf_xcalloc((size_t)c->size, sizeof *all);
     if (rc == CALF_OK)
-        rc = comm_shared_alloc(c, c->index == 0 ? shared_state_bytes(&t->md) : 0, all, err);
+        rc = comm_shared_alloc(c, c->index == 0 ? shared_state_at(&t->md, SHARED_END) : 0, all,
+                               err);
     if (rc == CALF_OK) {
         t->shared_state = all[0];
-        size_t vec = floats_bytes64(t->md.num_params);
-        t->norm_parts = (double *)(void *)((unsigned char *)t->shared_state + 3 * vec);
+        t->norm_parts = (double *)(void *)(t->shared_state +
+                                           shared_state_at(&t->md, SHARED_NORM_PARTS));
         comm_slice(c, t->md.num_params, &t->opt_lo, &t->opt_hi);
     }
     free(all);
@@ -441,8 +446,10 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
  * the gradient is the vector the split sum lands in. */
 static int share_model(trainer *t, calf_error *err) {
     model *md = &t->md;
-    size_t n = md->num_params, vec = floats_bytes64(n) / sizeof(float);
-    float *params = t->shared_state, *m = params + vec, *v = m + vec;
+    size_t n = md->num_params;
+    float *params = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_PARAMS));
+    float *m = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_M));
+    float *v = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_V));
     if (t->c->index == 0) {
         memcpy(params, md->params, n * sizeof(float));
         memcpy(m, md->m, n * sizeof(float));
