@@ -60,7 +60,8 @@ static const binding_row table[CALF_CFG_NUM_BINDINGS] = {
     {"TrainerConfig.summarize_grads_and_vars", CALF_CFG_BOOL, "False", 0, 0, 0, NULL, F_NODIGEST,
      "write parameter and gradient histograms"},
     {"TrainerConfig.ddp_paras_check_interval", CALF_CFG_INT, "10", 0, 1e12, 0, NULL, F_NODIGEST,
-     "compare a digest of parameters across processes every this many iterations (0: never)"},
+     "compare a digest of parameters and Adam state across processes every this many "
+     "iterations (0: never; processes that share memory step one model and skip it)"},
     {"TrainerConfig.collective_timeout_secs", CALF_CFG_FLOAT, "600.0", 0.01, 1e7, 0, NULL,
      F_NODIGEST, "fail a collective whose peers do not arrive within this many seconds"},
     {"PPOLoss.gamma", CALF_CFG_FLOAT, "0.99", 0, 1, 0, NULL, 0, "discount factor"},
