@@ -47,10 +47,11 @@ static double now_seconds(void) {
 /* Per-env statistics summed over the iteration, then over envs in canonical order. */
 enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, ST_EPISODES, ST_RETURN, ST_LENGTH, NUM_STATS };
 
-/* What the update reads of one rank's rollout: this process's own, or, when the ranks
- * share memory, a peer's, so that a rank that is ahead can fold some of a slower rank's
- * envs into the minibatch gradient (work sharing: which rank computes an env's partial
- * never shows in the bits). Indices are time-major over the rank's envs: t * count + e. */
+/* What the advantages and the update read of one rank's rollout: this process's own, or,
+ * when the ranks share memory, a peer's, so that a rank that is ahead can compute some of
+ * a slower rank's envs (their values and advantages, their minibatch partials: work
+ * sharing; which rank computes an env's share never shows in the bits). Indices are
+ * time-major over the rank's envs: t * count + e. */
 typedef struct rollout_view {
     int begin, count;        /* the rank's envs */
     comm_claim *claim;       /* who takes which of its envs in the current minibatch */
@@ -58,6 +59,11 @@ typedef struct rollout_view {
     int *act;                /* (T, count) */
     float *u;                /* (T, count, max(action_dim, 1)) continuous actions, unclipped */
     float *logp, *adv, *ret; /* (T, count) */
+    float *rew;              /* (T, count) */
+    uint8_t *term, *trunc;   /* (T, count) */
+    float *trunc_obs;        /* (T, count, obs_dim) final observation where truncated */
+    float *boot_obs;         /* (count, obs_dim) the observation after the last step */
+    double *adv_sums;        /* (count, 2) sum and sum of squares of each env's advantages */
     int *perm;               /* (count, T) this epoch's shuffle of each env's timesteps */
     double *stats;           /* (count, NUM_STATS) */
 } rollout_view;
@@ -65,6 +71,10 @@ typedef struct rollout_view {
 /* Envs per forward pass when sharing: small, so that what is left to take stays fine
  * grained; the bits do not depend on it. */
 enum { SHARE_GROUP_ENVS = 4 };
+
+/* Envs per pass through the value net for advantages without sharing: rows enough for
+ * long passes, and a bounded copy of the rollout's observations. */
+enum { ADV_GROUP_ENVS = 64 };
 
 /* Pieces a rank takes from others in one minibatch that are published where they lie
  * (each needs its own set of tree buffers in shared memory); any further piece is
@@ -103,6 +113,7 @@ typedef struct trainer {
     void *view_mem;          /* own view's memory when private (else the comm's) */
     bool sharing;            /* ranks share memory: work sharing in the update */
     int group_envs;          /* envs per forward pass in the update */
+    int adv_group;           /* envs per pass through the value net for advantages */
     uint32_t round;          /* minibatches so far (the claim tag; alike on every rank) */
     uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
     comm_claim **claims;     /* (size) every rank's claim word, when sharing */
@@ -119,16 +130,24 @@ typedef struct trainer {
     int *act;
     float *u;
     float *logp, *adv, *ret;
-    float *val, *next_val, *rew; /* (T, count) */
-    uint8_t *term, *trunc;   /* (T, count) */
-    float *trunc_obs;        /* (T, count, obs_dim) final observation where truncated */
+    float *rew;              /* = own->rew, ... */
+    uint8_t *term, *trunc;
+    float *trunc_obs;
     float *step_final;       /* (count, obs_dim) */
     double *step_ep_return;  /* (count) */
     int *step_ep_length;     /* (count) */
     float *head;             /* (cache_rows, head_dim) */
     float *vout;             /* (cache_rows) */
     float *rows_in;          /* (cache_rows, obs_dim) */
-    size_t *trunc_idx;       /* (cache_rows) */
+
+    /* advantages, adv_group envs at a time */
+    float gamma, lambda;
+    float *grp_obs;          /* (adv_group * (T + 1), obs_dim) */
+    float *grp_val;          /* (adv_group * (T + 1)) each env's T values, then bootstraps */
+    float *grp_next;         /* (adv_group * T) the value after each step */
+    int *grp_trunc;          /* (adv_group * T) the group's steps cut by the time limit */
+    float *grp_cut_val;      /* (adv_group * T) V(final obs) of those */
+    int64_t shared_adv_envs; /* envs whose advantages this rank computed for other ranks */
 
     /* minibatch */
     int *perm;               /* = own->perm */
@@ -137,7 +156,6 @@ typedef struct trainer {
     float *dlogstd;          /* (cache_rows, action_dim) */
     float *g_rew, *g_val, *g_next, *g_adv, *g_ret; /* (T) one env's rollout for GAE */
     uint8_t *g_term, *g_ended;                     /* (T) */
-    double *adv_sums;        /* (count, 2) per-env sum and sum of squares of advantages */
     comm_tree tree;
 
     double *stats;           /* (count, NUM_STATS) */
@@ -225,11 +243,11 @@ static void trainer_free(trainer *t) {
     comm_tree_free(&t->tree);
     comm_tree_free(&t->steal_tree);
     for (int i = 0; i < STEAL_SETS; i++) comm_tree_free(&t->steal_shared[i]);
-    void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->claims, t->val,
-                    t->next_val, t->rew, t->term, t->trunc, t->trunc_obs, t->step_final,
-                    t->step_ep_return, t->step_ep_length, t->head, t->vout, t->rows_in,
-                    t->trunc_idx, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val, t->g_next,
-                    t->g_adv, t->g_ret, t->g_term, t->g_ended, t->adv_sums};
+    void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->claims,
+                    t->step_final, t->step_ep_return, t->step_ep_length, t->head, t->vout,
+                    t->rows_in, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val,
+                    t->g_next, t->g_adv, t->g_ret, t->g_term, t->g_ended, t->grp_obs,
+                    t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
 
@@ -260,6 +278,12 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
     CARVE(logp, nt * sizeof(float));
     CARVE(adv, nt * sizeof(float));
     CARVE(ret, nt * sizeof(float));
+    CARVE(rew, nt * sizeof(float));
+    CARVE(term, nt);
+    CARVE(trunc, nt);
+    CARVE(trunc_obs, nt * (size_t)od * sizeof(float));
+    CARVE(boot_obs, (size_t)count * (size_t)od * sizeof(float));
+    CARVE(adv_sums, (size_t)count * 2 * sizeof(double));
     CARVE(perm, nt * sizeof(int));
     CARVE(stats, (size_t)count * NUM_STATS * sizeof(double));
 #undef CARVE
@@ -376,6 +400,10 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->logp = t->own->logp;
     t->adv = t->own->adv;
     t->ret = t->own->ret;
+    t->rew = t->own->rew;
+    t->term = t->own->term;
+    t->trunc = t->own->trunc;
+    t->trunc_obs = t->own->trunc_obs;
     t->perm = t->own->perm;
     t->stats = t->own->stats;
     /* Without sharing a minibatch's rows go through the nets in one pass; with it, a few
@@ -393,13 +421,17 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
         calf_rng_seed(&t->act_rng[e], t->seed, (uint64_t)(t->begin + e), CALF_RNG_ACTION);
         calf_rng_seed(&t->shuf_rng[e], t->seed, (uint64_t)(t->begin + e), CALF_RNG_SHUFFLE);
     }
-    size_t nt = (size_t)n * (size_t)T;
-    t->val = calf_xcalloc(nt, sizeof(float));
-    t->next_val = calf_xcalloc(nt, sizeof(float));
-    t->rew = calf_xcalloc(nt, sizeof(float));
-    t->term = calf_xcalloc(nt, 1);
-    t->trunc = calf_xcalloc(nt, 1);
-    t->trunc_obs = calf_xcalloc(nt * (size_t)od, sizeof(float));
+    /* advantages: sharing, a few envs at a time (what is left stays fine grained for
+     * others to take); alone, many, for long passes through the value net */
+    t->gamma = (float)calf_config_float(cfg, CALF_CFG_GAMMA);
+    t->lambda = (float)calf_config_float(cfg, CALF_CFG_TD_LAMBDA);
+    t->adv_group = t->sharing ? SHARE_GROUP_ENVS : n < 1 ? 1 : n < ADV_GROUP_ENVS ? n : ADV_GROUP_ENVS;
+    size_t grp_rows = (size_t)t->adv_group * (size_t)(T + 1);
+    t->grp_obs = calf_xcalloc(grp_rows * (size_t)od, sizeof(float));
+    t->grp_val = calf_xcalloc(grp_rows, sizeof(float));
+    t->grp_next = calf_xcalloc(grp_rows, sizeof(float));
+    t->grp_trunc = calf_xcalloc(grp_rows, sizeof(int));
+    t->grp_cut_val = calf_xcalloc(grp_rows, sizeof(float));
     t->step_final = calf_xcalloc((size_t)n * (size_t)od, sizeof(float));
     t->step_ep_return = calf_xcalloc((size_t)n, sizeof(double));
     t->step_ep_length = calf_xcalloc((size_t)n, sizeof(int));
@@ -407,7 +439,6 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->head = calf_xcalloc(rows * (size_t)hd, sizeof(float));
     t->vout = calf_xcalloc(rows, sizeof(float));
     t->rows_in = calf_xcalloc(rows * (size_t)od, sizeof(float));
-    t->trunc_idx = calf_xcalloc(rows, sizeof(size_t));
     t->dhead = calf_xcalloc(rows * (size_t)hd, sizeof(float));
     t->dval = calf_xcalloc(rows, sizeof(float));
     t->dlogstd = calf_xcalloc(rows * (size_t)ad, sizeof(float));
@@ -415,7 +446,6 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) *g[k] = calf_xcalloc((size_t)T, sizeof(float));
     t->g_term = calf_xcalloc((size_t)T, 1);
     t->g_ended = calf_xcalloc((size_t)T, 1);
-    t->adv_sums = calf_xcalloc((size_t)n * 2, sizeof(double));
     comm_tree_init(&t->tree, t->md.num_params, t->E, t->begin, t->count);
     t->opt_lo = 0;
     t->opt_hi = t->md.num_params;
@@ -499,62 +529,97 @@ static void rollout(trainer *t) {
             }
         }
     }
-    /* values: V(obs_t) for every step, V(obs after the last step) to bootstrap, and
-     * V(final obs) where an episode was cut by the time limit */
-    value_of(t, t->obs, n * t->T, t->val);
-    float *boot = t->vout;
-    value_of(t, t->ve.obs, n, boot);
-    for (int s = 0; s < t->T; s++)
-        for (int e = 0; e < n; e++) {
-            size_t i = (size_t)s * n + e;
-            t->next_val[i] = s + 1 < t->T ? t->val[i + n] : boot[e];
-        }
-    size_t total = (size_t)n * t->T;
-    int k = 0;
-    for (size_t i = 0; i <= total; i++) {
-        if (i < total && t->trunc[i]) {
-            memcpy(t->rows_in + (size_t)k * od, t->trunc_obs + i * od, od * sizeof(float));
-            t->trunc_idx[k++] = i;
-        }
-        if (k == t->cache_rows || (i == total && k > 0)) {
-            nn_mlp_forward(&md->value, md->params, t->rows_in, k, &t->v_cache, t->vout);
-            for (int j = 0; j < k; j++) t->next_val[t->trunc_idx[j]] = t->vout[j];
-            k = 0;
-        }
-    }
+    /* what the advantages need besides: the observation each env's next step would see */
+    memcpy(t->own->boot_obs, t->ve.obs, (size_t)n * od * sizeof(float));
 }
 
 /* ---- advantages ------------------------------------------------------------- */
 
+/* Values, GAE advantages and returns, and the advantage sums of envs [first, first+cnt)
+ * of view v (cnt <= adv_group): V(obs) of every step, V(obs after the last step) to
+ * bootstrap, and V(final obs) where an episode was cut by the time limit. Every value is
+ * a row of its own through the net, so the bits depend neither on the grouping nor on
+ * which rank runs it. */
+static void advantages_envs(trainer *t, rollout_view *v, int first, int cnt) {
+    CALF_ASSERT(cnt >= 0 && cnt <= t->adv_group);
+    int T = t->T, vn = v->count, od = t->md.obs_dim;
+    size_t row_bytes = (size_t)od * sizeof(float);
+    /* rows k*T + s: env first+k at step s; rows cnt*T + k: its bootstrap observation */
+    for (int k = 0; k < cnt; k++)
+        for (int s = 0; s < T; s++)
+            memcpy(t->grp_obs + ((size_t)k * T + s) * od,
+                   v->obs + ((size_t)s * vn + (size_t)(first + k)) * od, row_bytes);
+    memcpy(t->grp_obs + (size_t)cnt * T * od, v->boot_obs + (size_t)first * od, cnt * row_bytes);
+    value_of(t, t->grp_obs, cnt * (T + 1), t->grp_val);
+    int cut = 0;
+    for (int k = 0; k < cnt; k++)
+        for (int s = 0; s < T; s++) {
+            size_t r = (size_t)k * T + s, i = (size_t)s * vn + (size_t)(first + k);
+            t->grp_next[r] = s + 1 < T ? t->grp_val[r + 1] : t->grp_val[(size_t)cnt * T + k];
+            if (v->trunc[i]) {
+                memcpy(t->grp_obs + (size_t)cut * od, v->trunc_obs + i * od, row_bytes);
+                t->grp_trunc[cut++] = (int)r;
+            }
+        }
+    if (cut > 0) {
+        value_of(t, t->grp_obs, cut, t->grp_cut_val);
+        for (int j = 0; j < cut; j++) t->grp_next[t->grp_trunc[j]] = t->grp_cut_val[j];
+    }
+    for (int k = 0; k < cnt; k++) {
+        int e = first + k;
+        for (int s = 0; s < T; s++) {
+            size_t r = (size_t)k * T + s, i = (size_t)s * vn + (size_t)e;
+            t->g_rew[s] = v->rew[i];
+            t->g_val[s] = t->grp_val[r];
+            t->g_next[s] = t->grp_next[r];
+            t->g_term[s] = v->term[i];
+            t->g_ended[s] = (uint8_t)(v->term[i] | v->trunc[i]);
+        }
+        ppo_gae(T, t->g_rew, t->g_val, t->g_next, t->g_term, t->g_ended, t->gamma, t->lambda,
+                t->g_adv, t->g_ret);
+        double *sums = v->adv_sums + 2 * (size_t)e;
+        sums[0] = sums[1] = 0;
+        for (int s = 0; s < T; s++) {
+            size_t i = (size_t)s * vn + (size_t)e;
+            v->adv[i] = t->g_adv[s];
+            v->ret[i] = t->g_ret[s];
+            sums[0] += t->g_adv[s];
+            sums[1] += (double)t->g_adv[s] * t->g_adv[s];
+        }
+    }
+}
+
+/* Every env's advantages and returns, normalised over the whole batch when configured.
+ * Sharing, a rank that is done with its own envs takes the back half of what a slower
+ * rank has left, so a rank that finished its rollout first does not just wait. */
 static int compute_advantages(trainer *t, calf_error *err) {
-    int n = t->count, T = t->T;
-    float gamma = (float)calf_config_float(t->cfg, CALF_CFG_GAMMA);
-    float lambda = (float)calf_config_float(t->cfg, CALF_CFG_TD_LAMBDA);
-    double *sums = t->adv_sums;
-    for (int e = 0; e < n; e++) {
-        for (int s = 0; s < T; s++) {
-            size_t i = (size_t)s * n + e;
-            t->g_rew[s] = t->rew[i];
-            t->g_val[s] = t->val[i];
-            t->g_next[s] = t->next_val[i];
-            t->g_term[s] = t->term[i];
-            t->g_ended[s] = (uint8_t)(t->term[i] | t->trunc[i]);
+    int n = t->count, T = t->T, rc;
+    if (!t->sharing) {
+        for (int g = 0; g < n; g += t->adv_group)
+            advantages_envs(t, t->own, g, n - g < t->adv_group ? n - g : t->adv_group);
+    } else {
+        uint32_t tag = ++t->round;
+        comm_claim_open(t->own->claim, tag, n);
+        int first, k, victim;
+        while ((k = comm_claim_front(t->own->claim, tag, t->adv_group, &first)) > 0) {
+            if (t->test_slow) nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
+            advantages_envs(t, t->own, first, k);
         }
-        ppo_gae(T, t->g_rew, t->g_val, t->g_next, t->g_term, t->g_ended, gamma, lambda, t->g_adv,
-                t->g_ret);
-        sums[2 * e] = sums[2 * e + 1] = 0;
-        for (int s = 0; s < T; s++) {
-            size_t i = (size_t)s * n + e;
-            t->adv[i] = t->g_adv[s];
-            t->ret[i] = t->g_ret[s];
-            sums[2 * e] += t->g_adv[s];
-            sums[2 * e + 1] += (double)t->g_adv[s] * t->g_adv[s];
+        while ((k = comm_claim_back(t->claims, comm_size(t->c), t->c->index, tag, &victim,
+                                    &first)) > 0) {
+            /* a take is half of what the victim has left, maybe more than a group */
+            for (int g = first; g < first + k; g += t->adv_group)
+                advantages_envs(t, &t->views[victim], g,
+                                first + k - g < t->adv_group ? first + k - g : t->adv_group);
+            t->shared_adv_envs += k;
         }
+        /* everyone's advantages are in place before any are summed, normalised or read */
+        if ((rc = comm_barrier(t->c, err))) return rc;
     }
     if (!calf_config_bool(t->cfg, CALF_CFG_NORMALIZE_ADVANTAGES)) return CALF_OK;
     /* whole-batch mean and (population) std, summed over envs in canonical order */
     double tot[2];
-    int rc = comm_tree_sum_f64(t->c, t->E, t->begin, n, sums, 2, tot, err);
+    rc = comm_tree_sum_f64(t->c, t->E, t->begin, n, t->own->adv_sums, 2, tot, err);
     if (rc) return rc;
     double N = (double)t->E * T;
     double mean = tot[0] / N;
@@ -1366,8 +1431,10 @@ static int train_worker(comm *c, void *arg) {
         logf_(&t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t.iteration,
               peak_mib);
         if (t.sharing)
-            logf_(&t, false, "work sharing: this rank folded %lld env partials of other ranks",
-                  (long long)t.shared_envs);
+            logf_(&t, false,
+                  "work sharing: this rank folded %lld env partials and computed the "
+                  "advantages of %lld envs of other ranks",
+                  (long long)t.shared_envs, (long long)t.shared_adv_envs);
     }
     if (rc != CALF_OK && rc != CALF_EINTR) {
         if (!err.msg[0]) calf_error_set(&err, rc, "training failed with status %d", rc);

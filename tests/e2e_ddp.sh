@@ -68,11 +68,21 @@ CALF_TEST_SLOW_RANK=1 run "$WORK/slow_2" 2
 expect_same_file "$WORK/e64_1/train/algorithm/ckpt-4" "$WORK/slow_2/train/algorithm/ckpt-4"
 took=$(sed -n 's/.*this rank folded \([0-9]*\) env partials.*/\1/p' "$WORK/slow_2/log/rank-0.log")
 if [ "${took:-0}" -gt 0 ]; then ok; else bad "rank 0 took no envs from slow rank 1 (${took:-no line})"; fi
+took=$(sed -n 's/.*computed the advantages of \([0-9]*\) envs of other ranks.*/\1/p' "$WORK/slow_2/log/rank-0.log")
+if [ "${took:-0}" -gt 0 ]; then ok; else bad "rank 0 computed no advantages for slow rank 1 (${took:-no line})"; fi
 CALF_TEST_SLOW_RANK=0 run "$WORK/pend_slow_3" 3 --conf_param "create_environment.env_name='Pendulum-v1'" \
     --conf_param create_environment.num_parallel_environments=10
 expect_same_file "$WORK/pend_1/train/algorithm/ckpt-4" "$WORK/pend_slow_3/train/algorithm/ckpt-4"
 took=$(cat "$WORK"/pend_slow_3/log/rank-[12].log | sed -n 's/.*this rank folded \([0-9]*\) env partials.*/\1/p' | awk '{s += $1} END {print s + 0}')
 if [ "$took" -gt 0 ]; then ok; else bad "ranks 1 and 2 took no envs from slow rank 0"; fi
+# episodes cut by Pendulum's 200-step limit inside the run (step 200 of 4 x 64): the
+# values of their final observations, computed by whichever rank takes the env
+for n in 1 3; do
+    CALF_TEST_SLOW_RANK=0 run "$WORK/cut_$n" $n --conf_param "create_environment.env_name='Pendulum-v1'" \
+        --conf_param create_environment.num_parallel_environments=10 \
+        --conf_param TrainerConfig.unroll_length=64
+done
+expect_same_file "$WORK/cut_1/train/algorithm/ckpt-4" "$WORK/cut_3/train/algorithm/ckpt-4"
 
 # many more processes than cores (24 on this 2-core machine, 1000 envs): still the bits of
 # one process, and config.gin states the split in two lines instead of 24
