@@ -1,7 +1,11 @@
 /* bench_train.c: end-to-end PPO training throughput (env steps per second of the whole
  * job) for examples/ppo_cartpole.gin on 1 and 2 local processes, median of several runs,
- * beside what this machine gives two *independent* one-process runs at once: the ceiling
- * for --nproc 2 here, since it has the same two cores busy and no communication at all.
+ * beside two references with the same two cores busy and no communication at all:
+ * - two independent copies of the one-process job at once: what the machine loses when
+ *   both cores work (the ceiling for --nproc 2);
+ * - two independent halves of the job at once (half the envs and half the minibatch
+ *   each, the split --nproc 2 makes): that loss plus what smaller passes through the nets
+ *   cost, so that --nproc 2 against it is what the communication costs.
  * Usage: bench_train [CONF] [ITERATIONS] [REPEATS] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +39,8 @@ static double timed_run(calf_train_options *o, const char *root, int nproc) {
     return dt;
 }
 
-/* Two one-process runs at the same time, each in its own forked process; the seconds
- * until both are done, or -1. */
+/* Two one-process runs of o at the same time, each in its own forked process; the
+ * seconds until both are done, or -1. */
 static double timed_pair(calf_train_options *o, int r) {
     double t0 = bench_now();
     pid_t pid[2];
@@ -72,8 +76,9 @@ int main(int argc, char **argv) {
     }
     char iter_param[64];
     snprintf(iter_param, sizeof iter_param, "TrainerConfig.num_iterations=%ld", iters);
-    const char *params[] = {iter_param, "TrainerConfig.evaluate=False",
-                            "TrainerConfig.num_checkpoints=0", "TrainerConfig.summary_interval=1000000"};
+    const char *params[6] = {iter_param, "TrainerConfig.evaluate=False",
+                             "TrainerConfig.num_checkpoints=0",
+                             "TrainerConfig.summary_interval=1000000"};
     calf_config cfg;
     calf_error err;
     calf_train_options o = {.root_dir = "/nonexistent", .conf_path = conf, .conf_params = params,
@@ -82,40 +87,62 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: %s\n", err.msg);
         return 2;
     }
-    double steps = (double)iters * (double)calf_config_int(&cfg, CALF_CFG_NUM_ENVS) *
-                   (double)calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH);
+    int64_t envs = calf_config_int(&cfg, CALF_CFG_NUM_ENVS);
+    int64_t mbs = calf_config_int(&cfg, CALF_CFG_MINI_BATCH_SIZE);
+    double steps = (double)iters * (double)envs * (double)calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH);
+    if (envs % 2 || mbs % 2) {
+        fprintf(stderr, "bench_train: %s: the halves need an even number of envs and an even "
+                        "mini_batch_size\n", conf);
+        return 2;
+    }
+    /* the half job: what each process of --nproc 2 computes, as a job of its own */
+    char half_envs[96], half_mbs[96];
+    snprintf(half_envs, sizeof half_envs, "create_environment.num_parallel_environments=%lld",
+             (long long)(envs / 2));
+    snprintf(half_mbs, sizeof half_mbs, "TrainerConfig.mini_batch_size=%lld", (long long)(mbs / 2));
+    const char *half_params[6] = {params[0], params[1], params[2], params[3], half_envs, half_mbs};
+    calf_train_options half = o;
+    half.conf_params = half_params;
+    half.num_conf_params = 6;
     printf("%s: %ld iterations, %.0f env steps per run, median of %d runs\n", conf, iters, steps,
            repeats);
-    /* Runs alternate (1 process, 2 processes, two independent 1-process runs at once), so
-     * that the machine's slow spells (it is shared) fall on all alike. The speedup of a
-     * repeat is against the 1-process run of the same repeat; its median is the figure
-     * least moved by the machine's drift. */
-    double rates[3][50], speedup[3][50];
+    /* Runs alternate (1 process, 2 processes, two independent 1-process runs at once, two
+     * independent halves at once), so that the machine's slow spells (it is shared) fall
+     * on all alike. The speedup of a repeat is against the 1-process run of the same
+     * repeat; its median is the figure least moved by the machine's drift. */
+    enum { KINDS = 4 };
+    double rates[KINDS][50], speedup[KINDS][50];
     for (int r = 0; r < repeats; r++) {
-        for (int kind = 0; kind < 3; kind++) {
+        for (int kind = 0; kind < KINDS; kind++) {
             char root[128];
             snprintf(root, sizeof root, "/tmp/calf_bench_train.%ld.%d.%d", (long)getpid(), kind, r);
-            double dt = kind < 2 ? timed_run(&o, root, kind + 1) : timed_pair(&o, r);
+            double dt = kind < 2 ? timed_run(&o, root, kind + 1)
+                                 : timed_pair(kind == 2 ? &o : &half, r);
             if (dt < 0) return 1;
+            /* a pair of whole jobs does the work twice; a pair of halves, once */
             rates[kind][r] = (kind == 2 ? 2 : 1) * steps / dt;
         }
-        for (int kind = 0; kind < 3; kind++) speedup[kind][r] = rates[kind][r] / rates[0][r];
+        for (int kind = 0; kind < KINDS; kind++) speedup[kind][r] = rates[kind][r] / rates[0][r];
     }
-    const char *names[3] = {"--nproc 1", "--nproc 2", "2 x --nproc 1 at once (machine ceiling)"};
-    printf("%-42s %12s %16s\n", "", "steps/s", "speedup vs 1");
-    for (int kind = 0; kind < 3; kind++) {
+    const char *names[KINDS] = {"--nproc 1", "--nproc 2", "2 x --nproc 1 at once (machine ceiling)",
+                                "2 x half the job at once (no communication)"};
+    printf("%-44s %12s %16s\n", "", "steps/s", "speedup vs 1");
+    for (int kind = 0; kind < KINDS; kind++) {
         double med = bench_quantile(rates[kind], repeats, 0.5);
         double sp = bench_quantile(speedup[kind], repeats, 0.5);
         double lo = bench_quantile(speedup[kind], repeats, 0.0);
         double hi = bench_quantile(speedup[kind], repeats, 1.0);
-        printf("%-42s %12.0f %7.2fx (%.2f-%.2f)\n", names[kind], med, sp, lo, hi);
+        printf("%-44s %12.0f %7.2fx (%.2f-%.2f)\n", names[kind], med, sp, lo, hi);
     }
-    /* --nproc 2 against the ceiling of the same repeat: what the exchange and the
-     * imbalance cost, with the machine's own loss from two busy cores divided out */
-    double eff[50];
-    for (int r = 0; r < repeats; r++) eff[r] = rates[1][r] / rates[2][r];
-    printf("%-42s %12s %7.2fx (%.2f-%.2f)\n", "--nproc 2 / ceiling", "",
-           bench_quantile(eff, repeats, 0.5), bench_quantile(eff, repeats, 0.0),
-           bench_quantile(eff, repeats, 1.0));
+    /* --nproc 2 against each reference of the same repeat: against the ceiling, what the
+     * split and the exchange cost with the machine's own loss divided out; against the
+     * halves, what the exchange (and waiting for one another) costs */
+    const char *ref_names[2] = {"--nproc 2 / ceiling", "--nproc 2 / halves"};
+    for (int k = 0; k < 2; k++) {
+        double eff[50];
+        for (int r = 0; r < repeats; r++) eff[r] = rates[1][r] / rates[2 + k][r];
+        printf("%-44s %12s %7.2fx (%.2f-%.2f)\n", ref_names[k], "", bench_quantile(eff, repeats, 0.5),
+               bench_quantile(eff, repeats, 0.0), bench_quantile(eff, repeats, 1.0));
+    }
     return 0;
 }
