@@ -969,21 +969,26 @@ int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first) {
 }
 
 int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int *victim,
-                    int *first) {
+                    int *first, int *unopened) {
     for (;;) {
-        int best = -1;
+        int best = -1, closed = 0;
         uint64_t best_left = 0, best_word = 0;
         for (int r = 0; r < P; r++) {
             if (r == self) continue;
             uint64_t cur = atomic_load_explicit(words[r], memory_order_acquire);
             uint64_t next = (cur >> 24) & 0xffffff, limit = cur & 0xffffff;
-            if ((cur >> 48) != (tag & 0xffff) || next >= limit) continue;
+            if ((cur >> 48) != (tag & 0xffff)) {
+                closed++;
+                continue;
+            }
+            if (next >= limit) continue;
             if (limit - next > best_left) {
                 best = r;
                 best_left = limit - next;
                 best_word = cur;
             }
         }
+        if (unopened) *unopened = closed;
         if (best < 0) return 0;
         uint64_t next = (best_word >> 24) & 0xffffff, limit = best_word & 0xffffff;
         uint64_t take = (best_left + 1) / 2;

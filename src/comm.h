@@ -232,9 +232,11 @@ void comm_claim_open(comm_claim *w, uint32_t tag, int count); /* count < 2^24 */
  * this rank's word: returns how many (0: none left), the first in *first. */
 int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first);
 /* Items from another rank (words: every rank's, P of them; self is skipped): returns how
- * many (0: nothing left to take), whose in *victim, the first in *first. */
+ * many (0: nothing left to take), whose in *victim, the first in *first. *unopened (if
+ * not NULL) is set to how many other ranks have not opened this round yet: all of their
+ * items may still come. */
 int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int *victim,
-                    int *first);
+                    int *first, int *unopened);
 
 /* Collective: move t's buffers to memory every rank can read, so that
  * comm_tree_pieces_put publishes this rank's blocks without copying them. Once every

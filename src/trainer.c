@@ -4,6 +4,7 @@
  * so the bytes of a checkpoint never depend on how many processes made it. */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,7 +55,7 @@ enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, ST_EPISODES, ST_RETURN, ST_LENGTH, NUM_STA
  * time-major over the rank's envs: t * count + e. */
 typedef struct rollout_view {
     int begin, count;        /* the rank's envs */
-    comm_claim *claim;       /* who takes which of its envs in the current minibatch */
+    comm_claim *claim;       /* who takes which of its envs in the current round */
     float *obs;              /* (T, count, obs_dim) */
     int *act;                /* (T, count) */
     float *u;                /* (T, count, max(action_dim, 1)) continuous actions, unclipped */
@@ -114,7 +115,8 @@ typedef struct trainer {
     bool sharing;            /* ranks share memory: work sharing in the update */
     int group_envs;          /* envs per forward pass in the update */
     int adv_group;           /* envs per pass through the value net for advantages */
-    uint32_t round;          /* minibatches so far (the claim tag; alike on every rank) */
+    uint32_t round;          /* work-shared rounds so far, advantages and minibatches (the
+                              * claim tag; alike on every rank) */
     uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
     comm_claim **claims;     /* (size) every rank's claim word, when sharing */
     comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
@@ -144,9 +146,9 @@ typedef struct trainer {
     float gamma, lambda;
     float *grp_obs;          /* (adv_group * (T + 1), obs_dim) */
     float *grp_val;          /* (adv_group * (T + 1)) each env's T values, then bootstraps */
-    float *grp_next;         /* (adv_group * T) the value after each step */
-    int *grp_trunc;          /* (adv_group * T) the group's steps cut by the time limit */
-    float *grp_cut_val;      /* (adv_group * T) V(final obs) of those */
+    float *grp_next;         /* (adv_group * (T + 1)) the value after each step */
+    int *grp_trunc;          /* (adv_group * (T + 1)) the group's steps cut by the time limit */
+    float *grp_cut_val;      /* (adv_group * (T + 1)) V(final obs) of those */
     int64_t shared_adv_envs; /* envs whose advantages this rank computed for other ranks */
 
     /* minibatch */
@@ -533,6 +535,32 @@ static void rollout(trainer *t) {
     memcpy(t->own->boot_obs, t->ve.obs, (size_t)n * od * sizeof(float));
 }
 
+/* ---- work sharing ----------------------------------------------------------- */
+
+/* How long a rank out of work waits for another to open the round (see below) before it
+ * leaves it the rest: long enough for a rollout that ends late or an evaluation on rank
+ * 0, short next to collective_timeout_secs, which the round's closing collective
+ * enforces if that rank has failed. */
+static const double OPEN_WAIT_S = 0.02;
+
+/* Envs of another rank's round tag that are left (0: none), whose in *victim, the first
+ * in *first. A rank that has not opened the round yet (still in its rollout, say) has
+ * all of its envs ahead of it, so rather than leave them to it, wait for it, yielding
+ * the core to whoever needs it. Who computes what never shows in the bits. */
+static int take_from_others(trainer *t, uint32_t tag, int *victim, int *first) {
+    double give_up = -1.0;
+    for (;;) {
+        int unopened = 0;
+        int k = comm_claim_back(t->claims, comm_size(t->c), t->c->index, tag, victim, first,
+                                &unopened);
+        if (k > 0 || unopened == 0) return k;
+        double now = now_seconds();
+        if (give_up < 0) give_up = now + OPEN_WAIT_S;
+        else if (now > give_up) return 0;
+        sched_yield();
+    }
+}
+
 /* ---- advantages ------------------------------------------------------------- */
 
 /* Values, GAE advantages and returns, and the advantage sums of envs [first, first+cnt)
@@ -602,11 +630,11 @@ static int compute_advantages(trainer *t, calf_error *err) {
         comm_claim_open(t->own->claim, tag, n);
         int first, k, victim;
         while ((k = comm_claim_front(t->own->claim, tag, t->adv_group, &first)) > 0) {
-            if (t->test_slow) nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
+            /* longer than in a minibatch: the others first finish their own advantages */
+            if (t->test_slow) nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
             advantages_envs(t, t->own, first, k);
         }
-        while ((k = comm_claim_back(t->claims, comm_size(t->c), t->c->index, tag, &victim,
-                                    &first)) > 0) {
+        while ((k = take_from_others(t, tag, &victim, &first)) > 0) {
             /* a take is half of what the victim has left, maybe more than a group */
             for (int g = first; g < first + k; g += t->adv_group)
                 advantages_envs(t, &t->views[victim], g,
@@ -748,8 +776,7 @@ static int minibatch_gradient(trainer *t, int off, int len, const loss_weights *
         minibatch_envs(t, t->own, first, k, off, len, w, &t->tree);
     }
     comm_tree_pieces_put(&pieces, &t->tree);
-    while ((k = comm_claim_back(t->claims, comm_size(t->c), t->c->index, tag, &victim,
-                                &first)) > 0) {
+    while ((k = take_from_others(t, tag, &victim, &first)) > 0) {
         const rollout_view *v = &t->views[victim];
         comm_tree *st = steals < STEAL_SETS ? &t->steal_shared[steals] : &t->steal_tree;
         steals++;

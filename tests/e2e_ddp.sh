@@ -75,14 +75,18 @@ CALF_TEST_SLOW_RANK=0 run "$WORK/pend_slow_3" 3 --conf_param "create_environment
 expect_same_file "$WORK/pend_1/train/algorithm/ckpt-4" "$WORK/pend_slow_3/train/algorithm/ckpt-4"
 took=$(cat "$WORK"/pend_slow_3/log/rank-[12].log | sed -n 's/.*this rank folded \([0-9]*\) env partials.*/\1/p' | awk '{s += $1} END {print s + 0}')
 if [ "$took" -gt 0 ]; then ok; else bad "ranks 1 and 2 took no envs from slow rank 0"; fi
-# episodes cut by Pendulum's 200-step limit inside the run (step 200 of 4 x 64): the
-# values of their final observations, computed by whichever rank takes the env
+# episodes cut by Pendulum's 200-step limit: with 200-step unrolls every env's last step
+# of every iteration is cut, so each env whose advantages another rank computes (slow
+# rank 0, with enough envs for many groups, makes that certain) has its final
+# observation's value computed there
 for n in 1 3; do
     CALF_TEST_SLOW_RANK=0 run "$WORK/cut_$n" $n --conf_param "create_environment.env_name='Pendulum-v1'" \
-        --conf_param create_environment.num_parallel_environments=10 \
-        --conf_param TrainerConfig.unroll_length=64
+        --conf_param create_environment.num_parallel_environments=40 \
+        --conf_param TrainerConfig.unroll_length=200
 done
 expect_same_file "$WORK/cut_1/train/algorithm/ckpt-4" "$WORK/cut_3/train/algorithm/ckpt-4"
+took=$(cat "$WORK"/cut_3/log/rank-[12].log | sed -n 's/.*computed the advantages of \([0-9]*\) envs of other ranks.*/\1/p' | awk '{s += $1} END {print s + 0}')
+if [ "$took" -gt 0 ]; then ok; else bad "ranks 1 and 2 computed no advantages for slow rank 0"; fi
 
 # many more processes than cores (24 on this 2-core machine, 1000 envs): still the bits of
 # one process, and config.gin states the split in two lines instead of 24
