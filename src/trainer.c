@@ -112,7 +112,7 @@ typedef struct trainer {
     rollout_view *views;     /* (size) every rank's when sharing, else just this one's */
     rollout_view *own;
     void *view_mem;          /* own view's memory when private (else the comm's) */
-    bool sharing;            /* ranks share memory: work sharing in the update */
+    bool sharing;            /* ranks share memory: work sharing after the rollout */
     int group_envs;          /* envs per forward pass in the update */
     int adv_group;           /* envs per pass through the value net for advantages */
     uint32_t round;          /* work-shared rounds so far, advantages and minibatches (the
