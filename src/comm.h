@@ -54,6 +54,8 @@ struct comm {
     int size;          /* number of processes in the job */
     int index;         /* rank as an array index: 0 for the single backend */
     double timeout_s;  /* bound on any wait (local backend); comm_set_timeout */
+    double wait_s;     /* seconds spent waiting for other ranks in collectives (local
+                        * backend; 0 elsewhere) */
     uint64_t seq;      /* collectives completed by this rank (the same on every rank) */
     bool failed;       /* comm_report_failure was called */
     void *impl;        /* backend state */

@@ -95,13 +95,17 @@ static int wait_all(comm *c, uint64_t seq, calf_error *err) {
     const int P = sh->nproc;
     int next = 0;
     unsigned polls = 0;
-    double start = -1.0;
+    double start = -1.0, waiting_since = -1.0;
     long sleep_ns = 10000;
     for (;;) {
         while (next < P &&
                atomic_load_explicit(&sh->slot[next].arrived, memory_order_acquire) >= seq)
             next++;
-        if (next == P) return CALF_OK;
+        if (next == P) {
+            if (waiting_since >= 0) c->wait_s += now_s() - waiting_since;
+            return CALF_OK;
+        }
+        if (waiting_since < 0) waiting_since = now_s();
         int ab = atomic_load_explicit(&sh->abort_rank, memory_order_acquire);
         if (ab >= 0) return aborted(c, ab, seq, err);
         if (atomic_load_explicit(&sh->slot[next].gone, memory_order_acquire)) {

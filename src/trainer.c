@@ -1462,6 +1462,12 @@ static int train_worker(comm *c, void *arg) {
                   "work sharing: this rank folded %lld env partials and computed the "
                   "advantages of %lld envs of other ranks",
                   (long long)t.shared_envs, (long long)t.shared_adv_envs);
+        /* what the other ranks cost this one: time in collectives until all had arrived */
+        if (comm_size(c) > 1 && strcmp(c->ops->name, "local") == 0) {
+            double run_s = now_seconds() - t.start_time;
+            logf_(&t, false, "waited %.3f s in collectives for other ranks (%.1f%% of %.3f s)",
+                  c->wait_s, run_s > 0 ? 100.0 * c->wait_s / run_s : 0.0, run_s);
+        }
     }
     if (rc != CALF_OK && rc != CALF_EINTR) {
         if (!err.msg[0]) calf_error_set(&err, rc, "training failed with status %d", rc);
