@@ -48,23 +48,23 @@ void model_init_params(model *md, const calf_config *cfg, uint64_t seed) {
         md->params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);
 }
 
+static void free_own_state(model *md) {
+    if (md->external) return;
+    free(md->params);
+    free(md->m);
+    free(md->v);
+    free(md->grad);
+}
+
 void model_free(model *md) {
     if (!md) return;
-    if (!md->external) {
-        free(md->params);
-        free(md->m);
-        free(md->v);
-        free(md->grad);
-    }
+    free_own_state(md);
     memset(md, 0, sizeof *md);
 }
 
 void model_use_state(model *md, float *params, float *m, float *v, float *grad) {
     CALF_ASSERT(!md->external);
-    free(md->params);
-    free(md->m);
-    free(md->v);
-    free(md->grad);
+    free_own_state(md);
     md->params = params;
     md->m = m;
     md->v = v;

@@ -427,7 +427,8 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
      * others to take); alone, many, for long passes through the value net */
     t->gamma = (float)calf_config_float(cfg, CALF_CFG_GAMMA);
     t->lambda = (float)calf_config_float(cfg, CALF_CFG_TD_LAMBDA);
-    t->adv_group = t->sharing ? SHARE_GROUP_ENVS : n < 1 ? 1 : n < ADV_GROUP_ENVS ? n : ADV_GROUP_ENVS;
+    int alone = n < 1 ? 1 : n < ADV_GROUP_ENVS ? n : ADV_GROUP_ENVS;
+    t->adv_group = t->sharing ? SHARE_GROUP_ENVS : alone;
     size_t grp_rows = (size_t)t->adv_group * (size_t)(T + 1);
     t->grp_obs = calf_xcalloc(grp_rows * (size_t)od, sizeof(float));
     t->grp_val = calf_xcalloc(grp_rows, sizeof(float));
@@ -568,7 +569,7 @@ static int take_from_others(trainer *t, uint32_t tag, int *victim, int *first) {
  * bootstrap, and V(final obs) where an episode was cut by the time limit. Every value is
  * a row of its own through the net, so the bits depend neither on the grouping nor on
  * which rank runs it. */
-static void advantages_envs(trainer *t, rollout_view *v, int first, int cnt) {
+static void advantages_group(trainer *t, rollout_view *v, int first, int cnt) {
     CALF_ASSERT(cnt >= 0 && cnt <= t->adv_group);
     int T = t->T, vn = v->count, od = t->md.obs_dim;
     size_t row_bytes = (size_t)od * sizeof(float);
@@ -617,14 +618,19 @@ static void advantages_envs(trainer *t, rollout_view *v, int first, int cnt) {
     }
 }
 
+/* The same for envs [first, first+cnt) of v, adv_group at a time. */
+static void advantages_envs(trainer *t, rollout_view *v, int first, int cnt) {
+    for (int g = first; g < first + cnt; g += t->adv_group)
+        advantages_group(t, v, g, first + cnt - g < t->adv_group ? first + cnt - g : t->adv_group);
+}
+
 /* Every env's advantages and returns, normalised over the whole batch when configured.
  * Sharing, a rank that is done with its own envs takes the back half of what a slower
  * rank has left, so a rank that finished its rollout first does not just wait. */
 static int compute_advantages(trainer *t, calf_error *err) {
     int n = t->count, T = t->T, rc;
     if (!t->sharing) {
-        for (int g = 0; g < n; g += t->adv_group)
-            advantages_envs(t, t->own, g, n - g < t->adv_group ? n - g : t->adv_group);
+        advantages_envs(t, t->own, 0, n);
     } else {
         uint32_t tag = ++t->round;
         comm_claim_open(t->own->claim, tag, n);
@@ -635,10 +641,7 @@ static int compute_advantages(trainer *t, calf_error *err) {
             advantages_envs(t, t->own, first, k);
         }
         while ((k = take_from_others(t, tag, &victim, &first)) > 0) {
-            /* a take is half of what the victim has left, maybe more than a group */
-            for (int g = first; g < first + k; g += t->adv_group)
-                advantages_envs(t, &t->views[victim], g,
-                                first + k - g < t->adv_group ? first + k - g : t->adv_group);
+            advantages_envs(t, &t->views[victim], first, k);
             t->shared_adv_envs += k;
         }
         /* everyone's advantages are in place before any are summed, normalised or read */
