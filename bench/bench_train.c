@@ -6,6 +6,7 @@
  * - two independent halves of the job at once (half the envs and half the minibatch
  *   each, the split --nproc 2 makes): that loss plus what smaller passes through the nets
  *   cost, so that --nproc 2 against it is what the communication costs.
+ * Each repeat's figures are printed as it ends (to pool across runs), then the medians.
  * Usage: bench_train [CONF] [ITERATIONS] [REPEATS] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,10 @@ int main(int argc, char **argv) {
             rates[kind][r] = (kind == 2 ? 2 : 1) * steps / dt;
         }
         for (int kind = 0; kind < KINDS; kind++) speedup[kind][r] = rates[kind][r] / rates[0][r];
+        /* each repeat as it ends: progress on a long bench, and figures to pool across runs */
+        printf("repeat %2d/%d: --nproc 1 %.0f steps/s; --nproc 2 %.2fx, ceiling %.2fx, halves %.2fx\n",
+               r + 1, repeats, rates[0][r], speedup[1][r], speedup[2][r], speedup[3][r]);
+        fflush(stdout);
     }
     const char *names[KINDS] = {"--nproc 1", "--nproc 2", "2 x --nproc 1 at once (machine ceiling)",
                                 "2 x half the job at once (no communication)"};
