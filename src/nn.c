@@ -696,9 +696,3 @@ void nn_scale(float *x, size_t n, float c) {
     if (c == 1.0f) return;
     for (size_t i = 0; i < n; i++) x[i] *= c;
 }
-
-double nn_clip_grad_norm(float *grad, size_t n, double max_norm) {
-    double norm = nn_global_norm(grad, n);
-    nn_scale(grad, n, nn_clip_coef(norm, max_norm));
-    return norm;
-}

@@ -198,7 +198,5 @@ double nn_global_norm(const float *grad, size_t n);
  * 0 and that is below 1, else 1. nn_scale multiplies (nothing to do for 1). */
 float nn_clip_coef(double norm, double max_norm);
 void nn_scale(float *x, size_t n, float c);
-/* nn_global_norm, then nn_scale by nn_clip_coef. Returns the norm before clipping. */
-double nn_clip_grad_norm(float *grad, size_t n, double max_norm);
 
 #endif
