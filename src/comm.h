@@ -17,6 +17,7 @@ typedef struct comm comm;
  * bytes; `sizes` (size) gives each rank's blob size and must be the same on all ranks. */
 typedef struct comm_ops {
     const char *name; /* "single", "local", "mpi" */
+    bool measures_waits; /* comm.wait_s is kept (local); elsewhere it stays 0 */
     int (*barrier)(comm *c, calf_error *err);
     /* Every rank contributes `send` (sizes[own rank] bytes); all receive all blobs packed
      * in rank order into `recv` (sum of sizes bytes). */
@@ -54,8 +55,8 @@ struct comm {
     int size;          /* number of processes in the job */
     int index;         /* rank as an array index: 0 for the single backend */
     double timeout_s;  /* bound on any wait (local backend); comm_set_timeout */
-    double wait_s;     /* seconds spent waiting for other ranks in collectives (local
-                        * backend; 0 elsewhere) */
+    double wait_s;     /* seconds spent waiting for other ranks in collectives (where
+                        * ops->measures_waits; 0 elsewhere) */
     uint64_t seq;      /* collectives completed by this rank (the same on every rank) */
     bool failed;       /* comm_report_failure was called */
     void *impl;        /* backend state */

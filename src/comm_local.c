@@ -281,6 +281,7 @@ static void local_finalize(comm *c) { (void)c; /* the mapping belongs to the sup
 
 static const comm_ops local_ops = {
     .name = "local",
+    .measures_waits = true,
     .barrier = local_barrier,
     .allgatherv = local_allgatherv,
     .gatherv = local_gatherv,

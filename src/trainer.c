@@ -127,6 +127,9 @@ typedef struct trainer {
     unsigned char *shared_state; /* rank 0's region: params, m, v, then norm_parts */
     double *norm_parts;      /* (chunks of NN_NORM_CHUNK) squared gradient of each */
     int64_t shared_envs;     /* env partials this rank folded for other ranks */
+    /* of comm.wait_s, what the update's three collectives per minibatch waited: for the
+     * gradient's pieces, for its norm, for the other ranks' optimiser steps */
+    double wait_grad_s, wait_norm_s, wait_step_s;
     bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
     float *obs;              /* = own->obs, ... */
     int *act;
@@ -831,10 +834,14 @@ static int update(trainer *t, calf_error *err) {
             int off, len;
             chunk_range(T, t->M, mb, &off, &len);
             w.scale = 1.0f / ((float)t->E * (float)len);
+            double waited = t->c->wait_s;
             int rc = minibatch_gradient(t, off, len, &w, err);
             if (rc) return rc;
+            t->wait_grad_s += t->c->wait_s - waited;
+            waited = t->c->wait_s;
             double norm;
             if ((rc = grad_norm(t, &norm, err))) return rc;
+            t->wait_norm_s += t->c->wait_s - waited;
             if (!isfinite(norm))
                 return calf_error_set(err, CALF_EIO,
                                       "iteration %lld: the gradient is not finite (training "
@@ -850,7 +857,9 @@ static int update(trainer *t, calf_error *err) {
             nn_adam_step(md->params + lo, md->grad + lo, md->m + lo, md->v + lo, cnt,
                          t->adam_step, lr, (float)betas->tf[0], (float)betas->tf[1], eps);
             /* the next forward pass reads every rank's slice */
+            waited = t->c->wait_s;
             if (t->sharing && (rc = comm_barrier(t->c, err))) return rc;
+            t->wait_step_s += t->c->wait_s - waited;
         }
     }
     return CALF_OK;
@@ -1465,11 +1474,15 @@ static int train_worker(comm *c, void *arg) {
                   "work sharing: this rank folded %lld env partials and computed the "
                   "advantages of %lld envs of other ranks",
                   (long long)t.shared_envs, (long long)t.shared_adv_envs);
-        /* what the other ranks cost this one: time in collectives until all had arrived */
-        if (comm_size(c) > 1 && strcmp(c->ops->name, "local") == 0) {
+        /* what the other ranks cost this one: time in collectives until all had arrived,
+         * most of it in the update's three per minibatch */
+        if (comm_size(c) > 1 && c->ops->measures_waits) {
             double run_s = now_seconds() - t.start_time;
-            logf_(&t, false, "waited %.3f s in collectives for other ranks (%.1f%% of %.3f s)",
-                  c->wait_s, run_s > 0 ? 100.0 * c->wait_s / run_s : 0.0, run_s);
+            logf_(&t, false,
+                  "waited %.3f s in collectives for other ranks (%.1f%% of %.3f s): %.3f s "
+                  "for the gradient, %.3f s for its norm, %.3f s for the optimiser step",
+                  c->wait_s, run_s > 0 ? 100.0 * c->wait_s / run_s : 0.0, run_s,
+                  t.wait_grad_s, t.wait_norm_s, t.wait_step_s);
         }
     }
     if (rc != CALF_OK && rc != CALF_EINTR) {
