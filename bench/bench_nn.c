@@ -75,6 +75,7 @@ typedef struct {
     float *params, *grad;
     float *x, *ya, *yc, *dya, *dyc;
     int B, rows_per_env;
+    int group_rows; /* rows per forward call in mlp_forward_groups */
 } mlp_arg;
 
 static void mlp_forward(void *p) {
@@ -84,14 +85,15 @@ static void mlp_forward(void *p) {
     sink = a->ya[0] + a->yc[0];
 }
 
-/* The same 512 rows as sharing ranks pass them: a group of 4 envs (32 rows) a call. The
- * weights do not change between calls, as within one minibatch. */
+/* The same 512 rows as sharing ranks pass them: a group of envs (8 rows each) a call.
+ * The weights do not change between calls, as within one minibatch. */
 static void mlp_forward_groups(void *p) {
     mlp_arg *a = p;
-    for (int r0 = 0; r0 < a->B; r0 += 32) {
-        nn_mlp_forward_v(&a->actor, a->params, 1, a->x + (size_t)r0 * 4, 32, &a->ca,
+    int g = a->group_rows;
+    for (int r0 = 0; r0 < a->B; r0 += g) {
+        nn_mlp_forward_v(&a->actor, a->params, 1, a->x + (size_t)r0 * 4, g, &a->ca,
                          a->ya + (size_t)r0 * 2);
-        nn_mlp_forward_v(&a->critic, a->params, 1, a->x + (size_t)r0 * 4, 32, &a->cc, a->yc + r0);
+        nn_mlp_forward_v(&a->critic, a->params, 1, a->x + (size_t)r0 * 4, g, &a->cc, a->yc + r0);
     }
     sink = a->ya[0] + a->yc[0];
 }
@@ -197,9 +199,13 @@ int main(void) {
     printf("actor+critic MLPs (4-64-64-{2,1} tanh), 512 rows:\n");
     printf("  forward, one call per net:                 %5.1f (%5.1f)  %.0f ns/row\n",
            2.0 * fwd_madds * 512 / tmf * 1e-9, 2.0 * fwd_madds * 512 / b1 * 1e-9, tmf / 512 * 1e9);
-    double b4, tmg = median_time(mlp_forward_groups, &M, 1, &b4);
-    printf("  forward, 16 calls x 32 rows per net:       %5.1f (%5.1f)  %.0f ns/row\n",
-           2.0 * fwd_madds * 512 / tmg * 1e-9, 2.0 * fwd_madds * 512 / b4 * 1e-9, tmg / 512 * 1e9);
+    for (int g = 32; g <= 64; g += 32) {
+        M.group_rows = g;
+        double b4, tmg = median_time(mlp_forward_groups, &M, 1, &b4);
+        printf("  forward, %2d calls x %2d rows per net:       %5.1f (%5.1f)  %.0f ns/row\n", 512 / g,
+               g, 2.0 * fwd_madds * 512 / tmg * 1e-9, 2.0 * fwd_madds * 512 / b4 * 1e-9,
+               tmg / 512 * 1e9);
+    }
     printf("  backward dW+dX, 64 calls x 8 rows per net: %5.1f (%5.1f)  %.0f ns/row\n",
            2.0 * bwd_madds * 512 / tmb * 1e-9, 2.0 * bwd_madds * 512 / b2 * 1e-9, tmb / 512 * 1e9);
 

@@ -168,6 +168,13 @@ static void gemm_rows(const float *x, size_t ldx, const float *w, size_t ldw, in
     int r = 0;
     for (; R - r >= 14; r += 6)
         rows_block(6, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+    /* 6, 7, 10 or 11 rows left: one more 6-row block leaves 0, 1, 4 or 5, where an 8-row
+     * or 4-row block would leave 2 or 3 single rows (64 rows: 9x6 + 6 + 4, not 9x6 + 8 +
+     * 1 + 1) */
+    if (R - r == 6 || R - r == 7 || R - r == 10 || R - r == 11) {
+        rows_block(6, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        r += 6;
+    }
     for (; R - r >= 8; r += 8)
         rows_block(8, 1, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
     for (; R - r >= 4; r += 4)

@@ -73,7 +73,7 @@ static void test_linear_order(void) {
         {5, 66, 2}, {7, 67, 1},  {6, 64, 5},  {3, 16, 7}, {8, 64, 2}, {8, 64, 1},
         /* every row tiling: 6-row, 8-row, 4-row and 1-row blocks, and mixes */
         {14, 64, 64}, {8, 64, 64}, {12, 64, 64}, {19, 64, 64}, {22, 4, 64}, {25, 12, 40},
-        {8, 9, 20}, {30, 64, 24},
+        {8, 9, 20}, {30, 64, 24}, {16, 64, 64}, {17, 8, 16}, {64, 64, 64},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
