@@ -71,8 +71,9 @@ typedef struct rollout_view {
 
 /* Envs per forward pass, and the most a rank claims of its own at once, when sharing.
  * Claims never take more than half of what is left, so the end of a round is fine
- * grained whatever this is; 8 ran ppo_cartpole's --nproc 2 about 2% faster than 4 (73 of
- * 125 alternated runs faster), 2 was slower. The bits do not depend on it. */
+ * grained whatever this is. On ppo_cartpole's --nproc 2, 2 was clearly slower than 4;
+ * 6, 8, 12 and 16 were 0-3% faster, about what two identical builds differ by on this
+ * machine; 8 keeps a rank's passes long (64 rows here). The bits do not depend on it. */
 enum { SHARE_GROUP_ENVS = 8 };
 
 /* Envs per pass through the value net for advantages without sharing: rows enough for
