@@ -76,9 +76,9 @@ static void raise_abort(comm_local_shared *sh, int rank, const char *why) {
     }
 }
 
-/* Polls before the first clock read (~tens of microseconds), then yields the CPU for up
- * to YIELD_S, then sleeps with backoff: with more processes than cores a long wait must
- * not steal the core the awaited rank needs. */
+/* A wait spins for spin_polls polls (~tens of microseconds), then yields the CPU until
+ * YIELD_S after it began, then sleeps with backoff: with more processes than cores a long
+ * wait must not steal the core the awaited rank needs. */
 enum { SPIN_POLLS_OWN_CORE = 20000, SPIN_POLLS_SHARED = 2000 };
 static const double YIELD_S = 0.02;
 static const long SLEEP_MAX_NS = 200000;
@@ -95,7 +95,7 @@ static int wait_all(comm *c, uint64_t seq, calf_error *err) {
     const int P = sh->nproc;
     int next = 0;
     unsigned polls = 0;
-    double start = -1.0, waiting_since = -1.0;
+    double waiting_since = -1.0; /* the clock at the first poll that found a rank missing */
     long sleep_ns = 10000;
     for (;;) {
         while (next < P &&
@@ -125,8 +125,7 @@ static int wait_all(comm *c, uint64_t seq, calf_error *err) {
             continue;
         }
         double t = now_s();
-        if (start < 0) start = t;
-        if (t - start > c->timeout_s) {
+        if (t - waiting_since > c->timeout_s) {
             char list[256] = "";
             size_t used = 0;
             int missing = 0;
@@ -145,7 +144,7 @@ static int wait_all(comm *c, uint64_t seq, calf_error *err) {
                                   (unsigned long long)seq, c->timeout_s, c->rank,
                                   missing > 1 ? "s" : "", list, missing > 16 ? ", ..." : "");
         }
-        if (t - start < YIELD_S) {
+        if (t - waiting_since < YIELD_S) {
             sched_yield();
         } else {
             struct timespec ts = {0, sleep_ns};
