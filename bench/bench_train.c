@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     const char *half_params[6] = {params[0], params[1], params[2], params[3], half_envs, half_mbs};
     calf_train_options half = o;
     half.conf_params = half_params;
-    half.num_conf_params = 6;
+    half.num_conf_params = sizeof half_params / sizeof half_params[0];
     printf("%s: %ld iterations, %.0f env steps per run, median of %d runs\n", conf, iters, steps,
            repeats);
     /* Runs alternate (1 process, 2 processes, two independent 1-process runs at once, two

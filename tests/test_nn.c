@@ -583,8 +583,6 @@ static void test_adam(void) {
     CHECK_NEAR(q[2], 0.99, 1e-5);
 }
 
-/* The norm is defined over chunks of NN_NORM_CHUNK: ranks that each hold whole chunks of
- * the gradient sum theirs and get one process's bits. */
 /* Clipping as one process does it (the trainer's update with a single slice): the norm,
  * then every element scaled by its factor. Returns the norm before clipping. */
 static double clip_whole(float *g, size_t n, double max_norm) {
@@ -593,6 +591,8 @@ static double clip_whole(float *g, size_t n, double max_norm) {
     return norm;
 }
 
+/* The norm is defined over chunks of NN_NORM_CHUNK: ranks that each hold whole chunks of
+ * the gradient sum theirs and get one process's bits. */
 static void test_norm_chunks(void) {
     enum { N = 3 * NN_NORM_CHUNK + 77 };
     float *g = malloc(N * sizeof *g);
