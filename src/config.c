@@ -412,10 +412,14 @@ static int read_file(const char *path, char **out, calf_error *err) {
 }
 
 /* `include 'x.gin'` resolves relative to the including file's directory. */
-static void resolve_include(const char *including, const char *name, char *out, size_t cap) {
+/* The path of include `name` relative to the including file; false when it does not fit
+ * (a cut path could name another file that exists). */
+static bool resolve_include(const char *including, const char *name, char *out, size_t cap) {
     const char *slash = strrchr(including, '/');
-    if (name[0] == '/' || !slash) snprintf(out, cap, "%s", name);
-    else snprintf(out, cap, "%.*s/%s", (int)(slash - including), including, name);
+    int n;
+    if (name[0] == '/' || !slash) n = snprintf(out, cap, "%s", name);
+    else n = snprintf(out, cap, "%.*s/%s", (int)(slash - including), including, name);
+    return n >= 0 && (size_t)n < cap;
 }
 
 static int parse_file_at(parse_state *parent, calf_config *cfg, const char *path, int include_line,
@@ -472,8 +476,12 @@ static int parse_text(parse_state *ps, const char *text) {
             if (ps->tok.kind != T_STRING)
                 return fail(ps, t.line, "include expects a quoted file name");
             char inc[300], path[4096];
+            if (ps->tok.len >= sizeof inc)
+                return fail(ps, t.line, "include name too long (%zu characters, at most %zu)",
+                            ps->tok.len, sizeof inc - 1);
             tok_text(&ps->tok, inc, sizeof inc);
-            resolve_include(ps->file, inc, path, sizeof path);
+            if (!resolve_include(ps->file, inc, path, sizeof path))
+                return fail(ps, t.line, "include path too long: '%s'", inc);
             int rc = parse_file_at(ps, ps->cfg, path, t.line, ps->err);
             if (rc) return rc;
             advance(ps);

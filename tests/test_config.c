@@ -176,6 +176,22 @@ static void test_includes(void) {
 
     CHECK_INT_EQ(parse(&cfg, "does-not-exist.gin", &err), CALF_EIO);
     CHECK(strstr(err.msg, "does-not-exist.gin: cannot open") != NULL);
+
+    /* A name too long to hold is an error, not a cut name: cut to 299 characters, this
+     * one ("<200 x's>/<99 y's>.gin") would name "<200 x's>/<98 y's>", which exists. */
+    char dir[256], leaf[128], path[1024], text[1024];
+    memset(dir, 'x', 200);
+    dir[200] = '\0';
+    memset(leaf, 'y', 99);
+    leaf[99] = '\0';
+    snprintf(path, sizeof path, "%s/sub/%s", tmpdir, dir);
+    CHECK(mkdir(path, 0755) == 0 || access(path, F_OK) == 0);
+    snprintf(path, sizeof path, "sub/%s/%.98s", dir, leaf);
+    write_file(path, "PPOLoss.gamma = 0.5\n");
+    snprintf(text, sizeof text, "PPOLoss.gamma = 0.8\ninclude '%s/%s.gin'\n", dir, leaf);
+    write_file("sub/longinc.gin", text);
+    CHECK_INT_EQ(parse(&cfg, "sub/longinc.gin", &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "sub/longinc.gin:2: include name too long (304 characters") != NULL);
 }
 
 static void test_dump_and_digest(void) {
