@@ -1046,6 +1046,13 @@ int trainer_read_params(const unsigned char *payload, size_t n, const char *name
     return read_meta_params(&r, name, header_iteration, &m, md, err);
 }
 
+/* *out = a * b for a, b >= 0; false when the product does not fit. */
+static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0 || (b > 0 && a > INT64_MAX / b)) return false;
+    *out = a * b;
+    return true;
+}
+
 static int load_checkpoint(trainer *t, const unsigned char *payload, size_t n, const char *name,
                            int64_t header_iteration, calf_error *err) {
     model *md = &t->md;
@@ -1058,9 +1065,13 @@ static int load_checkpoint(trainer *t, const unsigned char *payload, size_t n, c
     if (m.num_envs != (uint64_t)t->E)
         return calf_error_set(err, CALF_EINVAL, "%s: checkpoint has %llu environments, config %d",
                               name, (unsigned long long)m.num_envs, t->E);
-    /* the counters follow from the iteration; anything else is a damaged or foreign file */
-    if (m.env_steps != m.iteration * t->E * t->T ||
-        m.adam_step != m.iteration * t->epochs * t->M)
+    /* the counters follow from the iteration; anything else is a damaged or foreign file
+     * (an iteration whose counters would not fit in 64 bits is one too) */
+    int64_t steps_per_iter = (int64_t)t->E * t->T, updates_per_iter = (int64_t)t->epochs * t->M;
+    int64_t want_steps, want_updates;
+    if (!mul_fits(m.iteration, steps_per_iter, &want_steps) ||
+        !mul_fits(m.iteration, updates_per_iter, &want_updates) || m.env_steps != want_steps ||
+        m.adam_step != want_updates)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: counters do not match iteration %lld of this config", name,
                               (long long)m.iteration);

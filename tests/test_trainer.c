@@ -121,6 +121,42 @@ int main(void) {
     CHECK_INT_EQ(calf_play(&po, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "parameters are not finite") != NULL);
 
+    /* Counters too big to compute are refused like wrong ones (no signed overflow): the
+     * last iteration a config may name, 10^12, with 10,240,000 updates per iteration */
+    {
+        char big[512], bdir[512], alg[600], path[700], conf_param[64];
+        join(big, sizeof big, root, "big.gin");
+        const char *more = "TrainerConfig.unroll_length = 1024\n"
+                           "TrainerConfig.mini_batch_size = 4\n"
+                           "TrainerConfig.num_updates_per_train_iter = 10000\n";
+        size_t gl = strlen(gin), ml = strlen(more);
+        unsigned char *text = malloc(gl + ml);
+        memcpy(text, gin, gl);
+        memcpy(text + gl, more, ml);
+        CHECK_INT_EQ(write_file(big, text, gl + ml), 0);
+        free(text);
+        const int64_t last = 1000000000000LL;
+        snprintf(conf_param, sizeof conf_param, "TrainerConfig.num_iterations=%lld", (long long)last);
+        const char *params[] = {conf_param};
+        join(bdir, sizeof bdir, root, "big");
+        calf_train_options o = {.root_dir = bdir, .conf_path = big, .conf_params = params,
+                                .num_conf_params = 1, .nproc = 1, .quiet = true};
+        calf_config cfg;
+        CHECK_INT_EQ(calf_train_load_config(&o, &cfg, &err), CALF_OK);
+        unsigned char *p = malloc(n);
+        memcpy(p, good, n);
+        put_i64(p + 8, last);
+        put_i64(p + 16, last * 4 * 1024); /* right: E * T steps per iteration */
+        put_i64(p + 24, 0);               /* 10^12 * 10,240,000 does not fit in 64 bits */
+        join(alg, sizeof alg, bdir, "train/algorithm");
+        CHECK_INT_EQ(ckpt_path(path, sizeof path, alg, last, &err), CALF_OK);
+        CHECK_INT_EQ(ckpt_write_atomic(path, calf_config_digest(&cfg), last, p, n, &err), CALF_OK);
+        free(p);
+        calf_error_clear(&err);
+        CHECK_INT_EQ(calf_train(&o, &err), CALF_EINVAL);
+        CHECK(strstr(err.msg, "counters do not match iteration 1000000000000") != NULL);
+    }
+
     /* while the unmodified run resumes (so the refusals above are about the patches) */
     CHECK_INT_EQ(train_to(a, 3, &err), CALF_OK);
     free(good);
