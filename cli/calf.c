@@ -1,6 +1,7 @@
 /* calf.c: the `calf` command-line program: argument parsing and dispatch to the
  * library's public API. Exit codes: 0 success, 1 failure, 2 bad input, 130 Ctrl-C. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,16 @@ static const char play_usage[] =
     "  runs the greedy policy of the newest valid checkpoint in DIR/train/algorithm\n"
     "  (or FILE) and prints each episode's return and the average\n";
 
+/* Output that could not be written (a full disk, say) turns a success into a failure;
+ * a command that failed has already said why. */
+static int output_checked(int rc) {
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "calf: error writing output\n");
+        return 1;
+    }
+    return rc;
+}
+
 /* "--name value" or "--name=value"; advances *i past what it consumed. */
 static const char *option_value(int argc, char **argv, int *i, const char *name, int *bad) {
     size_t n = strlen(name);
@@ -63,8 +74,10 @@ static const char *option_value(int argc, char **argv, int *i, const char *name,
 static int parse_int_arg(const char *name, const char *s, long long lo, long long hi, long long *out) {
     char *end = NULL;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+    /* strtoll would skip leading blanks: the whole string must be the number */
+    bool digit_first = (s[0] >= '0' && s[0] <= '9') || (s[0] == '-' && s[1] >= '0' && s[1] <= '9');
+    long long v = digit_first ? strtoll(s, &end, 10) : 0;
+    if (!digit_first || errno || end == s || *end != '\0' || v < lo || v > hi) {
         fprintf(stderr, "calf: %s expects an integer in [%lld, %lld], got '%s'\n", name, lo, hi, s);
         return -1;
     }
@@ -108,7 +121,7 @@ static int cmd_train(int argc, char **argv) {
     if (list) {
         calf_config_list_bindings(stdout);
         free(params);
-        return 0;
+        return output_checked(0);
     }
     if (!o.root_dir || !o.root_dir[0]) {
         fprintf(stderr, "calf train: %s --root_dir\n%s", o.root_dir ? "empty" : "missing required option",
@@ -174,18 +187,19 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         fputs(usage_text, stdout);
-        return 0;
+        return output_checked(0);
     }
     if (!strcmp(cmd, "--version")) {
         printf("calf %s (MPI backend: %s)\n", CALF_VERSION,
                CALF_HAVE_MPI ? "built in" : "not built: MPI was not found at build time");
-        return 0;
+        return output_checked(0);
     }
+    /* train's output is progress, also kept in the rank logs: its files are what counts */
     if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
-    if (!strcmp(cmd, "play")) return cmd_play(argc - 2, argv + 2);
-    if (!strcmp(cmd, "envs")) return calf_cmd_envs(argc - 2, argv + 2);
-    if (!strcmp(cmd, "env")) return calf_cmd_env(argc - 2, argv + 2);
-    if (!strcmp(cmd, "events")) return calf_cmd_events(argc - 2, argv + 2);
+    if (!strcmp(cmd, "play")) return output_checked(cmd_play(argc - 2, argv + 2));
+    if (!strcmp(cmd, "envs")) return output_checked(calf_cmd_envs(argc - 2, argv + 2));
+    if (!strcmp(cmd, "env")) return output_checked(calf_cmd_env(argc - 2, argv + 2));
+    if (!strcmp(cmd, "events")) return output_checked(calf_cmd_events(argc - 2, argv + 2));
     fprintf(stderr, "calf: unknown command '%s'\n%s", cmd, usage_text);
     return EXIT_BAD_INPUT;
 }

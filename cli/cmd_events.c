@@ -1,5 +1,6 @@
 /* cmd_events.c: `calf events FILE`: print a TensorBoard events file, one value per
  * line, after checking every record's CRCs (a debugging and testing aid). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,9 +21,10 @@ int calf_cmd_events(int argc, char **argv) {
     calf_error err;
     calf_error_clear(&err);
     if (calf_events_dump(argv[0], stdout, &err) != CALF_OK) {
-        fflush(stdout);
+        /* a file that cannot be read is bad input; output that cannot be written, a failure */
+        bool write_failed = fflush(stdout) != 0 || ferror(stdout);
         fprintf(stderr, "calf: %s\n", err.msg);
-        return 2;
+        return write_failed ? 1 : 2;
     }
     return 0;
 }

@@ -521,7 +521,7 @@ int ckpt_find_latest_valid(const char *dir, char *path_out, size_t cap, ckpt_hea
             break;
         }
         if (first.status == CALF_OK) first = e;
-        if (warn)
+        if (warn && i > 0) /* the last one's failure is the error below */
             fprintf(warn, "calf: warning: skipping %s; trying an older checkpoint\n", e.msg);
     }
     if (rc == CALF_OK && !*found && count > 0) {

@@ -12,6 +12,9 @@ int calf_error_set(calf_error *err, int status, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        /* one line, whatever a quoted name or value held */
+        for (char *p = err->msg; *p; p++)
+            if (*p == '\n' || *p == '\r') *p = ' ';
         err->status = status;
     }
     return status;

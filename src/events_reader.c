@@ -435,6 +435,9 @@ int calf_events_dump(const char *path, FILE *out, calf_error *err) {
     /* every events file starts with its file_version record: an empty one is not one */
     if (rc == CALF_OK && records == 0)
         rc = calf_error_set(err, CALF_EINVAL, "events: %s: empty file, not an events file", path);
+    /* a buffered stream reports a failed write only when it is flushed */
+    if (rc == CALF_OK && (fflush(out) != 0 || ferror(out)))
+        rc = calf_error_set(err, CALF_EIO, "events: write: %s", strerror(errno));
     events_reader_close(&r);
     return rc;
 }

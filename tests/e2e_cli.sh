@@ -19,6 +19,8 @@ expect_exit 2 "$CALF" train --conf "$SRC/examples/ppo_cartpole.gin"
 expect_in "$WORK/err" "missing required option --root_dir"
 expect_exit 2 "$CALF" train --root_dir "$WORK/r" --conf "$SRC/examples/ppo_cartpole.gin" --nproc zero
 expect_in "$WORK/err" "--nproc expects an integer"
+expect_exit 2 "$CALF" train --root_dir "$WORK/r" --conf "$SRC/examples/ppo_cartpole.gin" --nproc ' 2'
+expect_in "$WORK/err" "--nproc expects an integer in [1, 1024], got ' 2'"
 expect_exit 2 "$CALF" train --root_dir "$WORK/r"
 expect_in "$WORK/err" "missing --conf"
 expect_exit 2 "$CALF" play
@@ -100,4 +102,20 @@ expect_in "$WORK/err" "NoSuchEnv-v0"
 expect_in "$WORK/err" "CartPole-v1"
 expect_exit 2 "$CALF" env CartPole-v1 --steps -3
 expect_exit 2 "$CALF" env CartPole-v1 --frobnicate
+# an error is one line, whatever the name it quotes holds
+expect_exit 2 "$CALF" env "$(printf 'Cart\nPole')"
+expect_eq "$(wc -l <"$WORK/err")" 1 "lines of the error for a name with a newline"
+expect_in "$WORK/err" "Cart Pole"
+
+# output that cannot be written is a failure (exit 1, one line), not a silent success
+if [ -w /dev/full ]; then
+    for cmd in "--help" "--version" "envs" "env CartPole-v1 --steps 3" "train --list-bindings"; do
+        # shellcheck disable=SC2086 # the words of $cmd are the arguments
+        "$CALF" $cmd >/dev/full 2>"$WORK/err"
+        expect_eq "$?" 1 "exit of 'calf $cmd' writing to /dev/full"
+        expect_in "$WORK/err" "error writing output"
+    done
+else
+    echo "e2e_cli: /dev/full is not writable here; skipping the write-error checks"
+fi
 report e2e_cli
