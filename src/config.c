@@ -411,9 +411,8 @@ static int read_file(const char *path, char **out, calf_error *err) {
     return CALF_OK;
 }
 
-/* `include 'x.gin'` resolves relative to the including file's directory. */
-/* The path of include `name` relative to the including file; false when it does not fit
- * (a cut path could name another file that exists). */
+/* `include 'x.gin'` resolves relative to the including file's directory. False when the
+ * path does not fit in out: a cut path could name another file that exists. */
 static bool resolve_include(const char *including, const char *name, char *out, size_t cap) {
     const char *slash = strrchr(including, '/');
     int n;
