@@ -32,6 +32,16 @@ expect_not_in() {
 expect_eq() {
     if [ "$1" = "$2" ]; then ok; else bad "$3: '$1' != '$2'"; fi
 }
+# expect_write_fails TEXT cmd...: cmd, its output going to a full disk (/dev/full), exits
+# 1 saying TEXT; skipped, saying so, where /dev/full cannot be written
+expect_write_fails() {
+    local text=$1; shift
+    if [ ! -w /dev/full ]; then echo "skipped, /dev/full is not writable here: $*"; return; fi
+    "$@" >/dev/full 2>"$WORK/err"
+    local got=$?
+    if [ "$got" = 1 ]; then ok; else bad "exit $got (want 1) writing to /dev/full: $*"; fi
+    expect_in "$WORK/err" "$text"
+}
 expect_same_file() {
     if cmp -s "$1" "$2"; then ok; else bad "files differ: $1 $2"; fi
 }
