@@ -77,7 +77,7 @@ static int parse_int_arg(const char *name, const char *s, long long lo, long lon
     /* strtoll would skip leading blanks: the whole string must be the number */
     bool digit_first = (s[0] >= '0' && s[0] <= '9') || (s[0] == '-' && s[1] >= '0' && s[1] <= '9');
     long long v = digit_first ? strtoll(s, &end, 10) : 0;
-    if (!digit_first || errno || end == s || *end != '\0' || v < lo || v > hi) {
+    if (!digit_first || errno || *end != '\0' || v < lo || v > hi) {
         fprintf(stderr, "calf: %s expects an integer in [%lld, %lld], got '%s'\n", name, lo, hi, s);
         return -1;
     }
