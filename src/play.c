@@ -7,7 +7,6 @@
 
 #include "calf/train.h"
 #include "checkpoint.h"
-#include "model.h"
 #include "trainer.h"
 
 int calf_play(const calf_play_options *o, calf_error *err) {
@@ -43,22 +42,19 @@ int calf_play(const calf_play_options *o, calf_error *err) {
         free(payload);
         return calf_error_set(err, CALF_EINVAL, "%s does not belong to the config in %s", path, conf);
     }
-    model md;
-    model_init(&md, &cfg, &cls->spec);
+    const algorithm_ops *ops = NULL;
+    algorithm *algo = NULL;
     int64_t iteration = hdr.iteration;
-    rc = trainer_read_params(payload, n, path, hdr.iteration, &md, err);
+    rc = trainer_load_policy(&cfg, payload, n, path, hdr.iteration, &ops, &algo, err);
     free(payload);
-    if (rc) {
-        model_free(&md);
-        return rc;
-    }
+    if (rc) return rc;
     double *returns = calloc((size_t)o->num_episodes, sizeof *returns);
     if (!returns) {
-        model_free(&md);
+        ops->destroy(algo);
         return calf_error_set(err, CALF_ENOMEM, "out of memory");
     }
     double avg = 0;
-    rc = trainer_evaluate_greedy(&md, env_name, (uint64_t)o->seed, o->num_episodes, returns, &avg, err);
+    rc = trainer_evaluate_greedy(ops, algo, env_name, (uint64_t)o->seed, o->num_episodes, returns, &avg, err);
     if (rc == CALF_OK) {
         printf("policy: %s (iteration %lld), %s, greedy\n", path, (long long)iteration, env_name);
         for (int k = 0; k < o->num_episodes; k++)
@@ -66,6 +62,6 @@ int calf_play(const calf_play_options *o, calf_error *err) {
         printf("average return over %d episodes: %.3f\n", o->num_episodes, avg + 0.0);
     }
     free(returns);
-    model_free(&md);
+    ops->destroy(algo);
     return rc;
 }

@@ -1,25 +1,57 @@
-/* trainer.h: what `calf play` shares with the trainer: reading a policy's parameters
- * out of a checkpoint payload, and greedy evaluation episodes. */
+/* trainer.h: the generic trainer's entry points for launch.c (one process's run of a
+ * job) and for `calf play` (a checkpoint's policy, greedy evaluation episodes). */
 #ifndef CALF_TRAINER_H
 #define CALF_TRAINER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calf/config.h"
 #include "calf/error.h"
-#include "model.h"
+#include "calf/train.h"
+#include "algorithm.h"
+#include "checkpoint.h"
+#include "comm.h"
 
-/* Copy the parameters stored in a checkpoint payload into md (laid out by model_init
- * for the same config). header_iteration is the file header's, checked against the
- * payload's. */
-int trainer_read_params(const unsigned char *payload, /* (n) */ size_t n, const char *name,
-                        int64_t header_iteration, model *md, calf_error *err);
+/* The checkpoint a run resumes from, found and validated before any process starts. */
+typedef struct resume_state {
+    bool found;
+    char path[4096];
+    ckpt_header hdr;
+    unsigned char *payload; /* (n) owned */
+    size_t n;
+} resume_state;
+
+/* What every process of a job runs with. */
+typedef struct trainer_args {
+    const calf_train_options *o;
+    const calf_config *cfg;
+    resume_state *rs;
+    bool report_via_comm;   /* workers of a job: comm_report_failure; one process: err */
+    calf_error err;         /* one process: the failure */
+} trainer_args;
+
+/* One process's part of the job (a launcher_worker): opens its rank log, builds the
+ * algorithm for its envs, resumes from rs, trains until the run is complete or stopped.
+ * Returns an exit status: 0 ok, 2 bad input, 130 interrupted, else 1. */
+int trainer_worker(comm *c, void *arg);
+
+/* The algorithm the config names (TrainerConfig.algorithm_ctor). */
+const algorithm_ops *trainer_algorithm(const calf_config *cfg);
+
+/* Build the config's algorithm for acting only and load a checkpoint payload's state
+ * into it (header_iteration is the file header's, checked against the payload's). On
+ * success *algo is the caller's: release with (*ops)->destroy. */
+int trainer_load_policy(const calf_config *cfg, const unsigned char *payload, /* (n) */
+                        size_t n, const char *name, int64_t header_iteration,
+                        const algorithm_ops **ops, algorithm **algo, calf_error *err);
 
 /* Run `episodes` greedy episodes of env_name in parallel, env k seeded from
  * (seed, 2^40 + k); returns[k] gets episode k's return and *average their mean.
  * Fails (CALF_EINVAL) only when the envs cannot be created. */
-int trainer_evaluate_greedy(const model *md, const char *env_name, uint64_t seed, int episodes,
-                            double *returns, /* (episodes) */
+int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const char *env_name,
+                            uint64_t seed, int episodes, double *returns, /* (episodes) */
                             double *average, calf_error *err);
 
 #endif

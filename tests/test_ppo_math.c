@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "dist.h"
-#include "ppo_math.h"
+#include "algorithms/ppo_math.h"
 #include "test_util.h"
 
 static void test_gae_hand(void) {

@@ -1,6 +1,6 @@
 /* model.c: the actor-critic's layout in flat memory, its initialisation, and the
  * per-row policy distribution calls (categorical or diagonal Gaussian). */
-#include "model.h"
+#include "algorithms/model.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* ppo_math.c: GAE and the per-sample PPO loss (see ppo_math.h). Scalars only, in
  * double internally, so the results depend on the inputs alone. */
-#include "ppo_math.h"
+#include "algorithms/ppo_math.h"
 
 #include <math.h>
 

@@ -1,0 +1,1019 @@
+/* ppo.c: PPO (ALF's PPOAlgorithm): an actor-critic trained on each iteration's rollout
+ * with GAE advantages and clipped-ratio minibatch epochs. Every random stream and every
+ * sum is defined over the global env index, so the bits never depend on how many
+ * processes ran it. With --nproc the processes share memory and the work of the update:
+ * each rollout lives where all can read it, a process takes its own envs a few at a
+ * time (values and advantages, then each minibatch's gradient partials) and one that
+ * runs out takes the back half of what a slower one has left; they hold one model and
+ * each clips and steps its slice of it (docs/DESIGN.md, "Work sharing"). */
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "calf/summary.h"
+#include "algorithm.h"
+#include "bytes.h"
+#include "algorithms/model.h"
+#include "algorithms/ppo_math.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0; /* cannot fail for this clock */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
+enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
+
+/* What the advantages and the update read of one rank's rollout: this process's own, or,
+ * when the ranks share memory, a peer's, so that a rank that is ahead can compute some of
+ * a slower rank's envs (their values and advantages, their minibatch partials: work
+ * sharing; which rank computes an env's share never shows in the bits). Indices are
+ * time-major over the rank's envs: t * count + e. */
+typedef struct rollout_view {
+    int begin, count;        /* the rank's envs */
+    comm_claim *claim;       /* who takes which of its envs in the current round */
+    float *obs;              /* (T, count, obs_dim) */
+    int *act;                /* (T, count) */
+    float *u;                /* (T, count, max(action_dim, 1)) continuous actions, unclipped */
+    float *logp, *adv, *ret; /* (T, count) */
+    float *rew;              /* (T, count) */
+    uint8_t *term, *trunc;   /* (T, count) */
+    float *trunc_obs;        /* (T, count, obs_dim) final observation where truncated */
+    float *boot_obs;         /* (count, obs_dim) the observation after the last step */
+    double *adv_sums;        /* (count, 2) sum and sum of squares of each env's advantages */
+    int *perm;               /* (count, T) this epoch's shuffle of each env's timesteps */
+    double *stats;           /* (count, NUM_STATS) */
+} rollout_view;
+
+/* Envs per forward pass, and the most a rank claims of its own at once, when sharing.
+ * Claims never take more than half of what is left, so the end of a round is fine
+ * grained whatever this is. On ppo_cartpole's --nproc 2, 2 was clearly slower than 4;
+ * 6, 8, 12 and 16 were 0-3% faster, about what two identical builds differ by on this
+ * machine; 8 keeps a rank's passes long (64 rows here). The bits do not depend on it. */
+enum { SHARE_GROUP_ENVS = 8 };
+
+/* Envs per pass through the value net for advantages without sharing: rows enough for
+ * long passes, and a bounded copy of the rollout's observations. */
+enum { ADV_GROUP_ENVS = 64 };
+
+/* Pieces a rank takes from others in one minibatch that are published where they lie
+ * (each needs its own set of tree buffers in shared memory); any further piece is
+ * copied. Most minibatches see one or two. */
+enum { STEAL_SETS = 3 };
+
+/* A rank's slice of the gradient holds whole norm chunks (see grad_norm). */
+_Static_assert(COMM_SLICE_ELEMS % NN_NORM_CHUNK == 0, "slices must hold whole norm chunks");
+
+/* The PPO settings, resolved once from the config. */
+typedef struct ppo_params {
+    float gamma, lambda;        /* PPOLoss.gamma, td_lambda */
+    float clip, td_w, ent_w;    /* PPOLoss.importance_ratio_clipping, td_loss_weight,
+                                 * entropy_regularization */
+    bool normalize_advantages;
+    float lr, beta1, beta2, eps;
+    double max_norm;            /* Adam.gradient_clipping (0: none) */
+    int epochs;                 /* TrainerConfig.num_updates_per_train_iter */
+} ppo_params;
+
+typedef struct ppo {
+    ppo_params p;
+    comm *c;
+    int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
+    int T;                   /* unroll length */
+    int M;                   /* minibatches per epoch */
+    int64_t mini_batch_size; /* as configured, for the layout line in config.gin */
+
+    model md;
+    calf_rng *act_rng;       /* (count) per-env action streams */
+    calf_rng *shuf_rng;      /* (count) per-env minibatch streams */
+    nn_cache a_cache, v_cache;
+    int cache_rows;
+
+    /* rollout, time-major: index (t * count + e); obs, act, u, logp, adv, ret, perm and
+     * stats live in views[own] (shared memory when sharing) */
+    rollout_view *views;     /* (size) every rank's when sharing, else just this one's */
+    rollout_view *own;
+    void *view_mem;          /* own view's memory when private (else the comm's) */
+    bool sharing;            /* ranks share memory: work sharing after the rollout */
+    int group_envs;          /* envs per forward pass in the update */
+    int adv_group;           /* envs per pass through the value net for advantages */
+    uint32_t round;          /* work-shared rounds so far, advantages and minibatches (the
+                              * claim tag; alike on every rank) */
+    uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
+    comm_claim **claims;     /* (size) every rank's claim word, when sharing */
+    comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
+    comm_tree steal_tree;    /* and beyond STEAL_SETS of them, private */
+    /* sharing: one model for all ranks, in shared memory; each rank clips and steps its
+     * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
+    size_t opt_lo, opt_hi;
+    unsigned char *shared_state; /* rank 0's region: params, m, v, then norm_parts */
+    double *norm_parts;      /* (chunks of NN_NORM_CHUNK) squared gradient of each */
+    int64_t shared_envs;     /* env partials this rank folded for other ranks */
+    /* of comm.wait_s, what the update's three collectives per minibatch waited: for the
+     * gradient's pieces, for its norm, for the other ranks' optimiser steps */
+    double wait_grad_s, wait_norm_s, wait_step_s;
+    bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
+    float *obs;              /* = own->obs, ... */
+    int *act;
+    float *u;
+    float *logp, *adv, *ret;
+    float *rew;              /* = own->rew, ... */
+    uint8_t *term, *trunc;
+    float *trunc_obs;
+    float *head;             /* (cache_rows, head_dim) */
+    float *vout;             /* (cache_rows) */
+    float *rows_in;          /* (cache_rows, obs_dim) */
+
+    /* advantages, adv_group envs at a time */
+    float *grp_obs;          /* (adv_group * (T + 1), obs_dim) */
+    float *grp_val;          /* (adv_group * (T + 1)) each env's T values, then bootstraps */
+    float *grp_next;         /* (adv_group * (T + 1)) the value after each step */
+    int *grp_trunc;          /* (adv_group * (T + 1)) the group's steps cut by the time limit */
+    float *grp_cut_val;      /* (adv_group * (T + 1)) V(final obs) of those */
+    int64_t shared_adv_envs; /* envs whose advantages this rank computed for other ranks */
+
+    /* minibatch */
+    int *perm;               /* = own->perm */
+    float *dhead;            /* (cache_rows, head_dim) */
+    float *dval;             /* (cache_rows) */
+    float *dlogstd;          /* (cache_rows, action_dim) */
+    float *g_rew, *g_val, *g_next, *g_adv, *g_ret; /* (T) one env's rollout for GAE */
+    uint8_t *g_term, *g_ended;                     /* (T) */
+    comm_tree tree;
+
+    double *stats;           /* (count, NUM_STATS) */
+    double grad_norm_sum;
+    int num_updates;
+    int64_t adam_step;
+    int64_t iteration;       /* the iteration being trained (for messages) */
+    /* evaluation and play: a cache for rows of greedy actions */
+    nn_cache eval_cache;
+    float *eval_head;
+    int eval_rows;
+} ppo;
+
+
+/* chunk m of T timesteps split into M nearly equal chunks: [*off, *off + *len) */
+static void chunk_range(int T, int M, int m, int *off, int *len) {
+    int base = T / M, extra = T % M;
+    *off = m * base + (m < extra ? m : extra);
+    *len = base + (m < extra ? 1 : 0);
+}
+
+/* Shared memory is handed out in whole cache lines. */
+static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+/* Lay out a view of `count` envs at base (NULL: only measure); returns its bytes. Every
+ * rank computes every peer's layout alike from the peer's count. */
+static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
+                         int od, int ad) {
+    size_t off = 0, nt = (size_t)count * (size_t)T;
+#define CARVE(field, bytes)                                         \
+    do {                                                            \
+        if (base) v->field = (void *)(base + off);                  \
+        off += round64((size_t)(bytes));                            \
+    } while (0)
+    CARVE(claim, sizeof(comm_claim));
+    CARVE(obs, nt * (size_t)od * sizeof(float));
+    CARVE(act, nt * sizeof(int));
+    CARVE(u, nt * (size_t)ad * sizeof(float));
+    CARVE(logp, nt * sizeof(float));
+    CARVE(adv, nt * sizeof(float));
+    CARVE(ret, nt * sizeof(float));
+    CARVE(rew, nt * sizeof(float));
+    CARVE(term, nt);
+    CARVE(trunc, nt);
+    CARVE(trunc_obs, nt * (size_t)od * sizeof(float));
+    CARVE(boot_obs, (size_t)count * (size_t)od * sizeof(float));
+    CARVE(adv_sums, (size_t)count * 2 * sizeof(double));
+    CARVE(perm, nt * sizeof(int));
+    CARVE(stats, (size_t)count * NUM_STATS * sizeof(double));
+#undef CARVE
+    if (base) {
+        v->begin = begin;
+        v->count = count;
+    }
+    return off;
+}
+
+/* The model every rank steps a slice of when sharing, in rank 0's region: params, m, v,
+ * then each norm chunk's squared gradient (the gradient itself is where the split sum
+ * lands). shared_state_at(md, SHARED_END) is the region's size. */
+enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
+static size_t shared_state_at(const model *md, int part) {
+    size_t vec = round64(md->num_params * sizeof(float));
+    size_t chunks = (md->num_params + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
+}
+
+/* Every rank's rollout in memory all ranks share (when the backend has it and the piece
+ * sum fits its arena: the same answer everywhere), else this rank's own, private. */
+static int views_init(ppo *t, calf_error *err) {
+    comm *c = t->c;
+    int P = comm_size(c), T = t->T, od = t->md.obs_dim;
+    int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
+    rollout_view scratch;
+    t->sharing = P > 1 && comm_shares_memory(c) &&
+                 comm_tree_pieces_supported(c, t->E, t->md.num_params);
+    if (t->sharing) {
+        /* Everything sharing puts in shared memory, every rank's, must fit in what is
+         * left of it (the same sum on every rank, so all decide alike); else each rank
+         * keeps its rollout to itself, as without shared memory. */
+        size_t tree_bytes = round64(comm_tree_shared_bytes(t->E, t->md.num_params, STEAL_SETS));
+        size_t need = round64(shared_state_at(&t->md, SHARED_END));
+        for (int r = 0; r < P; r++) {
+            int b = 0, n = 0;
+            calf_split(t->E, P, r, &b, &n, NULL);
+            size_t v = round64(view_carve(&scratch, NULL, b, n, T, od, ad));
+            need = need > SIZE_MAX - v - tree_bytes ? SIZE_MAX : need + v + tree_bytes;
+        }
+        t->sharing = need <= comm_shared_left(c);
+    }
+    if (!t->sharing) {
+        t->views = calf_xcalloc(1, sizeof *t->views);
+        size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);
+        t->view_mem = calf_xcalloc(1, bytes);
+        view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad);
+        t->own = &t->views[0];
+        return CALF_OK;
+    }
+    t->views = calf_xcalloc((size_t)P, sizeof *t->views);
+    t->claims = calf_xcalloc((size_t)P, sizeof *t->claims);
+    void **peers = calf_xcalloc((size_t)P, sizeof *peers);
+    size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);
+    int rc = comm_shared_alloc(c, bytes, peers, err);
+    for (int r = 0; rc == CALF_OK && r < P; r++) {
+        int b, n;
+        if ((rc = calf_split(t->E, P, r, &b, &n, err))) break;
+        view_carve(&t->views[r], peers[r], b, n, T, od, ad);
+        t->claims[r] = t->views[r].claim;
+    }
+    free(peers);
+    t->own = &t->views[c->index];
+    comm_tree_init(&t->steal_tree, t->md.num_params, t->E, 0, 0);
+    /* For tests/e2e_ddp.sh: the named rank dawdles over its own envs, so that the others
+     * certainly take some of them. Results cannot depend on it; only timing does. */
+    const char *slow = getenv("CALF_TEST_SLOW_RANK");
+    char *end = NULL;
+    long slow_rank = slow && *slow ? strtol(slow, &end, 10) : -1;
+    t->test_slow = end && *end == '\0' && slow_rank == c->index;
+    return rc;
+}
+
+static void ppo_destroy(algorithm *a);
+
+/* PPO's config, resolved once. */
+static ppo_params ppo_params_of(const calf_config *cfg) {
+    const calf_config_value *betas = calf_config_get(cfg, CALF_CFG_ADAM_BETAS);
+    return (ppo_params){
+        .gamma = (float)calf_config_float(cfg, CALF_CFG_GAMMA),
+        .lambda = (float)calf_config_float(cfg, CALF_CFG_TD_LAMBDA),
+        .clip = (float)calf_config_float(cfg, CALF_CFG_RATIO_CLIPPING),
+        .td_w = (float)calf_config_float(cfg, CALF_CFG_TD_LOSS_WEIGHT),
+        .ent_w = (float)calf_config_float(cfg, CALF_CFG_ENTROPY_REG),
+        .normalize_advantages = calf_config_bool(cfg, CALF_CFG_NORMALIZE_ADVANTAGES),
+        .lr = (float)calf_config_float(cfg, CALF_CFG_ADAM_LR),
+        .beta1 = (float)betas->tf[0],
+        .beta2 = (float)betas->tf[1],
+        .eps = (float)calf_config_float(cfg, CALF_CFG_ADAM_EPS),
+        .max_norm = calf_config_float(cfg, CALF_CFG_GRADIENT_CLIPPING),
+        .epochs = (int)calf_config_int(cfg, CALF_CFG_NUM_UPDATES),
+    };
+}
+
+/* Minibatches per epoch: the global mini_batch_size, rounded to whole timesteps per env. */
+static int minibatches_of(int E, int T, int64_t mini_batch_size) {
+    int64_t M = ((int64_t)E * T + mini_batch_size - 1) / mini_batch_size;
+    if (M < 1) M = 1;
+    if (M > T) M = T;
+    return (int)M;
+}
+
+static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
+    const calf_config *cfg = s->cfg;
+    comm *c = s->c;
+    t->p = ppo_params_of(cfg);
+    t->c = c;
+    t->E = s->E;
+    t->T = s->T;
+    t->begin = s->begin;
+    t->count = s->count;
+    t->mini_batch_size = calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
+    t->M = minibatches_of(t->E, t->T, t->mini_batch_size);
+    t->params_version = 1;
+    model_init(&t->md, cfg, s->spec);
+    model_init_params(&t->md, cfg, s->seed);
+    int rc = CALF_OK;
+    if (t->count == 0) return CALF_OK; /* acting only (calf play) */
+
+    int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
+    int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
+    if ((rc = views_init(t, err))) return rc;
+    t->obs = t->own->obs;
+    t->act = t->own->act;
+    t->u = t->own->u;
+    t->logp = t->own->logp;
+    t->adv = t->own->adv;
+    t->ret = t->own->ret;
+    t->rew = t->own->rew;
+    t->term = t->own->term;
+    t->trunc = t->own->trunc;
+    t->trunc_obs = t->own->trunc_obs;
+    t->perm = t->own->perm;
+    t->stats = t->own->stats;
+    /* Without sharing a minibatch's rows go through the nets in one pass; with it, a few
+     * envs at a time, so that another rank can take what is left. */
+    t->group_envs = t->sharing ? SHARE_GROUP_ENVS : (n > 0 ? n : 1);
+    int max_chunk = (T + t->M - 1) / t->M;
+    int cache_envs = n > t->group_envs ? n : t->group_envs;
+    t->cache_rows = cache_envs * max_chunk; /* >= n: a minibatch, or one timestep of every env */
+    nn_cache_init(&t->a_cache, &t->md.actor, t->cache_rows);
+    nn_cache_init(&t->v_cache, &t->md.value, t->cache_rows);
+
+    t->act_rng = calf_xcalloc((size_t)n, sizeof *t->act_rng);
+    t->shuf_rng = calf_xcalloc((size_t)n, sizeof *t->shuf_rng);
+    for (int e = 0; e < n; e++) {
+        calf_rng_seed(&t->act_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_ACTION);
+        calf_rng_seed(&t->shuf_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_SHUFFLE);
+    }
+    /* advantages: sharing, a few envs at a time (what is left stays fine grained for
+     * others to take); alone, many, for long passes through the value net */
+    int alone = n < 1 ? 1 : n < ADV_GROUP_ENVS ? n : ADV_GROUP_ENVS;
+    t->adv_group = t->sharing ? SHARE_GROUP_ENVS : alone;
+    size_t grp_rows = (size_t)t->adv_group * (size_t)(T + 1);
+    t->grp_obs = calf_xcalloc(grp_rows * (size_t)od, sizeof(float));
+    t->grp_val = calf_xcalloc(grp_rows, sizeof(float));
+    t->grp_next = calf_xcalloc(grp_rows, sizeof(float));
+    t->grp_trunc = calf_xcalloc(grp_rows, sizeof(int));
+    t->grp_cut_val = calf_xcalloc(grp_rows, sizeof(float));
+    size_t rows = (size_t)t->cache_rows;
+    t->head = calf_xcalloc(rows * (size_t)hd, sizeof(float));
+    t->vout = calf_xcalloc(rows, sizeof(float));
+    t->rows_in = calf_xcalloc(rows * (size_t)od, sizeof(float));
+    t->dhead = calf_xcalloc(rows * (size_t)hd, sizeof(float));
+    t->dval = calf_xcalloc(rows, sizeof(float));
+    t->dlogstd = calf_xcalloc(rows * (size_t)ad, sizeof(float));
+    float **g[] = {&t->g_rew, &t->g_val, &t->g_next, &t->g_adv, &t->g_ret};
+    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) *g[k] = calf_xcalloc((size_t)T, sizeof(float));
+    t->g_term = calf_xcalloc((size_t)T, 1);
+    t->g_ended = calf_xcalloc((size_t)T, 1);
+    comm_tree_init(&t->tree, t->md.num_params, t->E, t->begin, t->count);
+    t->opt_lo = 0;
+    t->opt_hi = t->md.num_params;
+    /* sharing: the other ranks read this rank's blocks where they are folded, its own
+     * envs' and the first ones it takes from others */
+    if (!t->sharing) return CALF_OK;
+    rc = comm_tree_share_buffers(c, &t->tree, STEAL_SETS, err);
+    for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++) {
+        comm_tree_init(&t->steal_shared[i], t->md.num_params, t->E, 0, 0);
+        comm_tree_share_set(&t->steal_shared[i], &t->tree, i + 1);
+    }
+    void **all = calf_xcalloc((size_t)c->size, sizeof *all);
+    if (rc == CALF_OK)
+        rc = comm_shared_alloc(c, c->index == 0 ? shared_state_at(&t->md, SHARED_END) : 0, all,
+                               err);
+    if (rc == CALF_OK) {
+        t->shared_state = all[0];
+        t->norm_parts = (double *)(void *)(t->shared_state +
+                                           shared_state_at(&t->md, SHARED_NORM_PARTS));
+        comm_slice(c, t->md.num_params, &t->opt_lo, &t->opt_hi);
+    }
+    free(all);
+    return rc;
+}
+
+/* Sharing: from here on all ranks use one model in shared memory, with rank 0's values
+ * (all hold the same: they initialised it alike or loaded the same checkpoint), and
+ * the gradient is the vector the split sum lands in. */
+static int share_model(ppo *t, calf_error *err) {
+    model *md = &t->md;
+    size_t n = md->num_params;
+    float *params = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_PARAMS));
+    float *m = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_M));
+    float *v = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_V));
+    if (t->c->index == 0) {
+        memcpy(params, md->params, n * sizeof(float));
+        memcpy(m, md->m, n * sizeof(float));
+        memcpy(v, md->v, n * sizeof(float));
+    }
+    int rc = comm_barrier(t->c, err);
+    if (rc == CALF_OK) model_use_state(md, params, m, v, comm_tree_shared_sum(&t->tree));
+    return rc;
+}
+
+/* ---- rollout ---------------------------------------------------------------- */
+
+/* values of `rows` observations (rows may exceed the cache: done in slices) */
+static void value_of(ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
+                     float *out /* (rows) */) {
+    int od = t->md.obs_dim;
+    for (int r0 = 0; r0 < rows; r0 += t->cache_rows) {
+        int b = rows - r0 < t->cache_rows ? rows - r0 : t->cache_rows;
+        nn_mlp_forward(&t->md.value, t->md.params, x + (size_t)r0 * od, b, &t->v_cache, out + r0);
+    }
+}
+
+/* Sample every env's action at step s and keep what the update needs of it. */
+static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
+                    float *u) {
+    ppo *t = (ppo *)a;
+    (void)iteration;
+    model *md = &t->md;
+    int n = t->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
+    size_t base = (size_t)s * n;
+    memcpy(t->obs + base * od, obs, (size_t)n * od * sizeof(float));
+    nn_mlp_forward(&md->actor, md->params, obs, n, &t->a_cache, t->head);
+    for (int e = 0; e < n; e++) {
+        size_t i = base + (size_t)e;
+        t->logp[i] = model_sample(md, md->params, t->head + (size_t)e * hd, &t->act_rng[e],
+                                  &t->act[i], ad ? t->u + i * ad : NULL);
+    }
+    memcpy(act, t->act + base, (size_t)n * sizeof(int));
+    if (ad) memcpy(u, t->u + base * ad, (size_t)n * ad * sizeof(float));
+}
+
+static void ppo_observe(algorithm *a, const algo_step *st) {
+    ppo *t = (ppo *)a;
+    int n = t->count, od = t->md.obs_dim;
+    size_t base = (size_t)st->s * n;
+    memcpy(t->rew + base, st->reward, (size_t)n * sizeof(float));
+    memcpy(t->term + base, st->terminated, (size_t)n);
+    memcpy(t->trunc + base, st->truncated, (size_t)n);
+    for (int e = 0; e < n; e++)
+        if (st->truncated[e])
+            memcpy(t->trunc_obs + (base + (size_t)e) * od, st->final_obs + (size_t)e * od,
+                   od * sizeof(float));
+    /* what the advantages need besides: the observation each env's next step would see */
+    if (st->s == t->T - 1)
+        memcpy(t->own->boot_obs, st->next_obs, (size_t)n * od * sizeof(float));
+}
+
+/* ---- work sharing ----------------------------------------------------------- */
+
+/* How long a rank out of work waits for another to open the round (see below) before it
+ * leaves it the rest: long enough for a rollout that ends late or an evaluation on rank
+ * 0, short next to collective_timeout_secs, which the round's closing collective
+ * enforces if that rank has failed. */
+static const double OPEN_WAIT_S = 0.02;
+
+/* Envs of another rank's round tag that are left (0: none), whose in *victim, the first
+ * in *first. A rank that has not opened the round yet (still in its rollout, say) has
+ * all of its envs ahead of it, so rather than leave them to it, wait for it, yielding
+ * the core to whoever needs it. Who computes what never shows in the bits. */
+static int take_from_others(ppo *t, uint32_t tag, int *victim, int *first) {
+    double give_up = -1.0;
+    for (;;) {
+        int unopened = 0;
+        int k = comm_claim_back(t->claims, comm_size(t->c), t->c->index, tag, victim, first,
+                                &unopened);
+        if (k > 0 || unopened == 0) return k;
+        double now = now_seconds();
+        if (give_up < 0) give_up = now + OPEN_WAIT_S;
+        else if (now > give_up) return 0;
+        sched_yield();
+    }
+}
+
+/* ---- advantages ------------------------------------------------------------- */
+
+/* Values, GAE advantages and returns, and the advantage sums of envs [first, first+cnt)
+ * of view v (cnt <= adv_group): V(obs) of every step, V(obs after the last step) to
+ * bootstrap, and V(final obs) where an episode was cut by the time limit. Every value is
+ * a row of its own through the net, so the bits depend neither on the grouping nor on
+ * which rank runs it. */
+static void advantages_group(ppo *t, rollout_view *v, int first, int cnt) {
+    CALF_ASSERT(cnt >= 0 && cnt <= t->adv_group);
+    int T = t->T, vn = v->count, od = t->md.obs_dim;
+    size_t row_bytes = (size_t)od * sizeof(float);
+    /* rows k*T + s: env first+k at step s; rows cnt*T + k: its bootstrap observation */
+    for (int k = 0; k < cnt; k++)
+        for (int s = 0; s < T; s++)
+            memcpy(t->grp_obs + ((size_t)k * T + s) * od,
+                   v->obs + ((size_t)s * vn + (size_t)(first + k)) * od, row_bytes);
+    memcpy(t->grp_obs + (size_t)cnt * T * od, v->boot_obs + (size_t)first * od, cnt * row_bytes);
+    value_of(t, t->grp_obs, cnt * (T + 1), t->grp_val);
+    int cut = 0;
+    for (int k = 0; k < cnt; k++)
+        for (int s = 0; s < T; s++) {
+            size_t r = (size_t)k * T + s, i = (size_t)s * vn + (size_t)(first + k);
+            t->grp_next[r] = s + 1 < T ? t->grp_val[r + 1] : t->grp_val[(size_t)cnt * T + k];
+            if (v->trunc[i]) {
+                memcpy(t->grp_obs + (size_t)cut * od, v->trunc_obs + i * od, row_bytes);
+                t->grp_trunc[cut++] = (int)r;
+            }
+        }
+    if (cut > 0) {
+        value_of(t, t->grp_obs, cut, t->grp_cut_val);
+        for (int j = 0; j < cut; j++) t->grp_next[t->grp_trunc[j]] = t->grp_cut_val[j];
+    }
+    for (int k = 0; k < cnt; k++) {
+        int e = first + k;
+        for (int s = 0; s < T; s++) {
+            size_t r = (size_t)k * T + s, i = (size_t)s * vn + (size_t)e;
+            t->g_rew[s] = v->rew[i];
+            t->g_val[s] = t->grp_val[r];
+            t->g_next[s] = t->grp_next[r];
+            t->g_term[s] = v->term[i];
+            t->g_ended[s] = (uint8_t)(v->term[i] | v->trunc[i]);
+        }
+        ppo_gae(T, t->g_rew, t->g_val, t->g_next, t->g_term, t->g_ended, t->p.gamma, t->p.lambda,
+                t->g_adv, t->g_ret);
+        double *sums = v->adv_sums + 2 * (size_t)e;
+        sums[0] = sums[1] = 0;
+        for (int s = 0; s < T; s++) {
+            size_t i = (size_t)s * vn + (size_t)e;
+            v->adv[i] = t->g_adv[s];
+            v->ret[i] = t->g_ret[s];
+            sums[0] += t->g_adv[s];
+            sums[1] += (double)t->g_adv[s] * t->g_adv[s];
+        }
+    }
+}
+
+/* The same for envs [first, first+cnt) of v, adv_group at a time. */
+static void advantages_envs(ppo *t, rollout_view *v, int first, int cnt) {
+    for (int g = first; g < first + cnt; g += t->adv_group)
+        advantages_group(t, v, g, first + cnt - g < t->adv_group ? first + cnt - g : t->adv_group);
+}
+
+/* Every env's advantages and returns, normalised over the whole batch when configured.
+ * Sharing, a rank that is done with its own envs takes the back half of what a slower
+ * rank has left, so a rank that finished its rollout first does not just wait. */
+static int compute_advantages(ppo *t, calf_error *err) {
+    int n = t->count, T = t->T, rc;
+    if (!t->sharing) {
+        advantages_envs(t, t->own, 0, n);
+    } else {
+        uint32_t tag = ++t->round;
+        comm_claim_open(t->own->claim, tag, n);
+        int first, k, victim;
+        while ((k = comm_claim_front(t->own->claim, tag, t->adv_group, &first)) > 0) {
+            /* longer than in a minibatch: the others first finish their own advantages */
+            if (t->test_slow) nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+            advantages_envs(t, t->own, first, k);
+        }
+        while ((k = take_from_others(t, tag, &victim, &first)) > 0) {
+            advantages_envs(t, &t->views[victim], first, k);
+            t->shared_adv_envs += k;
+        }
+        /* everyone's advantages are in place before any are summed, normalised or read */
+        if ((rc = comm_barrier(t->c, err))) return rc;
+    }
+    if (!t->p.normalize_advantages) return CALF_OK;
+    /* whole-batch mean and (population) std, summed over envs in canonical order */
+    double tot[2];
+    rc = comm_tree_sum_f64(t->c, t->E, t->begin, n, t->own->adv_sums, 2, tot, err);
+    if (rc) return rc;
+    double N = (double)t->E * T;
+    double mean = tot[0] / N;
+    double var = tot[1] / N - mean * mean;
+    float fmean = (float)mean;
+    float inv = (float)(1.0 / (sqrt(var > 0 ? var : 0) + 1e-8));
+    for (size_t i = 0; i < (size_t)n * T; i++) t->adv[i] = (t->adv[i] - fmean) * inv;
+    return CALF_OK;
+}
+
+/* ---- PPO update --------------------------------------------------------------- */
+
+static void shuffle_env(calf_rng *rng, int *perm, int T) {
+    for (int i = 0; i < T; i++) perm[i] = i;
+    for (int i = T - 1; i > 0; i--) {
+        int j = (int)calf_rng_below(rng, (uint32_t)(i + 1));
+        int tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+}
+
+typedef struct loss_weights {
+    float clip, td_w, ent_w, scale;
+} loss_weights;
+
+/* Forward, per-sample loss and per-env backward for envs [first, first+cnt) of view v
+ * (indices within v) on timesteps [off, off+len) of their shuffles, each env's partial
+ * gradient folded into tree in env order. The envs' loss statistics are added to v's.
+ * The result depends only on the parameters and v's data, not on who runs it. */
+static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, int off,
+                           int len, const loss_weights *w, comm_tree *tree) {
+    model *md = &t->md;
+    int T = t->T, vn = v->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
+    int adim = ad > 0 ? ad : 1;
+    for (int g0 = first; g0 < first + cnt; g0 += t->group_envs) {
+        int g = first + cnt - g0 < t->group_envs ? first + cnt - g0 : t->group_envs;
+        int rows = g * len;
+        /* rows grouped by env: env g0+k's timesteps are rows [k*len, (k+1)*len) */
+        for (int k = 0; k < g; k++)
+            for (int j = 0; j < len; j++) {
+                size_t i = (size_t)v->perm[(size_t)(g0 + k) * T + off + j] * vn + (size_t)(g0 + k);
+                memcpy(t->rows_in + ((size_t)k * len + j) * od, v->obs + i * od,
+                       od * sizeof(float));
+            }
+        nn_mlp_forward_v(&md->actor, md->params, t->params_version, t->rows_in, rows,
+                         &t->a_cache, t->head);
+        nn_mlp_forward_v(&md->value, md->params, t->params_version, t->rows_in, rows,
+                         &t->v_cache, t->vout);
+        for (int k = 0; k < g; k++) {
+            int e = g0 + k;
+            double *st = v->stats + (size_t)e * NUM_STATS;
+            for (int j = 0; j < len; j++) {
+                int r = k * len + j;
+                size_t i = (size_t)v->perm[(size_t)e * T + off + j] * vn + (size_t)e;
+                const float *h = t->head + (size_t)r * hd;
+                const float *u = ad ? v->u + i * adim : NULL;
+                float logp, ent;
+                dist_categorical_cache dc;
+                model_logp_entropy(md, md->params, h, v->act[i], u, &logp, &ent, &dc);
+                ppo_sample_result res;
+                ppo_sample_loss(logp, v->logp[i], v->adv[i], ent, t->vout[r], v->ret[i], w->clip,
+                                w->td_w, w->ent_w, w->scale, &res);
+                model_dist_backward(md, md->params, h, v->act[i], u, res.dlogp, res.dentropy, &dc,
+                                    t->dhead + (size_t)r * hd,
+                                    ad ? t->dlogstd + (size_t)r * ad : NULL);
+                t->dval[r] = res.dvalue;
+                st[ST_PG] += res.pg_loss;
+                st[ST_TD] += res.td_loss;
+                st[ST_ENT] += ent;
+                st[ST_CLIP] += res.clipped;
+            }
+        }
+        /* Each env's partial overwrites every parameter of the model (the rest of the
+         * leaf is padding, which stays zero), so a leaf needs no clearing; and an env
+         * whose left sibling is on the tree's stack is added into it by the kernels. */
+        for (int k = 0; k < g; k++) {
+            int r0 = k * len;
+            float *left = comm_tree_left_sibling(tree);
+            float *leaf = left ? left : comm_tree_leaf_raw(tree);
+            if (left) {
+                nn_mlp_backward_add(&md->actor, md->params, &t->a_cache, r0, len,
+                                    t->dhead + (size_t)r0 * hd, leaf, NULL);
+                nn_mlp_backward_add(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0,
+                                    leaf, NULL);
+            } else {
+                nn_mlp_backward_set(&md->actor, md->params, &t->a_cache, r0, len,
+                                    t->dhead + (size_t)r0 * hd, leaf, NULL);
+                nn_mlp_backward_set(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0,
+                                    leaf, NULL);
+            }
+            for (int a = 0; a < ad; a++) {
+                float sum = 0.0f;
+                for (int j = 0; j < len; j++) sum = sum + t->dlogstd[(size_t)(r0 + j) * ad + a];
+                float *p = leaf + md->log_std_off + a;
+                *p = left ? *p + sum : sum;
+            }
+            if (left) comm_tree_push_into_left(tree);
+            else comm_tree_push(tree);
+        }
+    }
+}
+
+/* One minibatch's gradient into md->grad. Without shared memory each rank folds its own
+ * envs and the tree is completed across ranks. With it, each rank takes its own envs a
+ * group at a time and, once out of them, takes the back half of what a slower rank has
+ * left, so no rank idles while another works; the pieces (its own read where they lie)
+ * complete the same tree, each rank only its slice [opt_lo, opt_hi) of md->grad, the
+ * sum all ranks share. */
+static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
+                              calf_error *err) {
+    model *md = &t->md;
+    if (!t->sharing) {
+        minibatch_envs(t, t->own, 0, t->count, off, len, w, &t->tree);
+        return comm_tree_allreduce(t->c, &t->tree, md->grad, err);
+    }
+    uint32_t tag = ++t->round;
+    comm_tree_pieces pieces;
+    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->num_params, &t->tree, err);
+    if (rc) return rc;
+    comm_claim_open(t->own->claim, tag, t->count);
+    comm_tree_restart(&t->tree, t->begin, t->count);
+    int first, k, victim, steals = 0;
+    while ((k = comm_claim_front(t->own->claim, tag, t->group_envs, &first)) > 0) {
+        if (t->test_slow) nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
+        minibatch_envs(t, t->own, first, k, off, len, w, &t->tree);
+    }
+    comm_tree_pieces_put(&pieces, &t->tree);
+    while ((k = take_from_others(t, tag, &victim, &first)) > 0) {
+        const rollout_view *v = &t->views[victim];
+        comm_tree *st = steals < STEAL_SETS ? &t->steal_shared[steals] : &t->steal_tree;
+        steals++;
+        comm_tree_restart(st, v->begin + first, k);
+        minibatch_envs(t, v, first, k, off, len, w, st);
+        comm_tree_pieces_put(&pieces, st);
+        t->shared_envs += k;
+    }
+    float *sum;
+    rc = comm_tree_pieces_fold(t->c, &pieces, &sum, err);
+    CALF_ASSERT(rc != CALF_OK || sum == md->grad);
+    return rc;
+}
+
+/* The norm of the whole gradient (nn_global_norm's bits). Sharing, each rank sums the
+ * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
+static int grad_norm(ppo *t, double *norm, calf_error *err) {
+    model *md = &t->md;
+    size_t n = md->num_params, chunks = (n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    if (!t->sharing) {
+        *norm = nn_global_norm(md->grad, n);
+        return CALF_OK;
+    }
+    for (size_t at = t->opt_lo; at < t->opt_hi; at += NN_NORM_CHUNK) {
+        size_t len = t->opt_hi - at < NN_NORM_CHUNK ? t->opt_hi - at : NN_NORM_CHUNK;
+        t->norm_parts[at / NN_NORM_CHUNK] = nn_sum_sq(md->grad + at, len);
+    }
+    int rc = comm_barrier(t->c, err);
+    if (rc == CALF_OK) *norm = nn_norm_of_chunks(t->norm_parts, chunks);
+    return rc;
+}
+
+static int update(ppo *t, calf_error *err) {
+    model *md = &t->md;
+    int n = t->count, T = t->T;
+    loss_weights w = {
+        .clip = t->p.clip,
+        .td_w = t->p.td_w,
+        .ent_w = t->p.ent_w,
+    };
+
+    for (int epoch = 0; epoch < t->p.epochs; epoch++) {
+        for (int e = 0; e < n; e++) shuffle_env(&t->shuf_rng[e], t->perm + (size_t)e * T, T);
+        for (int mb = 0; mb < t->M; mb++) {
+            int off, len;
+            chunk_range(T, t->M, mb, &off, &len);
+            w.scale = 1.0f / ((float)t->E * (float)len);
+            double waited = t->c->wait_s;
+            int rc = minibatch_gradient(t, off, len, &w, err);
+            if (rc) return rc;
+            t->wait_grad_s += t->c->wait_s - waited;
+            waited = t->c->wait_s;
+            double norm;
+            if ((rc = grad_norm(t, &norm, err))) return rc;
+            t->wait_norm_s += t->c->wait_s - waited;
+            if (!isfinite(norm))
+                return calf_error_set(err, CALF_EIO,
+                                      "iteration %lld: the gradient is not finite (training "
+                                      "diverged); try a smaller Adam.lr or Adam.gradient_clipping",
+                                      (long long)t->iteration + 1);
+            t->grad_norm_sum += norm;
+            t->num_updates++;
+            t->adam_step++;
+            t->params_version++;
+            /* clip and step this rank's slice (all of it without sharing) */
+            size_t lo = t->opt_lo, cnt = t->opt_hi - t->opt_lo;
+            nn_scale(md->grad + lo, cnt, nn_clip_coef(norm, t->p.max_norm));
+            nn_adam_step(md->params + lo, md->grad + lo, md->m + lo, md->v + lo, cnt,
+                         t->adam_step, t->p.lr, t->p.beta1, t->p.beta2, t->p.eps);
+            /* the next forward pass reads every rank's slice */
+            waited = t->c->wait_s;
+            if (t->sharing && (rc = comm_barrier(t->c, err))) return rc;
+            t->wait_step_s += t->c->wait_s - waited;
+        }
+    }
+    return CALF_OK;
+}
+
+
+/* ---- the algorithm's table ------------------------------------------------------ */
+
+static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
+    ppo *t = (ppo *)a;
+    t->iteration = iteration;
+    memset(t->stats, 0, (size_t)t->count * NUM_STATS * sizeof(double));
+    t->grad_norm_sum = 0;
+    t->num_updates = 0;
+    int rc = compute_advantages(t, err);
+    if (rc == CALF_OK) rc = update(t, err);
+    return rc;
+}
+
+/* Greedy actions, in slices of the evaluation cache (grown to the largest call). */
+static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+    ppo *t = (ppo *)a;
+    model *md = &t->md;
+    int od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
+    if (rows > t->eval_rows) {
+        nn_cache_free(&t->eval_cache);
+        free(t->eval_head);
+        nn_cache_init(&t->eval_cache, &md->actor, rows);
+        t->eval_head = calf_xcalloc((size_t)rows * hd, sizeof(float));
+        t->eval_rows = rows;
+    }
+    nn_mlp_forward(&md->actor, md->params, obs, rows, &t->eval_cache, t->eval_head);
+    for (int k = 0; k < rows; k++)
+        model_mode(md, t->eval_head + (size_t)k * hd, &act[k], ad ? u + (size_t)k * ad : NULL);
+    (void)od;
+}
+
+static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error *err) {
+    ppo *t = (ppo *)a;
+    double g[NUM_STATS];
+    int rc = comm_tree_sum_f64(t->c, t->E, t->begin, t->count, t->stats, NUM_STATS, g, err);
+    if (rc) return rc;
+    double samples = (double)t->p.epochs * t->E * t->T;
+    calf_summary_scalar("PPOLoss/pg_loss", step, g[ST_PG] / samples);
+    calf_summary_scalar("PPOLoss/td_loss", step, g[ST_TD] / samples);
+    calf_summary_scalar("PPOLoss/entropy", step, g[ST_ENT] / samples);
+    calf_summary_scalar("PPOLoss/clip_fraction", step, g[ST_CLIP] / samples);
+    calf_summary_scalar("Optimizer/grad_norm", step,
+                        t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
+    if (histograms) {
+        model *md = &t->md;
+        calf_summary_histogram("Params/actor", step, md->params + md->actor.offset,
+                               md->actor.num_params);
+        calf_summary_histogram("Params/value", step, md->params + md->value.offset,
+                               md->value.num_params);
+        calf_summary_histogram("Grads/actor", step, md->grad + md->actor.offset,
+                               md->actor.num_params);
+        calf_summary_histogram("Grads/value", step, md->grad + md->value.offset,
+                               md->value.num_params);
+    }
+    return CALF_OK;
+}
+
+/* Ranks that share memory step one model (every rank reads the same bytes), so there
+ * is nothing to compare; the check guards the backends where each holds its own copy. */
+static uint64_t ppo_digest(const algorithm *a) {
+    const ppo *t = (const ppo *)a;
+    return t->sharing ? 0 : model_digest(&t->md);
+}
+
+/* ---- checkpoint sections -------------------------------------------------------- */
+
+#define RNG_BYTES 32 /* a calf_rng: four u64 words, little-endian */
+
+static bool all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
+}
+
+/* *out = a * b for a, b >= 0; false when the product does not fit. */
+static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0 || (b > 0 && a > INT64_MAX / b)) return false;
+    *out = a * b;
+    return true;
+}
+
+/* "PRMS" the parameters, then "ADAM" the step count and both moments. */
+static void ppo_save(const algorithm *a, ckpt_buf *b) {
+    const ppo *t = (const ppo *)a;
+    const model *md = &t->md;
+    ckpt_put_tag(b, "PRMS");
+    ckpt_put_f32s(b, md->params, md->num_params);
+    ckpt_put_tag(b, "ADAM");
+    ckpt_put_i64(b, t->adam_step);
+    ckpt_put_f32s(b, md->m, md->num_params);
+    ckpt_put_f32s(b, md->v, md->num_params);
+}
+
+static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
+    ppo *t = (ppo *)a;
+    model *md = &t->md;
+    const char *name = r->name;
+    int64_t adam_step = 0;
+    ckpt_get_tag(r, "PRMS");
+    ckpt_get_f32s(r, md->params, md->num_params);
+    t->params_version++; /* the parameters were overwritten */
+    if (r->status) return r->status;
+    if (!all_finite(md->params, md->num_params))
+        return calf_error_set(err, CALF_EINVAL, "%s: parameters are not finite", name);
+    ckpt_get_tag(r, "ADAM");
+    ckpt_get_i64(r, &adam_step);
+    ckpt_get_f32s(r, md->m, md->num_params);
+    ckpt_get_f32s(r, md->v, md->num_params);
+    if (r->status) return r->status;
+    /* the step count follows from the iteration; anything else is a damaged or foreign
+     * file (an iteration whose count would not fit in 64 bits is one too) */
+    int64_t want;
+    if (!mul_fits(iteration, (int64_t)t->p.epochs * t->M, &want) || adam_step != want)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: counters do not match iteration %lld of this config", name,
+                              (long long)iteration);
+    if (!all_finite(md->m, md->num_params) || !all_finite(md->v, md->num_params))
+        return calf_error_set(err, CALF_EINVAL, "%s: optimizer state is not finite", name);
+    t->adam_step = adam_step;
+    return CALF_OK;
+}
+
+/* Each env's record: its action stream, then its shuffle stream. */
+static size_t ppo_env_record_size(const algorithm *a) {
+    (void)a;
+    return 2 * RNG_BYTES;
+}
+
+static void put_rng(unsigned char *p, const calf_rng *r) {
+    for (int w = 0; w < 4; w++) bytes_put_le(p + 8 * w, r->s[w], 8);
+}
+
+/* A stream of all zeros never leaves zero: only a damaged file holds one. */
+static int get_rng(const unsigned char *p, calf_rng *r, const char *name, int env, calf_error *err) {
+    uint64_t any = 0;
+    for (int w = 0; w < 4; w++) {
+        r->s[w] = bytes_get_le(p + 8 * w, 8);
+        any |= r->s[w];
+    }
+    if (!any) return calf_error_set(err, CALF_EINVAL, "%s: env %d has an all-zero random stream", name, env);
+    return CALF_OK;
+}
+
+static void ppo_save_env(const algorithm *a, int e, unsigned char *rec) {
+    const ppo *t = (const ppo *)a;
+    put_rng(rec, &t->act_rng[e]);
+    put_rng(rec + RNG_BYTES, &t->shuf_rng[e]);
+}
+
+static int ppo_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
+                        calf_error *err) {
+    ppo *t = (ppo *)a;
+    int rc = get_rng(rec, &t->act_rng[e], name, t->begin + e, err);
+    if (rc == CALF_OK) rc = get_rng(rec + RNG_BYTES, &t->shuf_rng[e], name, t->begin + e, err);
+    return rc;
+}
+
+/* The rank log's closing lines: what work sharing did, and what the other ranks cost
+ * this one (time in collectives until all had arrived, most of it in the update's three
+ * per minibatch). */
+static void ppo_report(const algorithm *a, double run_s, char *text, size_t cap) {
+    const ppo *t = (const ppo *)a;
+    const comm *c = t->c;
+    size_t off = 0;
+    text[0] = '\0';
+    if (t->sharing)
+        off += (size_t)snprintf(text, cap,
+                                "work sharing: this rank folded %lld env partials and computed "
+                                "the advantages of %lld envs of other ranks\n",
+                                (long long)t->shared_envs, (long long)t->shared_adv_envs);
+    if (off < cap && comm_size(c) > 1 && c->ops->measures_waits)
+        snprintf(text + off, cap - off,
+                 "waited %.3f s in collectives for other ranks (%.1f%% of %.3f s): %.3f s "
+                 "for the gradient, %.3f s for its norm, %.3f s for the optimiser step\n",
+                 c->wait_s, run_s > 0 ? 100.0 * c->wait_s / run_s : 0.0, run_s, t->wait_grad_s,
+                 t->wait_norm_s, t->wait_step_s);
+}
+
+static void ppo_describe(const algorithm *a, char *text, size_t cap) {
+    const ppo *t = (const ppo *)a;
+    int off0, len0, offl, lenl;
+    chunk_range(t->T, t->M, 0, &off0, &len0);
+    chunk_range(t->T, t->M, t->M - 1, &offl, &lenl);
+    snprintf(text, cap,
+             "mini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
+             "every env (%d..%d samples)",
+             (long long)t->mini_batch_size, t->M, lenl, len0, t->E * lenl, t->E * len0);
+}
+
+static int ppo_start(algorithm *a, calf_error *err) {
+    ppo *t = (ppo *)a;
+    return t->sharing ? share_model(t, err) : CALF_OK;
+}
+
+static int ppo_create(const algo_setup *s, algorithm **out, calf_error *err) {
+    ppo *t = calf_xcalloc(1, sizeof *t);
+    int rc = trainer_init(t, s, err);
+    if (rc) {
+        ppo_destroy((algorithm *)t);
+        t = NULL;
+    }
+    *out = (algorithm *)t;
+    return rc;
+}
+
+static void ppo_destroy(algorithm *a) {
+    ppo *t = (ppo *)a;
+    if (!t) return;
+    model_free(&t->md);
+    nn_cache_free(&t->a_cache);
+    nn_cache_free(&t->v_cache);
+    nn_cache_free(&t->eval_cache);
+    comm_tree_free(&t->tree);
+    comm_tree_free(&t->steal_tree);
+    for (int i = 0; i < STEAL_SETS; i++) comm_tree_free(&t->steal_shared[i]);
+    void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->claims, t->head,
+                    t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val,
+                    t->g_next, t->g_adv, t->g_ret, t->g_term, t->g_ended, t->grp_obs,
+                    t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val, t->eval_head};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(t);
+}
+
+const algorithm_ops ppo_algorithm_ops = {
+    .name = "PPOAlgorithm",
+    .create = ppo_create,
+    .destroy = ppo_destroy,
+    .start = ppo_start,
+    .act = ppo_act,
+    .observe = ppo_observe,
+    .train = ppo_train,
+    .greedy = ppo_greedy,
+    .summarize = ppo_summarize,
+    .digest = ppo_digest,
+    .save = ppo_save,
+    .load = ppo_load,
+    .env_record_size = ppo_env_record_size,
+    .save_env = ppo_save_env,
+    .load_env = ppo_load_env,
+    .describe = ppo_describe,
+    .report = ppo_report,
+};

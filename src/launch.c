@@ -1,0 +1,180 @@
+/* launch.c: how a training job starts: one process, `--nproc N` local workers forked
+ * by the launcher, or the ranks of an MPI launcher. Each finds the config and the
+ * checkpoint to resume from before any process trains, then runs trainer_worker. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "calf/train.h"
+#include "checkpoint.h"
+#include "comm.h"
+#include "launcher.h"
+#include "trainer.h"
+
+static int join_path(char *out, size_t cap, const char *a, const char *b, calf_error *err) {
+    int n = snprintf(out, cap, "%s/%s", a, b);
+    if (n < 0 || (size_t)n >= cap)
+        return calf_error_set(err, CALF_EINVAL, "path too long: %s/%s", a, b);
+    return CALF_OK;
+}
+
+/* The newest valid checkpoint under root, refused when its config differs in anything
+ * but run length and cadence. Warnings about skipped (corrupt) files go to stderr. */
+static int find_resume(const char *root, const calf_config *cfg, resume_state *rs,
+                       calf_error *err) {
+    memset(rs, 0, sizeof *rs);
+    struct stat st;
+    if (stat(root, &st) == 0 && !S_ISDIR(st.st_mode))
+        return calf_error_set(err, CALF_EINVAL, "--root_dir %s is not a directory", root);
+    char dir[4096];
+    int rc = join_path(dir, sizeof dir, root, "train/algorithm", err);
+    if (rc) return rc;
+    rc = ckpt_find_latest_valid(dir, rs->path, sizeof rs->path, &rs->hdr, &rs->payload, &rs->n,
+                                &rs->found, stderr, err);
+    if (rc) return rc;
+    if (rs->found && rs->hdr.digest != calf_config_digest(cfg)) {
+        free(rs->payload);
+        rs->payload = NULL;
+        rs->found = false;
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s was written by a different config (only the run length, "
+                              "evaluation, summary and checkpoint settings may change when "
+                              "resuming); use a fresh --root_dir",
+                              rs->path);
+    }
+    return CALF_OK;
+}
+
+
+
+/* The launcher's exit status back as a status (its messages are already on stderr). */
+static int status_of_exit(int code) {
+    switch (code) {
+    case 0: return CALF_OK;
+    case 2: return CALF_EINVAL;
+    case 130: return CALF_EINTR;
+    default: return CALF_ECOMM;
+    }
+}
+
+/* Rank 0 holds the config text and the checkpoint; ranks on other machines may see
+ * neither, so both are sent to them. Every rank leaves with the same status; errors
+ * are rank 0's to report. */
+static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cfg,
+                           resume_state *rs, calf_error *err) {
+    int64_t head[3] = {CALF_OK, 0, 0}; /* status, config text bytes, checkpoint bytes */
+    char *text = NULL;
+    size_t text_len = 0;
+    if (c->index == 0) {
+        int rc = calf_train_load_config(o, cfg, err);
+        if (rc == CALF_OK) {
+            int b, n;
+            rc = calf_split((int)calf_config_int(cfg, CALF_CFG_NUM_ENVS), comm_size(c), 0, &b, &n, err);
+        }
+        if (rc == CALF_OK) rc = find_resume(o->root_dir, cfg, rs, err);
+        if (rc == CALF_OK) {
+            FILE *f = open_memstream(&text, &text_len);
+            if (!f || calf_config_write(cfg, f, NULL) != CALF_OK || fclose(f) != 0)
+                rc = calf_error_set(err, CALF_ENOMEM, "cannot serialise the config");
+        }
+        head[0] = rc;
+        head[1] = (int64_t)text_len;
+        head[2] = rs->found ? (int64_t)rs->n : -1;
+    }
+    int rc = comm_broadcast(c, head, sizeof head, 0, err);
+    if (rc == CALF_OK && head[0] != CALF_OK) {
+        if (c->index != 0) calf_error_clear(err); /* rank 0 reports it */
+        rc = (int)head[0];
+    }
+    if (rc == CALF_OK && c->index != 0) text = calf_xcalloc((size_t)head[1] + 1, 1);
+    if (rc == CALF_OK) rc = comm_broadcast(c, text, (size_t)head[1], 0, err);
+    if (rc == CALF_OK && c->index != 0) {
+        calf_config_init(cfg);
+        rc = calf_config_parse_string(cfg, text, "config from rank 0", err);
+    }
+    if (rc == CALF_OK && head[2] >= 0) {
+        if (c->index != 0) {
+            rs->found = true;
+            rs->n = (size_t)head[2];
+            rs->payload = calf_xmalloc(rs->n);
+            snprintf(rs->path, sizeof rs->path, "%s/train/algorithm (via rank 0)", o->root_dir);
+        }
+        rc = comm_broadcast(c, rs->payload, rs->n, 0, err);
+        if (rc == CALF_OK) rc = comm_broadcast(c, &rs->hdr, sizeof rs->hdr, 0, err);
+    }
+    free(text);
+    return rc;
+}
+
+/* Under mpirun a process that exits non-zero gets the whole job killed, and output
+ * written after MPI_Finalize can be lost with it: rank 1 may leave before rank 0 has
+ * printed a word. So a setup error is printed here, before the finalize that every rank
+ * passes together; rank 0's is printed by rank 0 alone. */
+static int train_mpi(const calf_train_options *o, calf_error *err) {
+    comm *c = NULL;
+    int rc = comm_mpi_init(&c, NULL, NULL, err);
+    if (rc) return rc;
+    calf_config cfg;
+    resume_state rs;
+    memset(&rs, 0, sizeof rs);
+    if (o->nproc <= 1)
+        rc = mpi_share_setup(c, o, &cfg, &rs, err);
+    else if (c->index != 0)
+        rc = CALF_EINVAL; /* every rank refuses; rank 0 says why */
+    else
+        rc = calf_error_set(err, CALF_EINVAL,
+                            "--nproc %d under an MPI launcher: the launcher decides the number of "
+                            "processes (use mpirun -np N without --nproc)",
+                            o->nproc);
+    if (rc) {
+        if (err->msg[0]) { /* rank 0's, or a rank's own failure (others cleared theirs) */
+            if (c->index == 0) fprintf(stderr, "calf: %s\n", err->msg);
+            else fprintf(stderr, "calf: rank %d: %s\n", c->index, err->msg);
+            fflush(stderr);
+        }
+        calf_error_clear(err);
+        free(rs.payload);
+        comm_finalize(c);
+        return rc;
+    }
+    trainer_args wa = {o, &cfg, &rs, true, {0, ""}};
+    int code = trainer_worker(c, &wa);
+    free(rs.payload);
+    comm_finalize(c);
+    calf_error_clear(err);
+    return status_of_exit(code);
+}
+
+int calf_train(const calf_train_options *o, calf_error *err) {
+    calf_error_clear(err);
+    if (!o->root_dir || !o->root_dir[0])
+        return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
+    if (comm_mpi_launched()) return train_mpi(o, err);
+    calf_config cfg;
+    int rc = calf_train_load_config(o, &cfg, err);
+    if (rc) return rc;
+    int nproc = o->nproc > 1 ? o->nproc : 1;
+    int b, n;
+    if ((rc = calf_split((int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
+        return rc;
+    resume_state rs;
+    if ((rc = find_resume(o->root_dir, &cfg, &rs, err))) return rc;
+    trainer_args wa = {o, &cfg, &rs, nproc > 1, {0, ""}};
+    if (nproc == 1) {
+        comm *c = NULL;
+        comm_single(&c);
+        int code = trainer_worker(c, &wa);
+        comm_finalize(c);
+        free(rs.payload);
+        *err = wa.err;
+        if (code == 0) return CALF_OK;
+        if (code == 130) return CALF_EINTR;
+        return wa.err.status ? wa.err.status : CALF_EIO;
+    }
+    int code = launcher_run(nproc, trainer_worker, &wa, err);
+    free(rs.payload);
+    if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */
+    calf_error_clear(err); /* the workers' messages are on stderr already */
+    return status_of_exit(code);
+}
