@@ -586,7 +586,7 @@ static void mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int 
     for (int l = m->num_layers - 1; l >= 0; l--) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         const float *xl = c->act[l] + (size_t)row_begin * in;
-        backward_params(xl, dz, row_count, in, out, grad + m->w_off[l], grad + m->b_off[l], mode);
+        if (grad) backward_params(xl, dz, row_count, in, out, grad + m->w_off[l], grad + m->b_off[l], mode);
         if (l == 0 && !dx) break;
         if (!(c->wt_valid & (1u << l))) {
             nn_transpose(params + m->w_off[l], in, out, c->wt[l]);

@@ -112,7 +112,8 @@ void nn_mlp_forward_v(const nn_mlp *m, const float *params, uint64_t version,
  * ascending order; writes (=) dL/dx into dx when dx is not NULL. params must be the
  * array the last forward used, unchanged since: the transposed weights dX needs are
  * computed from it by the first backward after each forward and reused by the rest,
- * so the trainer needs no sync call after a parameter update. */
+ * so the trainer needs no sync call after a parameter update. grad may be NULL: only dx
+ * is wanted (e.g. SAC's actor loss through a critic it does not train). */
 void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c,
                      int row_begin, int row_count,
                      const float *dy, /* (row_count, out) */

@@ -1,0 +1,731 @@
+/* sac.c: Soft Actor-Critic (ALF's SacAlgorithm): twin Q critics with Polyak-averaged
+ * targets, automatic entropy tuning, one-step TD from a replay buffer; continuous
+ * actions through a tanh-squashed Gaussian actor, discrete ones through softmax(Q/alpha)
+ * of the critics (ALF's sac_cart_pole). Every env's transitions live in a ring owned by
+ * the process that steps it (replay.h); each update's samples come from a stream of
+ * (seed, iteration, update) and each sample's policy noise from its own stream, so every
+ * process computes the same list; a process computes the loss terms of its own envs'
+ * samples and their per-env partial gradients are summed in the canonical tree over the
+ * global env index (docs/DESIGN.md). The bits never depend on the number of processes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/summary.h"
+#include "algorithm.h"
+#include "algorithms/replay.h"
+#include "algorithms/sac_math.h"
+#include "bytes.h"
+#include "nn.h"
+#include "params.h"
+
+/* Per-env statistics of an iteration's updates, summed over envs in canonical order. */
+enum { SS_SAMPLES, SS_CRITIC, SS_ACTOR, SS_ALPHA, SS_ENTROPY, NUM_SAC_STATS };
+
+#define RNG_BYTES 32 /* a calf_rng: four u64 words, little-endian */
+
+typedef struct sac {
+    /* the job and the env */
+    comm *c;
+    int E, begin, count, T;
+    int od;                  /* observation size */
+    int A;                   /* continuous: action size; discrete: 0 */
+    int nA;                  /* discrete: number of actions; continuous: 0 */
+    float lo[CALF_ENV_MAX_ACT], hi[CALF_ENV_MAX_ACT];
+    uint64_t seed;
+    /* settings, resolved once */
+    int B;                   /* TrainerConfig.mini_batch_size */
+    int U;                   /* TrainerConfig.num_updates_per_train_iter */
+    int64_t initial_collect; /* TrainerConfig.initial_collect_steps */
+    float gamma, tau, target_entropy;
+    int target_period;
+    /* networks: the actor in its group; q1 and q2 at their offsets in the critic group,
+     * whose layout the target group copies; log alpha is the alpha group's one float */
+    nn_mlp actor, q1, q2;
+    param_group actor_g, critic_g, target_g, alpha_g;
+    int64_t updates;         /* updates done over the whole run */
+    calf_rng *act_rng;       /* (count) per-env action streams */
+    replay rb;
+    /* one update's samples: all B (every process draws the same list), then the rows of
+     * this process's, env by env */
+    int *s_env;              /* (B) */
+    int64_t *s_pos;          /* (B) */
+    int *offsets;            /* (count + 1) rows of local env e: [offsets[e], offsets[e+1]) */
+    int *order;              /* (B) sample index of each row */
+    float *obs, *act, *rew, *next; /* (B, od), (B, max(A,1)), (B), (B, od) */
+    uint8_t *term;           /* (B) */
+    float *eps;              /* (B, A) noise for the next action */
+    float *eps2;             /* (B, A) noise for the actor loss's action */
+    float *qin;              /* (B, od + A) critic input rows */
+    float *head;             /* (B, 2A) actor outputs */
+    float *anew, *logp, *y;  /* (B, A), (B), (B) */
+    float *qa, *qb, *ta, *tb;/* (B, max(nA, 1)) critic outputs */
+    float *dqa, *dqb;        /* (B, max(nA, 1)) */
+    float *dxa, *dxb;        /* (B, od + A) */
+    float *dhead;            /* (B, 2A) */
+    float *dalpha;           /* (B) each row's d(alpha loss)/d log alpha */
+    nn_cache actor_cache, qa_cache, qb_cache, ta_cache, tb_cache;
+    int cache_rows;
+    comm_tree critic_tree;   /* critic group's gradient */
+    comm_tree actor_tree;    /* the actor's gradient, then d/d log alpha (one more float) */
+    float *sum;              /* (max(critic n, actor n + 1)) a tree's completed sum */
+    double *stats;           /* (count, NUM_SAC_STATS) */
+    int64_t iteration;
+} sac;
+
+/* ---- settings ------------------------------------------------------------------- */
+
+static nn_activation activation_of(const char *name) {
+    return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
+}
+
+static int tuple_ints(const calf_config *cfg, calf_binding_id id, int *out) {
+    const calf_config_value *v = calf_config_get(cfg, id);
+    for (int i = 0; i < v->n; i++) out[i] = (int)v->ti[i];
+    return v->n;
+}
+
+/* Updates done by the end of `iterations` iterations: learning starts in the first
+ * iteration after which the job has taken initial_collect_steps env steps. */
+static int64_t updates_after(const sac *t, int64_t iterations) {
+    int64_t per_iter = (int64_t)t->E * t->T;
+    int64_t first = t->initial_collect > 0 ? (t->initial_collect + per_iter - 1) / per_iter - 1 : 0;
+    return iterations > first ? (iterations - first) * t->U : 0;
+}
+
+/* The run's env steps, when its length is known from the config (0: unbounded). */
+static int64_t run_env_steps(const calf_config *cfg) {
+    int64_t per_iter = calf_config_int(cfg, CALF_CFG_NUM_ENVS) * calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
+    int64_t iters = calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS);
+    int64_t steps = calf_config_int(cfg, CALF_CFG_NUM_ENV_STEPS);
+    int64_t by_iters = iters > 0 && iters <= INT64_MAX / per_iter ? iters * per_iter : 0;
+    if (steps > 0 && (by_iters == 0 || steps < by_iters)) return steps;
+    return by_iters;
+}
+
+static const char *where(const calf_config *cfg, calf_binding_id id) {
+    const char *o = cfg->origin[id];
+    return o[0] ? o : "config";
+}
+
+static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+    (void)spec;
+    int64_t mbl = calf_config_int(cfg, CALF_CFG_MINI_BATCH_LENGTH);
+    int64_t len = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
+    if (mbl > len)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: TrainerConfig.mini_batch_length = %lld is larger than the replay "
+                              "buffer (TrainerConfig.replay_buffer_length = %lld)",
+                              where(cfg, CALF_CFG_MINI_BATCH_LENGTH), (long long)mbl, (long long)len);
+    if (mbl != 2)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: SacAlgorithm learns from one-step TD: TrainerConfig."
+                              "mini_batch_length must be 2, got %lld",
+                              where(cfg, CALF_CFG_MINI_BATCH_LENGTH), (long long)mbl);
+    int64_t collect = calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS);
+    int64_t run = run_env_steps(cfg);
+    if (run > 0 && collect >= run)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: TrainerConfig.initial_collect_steps = %lld is not below the run's "
+                              "%lld env steps: it would never learn",
+                              where(cfg, CALF_CFG_INITIAL_COLLECT_STEPS), (long long)collect,
+                              (long long)run);
+    if (calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE) > (1 << 20))
+        return calf_error_set(err, CALF_EINVAL, "%s: SacAlgorithm takes at most %d samples per update",
+                              where(cfg, CALF_CFG_MINI_BATCH_SIZE), 1 << 20);
+    return CALF_OK;
+}
+
+/* ---- setup ---------------------------------------------------------------------- */
+
+static void sac_destroy(algorithm *a);
+
+static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
+    const calf_config *cfg = s->cfg;
+    const calf_env_spec *spec = s->spec;
+    t->c = s->c;
+    t->E = s->E;
+    t->begin = s->begin;
+    t->count = s->count;
+    t->T = s->T;
+    t->seed = s->seed;
+    t->od = spec->obs_dim;
+    t->A = spec->action_dim;
+    t->nA = spec->num_actions;
+    for (int i = 0; i < t->A; i++) {
+        t->lo[i] = spec->action_low[i];
+        t->hi[i] = spec->action_high[i];
+    }
+    t->B = (int)calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
+    t->U = (int)calf_config_int(cfg, CALF_CFG_NUM_UPDATES);
+    t->initial_collect = calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS);
+    t->gamma = (float)calf_config_float(cfg, CALF_CFG_TD_GAMMA);
+    t->tau = (float)calf_config_float(cfg, CALF_CFG_SAC_TAU);
+    t->target_period = (int)calf_config_int(cfg, CALF_CFG_SAC_TARGET_PERIOD);
+    /* None: -|A| (ALF's default) for continuous actions; for discrete ones a fraction of
+     * the uniform policy's entropy log(n), low enough that the greedy action can win */
+    if (!calf_config_is_none(cfg, CALF_CFG_SAC_TARGET_ENTROPY))
+        t->target_entropy = (float)calf_config_float(cfg, CALF_CFG_SAC_TARGET_ENTROPY);
+    else
+        t->target_entropy = t->A > 0 ? -(float)t->A : (float)(0.3 * log((double)t->nA));
+    const calf_config_value *betas = calf_config_get(cfg, CALF_CFG_ADAM_BETAS);
+    adam_conf opt = {.beta1 = (float)betas->tf[0], .beta2 = (float)betas->tf[1],
+                     .eps = (float)calf_config_float(cfg, CALF_CFG_ADAM_EPS),
+                     .max_norm = calf_config_float(cfg, CALF_CFG_GRADIENT_CLIPPING)};
+    adam_conf actor_opt = opt, critic_opt = opt, alpha_opt = opt;
+    actor_opt.lr = (float)calf_config_float(cfg, CALF_CFG_ACTOR_LR);
+    critic_opt.lr = (float)calf_config_float(cfg, CALF_CFG_CRITIC_LR);
+    alpha_opt.lr = (float)calf_config_float(cfg, CALF_CFG_ALPHA_LR);
+
+    /* networks */
+    int ah[CALF_CFG_MAX_TUPLE], ch[CALF_CFG_MAX_TUPLE];
+    int na = tuple_ints(cfg, CALF_CFG_SAC_ACTOR_LAYERS, ah);
+    int nc = tuple_ints(cfg, CALF_CFG_SAC_CRITIC_LAYERS, ch);
+    CALF_ASSERT(na < NN_MAX_LAYERS && nc < NN_MAX_LAYERS);
+    size_t cursor = 0;
+    if (t->A > 0)
+        nn_mlp_layout(&t->actor, t->od, ah, na, 2 * t->A,
+                      activation_of(calf_config_string(cfg, CALF_CFG_SAC_ACTOR_ACTIVATION)), &cursor);
+    param_group_init(&t->actor_g, "SACA", cursor, true, actor_opt);
+    cursor = 0;
+    int qin = t->A > 0 ? t->od + t->A : t->od, qout = t->A > 0 ? 1 : t->nA;
+    nn_activation cact = activation_of(calf_config_string(cfg, CALF_CFG_SAC_CRITIC_ACTIVATION));
+    nn_mlp_layout(&t->q1, qin, ch, nc, qout, cact, &cursor);
+    nn_mlp_layout(&t->q2, qin, ch, nc, qout, cact, &cursor);
+    param_group_init(&t->critic_g, "SACQ", cursor, true, critic_opt);
+    param_group_init(&t->target_g, "SACT", cursor, false, opt);
+    param_group_init(&t->alpha_g, "SACL", 1, true, alpha_opt);
+    /* init: orthogonal, from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1, q2 */
+    calf_rng rng;
+    calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
+    if (t->A > 0) nn_mlp_init(&t->actor, t->actor_g.params, sqrtf(2.0f), 0.01f, &rng);
+    nn_mlp_init(&t->q1, t->critic_g.params, sqrtf(2.0f), 1.0f, &rng);
+    nn_mlp_init(&t->q2, t->critic_g.params, sqrtf(2.0f), 1.0f, &rng);
+    memcpy(t->target_g.params, t->critic_g.params, t->critic_g.n * sizeof(float));
+    t->alpha_g.params[0] = (float)calf_config_float(cfg, CALF_CFG_SAC_INITIAL_LOG_ALPHA);
+
+    /* caches: a rollout step's rows or an update's, whichever is more */
+    int B = t->B;
+    t->cache_rows = t->count > B ? t->count : B;
+    if (t->cache_rows < 1) t->cache_rows = 1;
+    int rows = t->cache_rows;
+    if (t->A > 0) nn_cache_init(&t->actor_cache, &t->actor, rows);
+    nn_cache_init(&t->qa_cache, &t->q1, rows);
+    nn_cache_init(&t->qb_cache, &t->q2, rows);
+    nn_cache_init(&t->ta_cache, &t->q1, rows);
+    nn_cache_init(&t->tb_cache, &t->q2, rows);
+    size_t R = (size_t)rows, od = (size_t)t->od, A = (size_t)t->A;
+    size_t ad = A > 0 ? A : 1, qo = (size_t)qout, qi = (size_t)qin;
+    t->obs = calf_xcalloc(R * od, sizeof(float));
+    t->next = calf_xcalloc(R * od, sizeof(float));
+    t->act = calf_xcalloc(R * ad, sizeof(float));
+    t->rew = calf_xcalloc(R, sizeof(float));
+    t->term = calf_xcalloc(R, 1);
+    t->eps = calf_xcalloc(R * ad, sizeof(float));
+    t->eps2 = calf_xcalloc(R * ad, sizeof(float));
+    t->qin = calf_xcalloc(R * qi, sizeof(float));
+    t->head = calf_xcalloc(R * 2 * ad, sizeof(float));
+    t->anew = calf_xcalloc(R * ad, sizeof(float));
+    t->logp = calf_xcalloc(R, sizeof(float));
+    t->y = calf_xcalloc(R, sizeof(float));
+    t->qa = calf_xcalloc(R * qo, sizeof(float));
+    t->qb = calf_xcalloc(R * qo, sizeof(float));
+    t->ta = calf_xcalloc(R * qo, sizeof(float));
+    t->tb = calf_xcalloc(R * qo, sizeof(float));
+    t->dqa = calf_xcalloc(R * qo, sizeof(float));
+    t->dqb = calf_xcalloc(R * qo, sizeof(float));
+    t->dxa = calf_xcalloc(R * qi, sizeof(float));
+    t->dxb = calf_xcalloc(R * qi, sizeof(float));
+    t->dhead = calf_xcalloc(R * 2 * ad, sizeof(float));
+    t->dalpha = calf_xcalloc(R, sizeof(float));
+    if (t->count == 0) return CALF_OK; /* acting only (calf play) */
+
+    t->s_env = calf_xcalloc((size_t)B, sizeof(int));
+    t->s_pos = calf_xcalloc((size_t)B, sizeof(int64_t));
+    t->order = calf_xcalloc((size_t)B, sizeof(int));
+    t->offsets = calf_xcalloc((size_t)t->count + 1, sizeof(int));
+    t->act_rng = calf_xcalloc((size_t)t->count, sizeof *t->act_rng);
+    for (int e = 0; e < t->count; e++)
+        calf_rng_seed(&t->act_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_ACTION);
+    t->stats = calf_xcalloc((size_t)t->count * NUM_SAC_STATS, sizeof(double));
+    comm_tree_init(&t->critic_tree, t->critic_g.n, t->E, t->begin, t->count);
+    comm_tree_init(&t->actor_tree, t->actor_g.n + 1, t->E, t->begin, t->count);
+    size_t sum_n = t->critic_g.n > t->actor_g.n + 1 ? t->critic_g.n : t->actor_g.n + 1;
+    t->sum = calf_xcalloc(sum_n, sizeof(float));
+    int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
+    return replay_create(&t->rb, t->E, t->begin, t->count, cap, t->od, (int)ad, err);
+}
+
+static int sac_create(const algo_setup *s, algorithm **out, calf_error *err) {
+    sac *t = calf_xcalloc(1, sizeof *t);
+    int rc = sac_init(t, s, err);
+    if (rc) {
+        sac_destroy((algorithm *)t);
+        t = NULL;
+    }
+    *out = (algorithm *)t;
+    return rc;
+}
+
+static void sac_destroy(algorithm *a) {
+    sac *t = (sac *)a;
+    if (!t) return;
+    param_group_free(&t->actor_g);
+    param_group_free(&t->critic_g);
+    param_group_free(&t->target_g);
+    param_group_free(&t->alpha_g);
+    replay_free(&t->rb);
+    nn_cache_free(&t->actor_cache);
+    nn_cache_free(&t->qa_cache);
+    nn_cache_free(&t->qb_cache);
+    nn_cache_free(&t->ta_cache);
+    nn_cache_free(&t->tb_cache);
+    comm_tree_free(&t->critic_tree);
+    comm_tree_free(&t->actor_tree);
+    void *bufs[] = {t->act_rng, t->s_env, t->s_pos, t->order, t->offsets, t->obs, t->next,
+                    t->act, t->rew, t->term, t->eps, t->eps2, t->qin, t->head, t->anew,
+                    t->logp, t->y, t->qa, t->qb, t->ta, t->tb, t->dqa, t->dqb, t->dxa,
+                    t->dxb, t->dhead, t->dalpha, t->sum, t->stats};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(t);
+}
+
+/* ---- acting --------------------------------------------------------------------- */
+
+/* min(q1, q2) of discrete critic rows (n each) into out. */
+static void min_rows(const float *qa, const float *qb, int rows, int n, float *out) {
+    for (size_t i = 0; i < (size_t)rows * n; i++) out[i] = qa[i] < qb[i] ? qa[i] : qb[i];
+}
+
+static float alpha_of(const sac *t) { return (float)exp((double)t->alpha_g.params[0]); }
+
+static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
+                    float *u) {
+    sac *t = (sac *)a;
+    int n = t->count, A = t->A;
+    int64_t steps_before = (iteration * t->T + s) * (int64_t)t->E;
+    if (steps_before < t->initial_collect) {
+        /* uniform random actions from each env's own stream */
+        for (int e = 0; e < n; e++) {
+            if (A == 0) act[e] = (int)calf_rng_below(&t->act_rng[e], (uint32_t)t->nA);
+            for (int i = 0; i < A; i++)
+                u[(size_t)e * A + i] = (float)calf_rng_uniform_range(&t->act_rng[e], t->lo[i], t->hi[i]);
+        }
+        return;
+    }
+    if (A > 0) {
+        nn_mlp_forward(&t->actor, t->actor_g.params, obs, n, &t->actor_cache, t->head);
+        for (int e = 0; e < n; e++) {
+            float eps[CALF_ENV_MAX_ACT];
+            for (int i = 0; i < A; i++) eps[i] = (float)calf_rng_normal(&t->act_rng[e]);
+            act[e] = 0;
+            sac_squashed_sample(A, t->head + (size_t)e * 2 * A, eps, t->lo, t->hi,
+                                u + (size_t)e * A, NULL);
+        }
+        return;
+    }
+    nn_mlp_forward(&t->q1, t->critic_g.params, obs, n, &t->qa_cache, t->qa);
+    nn_mlp_forward(&t->q2, t->critic_g.params, obs, n, &t->qb_cache, t->qb);
+    min_rows(t->qa, t->qb, n, t->nA, t->ta);
+    float alpha = alpha_of(t);
+    for (int e = 0; e < n; e++)
+        act[e] = sac_discrete_sample(t->nA, t->ta + (size_t)e * t->nA, alpha,
+                                     calf_rng_uniform_double(&t->act_rng[e]));
+}
+
+static void sac_observe(algorithm *a, const algo_step *st) {
+    sac *t = (sac *)a;
+    const float *act = st->u;
+    if (t->A == 0) {
+        for (int e = 0; e < t->count; e++) t->act[e] = (float)st->act[e];
+        act = t->act;
+    }
+    replay_add_step(&t->rb, st->obs, act, st->reward, st->terminated, st->final_obs);
+}
+
+static void sac_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+    sac *t = (sac *)a;
+    for (int r0 = 0; r0 < rows; r0 += t->cache_rows) {
+        int b = rows - r0 < t->cache_rows ? rows - r0 : t->cache_rows;
+        const float *x = obs + (size_t)r0 * t->od;
+        if (t->A > 0) {
+            nn_mlp_forward(&t->actor, t->actor_g.params, x, b, &t->actor_cache, t->head);
+            for (int k = 0; k < b; k++) {
+                act[r0 + k] = 0;
+                sac_squashed_greedy(t->A, t->head + (size_t)k * 2 * t->A, t->lo, t->hi,
+                                    u + (size_t)(r0 + k) * t->A);
+            }
+            continue;
+        }
+        nn_mlp_forward(&t->q1, t->critic_g.params, x, b, &t->qa_cache, t->qa);
+        nn_mlp_forward(&t->q2, t->critic_g.params, x, b, &t->qb_cache, t->qb);
+        min_rows(t->qa, t->qb, b, t->nA, t->ta);
+        for (int k = 0; k < b; k++) act[r0 + k] = sac_discrete_greedy(t->nA, t->ta + (size_t)k * t->nA);
+    }
+}
+
+/* ---- one update ------------------------------------------------------------------- */
+
+/* Critic input rows (obs | action) of `rows` rows. */
+static void join_rows(const float *x, int od, const float *u, int A, int rows, float *out) {
+    for (int r = 0; r < rows; r++) {
+        memcpy(out + (size_t)r * (od + A), x + (size_t)r * od, (size_t)od * sizeof(float));
+        memcpy(out + (size_t)r * (od + A) + od, u + (size_t)r * A, (size_t)A * sizeof(float));
+    }
+}
+
+/* The noise of sample j of the update: its own stream, so any process draws it alike. */
+static void sample_noise(const sac *t, uint64_t stream, int j, float *eps, float *eps2) {
+    calf_rng r;
+    calf_rng_seed(&r, t->seed, stream * 0x9E3779B97F4A7C15ULL + (uint64_t)j, CALF_RNG_NOISE);
+    for (int i = 0; i < t->A; i++) eps[i] = (float)calf_rng_normal(&r);
+    for (int i = 0; i < t->A; i++) eps2[i] = (float)calf_rng_normal(&r);
+}
+
+/* Fold each local env's rows [offsets[e], offsets[e+1]) of the last forward of `m`
+ * (critic pair or actor) into tree, env by env, and complete the sum into t->sum. */
+static int critic_gradient(sac *t, calf_error *err) {
+    for (int e = 0; e < t->count; e++) {
+        int r0 = t->offsets[e], cnt = t->offsets[e + 1] - r0;
+        float *leaf = comm_tree_leaf(&t->critic_tree);
+        int qo = t->A > 0 ? 1 : t->nA;
+        nn_mlp_backward(&t->q1, t->critic_g.params, &t->qa_cache, r0, cnt,
+                        t->dqa + (size_t)r0 * qo, leaf, NULL);
+        nn_mlp_backward(&t->q2, t->critic_g.params, &t->qb_cache, r0, cnt,
+                        t->dqb + (size_t)r0 * qo, leaf, NULL);
+        comm_tree_push(&t->critic_tree);
+    }
+    return comm_tree_allreduce(t->c, &t->critic_tree, t->critic_g.grad, err);
+}
+
+/* The actor's partial (continuous only) and each env's sum of d(alpha loss)/d log
+ * alpha over its rows (in row order), as one vector per env. */
+static int actor_gradient(sac *t, calf_error *err) {
+    size_t an = t->actor_g.n;
+    for (int e = 0; e < t->count; e++) {
+        int r0 = t->offsets[e], cnt = t->offsets[e + 1] - r0;
+        float *leaf = comm_tree_leaf(&t->actor_tree);
+        if (t->A > 0)
+            nn_mlp_backward(&t->actor, t->actor_g.params, &t->actor_cache, r0, cnt,
+                            t->dhead + (size_t)r0 * 2 * t->A, leaf, NULL);
+        float da = 0.0f;
+        for (int r = r0; r < r0 + cnt; r++) da = da + t->dalpha[r];
+        leaf[an] = da;
+        comm_tree_push(&t->actor_tree);
+    }
+    int rc = comm_tree_allreduce(t->c, &t->actor_tree, t->sum, err);
+    if (rc) return rc;
+    memcpy(t->actor_g.grad, t->sum, an * sizeof(float));
+    t->alpha_g.grad[0] = t->sum[an];
+    return CALF_OK;
+}
+
+static int diverged(const sac *t, const char *what, calf_error *err) {
+    return calf_error_set(err, CALF_EIO,
+                          "iteration %lld: the %s gradient is not finite (training diverged); try "
+                          "smaller learning rates (actor/Adam.lr, critic/Adam.lr, alpha/Adam.lr)",
+                          (long long)t->iteration + 1, what);
+}
+
+static int update(sac *t, int u, calf_error *err) {
+    int B = t->B, od = t->od, A = t->A, nA = t->nA;
+    int qo = A > 0 ? 1 : nA, qi = A > 0 ? od + A : od;
+    int64_t stored = t->rb.stored;
+    replay_sample(t->seed, t->iteration, u, t->E, stored, B, t->s_env, t->s_pos);
+    int n = replay_select_owned(B, t->s_env, t->begin, t->count, t->offsets, t->order);
+    replay_gather(&t->rb, n, t->order, t->s_env, t->s_pos, t->obs, t->act, t->rew, t->term,
+                  t->next);
+    uint64_t stream = replay_stream_index(t->iteration, u);
+    for (int r = 0; r < n; r++)
+        sample_noise(t, stream, t->order[r], t->eps + (size_t)r * (A > 0 ? A : 1),
+                     t->eps2 + (size_t)r * (A > 0 ? A : 1));
+    float alpha = alpha_of(t), log_alpha = t->alpha_g.params[0];
+    float scale = 1.0f / (float)B;
+    const float *cp = t->critic_g.params, *tp = t->target_g.params;
+
+    /* targets: y = r + gamma (soft value of next_obs under the target critics) */
+    if (A > 0) {
+        nn_mlp_forward(&t->actor, t->actor_g.params, t->next, n, &t->actor_cache, t->head);
+        for (int r = 0; r < n; r++)
+            sac_squashed_sample(A, t->head + (size_t)r * 2 * A, t->eps + (size_t)r * A, t->lo,
+                                t->hi, t->anew + (size_t)r * A, &t->logp[r]);
+        join_rows(t->next, od, t->anew, A, n, t->qin);
+        nn_mlp_forward(&t->q1, tp, t->qin, n, &t->ta_cache, t->ta);
+        nn_mlp_forward(&t->q2, tp, t->qin, n, &t->tb_cache, t->tb);
+        for (int r = 0; r < n; r++)
+            t->y[r] = sac_td_target(t->rew[r], t->gamma, t->term[r], t->ta[r], t->tb[r], alpha,
+                                    t->logp[r]);
+    } else {
+        nn_mlp_forward(&t->q1, cp, t->next, n, &t->qa_cache, t->qa);
+        nn_mlp_forward(&t->q2, cp, t->next, n, &t->qb_cache, t->qb);
+        min_rows(t->qa, t->qb, n, nA, t->dqa); /* the policy row at next_obs */
+        nn_mlp_forward(&t->q1, tp, t->next, n, &t->ta_cache, t->ta);
+        nn_mlp_forward(&t->q2, tp, t->next, n, &t->tb_cache, t->tb);
+        for (int r = 0; r < n; r++) {
+            size_t o = (size_t)r * nA;
+            float v = sac_discrete_next_value(nA, t->dqa + o, alpha, t->ta + o, t->tb + o);
+            t->y[r] = sac_td_target_value(t->rew[r], t->gamma, t->term[r], v);
+        }
+    }
+
+    /* critics: 0.5 (q - y)^2 each, the mean over the job's batch */
+    const float *qx = t->obs;
+    if (A > 0) {
+        join_rows(t->obs, od, t->act, A, n, t->qin);
+        qx = t->qin;
+    }
+    nn_mlp_forward(&t->q1, cp, qx, n, &t->qa_cache, t->qa);
+    nn_mlp_forward(&t->q2, cp, qx, n, &t->qb_cache, t->qb);
+    for (int e = 0; e < t->count; e++) {
+        double *st = t->stats + (size_t)e * NUM_SAC_STATS;
+        for (int r = t->offsets[e]; r < t->offsets[e + 1]; r++) {
+            float la, lb;
+            if (A > 0) {
+                la = sac_critic_loss(t->qa[r], t->y[r], scale, &t->dqa[r]);
+                lb = sac_critic_loss(t->qb[r], t->y[r], scale, &t->dqb[r]);
+            } else {
+                size_t o = (size_t)r * nA;
+                int action = (int)t->act[r];
+                la = sac_discrete_critic_loss(nA, t->qa + o, action, t->y[r], scale, t->dqa + o);
+                lb = sac_discrete_critic_loss(nA, t->qb + o, action, t->y[r], scale, t->dqb + o);
+                /* the temperature's loss at obs, from the critics before their step */
+                float mq[64];
+                for (int k = 0; k < nA && k < 64; k++)
+                    mq[k] = t->qa[o + k] < t->qb[o + k] ? t->qa[o + k] : t->qb[o + k];
+                float h = sac_discrete_entropy(nA, mq, alpha);
+                st[SS_ALPHA] += sac_discrete_alpha_loss(log_alpha, h, t->target_entropy, scale,
+                                                        &t->dalpha[r]);
+                st[SS_ENTROPY] += h;
+            }
+            st[SS_SAMPLES] += 1;
+            st[SS_CRITIC] += (double)la + lb;
+        }
+    }
+    int rc = critic_gradient(t, err);
+    if (rc) return rc;
+    if (!param_group_step(&t->critic_g)) return diverged(t, "critic", err);
+
+    /* actor: alpha logp - min(q1, q2) at a fresh action, through the stepped critics;
+     * temperature: -log_alpha (logp + target_entropy) */
+    if (A > 0) {
+        nn_mlp_forward(&t->actor, t->actor_g.params, t->obs, n, &t->actor_cache, t->head);
+        for (int r = 0; r < n; r++)
+            sac_squashed_sample(A, t->head + (size_t)r * 2 * A, t->eps2 + (size_t)r * A, t->lo,
+                                t->hi, t->anew + (size_t)r * A, &t->logp[r]);
+        join_rows(t->obs, od, t->anew, A, n, t->qin);
+        nn_mlp_forward(&t->q1, cp, t->qin, n, &t->qa_cache, t->qa);
+        nn_mlp_forward(&t->q2, cp, t->qin, n, &t->qb_cache, t->qb);
+        float dlogp[1];
+        for (int e = 0; e < t->count; e++) {
+            double *st = t->stats + (size_t)e * NUM_SAC_STATS;
+            for (int r = t->offsets[e]; r < t->offsets[e + 1]; r++) {
+                sac_actor_result res;
+                sac_actor_loss(t->logp[r], t->qa[r], t->qb[r], alpha, scale, &res);
+                t->dqa[r] = res.dq1;
+                t->dqb[r] = res.dq2;
+                st[SS_ACTOR] += res.loss;
+                st[SS_ALPHA] += sac_alpha_loss(log_alpha, t->logp[r], t->target_entropy, scale,
+                                               &t->dalpha[r]);
+                st[SS_ENTROPY] -= t->logp[r];
+            }
+        }
+        (void)dlogp;
+        nn_mlp_backward(&t->q1, cp, &t->qa_cache, 0, n, t->dqa, NULL, t->dxa);
+        nn_mlp_backward(&t->q2, cp, &t->qb_cache, 0, n, t->dqb, NULL, t->dxb);
+        for (int r = 0; r < n; r++) {
+            float da[CALF_ENV_MAX_ACT];
+            const float *xa = t->dxa + (size_t)r * qi + od, *xb = t->dxb + (size_t)r * qi + od;
+            for (int i = 0; i < A; i++) da[i] = xa[i] + xb[i];
+            sac_squashed_backward(A, t->head + (size_t)r * 2 * A, t->eps2 + (size_t)r * A, t->lo,
+                                  t->hi, da, scale * alpha, t->dhead + (size_t)r * 2 * A);
+        }
+    }
+    if ((rc = actor_gradient(t, err))) return rc;
+    if (A > 0 && !param_group_step(&t->actor_g)) return diverged(t, "actor", err);
+    if (!param_group_step(&t->alpha_g)) return diverged(t, "temperature", err);
+    if (A == 0) t->actor_g.step++; /* no actor: its (empty) optimizer keeps count */
+
+    t->updates++;
+    if (t->updates % t->target_period == 0)
+        sac_polyak_update(t->target_g.params, t->critic_g.params, t->critic_g.n, t->tau);
+    return CALF_OK;
+}
+
+static int sac_train(algorithm *a, int64_t iteration, calf_error *err) {
+    sac *t = (sac *)a;
+    t->iteration = iteration;
+    memset(t->stats, 0, (size_t)t->count * NUM_SAC_STATS * sizeof(double));
+    if ((iteration + 1) * (int64_t)t->E * t->T < t->initial_collect) return CALF_OK;
+    for (int u = 0; u < t->U; u++) {
+        int rc = update(t, u, err);
+        if (rc) return rc;
+    }
+    return CALF_OK;
+}
+
+/* ---- summaries, digest, checkpoints ---------------------------------------------- */
+
+static int sac_summarize(algorithm *a, int64_t step, bool histograms, calf_error *err) {
+    sac *t = (sac *)a;
+    double g[NUM_SAC_STATS];
+    int rc = comm_tree_sum_f64(t->c, t->E, t->begin, t->count, t->stats, NUM_SAC_STATS, g, err);
+    if (rc) return rc;
+    calf_summary_scalar("SacAlgorithm/alpha", step, alpha_of(t));
+    if (g[SS_SAMPLES] > 0) {
+        calf_summary_scalar("SacLoss/critic_loss", step, g[SS_CRITIC] / g[SS_SAMPLES]);
+        if (t->A > 0) calf_summary_scalar("SacLoss/actor_loss", step, g[SS_ACTOR] / g[SS_SAMPLES]);
+        calf_summary_scalar("SacLoss/alpha_loss", step, g[SS_ALPHA] / g[SS_SAMPLES]);
+        calf_summary_scalar("SacAlgorithm/entropy", step, g[SS_ENTROPY] / g[SS_SAMPLES]);
+    }
+    if (histograms) {
+        if (t->A > 0)
+            calf_summary_histogram("Params/actor", step, t->actor_g.params, t->actor_g.n);
+        calf_summary_histogram("Params/critic", step, t->critic_g.params, t->critic_g.n);
+        calf_summary_histogram("Grads/critic", step, t->critic_g.grad, t->critic_g.n);
+    }
+    return CALF_OK;
+}
+
+static uint64_t sac_digest(const algorithm *a) {
+    const sac *t = (const sac *)a;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    h = param_group_digest(&t->actor_g, h);
+    h = param_group_digest(&t->critic_g, h);
+    h = param_group_digest(&t->target_g, h);
+    return param_group_digest(&t->alpha_g, h);
+}
+
+/* "SACU" the updates done, the four groups, then the replay counters. */
+static void sac_save(const algorithm *a, ckpt_buf *b) {
+    const sac *t = (const sac *)a;
+    ckpt_put_tag(b, "SACU");
+    ckpt_put_i64(b, t->updates);
+    param_group_save(&t->actor_g, b);
+    param_group_save(&t->critic_g, b);
+    param_group_save(&t->target_g, b);
+    param_group_save(&t->alpha_g, b);
+    replay_save_counters(&t->rb, b);
+}
+
+static int sac_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
+    sac *t = (sac *)a;
+    int64_t updates = 0, want = updates_after(t, iteration);
+    ckpt_get_tag(r, "SACU");
+    ckpt_get_i64(r, &updates);
+    if (r->status) return r->status;
+    if (updates != want)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: counters do not match iteration %lld of this config", r->name,
+                              (long long)iteration);
+    int rc = param_group_load(&t->actor_g, r, want, err);
+    if (rc == CALF_OK) rc = param_group_load(&t->critic_g, r, want, err);
+    if (rc == CALF_OK) rc = param_group_load(&t->target_g, r, want, err);
+    if (rc == CALF_OK) rc = param_group_load(&t->alpha_g, r, want, err);
+    if (rc) return rc;
+    t->updates = updates;
+    if (t->count == 0) { /* acting only: the replay is not built; skip its counters */
+        ckpt_get_tag(r, "RPLC");
+        unsigned char skip[8 * 3 + 4 * 2];
+        return ckpt_get_bytes(r, skip, sizeof skip);
+    }
+    if (replay_load_counters(&t->rb, r) != CALF_OK) return r->status;
+    /* the counters follow from the iteration too */
+    int64_t steps = iteration * t->T;
+    int64_t want_stored = steps < t->rb.capacity ? steps : t->rb.capacity;
+    if (t->rb.stored != want_stored)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: the replay buffer holds %lld transitions per env, iteration %lld "
+                              "implies %lld",
+                              r->name, (long long)t->rb.stored, (long long)iteration,
+                              (long long)want_stored);
+    return CALF_OK;
+}
+
+/* Each env's record: its action stream, then its replay ring, oldest first. The rings
+ * all hold `stored` transitions, so the records of one checkpoint have one size. */
+static size_t ring_record_size(const sac *t) {
+    ckpt_buf b;
+    ckpt_buf_init(&b);
+    replay r = t->rb;
+    r.stored = 0; /* measure the fixed part, then add the stored transitions */
+    replay_save_env(&r, t->begin, &b);
+    size_t fixed = b.len;
+    ckpt_buf_free(&b);
+    size_t per = (size_t)(2 * t->od + t->rb.act_dim + 1) * sizeof(float) + 1;
+    return fixed + (size_t)t->rb.stored * per;
+}
+
+static size_t sac_env_record_size(const algorithm *a) {
+    const sac *t = (const sac *)a;
+    return RNG_BYTES + ring_record_size(t);
+}
+
+static void sac_save_env(const algorithm *a, int e, unsigned char *rec) {
+    const sac *t = (const sac *)a;
+    for (int w = 0; w < 4; w++) bytes_put_le(rec + 8 * w, t->act_rng[e].s[w], 8);
+    ckpt_buf b;
+    ckpt_buf_init(&b);
+    replay_save_env(&t->rb, t->begin + e, &b);
+    CALF_ASSERT(b.len == ring_record_size(t));
+    memcpy(rec + RNG_BYTES, b.data, b.len);
+    ckpt_buf_free(&b);
+}
+
+static int sac_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
+                        calf_error *err) {
+    sac *t = (sac *)a;
+    uint64_t any = 0;
+    for (int w = 0; w < 4; w++) {
+        t->act_rng[e].s[w] = bytes_get_le(rec + 8 * w, 8);
+        any |= t->act_rng[e].s[w];
+    }
+    if (!any)
+        return calf_error_set(err, CALF_EINVAL, "%s: env %d has an all-zero random stream", name,
+                              t->begin + e);
+    ckpt_reader r;
+    ckpt_reader_init(&r, rec + RNG_BYTES, ring_record_size(t), name, err);
+    if (replay_load_env(&t->rb, &r, t->begin + e) != CALF_OK) return r.status;
+    return ckpt_reader_finish(&r);
+}
+
+static void sac_describe(const algorithm *a, char *text, size_t cap) {
+    const sac *t = (const sac *)a;
+    double mib = (double)replay_bytes(t->count > 0 ? t->count : 1, t->rb.capacity, t->od,
+                                      t->rb.act_dim) / (1024.0 * 1024.0);
+    snprintf(text, cap,
+             "replay buffer: %lld transitions per env, %d envs: %.1f MiB in all "
+             "(%.2f MiB per env); each update samples %d of them uniformly",
+             (long long)t->rb.capacity, t->E, mib / (t->count > 0 ? t->count : 1) * t->E,
+             mib / (t->count > 0 ? t->count : 1), t->B);
+}
+
+static void sac_report(const algorithm *a, double run_s, char *text, size_t cap) {
+    const sac *t = (const sac *)a;
+    snprintf(text, cap,
+             "replay: %lld transitions stored per env (capacity %lld, %.1f MiB on this process); "
+             "%lld updates, %.0f updates/s\n",
+             (long long)t->rb.stored, (long long)t->rb.capacity,
+             (double)replay_bytes(t->count, t->rb.capacity, t->od, t->rb.act_dim) / (1024.0 * 1024.0),
+             (long long)t->updates, run_s > 0 ? (double)t->updates / run_s : 0.0);
+}
+
+const algorithm_ops sac_algorithm_ops = {
+    .name = "SacAlgorithm",
+    .create = sac_create,
+    .destroy = sac_destroy,
+    .check = sac_check,
+    .act = sac_act,
+    .observe = sac_observe,
+    .train = sac_train,
+    .greedy = sac_greedy,
+    .summarize = sac_summarize,
+    .digest = sac_digest,
+    .save = sac_save,
+    .load = sac_load,
+    .env_record_size = sac_env_record_size,
+    .save_env = sac_save_env,
+    .load_env = sac_load_env,
+    .describe = sac_describe,
+    .report = sac_report,
+};

@@ -1,0 +1,45 @@
+/* params.h: named parameter groups, each its own flat float array with (when it is
+ * trained) a gradient and Adam moments beside it, and its own optimizer settings and
+ * step count: SAC's actor, critics, target critics and temperature are four groups.
+ * A target network is a group without an optimizer holding a copy of another's layout. */
+#ifndef CALF_PARAMS_H
+#define CALF_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/error.h"
+#include "checkpoint.h"
+
+typedef struct adam_conf {
+    float lr, beta1, beta2, eps;
+    double max_norm;         /* clip the group's gradient to this global norm (0: none) */
+} adam_conf;
+
+typedef struct param_group {
+    char tag[5];             /* the group's checkpoint section, 4 characters */
+    size_t n;                /* floats */
+    float *params;           /* (n) */
+    float *grad, *m, *v;     /* (n) each when trained, else NULL */
+    adam_conf opt;
+    int64_t step;            /* Adam steps taken */
+} param_group;
+
+/* Zeroed arrays for n floats (64-byte aligned); trained: with grad, m and v. */
+void param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt);
+void param_group_free(param_group *g); /* zeroed or freed g is fine */
+/* One optimizer step on the group's gradient: clip to opt.max_norm (nn_global_norm
+ * order), then Adam (nn_adam_step) with step + 1. False (nothing changed) when the
+ * gradient is not finite. */
+bool param_group_step(param_group *g);
+/* A 64-bit digest of params, m and v (to prove processes agree). */
+uint64_t param_group_digest(const param_group *g, uint64_t h);
+/* Section `tag`: params, and when trained the step count and both moments. */
+void param_group_save(const param_group *g, ckpt_buf *b);
+/* Read what save wrote; non-finite values and a step count other than want_step (the
+ * count the checkpoint's iteration implies; ignored for untrained groups) are errors
+ * naming r->name. */
+int param_group_load(param_group *g, ckpt_reader *r, int64_t want_step, calf_error *err);
+
+#endif
