@@ -17,7 +17,9 @@ enum calf_rng_purpose {
     CALF_RNG_ACTION = 2,   /* policy action sampling */
     CALF_RNG_SHUFFLE = 3,  /* minibatch selection of the env's timesteps */
     CALF_RNG_EVAL = 4,     /* evaluation episodes */
-    CALF_RNG_INIT = 5      /* parameter initialisation (index 0) */
+    CALF_RNG_INIT = 5,     /* parameter initialisation (index 0) */
+    CALF_RNG_REPLAY = 6    /* replay sampling; index (iteration << 20) | update, the same
+                              on every process (algorithms/replay.h) */
 };
 
 /* Seed the stream identified by (seed, index, purpose). Distinct triples give
