@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static const algorithm_ops *const algorithms[] = {&ppo_algorithm_ops};
+static const algorithm_ops *const algorithms[] = {&ppo_algorithm_ops, &sac_algorithm_ops};
 
 const algorithm_ops *algorithm_find(const char *name) {
     for (size_t i = 0; i < sizeof algorithms / sizeof algorithms[0]; i++)

@@ -149,8 +149,9 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
 
 
 const algorithm_ops *trainer_algorithm(const calf_config *cfg) {
-    (void)cfg; /* TEMP until the config has algorithm_ctor */
-    return algorithm_find("PPOAlgorithm");
+    const algorithm_ops *ops = algorithm_find(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR));
+    CALF_ASSERT(ops != NULL); /* the config only takes the names algorithm_find knows */
+    return ops;
 }
 
 /* ---- setup ------------------------------------------------------------------ */

@@ -80,6 +80,19 @@ static nn_activation activation_of(const char *name) {
     return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
 }
 
+/* PyTorch's default for nn.Linear (and the anchor's): weights and biases uniform in
+ * +-1/sqrt(fan_in), drawn layer by layer, weights row-major (in, out), then biases. */
+static void fan_in_init(const nn_mlp *m, float *params, calf_rng *rng) {
+    for (int l = 0; l < m->num_layers; l++) {
+        int in = m->sizes[l], out = m->sizes[l + 1];
+        double b = 1.0 / sqrt((double)in);
+        for (int k = 0; k < in * out; k++)
+            params[m->w_off[l] + (size_t)k] = (float)calf_rng_uniform_range(rng, -b, b);
+        for (int k = 0; k < out; k++)
+            params[m->b_off[l] + (size_t)k] = (float)calf_rng_uniform_range(rng, -b, b);
+    }
+}
+
 static int tuple_ints(const calf_config *cfg, calf_binding_id id, int *out) {
     const calf_config_value *v = calf_config_get(cfg, id);
     for (int i = 0; i < v->n; i++) out[i] = (int)v->ti[i];
@@ -196,12 +209,12 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     param_group_init(&t->critic_g, "SACQ", cursor, true, critic_opt);
     param_group_init(&t->target_g, "SACT", cursor, false, opt);
     param_group_init(&t->alpha_g, "SACL", 1, true, alpha_opt);
-    /* init: orthogonal, from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1, q2 */
+    /* init from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1, q2 */
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
-    if (t->A > 0) nn_mlp_init(&t->actor, t->actor_g.params, sqrtf(2.0f), 0.01f, &rng);
-    nn_mlp_init(&t->q1, t->critic_g.params, sqrtf(2.0f), 1.0f, &rng);
-    nn_mlp_init(&t->q2, t->critic_g.params, sqrtf(2.0f), 1.0f, &rng);
+    if (t->A > 0) fan_in_init(&t->actor, t->actor_g.params, &rng);
+    fan_in_init(&t->q1, t->critic_g.params, &rng);
+    fan_in_init(&t->q2, t->critic_g.params, &rng);
     memcpy(t->target_g.params, t->critic_g.params, t->critic_g.n * sizeof(float));
     t->alpha_g.params[0] = (float)calf_config_float(cfg, CALF_CFG_SAC_INITIAL_LOG_ALPHA);
 
@@ -430,7 +443,7 @@ static int diverged(const sac *t, const char *what, calf_error *err) {
 
 static int update(sac *t, int u, calf_error *err) {
     int B = t->B, od = t->od, A = t->A, nA = t->nA;
-    int qo = A > 0 ? 1 : nA, qi = A > 0 ? od + A : od;
+    int qi = A > 0 ? od + A : od;
     int64_t stored = t->rb.stored;
     replay_sample(t->seed, t->iteration, u, t->E, stored, B, t->s_env, t->s_pos);
     int n = replay_select_owned(B, t->s_env, t->begin, t->count, t->offsets, t->order);
