@@ -1,7 +1,7 @@
 /* config.c: the binding table and a small gin-subset parser.
  * The parser tokenizes the whole file (so tuples may span lines), then reads
- * statements `Scope.param = value` and `include 'file.gin'`. Nothing is executed: a
- * config is data. Every error names file:line. */
+ * statements `Scope.param = value`, `MACRO = value`, `include 'file.gin'` and ALF's
+ * imports. Nothing is executed: a config is data. Every error names file:line. */
 #include "calf/config.h"
 
 #include <errno.h>
@@ -12,96 +12,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { F_NODIGEST = 1 }; /* does not change the training result */
-
 typedef struct binding_row {
     const char *name;
     calf_config_type type;
     const char *def;      /* default, as gin text */
     double min, max;      /* bounds on numbers and tuple elements */
     int tuple_len;        /* > 0: exact tuple length; < 0: at most -tuple_len elements */
-    const char *choices;  /* strings: '|'-separated allowed values, or NULL */
-    int flags;
+    const char *choices;  /* STRING, REF: '|'-separated allowed values, or NULL */
+    int flags;            /* CALF_BINDING_* */
+    int fallback;         /* the unscoped row a scoped one falls back to, or CALF_NO_FALLBACK */
     const char *help;
 } binding_row;
 
-#define BIG 1e15
-
-/* Keep in calf_binding_id order. */
-static const binding_row table[CALF_CFG_NUM_BINDINGS] = {
-    {"create_environment.env_name", CALF_CFG_STRING, "'CartPole-v1'", 0, 0, 0, NULL, 0,
-     "registered environment to train on (see `calf envs`)"},
-    {"create_environment.num_parallel_environments", CALF_CFG_INT, "64", 1, 1 << 20, 0, NULL, 0,
-     "environments stepped in parallel by the WHOLE job; split across processes"},
-    {"TrainerConfig.random_seed", CALF_CFG_INT, "0", 0, 4.0e18, 0, NULL, 0,
-     "seed of every random stream (per env: dynamics, actions, minibatch shuffling)"},
-    {"TrainerConfig.num_iterations", CALF_CFG_INT, "1000", 0, 1e12, 0, NULL, F_NODIGEST,
-     "training iterations to run (0: no limit, stop on num_env_steps)"},
-    {"TrainerConfig.num_env_steps", CALF_CFG_INT, "0", 0, BIG, 0, NULL, F_NODIGEST,
-     "stop after this many environment steps of the whole job (0: no limit)"},
-    {"TrainerConfig.unroll_length", CALF_CFG_INT, "32", 1, 1 << 20, 0, NULL, 0,
-     "steps each environment takes per iteration"},
-    {"TrainerConfig.mini_batch_size", CALF_CFG_INT, "512", 1, 1 << 30, 0, NULL, 0,
-     "samples per gradient step for the whole job (rounded to a whole number of steps per env)"},
-    {"TrainerConfig.num_updates_per_train_iter", CALF_CFG_INT, "4", 1, 10000, 0, NULL, 0,
-     "passes (epochs) over each iteration's experience"},
-    {"TrainerConfig.num_checkpoints", CALF_CFG_INT, "5", 0, 1e6, 0, NULL, F_NODIGEST,
-     "checkpoints spread over the run and kept (plus one at the end)"},
-    {"TrainerConfig.evaluate", CALF_CFG_BOOL, "False", 0, 0, 0, NULL, F_NODIGEST,
-     "evaluate the greedy policy on separate environments (main process only)"},
-    {"TrainerConfig.eval_interval", CALF_CFG_INT, "10", 1, 1e12, 0, NULL, F_NODIGEST,
-     "evaluate every this many iterations, and after the last one"},
-    {"TrainerConfig.num_eval_episodes", CALF_CFG_INT, "10", 1, 1e6, 0, NULL, F_NODIGEST,
-     "episodes per evaluation"},
-    {"TrainerConfig.summary_interval", CALF_CFG_INT, "1", 1, 1e12, 0, NULL, F_NODIGEST,
-     "write training summaries every this many iterations"},
-    {"TrainerConfig.summaries_flush_secs", CALF_CFG_FLOAT, "1.0", 0, 1e6, 0, NULL, F_NODIGEST,
-     "flush summary files at least this often (seconds)"},
-    {"TrainerConfig.summarize_grads_and_vars", CALF_CFG_BOOL, "False", 0, 0, 0, NULL, F_NODIGEST,
-     "write parameter and gradient histograms"},
-    {"TrainerConfig.ddp_paras_check_interval", CALF_CFG_INT, "10", 0, 1e12, 0, NULL, F_NODIGEST,
-     "compare a digest of parameters and Adam state across processes every this many "
-     "iterations (0: never; processes that share memory step one model and skip it)"},
-    {"TrainerConfig.collective_timeout_secs", CALF_CFG_FLOAT, "600.0", 0.01, 1e7, 0, NULL,
-     F_NODIGEST, "fail a collective whose peers do not arrive within this many seconds"},
-    {"PPOLoss.gamma", CALF_CFG_FLOAT, "0.99", 0, 1, 0, NULL, 0, "discount factor"},
-    {"PPOLoss.td_lambda", CALF_CFG_FLOAT, "0.95", 0, 1, 0, NULL, 0,
-     "GAE lambda"},
-    {"PPOLoss.importance_ratio_clipping", CALF_CFG_FLOAT, "0.2", 0, 10, 0, NULL, 0,
-     "PPO clipping epsilon of the importance ratio"},
-    {"PPOLoss.td_loss_weight", CALF_CFG_FLOAT, "0.5", 0, 1e6, 0, NULL, 0,
-     "weight of the value (TD) loss"},
-    {"PPOLoss.entropy_regularization", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL, 0,
-     "weight of the entropy bonus"},
-    {"PPOLoss.normalize_advantages", CALF_CFG_BOOL, "True", 0, 0, 0, NULL, 0,
-     "normalise advantages over each iteration's whole batch"},
-    {"Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, "learning rate"},
-    {"Adam.betas", CALF_CFG_FLOAT_TUPLE, "(0.9, 0.999)", 0, 0.999999999, 2, NULL, 0,
-     "Adam's moment decay rates (beta1, beta2)"},
-    {"Adam.eps", CALF_CFG_FLOAT, "1e-5", 0, 1, 0, NULL, 0, "Adam's epsilon"},
-    {"Adam.gradient_clipping", CALF_CFG_FLOAT, "0.0", 0, 1e9, 0, NULL, 0,
-     "clip the gradient's global norm to this (0: no clipping)"},
-    {"ActorDistributionNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 1024, -7,
-     NULL, 0, "hidden layer sizes of the policy network"},
-    {"ActorDistributionNetwork.activation", CALF_CFG_STRING, "'tanh'", 0, 0, 0, "tanh|relu", 0,
-     "hidden activation of the policy network"},
-    {"ActorDistributionNetwork.init_log_std", CALF_CFG_FLOAT, "0.0", -20, 5, 0, NULL, 0,
-     "initial log standard deviation of continuous actions"},
-    {"ValueNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 1024, -7, NULL, 0,
-     "hidden layer sizes of the value network"},
-    {"ValueNetwork.activation", CALF_CFG_STRING, "'tanh'", 0, 0, 0, "tanh|relu", 0,
-     "hidden activation of the value network"},
-};
+#define BINDING_ROW_(id, name, type, def, min, max, tuple_len, choices, flags, fallback, help) \
+    [CALF_CFG_##id] = {name, type, def, min, max, tuple_len, choices, flags, fallback, help},
+static const binding_row table[CALF_CFG_NUM_BINDINGS] = {CALF_BINDINGS(BINDING_ROW_)};
+#undef BINDING_ROW_
 
 /* ---- tokenizer ------------------------------------------------------------- */
 
-typedef enum { T_EOF, T_NAME, T_INT, T_FLOAT, T_STRING, T_EQ, T_LPAREN, T_RPAREN, T_COMMA,
-               T_BAD } tok_kind;
+typedef enum { T_EOF, T_NAME, T_INT, T_FLOAT, T_STRING, T_REF, T_MACRO, T_EQ, T_LPAREN,
+               T_RPAREN, T_COMMA, T_BAD } tok_kind;
 
 typedef struct token {
     tok_kind kind;
     int line;
-    const char *start; /* into the source text */
+    const char *start; /* into the source text; T_REF and T_MACRO include their '@' or '%' */
     size_t len;
 } token;
 
@@ -139,10 +75,13 @@ static token lex_next(lexer *lx) {
         lx->p = q + 1;
         return t;
     }
-    if (is_name_start((unsigned char)c)) {
-        const char *q = s;
+    if (is_name_start((unsigned char)c) ||
+        ((c == '@' || c == '%') && is_name_start((unsigned char)s[1]))) {
+        const char *q = s + (c == '@' || c == '%');
         while (is_name_char((unsigned char)*q)) q++;
-        t.kind = T_NAME; t.len = (size_t)(q - s); lx->p = q;
+        t.kind = c == '@' ? T_REF : c == '%' ? T_MACRO : T_NAME;
+        t.len = (size_t)(q - s);
+        lx->p = q;
         return t;
     }
     if (is_digit((unsigned char)c) || ((c == '-' || c == '+' || c == '.') &&
@@ -175,9 +114,20 @@ typedef struct parse_state {
     token tok;               /* current token */
     calf_error *err;
     bool single;             /* exactly one assignment, no include (--conf_param) */
+    /* While the text of a macro is read in place of its `%NAME`: the macro, and the
+     * lexer to go back to after the text's last token. */
+    const calf_config_macro *macro;
+    lexer outer;
 } parse_state;
 
-static void advance(parse_state *ps) { ps->tok = lex_next(&ps->lx); }
+static void advance(parse_state *ps) {
+    ps->tok = lex_next(&ps->lx);
+    if (ps->tok.kind == T_EOF && ps->macro) {
+        ps->lx = ps->outer;
+        ps->macro = NULL;
+        ps->tok = lex_next(&ps->lx);
+    }
+}
 
 static int fail(parse_state *ps, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -187,7 +137,16 @@ static int fail(parse_state *ps, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (ps->macro)
+        return calf_error_set(ps->err, CALF_EINVAL, "%s:%d: %s (in %%%s, defined at %s)", ps->file,
+                              line, msg, ps->macro->name, ps->macro->origin);
     return calf_error_set(ps->err, CALF_EINVAL, "%s:%d: %s", ps->file, line, msg);
+}
+
+/* The origin of a statement at `line`, as recorded in cfg. */
+static void where(const parse_state *ps, int line, char *buf, size_t cap) {
+    if (ps->single) snprintf(buf, cap, "%s", ps->file);
+    else snprintf(buf, cap, "%s:%d", ps->file, line);
 }
 
 static void tok_text(const token *t, char *buf, size_t cap) {
@@ -204,6 +163,7 @@ static const char *type_name(calf_config_type t) {
     case CALF_CFG_STRING: return "string";
     case CALF_CFG_INT_TUPLE: return "tuple of ints";
     case CALF_CFG_FLOAT_TUPLE: return "tuple of floats";
+    case CALF_CFG_REF: return "reference";
     }
     return "?";
 }
@@ -225,22 +185,109 @@ static size_t edit_distance(const char *a, const char *b) {
     return prev[lb];
 }
 
+/* How far a suggestion may be from what was written: about a third of its length. */
+static bool close_enough(size_t d, const char *written) {
+    size_t limit = strlen(written) / 3 + 1;
+    return d <= (limit < 2 ? 2 : limit);
+}
+
 /* The closest known binding name, matching either the full name or the part after
- * the scope (so `num_iteration` still finds TrainerConfig.num_iterations). */
+ * the scope (so `num_iteration` still finds TrainerConfig.num_iterations); between
+ * equally close ones, the closer full name (so `actr/Adam.lr` finds actor/Adam.lr). */
 static const char *closest_binding(const char *name) {
     const char *best = NULL;
-    size_t best_d = (size_t)-1;
+    size_t best_d = (size_t)-1, best_full = (size_t)-1;
     const char *dot = strrchr(name, '.');
     const char *param = dot ? dot + 1 : name;
     for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
-        size_t d = edit_distance(name, table[i].name);
+        size_t full = edit_distance(name, table[i].name), d = full;
         const char *tdot = strrchr(table[i].name, '.');
         size_t dp = edit_distance(param, tdot + 1);
         if (dp < d) d = dp + (dot ? 1 : 0);
-        if (d < best_d) { best_d = d; best = table[i].name; }
+        if (d < best_d || (d == best_d && full < best_full)) {
+            best_d = d;
+            best_full = full;
+            best = table[i].name;
+        }
     }
-    size_t limit = strlen(param) / 3 + 1;
-    return best_d <= (limit < 2 ? 2 : limit) ? best : NULL;
+    return close_enough(best_d, param) ? best : NULL;
+}
+
+/* Whether `s` (n bytes) is one of the '|'-separated `choices`. */
+static bool in_choices(const char *choices, const char *s, size_t n) {
+    const char *c = choices;
+    while (*c) {
+        const char *bar = strchr(c, '|');
+        size_t cn = bar ? (size_t)(bar - c) : strlen(c);
+        if (cn == n && strncmp(c, s, n) == 0) return true;
+        c += cn + (bar ? 1 : 0);
+    }
+    return false;
+}
+
+/* The choice closest to `name`, or to its last part after a module path or scope
+ * (`alf.algorithms.SacAlgorithm`), into out; false when none is close. */
+static bool closest_choice(const char *choices, const char *name, char *out, size_t cap) {
+    const char *tail = name;
+    for (const char *p = name; *p; p++)
+        if (*p == '.' || *p == '/') tail = p + 1;
+    size_t best_d = (size_t)-1;
+    const char *c = choices;
+    while (*c) {
+        const char *bar = strchr(c, '|');
+        size_t cn = bar ? (size_t)(bar - c) : strlen(c);
+        char one[128];
+        snprintf(one, sizeof one, "%.*s", (int)cn, c);
+        size_t d = edit_distance(name, one), dt = edit_distance(tail, one);
+        if (tail != name && dt + 1 < d) d = dt + 1;
+        if (d < best_d) { best_d = d; snprintf(out, cap, "%s", one); }
+        c += cn + (bar ? 1 : 0);
+    }
+    return close_enough(best_d, tail);
+}
+
+static calf_config_macro *find_macro(calf_config *cfg, const char *name) {
+    for (int i = 0; i < cfg->num_macros; i++)
+        if (strcmp(cfg->macros[i].name, name) == 0) return &cfg->macros[i];
+    return NULL;
+}
+
+static int undefined_macro(parse_state *ps, int line, const char *name) {
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    for (int i = 0; i < ps->cfg->num_macros; i++) {
+        size_t d = edit_distance(name, ps->cfg->macros[i].name);
+        if (d < best_d) { best_d = d; best = ps->cfg->macros[i].name; }
+    }
+    if (best && close_enough(best_d, name))
+        return fail(ps, line, "undefined macro '%%%s' (did you mean '%%%s'?)", name, best);
+    return fail(ps, line, "undefined macro '%%%s' (define it before its use: %s = value)", name, name);
+}
+
+/* At `%NAME`, go on with the macro's text in place of the token. The text is one line
+ * and its tokens take the line of the use, so errors name where it was used. */
+static int expand_macro(parse_state *ps) {
+    if (ps->tok.kind != T_MACRO) return CALF_OK;
+    CALF_ASSERT(!ps->macro); /* a macro's text holds no %NAME: define_macro replaced them */
+    token t = ps->tok;
+    char name[300];
+    tok_text(&t, name, sizeof name);
+    calf_config_macro *m = find_macro(ps->cfg, name + 1);
+    if (!m) return undefined_macro(ps, t.line, name + 1);
+    if (!m->used_at[0]) where(ps, t.line, m->used_at, sizeof m->used_at);
+    ps->outer = ps->lx;
+    ps->lx.p = m->text;
+    ps->lx.line = t.line;
+    ps->macro = m;
+    ps->tok = lex_next(&ps->lx);
+    return CALF_OK;
+}
+
+/* gin's `@Name()` calls the configurable and passes its result; calf's references name
+ * an implementation and are never called. `what` is the binding or macro written to. */
+static int ref_call_error(parse_state *ps, int line, const char *what, const char *ref) {
+    return fail(ps, line, "%s: write '%s', not '%s()': calf takes the reference, it calls nothing",
+                what, ref, ref);
 }
 
 static int parse_number(parse_state *ps, const token *t, calf_config_type want, int64_t *iv, double *fv,
@@ -279,11 +326,59 @@ static int check_bounds(parse_state *ps, int line, const binding_row *row, doubl
     return CALF_OK;
 }
 
-/* Parse the value at the current token into a binding of `row`'s type. */
-static int parse_value(parse_state *ps, const binding_row *row, calf_config_value *out) {
+/* `@Name`, one of the row's choices; stored without the '@'. */
+static int parse_ref(parse_state *ps, const binding_row *row, calf_config_value *out) {
     token t = ps->tok;
     char buf[300];
     tok_text(&t, buf, sizeof buf);
+    int first = (int)strcspn(row->choices, "|");
+    if (t.kind != T_REF)
+        return fail(ps, t.line, "'%s' expects a reference like @%.*s, got %s'%s'", row->name, first,
+                    row->choices, t.kind == T_STRING ? "the string " : "", buf);
+    const char *name = buf + 1;
+    if (t.len >= sizeof buf || !in_choices(row->choices, name, strlen(name))) {
+        char near[128];
+        if (closest_choice(row->choices, name, near, sizeof near))
+            return fail(ps, t.line, "unknown reference '%s' for '%s' (did you mean '@%s'?)", buf,
+                        row->name, near);
+        char known[300];
+        size_t k = 0;
+        for (const char *c = row->choices; *c && k + 4 < sizeof known; c++) {
+            if (c == row->choices) known[k++] = '@';
+            if (*c == '|') { memcpy(known + k, ", @", 3); k += 3; }
+            else known[k++] = *c;
+        }
+        known[k] = '\0';
+        return fail(ps, t.line, "unknown reference '%s' for '%s' (known: %s)", buf, row->name, known);
+    }
+    size_t n = strlen(name);
+    CALF_ASSERT(n < sizeof out->s); /* it is one of the choices */
+    memcpy(out->s, name, n + 1);
+    advance(ps);
+    if (ps->tok.kind == T_LPAREN) {
+        char what[300];
+        snprintf(what, sizeof what, "'%s'", row->name);
+        return ref_call_error(ps, t.line, what, buf);
+    }
+    return CALF_OK;
+}
+
+/* Parse the value at the current token into a binding of `row`'s type. */
+static int parse_value(parse_state *ps, const binding_row *row, calf_config_value *out) {
+    int rc = expand_macro(ps);
+    if (rc) return rc;
+    token t = ps->tok;
+    char buf[300];
+    tok_text(&t, buf, sizeof buf);
+    if (t.kind == T_NAME && strcmp(buf, "None") == 0) {
+        if (!(row->flags & CALF_BINDING_OPTIONAL))
+            return fail(ps, t.line, "'%s' cannot be None: it is not optional (type %s)", row->name,
+                        type_name(row->type));
+        out->none = true;
+        advance(ps);
+        return CALF_OK;
+    }
+    out->none = false;
     switch (row->type) {
     case CALF_CFG_INT:
     case CALF_CFG_FLOAT: {
@@ -291,7 +386,7 @@ static int parse_value(parse_state *ps, const binding_row *row, calf_config_valu
             return fail(ps, t.line, "'%s' expects a number, got '%s'", row->name, buf);
         int64_t iv = 0;
         double fv = 0;
-        int rc = parse_number(ps, &t, row->type, &iv, &fv, row->name);
+        rc = parse_number(ps, &t, row->type, &iv, &fv, row->name);
         if (rc) return rc;
         if (row->type == CALF_CFG_INT) {
             if ((rc = check_bounds(ps, t.line, row, (double)iv))) return rc;
@@ -314,23 +409,14 @@ static int parse_value(parse_state *ps, const binding_row *row, calf_config_valu
             return fail(ps, t.line, "'%s' expects a quoted string, got '%s'", row->name, buf);
         if (t.len >= CALF_CFG_MAX_STRING)
             return fail(ps, t.line, "'%s': string too long", row->name);
-        if (row->choices) {
-            /* exact match against one of the '|'-separated choices */
-            const char *c = row->choices;
-            int ok = 0;
-            while (*c) {
-                const char *bar = strchr(c, '|');
-                size_t n = bar ? (size_t)(bar - c) : strlen(c);
-                if (n == t.len && strncmp(c, t.start, n) == 0) ok = 1;
-                c += n + (bar ? 1 : 0);
-            }
-            if (!ok)
-                return fail(ps, t.line, "'%s' must be one of %s, got '%s'", row->name, row->choices, buf);
-        }
+        if (row->choices && !in_choices(row->choices, t.start, t.len))
+            return fail(ps, t.line, "'%s' must be one of %s, got '%s'", row->name, row->choices, buf);
         memcpy(out->s, t.start, t.len);
         out->s[t.len] = '\0';
         advance(ps);
         return CALF_OK;
+    case CALF_CFG_REF:
+        return parse_ref(ps, row, out);
     case CALF_CFG_INT_TUPLE:
     case CALF_CFG_FLOAT_TUPLE: {
         if (t.kind != T_LPAREN)
@@ -338,6 +424,7 @@ static int parse_value(parse_state *ps, const binding_row *row, calf_config_valu
         advance(ps);
         int n = 0;
         while (ps->tok.kind != T_RPAREN) {
+            if ((rc = expand_macro(ps))) return rc;
             token e = ps->tok;
             if (e.kind != T_INT && e.kind != T_FLOAT) {
                 tok_text(&e, buf, sizeof buf);
@@ -348,7 +435,7 @@ static int parse_value(parse_state *ps, const binding_row *row, calf_config_valu
                 return fail(ps, e.line, "'%s': tuple too long", row->name);
             int64_t iv = 0;
             double fv = 0;
-            int rc = parse_number(ps, &e, row->type, &iv, &fv, row->name);
+            rc = parse_number(ps, &e, row->type, &iv, &fv, row->name);
             if (rc) return rc;
             if ((rc = check_bounds(ps, e.line, row, row->type == CALF_CFG_INT_TUPLE ? (double)iv : fv)))
                 return rc;
@@ -375,6 +462,153 @@ static int parse_value(parse_state *ps, const binding_row *row, calf_config_valu
     }
     }
     return CALF_EINVAL;
+}
+
+/* Append one literal of a macro's value (a number, string, True/False/None, @Name, or
+ * another macro's whole text) to text[*len], and go past it. */
+static int macro_piece(parse_state *ps, const char *name, char *text, size_t *len) {
+    token t = ps->tok;
+    char buf[300], quoted[sizeof buf + 2];
+    tok_text(&t, buf, sizeof buf);
+    const char *piece = buf;
+    switch (t.kind) {
+    case T_INT:
+    case T_FLOAT:
+    case T_REF:
+        break;
+    case T_NAME:
+        if (strcmp(buf, "True") && strcmp(buf, "False") && strcmp(buf, "None"))
+            return fail(ps, t.line, "macro '%s': cannot read value '%s' (expected a literal, a tuple, "
+                        "@Name or %%MACRO)", name, buf);
+        break;
+    case T_STRING:
+        if (t.len >= CALF_CFG_MAX_STRING)
+            return fail(ps, t.line, "macro '%s': string too long", name);
+        snprintf(quoted, sizeof quoted, "%c%s%c", t.start[-1], buf, t.start[-1]);
+        piece = quoted;
+        break;
+    case T_MACRO: {
+        calf_config_macro *m = find_macro(ps->cfg, buf + 1);
+        if (!m) return undefined_macro(ps, t.line, buf + 1);
+        if (!m->used_at[0]) where(ps, t.line, m->used_at, sizeof m->used_at);
+        piece = m->text;
+        break;
+    }
+    case T_EOF:
+        return fail(ps, t.line, "missing value for macro '%s'", name);
+    default:
+        return fail(ps, t.line, "macro '%s': cannot read value starting at '%s'", name, buf);
+    }
+    size_t n = strlen(piece);
+    if (*len + n >= CALF_CFG_MAX_MACRO_TEXT)
+        return fail(ps, t.line, "macro '%s': value too long (at most %d characters)", name,
+                    CALF_CFG_MAX_MACRO_TEXT - 1);
+    memcpy(text + *len, piece, n + 1);
+    *len += n;
+    advance(ps);
+    if (t.kind == T_REF && ps->tok.kind == T_LPAREN) {
+        char what[100];
+        snprintf(what, sizeof what, "macro '%s'", name);
+        return ref_call_error(ps, t.line, what, buf);
+    }
+    return CALF_OK;
+}
+
+static int macro_append(parse_state *ps, int line, const char *name, char *text, size_t *len,
+                        const char *s) {
+    size_t n = strlen(s);
+    if (*len + n >= CALF_CFG_MAX_MACRO_TEXT)
+        return fail(ps, line, "macro '%s': value too long (at most %d characters)", name,
+                    CALF_CFG_MAX_MACRO_TEXT - 1);
+    memcpy(text + *len, s, n + 1);
+    *len += n;
+    return CALF_OK;
+}
+
+/* `NAME = value`, the current token being the value: keep the value as one line of gin
+ * text, with any %MACRO in it replaced by that macro's text, for expand_macro to read
+ * at each use, where it is type-checked. */
+static int define_macro(parse_state *ps, const char *name, int line) {
+    if (strchr(name, '/'))
+        return fail(ps, line, "'%s' is neither a binding ('Scope.param') nor a macro name", name);
+    if (!strcmp(name, "True") || !strcmp(name, "False") || !strcmp(name, "None"))
+        return fail(ps, line, "'%s' is a value, not a macro name", name);
+    if (strlen(name) >= sizeof ps->cfg->macros[0].name)
+        return fail(ps, line, "macro name '%s' too long (at most %zu characters)", name,
+                    sizeof ps->cfg->macros[0].name - 1);
+    char text[CALF_CFG_MAX_MACRO_TEXT] = "";
+    size_t len = 0;
+    int rc;
+    if (ps->tok.kind == T_LPAREN) {
+        int tline = ps->tok.line, n = 0;
+        if ((rc = macro_append(ps, tline, name, text, &len, "("))) return rc;
+        advance(ps);
+        while (ps->tok.kind != T_RPAREN) {
+            if (n && (rc = macro_append(ps, tline, name, text, &len, ", "))) return rc;
+            if ((rc = macro_piece(ps, name, text, &len))) return rc;
+            n++;
+            if (ps->tok.kind == T_COMMA) advance(ps);
+            else if (ps->tok.kind != T_RPAREN) {
+                char got[64];
+                tok_text(&ps->tok, got, sizeof got);
+                return fail(ps, ps->tok.line, "macro '%s': expected ',' or ')' in the tuple, got '%s'",
+                            name, ps->tok.kind == T_EOF ? "end of file" : got);
+            }
+        }
+        if ((rc = macro_append(ps, tline, name, text, &len, n == 1 ? ",)" : ")"))) return rc;
+        advance(ps);
+    } else if ((rc = macro_piece(ps, name, text, &len))) {
+        return rc;
+    }
+    calf_config_macro *m = find_macro(ps->cfg, name);
+    if (m && m->used_at[0] && strcmp(m->text, text) != 0)
+        return fail(ps, line, "macro '%s' is changed after its use at %s, which keeps %s: calf "
+                    "expands a macro where it is used (gin would change that use too); define it "
+                    "before that use, or set the binding itself", name, m->used_at, m->text);
+    if (!m) {
+        if (ps->cfg->num_macros == CALF_CFG_MAX_MACROS)
+            return fail(ps, line, "too many macros (at most %d)", CALF_CFG_MAX_MACROS);
+        m = &ps->cfg->macros[ps->cfg->num_macros++];
+        memset(m, 0, sizeof *m);
+        snprintf(m->name, sizeof m->name, "%s", name);
+    }
+    memcpy(m->text, text, len + 1);
+    where(ps, line, m->origin, sizeof m->origin);
+    return CALF_OK;
+}
+
+/* `import a.b [as c], ...` and `from a.b import c [as d], ...`: ALF's configs import the
+ * Python modules that register their configurables; calf's are built in, so such a line
+ * only has to be well formed. It is one line, as in Python. */
+static int skip_import(parse_state *ps, int line, bool from) {
+    const char *form = from ? "expected 'from module import name'" : "expected 'import module'";
+    char word[300];
+    advance(ps);
+    if (from) {
+        if (ps->tok.kind != T_NAME || ps->tok.line != line) return fail(ps, line, "%s", form);
+        advance(ps);
+        tok_text(&ps->tok, word, sizeof word);
+        if (ps->tok.kind != T_NAME || ps->tok.line != line || strcmp(word, "import") != 0)
+            return fail(ps, line, "%s", form);
+        advance(ps);
+    }
+    for (;;) {
+        if (ps->tok.kind != T_NAME || ps->tok.line != line) return fail(ps, line, "%s", form);
+        advance(ps);
+        tok_text(&ps->tok, word, sizeof word);
+        if (ps->tok.kind == T_NAME && ps->tok.line == line && strcmp(word, "as") == 0) {
+            advance(ps);
+            if (ps->tok.kind != T_NAME || ps->tok.line != line) return fail(ps, line, "%s", form);
+            advance(ps);
+        }
+        if (ps->tok.kind != T_COMMA || ps->tok.line != line) break;
+        advance(ps);
+    }
+    if (ps->tok.kind != T_EOF && ps->tok.line == line) {
+        tok_text(&ps->tok, word, sizeof word);
+        return fail(ps, line, "%s, got '%s' after it", form, word);
+    }
+    return CALF_OK;
 }
 
 static int parse_text(parse_state *ps, const char *text);
@@ -459,6 +693,7 @@ static int parse_file_at(parse_state *parent, calf_config *cfg, const char *path
 }
 
 static int parse_text(parse_state *ps, const char *text) {
+    if (strncmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3; /* UTF-8 byte-order mark */
     ps->lx.p = text;
     ps->lx.line = 1;
     advance(ps);
@@ -468,8 +703,9 @@ static int parse_text(parse_state *ps, const char *text) {
         tok_text(&t, name, sizeof name);
         if (t.kind != T_NAME)
             return fail(ps, t.line, "expected 'Scope.param = value', got '%s'", name);
-        if (ps->single && strcmp(name, "include") == 0)
-            return fail(ps, t.line, "include is not allowed here: expected 'Scope.param=value'");
+        bool import = strcmp(name, "import") == 0 || strcmp(name, "from") == 0;
+        if (ps->single && (import || strcmp(name, "include") == 0))
+            return fail(ps, t.line, "%s is not allowed here: expected 'Scope.param=value'", name);
         if (strcmp(name, "include") == 0) {
             advance(ps);
             if (ps->tok.kind != T_STRING)
@@ -486,8 +722,11 @@ static int parse_text(parse_state *ps, const char *text) {
             advance(ps);
             continue;
         }
-        if (strcmp(name, "import") == 0 || strcmp(name, "from") == 0)
-            return fail(ps, t.line, "'%s' is not supported: a calf config is data, not code", name);
+        if (import) {
+            int rc = skip_import(ps, t.line, strcmp(name, "from") == 0);
+            if (rc) return rc;
+            continue;
+        }
         advance(ps);
         if (ps->tok.kind != T_EQ) {
             char got[64];
@@ -495,34 +734,31 @@ static int parse_text(parse_state *ps, const char *text) {
             return fail(ps, ps->tok.line, "expected '=' after '%s', got '%s'", name,
                         ps->tok.kind == T_EOF ? "end of file" : got);
         }
-        int id = calf_binding_find(name);
-        if (id < 0) {
-            if (!strchr(name, '.'))
-                return fail(ps, t.line, "'%s' is not a binding: expected 'Scope.param'", name);
-            const char *near = closest_binding(name);
-            if (near)
-                return fail(ps, t.line, "unknown binding '%s' (did you mean '%s'?)", name, near);
-            return fail(ps, t.line, "unknown binding '%s' (see calf train --list-bindings)", name);
-        }
         advance(ps);
-        if (ps->tok.kind == T_BAD && ps->tok.start[0] == '@')
-            return fail(ps, ps->tok.line,
-                        "'%s': references (@name) are not supported: a calf config is data", name);
-        if (ps->tok.kind == T_EOF)
-            return fail(ps, ps->tok.line, "missing value for '%s'", name);
-        if (ps->tok.kind == T_BAD) {
-            char got[64];
-            tok_text(&ps->tok, got, sizeof got);
-            return fail(ps, ps->tok.line, "'%s': cannot read value starting at '%s'", name, got);
+        if (!strchr(name, '.')) {
+            int rc = define_macro(ps, name, t.line);
+            if (rc) return rc;
+        } else {
+            int id = calf_binding_find(name);
+            if (id < 0) {
+                const char *near = closest_binding(name);
+                if (near)
+                    return fail(ps, t.line, "unknown binding '%s' (did you mean '%s'?)", name, near);
+                return fail(ps, t.line, "unknown binding '%s' (see calf train --list-bindings)", name);
+            }
+            if (ps->tok.kind == T_EOF)
+                return fail(ps, ps->tok.line, "missing value for '%s'", name);
+            if (ps->tok.kind == T_BAD) {
+                char got[64];
+                tok_text(&ps->tok, got, sizeof got);
+                return fail(ps, ps->tok.line, "'%s': cannot read value starting at '%s'", name, got);
+            }
+            calf_config_value v = ps->cfg->values[id];
+            int rc = parse_value(ps, &table[id], &v);
+            if (rc) return rc;
+            ps->cfg->values[id] = v;
+            where(ps, t.line, ps->cfg->origin[id], sizeof ps->cfg->origin[id]);
         }
-        calf_config_value v = ps->cfg->values[id];
-        int rc = parse_value(ps, &table[id], &v);
-        if (rc) return rc;
-        ps->cfg->values[id] = v;
-        if (ps->single)
-            snprintf(ps->cfg->origin[id], sizeof ps->cfg->origin[id], "%s", ps->file);
-        else
-            snprintf(ps->cfg->origin[id], sizeof ps->cfg->origin[id], "%s:%d", ps->file, t.line);
         if (ps->single && ps->tok.kind != T_EOF)
             return fail(ps, ps->tok.line, "expected one 'Scope.param=value', found more after the value");
     }
@@ -531,7 +767,25 @@ static int parse_text(parse_state *ps, const char *text) {
 
 /* ---- public ---------------------------------------------------------------- */
 
+/* The rows are data, but a scoped row's fallback must always hold a value the scoped
+ * row accepts: same type and shape, bounds and choices no wider. */
+static void check_table(void) {
+    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+        const binding_row *r = &table[i];
+        CALF_ASSERT(r->name && strchr(r->name, '.') && r->def && r->help);
+        CALF_ASSERT(r->type != CALF_CFG_REF || r->choices);
+        if (r->fallback == CALF_NO_FALLBACK) continue;
+        CALF_ASSERT(r->fallback >= 0 && r->fallback < CALF_CFG_NUM_BINDINGS && r->fallback != i);
+        const binding_row *f = &table[r->fallback];
+        CALF_ASSERT(f->fallback == CALF_NO_FALLBACK && f->type == r->type);
+        CALF_ASSERT(f->tuple_len == r->tuple_len && f->min >= r->min && f->max <= r->max);
+        CALF_ASSERT(!(f->flags & CALF_BINDING_OPTIONAL) || (r->flags & CALF_BINDING_OPTIONAL));
+        CALF_ASSERT(!r->choices || (f->choices && strcmp(f->choices, r->choices) == 0));
+    }
+}
+
 void calf_config_init(calf_config *cfg) {
+    check_table();
     memset(cfg, 0, sizeof *cfg);
     for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
         parse_state ps;
@@ -543,7 +797,7 @@ void calf_config_init(calf_config *cfg) {
         ps.lx.p = table[i].def;
         ps.lx.line = 1;
         advance(&ps);
-        if (parse_value(&ps, &table[i], &cfg->values[i]) != CALF_OK)
+        if (parse_value(&ps, &table[i], &cfg->values[i]) != CALF_OK || ps.tok.kind != T_EOF)
             calf_panic(__FILE__, __LINE__, "bad default for %s: %s", table[i].name, err.msg);
         cfg->origin[i][0] = '\0';
     }
@@ -601,37 +855,84 @@ int calf_config_validate(const calf_config *cfg, calf_error *err) {
                               "TrainerConfig.unroll_length = %lld samples per iteration, more than "
                               "the %d calf holds in memory",
                               (long long)samples, 1 << 22);
+    if (strcmp(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR), "SacAlgorithm") == 0) {
+        int64_t len = calf_config_int(cfg, CALF_CFG_MINI_BATCH_LENGTH);
+        int64_t keep = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
+        if (len > keep)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "TrainerConfig.mini_batch_length = %lld is longer than "
+                                  "TrainerConfig.replay_buffer_length = %lld: no sample fits in "
+                                  "the replay buffer",
+                                  (long long)len, (long long)keep);
+    }
+    for (int i = 0; i < cfg->num_macros; i++) {
+        const calf_config_macro *m = &cfg->macros[i];
+        if (m->used_at[0]) continue;
+        const char *near = closest_binding(m->name);
+        if (near)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: macro '%s' is never used (did you mean the binding '%s'?)",
+                                  m->origin, m->name, near);
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: macro '%s' is never used (a binding is written 'Scope.param = "
+                              "value')", m->origin, m->name);
+    }
     return CALF_OK;
 }
 
-const calf_config_value *calf_config_get(const calf_config *cfg, calf_binding_id id) {
+/* The row whose value is in effect for `id`: a scoped row that is not set takes its
+ * fallback's value when that one is set (gin's `Adam.lr` sets every scope's default). */
+static int effective(const calf_config *cfg, calf_binding_id id) {
     CALF_ASSERT(id >= 0 && id < CALF_CFG_NUM_BINDINGS);
-    return &cfg->values[id];
+    int fb = table[id].fallback;
+    if (fb != CALF_NO_FALLBACK && !cfg->origin[id][0] && cfg->origin[fb][0]) return fb;
+    return (int)id;
+}
+
+const calf_config_value *calf_config_get(const calf_config *cfg, calf_binding_id id) {
+    return &cfg->values[effective(cfg, id)];
+}
+
+/* The value in effect of a row that holds one: a getter on None is a caller's bug. */
+static const calf_config_value *present(const calf_config *cfg, calf_binding_id id) {
+    const calf_config_value *v = calf_config_get(cfg, id);
+    CALF_ASSERT(!v->none);
+    return v;
 }
 
 int64_t calf_config_int(const calf_config *cfg, calf_binding_id id) {
     CALF_ASSERT(table[id].type == CALF_CFG_INT || table[id].type == CALF_CFG_BOOL);
-    return cfg->values[id].i;
+    return present(cfg, id)->i;
 }
 
 double calf_config_float(const calf_config *cfg, calf_binding_id id) {
     CALF_ASSERT(table[id].type == CALF_CFG_FLOAT);
-    return cfg->values[id].f;
+    return present(cfg, id)->f;
 }
 
 bool calf_config_bool(const calf_config *cfg, calf_binding_id id) {
     CALF_ASSERT(table[id].type == CALF_CFG_BOOL);
-    return cfg->values[id].i != 0;
+    return present(cfg, id)->i != 0;
 }
 
 const char *calf_config_string(const calf_config *cfg, calf_binding_id id) {
-    CALF_ASSERT(table[id].type == CALF_CFG_STRING);
-    return cfg->values[id].s;
+    CALF_ASSERT(table[id].type == CALF_CFG_STRING || table[id].type == CALF_CFG_REF);
+    return present(cfg, id)->s;
+}
+
+bool calf_config_is_none(const calf_config *cfg, calf_binding_id id) {
+    return calf_config_get(cfg, id)->none;
+}
+
+const char *calf_config_origin(const calf_config *cfg, calf_binding_id id) {
+    return cfg->origin[effective(cfg, id)];
 }
 
 const char *calf_binding_name(calf_binding_id id) { return table[id].name; }
 calf_config_type calf_binding_type(calf_binding_id id) { return table[id].type; }
 const char *calf_binding_help(calf_binding_id id) { return table[id].help; }
+int calf_binding_flags(calf_binding_id id) { return table[id].flags; }
+int calf_binding_fallback(calf_binding_id id) { return table[id].fallback; }
 
 int calf_binding_find(const char *name) {
     for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++)
@@ -641,6 +942,10 @@ int calf_binding_find(const char *name) {
 
 static void format_value(const calf_config_value *v, calf_config_type type, char *buf, size_t cap) {
     size_t off = 0;
+    if (v->none) {
+        snprintf(buf, cap, "None");
+        return;
+    }
     switch (type) {
     case CALF_CFG_INT: snprintf(buf, cap, "%lld", (long long)v->i); break;
     case CALF_CFG_FLOAT: snprintf(buf, cap, "%.17g", v->f);
@@ -649,6 +954,7 @@ static void format_value(const calf_config_value *v, calf_config_type type, char
         break;
     case CALF_CFG_BOOL: snprintf(buf, cap, "%s", v->i ? "True" : "False"); break;
     case CALF_CFG_STRING: snprintf(buf, cap, "'%s'", v->s); break;
+    case CALF_CFG_REF: snprintf(buf, cap, "@%s", v->s); break;
     case CALF_CFG_INT_TUPLE:
     case CALF_CFG_FLOAT_TUPLE:
         off += (size_t)snprintf(buf + off, cap - off, "(");
@@ -664,20 +970,30 @@ static void format_value(const calf_config_value *v, calf_config_type type, char
 }
 
 void calf_config_format_value(const calf_config *cfg, calf_binding_id id, char *buf, size_t cap) {
-    format_value(&cfg->values[id], table[id].type, buf, cap);
+    format_value(calf_config_get(cfg, id), table[id].type, buf, cap);
 }
 
 void calf_config_list_bindings(FILE *out) {
     for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
         const binding_row *r = &table[i];
-        char bounds[128] = "";
+        char bounds[160] = "", also[160] = "";
         if (r->type == CALF_CFG_INT || r->type == CALF_CFG_FLOAT || r->type == CALF_CFG_INT_TUPLE ||
-            r->type == CALF_CFG_FLOAT_TUPLE)
+            r->type == CALF_CFG_FLOAT_TUPLE) {
             snprintf(bounds, sizeof bounds, " in [%.10g, %.10g]", r->min, r->max);
-        else if (r->choices)
+        } else if (r->type == CALF_CFG_REF) {
+            size_t k = (size_t)snprintf(bounds, sizeof bounds, " one of @");
+            for (const char *c = r->choices; *c && k + 2 < sizeof bounds; c++) {
+                if (*c == '|') { bounds[k++] = '|'; bounds[k++] = '@'; }
+                else bounds[k++] = *c;
+            }
+            bounds[k] = '\0';
+        } else if (r->choices) {
             snprintf(bounds, sizeof bounds, " one of %s", r->choices);
-        fprintf(out, "%s\n    %s%s, default %s\n    %s\n", r->name, type_name(r->type), bounds,
-                r->def, r->help);
+        }
+        if (r->fallback != CALF_NO_FALLBACK)
+            snprintf(also, sizeof also, " (%s's value when that is set)", table[r->fallback].name);
+        fprintf(out, "%s\n    %s%s%s, default %s%s\n    %s\n", r->name, type_name(r->type), bounds,
+                r->flags & CALF_BINDING_OPTIONAL ? " or None" : "", r->def, also, r->help);
     }
 }
 
@@ -692,29 +1008,34 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
         }
         fputc('\n', out);
     }
-    char scope[128] = "";
+    const char *group = NULL;
+    size_t group_len = 0;
     for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
-        const char *dot = strrchr(table[i].name, '.');
-        size_t sl = (size_t)(dot - table[i].name);
-        if (strlen(scope) != sl || strncmp(scope, table[i].name, sl) != 0) {
-            if (i) fputc('\n', out);
-            snprintf(scope, sizeof scope, "%.*s", (int)sl, table[i].name);
-        }
+        /* a blank line between configurables; a scoped row stays with its configurable */
+        const char *name = table[i].name;
+        const char *slash = strrchr(name, '/');
+        const char *conf = slash ? slash + 1 : name;
+        size_t conf_len = (size_t)(strrchr(conf, '.') - conf);
+        if (group && (conf_len != group_len || strncmp(conf, group, conf_len) != 0)) fputc('\n', out);
+        group = conf;
+        group_len = conf_len;
+        int e = effective(cfg, (calf_binding_id)i);
         char val[700];
-        format_value(&cfg->values[i], table[i].type, val, sizeof val);
-        fprintf(out, "%s = %s", table[i].name, val);
-        if (cfg->origin[i][0]) fprintf(out, "  # %s", cfg->origin[i]);
+        format_value(&cfg->values[e], table[i].type, val, sizeof val);
+        fprintf(out, "%s = %s", name, val);
+        if (e != i) fprintf(out, "  # from %s at %s", table[e].name, cfg->origin[e]);
+        else if (cfg->origin[i][0]) fprintf(out, "  # %s", cfg->origin[i]);
         fputc('\n', out);
     }
     return ferror(out) ? CALF_EIO : CALF_OK;
 }
 
 uint64_t calf_config_digest(const calf_config *cfg) {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over "name=value\n" */
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over "name=value\n", values in effect */
     for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
-        if (table[i].flags & F_NODIGEST) continue;
+        if (table[i].flags & CALF_BINDING_NODIGEST) continue;
         char val[700];
-        format_value(&cfg->values[i], table[i].type, val, sizeof val);
+        calf_config_format_value(cfg, (calf_binding_id)i, val, sizeof val);
         const char *parts[3] = {table[i].name, "=", val};
         for (int k = 0; k < 3; k++)
             for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)

@@ -1,7 +1,8 @@
 /* calf/config.h: gin-style configuration with ALF's binding names.
- * One table of known bindings {name, type, default, bounds, help} drives parsing,
- * validation, --list-bindings and the operative-config dump. Values in a config are
- * global for the whole job; the per-process split is derived (calf_split). */
+ * One list of known bindings (CALF_BINDINGS below) makes both the binding ids and the
+ * table that drives parsing, validation, --list-bindings and the operative-config dump.
+ * Values in a config are global for the whole job; the per-process split is derived
+ * (calf_split). */
 #ifndef CALF_CONFIG_H
 #define CALF_CONFIG_H
 
@@ -17,98 +18,255 @@ typedef enum calf_config_type {
     CALF_CFG_BOOL,
     CALF_CFG_STRING,
     CALF_CFG_INT_TUPLE,
-    CALF_CFG_FLOAT_TUPLE
+    CALF_CFG_FLOAT_TUPLE,
+    CALF_CFG_REF          /* `@Name`: one of the row's choices, stored in .s without '@' */
 } calf_config_type;
 
-/* The known bindings, in table order. */
+/* Row flags. */
+enum calf_binding_flag {
+    CALF_BINDING_NODIGEST = 1, /* does not change the training result (run length, cadence) */
+    CALF_BINDING_OPTIONAL = 2  /* takes None (see calf_config_is_none) */
+};
+
+#define CALF_NO_FALLBACK (-1)
+
+/* The known bindings, one row each, grouped by configurable so the dump reads well:
+ *   X(ID, name, type, default as gin text, min, max, tuple_len, choices, flags, fallback, help)
+ * ID names the enum constant CALF_CFG_<ID>. min and max bound numbers and tuple elements.
+ * tuple_len > 0: exact tuple length; < 0: at most -tuple_len elements. choices: NULL or
+ * '|'-separated allowed strings (for a REF: the allowed names, without '@').
+ * A scoped row (`scope/Configurable.param`) may name the unscoped row it falls back to,
+ * as gin's `Configurable.param` sets every scope's default: a scoped row that is not set
+ * takes the fallback's value when that one is set, and its own default otherwise. */
+#define CALF_BINDINGS(X)                                                                       \
+    X(ENV_NAME, "create_environment.env_name", CALF_CFG_STRING, "'CartPole-v1'", 0, 0, 0, NULL, \
+      0, CALF_NO_FALLBACK, "registered environment to train on (see `calf envs`)")             \
+    X(NUM_ENVS, "create_environment.num_parallel_environments", CALF_CFG_INT, "64", 1, 1 << 20, \
+      0, NULL, 0, CALF_NO_FALLBACK,                                                            \
+      "environments stepped in parallel by the WHOLE job; split across processes")             \
+                                                                                               \
+    X(RANDOM_SEED, "TrainerConfig.random_seed", CALF_CFG_INT, "0", 0, 4.0e18, 0, NULL, 0,       \
+      CALF_NO_FALLBACK,                                                                        \
+      "seed of every random stream (per env: dynamics, actions, minibatch shuffling)")         \
+    X(NUM_ITERATIONS, "TrainerConfig.num_iterations", CALF_CFG_INT, "1000", 0, 1e12, 0, NULL,   \
+      CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                                                 \
+      "training iterations to run (0: no limit, stop on num_env_steps)")                       \
+    X(NUM_ENV_STEPS, "TrainerConfig.num_env_steps", CALF_CFG_INT, "0", 0, 1e15, 0, NULL,        \
+      CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                                                 \
+      "stop after this many environment steps of the whole job (0: no limit)")                 \
+    X(UNROLL_LENGTH, "TrainerConfig.unroll_length", CALF_CFG_INT, "32", 1, 1 << 20, 0, NULL, 0, \
+      CALF_NO_FALLBACK, "steps each environment takes per iteration")                          \
+    X(MINI_BATCH_SIZE, "TrainerConfig.mini_batch_size", CALF_CFG_INT, "512", 1, 1 << 30, 0,     \
+      NULL, 0, CALF_NO_FALLBACK,                                                               \
+      "samples per gradient step for the whole job (rounded to a whole number of steps per "   \
+      "env)")                                                                                  \
+    X(NUM_UPDATES, "TrainerConfig.num_updates_per_train_iter", CALF_CFG_INT, "4", 1, 10000, 0,  \
+      NULL, 0, CALF_NO_FALLBACK, "passes (epochs) over each iteration's experience")           \
+    X(NUM_CHECKPOINTS, "TrainerConfig.num_checkpoints", CALF_CFG_INT, "5", 0, 1e6, 0, NULL,     \
+      CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                                                 \
+      "checkpoints spread over the run and kept (plus one at the end)")                        \
+    X(EVALUATE, "TrainerConfig.evaluate", CALF_CFG_BOOL, "False", 0, 0, 0, NULL,                \
+      CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                                                 \
+      "evaluate the greedy policy on separate environments (main process only)")               \
+    X(EVAL_INTERVAL, "TrainerConfig.eval_interval", CALF_CFG_INT, "10", 1, 1e12, 0, NULL,       \
+      CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                                                 \
+      "evaluate every this many iterations, and after the last one")                           \
+    X(NUM_EVAL_EPISODES, "TrainerConfig.num_eval_episodes", CALF_CFG_INT, "10", 1, 1e6, 0,      \
+      NULL, CALF_BINDING_NODIGEST, CALF_NO_FALLBACK, "episodes per evaluation")                \
+    X(SUMMARY_INTERVAL, "TrainerConfig.summary_interval", CALF_CFG_INT, "1", 1, 1e12, 0, NULL,  \
+      CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                                                 \
+      "write training summaries every this many iterations")                                   \
+    X(SUMMARIES_FLUSH_SECS, "TrainerConfig.summaries_flush_secs", CALF_CFG_FLOAT, "1.0", 0, 1e6, \
+      0, NULL, CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                                        \
+      "flush summary files at least this often (seconds)")                                     \
+    X(SUMMARIZE_GRADS_AND_VARS, "TrainerConfig.summarize_grads_and_vars", CALF_CFG_BOOL,        \
+      "False", 0, 0, 0, NULL, CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                         \
+      "write parameter and gradient histograms")                                               \
+    X(DDP_CHECK_INTERVAL, "TrainerConfig.ddp_paras_check_interval", CALF_CFG_INT, "10", 0, 1e12, \
+      0, NULL, CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                                        \
+      "compare a digest of parameters and Adam state across processes every this many "        \
+      "iterations (0: never; processes that share memory step one model and skip it)")         \
+    X(COLLECTIVE_TIMEOUT, "TrainerConfig.collective_timeout_secs", CALF_CFG_FLOAT, "600.0",     \
+      0.01, 1e7, 0, NULL, CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                             \
+      "fail a collective whose peers do not arrive within this many seconds")                  \
+    X(ALGORITHM_CTOR, "TrainerConfig.algorithm_ctor", CALF_CFG_REF, "@PPOAlgorithm", 0, 0, 0,   \
+      "PPOAlgorithm|SacAlgorithm", 0, CALF_NO_FALLBACK, "the training algorithm")              \
+    X(INITIAL_COLLECT_STEPS, "TrainerConfig.initial_collect_steps", CALF_CFG_INT, "0", 0, 1e15, \
+      0, NULL, 0, CALF_NO_FALLBACK,                                                            \
+      "env steps of the whole job taken with uniform random actions before learning starts "   \
+      "(off-policy)")                                                                          \
+    X(MINI_BATCH_LENGTH, "TrainerConfig.mini_batch_length", CALF_CFG_INT, "2", 1, 1 << 20, 0,   \
+      NULL, 0, CALF_NO_FALLBACK,                                                               \
+      "consecutive steps per replayed sample (2: one-step TD; off-policy)")                    \
+    X(REPLAY_BUFFER_LENGTH, "TrainerConfig.replay_buffer_length", CALF_CFG_INT, "100000", 1,    \
+      1 << 30, 0, NULL, 0, CALF_NO_FALLBACK,                                                   \
+      "transitions kept per environment in the replay buffer (off-policy)")                    \
+                                                                                               \
+    X(GAMMA, "PPOLoss.gamma", CALF_CFG_FLOAT, "0.99", 0, 1, 0, NULL, 0, CALF_NO_FALLBACK,       \
+      "discount factor")                                                                       \
+    X(TD_LAMBDA, "PPOLoss.td_lambda", CALF_CFG_FLOAT, "0.95", 0, 1, 0, NULL, 0,                 \
+      CALF_NO_FALLBACK, "GAE lambda")                                                          \
+    X(RATIO_CLIPPING, "PPOLoss.importance_ratio_clipping", CALF_CFG_FLOAT, "0.2", 0, 10, 0,      \
+      NULL, 0, CALF_NO_FALLBACK, "PPO clipping epsilon of the importance ratio")               \
+    X(TD_LOSS_WEIGHT, "PPOLoss.td_loss_weight", CALF_CFG_FLOAT, "0.5", 0, 1e6, 0, NULL, 0,      \
+      CALF_NO_FALLBACK, "weight of the value (TD) loss")                                       \
+    X(ENTROPY_REG, "PPOLoss.entropy_regularization", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL, 0, \
+      CALF_NO_FALLBACK, "weight of the entropy bonus")                                         \
+    X(NORMALIZE_ADVANTAGES, "PPOLoss.normalize_advantages", CALF_CFG_BOOL, "True", 0, 0, 0,     \
+      NULL, 0, CALF_NO_FALLBACK, "normalise advantages over each iteration's whole batch")     \
+                                                                                               \
+    X(SAC_TAU, "SacAlgorithm.target_update_tau", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,      \
+      CALF_NO_FALLBACK,                                                                        \
+      "soft update of the target critics: target += tau * (critic - target)")                  \
+    X(SAC_TARGET_PERIOD, "SacAlgorithm.target_update_period", CALF_CFG_INT, "1", 1, 1e9, 0,     \
+      NULL, 0, CALF_NO_FALLBACK, "update the target critics every this many training steps")   \
+    X(SAC_INITIAL_LOG_ALPHA, "SacAlgorithm.initial_log_alpha", CALF_CFG_FLOAT, "0.0", -20, 20,  \
+      0, NULL, 0, CALF_NO_FALLBACK, "initial log of the entropy temperature alpha")            \
+    X(SAC_TARGET_ENTROPY, "SacAlgorithm.target_entropy", CALF_CFG_FLOAT, "None", -1e6, 1e6, 0,  \
+      NULL, CALF_BINDING_OPTIONAL, CALF_NO_FALLBACK,                                           \
+      "entropy that alpha is tuned towards (None: chosen by the algorithm from the action "    \
+      "space, -|A| for continuous actions)")                                                   \
+                                                                                               \
+    X(TD_GAMMA, "OneStepTDLoss.gamma", CALF_CFG_FLOAT, "0.99", 0, 1, 0, NULL, 0,                \
+      CALF_NO_FALLBACK, "discount factor of the critics' TD target (off-policy)")              \
+                                                                                               \
+    X(ADAM_LR, "Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_NO_FALLBACK,         \
+      "learning rate (also of every scope below that is not set)")                             \
+    X(ADAM_BETAS, "Adam.betas", CALF_CFG_FLOAT_TUPLE, "(0.9, 0.999)", 0, 0.999999999, 2, NULL,  \
+      0, CALF_NO_FALLBACK, "Adam's moment decay rates (beta1, beta2)")                         \
+    X(ADAM_EPS, "Adam.eps", CALF_CFG_FLOAT, "1e-5", 0, 1, 0, NULL, 0, CALF_NO_FALLBACK,         \
+      "Adam's epsilon")                                                                        \
+    X(GRADIENT_CLIPPING, "Adam.gradient_clipping", CALF_CFG_FLOAT, "0.0", 0, 1e9, 0, NULL, 0,   \
+      CALF_NO_FALLBACK, "clip the gradient's global norm to this (0: no clipping)")            \
+    X(ACTOR_LR, "actor/Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_CFG_ADAM_LR,  \
+      "learning rate of SAC's actor")                                                          \
+    X(CRITIC_LR, "critic/Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_CFG_ADAM_LR, \
+      "learning rate of SAC's critics")                                                        \
+    X(ALPHA_LR, "alpha/Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_CFG_ADAM_LR,  \
+      "learning rate of SAC's entropy temperature alpha")                                      \
+                                                                                               \
+    X(ACTOR_LAYERS, "ActorDistributionNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", \
+      1, 1024, -7, NULL, 0, CALF_NO_FALLBACK, "hidden layer sizes of the policy network")      \
+    X(ACTOR_ACTIVATION, "ActorDistributionNetwork.activation", CALF_CFG_STRING, "'tanh'", 0, 0, \
+      0, "tanh|relu", 0, CALF_NO_FALLBACK, "hidden activation of the policy network")          \
+    X(INIT_LOG_STD, "ActorDistributionNetwork.init_log_std", CALF_CFG_FLOAT, "0.0", -20, 5, 0,  \
+      NULL, 0, CALF_NO_FALLBACK, "initial log standard deviation of continuous actions")       \
+    X(SAC_ACTOR_LAYERS, "actor/ActorDistributionNetwork.fc_layer_params", CALF_CFG_INT_TUPLE,   \
+      "(100, 100)", 1, 1024, -7, NULL, 0, CALF_CFG_ACTOR_LAYERS,                               \
+      "hidden layer sizes of SAC's actor network")                                             \
+    X(SAC_ACTOR_ACTIVATION, "actor/ActorDistributionNetwork.activation", CALF_CFG_STRING,       \
+      "'relu'", 0, 0, 0, "tanh|relu", 0, CALF_CFG_ACTOR_ACTIVATION,                            \
+      "hidden activation of SAC's actor network")                                              \
+                                                                                               \
+    X(VALUE_LAYERS, "ValueNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(64, 64)", 1, 1024,    \
+      -7, NULL, 0, CALF_NO_FALLBACK, "hidden layer sizes of the value network")                \
+    X(VALUE_ACTIVATION, "ValueNetwork.activation", CALF_CFG_STRING, "'tanh'", 0, 0, 0,          \
+      "tanh|relu", 0, CALF_NO_FALLBACK, "hidden activation of the value network")              \
+                                                                                               \
+    X(SAC_CRITIC_LAYERS, "critic/CriticNetwork.joint_fc_layer_params", CALF_CFG_INT_TUPLE,      \
+      "(100, 100)", 1, 1024, -7, NULL, 0, CALF_NO_FALLBACK,                                    \
+      "hidden layer sizes of SAC's critic networks (observation and action joined)")           \
+    X(SAC_CRITIC_ACTIVATION, "critic/CriticNetwork.activation", CALF_CFG_STRING, "'relu'", 0, 0, \
+      0, "tanh|relu", 0, CALF_NO_FALLBACK, "hidden activation of SAC's critic networks")
+
+/* CALF_CFG_<ID> for every row, in table order. */
+#define CALF_BINDING_ENUM_(id, ...) CALF_CFG_##id,
 typedef enum calf_binding_id {
-    CALF_CFG_ENV_NAME,
-    CALF_CFG_NUM_ENVS,
-    CALF_CFG_RANDOM_SEED,
-    CALF_CFG_NUM_ITERATIONS,
-    CALF_CFG_NUM_ENV_STEPS,
-    CALF_CFG_UNROLL_LENGTH,
-    CALF_CFG_MINI_BATCH_SIZE,
-    CALF_CFG_NUM_UPDATES,
-    CALF_CFG_NUM_CHECKPOINTS,
-    CALF_CFG_EVALUATE,
-    CALF_CFG_EVAL_INTERVAL,
-    CALF_CFG_NUM_EVAL_EPISODES,
-    CALF_CFG_SUMMARY_INTERVAL,
-    CALF_CFG_SUMMARIES_FLUSH_SECS,
-    CALF_CFG_SUMMARIZE_GRADS_AND_VARS,
-    CALF_CFG_DDP_CHECK_INTERVAL,
-    CALF_CFG_COLLECTIVE_TIMEOUT,
-    CALF_CFG_GAMMA,
-    CALF_CFG_TD_LAMBDA,
-    CALF_CFG_RATIO_CLIPPING,
-    CALF_CFG_TD_LOSS_WEIGHT,
-    CALF_CFG_ENTROPY_REG,
-    CALF_CFG_NORMALIZE_ADVANTAGES,
-    CALF_CFG_ADAM_LR,
-    CALF_CFG_ADAM_BETAS,
-    CALF_CFG_ADAM_EPS,
-    CALF_CFG_GRADIENT_CLIPPING,
-    CALF_CFG_ACTOR_LAYERS,
-    CALF_CFG_ACTOR_ACTIVATION,
-    CALF_CFG_INIT_LOG_STD,
-    CALF_CFG_VALUE_LAYERS,
-    CALF_CFG_VALUE_ACTIVATION,
+    CALF_BINDINGS(CALF_BINDING_ENUM_)
     CALF_CFG_NUM_BINDINGS
 } calf_binding_id;
+#undef CALF_BINDING_ENUM_
 
 #define CALF_CFG_MAX_TUPLE 16
 #define CALF_CFG_MAX_STRING 256
+#define CALF_CFG_MAX_ORIGIN 320
+#define CALF_CFG_MAX_MACROS 32
+#define CALF_CFG_MAX_MACRO_TEXT 384
 
 typedef struct calf_config_value {
     int64_t i;                          /* INT, BOOL */
     double f;                           /* FLOAT */
-    char s[CALF_CFG_MAX_STRING];        /* STRING */
+    char s[CALF_CFG_MAX_STRING];        /* STRING; REF: the name without '@' */
     int n;                              /* tuple length */
     int64_t ti[CALF_CFG_MAX_TUPLE];     /* INT_TUPLE */
     double tf[CALF_CFG_MAX_TUPLE];      /* FLOAT_TUPLE */
+    bool none;                          /* None (rows flagged CALF_BINDING_OPTIONAL only) */
 } calf_config_value;
+
+/* A gin macro, `NAME = value`, used as `%NAME`. */
+typedef struct calf_config_macro {
+    char name[64];
+    char text[CALF_CFG_MAX_MACRO_TEXT];   /* its value as gin text on one line */
+    char origin[CALF_CFG_MAX_ORIGIN];     /* where it was (last) defined */
+    char used_at[CALF_CFG_MAX_ORIGIN];    /* its first use, "" while unused */
+} calf_config_macro;
 
 typedef struct calf_config {
     calf_config_value values[CALF_CFG_NUM_BINDINGS];
-    /* where each value came from: "file:line", "--conf_param", or "" for the default */
-    char origin[CALF_CFG_NUM_BINDINGS][320];
+    /* where each row was set: "file:line", "--conf_param", or "" when it was not (its
+     * default, or for a scoped row its fallback's value: see calf_config_origin) */
+    char origin[CALF_CFG_NUM_BINDINGS][CALF_CFG_MAX_ORIGIN];
+    int num_macros;
+    calf_config_macro macros[CALF_CFG_MAX_MACROS];
 } calf_config;
 
-/* Every binding at its default. */
+/* Every binding at its default, no macros. */
 void calf_config_init(calf_config *cfg);
 /* Parse a gin file (with includes, relative to the including file) into cfg.
- * Errors name file:line and return CALF_EINVAL (CALF_EIO for an unreadable file). */
+ * Errors name file:line and return CALF_EINVAL (CALF_EIO for an unreadable file).
+ * Besides `Scope.param = value` and `include 'file.gin'`, calf reads what ALF's configs
+ * use: `scope/Scope.param = value` (rows of the table), `@Name` references, None for
+ * optional rows, `import x.y` / `from x import y` (ignored: a config is data), a UTF-8
+ * byte-order mark, and macros. A macro `NAME = value` (a bare name) holds any literal;
+ * `%NAME` in a value stands for it and is type-checked there like the literal. A macro
+ * is expanded where it is used, with its value at that point, in later files, includes
+ * and --conf_params alike: defining it again changes later uses (last wins), and
+ * changing it after a use is an error, since gin would change that earlier use too. */
 int calf_config_parse_file(calf_config *cfg, const char *path, calf_error *err);
 /* Parse gin text; `origin` names it in messages and in the operative dump. */
 int calf_config_parse_string(calf_config *cfg, const char *text, const char *origin, calf_error *err);
-/* Apply one --conf_param 'Scope.param=value'. */
+/* Apply one --conf_param 'Scope.param=value' (or 'NAME=value', a macro). */
 int calf_config_apply_param(calf_config *cfg, const char *assignment, calf_error *err);
-/* Checks across bindings (e.g. the env name is registered elsewhere; here: ranges
- * that depend on each other). */
+/* Checks across bindings, after every file and --conf_param: the run must stop, the
+ * rollout must fit in memory, an off-policy sample must fit in the replay buffer, and
+ * every macro must be used (an unused one is most likely a binding written without
+ * its scope). */
 int calf_config_validate(const calf_config *cfg, calf_error *err);
 
+/* The value in effect for a row: for a scoped row that is not set, its fallback's value
+ * when that one is set. The getters assert the row's type, and that the value is not
+ * None (check calf_config_is_none first on an optional row). calf_config_string serves
+ * STRING and REF rows (a REF without its '@'). */
 int64_t calf_config_int(const calf_config *cfg, calf_binding_id id);
 double calf_config_float(const calf_config *cfg, calf_binding_id id);
 bool calf_config_bool(const calf_config *cfg, calf_binding_id id);
 const char *calf_config_string(const calf_config *cfg, calf_binding_id id);
 const calf_config_value *calf_config_get(const calf_config *cfg, calf_binding_id id);
+/* True when the value in effect is None. */
+bool calf_config_is_none(const calf_config *cfg, calf_binding_id id);
+/* Where the value in effect came from: "file:line", "--conf_param", or "" for the
+ * row's own default. Points into cfg. */
+const char *calf_config_origin(const calf_config *cfg, calf_binding_id id);
 
 /* Table access for --list-bindings and tools. */
 const char *calf_binding_name(calf_binding_id id);
 calf_config_type calf_binding_type(calf_binding_id id);
 const char *calf_binding_help(calf_binding_id id);
+/* CALF_BINDING_* flags of the row. */
+int calf_binding_flags(calf_binding_id id);
+/* The unscoped row a scoped row falls back to, or CALF_NO_FALLBACK. */
+int calf_binding_fallback(calf_binding_id id);
 /* Look a binding up by full name; returns -1 if unknown. */
 int calf_binding_find(const char *name);
 /* Print every binding: name, type, default, bounds, help. */
 void calf_config_list_bindings(FILE *out);
-/* Format one value as gin text into buf. */
+/* Format the value in effect as gin text into buf. */
 void calf_config_format_value(const calf_config *cfg, calf_binding_id id, char *buf, size_t cap);
-/* Write the operative config (every binding's final value, with origins) as gin.
+/* Write the operative config (every binding's value in effect, with origins) as gin.
  * `header` (may be NULL) is written first as comment lines. */
 int calf_config_write(const calf_config *cfg, FILE *out, const char *header);
-/* 64-bit digest of every binding that changes the training result (run length,
- * evaluation, summaries and checkpoint cadence excluded). */
+/* 64-bit digest of every binding's value in effect that changes the training result
+ * (run length, evaluation, summaries and checkpoint cadence excluded). */
 uint64_t calf_config_digest(const calf_config *cfg);
 
 /* The per-process split: E global environments over n processes. Process `rank`
