@@ -146,6 +146,20 @@ NN_INLINE void rows_tile(int RT, int NV, const float *x, size_t ldx, const float
         for (int v = 0; v < NV; v++) _mm256_storeu_ps(y + (size_t)r * ldy + 8 * v, acc[r][v]);
 }
 
+/* Four columns, where a layer's width leaves them (100 = 6 x 16 + 4): the same fused
+ * multiply-add chain per element as rows_tile and scalar_rows, in 128-bit registers. */
+NN_INLINE void rows_tile4(int RT, const float *x, size_t ldx, const float *w, size_t ldw, int K,
+                          const float *init, float *y, size_t ldy) {
+    __m128 acc[8];
+    for (int r = 0; r < RT; r++) acc[r] = init ? _mm_loadu_ps(init) : _mm_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m128 wv = _mm_loadu_ps(w + (size_t)k * ldw);
+        for (int r = 0; r < RT; r++)
+            acc[r] = _mm_fmadd_ps(_mm_broadcast_ss(x + (size_t)r * ldx + k), wv, acc[r]);
+    }
+    for (int r = 0; r < RT; r++) _mm_storeu_ps(y + (size_t)r * ldy, acc[r]);
+}
+
 NN_INLINE void rows_block(int RT, int NV, const float *x, size_t ldx, const float *w,
                           size_t ldw, int K, int N, const float *init, float *y, size_t ldy) {
     int n = 0;
@@ -154,6 +168,10 @@ NN_INLINE void rows_block(int RT, int NV, const float *x, size_t ldx, const floa
             rows_tile(RT, 2, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
     for (; n + 8 <= N; n += 8)
         rows_tile(RT, 1, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
+    if (n + 4 <= N) {
+        rows_tile4(RT, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
+        n += 4;
+    }
     if (n < N) scalar_rows(x, ldx, w, ldw, K, n, N, init, y, ldy, RT);
 }
 #endif
@@ -298,6 +316,23 @@ NN_INLINE void dw_tile(int KT, int NV, const float *x, int K, const float *dy, i
         for (int v = 0; v < NV; v++) dw_store(mode, dw + (size_t)kk * N + 8 * v, acc[kk][v]);
 }
 
+/* Four columns (see rows_tile4): the same chain per element as dw_tile and scalar_dw. */
+NN_INLINE void dw_tile4(int KT, const float *x, int K, const float *dy, int N, int R, float *dw,
+                        int mode) {
+    __m128 acc[8];
+    for (int kk = 0; kk < KT; kk++)
+        acc[kk] = mode == DW_ACC ? _mm_loadu_ps(dw + (size_t)kk * N) : _mm_setzero_ps();
+    for (int r = 0; r < R; r++) {
+        __m128 dv = _mm_loadu_ps(dy + (size_t)r * N);
+        for (int kk = 0; kk < KT; kk++)
+            acc[kk] = _mm_fmadd_ps(_mm_broadcast_ss(x + (size_t)r * K + kk), dv, acc[kk]);
+    }
+    for (int kk = 0; kk < KT; kk++) {
+        float *p = dw + (size_t)kk * N;
+        _mm_storeu_ps(p, mode == DW_ADD ? _mm_add_ps(_mm_loadu_ps(p), acc[kk]) : acc[kk]);
+    }
+}
+
 NN_INLINE void dw_block(int KT, int NV, const float *x, int K, int k0, const float *dy, int N,
                         int R, float *dw, int mode) {
     int n = 0;
@@ -305,6 +340,10 @@ NN_INLINE void dw_block(int KT, int NV, const float *x, int K, int k0, const flo
         for (; n + 16 <= N; n += 16)
             dw_tile(KT, 2, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
     for (; n + 8 <= N; n += 8) dw_tile(KT, 1, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+    if (n + 4 <= N) {
+        dw_tile4(KT, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+        n += 4;
+    }
     if (n < N) scalar_dw(x, K, dy, N, R, k0, k0 + KT, n, N, dw, mode);
 }
 #endif

@@ -74,6 +74,9 @@ static void test_linear_order(void) {
         /* every row tiling: 6-row, 8-row, 4-row and 1-row blocks, and mixes */
         {14, 64, 64}, {8, 64, 64}, {12, 64, 64}, {19, 64, 64}, {22, 4, 64}, {25, 12, 40},
         {8, 9, 20}, {30, 64, 24}, {16, 64, 64}, {17, 8, 16}, {64, 64, 64},
+        /* four-column tiles beside wider ones: SAC's 100-wide layers, 12 = 8 + 4, and a
+         * scalar column after the four (103) */
+        {64, 100, 100}, {64, 4, 100}, {7, 100, 12}, {9, 101, 103}, {13, 12, 4}, {5, 100, 20},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];

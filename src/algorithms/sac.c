@@ -702,25 +702,35 @@ static int sac_load_env(algorithm *a, int e, const unsigned char *rec, const cha
     return ckpt_reader_finish(&r);
 }
 
+/* "12.3 MiB", "45.6 KiB" or "789 bytes" */
+static void format_bytes(double bytes, char *buf, size_t cap) {
+    if (bytes >= 1024.0 * 1024.0) snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    else if (bytes >= 1024.0) snprintf(buf, cap, "%.1f KiB", bytes / 1024.0);
+    else snprintf(buf, cap, "%.0f bytes", bytes);
+}
+
 static void sac_describe(const algorithm *a, char *text, size_t cap) {
     const sac *t = (const sac *)a;
-    double mib = (double)replay_bytes(t->count > 0 ? t->count : 1, t->rb.capacity, t->od,
-                                      t->rb.act_dim) / (1024.0 * 1024.0);
+    char all[32], per[32];
+    double per_env = (double)replay_bytes(1, t->rb.capacity, t->od, t->rb.act_dim);
+    format_bytes(per_env * t->E, all, sizeof all);
+    format_bytes(per_env, per, sizeof per);
     snprintf(text, cap,
-             "replay buffer: %lld transitions per env, %d envs: %.1f MiB in all "
-             "(%.2f MiB per env); each update samples %d of them uniformly",
-             (long long)t->rb.capacity, t->E, mib / (t->count > 0 ? t->count : 1) * t->E,
-             mib / (t->count > 0 ? t->count : 1), t->B);
+             "replay buffer: %lld transitions per env, %d envs: %s in all (%s per env); each "
+             "update samples %d of them uniformly",
+             (long long)t->rb.capacity, t->E, all, per, t->B);
 }
 
 static void sac_report(const algorithm *a, double run_s, char *text, size_t cap) {
     const sac *t = (const sac *)a;
+    char mine[32];
+    format_bytes((double)replay_bytes(t->count, t->rb.capacity, t->od, t->rb.act_dim), mine,
+                 sizeof mine);
     snprintf(text, cap,
-             "replay: %lld transitions stored per env (capacity %lld, %.1f MiB on this process); "
+             "replay: %lld transitions stored per env (capacity %lld, %s on this process); "
              "%lld updates, %.0f updates/s\n",
-             (long long)t->rb.stored, (long long)t->rb.capacity,
-             (double)replay_bytes(t->count, t->rb.capacity, t->od, t->rb.act_dim) / (1024.0 * 1024.0),
-             (long long)t->updates, run_s > 0 ? (double)t->updates / run_s : 0.0);
+             (long long)t->rb.stored, (long long)t->rb.capacity, mine, (long long)t->updates,
+             run_s > 0 ? (double)t->updates / run_s : 0.0);
 }
 
 const algorithm_ops sac_algorithm_ops = {
