@@ -1,0 +1,148 @@
+/* bench_sac.c: SAC training speed in updates per second (updates over the run's whole
+ * wall time, the initial random collection included, as the PyTorch anchor counts them)
+ * and peak resident memory, median of several runs, each in a process of its own:
+ * - examples/sac_pendulum.gin on one process (ALF's sac_pendulum: 1 env, batch 64);
+ * - the same with 8 envs and batch 256 on 1 and 2 processes, and the speedup;
+ * - with --anchor PATH, the PyTorch anchor (shared/anchors/torch_sac_pendulum.py, run with
+ *   /usr/bin/python3) on the same number of env steps, and calf's ratio to it.
+ * Usage: bench_sac [CONF] [REPEATS] [--anchor PATH [--anchor_steps N]] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "calf/train.h"
+
+typedef struct run_result {
+    double seconds, updates_per_s, peak_mib;
+} run_result;
+
+/* Train conf with the extra bindings in a child process; false on failure. The updates
+ * come from the rank log's "replay: ... N updates" line. */
+static bool timed_run(const char *conf, int nproc, const char *const *params, int nparams,
+                      int r, run_result *out) {
+    char root[160];
+    snprintf(root, sizeof root, "/tmp/calf_bench_sac.%ld.%d.%d", (long)getpid(), nproc, r);
+    fflush(NULL);
+    double t0 = bench_now();
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        calf_train_options o = {.root_dir = root, .conf_path = conf, .conf_params = params,
+                                .num_conf_params = nparams, .nproc = nproc, .quiet = true};
+        calf_error err;
+        int rc = calf_train(&o, &err);
+        if (rc) fprintf(stderr, "bench_sac: training failed: %s\n", err.msg);
+        _exit(rc ? 1 : 0);
+    }
+    int st = 0;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return false;
+    out->seconds = bench_now() - t0;
+    out->peak_mib = (double)ru.ru_maxrss / 1024.0;
+    char path[256], line[512];
+    snprintf(path, sizeof path, "%s/log/rank-0.log", root);
+    FILE *f = fopen(path, "r");
+    long long updates = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "); ");
+        if (strncmp(line, "replay: ", 8) == 0 && p) updates = strtoll(p + 3, NULL, 10);
+    }
+    if (f) fclose(f);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "bench_sac: could not remove %s\n", root);
+    if (updates < 0) return false;
+    out->updates_per_s = (double)updates / out->seconds;
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The anchor's "ups=X" over the same steps; -1 when it cannot run. */
+static double run_anchor(const char *path, long steps) {
+    char cmd[512], line[512];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' --steps %ld 2>/dev/null", path, steps);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    double ups = -1;
+    while (fgets(line, sizeof line, p)) {
+        const char *u = strstr(line, " ups=");
+        if (u) ups = strtod(u + 5, NULL);
+        fputs(line, stdout);
+    }
+    if (pclose(p) != 0) return -1;
+    return ups;
+}
+
+int main(int argc, char **argv) {
+    const char *conf = "examples/sac_pendulum.gin", *anchor = NULL;
+    int repeats = 5;
+    long anchor_steps = 4000;
+    int pos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--anchor") == 0 && i + 1 < argc) anchor = argv[++i];
+        else if (strcmp(argv[i], "--anchor_steps") == 0 && i + 1 < argc) anchor_steps = atol(argv[++i]);
+        else if (pos++ == 0) conf = argv[i];
+        else repeats = atoi(argv[i]);
+    }
+    if (repeats < 1) repeats = 1;
+    const char *quiet[] = {"TrainerConfig.evaluate=False"};
+    const char *wide[] = {"TrainerConfig.evaluate=False",
+                          "create_environment.num_parallel_environments=8",
+                          "TrainerConfig.mini_batch_size=256"};
+    double *ups1 = calloc((size_t)repeats, sizeof(double));
+    double *rss1 = calloc((size_t)repeats, sizeof(double));
+    double *w1 = calloc((size_t)repeats, sizeof(double));
+    double *w2 = calloc((size_t)repeats, sizeof(double));
+    double *sp = calloc((size_t)repeats, sizeof(double));
+    for (int r = 0; r < repeats; r++) {
+        run_result a, b, c;
+        if (!timed_run(conf, 1, quiet, 1, r, &a) || !timed_run(conf, 1, wide, 3, r, &b) ||
+            !timed_run(conf, 2, wide, 3, r, &c)) {
+            fprintf(stderr, "bench_sac: a run failed\n");
+            return 1;
+        }
+        ups1[r] = a.updates_per_s;
+        rss1[r] = a.peak_mib;
+        w1[r] = b.updates_per_s;
+        w2[r] = c.updates_per_s;
+        sp[r] = c.updates_per_s / b.updates_per_s;
+        printf("repeat %d: %s %.0f updates/s (%.2f s, peak RSS %.1f MiB); 8 envs, batch 256: "
+               "%.0f updates/s on 1 process, %.0f on 2 (%.2fx)\n",
+               r + 1, conf, a.updates_per_s, a.seconds, a.peak_mib, b.updates_per_s,
+               c.updates_per_s, sp[r]);
+        fflush(stdout);
+    }
+    double m1 = median(ups1, repeats);
+    printf("median of %d: %.0f updates/s on 1 process, peak RSS %.1f MiB; 8 envs, batch 256: "
+           "%.0f updates/s on 1 process, %.0f on 2, speedup %.2fx\n",
+           repeats, m1, median(rss1, repeats), median(w1, repeats), median(w2, repeats),
+           median(sp, repeats));
+    if (anchor) {
+        double ups = run_anchor(anchor, anchor_steps);
+        if (ups > 0)
+            printf("anchor (PyTorch, one thread, %ld env steps): %.0f updates/s; calf %.1fx\n",
+                   anchor_steps, ups, m1 / ups);
+        else
+            printf("anchor: could not run %s with /usr/bin/python3 (python3-torch installed?)\n",
+                   anchor);
+    }
+    free(ups1);
+    free(rss1);
+    free(w1);
+    free(w2);
+    free(sp);
+    return 0;
+}
