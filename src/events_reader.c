@@ -252,14 +252,53 @@ static int decode_summary(pcur *c, events_record *rec, calf_error *err) {
     return rc;
 }
 
+/* Event.what is a oneof: when the bytes hold several of its members, the last one read
+ * is the one the message has (as protobuf parsers, TensorBoard's among them, decide),
+ * so decoding a member first forgets the others. A member repeated merges with itself. */
+enum { WHAT_FILE_VERSION = 3, WHAT_SUMMARY = 5, WHAT_SESSION_LOG = 7, WHAT_OTHER = 0 };
+
+static void clear_what_except(events_record *rec, int keep) {
+    if (keep != WHAT_SUMMARY) {
+        for (size_t i = 0; i < rec->num_values; i++) value_clear(&rec->values[i]);
+        rec->num_values = 0;
+        rec->has_summary = false;
+    }
+    if (keep != WHAT_FILE_VERSION) {
+        free(rec->file_version);
+        rec->file_version = NULL;
+    }
+    if (keep != WHAT_SESSION_LOG) {
+        rec->has_session_log = false;
+        rec->session_status = EVENTS_SESSION_UNSPECIFIED;
+    }
+}
+
 static void record_reset(events_record *rec) {
-    for (size_t i = 0; i < rec->num_values; i++) value_clear(&rec->values[i]);
-    rec->num_values = 0;
-    free(rec->file_version);
-    rec->file_version = NULL;
-    rec->has_summary = false;
+    clear_what_except(rec, WHAT_OTHER);
     rec->wall_time = 0;
     rec->step = 0;
+}
+
+/* SessionLog: status = 1 (enum SessionStatus); checkpoint_path and msg are skipped. */
+static int decode_session_log(pcur *c, int *status, calf_error *err) {
+    int rc = CALF_OK;
+    while (c->p < c->end && rc == CALF_OK) {
+        unsigned field, wt;
+        uint64_t v;
+        if ((rc = rd_key(c, &field, &wt, err)) != CALF_OK) break;
+        if (field != 1) {
+            rc = skip_field(c, wt, err);
+            continue;
+        }
+        if ((rc = want_wt(field, wt, WT_VARINT, "SessionLog", err)) != CALF_OK) break;
+        if ((rc = rd_varint(c, &v, err)) != CALF_OK) break;
+        /* an enum is an int32: its low 32 bits, sign included, whatever the width */
+        uint32_t lo = (uint32_t)v;
+        int32_t s;
+        memcpy(&s, &lo, sizeof s);
+        *status = s;
+    }
+    return rc;
 }
 
 void events_record_free(events_record *rec) {
@@ -294,14 +333,27 @@ int events_decode_event(const unsigned char *data, size_t len, events_record *re
         case 3: /* file_version */
             if ((rc = want_wt(field, wt, WT_LEN, "Event", err)) != CALF_OK) break;
             if ((rc = rd_len(&c, &sub, err)) != CALF_OK) break;
+            clear_what_except(rec, WHAT_FILE_VERSION);
             free(rec->file_version);
             rec->file_version = dup_bytes(&sub);
             break;
         case 5: /* summary */
             if ((rc = want_wt(field, wt, WT_LEN, "Event", err)) != CALF_OK) break;
             if ((rc = rd_len(&c, &sub, err)) != CALF_OK) break;
+            clear_what_except(rec, WHAT_SUMMARY);
             rec->has_summary = true;
             rc = decode_summary(&sub, rec, err);
+            break;
+        case 7: /* session_log */
+            if ((rc = want_wt(field, wt, WT_LEN, "Event", err)) != CALF_OK) break;
+            if ((rc = rd_len(&c, &sub, err)) != CALF_OK) break;
+            clear_what_except(rec, WHAT_SESSION_LOG);
+            rec->has_session_log = true;
+            rc = decode_session_log(&sub, &rec->session_status, err);
+            break;
+        case 4: case 6: case 8: case 9: /* graph_def, log_message, run metadata, meta graph */
+            clear_what_except(rec, WHAT_OTHER);
+            rc = skip_field(&c, wt, err);
             break;
         default: rc = skip_field(&c, wt, err); break;
         }
@@ -344,16 +396,19 @@ static int read_full(events_reader *r, void *dst, size_t n, size_t *got, calf_er
 int events_reader_next(events_reader *r, const events_record **out, calf_error *err) {
     CALF_ASSERT(r != NULL && r->f != NULL && out != NULL);
     *out = NULL;
+    r->cut = false;
     unsigned long long off = (unsigned long long)r->offset;
     unsigned char head[12];
     size_t got;
     int rc = read_full(r, head, sizeof head, &got, err);
     if (rc != CALF_OK) return rc;
     if (got == 0) return CALF_OK; /* clean end of file */
-    if (got < sizeof head)
+    if (got < sizeof head) {
+        r->cut = true;
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: truncated record header at offset %llu (%zu of 12 bytes)",
                               r->path, off, got);
+    }
     uint64_t len = bytes_get_le(head, 8);
     uint32_t len_crc = (uint32_t)bytes_get_le(head + 8, 4);
     if (crc32c_mask(crc32c(head, 8)) != len_crc)
@@ -368,12 +423,14 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
     /* a damaged length that passes its CRC must not drive an allocation larger than
      * what the file can still hold */
     struct stat st;
-    if (fstat(fileno(r->f), &st) == 0 && (uint64_t)st.st_size < r->offset + 12 + (uint64_t)need)
+    if (fstat(fileno(r->f), &st) == 0 && (uint64_t)st.st_size < r->offset + 12 + (uint64_t)need) {
+        r->cut = true;
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: truncated record at offset %llu (length %llu, file "
                               "ends %llu bytes after its header)",
                               r->path, off, (unsigned long long)len,
                               (unsigned long long)((uint64_t)st.st_size - r->offset - 12));
+    }
     if (need > r->cap) {
         unsigned char *b = realloc(r->buf, need);
         if (!b)
@@ -383,10 +440,12 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
         r->cap = need;
     }
     if ((rc = read_full(r, r->buf, need, &got, err)) != CALF_OK) return rc;
-    if (got < need)
+    if (got < need) { /* the file shrank since fstat, or fstat could not tell */
+        r->cut = true;
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: truncated record at offset %llu (%llu of %zu bytes after the header)",
                               r->path, off, (unsigned long long)got, need);
+    }
     uint32_t data_crc = (uint32_t)bytes_get_le(r->buf + len, 4);
     if (crc32c_mask(crc32c(r->buf, (size_t)len)) != data_crc)
         return calf_error_set(err, CALF_EINVAL,
@@ -403,41 +462,217 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
     return CALF_OK;
 }
 
-int calf_events_dump(const char *path, FILE *out, calf_error *err) {
+/* ------------------------------------------------------------------ calf events */
+
+/* The dump reads every file first and prints afterwards, because a restart marker
+ * drops values that came before it; the lines wait here. */
+enum { LINE_VERSION, LINE_SESSION, LINE_VALUE };
+
+typedef struct dump_line {
+    int what;            /* LINE_* */
+    bool purged;         /* dropped from TensorBoard's view by a later record */
+    int64_t step;
+    double wall_time;
+    char *text;          /* LINE_VERSION: the file_version; LINE_VALUE: the tag */
+    int kind;            /* LINE_VALUE: an events_value_kind */
+    int status;          /* LINE_SESSION: an events_session_status */
+    float simple_value;  /* EVENTS_VALUE_SIMPLE */
+    double histo_num, histo_min, histo_max, histo_sum; /* EVENTS_VALUE_HISTO */
+} dump_line;
+
+/* TensorBoard's state for one run (plugin_event_accumulator.py), carried from file to
+ * file as it is across the files of a run directory. */
+typedef struct dump_state {
+    dump_line *lines;    /* (num_lines) in file order */
+    size_t num_lines, cap;
+    double file_version; /* the last file_version, parsed; -1 before one (or unparsable) */
+    bool seen_start;     /* a SessionLog START was read: the next one is a restart */
+    int64_t most_recent_step; /* step of the last Event with a summary; -1 before one */
+} dump_state;
+
+static dump_line *dump_push(dump_state *d, int what, const events_record *rec) {
+    if (d->num_lines == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 64;
+        dump_line *a = realloc(d->lines, cap * sizeof *a);
+        if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu lines)", cap);
+        d->lines = a;
+        d->cap = cap;
+    }
+    dump_line *l = &d->lines[d->num_lines++];
+    memset(l, 0, sizeof *l);
+    l->what = what;
+    l->step = rec->step;
+    l->wall_time = rec->wall_time;
+    return l;
+}
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *out = calf_xmalloc(n);
+    memcpy(out, s, n);
+    return out;
+}
+
+/* event_util.ParseFileVersion: the number after the last "brain.Event:" (the whole
+ * string when there is none), read as a float; -1 when it is not one. */
+static double parse_file_version(const char *v) {
+    const char *p = v, *hit;
+    while ((hit = strstr(p, "brain.Event:")) != NULL) p = hit + strlen("brain.Event:");
+    char *end;
+    double x = strtod(p, &end); /* out of range is +-inf or 0, as float() has it */
+    while (*end == ' ' || *end == '\t' || *end == '\n') end++; /* float() strips them */
+    if (end == p || *end != '\0') return -1;
+    return x;
+}
+
+/* _MaybePurgeOrphanedData, run (as there) before the record's own values are added.
+ * Version 2 files: the run's first START is its initial start and drops nothing; each
+ * later START at step K drops every value already read with step >= K, of every tag.
+ * Older files: an Event with a summary whose step is below the last summary's drops
+ * the earlier values of its own tags with step >= its step. */
+static void dump_purge(dump_state *d, const events_record *rec) {
+    if (d->file_version >= 2) {
+        if (!rec->has_session_log || rec->session_status != EVENTS_SESSION_START) return;
+        if (!d->seen_start) {
+            d->seen_start = true;
+            return;
+        }
+        for (size_t i = 0; i < d->num_lines; i++)
+            if (d->lines[i].what == LINE_VALUE && d->lines[i].step >= rec->step)
+                d->lines[i].purged = true;
+    } else if (rec->has_summary && rec->step < d->most_recent_step) {
+        for (size_t v = 0; v < rec->num_values; v++)
+            for (size_t i = 0; i < d->num_lines; i++) {
+                dump_line *l = &d->lines[i];
+                if (l->what == LINE_VALUE && l->step >= rec->step &&
+                    !strcmp(l->text, rec->values[v].tag))
+                    l->purged = true;
+            }
+    }
+}
+
+static void dump_take(dump_state *d, const events_record *rec) {
+    if (rec->file_version) {
+        d->file_version = parse_file_version(rec->file_version);
+        dump_push(d, LINE_VERSION, rec)->text = dup_str(rec->file_version);
+    }
+    dump_purge(d, rec);
+    if (rec->has_summary) d->most_recent_step = rec->step;
+    if (rec->has_session_log) dump_push(d, LINE_SESSION, rec)->status = rec->session_status;
+    for (size_t i = 0; i < rec->num_values; i++) {
+        const events_value *v = &rec->values[i];
+        dump_line *l = dump_push(d, LINE_VALUE, rec);
+        l->text = dup_str(v->tag);
+        l->kind = v->kind;
+        l->simple_value = v->simple_value;
+        l->histo_num = v->histo_num;
+        l->histo_min = v->histo_min;
+        l->histo_max = v->histo_max;
+        l->histo_sum = v->histo_sum;
+    }
+}
+
+/* Read one file into d. A cut last record is reported on warn and ends the file
+ * normally; anything else that stops the reader is the error. */
+static int dump_read_file(dump_state *d, const char *path, FILE *warn, calf_error *err) {
     events_reader r;
     int rc = events_reader_open(&r, path, err);
     if (rc != CALF_OK) return rc;
     const events_record *rec;
     long records = 0;
-    while ((rc = events_reader_next(&r, &rec, err)) == CALF_OK && rec) {
+    calf_error rerr;
+    calf_error_clear(&rerr);
+    while ((rc = events_reader_next(&r, &rec, &rerr)) == CALF_OK && rec) {
         records++;
-        if (rec->file_version && fprintf(out, "file_version %s\n", rec->file_version) < 0) {
-            rc = calf_error_set(err, CALF_EIO, "events: write: %s", strerror(errno));
-            break;
-        }
-        for (size_t i = 0; i < rec->num_values && rc == CALF_OK; i++) {
-            const events_value *v = &rec->values[i];
-            int n;
-            if (v->kind == EVENTS_VALUE_SIMPLE)
-                n = fprintf(out, "%lld %s %.9g\n", (long long)rec->step, v->tag,
-                            (double)v->simple_value);
-            else if (v->kind == EVENTS_VALUE_HISTO)
-                n = fprintf(out, "%lld %s histogram num=%.9g min=%.9g max=%.9g sum=%.9g\n",
-                            (long long)rec->step, v->tag, v->histo_num, v->histo_min,
-                            v->histo_max, v->histo_sum);
-            else
-                n = fprintf(out, "%lld %s (unsupported value type)\n", (long long)rec->step,
-                            v->tag);
-            if (n < 0) rc = calf_error_set(err, CALF_EIO, "events: write: %s", strerror(errno));
-        }
-        if (rc != CALF_OK) break;
+        dump_take(d, rec);
     }
-    /* every events file starts with its file_version record: an empty one is not one */
-    if (rc == CALF_OK && records == 0)
+    if (rc != CALF_OK && r.cut && records > 0) {
+        rc = CALF_OK;
+        /* only a note: one that cannot be shown does not change what was read */
+        if (warn)
+            fprintf(warn,
+                    "calf: warning: %s: last record cut at offset %llu (a crash while "
+                    "writing?); ignored\n",
+                    path, (unsigned long long)r.offset);
+    } else if (rc != CALF_OK) {
+        calf_error_set(err, rc, "%s", rerr.msg);
+    } else if (records == 0) {
+        /* every events file starts with its file_version record: an empty one is not one */
         rc = calf_error_set(err, CALF_EINVAL, "events: %s: empty file, not an events file", path);
-    /* a buffered stream reports a failed write only when it is flushed */
-    if (rc == CALF_OK && (fflush(out) != 0 || ferror(out)))
-        rc = calf_error_set(err, CALF_EIO, "events: write: %s", strerror(errno));
+    }
     events_reader_close(&r);
+    return rc;
+}
+
+static const char *session_name(int status) {
+    switch (status) {
+    case EVENTS_SESSION_START: return "session_start";
+    case EVENTS_SESSION_STOP: return "session_stop";
+    case EVENTS_SESSION_CHECKPOINT: return "session_checkpoint";
+    default: return NULL;
+    }
+}
+
+/* A CSV field as RFC 4180 has it: quoted, with quotes doubled, when it holds a comma,
+ * a quote or a line break. */
+static int put_csv_field(FILE *out, const char *s) {
+    if (!strpbrk(s, ",\"\r\n")) return fputs(s, out) < 0 ? -1 : 0;
+    if (fputc('"', out) == EOF) return -1;
+    for (; *s; s++)
+        if ((*s == '"' && fputc('"', out) == EOF) || fputc(*s, out) == EOF) return -1;
+    return fputc('"', out) == EOF ? -1 : 0;
+}
+
+static int dump_print_line(const dump_line *l, FILE *out, bool csv) {
+    long long step = (long long)l->step;
+    if (csv) {
+        if (l->what != LINE_VALUE || l->kind != EVENTS_VALUE_SIMPLE) return 0;
+        if (put_csv_field(out, l->text) < 0) return -1;
+        return fprintf(out, ",%lld,%.17g,%.9g\n", step, l->wall_time, (double)l->simple_value);
+    }
+    if (l->what == LINE_VERSION) return fprintf(out, "file_version %s\n", l->text);
+    if (l->what == LINE_SESSION) {
+        const char *name = session_name(l->status);
+        return name ? fprintf(out, "%lld %s\n", step, name)
+                    : fprintf(out, "%lld session_log status=%d\n", step, l->status);
+    }
+    if (l->kind == EVENTS_VALUE_SIMPLE)
+        return fprintf(out, "%lld %s %.9g\n", step, l->text, (double)l->simple_value);
+    if (l->kind == EVENTS_VALUE_HISTO)
+        return fprintf(out, "%lld %s histogram num=%.9g min=%.9g max=%.9g sum=%.9g\n", step,
+                       l->text, l->histo_num, l->histo_min, l->histo_max, l->histo_sum);
+    return fprintf(out, "%lld %s (unsupported value type)\n", step, l->text);
+}
+
+static int dump_print(const dump_state *d, const calf_events_dump_options *opt, FILE *out,
+                      calf_error *err) {
+    bool failed = opt->csv && fputs("tag,step,wall_time,value\n", out) < 0;
+    for (size_t i = 0; i < d->num_lines && !failed; i++)
+        if (opt->raw || !d->lines[i].purged)
+            failed = dump_print_line(&d->lines[i], out, opt->csv) < 0;
+    /* a buffered stream reports a failed write only when it is flushed */
+    if (failed || fflush(out) != 0 || ferror(out))
+        return calf_error_set(err, CALF_EIO, "events: write: %s", strerror(errno));
+    return CALF_OK;
+}
+
+int calf_events_dump(const char *const *paths, size_t num_paths,
+                     const calf_events_dump_options *opt, FILE *out, calf_error *err) {
+    CALF_ASSERT(paths != NULL && out != NULL);
+    static const calf_events_dump_options defaults = {false, false, NULL};
+    if (!opt) opt = &defaults;
+    dump_state d = {NULL, 0, 0, -1, false, -1};
+    int rc = CALF_OK;
+    for (size_t i = 0; i < num_paths && rc == CALF_OK; i++)
+        rc = dump_read_file(&d, paths[i], opt->warn, err);
+    /* what was read before an error is still shown; the first error is the one reported */
+    if (d.num_lines > 0 || rc == CALF_OK) {
+        calf_error perr;
+        calf_error_clear(&perr);
+        int prc = dump_print(&d, opt, out, &perr);
+        if (rc == CALF_OK && prc != CALF_OK) rc = calf_error_set(err, prc, "%s", perr.msg);
+    }
+    for (size_t i = 0; i < d.num_lines; i++) free(d.lines[i].text);
+    free(d.lines);
     return rc;
 }

@@ -28,11 +28,21 @@ typedef struct events_value {
     size_t num_buckets;
 } events_value;
 
+/* SessionLog.SessionStatus (event.proto). */
+enum events_session_status {
+    EVENTS_SESSION_UNSPECIFIED = 0,
+    EVENTS_SESSION_START = 1, /* a (re)start: TensorBoard's restart marker */
+    EVENTS_SESSION_STOP = 2,
+    EVENTS_SESSION_CHECKPOINT = 3
+};
+
 typedef struct events_record {
     uint64_t offset;      /* byte offset of the record's length field in the file */
     double wall_time;
     int64_t step;
     char *file_version;   /* NULL unless the Event carries file_version */
+    bool has_session_log; /* the Event carries session_log (field 7) */
+    int session_status;   /* its status, an events_session_status; 0 when absent */
     bool has_summary;
     events_value *values; /* (num_values) the Summary's values */
     size_t num_values;
@@ -45,6 +55,8 @@ typedef struct events_reader {
     FILE *f;
     char *path;
     uint64_t offset;      /* where the next record starts */
+    bool cut;             /* the last next() failed because the file ends inside the
+                             record at offset: a torn tail, not a damaged record */
     events_record rec;    /* the last record read; owned by the reader */
     unsigned char *buf;   /* (cap) record data */
     size_t cap;
@@ -54,7 +66,12 @@ typedef struct events_reader {
 int events_reader_open(events_reader *r, const char *path, calf_error *err);
 /* Read and validate the next record. On CALF_OK *rec points at it (valid until the
  * next call or close), or is NULL at a clean end of file. A truncated or corrupt
- * record is CALF_EINVAL with a message naming the file and the byte offset. */
+ * record is CALF_EINVAL with a message naming the file and the byte offset; r->cut
+ * then tells the two apart. The file ends inside the record (cut): fewer than 12
+ * header bytes, or a length whose CRC checks out but reaches past the end of the
+ * file, data and trailing CRC included. Damaged: a CRC that does not match, a length
+ * over 1 GiB, an Event that does not parse. Either way r->offset stays at the
+ * record's start. */
 int events_reader_next(events_reader *r, const events_record **rec, calf_error *err);
 void events_reader_close(events_reader *r); /* NULL-safe, idempotent */
 
@@ -65,7 +82,8 @@ int events_decode_event(const unsigned char *data, size_t len, events_record *re
                         calf_error *err);
 void events_record_free(events_record *rec);
 
-/* calf_events_dump, the text form for `calf events FILE`, is declared in the public
- * calf/summary.h so the command-line program needs no internal header. */
+/* calf_events_dump, the text form for `calf events FILE...`, is declared in the public
+ * calf/summary.h so the command-line program needs no internal header; it lives in
+ * events_reader.c beside the reader it is built on. */
 
 #endif

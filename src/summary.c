@@ -79,7 +79,12 @@ static void pb_len_field(pbuf *b, unsigned field, const void *p, size_t n) {
 }
 
 /* Event fields (tensorboard/compat/proto/event.proto). */
-enum { EVENT_WALL_TIME = 1, EVENT_STEP = 2, EVENT_FILE_VERSION = 3, EVENT_SUMMARY = 5 };
+enum {
+    EVENT_WALL_TIME = 1, EVENT_STEP = 2, EVENT_FILE_VERSION = 3, EVENT_SUMMARY = 5,
+    EVENT_SESSION_LOG = 7
+};
+/* SessionLog.status = 1; SessionStatus START = 1. */
+enum { SESSION_LOG_STATUS = 1, SESSION_STATUS_START = 1 };
 /* Summary.value = 1; Summary.Value: tag = 1, simple_value = 2, histo = 5. */
 enum { SUMMARY_VALUE = 1, VALUE_TAG = 1, VALUE_SIMPLE = 2, VALUE_HISTO = 5 };
 /* HistogramProto (tensorboard/compat/proto/histogram.proto). */
@@ -315,6 +320,19 @@ int calf_summary_writer_add_scalar(calf_summary_writer *w, const char *tag, int6
     return write_summary_event(w, step, wall_time);
 }
 
+int calf_summary_writer_add_session_start(calf_summary_writer *w, int64_t step,
+                                          double wall_time) {
+    CALF_ASSERT(w != NULL);
+    if (w->error.status != CALF_OK) return w->error.status;
+    w->sum.len = 0; /* the SessionLog; sum is free between records */
+    pb_tag(&w->sum, SESSION_LOG_STATUS, WT_VARINT);
+    pb_varint(&w->sum, SESSION_STATUS_START);
+    w->ev.len = 0;
+    encode_event_head(&w->ev, wall_time, step);
+    pb_len_field(&w->ev, EVENT_SESSION_LOG, w->sum.data, w->sum.len); /* oneof: always */
+    return write_record(w);
+}
+
 /* First index whose limit exceeds v (std::upper_bound, as TensorFlow's Histogram::Add). */
 static size_t bucket_index(const double *limits, size_t n, double v) {
     size_t lo = 0, hi = n;
@@ -436,4 +454,9 @@ void calf_summary_histogram(const char *tag, int64_t step, const float *values, 
     if (!current_writer) return;
     calf_summary_writer_add_histogram(current_writer, tag, step,
                                       clock_seconds(CLOCK_REALTIME), values, n);
+}
+
+void calf_summary_session_start(int64_t step) {
+    if (!current_writer) return;
+    calf_summary_writer_add_session_start(current_writer, step, clock_seconds(CLOCK_REALTIME));
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "calf/context.h"
@@ -452,7 +453,7 @@ static void test_round_trip(void) {
     FILE *mem = open_memstream(&text, &tlen);
     CHECK(mem != NULL);
     if (mem) {
-        CHECK_INT_EQ(calf_events_dump(path, mem, &err), CALF_OK);
+        CHECK_INT_EQ(calf_events_dump((const char *[]){path}, 1, NULL, mem, &err), CALF_OK);
         fclose(mem);
         const char *head = "file_version brain.Event:2\n0 loss/total 1\n0 returns 0\n";
         CHECK(strncmp(text, head, strlen(head)) == 0);
@@ -580,10 +581,436 @@ static void test_record_context(void) {
     calf_context_reset_for_testing();
 }
 
+/* ------------------------------------------------------------------ the dump */
+
+/* What calf_events_dump printed on out and on warn, and what it returned. */
+typedef struct dumped {
+    int rc;
+    calf_error err;
+    char *out, *warn; /* NUL-terminated; freed by dumped_free */
+} dumped;
+
+static dumped dump_files(const char *const *paths, size_t n, bool raw, bool csv) {
+    dumped d;
+    memset(&d, 0, sizeof d);
+    calf_error_clear(&d.err);
+    size_t olen = 0, wlen = 0;
+    FILE *out = open_memstream(&d.out, &olen);
+    FILE *warn = open_memstream(&d.warn, &wlen);
+    if (!out || !warn) {
+        fprintf(stderr, "open_memstream failed\n");
+        exit(1);
+    }
+    calf_events_dump_options opt = {raw, csv, warn};
+    d.rc = calf_events_dump(paths, n, &opt, out, &d.err);
+    fclose(out);
+    fclose(warn);
+    return d;
+}
+
+static dumped dump_file(const char *path, bool raw, bool csv) {
+    return dump_files((const char *[]){path}, 1, raw, csv);
+}
+
+static void dumped_free(dumped *d) {
+    free(d->out);
+    free(d->warn);
+}
+
+#define CHECK_DUMP(d, want_rc, want_out, want_warn)                            \
+    do {                                                                       \
+        CHECK_INT_EQ((d).rc, want_rc);                                         \
+        CHECK_STR_EQ((d).out, want_out);                                       \
+        CHECK_STR_EQ((d).warn, want_warn);                                     \
+        if ((d).rc != (want_rc)) fprintf(stderr, "  error: %s\n", (d).err.msg); \
+    } while (0)
+
+/* ------------------------------------------------------------------ restart markers */
+
+static void test_session_start_bytes(void) {
+    char dir[512];
+    join(dir, sizeof dir, tmp_root, "exact_session");
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    CHECK_INT_EQ(calf_summary_writer_add_session_start(w, 7, 1.5), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_add_session_start(w, 0, 0.0), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+    size_t n;
+    unsigned char *file = read_file(path, &n);
+    CHECK(file != NULL);
+    if (!file) return;
+    span rec[4];
+    CHECK_INT_EQ(split_records(file, n, rec, 4), 3);
+    /* Event{wall_time 1.5, step 7, session_log (field 7) {status (field 1) START = 1}}. */
+    const unsigned char ev1[] = {
+        0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, /* 1: double 1.5 */
+        0x10, 0x07,                                           /* 2: varint 7 */
+        0x3a, 0x02,                                           /* 7: SessionLog, 2 bytes */
+        0x08, 0x01,                                           /*  1: varint START */
+    };
+    /* At step 0 and time 0 both are left out (proto3 defaults); session_log, a member
+     * of the oneof, is not. */
+    const unsigned char ev2[] = {0x3a, 0x02, 0x08, 0x01};
+    unsigned char want[64];
+    size_t wl = frame(want, ev1, sizeof ev1);
+    CHECK(rec[1].len == wl && memcmp(file + rec[1].off, want, wl) == 0);
+    wl = frame(want, ev2, sizeof ev2);
+    CHECK(rec[2].len == wl && memcmp(file + rec[2].off, want, wl) == 0);
+    CHECK_INT_EQ(rec[2].off + rec[2].len, n);
+    free(file);
+}
+
+static void test_session_round_trip(void) {
+    char dir[512];
+    join(dir, sizeof dir, tmp_root, "session_rt");
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 3600, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    CHECK_INT_EQ(calf_summary_writer_add_session_start(w, 0, 100.5), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "a", 1, 101.0, 0.5), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_add_session_start(w, 3, 102.25), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_add_session_start(w, -2, 103.0), CALF_OK);
+    calf_summary_session_start(9); /* no current writer: nothing written */
+    calf_summary_set_current(w);
+    double before = (double)time(NULL);
+    calf_summary_session_start(11);
+    double after = (double)time(NULL) + 1;
+    calf_summary_set_current(NULL);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+
+    events_reader r;
+    CHECK_INT_EQ(events_reader_open(&r, path, &err), CALF_OK);
+    const events_record *rec;
+    const int64_t want_step[] = {0, 0, 1, 3, -2, 11};
+    int idx = 0;
+    while (events_reader_next(&r, &rec, &err) == CALF_OK && rec) {
+        if (idx < 6) CHECK_INT_EQ(rec->step, want_step[idx]);
+        bool marker = idx == 1 || idx >= 3;
+        CHECK_INT_EQ(rec->has_session_log, marker);
+        CHECK_INT_EQ(rec->session_status, marker ? EVENTS_SESSION_START : 0);
+        if (marker) {
+            CHECK(!rec->has_summary && rec->num_values == 0 && rec->file_version == NULL);
+        }
+        if (idx == 1) CHECK(rec->wall_time == 100.5);
+        if (idx == 3) CHECK(rec->wall_time == 102.25);
+        if (idx == 5) CHECK(rec->wall_time >= before && rec->wall_time <= after);
+        if (idx == 2) CHECK(rec->has_summary && rec->num_values == 1 && rec->wall_time == 101.0);
+        idx++;
+    }
+    CHECK_INT_EQ(err.status, CALF_OK);
+    CHECK_INT_EQ(idx, 6);
+    events_reader_close(&r);
+
+    dumped d = dump_file(path, true, false);
+    CHECK_DUMP(d, CALF_OK,
+               "file_version brain.Event:2\n0 session_start\n1 a 0.5\n3 session_start\n"
+               "-2 session_start\n11 session_start\n",
+               "");
+    dumped_free(&d);
+    /* as TensorBoard shows it: the START at 3 keeps step 1, the one at -2 does not */
+    d = dump_file(path, false, false);
+    CHECK_DUMP(d, CALF_OK,
+               "file_version brain.Event:2\n0 session_start\n3 session_start\n"
+               "-2 session_start\n11 session_start\n",
+               "");
+    dumped_free(&d);
+}
+
+/* SessionLog decoding, and Event.what as the oneof it is. */
+static void test_session_decode(void) {
+    events_record rec;
+    memset(&rec, 0, sizeof rec);
+    calf_error err;
+    calf_error_clear(&err);
+    const unsigned char stop[] = {0x3a, 0x02, 0x08, 0x02};
+    CHECK_INT_EQ(events_decode_event(stop, sizeof stop, &rec, &err), CALF_OK);
+    CHECK(rec.has_session_log && rec.session_status == EVENTS_SESSION_STOP);
+    const unsigned char empty[] = {0x10, 0x05, 0x3a, 0x00};
+    CHECK_INT_EQ(events_decode_event(empty, sizeof empty, &rec, &err), CALF_OK);
+    CHECK(rec.has_session_log && rec.session_status == 0 && rec.step == 5);
+    /* status -1 as the ten-byte varint an int32 enum is written as */
+    const unsigned char neg[] = {0x3a, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                 0xff, 0xff, 0xff, 0xff, 0x01};
+    CHECK_INT_EQ(events_decode_event(neg, sizeof neg, &rec, &err), CALF_OK);
+    CHECK_INT_EQ(rec.session_status, -1);
+    /* checkpoint_path (2) and msg (3) are skipped; status may come after them */
+    const unsigned char ckpt[] = {0x3a, 0x08, 0x12, 0x02, 'a', 'b', 0x08, 0x03, 0x1a, 0x00};
+    CHECK_INT_EQ(events_decode_event(ckpt, sizeof ckpt, &rec, &err), CALF_OK);
+    CHECK_INT_EQ(rec.session_status, EVENTS_SESSION_CHECKPOINT);
+    /* status with the wrong wire type (fixed64) is a bad Event */
+    const unsigned char badwt[] = {0x3a, 0x09, 0x09, 0, 0, 0, 0, 0, 0, 0, 0};
+    CHECK_INT_EQ(events_decode_event(badwt, sizeof badwt, &rec, &err), CALF_EINVAL);
+    CHECK(contains(err.msg, "SessionLog"));
+    /* an Event without session_log reads 0 (the last decode's state is not kept) */
+    const unsigned char plain[] = {0x10, 0x01};
+    CHECK_INT_EQ(events_decode_event(plain, sizeof plain, &rec, &err), CALF_OK);
+    CHECK(!rec.has_session_log && rec.session_status == 0);
+    /* the oneof: the last member read is the one the Event has */
+    const unsigned char sum_then_log[] = {0x2a, 0x0a, 0x0a, 0x08, 0x0a, 0x01, 'a', 0x15,
+                                          0x00, 0x00, 0x00, 0x40, 0x3a, 0x02, 0x08, 0x01};
+    CHECK_INT_EQ(events_decode_event(sum_then_log, sizeof sum_then_log, &rec, &err), CALF_OK);
+    CHECK(!rec.has_summary && rec.num_values == 0);
+    CHECK(rec.has_session_log && rec.session_status == EVENTS_SESSION_START);
+    const unsigned char log_then_sum[] = {0x3a, 0x02, 0x08, 0x01, 0x2a, 0x0a, 0x0a, 0x08,
+                                          0x0a, 0x01, 'a', 0x15, 0x00, 0x00, 0x00, 0x40};
+    CHECK_INT_EQ(events_decode_event(log_then_sum, sizeof log_then_sum, &rec, &err), CALF_OK);
+    CHECK(rec.has_summary && rec.num_values == 1 && !rec.has_session_log);
+    const unsigned char ver_then_log[] = {0x1a, 0x01, 'v', 0x3a, 0x02, 0x08, 0x01};
+    CHECK_INT_EQ(events_decode_event(ver_then_log, sizeof ver_then_log, &rec, &err), CALF_OK);
+    CHECK(rec.file_version == NULL && rec.has_session_log);
+    const unsigned char log_then_graph[] = {0x3a, 0x02, 0x08, 0x01, 0x22, 0x01, 'g'};
+    CHECK_INT_EQ(events_decode_event(log_then_graph, sizeof log_then_graph, &rec, &err), CALF_OK);
+    CHECK(!rec.has_session_log && rec.session_status == 0);
+    events_record_free(&rec);
+}
+
+/* ------------------------------------------------------------------ purge */
+
+/* Event{step, summary{value{tag, simple_value v}}} by hand: 0 < step < 128, short tag. */
+static size_t ev_scalar(unsigned char *out, int step, const char *tag, float v) {
+    size_t tl = strlen(tag), m = 0;
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    out[m++] = 0x10;
+    out[m++] = (unsigned char)step;
+    out[m++] = 0x2a;
+    out[m++] = (unsigned char)(tl + 9); /* Summary: key, length, Value */
+    out[m++] = 0x0a;
+    out[m++] = (unsigned char)(tl + 7); /* Value: tag (2 + tl), simple_value (5) */
+    out[m++] = 0x0a;
+    out[m++] = (unsigned char)tl;
+    memcpy(out + m, tag, tl);
+    m += tl;
+    out[m++] = 0x15;
+    le_put(out + m, bits, 4);
+    return m + 4;
+}
+
+/* One launch of a run: a writer on dir that writes a START at start_step (unless < 0)
+ * and then "loss" = offset + s for s in [from, to]; its path goes to path. */
+static void write_launch(const char *dir, int64_t start_step, int from, int to, double offset,
+                         char *path, size_t cap) {
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) {
+        path[0] = '\0';
+        return;
+    }
+    snprintf(path, cap, "%s", calf_summary_writer_path(w));
+    double wall = 1700000000.125;
+    if (start_step >= 0)
+        CHECK_INT_EQ(calf_summary_writer_add_session_start(w, start_step, wall), CALF_OK);
+    for (int s = from; s <= to; s++) {
+        CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "loss", s, wall + s, offset + s), CALF_OK);
+        if (offset == 0) {
+            CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "ret", s, wall + s, -s), CALF_OK);
+            if (s == 4) {
+                const float h[3] = {1, 2, 3};
+                CHECK_INT_EQ(calf_summary_writer_add_histogram(w, "w", s, wall + s, h, 3),
+                             CALF_OK);
+            }
+        }
+    }
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+}
+
+static void test_purge(void) {
+    char dir[512], a[1024], b[1024], c[1024], a0[1024];
+    join(dir, sizeof dir, tmp_root, "purge/train");
+    /* Launch 1 got to step 5 and died; its last checkpoint covered step 2. Launch 2
+     * resumed at step 3 and died after step 6 with a checkpoint at 4; launch 3 resumed
+     * at 5. Launch 2 also wrote a value at step 1 after its marker. */
+    write_launch(dir, 0, 1, 5, 0, a, sizeof a);
+    write_launch(dir, 3, 3, 6, 10, b, sizeof b);
+    { /* launch 2's "late" value, a record appended to its file */
+        size_t n;
+        unsigned char *f = read_file(b, &n);
+        CHECK(f != NULL);
+        unsigned char ev[32], rec[64];
+        size_t rl = frame(rec, ev, ev_scalar(ev, 1, "late", 7));
+        unsigned char *g = f ? malloc(n + rl) : NULL;
+        if (g) {
+            memcpy(g, f, n);
+            memcpy(g + n, rec, rl);
+            CHECK_INT_EQ(write_file(b, g, n + rl), 0);
+        }
+        free(g);
+        free(f);
+    }
+    write_launch(dir, 5, 5, 6, 20, c, sizeof c);
+
+    const char *const run[] = {a, b, c};
+    const char *view =
+        "file_version brain.Event:2\n0 session_start\n1 loss 1\n1 ret -1\n2 loss 2\n2 ret -2\n"
+        "file_version brain.Event:2\n3 session_start\n3 loss 13\n4 loss 14\n1 late 7\n"
+        "file_version brain.Event:2\n5 session_start\n5 loss 25\n6 loss 26\n";
+    const char *raw =
+        "file_version brain.Event:2\n0 session_start\n1 loss 1\n1 ret -1\n2 loss 2\n2 ret -2\n"
+        "3 loss 3\n3 ret -3\n4 loss 4\n4 ret -4\n4 w histogram num=3 min=1 max=3 sum=6\n"
+        "5 loss 5\n5 ret -5\n"
+        "file_version brain.Event:2\n3 session_start\n3 loss 13\n4 loss 14\n5 loss 15\n"
+        "6 loss 16\n1 late 7\n"
+        "file_version brain.Event:2\n5 session_start\n5 loss 25\n6 loss 26\n";
+    dumped d = dump_files(run, 3, false, false);
+    CHECK_DUMP(d, CALF_OK, view, "");
+    dumped_free(&d);
+    d = dump_files(run, 3, true, false);
+    CHECK_DUMP(d, CALF_OK, raw, "");
+    dumped_free(&d);
+
+    /* The same records in one file (a run's files concatenated): the same view. */
+    char cat[1024];
+    join(cat, sizeof cat, tmp_root, "purge_cat.tfevents");
+    size_t total = 0, len[3];
+    unsigned char *part[3], *all = NULL;
+    for (int i = 0; i < 3; i++) {
+        part[i] = read_file(run[i], &len[i]);
+        CHECK(part[i] != NULL);
+        total += part[i] ? len[i] : 0;
+    }
+    all = malloc(total);
+    total = 0;
+    for (int i = 0; i < 3; i++)
+        if (part[i] && all) {
+            memcpy(all + total, part[i], len[i]);
+            total += len[i];
+        }
+    CHECK_INT_EQ(write_file(cat, all, total), 0);
+    d = dump_file(cat, false, false);
+    CHECK_DUMP(d, CALF_OK, view, "");
+    dumped_free(&d);
+
+    /* The CSV of the same view: scalars only, in file order. */
+    d = dump_files(run, 3, false, true);
+    CHECK_DUMP(d, CALF_OK,
+               "tag,step,wall_time,value\n"
+               "loss,1,1700000001.125,1\nret,1,1700000001.125,-1\n"
+               "loss,2,1700000002.125,2\nret,2,1700000002.125,-2\n"
+               "loss,3,1700000003.125,13\nloss,4,1700000004.125,14\nlate,1,0,7\n"
+               "loss,5,1700000005.125,25\nloss,6,1700000006.125,26\n",
+               "");
+    dumped_free(&d);
+    d = dump_files(run, 3, true, true);
+    CHECK_INT_EQ(d.rc, CALF_OK);
+    CHECK(contains(d.out, "\nloss,5,1700000005.125,5\nret,5,1700000005.125,-5\nloss,3,"));
+    CHECK(contains(d.out, "\nloss,6,1700000006.125,16\nlate,1,0,7\nloss,5,"));
+    CHECK(!contains(d.out, "w,") && !contains(d.out, "session"));
+    dumped_free(&d);
+
+    /* A run whose first launch wrote no marker: launch 2's START is then the run's
+     * first, which TensorBoard takes as its initial start, so nothing is dropped. This
+     * is why every launch writes one, the first included. */
+    join(dir, sizeof dir, tmp_root, "purge_nomarker/train");
+    write_launch(dir, -1, 1, 5, 0, a0, sizeof a0);
+    write_launch(dir, 3, 3, 4, 10, b, sizeof b);
+    d = dump_files((const char *[]){a0, b}, 2, false, false);
+    dumped r = dump_files((const char *[]){a0, b}, 2, true, false);
+    CHECK_DUMP(d, CALF_OK, r.out, "");
+    CHECK(contains(d.out, "\n5 loss 5\n") && contains(d.out, "\n3 loss 13\n"));
+    dumped_free(&d);
+    dumped_free(&r);
+
+    for (int i = 0; i < 3; i++) free(part[i]);
+    free(all);
+}
+
+/* Files older than brain.Event:2 get TensorBoard's older rule: an Event with a summary
+ * whose step is below the previous summary's drops its own tags' values from that step
+ * on; START markers mean nothing there. */
+static void test_purge_old_version(void) {
+    for (int version = 1; version <= 2; version++) {
+        unsigned char file[1024], ev[64];
+        size_t n = 0, m;
+        char fv[] = "brain.Event:1";
+        fv[12] = (char)('0' + version);
+        ev[0] = 0x1a;
+        ev[1] = 13;
+        memcpy(ev + 2, fv, 13);
+        n += frame(file + n, ev, 15);
+        struct { int step; const char *tag; float v; } vals[] = {
+            {1, "a", 1}, {2, "a", 2}, {2, "b", 20}, {3, "a", 3}, {0, NULL, 0}, {2, "a", 4},
+            {1, "b", 10}};
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+            if (vals[i].tag) {
+                m = ev_scalar(ev, vals[i].step, vals[i].tag, vals[i].v);
+            } else {
+                const unsigned char start[] = {0x10, 0x02, 0x3a, 0x02, 0x08, 0x01};
+                memcpy(ev, start, sizeof start);
+                m = sizeof start;
+            }
+            n += frame(file + n, ev, m);
+        }
+        char path[1024];
+        join(path, sizeof path, tmp_root, "old_version.tfevents");
+        CHECK_INT_EQ(write_file(path, file, n), 0);
+        char all[256];
+        snprintf(all, sizeof all,
+                 "file_version %s\n1 a 1\n2 a 2\n2 b 20\n3 a 3\n2 session_start\n2 a 4\n1 b 10\n",
+                 fv);
+        dumped d = dump_file(path, false, false);
+        if (version == 1)
+            CHECK_DUMP(d, CALF_OK,
+                       "file_version brain.Event:1\n1 a 1\n2 session_start\n2 a 4\n1 b 10\n", "");
+        else /* the START is the run's first, and steps going back mean nothing */
+            CHECK_DUMP(d, CALF_OK, all, "");
+        dumped_free(&d);
+        d = dump_file(path, true, false);
+        CHECK_DUMP(d, CALF_OK, all, "");
+        dumped_free(&d);
+    }
+}
+
+/* CSV: tags quoted as RFC 4180 has it, wall_time %.17g, value %.9g; only scalars. */
+static void test_csv(void) {
+    char dir[512];
+    join(dir, sizeof dir, tmp_root, "csv");
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    const char *tags[] = {"plain/tag", "a,b", "say \"hi\"", "two\nlines", "cr\rhere", ""};
+    CHECK_INT_EQ(calf_summary_writer_add_session_start(w, 0, 0.1), CALF_OK);
+    for (int i = 0; i < 6; i++)
+        CHECK_INT_EQ(calf_summary_writer_add_scalar(w, tags[i], 7, 0.1, 0.1), CALF_OK);
+    const float h[2] = {1, 2};
+    CHECK_INT_EQ(calf_summary_writer_add_histogram(w, "h", 8, 0.1, h, 2), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "big", -3, 1.0e20, -3.4e38), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+    dumped d = dump_file(path, false, true);
+    CHECK_DUMP(d, CALF_OK,
+               "tag,step,wall_time,value\n"
+               "plain/tag,7,0.10000000000000001,0.100000001\n"
+               "\"a,b\",7,0.10000000000000001,0.100000001\n"
+               "\"say \"\"hi\"\"\",7,0.10000000000000001,0.100000001\n"
+               "\"two\nlines\",7,0.10000000000000001,0.100000001\n"
+               "\"cr\rhere\",7,0.10000000000000001,0.100000001\n"
+               ",7,0.10000000000000001,0.100000001\n"
+               "big,-3,1e+20,-3.39999995e+38\n",
+               "");
+    dumped_free(&d);
+}
+
 /* ------------------------------------------------------------------ damage */
 
+/* The reader stops at record number good_records (at offset) with CALF_EINVAL saying
+ * what; cut says whether that is a torn tail. The dump then prints the text of the
+ * records before it (want_text) and either warns and succeeds (cut) or fails. */
 static void expect_reader_error(const char *path, int good_records, const char *what,
-                                unsigned long long offset) {
+                                unsigned long long offset, bool cut, const char *want_text) {
     events_reader r;
     calf_error err;
     calf_error_clear(&err);
@@ -591,24 +1018,32 @@ static void expect_reader_error(const char *path, int good_records, const char *
     const events_record *rec;
     int n = 0, rc;
     while ((rc = events_reader_next(&r, &rec, &err)) == CALF_OK && rec) n++;
-    events_reader_close(&r);
     CHECK_INT_EQ(n, good_records);
     CHECK_INT_EQ(rc, CALF_EINVAL);
+    CHECK_INT_EQ(r.cut, cut);
+    CHECK_INT_EQ(r.offset, offset);
+    events_reader_close(&r);
     char off[64];
     snprintf(off, sizeof off, "offset %llu", offset);
     CHECK(contains(err.msg, what));
     CHECK(contains(err.msg, off));
     CHECK(contains(err.msg, path));
     if (!contains(err.msg, what) || !contains(err.msg, off)) fprintf(stderr, "  got: %s\n", err.msg);
-    /* The dump prints what it could and reports the same error. */
-    FILE *devnull = fopen("/dev/null", "w");
-    if (devnull) {
-        calf_error e2;
-        calf_error_clear(&e2);
-        CHECK_INT_EQ(calf_events_dump(path, devnull, &e2), CALF_EINVAL);
-        CHECK(contains(e2.msg, off));
-        fclose(devnull);
+
+    dumped d = dump_file(path, false, false);
+    if (cut && good_records > 0) {
+        char warning[1200];
+        snprintf(warning, sizeof warning,
+                 "calf: warning: %s: last record cut at offset %llu (a crash while writing?); "
+                 "ignored\n",
+                 path, offset);
+        CHECK_DUMP(d, CALF_OK, want_text, warning);
+    } else {
+        /* what came before the damage is printed, and the error is the reader's */
+        CHECK_DUMP(d, CALF_EINVAL, want_text, "");
+        CHECK_STR_EQ(d.err.msg, err.msg);
     }
+    dumped_free(&d);
 }
 
 static void test_damage(void) {
@@ -629,34 +1064,58 @@ static void test_damage(void) {
     if (!orig) return;
     span rec[8];
     CHECK_INT_EQ(split_records(orig, n, rec, 8), 5);
-    unsigned char *copy = malloc(n);
+    unsigned char *copy = malloc(n + 64);
     char bad[1024];
     join(bad, sizeof bad, tmp_root, "damaged.tfevents");
+    /* The text of the first k records is the first k lines of this. */
+    const char *const text[] = {"", "file_version brain.Event:2\n",
+                                "file_version brain.Event:2\n0 x 0\n",
+                                "file_version brain.Event:2\n0 x 0\n1 x 1\n",
+                                "file_version brain.Event:2\n0 x 0\n1 x 1\n2 x 2\n",
+                                "file_version brain.Event:2\n0 x 0\n1 x 1\n2 x 2\n3 x 3\n"};
 
-    /* A flipped byte in record 2's data. */
+    /* Corrupt in the middle, more records after it: an error, whatever kind. */
     memcpy(copy, orig, n);
-    copy[rec[2].off + 14] ^= 0x01;
+    copy[rec[2].off + 14] ^= 0x01; /* record 2's data */
     CHECK_INT_EQ(write_file(bad, copy, n), 0);
-    expect_reader_error(bad, 2, "data CRC mismatch", rec[2].off);
+    expect_reader_error(bad, 2, "data CRC mismatch", rec[2].off, false, text[2]);
 
-    /* A flipped byte in record 3's length. */
     memcpy(copy, orig, n);
-    copy[rec[3].off + 1] ^= 0x40;
+    copy[rec[3].off + 1] ^= 0x40; /* record 3's length */
     CHECK_INT_EQ(write_file(bad, copy, n), 0);
-    expect_reader_error(bad, 3, "length CRC mismatch", rec[3].off);
+    expect_reader_error(bad, 3, "length CRC mismatch", rec[3].off, false, text[3]);
 
-    /* A flipped byte in a stored CRC. */
+    /* The last record, complete but damaged, is damage too, not a cut: a crash can only
+     * leave the file short, and this one is as long as its length says. */
     memcpy(copy, orig, n);
-    copy[rec[4].off + rec[4].len - 1] ^= 0x80;
+    copy[rec[4].off + rec[4].len - 1] ^= 0x80; /* its stored CRC */
     CHECK_INT_EQ(write_file(bad, copy, n), 0);
-    expect_reader_error(bad, 4, "data CRC mismatch", rec[4].off);
+    expect_reader_error(bad, 4, "data CRC mismatch", rec[4].off, false, text[4]);
+    memcpy(copy, orig, n);
+    copy[rec[4].off + 3] ^= 0x10; /* its length: a bad length, even at the end */
+    CHECK_INT_EQ(write_file(bad, copy, n), 0);
+    expect_reader_error(bad, 4, "length CRC mismatch", rec[4].off, false, text[4]);
+    /* A bad length cut short: the length CRC is there to check, and fails. */
+    CHECK_INT_EQ(write_file(bad, copy, rec[4].off + 14), 0);
+    expect_reader_error(bad, 4, "length CRC mismatch", rec[4].off, false, text[4]);
 
-    /* Torn tails: cut inside the last record's header, data and trailing CRC. */
-    size_t cuts[] = {rec[4].off + 5, rec[4].off + 12, rec[4].off + 20, n - 1};
+    /* Torn tails, the file ending inside the last record: in its length, between the
+     * length and its CRC, in the length's CRC, right after the header, in the data,
+     * right before the trailing CRC, and in it. Every record before it is shown. */
+    size_t cuts[] = {rec[4].off + 1,  rec[4].off + 5,  rec[4].off + 8, rec[4].off + 10,
+                     rec[4].off + 12, rec[4].off + 20, n - 4,          n - 3,
+                     n - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         CHECK_INT_EQ(write_file(bad, orig, cuts[i]), 0);
-        expect_reader_error(bad, 4, "truncated", rec[4].off);
+        expect_reader_error(bad, 4, "truncated", rec[4].off, true, text[4]);
     }
+    /* Cut inside the second record: the file_version alone is shown. */
+    CHECK_INT_EQ(write_file(bad, orig, rec[1].off + 7), 0);
+    expect_reader_error(bad, 1, "truncated", rec[1].off, true, text[1]);
+    /* Cut inside the first: no complete record, so not an events file (an error). */
+    CHECK_INT_EQ(write_file(bad, orig, 30), 0);
+    expect_reader_error(bad, 0, "truncated", 0, true, text[0]);
+
     /* A cut exactly between records is a clean, shorter file. */
     CHECK_INT_EQ(write_file(bad, orig, rec[4].off), 0);
     events_reader r;
@@ -666,34 +1125,83 @@ static void test_damage(void) {
     while (events_reader_next(&r, &er, &err) == CALF_OK && er) count++;
     CHECK_INT_EQ(count, 4);
     CHECK_INT_EQ(err.status, CALF_OK);
+    CHECK(!r.cut);
     events_reader_close(&r);
+    dumped d = dump_file(bad, false, false);
+    CHECK_DUMP(d, CALF_OK, text[4], "");
+    dumped_free(&d);
 
     /* A record whose framing is intact but whose Event is malformed: the length field
-     * of the Summary claims more than the message holds. */
+     * of the Summary claims more than the message holds. An error even as the last. */
     const unsigned char evil[] = {0x2a, 0x7f, 0x0a};
     unsigned char framed[64];
     size_t fl = frame(framed, evil, sizeof evil);
     memcpy(copy, orig, rec[1].off);
     memcpy(copy + rec[1].off, framed, fl);
     CHECK_INT_EQ(write_file(bad, copy, rec[1].off + fl), 0);
-    expect_reader_error(bad, 1, "bad Event", rec[1].off);
+    expect_reader_error(bad, 1, "bad Event", rec[1].off, false, text[1]);
 
-    /* A huge length with a valid length CRC in a small file: refused as truncated before
-     * anything that size is allocated. */
+    /* A huge length with a valid length CRC in a small file: what a crash leaves when
+     * only the header of a big record got out, so a cut, found before anything that
+     * size is allocated. Over 1 GiB it is an implausible length: damage. */
     unsigned char head[16];
-    uint64_t huge = 100000000;
-    for (int k = 0; k < 8; k++) head[k] = (unsigned char)(huge >> (8 * k));
-    uint32_t lc = crc32c_mask(crc32c(head, 8));
-    for (int k = 0; k < 4; k++) head[8 + k] = (unsigned char)(lc >> (8 * k));
-    memset(head + 12, 0, 4);
-    memcpy(copy, orig, rec[1].off);
-    memcpy(copy + rec[1].off, head, sizeof head);
-    CHECK_INT_EQ(write_file(bad, copy, rec[1].off + sizeof head), 0);
-    expect_reader_error(bad, 1, "truncated record", rec[1].off);
+    uint64_t lens[] = {100000000, ((uint64_t)1 << 30) + 1};
+    for (int i = 0; i < 2; i++) {
+        le_put(head, lens[i], 8);
+        le_put(head + 8, ref_mask(ref_crc32c(head, 8)), 4);
+        memset(head + 12, 0, 4);
+        memcpy(copy, orig, rec[1].off);
+        memcpy(copy + rec[1].off, head, sizeof head);
+        CHECK_INT_EQ(write_file(bad, copy, rec[1].off + sizeof head), 0);
+        if (i == 0) expect_reader_error(bad, 1, "truncated record", rec[1].off, true, text[1]);
+        else expect_reader_error(bad, 1, "implausible record length", rec[1].off, false, text[1]);
+    }
+
+    /* Several files: a cut tail in the first is a warning and the second is still read;
+     * damage in the second stops there, after the first has been shown. */
+    char good[1024];
+    join(good, sizeof good, tmp_root, "good.tfevents");
+    CHECK_INT_EQ(write_file(good, orig, n), 0);
+    CHECK_INT_EQ(write_file(bad, orig, n - 2), 0);
+    d = dump_files((const char *[]){bad, good}, 2, false, false);
+    char want[512], warning[1200];
+    snprintf(want, sizeof want, "%s%s", text[4], text[5]);
+    snprintf(warning, sizeof warning,
+             "calf: warning: %s: last record cut at offset %zu (a crash while writing?); "
+             "ignored\n",
+             bad, rec[4].off);
+    CHECK_DUMP(d, CALF_OK, want, warning);
+    dumped_free(&d);
+    memcpy(copy, orig, n);
+    copy[rec[2].off + 14] ^= 0x01;
+    CHECK_INT_EQ(write_file(bad, copy, n), 0);
+    d = dump_files((const char *[]){good, bad, good}, 3, false, false);
+    snprintf(want, sizeof want, "%s%s", text[5], text[2]);
+    CHECK_DUMP(d, CALF_EINVAL, want, "");
+    CHECK(contains(d.err.msg, bad) && contains(d.err.msg, "data CRC mismatch"));
+    dumped_free(&d);
 
     calf_error_clear(&err);
     CHECK_INT_EQ(events_reader_open(&r, "/nonexistent/calf/events", &err), CALF_EIO);
     CHECK(contains(err.msg, "/nonexistent/calf/events"));
+    d = dump_file("/nonexistent/calf/events", false, true);
+    CHECK_DUMP(d, CALF_EIO, "", "");
+    CHECK(contains(d.err.msg, "/nonexistent/calf/events"));
+    dumped_free(&d);
+    /* An empty file is not an events file. */
+    CHECK_INT_EQ(write_file(bad, orig, 0), 0);
+    d = dump_file(bad, false, false);
+    CHECK_DUMP(d, CALF_EINVAL, "", "");
+    CHECK(contains(d.err.msg, "empty file, not an events file"));
+    dumped_free(&d);
+    /* Output that cannot be written is CALF_EIO, found at the latest by the flush. */
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        calf_error_clear(&err);
+        CHECK_INT_EQ(calf_events_dump((const char *[]){good}, 1, NULL, full, &err), CALF_EIO);
+        CHECK(contains(err.msg, "events: write: "));
+        fclose(full);
+    }
     free(copy);
     free(orig);
 }
@@ -755,6 +1263,12 @@ int main(void) {
     test_byte_exact();
     test_round_trip();
     test_record_context();
+    test_session_start_bytes();
+    test_session_round_trip();
+    test_session_decode();
+    test_purge();
+    test_purge_old_version();
+    test_csv();
     test_damage();
     test_write_error();
     rm_rf(tmp_root);

@@ -34,6 +34,26 @@ int calf_summary_writer_close(calf_summary_writer *w, calf_error *err);
  * Return CALF_OK or the writer's sticky error status. */
 int calf_summary_writer_add_scalar(calf_summary_writer *w, const char *tag, int64_t step,
                                    double wall_time, double value);
+/* TensorBoard's restart marker: an Event at step carrying SessionLog{status: START}
+ * (event.proto: Event.session_log = 7, SessionLog.status = 1, START = 1).
+ *
+ * What TensorBoard does with it (plugin_event_accumulator.py, _MaybePurgeOrphanedData
+ * with purge_orphaned_data on, its default, in files whose file_version is
+ * "brain.Event:2" as all of calf's are): a run is one directory, its events files read
+ * in file-name order (calf's names start with the creation second, so launch by
+ * launch). The run's first START is its initial start and drops nothing. Every later
+ * START at step K drops, from every tag of the run, the values already read whose step
+ * is >= K (steps < K stay), whichever file and launch wrote them; values after the
+ * marker are kept whatever their step.
+ *
+ * So a launch writes one marker before its first value, on each writer (each directory
+ * is its own run), at the first step it will write: a fresh run at its first step, a
+ * resumed one at the step after the last one its checkpoint covers, so the dead
+ * launch's values from that step on are replaced, not shown twice. Values of the same
+ * launch written before the marker would be dropped too. */
+int calf_summary_writer_add_session_start(calf_summary_writer *w, int64_t step,
+                                          double wall_time);
+
 /* A histogram over TensorFlow's default buckets (0, +-1e-12 * 1.1^k up to 1e20,
  * +-DBL_MAX), runs of empty buckets collapsed as TensorFlow does. Non-finite values
  * cannot be placed in a bucket and are left out of every statistic. */
@@ -60,13 +80,45 @@ int calf_summary_run(const char *dir, double flush_secs, int (*fn)(void *arg), v
 void calf_summary_scalar(const char *tag, int64_t step, double value);
 void calf_summary_histogram(const char *tag, int64_t step,
                             const float *values, /* (n) */ size_t n);
+/* calf_summary_writer_add_session_start on the current writer. */
+void calf_summary_session_start(int64_t step);
 
-/* Validate an events file (both CRCs of every record) and print it as text on out:
- * "file_version <v>" for the version record, then one line per value,
- * "<step> <tag> <simple_value>" or
- * "<step> <tag> histogram num=<n> min=<min> max=<max> sum=<sum>" (%.9g). Stops at the
- * first truncated or corrupt record with CALF_EINVAL naming the file and the record's
- * byte offset; the lines before it are printed. For `calf events FILE`. */
-int calf_events_dump(const char *path, FILE *out, calf_error *err);
+/* How calf_events_dump shows what it read; all false/NULL is `calf events FILE`. */
+typedef struct calf_events_dump_options {
+    bool raw;   /* every record as stored; default: what TensorBoard shows (see below) */
+    bool csv;   /* "tag,step,wall_time,value" then one row per scalar; nothing else */
+    FILE *warn; /* where a cut last record is reported; NULL: not reported */
+} calf_events_dump_options;
+
+/* `calf events FILE...`: validate events files (both CRCs of every record) and print
+ * them on out. The files are read in the order given as one run, the way TensorBoard
+ * reads a run directory's files in name order, and only then printed.
+ *
+ * Text (the default): "file_version <v>" for each version record, "<step> session_start"
+ * for a restart marker (session_stop, session_checkpoint, "session_log status=<n>" for
+ * the other SessionLog statuses), and one line per value, "<step> <tag> <simple_value>"
+ * or "<step> <tag> histogram num=<n> min=<min> max=<max> sum=<sum>" (%.9g).
+ * CSV: the header "tag,step,wall_time,value", then per scalar (simple_value) a row with
+ * the tag (in double quotes, quotes doubled, when it holds a comma, a quote or a line
+ * break, as RFC 4180 has it), the step, wall_time as %.17g (seconds; reads back as the
+ * same double) and the value as %.9g (reads back as the same float). Histograms,
+ * markers and version records have no row.
+ *
+ * Unless raw, values are left out as TensorBoard leaves them out: at each START marker
+ * after the run's first, those read before it with step >= its step (see
+ * calf_summary_writer_add_session_start); in files older than "brain.Event:2",
+ * TensorBoard's older rule: an Event whose step is below the previous summary's drops
+ * the earlier values of its own tags with step >= its step.
+ *
+ * A file that ends inside its last record (a crash while writing it: a partial length
+ * header, or a length whose CRC checks out but runs past the end) is read up to that
+ * record, and warn gets "calf: warning: FILE: last record cut at offset N (a crash while
+ * writing?); ignored". A damaged record (CRC mismatch, a length over 1 GiB, an Event
+ * that does not parse), a file with no complete record, or one that cannot be opened
+ * is CALF_EINVAL/CALF_EIO naming the file (and the record's byte offset); what was read
+ * before it is printed and the files after it are not read. A failed write on out is
+ * CALF_EIO "events: write: ...". opt may be NULL (the defaults). */
+int calf_events_dump(const char *const *paths, /* (num_paths) */ size_t num_paths,
+                     const calf_events_dump_options *opt, FILE *out, calf_error *err);
 
 #endif
