@@ -855,16 +855,6 @@ int calf_config_validate(const calf_config *cfg, calf_error *err) {
                               "TrainerConfig.unroll_length = %lld samples per iteration, more than "
                               "the %d calf holds in memory",
                               (long long)samples, 1 << 22);
-    if (strcmp(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR), "SacAlgorithm") == 0) {
-        int64_t len = calf_config_int(cfg, CALF_CFG_MINI_BATCH_LENGTH);
-        int64_t keep = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
-        if (len > keep)
-            return calf_error_set(err, CALF_EINVAL,
-                                  "TrainerConfig.mini_batch_length = %lld is longer than "
-                                  "TrainerConfig.replay_buffer_length = %lld: no sample fits in "
-                                  "the replay buffer",
-                                  (long long)len, (long long)keep);
-    }
     for (int i = 0; i < cfg->num_macros; i++) {
         const calf_config_macro *m = &cfg->macros[i];
         if (m->used_at[0]) continue;
