@@ -47,7 +47,33 @@ static double now_seconds(void) {
 /* Per-env episode statistics of an iteration, summed over envs in canonical order. */
 enum { EP_EPISODES, EP_RETURN, EP_LENGTH, NUM_EP_STATS };
 
+/* The trainer's own settings, resolved once from the config. */
+typedef struct trainer_params {
+    int64_t num_checkpoints;     /* TrainerConfig.num_checkpoints */
+    bool evaluate;               /* TrainerConfig.evaluate */
+    int64_t eval_interval;
+    int num_eval_episodes;
+    int64_t summary_interval;
+    double summaries_flush_secs;
+    bool histograms;             /* TrainerConfig.summarize_grads_and_vars */
+    int64_t check_interval;      /* TrainerConfig.ddp_paras_check_interval */
+} trainer_params;
+
+static trainer_params trainer_params_of(const calf_config *cfg) {
+    return (trainer_params){
+        .num_checkpoints = calf_config_int(cfg, CALF_CFG_NUM_CHECKPOINTS),
+        .evaluate = calf_config_bool(cfg, CALF_CFG_EVALUATE),
+        .eval_interval = calf_config_int(cfg, CALF_CFG_EVAL_INTERVAL),
+        .num_eval_episodes = (int)calf_config_int(cfg, CALF_CFG_NUM_EVAL_EPISODES),
+        .summary_interval = calf_config_int(cfg, CALF_CFG_SUMMARY_INTERVAL),
+        .summaries_flush_secs = calf_config_float(cfg, CALF_CFG_SUMMARIES_FLUSH_SECS),
+        .histograms = calf_config_bool(cfg, CALF_CFG_SUMMARIZE_GRADS_AND_VARS),
+        .check_interval = calf_config_int(cfg, CALF_CFG_DDP_CHECK_INTERVAL),
+    };
+}
+
 typedef struct trainer {
+    trainer_params p;
     const calf_config *cfg;
     comm *c;
     const char *root;
@@ -165,6 +191,7 @@ static void trainer_free(trainer *t) {
 }
 
 static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error *err) {
+    t->p = trainer_params_of(cfg);
     t->cfg = cfg;
     t->c = c;
     t->E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS);
@@ -327,7 +354,7 @@ static int write_checkpoint(trainer *t, calf_error *err) {
         if (rc == CALF_OK) {
             logf_(t, false, "checkpoint %s", path);
             /* the new checkpoint is safe; failing to remove an old one only costs disk */
-            int64_t keep = calf_config_int(t->cfg, CALF_CFG_NUM_CHECKPOINTS);
+            int64_t keep = t->p.num_checkpoints;
             calf_error perr;
             if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, t->iteration, &perr) != CALF_OK)
                 logf_(t, true, "warning: %s", perr.msg);
@@ -457,7 +484,7 @@ static bool finished(const trainer *t) {
 /* num_checkpoints spread evenly: due when iteration * k / total passes a whole number,
  * so k checkpoints fall on the run (the last on its final iteration). */
 static bool checkpoint_due(const trainer *t) {
-    int64_t k = calf_config_int(t->cfg, CALF_CFG_NUM_CHECKPOINTS), total = t->total_iterations;
+    int64_t k = t->p.num_checkpoints, total = t->total_iterations;
     if (k <= 0 || total <= 0 || t->iteration > total) return false;
     return t->iteration * k / total > (t->iteration - 1) * k / total;
 }
@@ -525,7 +552,7 @@ static void write_summaries(trainer *t, const double *g, double steps_per_sec) {
 }
 
 static int evaluate(trainer *t, calf_error *err) {
-    int episodes = (int)calf_config_int(t->cfg, CALF_CFG_NUM_EVAL_EPISODES);
+    int episodes = t->p.num_eval_episodes;
     double *returns = calf_xcalloc((size_t)episodes, sizeof(double));
     double avg = 0;
     int rc = trainer_evaluate_greedy(t->ops, t->algo, t->env_name, t->seed, episodes, returns,
@@ -564,24 +591,27 @@ static int train_iteration(trainer *t, bool *stop) {
     if (rc) return rc;
     *stop = any != 0;
     double sps = (double)t->E * t->T / (now_seconds() - t0);
-    if (t->iteration % calf_config_int(t->cfg, CALF_CFG_SUMMARY_INTERVAL) == 0) {
+    if (t->iteration % t->p.summary_interval == 0) {
         write_summaries(t, g, sps);
-        rc = t->ops->summarize(t->algo, t->iteration,
-                               calf_config_bool(t->cfg, CALF_CFG_SUMMARIZE_GRADS_AND_VARS), err);
+        rc = t->ops->summarize(t->algo, t->iteration, t->p.histograms, err);
         if (rc) return rc;
     }
-    if (calf_context_is_main() && calf_config_bool(t->cfg, CALF_CFG_EVALUATE) &&
-        (t->iteration % calf_config_int(t->cfg, CALF_CFG_EVAL_INTERVAL) == 0 || finished(t))) {
+    if (calf_context_is_main() && t->p.evaluate &&
+        (t->iteration % t->p.eval_interval == 0 || finished(t))) {
         if ((rc = evaluate(t, err))) return rc;
     }
     /* processes that each hold a copy of the parameters prove they agree; a digest of 0
      * says they share one copy */
-    int64_t check = calf_config_int(t->cfg, CALF_CFG_DDP_CHECK_INTERVAL);
+    int64_t check = t->p.check_interval;
     uint64_t d = comm_size(t->c) > 1 && check > 0 && t->iteration % check == 0
                      ? t->ops->digest(t->algo) : 0;
     if (d != 0 && (rc = comm_check_equal(t->c, &d, sizeof d, err))) return rc;
-    if (checkpoint_due(t) || finished(t) || *stop)
+    if (checkpoint_due(t) || finished(t) || *stop) {
+        /* everything up to the checkpoint's iteration is on disk before it is */
+        calf_summary_writer *w = calf_summary_current();
+        if (w && (rc = calf_summary_writer_flush(w, err))) return rc;
         if ((rc = write_checkpoint(t, err))) return rc;
+    }
     progress(t, sps, finished(t) || *stop);
     return CALF_OK;
 }
@@ -591,6 +621,12 @@ static int train_loop(void *arg) {
     t->start_time = now_seconds();
     t->start_iteration = t->iteration;
     t->last_progress = 0;
+    /* TensorBoard's restart marker, on every launch: readers drop what an earlier launch
+     * wrote for the steps this one writes again (a run that died after its last
+     * checkpoint) */
+    calf_summary_session_start(t->iteration + 1);
+    if (t->eval_writer)
+        calf_summary_writer_add_session_start(t->eval_writer, t->iteration + 1, (double)time(NULL));
     while (!finished(t)) {
         bool stop = false;
         int rc = train_iteration(t, &stop);
@@ -698,7 +734,7 @@ static int open_eval_writer(trainer *t, const char *root, calf_error *err) {
     int rc = join_path(evdir, sizeof evdir, root, "eval", err);
     if (rc) return rc;
     t->eval_writer =
-        calf_summary_writer_open(evdir, calf_config_float(t->cfg, CALF_CFG_SUMMARIES_FLUSH_SECS), err);
+        calf_summary_writer_open(evdir, t->p.summaries_flush_secs, err);
     return t->eval_writer ? CALF_OK : (err->status ? err->status : CALF_EIO);
 }
 
@@ -738,12 +774,12 @@ int trainer_worker(comm *c, void *arg) {
         logf_(&t, true, "nothing to do: the run is complete at iteration %lld",
               (long long)t.iteration);
     } else if (rc == CALF_OK) {
-        if (calf_context_is_main() && calf_config_bool(wa->cfg, CALF_CFG_EVALUATE))
+        if (calf_context_is_main() && t.p.evaluate)
             rc = open_eval_writer(&t, o->root_dir, &err);
         char trdir[4096];
         if (rc == CALF_OK) rc = join_path(trdir, sizeof trdir, o->root_dir, "train", &err);
         if (rc == CALF_OK)
-            rc = calf_summary_run(trdir, calf_config_float(wa->cfg, CALF_CFG_SUMMARIES_FLUSH_SECS),
+            rc = calf_summary_run(trdir, t.p.summaries_flush_secs,
                                   train_loop, &t, &err);
     }
     if (t.eval_writer) {
