@@ -18,8 +18,10 @@ enum calf_rng_purpose {
     CALF_RNG_SHUFFLE = 3,  /* minibatch selection of the env's timesteps */
     CALF_RNG_EVAL = 4,     /* evaluation episodes */
     CALF_RNG_INIT = 5,     /* parameter initialisation (index 0) */
-    CALF_RNG_REPLAY = 6    /* replay sampling; index (iteration << 20) | update, the same
+    CALF_RNG_REPLAY = 6,   /* replay sampling; index (iteration << 20) | update, the same
                               on every process (algorithms/replay.h) */
+    CALF_RNG_NOISE = 7     /* an update's per-sample policy noise (SAC; index from the
+                              update's stream and the sample's place in the batch) */
 };
 
 /* Seed the stream identified by (seed, index, purpose). Distinct triples give
