@@ -232,52 +232,102 @@ static void encode_header(unsigned char h[CKPT_HEADER_SIZE], uint64_t digest,
     bytes_put_le(h + 32, payload_size, 8);
 }
 
+int ckpt_writer_open(ckpt_writer *w, const char *path, uint64_t digest, int64_t iteration,
+                     uint64_t payload_size, calf_error *err) {
+    CALF_ASSERT(path != NULL);
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+    w->dir = parent_dir(path);
+    int rc = fs_mkdir_p(w->dir, err);
+    if (rc != CALF_OK) {
+        ckpt_writer_abort(w);
+        return rc;
+    }
+    w->path = xstrdup(path);
+    size_t tcap = strlen(path) + 32;
+    w->tmp = calf_xmalloc(tcap);
+    int tlen = snprintf(w->tmp, tcap, "%s.tmp.%ld", path, (long)getpid());
+    CALF_ASSERT(tlen > 0 && (size_t)tlen < tcap);
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (w->fd < 0) {
+        rc = calf_error_set(err, CALF_EIO, "checkpoint: create %s: %s", w->tmp, strerror(errno));
+        free(w->tmp);
+        w->tmp = NULL; /* nothing to remove */
+        ckpt_writer_abort(w);
+        return rc;
+    }
+    unsigned char head[CKPT_HEADER_SIZE];
+    encode_header(head, digest, iteration, payload_size);
+    w->crc = crc32c(head, sizeof head);
+    w->left = payload_size;
+    rc = write_all(w->fd, head, sizeof head, w->tmp, err);
+    if (rc != CALF_OK) ckpt_writer_abort(w);
+    return rc;
+}
+
+int ckpt_writer_put(ckpt_writer *w, const void *p, size_t n, calf_error *err) {
+    CALF_ASSERT(w->fd >= 0 && (p != NULL || n == 0));
+    if (n > w->left) {
+        ckpt_writer_abort(w);
+        return calf_error_set(err, CALF_EINVAL, "checkpoint: more payload than the header promised");
+    }
+    w->crc = crc32c_update(w->crc, p, n);
+    w->left -= n;
+    int rc = write_all(w->fd, p, n, w->tmp, err);
+    if (rc != CALF_OK) ckpt_writer_abort(w);
+    return rc;
+}
+
+int ckpt_writer_commit(ckpt_writer *w, calf_error *err) {
+    CALF_ASSERT(w->fd >= 0);
+    int rc = CALF_OK;
+    if (w->left != 0)
+        rc = calf_error_set(err, CALF_EINVAL, "checkpoint %s: %llu payload bytes missing", w->tmp,
+                            (unsigned long long)w->left);
+    unsigned char tail[4];
+    bytes_put_le(tail, w->crc, 4);
+    if (rc == CALF_OK) rc = write_all(w->fd, tail, sizeof tail, w->tmp, err);
+    /* The data must be on disk before the rename makes it the checkpoint, or a power
+     * loss could leave a whole-looking name over missing blocks. */
+    if (rc == CALF_OK && fsync(w->fd) != 0)
+        rc = calf_error_set(err, CALF_EIO, "checkpoint: fsync %s: %s", w->tmp, strerror(errno));
+    int fd = w->fd;
+    w->fd = -1;
+    if (close(fd) != 0 && rc == CALF_OK)
+        rc = calf_error_set(err, CALF_EIO, "checkpoint: close %s: %s", w->tmp, strerror(errno));
+    if (rc == CALF_OK && rename(w->tmp, w->path) != 0)
+        rc = calf_error_set(err, CALF_EIO, "checkpoint: rename %s to %s: %s", w->tmp, w->path,
+                            strerror(errno));
+    if (rc != CALF_OK) {
+        ckpt_writer_abort(w);
+        return rc;
+    }
+    /* The rename is durable only once the directory entry is. A failure here still
+     * leaves a whole file under path, just possibly not yet on disk. */
+    rc = fsync_dir(w->dir, err);
+    free(w->tmp);
+    w->tmp = NULL;
+    ckpt_writer_abort(w); /* frees the rest; the file is in place */
+    return rc;
+}
+
+void ckpt_writer_abort(ckpt_writer *w) {
+    if (w->fd >= 0) close(w->fd);
+    if (w->tmp) unlink(w->tmp); /* best effort: the failure being reported matters more */
+    free(w->tmp);
+    free(w->path);
+    free(w->dir);
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+}
+
 int ckpt_write_atomic(const char *path, uint64_t digest, int64_t iteration,
                       const void *payload, size_t n, calf_error *err) {
     CALF_ASSERT(path != NULL && (payload != NULL || n == 0));
-    char *dir = parent_dir(path);
-    int rc = fs_mkdir_p(dir, err);
-    if (rc != CALF_OK) {
-        free(dir);
-        return rc;
-    }
-    size_t tcap = strlen(path) + 32;
-    char *tmp = calf_xmalloc(tcap);
-    int tlen = snprintf(tmp, tcap, "%s.tmp.%ld", path, (long)getpid());
-    CALF_ASSERT(tlen > 0 && (size_t)tlen < tcap);
-
-    unsigned char head[CKPT_HEADER_SIZE], tail[4];
-    encode_header(head, digest, iteration, (uint64_t)n);
-    bytes_put_le(tail, crc32c_update(crc32c(head, sizeof head), payload, n), 4);
-
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        rc = calf_error_set(err, CALF_EIO, "checkpoint: create %s: %s", tmp, strerror(errno));
-        free(tmp);
-        free(dir);
-        return rc;
-    }
-    rc = write_all(fd, head, sizeof head, tmp, err);
-    if (rc == CALF_OK) rc = write_all(fd, payload, n, tmp, err);
-    if (rc == CALF_OK) rc = write_all(fd, tail, sizeof tail, tmp, err);
-    /* The data must be on disk before the rename makes it the checkpoint, or a power
-     * loss could leave a whole-looking name over missing blocks. */
-    if (rc == CALF_OK && fsync(fd) != 0)
-        rc = calf_error_set(err, CALF_EIO, "checkpoint: fsync %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == CALF_OK)
-        rc = calf_error_set(err, CALF_EIO, "checkpoint: close %s: %s", tmp, strerror(errno));
-    if (rc == CALF_OK && rename(tmp, path) != 0)
-        rc = calf_error_set(err, CALF_EIO, "checkpoint: rename %s to %s: %s", tmp, path,
-                            strerror(errno));
-    if (rc != CALF_OK) {
-        unlink(tmp); /* best effort: the failure being reported matters more */
-    } else {
-        /* The rename is durable only once the directory entry is. A failure here still
-         * leaves a whole file under path, just possibly not yet on disk. */
-        rc = fsync_dir(dir, err);
-    }
-    free(tmp);
-    free(dir);
+    ckpt_writer w;
+    int rc = ckpt_writer_open(&w, path, digest, iteration, (uint64_t)n, err);
+    if (rc == CALF_OK) rc = ckpt_writer_put(&w, payload, n, err);
+    if (rc == CALF_OK) rc = ckpt_writer_commit(&w, err);
     return rc;
 }
 
@@ -299,7 +349,9 @@ static int read_all(int fd, void *p, size_t n, size_t *got, const char *path,
     return CALF_OK;
 }
 
-static int read_validated(int fd, const char *path, ckpt_header *hdr,
+/* Validate the whole file (header, sizes, CRC over every byte, read in pieces) and, when
+ * payload is not NULL, return its first min(keep, payload size) bytes. */
+static int read_validated(int fd, const char *path, ckpt_header *hdr, size_t keep,
                           unsigned char **payload, size_t *n, calf_error *err) {
     struct stat st;
     if (fstat(fd, &st) != 0)
@@ -346,24 +398,41 @@ static int read_validated(int fd, const char *path, ckpt_header *hdr,
         return calf_error_set(err, CALF_EINVAL,
                               "checkpoint %s: %" PRIu64 " trailing bytes after the payload and CRC",
                               path, body - hdr->payload_size);
-    if (hdr->payload_size > SIZE_MAX - 1)
-        return calf_error_set(err, CALF_EINVAL, "checkpoint %s: payload of %" PRIu64
-                              " bytes does not fit in memory", path, hdr->payload_size);
-    size_t psize = (size_t)hdr->payload_size;
-    unsigned char *buf = malloc(psize ? psize : 1);
-    if (!buf)
-        return calf_error_set(err, CALF_ENOMEM, "checkpoint %s: no memory for a %zu-byte payload",
-                              path, psize);
+    /* Read the payload in pieces through the CRC, keeping its first `keep` bytes. */
+    size_t want = !payload ? 0 : hdr->payload_size < (uint64_t)keep ? (size_t)hdr->payload_size : keep;
+    unsigned char *buf = NULL;
+    if (payload) {
+        buf = malloc(want ? want : 1);
+        if (!buf)
+            return calf_error_set(err, CALF_ENOMEM,
+                                  "checkpoint %s: no memory for a %zu-byte payload", path, want);
+    }
+    enum { PIECE = 1 << 20 };
+    unsigned char *piece = calf_xmalloc(PIECE);
+    uint32_t computed = crc32c(head, sizeof head);
+    uint64_t done = 0;
+    while (rc == CALF_OK && done < hdr->payload_size) {
+        uint64_t left = hdr->payload_size - done;
+        size_t m = left < PIECE ? (size_t)left : PIECE;
+        /* the kept part goes straight to the caller's buffer */
+        unsigned char *to = done < want ? buf + done : piece;
+        if (done < want && m > want - done) m = (size_t)(want - done);
+        rc = read_all(fd, to, m, &got, path, err);
+        if (rc == CALF_OK && got < m)
+            rc = calf_error_set(err, CALF_EINVAL,
+                                "checkpoint %s: truncated while reading (file shrank?)", path);
+        if (rc == CALF_OK) computed = crc32c_update(computed, to, m);
+        done += m;
+    }
+    free(piece);
     unsigned char tail[4];
     size_t tgot = 0;
-    rc = read_all(fd, buf, psize, &got, path, err);
-    if (rc == CALF_OK && got == psize) rc = read_all(fd, tail, sizeof tail, &tgot, path, err);
-    if (rc == CALF_OK && (got < psize || tgot < sizeof tail))
+    if (rc == CALF_OK) rc = read_all(fd, tail, sizeof tail, &tgot, path, err);
+    if (rc == CALF_OK && tgot < sizeof tail)
         rc = calf_error_set(err, CALF_EINVAL, "checkpoint %s: truncated while reading (file shrank?)",
                             path);
     if (rc == CALF_OK) {
         uint32_t stored = (uint32_t)bytes_get_le(tail, 4);
-        uint32_t computed = crc32c_update(crc32c(head, sizeof head), buf, psize);
         if (stored != computed)
             rc = calf_error_set(err, CALF_EINVAL,
                                 "checkpoint %s: CRC mismatch (stored %08" PRIx32 ", computed %08" PRIx32
@@ -374,8 +443,10 @@ static int read_validated(int fd, const char *path, ckpt_header *hdr,
         free(buf);
         return rc;
     }
-    *payload = buf;
-    *n = psize;
+    if (payload) {
+        *payload = buf;
+        *n = want;
+    }
     return CALF_OK;
 }
 
@@ -388,8 +459,54 @@ int ckpt_read(const char *path, ckpt_header *hdr, unsigned char **payload, size_
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return calf_error_set(err, CALF_EIO, "checkpoint: open %s: %s", path, strerror(errno));
-    int rc = read_validated(fd, path, hdr, payload, n, err);
+    int rc = read_validated(fd, path, hdr, SIZE_MAX, payload, n, err);
     close(fd); /* read-only: a failed close loses nothing */
+    return rc;
+}
+
+int ckpt_read_head(const char *path, ckpt_header *hdr, size_t keep, unsigned char **payload,
+                   size_t *n, calf_error *err) {
+    CALF_ASSERT(path != NULL && hdr != NULL);
+    if (payload) *payload = NULL;
+    if (n) *n = 0;
+    memset(hdr, 0, sizeof *hdr);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return calf_error_set(err, CALF_EIO, "checkpoint: open %s: %s", path, strerror(errno));
+    int rc = read_validated(fd, path, hdr, keep, payload, n, err);
+    close(fd);
+    return rc;
+}
+
+int ckpt_read_range(const char *path, uint64_t offset, void *dst, size_t n, calf_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return calf_error_set(err, CALF_EIO, "checkpoint: open %s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = CALF_OK;
+    if (fstat(fd, &st) != 0)
+        rc = calf_error_set(err, CALF_EIO, "checkpoint: stat %s: %s", path, strerror(errno));
+    uint64_t payload = (uint64_t)st.st_size >= CKPT_HEADER_SIZE + 4
+                           ? (uint64_t)st.st_size - CKPT_HEADER_SIZE - 4 : 0;
+    if (rc == CALF_OK && (offset > payload || n > payload - offset))
+        rc = calf_error_set(err, CALF_EINVAL,
+                            "checkpoint %s: bytes %llu..%llu lie beyond its %llu-byte payload",
+                            path, (unsigned long long)offset, (unsigned long long)(offset + n),
+                            (unsigned long long)payload);
+    unsigned char *c = dst;
+    size_t got = 0;
+    while (rc == CALF_OK && got < n) {
+        ssize_t r = pread(fd, c + got, n - got, (off_t)(CKPT_HEADER_SIZE + offset + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0)
+            rc = calf_error_set(err, CALF_EIO, "checkpoint: read %s: %s", path, strerror(errno));
+        else if (r == 0)
+            rc = calf_error_set(err, CALF_EINVAL, "checkpoint %s: truncated while reading (file "
+                                "shrank?)", path);
+        else
+            got += (size_t)r;
+    }
+    close(fd);
     return rc;
 }
 
@@ -500,11 +617,11 @@ int ckpt_prune(const char *dir, int keep, int64_t newest, calf_error *err) {
 int ckpt_find_latest_valid(const char *dir, char *path_out, size_t cap, ckpt_header *hdr,
                            unsigned char **payload, size_t *n, bool *found, FILE *warn,
                            calf_error *err) {
-    CALF_ASSERT(dir != NULL && path_out != NULL && cap > 0 && hdr != NULL && payload != NULL &&
-                n != NULL && found != NULL);
+    CALF_ASSERT(dir != NULL && path_out != NULL && cap > 0 && hdr != NULL && found != NULL &&
+                (payload == NULL) == (n == NULL));
     *found = false;
-    *payload = NULL;
-    *n = 0;
+    if (payload) *payload = NULL;
+    if (n) *n = 0;
     path_out[0] = '\0';
     int64_t *iters;
     int count;
@@ -516,7 +633,7 @@ int ckpt_find_latest_valid(const char *dir, char *path_out, size_t cap, ckpt_hea
         if ((rc = ckpt_path(path_out, cap, dir, iters[i], err)) != CALF_OK) break;
         calf_error e;
         calf_error_clear(&e);
-        if (ckpt_read(path_out, hdr, payload, n, &e) == CALF_OK) {
+        if (ckpt_read_head(path_out, hdr, SIZE_MAX, payload, n, &e) == CALF_OK) {
             *found = true;
             break;
         }

@@ -84,6 +84,23 @@ int ckpt_reader_finish(ckpt_reader *r);
 int ckpt_write_atomic(const char *path, uint64_t digest, int64_t iteration,
                       const void *payload, /* (n) */ size_t n, calf_error *err);
 
+/* The same in pieces, for a payload too large to build in memory: open writes the header
+ * (payload_size is the total the puts will add up to) to "<path>.tmp.<pid>"; put appends
+ * payload bytes (the CRC runs along); commit writes the CRC, fsyncs, renames over path and
+ * fsyncs the directory. Any failure (or abort) removes the temporary file, leaves path
+ * untouched and releases w. */
+typedef struct ckpt_writer {
+    int fd;
+    char *path, *tmp, *dir;
+    uint32_t crc;
+    uint64_t left;       /* payload bytes still to come */
+} ckpt_writer;
+int ckpt_writer_open(ckpt_writer *w, const char *path, uint64_t digest, int64_t iteration,
+                     uint64_t payload_size, calf_error *err);
+int ckpt_writer_put(ckpt_writer *w, const void *p, /* (n) */ size_t n, calf_error *err);
+int ckpt_writer_commit(ckpt_writer *w, calf_error *err);
+void ckpt_writer_abort(ckpt_writer *w); /* safe after a failure or a commit */
+
 /* Read and validate path: magic, version, header size, payload size against the file
  * size (before allocating anything), CRC. On success *payload is malloc'd, owned by
  * the caller (free()), *n its size. Errors (CALF_EINVAL unless the OS failed) say
@@ -91,6 +108,16 @@ int ckpt_write_atomic(const char *path, uint64_t digest, int64_t iteration,
  * "corrupt header" or "CRC mismatch", with the path. */
 int ckpt_read(const char *path, ckpt_header *hdr, unsigned char **payload, size_t *n,
               calf_error *err);
+
+/* Validate path as ckpt_read does, reading the payload in pieces, and keep only its first
+ * min(keep, payload size) bytes in *payload (malloc'd, the caller frees; *n their count).
+ * payload and n NULL: validate only. Memory stays bounded whatever the file's size. */
+int ckpt_read_head(const char *path, ckpt_header *hdr, size_t keep, unsigned char **payload,
+                   size_t *n, calf_error *err);
+/* Payload bytes [offset, offset + n) of path (not validated here: call ckpt_read_head
+ * first); beyond the payload is CALF_EINVAL. */
+int ckpt_read_range(const char *path, uint64_t offset, void *dst, /* (n) */ size_t n,
+                    calf_error *err);
 
 /* "dir/ckpt-<iteration>" into out; CALF_EINVAL if it does not fit in cap. */
 int ckpt_path(char *out, size_t cap, const char *dir, int64_t iteration, calf_error *err);
@@ -107,7 +134,8 @@ int ckpt_prune(const char *dir, int keep, int64_t newest, calf_error *err);
 
 /* Load the newest checkpoint in dir that passes ckpt_read. Each newer one that fails
  * gets a one-line warning on warn (if not NULL) naming the file and why, and the next
- * older one is tried. *found is false and CALF_OK is returned when dir holds no
+ * older one is tried (payload and n NULL: validate only, keep nothing). *found is false
+ * and CALF_OK is returned when dir holds no
  * checkpoint at all (a fresh start); if checkpoints exist but none is valid, that is
  * CALF_EINVAL. On success path_out holds the file's path and *payload (malloc'd, the
  * caller frees) its payload. */

@@ -1,5 +1,5 @@
 /* comm.h: the canonical env-ordered sum that makes N-process training bit-identical to
- * 1-process training (DESIGN.md, "The one idea"), and the collectives the trainer uses,
+ * 1-process training (docs/DESIGN.md, "The one idea"), and the collectives the trainer uses,
  * built in comm.c on five tiny primitives each backend (single, local, MPI) supplies. */
 #ifndef CALF_COMM_H
 #define CALF_COMM_H

@@ -30,12 +30,10 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
     char dir[4096];
     int rc = join_path(dir, sizeof dir, root, "train/algorithm", err);
     if (rc) return rc;
-    rc = ckpt_find_latest_valid(dir, rs->path, sizeof rs->path, &rs->hdr, &rs->payload, &rs->n,
+    rc = ckpt_find_latest_valid(dir, rs->path, sizeof rs->path, &rs->hdr, NULL, NULL,
                                 &rs->found, stderr, err);
     if (rc) return rc;
     if (rs->found && rs->hdr.digest != calf_config_digest(cfg)) {
-        free(rs->payload);
-        rs->payload = NULL;
         rs->found = false;
         return calf_error_set(err, CALF_EINVAL,
                               "%s was written by a different config (only the run length, "
@@ -63,7 +61,7 @@ static int status_of_exit(int code) {
  * are rank 0's to report. */
 static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cfg,
                            resume_state *rs, calf_error *err) {
-    int64_t head[3] = {CALF_OK, 0, 0}; /* status, config text bytes, checkpoint bytes */
+    int64_t head[3] = {CALF_OK, 0, 0}; /* status, config text bytes, checkpoint found */
     char *text = NULL;
     size_t text_len = 0;
     if (c->index == 0) {
@@ -80,7 +78,7 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         }
         head[0] = rc;
         head[1] = (int64_t)text_len;
-        head[2] = rs->found ? (int64_t)rs->n : -1;
+        head[2] = rs->found;
     }
     int rc = comm_broadcast(c, head, sizeof head, 0, err);
     if (rc == CALF_OK && head[0] != CALF_OK) {
@@ -93,15 +91,14 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         calf_config_init(cfg);
         rc = calf_config_parse_string(cfg, text, "config from rank 0", err);
     }
-    if (rc == CALF_OK && head[2] >= 0) {
+    if (rc == CALF_OK && head[2]) {
+        /* rank 0 reads the checkpoint and sends each rank what it needs (load_checkpoint) */
         if (c->index != 0) {
             rs->found = true;
-            rs->n = (size_t)head[2];
-            rs->payload = calf_xmalloc(rs->n);
             snprintf(rs->path, sizeof rs->path, "%s/train/algorithm (via rank 0)", o->root_dir);
         }
-        rc = comm_broadcast(c, rs->payload, rs->n, 0, err);
-        if (rc == CALF_OK) rc = comm_broadcast(c, &rs->hdr, sizeof rs->hdr, 0, err);
+        rs->via_rank0 = true;
+        rc = comm_broadcast(c, &rs->hdr, sizeof rs->hdr, 0, err);
     }
     free(text);
     return rc;
@@ -134,13 +131,11 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
             fflush(stderr);
         }
         calf_error_clear(err);
-        free(rs.payload);
         comm_finalize(c);
         return rc;
     }
     trainer_args wa = {o, &cfg, &rs, true, {0, ""}};
     int code = trainer_worker(c, &wa);
-    free(rs.payload);
     comm_finalize(c);
     calf_error_clear(err);
     return status_of_exit(code);
@@ -166,14 +161,12 @@ int calf_train(const calf_train_options *o, calf_error *err) {
         comm_single(&c);
         int code = trainer_worker(c, &wa);
         comm_finalize(c);
-        free(rs.payload);
         *err = wa.err;
         if (code == 0) return CALF_OK;
         if (code == 130) return CALF_EINTR;
         return wa.err.status ? wa.err.status : CALF_EIO;
     }
     int code = launcher_run(nproc, trainer_worker, &wa, err);
-    free(rs.payload);
     if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */
     calf_error_clear(err); /* the workers' messages are on stderr already */
     return status_of_exit(code);

@@ -1,5 +1,5 @@
 /* launcher.c: forks the workers of `calf train --nproc N` over one comm_local region and
- * supervises them per DESIGN.md's failure model: any failure stops the job within seconds,
+ * supervises them per docs/DESIGN.md's failure model: any failure stops the job within seconds,
  * reported once, nothing left behind; Ctrl-C is forwarded once (checkpoint, exit 130). */
 #include "launcher.h"
 

@@ -25,28 +25,24 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     if (!cls) return calf_error_set(err, CALF_EINVAL, "%s: unknown environment '%s'", conf, env_name);
 
     ckpt_header hdr;
-    unsigned char *payload = NULL;
-    size_t n = 0;
     if (o->checkpoint) {
         if (snprintf(path, sizeof path, "%s", o->checkpoint) >= (int)sizeof path)
             return calf_error_set(err, CALF_EINVAL, "path too long: %s", o->checkpoint);
-        rc = ckpt_read(path, &hdr, &payload, &n, err);
+        rc = ckpt_read_head(path, &hdr, 0, NULL, NULL, err);
         if (rc) return rc == CALF_EIO ? CALF_EINVAL : rc;
     } else {
         bool found = false;
-        rc = ckpt_find_latest_valid(dir, path, sizeof path, &hdr, &payload, &n, &found, stderr, err);
+        rc = ckpt_find_latest_valid(dir, path, sizeof path, &hdr, NULL, NULL, &found, stderr, err);
         if (rc) return rc;
         if (!found) return calf_error_set(err, CALF_EINVAL, "%s: no checkpoint to play", dir);
     }
     if (hdr.digest != calf_config_digest(&cfg)) {
-        free(payload);
         return calf_error_set(err, CALF_EINVAL, "%s does not belong to the config in %s", path, conf);
     }
     const algorithm_ops *ops = NULL;
     algorithm *algo = NULL;
     int64_t iteration = hdr.iteration;
-    rc = trainer_load_policy(&cfg, payload, n, path, hdr.iteration, &ops, &algo, err);
-    free(payload);
+    rc = trainer_load_policy(&cfg, path, &hdr, &ops, &algo, err);
     if (rc) return rc;
     double *returns = calloc((size_t)o->num_episodes, sizeof *returns);
     if (!returns) {

@@ -14,13 +14,13 @@
 #include "checkpoint.h"
 #include "comm.h"
 
-/* The checkpoint a run resumes from, found and validated before any process starts. */
+/* The checkpoint a run resumes from, found and validated (its CRC over every byte)
+ * before any process starts; each process then reads what it needs of it. */
 typedef struct resume_state {
     bool found;
     char path[4096];
     ckpt_header hdr;
-    unsigned char *payload; /* (n) owned */
-    size_t n;
+    bool via_rank0;         /* only rank 0 reads the file (MPI); it sends the rest */
 } resume_state;
 
 /* What every process of a job runs with. */
@@ -40,11 +40,11 @@ int trainer_worker(comm *c, void *arg);
 /* The algorithm the config names (TrainerConfig.algorithm_ctor). */
 const algorithm_ops *trainer_algorithm(const calf_config *cfg);
 
-/* Build the config's algorithm for acting only and load a checkpoint payload's state
- * into it (header_iteration is the file header's, checked against the payload's). On
- * success *algo is the caller's: release with (*ops)->destroy. */
-int trainer_load_policy(const calf_config *cfg, const unsigned char *payload, /* (n) */
-                        size_t n, const char *name, int64_t header_iteration,
+/* Build the config's algorithm for acting only and load the state of checkpoint path
+ * into it (validated before, e.g. by ckpt_read_head, which filled hdr; only the head is
+ * read, never the env records). On success *algo is the caller's: release with
+ * (*ops)->destroy. */
+int trainer_load_policy(const calf_config *cfg, const char *path, const ckpt_header *hdr,
                         const algorithm_ops **ops, algorithm **algo, calf_error *err);
 
 /* Run `episodes` greedy episodes of env_name in parallel, env k seeded from

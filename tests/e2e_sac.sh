@@ -52,6 +52,22 @@ expect_exit 0 "$CALF" train --root_dir "$RS" --conf "$WORK/short.gin" \
 expect_in "$WORK/err" "resuming from"
 expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$RS/train/algorithm/ckpt-24"
 
+# the env records (the replay buffer) go to the file and back in chunks of envs, here of
+# 2 and 3, which never line up with the processes' blocks: the same bytes, and the same
+# resume
+RC=$WORK/chunks
+for k in 2 3; do
+    rm -rf "$RC"
+    CALF_TEST_CKPT_CHUNK_ENVS=$k expect_exit 0 "$CALF" train --quiet --root_dir "$RC" \
+        --conf "$WORK/short.gin" --conf_param create_environment.num_parallel_environments=5 \
+        --conf_param TrainerConfig.num_iterations=10 --nproc 3
+    [ $k = 2 ] && cp "$RC/train/algorithm/ckpt-10" "$WORK/ckpt-10.k2"
+    expect_same_file "$WORK/ckpt-10.k2" "$RC/train/algorithm/ckpt-10"
+    CALF_TEST_CKPT_CHUNK_ENVS=$k expect_exit 0 "$CALF" train --quiet --root_dir "$RC" \
+        --conf "$WORK/short.gin" --conf_param create_environment.num_parallel_environments=5 --nproc 2
+    expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$RC/train/algorithm/ckpt-24"
+done
+
 # discrete SAC: softmax(Q / alpha) of the critics
 cat >"$WORK/disc.gin" <<EOF
 include '$SRC/examples/sac_cartpole.gin'
@@ -78,6 +94,15 @@ if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/de
         --root_dir "$WORK/mpi" --conf "$WORK/short.gin" \
         --conf_param create_environment.num_parallel_environments=5
     expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$WORK/mpi/train/algorithm/ckpt-24"
+    # resume 2 -> 3 ranks, rank 0 sending the records in chunks of 2 envs
+    M=$WORK/mpi_resume
+    CALF_TEST_CKPT_CHUNK_ENVS=2 expect_exit 0 timeout 120 mpirun --oversubscribe -np 2 \
+        -x CALF_TEST_CKPT_CHUNK_ENVS "$CALF" train --quiet --root_dir "$M" --conf "$WORK/short.gin" \
+        --conf_param create_environment.num_parallel_environments=5 --conf_param TrainerConfig.num_iterations=10
+    CALF_TEST_CKPT_CHUNK_ENVS=2 expect_exit 0 timeout 120 mpirun --oversubscribe -np 3 \
+        -x CALF_TEST_CKPT_CHUNK_ENVS "$CALF" train --quiet --root_dir "$M" --conf "$WORK/short.gin" \
+        --conf_param create_environment.num_parallel_environments=5
+    expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$M/train/algorithm/ckpt-24"
 else
     echo "e2e_sac: the MPI part skipped: calf was built without MPI or mpirun is missing"
 fi

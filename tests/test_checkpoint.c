@@ -647,8 +647,77 @@ static void test_failed_writes(void) {
     }
 }
 
+/* The writer in pieces makes the file ckpt_write_atomic makes; a wrong total leaves no
+ * file and no temporary one; the head reader keeps a prefix but checks every byte; the
+ * range reader stays inside the payload. */
+static void test_streaming(void) {
+    unsigned char payload[3000];
+    for (size_t i = 0; i < sizeof payload; i++) payload[i] = (unsigned char)(i * 7 + 3);
+    char dir[512], whole[600], pieces[600];
+    join(dir, sizeof dir, tmp_root, "stream");
+    join(whole, sizeof whole, dir, "ckpt-5");
+    join(pieces, sizeof pieces, dir, "ckpt-6");
+    calf_error err;
+    CHECK_INT_EQ(ckpt_write_atomic(whole, 0xabcdef, 5, payload, sizeof payload, &err), CALF_OK);
+    ckpt_writer w;
+    CHECK_INT_EQ(ckpt_writer_open(&w, pieces, 0xabcdef, 5, sizeof payload, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_writer_put(&w, payload, 1, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_writer_put(&w, payload + 1, 0, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_writer_put(&w, payload + 1, 1999, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_writer_put(&w, payload + 2000, 1000, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_writer_commit(&w, &err), CALF_OK);
+    size_t na, nb;
+    unsigned char *a = read_file(whole, &na), *b = read_file(pieces, &nb);
+    CHECK(a && b && na == nb && na == CKPT_HEADER_SIZE + sizeof payload + 4 && !memcmp(a, b, na));
+    free(a);
+    free(b);
+
+    /* too much, too little: an error, and nothing new in the directory */
+    char short_path[600];
+    join(short_path, sizeof short_path, dir, "ckpt-7");
+    CHECK_INT_EQ(ckpt_writer_open(&w, short_path, 1, 7, 10, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_writer_put(&w, payload, 11, &err), CALF_EINVAL);
+    CHECK(contains(err.msg, "more payload than the header promised"));
+    CHECK_INT_EQ(ckpt_writer_open(&w, short_path, 1, 7, 10, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_writer_put(&w, payload, 9, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_writer_commit(&w, &err), CALF_EINVAL);
+    CHECK(contains(err.msg, "1 payload bytes missing"));
+    CHECK_INT_EQ(ckpt_writer_open(&w, short_path, 1, 7, 10, &err), CALF_OK);
+    ckpt_writer_abort(&w);
+    CHECK(!exists(short_path));
+    CHECK_INT_EQ(count_entries(dir), 2);
+
+    /* a prefix, validated over the whole file */
+    ckpt_header hdr;
+    unsigned char *head = NULL;
+    size_t n = 0;
+    CHECK_INT_EQ(ckpt_read_head(whole, &hdr, 100, &head, &n, &err), CALF_OK);
+    CHECK(n == 100 && head && !memcmp(head, payload, 100) && hdr.iteration == 5 &&
+          hdr.payload_size == sizeof payload);
+    free(head);
+    CHECK_INT_EQ(ckpt_read_head(whole, &hdr, 0, NULL, NULL, &err), CALF_OK);
+    /* a byte flipped past the kept prefix is still found */
+    unsigned char *f = read_file(pieces, &nb);
+    f[CKPT_HEADER_SIZE + 2999] ^= 1;
+    CHECK_INT_EQ(write_file(pieces, f, nb), 0);
+    free(f);
+    head = NULL;
+    CHECK_INT_EQ(ckpt_read_head(pieces, &hdr, 100, &head, &n, &err), CALF_EINVAL);
+    CHECK(contains(err.msg, "CRC mismatch") && head == NULL);
+    CHECK_INT_EQ(ckpt_read_head(pieces, &hdr, 0, NULL, NULL, &err), CALF_EINVAL);
+
+    /* ranges */
+    unsigned char got[16];
+    CHECK_INT_EQ(ckpt_read_range(whole, 2990, got, 10, &err), CALF_OK);
+    CHECK(!memcmp(got, payload + 2990, 10));
+    CHECK_INT_EQ(ckpt_read_range(whole, 2991, got, 10, &err), CALF_EINVAL);
+    CHECK(contains(err.msg, "beyond its 3000-byte payload"));
+    CHECK_INT_EQ(ckpt_read_range(whole, UINT64_MAX, got, 1, &err), CALF_EINVAL);
+}
+
 int main(void) {
     make_tmp_root();
+    test_streaming();
     test_round_trip_and_layout();
     test_reader_overruns();
     test_damaged_files();

@@ -45,7 +45,7 @@ static int ceil_log2_int(int E) {
     return L;
 }
 
-/* The tree exactly as DESIGN.md defines it, written recursively and independently of the
+/* The tree exactly as docs/DESIGN.md defines it, written recursively and independently of the
  * binary-counter implementation. leaves is (E, n). */
 static void ref_node(const float *leaves, int E, size_t n, int j, long k, float *out) {
     long lo = k << j;

@@ -33,8 +33,9 @@ static uint64_t params_fnv(const char *ckpt, size_t *count) {
     uint64_t u64 = 0;
     ckpt_get_tag(&r, "META");
     ckpt_get_u32(&r, &layout);
-    for (int k = 0; k < 3; k++) ckpt_get_i64(&r, &i64);
-    ckpt_get_u64(&r, &u64);
+    for (int k = 0; k < 3; k++) ckpt_get_i64(&r, &i64); /* iteration, env steps, episodes */
+    ckpt_get_u64(&r, &u64);                               /* envs */
+    ckpt_get_u64(&r, &u64);                               /* the head's size */
     ckpt_get_tag(&r, "PRMS");
     ckpt_get_u64(&r, &u64);
     uint64_t h = 0xcbf29ce484222325ULL;

@@ -48,9 +48,10 @@ static void make_bad_run(const char *name, const unsigned char *good, size_t n, 
     free(text);
 }
 
-/* payload layout (trainer.c write_checkpoint): "META" u32 layout, i64 iteration @8,
- * i64 env_steps @16, i64 adam_step @24, i64 episodes @32, u64 E @40, "PRMS" @48,
- * u64 count @52, floats @60 ... ; the last 32 bytes are the last env's shuffle stream */
+/* payload layout (trainer.c write_checkpoint, then PPO's sections): "META" u32 layout,
+ * i64 iteration @8, i64 env_steps @16, i64 episodes @24, u64 E @32, u64 head size @40,
+ * "PRMS" @48, u64 count @52, floats @60 ...; "ADAM", i64 adam_step, moments; "ENVS";
+ * the last 32 bytes are the last env's shuffle stream */
 static void put_i64(unsigned char *p, int64_t v) {
     for (int k = 0; k < 8; k++) p[k] = (unsigned char)((uint64_t)v >> (8 * k));
 }
@@ -147,7 +148,8 @@ int main(void) {
         memcpy(p, good, n);
         put_i64(p + 8, last);
         put_i64(p + 16, last * 4 * 1024); /* right: E * T steps per iteration */
-        put_i64(p + 24, 0);               /* 10^12 * 10,240,000 does not fit in 64 bits */
+        /* and PPO's adam_step, whatever it holds, cannot be 10^12 * 10,240,000: that
+         * does not fit in 64 bits */
         join(alg, sizeof alg, bdir, "train/algorithm");
         CHECK_INT_EQ(ckpt_path(path, sizeof path, alg, last, &err), CALF_OK);
         CHECK_INT_EQ(ckpt_write_atomic(path, calf_config_digest(&cfg), last, p, n, &err), CALF_OK);

@@ -1,7 +1,7 @@
 /* replay.h: the off-policy replay buffer, keyed by global env index: one ring per env,
  * held by the process that steps that env, and a sampler whose choices depend only on
  * (seed, iteration, update) and the job's shape, never on the process. So SAC's
- * minibatches, and with them its results, are the same on 1 process or N (DESIGN.md,
+ * minibatches, and with them its results, are the same on 1 process or N (docs/DESIGN.md,
  * "Replay keyed by global env"), and a checkpoint restores onto any split. */
 #ifndef CALF_REPLAY_H
 #define CALF_REPLAY_H

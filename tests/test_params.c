@@ -1,0 +1,92 @@
+/* test_params.c: named parameter groups: one optimizer step is clip-then-Adam with the
+ * group's own settings and step count, a non-finite gradient changes nothing, the
+ * checkpoint section round-trips and refuses a step count the iteration does not imply;
+ * and SAC's temperature moves the right way under its loss (sac_math's gradient through
+ * the group's Adam). */
+#include <math.h>
+
+#include "algorithms/sac_math.h"
+#include "nn.h"
+#include "params.h"
+#include "test_util.h"
+
+static void test_step(void) {
+    adam_conf opt = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0};
+    param_group g;
+    param_group_init(&g, "TEST", 5, true, opt);
+    float want_p[5], want_m[5] = {0}, want_v[5] = {0}, grad[5];
+    for (int i = 0; i < 5; i++) {
+        g.params[i] = want_p[i] = 0.5f * (float)i - 1.0f;
+        g.grad[i] = grad[i] = 3.0f - (float)i; /* norm sqrt(19) > 1: clipped */
+    }
+    nn_scale(grad, 5, nn_clip_coef(nn_global_norm(grad, 5), 1.0));
+    nn_adam_step(want_p, grad, want_m, want_v, 5, 1, 0.01f, 0.9f, 0.999f, 1e-8f);
+    CHECK(param_group_step(&g));
+    CHECK_INT_EQ(g.step, 1);
+    CHECK(memcmp(g.params, want_p, sizeof want_p) == 0);
+    CHECK(memcmp(g.m, want_m, sizeof want_m) == 0 && memcmp(g.v, want_v, sizeof want_v) == 0);
+    /* a non-finite gradient: refused, nothing moves */
+    g.grad[2] = NAN;
+    CHECK(!param_group_step(&g));
+    CHECK_INT_EQ(g.step, 1);
+    CHECK(memcmp(g.params, want_p, sizeof want_p) == 0);
+
+    /* the section round-trips; a wrong step count or a non-finite value is refused */
+    ckpt_buf b;
+    ckpt_buf_init(&b);
+    param_group_save(&g, &b);
+    param_group h;
+    param_group_init(&h, "TEST", 5, true, opt);
+    calf_error err;
+    ckpt_reader r;
+    ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
+    CHECK_INT_EQ(param_group_load(&h, &r, 1, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_reader_finish(&r), CALF_OK);
+    CHECK(param_group_digest(&h, 1) == param_group_digest(&g, 1));
+    ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
+    CHECK_INT_EQ(param_group_load(&h, &r, 2, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "t.ckpt: TEST: 1 optimizer steps, 2 expected");
+    float nan = NAN;
+    memcpy(b.data + 4 + 8 + 4 * 3, &nan, 4); /* params[3] */
+    ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
+    CHECK_INT_EQ(param_group_load(&h, &r, 1, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "t.ckpt: TEST parameters are not finite");
+    ckpt_buf_free(&b);
+
+    /* a group without an optimizer (a target network) saves only its parameters */
+    param_group t;
+    param_group_init(&t, "TARG", 3, false, opt);
+    CHECK(t.grad == NULL && t.m == NULL);
+    ckpt_buf_init(&b);
+    param_group_save(&t, &b);
+    CHECK_INT_EQ(b.len, 4 + 8 + 3 * 4);
+    ckpt_buf_free(&b);
+    param_group_free(&t);
+    param_group_free(&g);
+    param_group_free(&h);
+    param_group_free(&g); /* twice is fine */
+}
+
+/* Entropy above the target: alpha must fall; below it: rise. */
+static void test_alpha_moves(void) {
+    adam_conf opt = {.lr = 0.05f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    for (int side = 0; side < 2; side++) {
+        param_group a;
+        param_group_init(&a, "SACL", 1, true, opt);
+        float target = -1.0f;
+        float logp = side == 0 ? -3.0f : 2.0f; /* entropy -logp: 3 or -2, target -1 */
+        for (int k = 0; k < 20; k++) {
+            sac_alpha_loss(a.params[0], logp, target, 1.0f, &a.grad[0]);
+            CHECK(param_group_step(&a));
+        }
+        if (side == 0) CHECK(a.params[0] < -0.5f);
+        else CHECK(a.params[0] > 0.5f);
+        param_group_free(&a);
+    }
+}
+
+int main(void) {
+    test_step();
+    test_alpha_moves();
+    return test_report("test_params");
+}
