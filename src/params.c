@@ -21,13 +21,28 @@ void param_group_init(param_group *g, const char *tag, size_t n, bool trained, a
     }
 }
 
-void param_group_free(param_group *g) {
-    if (!g) return;
+static void free_arrays(param_group *g) {
+    if (g->external) return;
     free(g->params);
     free(g->grad);
     free(g->m);
     free(g->v);
+}
+
+void param_group_free(param_group *g) {
+    if (!g) return;
+    free_arrays(g);
     memset(g, 0, sizeof *g);
+}
+
+void param_group_use(param_group *g, float *params, float *grad, float *m, float *v) {
+    CALF_ASSERT(!g->external && g->grad != NULL);
+    free_arrays(g);
+    g->params = params;
+    g->grad = grad;
+    g->m = m;
+    g->v = v;
+    g->external = true;
 }
 
 bool param_group_step(param_group *g) {

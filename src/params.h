@@ -24,11 +24,16 @@ typedef struct param_group {
     float *grad, *m, *v;     /* (n) each when trained, else NULL */
     adam_conf opt;
     int64_t step;            /* Adam steps taken */
+    bool external;           /* the arrays are the caller's (param_group_use): not freed */
 } param_group;
 
 /* Zeroed arrays for n floats (64-byte aligned); trained: with grad, m and v. */
 void param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt);
 void param_group_free(param_group *g); /* zeroed or freed g is fine */
+/* Use params, grad, m and v (n floats each) that the caller owns, e.g. memory shared with
+ * other processes holding the same group, instead of the group's own, which are freed
+ * without copying; param_group_free then leaves the caller's alone. */
+void param_group_use(param_group *g, float *params, float *grad, float *m, float *v);
 /* One optimizer step on the group's gradient: clip to opt.max_norm (nn_global_norm
  * order), then Adam (nn_adam_step) with step + 1. False (nothing changed) when the
  * gradient is not finite. */

@@ -31,45 +31,28 @@ void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec) {
                   activation_of(calf_config_string(cfg, CALF_CFG_VALUE_ACTIVATION)), &cursor);
     md->log_std_off = cursor;
     if (md->action_dim > 0) cursor += (size_t)md->action_dim;
-    md->num_params = cursor;
-    md->params = nn_alloc_floats(cursor);
-    md->m = nn_alloc_floats(cursor);
-    md->v = nn_alloc_floats(cursor);
-    md->grad = nn_alloc_floats(cursor);
+    /* PPO's optimizer settings are resolved by PPO, which steps the group in slices */
+    param_group_init(&md->g, "PRMS", cursor, true, (adam_conf){0});
 }
 
 void model_init_params(model *md, const calf_config *cfg, uint64_t seed) {
     calf_rng rng;
     calf_rng_seed(&rng, seed, 0, CALF_RNG_INIT);
     /* CleanRL / SB3: sqrt(2) hidden, 0.01 policy head, 1 value head */
-    nn_mlp_init(&md->actor, md->params, sqrtf(2.0f), 0.01f, &rng);
-    nn_mlp_init(&md->value, md->params, sqrtf(2.0f), 1.0f, &rng);
+    nn_mlp_init(&md->actor, md->g.params, sqrtf(2.0f), 0.01f, &rng);
+    nn_mlp_init(&md->value, md->g.params, sqrtf(2.0f), 1.0f, &rng);
     for (int k = 0; k < md->action_dim; k++)
-        md->params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);
-}
-
-static void free_own_state(model *md) {
-    if (md->external) return;
-    free(md->params);
-    free(md->m);
-    free(md->v);
-    free(md->grad);
+        md->g.params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);
 }
 
 void model_free(model *md) {
     if (!md) return;
-    free_own_state(md);
+    param_group_free(&md->g);
     memset(md, 0, sizeof *md);
 }
 
 void model_use_state(model *md, float *params, float *m, float *v, float *grad) {
-    CALF_ASSERT(!md->external);
-    free_own_state(md);
-    md->params = params;
-    md->m = m;
-    md->v = v;
-    md->grad = grad;
-    md->external = true;
+    param_group_use(&md->g, params, grad, m, v);
 }
 
 float model_sample(const model *md, const float *params, const float *head, calf_rng *rng,
@@ -119,10 +102,10 @@ void model_dist_backward(const model *md, const float *params, const float *head
 
 uint64_t model_digest(const model *md) {
     uint64_t h = 0xcbf29ce484222325ULL;
-    const float *arrays[3] = {md->params, md->m, md->v};
+    const float *arrays[3] = {md->g.params, md->g.m, md->g.v};
     for (int a = 0; a < 3; a++) {
         const unsigned char *p = (const unsigned char *)arrays[a];
-        for (size_t i = 0; i < md->num_params * sizeof(float); i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+        for (size_t i = 0; i < md->g.n * sizeof(float); i++) h = (h ^ p[i]) * 0x100000001b3ULL;
     }
     return h;
 }

@@ -13,6 +13,7 @@
 #include "calf/rng.h"
 #include "dist.h"
 #include "nn.h"
+#include "params.h"
 
 typedef struct model {
     int obs_dim;
@@ -21,11 +22,8 @@ typedef struct model {
     int head_dim;           /* actor output size: num_actions or action_dim */
     nn_mlp actor, value;
     size_t log_std_off;     /* continuous: (action_dim) log-stds; unused when discrete */
-    size_t num_params;
-    float *params;          /* (num_params) */
-    float *m, *v;           /* (num_params) Adam moments */
-    float *grad;            /* (num_params) the summed gradient of one update */
-    bool external;          /* the four arrays are the caller's (model_use_state) */
+    param_group g;          /* "PRMS": every parameter, the summed gradient of one update,
+                             * Adam's moments and step count (PPO steps it in slices) */
 } model;
 
 /* Lay out the networks the config asks for, for an env with spec; all arrays zeroed. */
@@ -33,9 +31,7 @@ void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec);
 /* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config. */
 void model_init_params(model *md, const calf_config *cfg, uint64_t seed);
 void model_free(model *md);
-/* Use params, m, v and grad (num_params floats each) that the caller owns, e.g. memory
- * shared with other processes that hold the same model, instead of the model's own,
- * which are freed without copying; model_free then leaves the caller's alone. */
+/* The model's arrays in memory the caller owns (param_group_use). */
 void model_use_state(model *md, float *params, float *m, float *v, float *grad);
 
 /* Per-row policy math on an actor output row (head_dim floats). */

@@ -148,7 +148,6 @@ typedef struct ppo {
     double *stats;           /* (count, NUM_STATS) */
     double grad_norm_sum;
     int num_updates;
-    int64_t adam_step;
     int64_t iteration;       /* the iteration being trained (for messages) */
     /* evaluation and play: a cache for rows of greedy actions */
     nn_cache eval_cache;
@@ -205,8 +204,8 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
  * lands). shared_state_at(md, SHARED_END) is the region's size. */
 enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
 static size_t shared_state_at(const model *md, int part) {
-    size_t vec = round64(md->num_params * sizeof(float));
-    size_t chunks = (md->num_params + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    size_t vec = round64(md->g.n * sizeof(float));
+    size_t chunks = (md->g.n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
     return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
 }
 
@@ -218,12 +217,12 @@ static int views_init(ppo *t, calf_error *err) {
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
     rollout_view scratch;
     t->sharing = P > 1 && comm_shares_memory(c) &&
-                 comm_tree_pieces_supported(c, t->E, t->md.num_params);
+                 comm_tree_pieces_supported(c, t->E, t->md.g.n);
     if (t->sharing) {
         /* Everything sharing puts in shared memory, every rank's, must fit in what is
          * left of it (the same sum on every rank, so all decide alike); else each rank
          * keeps its rollout to itself, as without shared memory. */
-        size_t tree_bytes = round64(comm_tree_shared_bytes(t->E, t->md.num_params, STEAL_SETS));
+        size_t tree_bytes = round64(comm_tree_shared_bytes(t->E, t->md.g.n, STEAL_SETS));
         size_t need = round64(shared_state_at(&t->md, SHARED_END));
         for (int r = 0; r < P; r++) {
             int b = 0, n = 0;
@@ -254,7 +253,7 @@ static int views_init(ppo *t, calf_error *err) {
     }
     free(peers);
     t->own = &t->views[c->index];
-    comm_tree_init(&t->steal_tree, t->md.num_params, t->E, 0, 0);
+    comm_tree_init(&t->steal_tree, t->md.g.n, t->E, 0, 0);
     /* For tests/e2e_ddp.sh: the named rank dawdles over its own envs, so that the others
      * certainly take some of them. Results cannot depend on it; only timing does. */
     const char *slow = getenv("CALF_TEST_SLOW_RANK");
@@ -361,15 +360,15 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) *g[k] = calf_xcalloc((size_t)T, sizeof(float));
     t->g_term = calf_xcalloc((size_t)T, 1);
     t->g_ended = calf_xcalloc((size_t)T, 1);
-    comm_tree_init(&t->tree, t->md.num_params, t->E, t->begin, t->count);
+    comm_tree_init(&t->tree, t->md.g.n, t->E, t->begin, t->count);
     t->opt_lo = 0;
-    t->opt_hi = t->md.num_params;
+    t->opt_hi = t->md.g.n;
     /* sharing: the other ranks read this rank's blocks where they are folded, its own
      * envs' and the first ones it takes from others */
     if (!t->sharing) return CALF_OK;
     rc = comm_tree_share_buffers(c, &t->tree, STEAL_SETS, err);
     for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++) {
-        comm_tree_init(&t->steal_shared[i], t->md.num_params, t->E, 0, 0);
+        comm_tree_init(&t->steal_shared[i], t->md.g.n, t->E, 0, 0);
         comm_tree_share_set(&t->steal_shared[i], &t->tree, i + 1);
     }
     void **all = calf_xcalloc((size_t)c->size, sizeof *all);
@@ -380,7 +379,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
         t->shared_state = all[0];
         t->norm_parts = (double *)(void *)(t->shared_state +
                                            shared_state_at(&t->md, SHARED_NORM_PARTS));
-        comm_slice(c, t->md.num_params, &t->opt_lo, &t->opt_hi);
+        comm_slice(c, t->md.g.n, &t->opt_lo, &t->opt_hi);
     }
     free(all);
     return rc;
@@ -391,14 +390,14 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
  * the gradient is the vector the split sum lands in. */
 static int share_model(ppo *t, calf_error *err) {
     model *md = &t->md;
-    size_t n = md->num_params;
+    size_t n = md->g.n;
     float *params = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_PARAMS));
     float *m = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_M));
     float *v = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_V));
     if (t->c->index == 0) {
-        memcpy(params, md->params, n * sizeof(float));
-        memcpy(m, md->m, n * sizeof(float));
-        memcpy(v, md->v, n * sizeof(float));
+        memcpy(params, md->g.params, n * sizeof(float));
+        memcpy(m, md->g.m, n * sizeof(float));
+        memcpy(v, md->g.v, n * sizeof(float));
     }
     int rc = comm_barrier(t->c, err);
     if (rc == CALF_OK) model_use_state(md, params, m, v, comm_tree_shared_sum(&t->tree));
@@ -413,7 +412,7 @@ static void value_of(ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
     int od = t->md.obs_dim;
     for (int r0 = 0; r0 < rows; r0 += t->cache_rows) {
         int b = rows - r0 < t->cache_rows ? rows - r0 : t->cache_rows;
-        nn_mlp_forward(&t->md.value, t->md.params, x + (size_t)r0 * od, b, &t->v_cache, out + r0);
+        nn_mlp_forward(&t->md.value, t->md.g.params, x + (size_t)r0 * od, b, &t->v_cache, out + r0);
     }
 }
 
@@ -426,10 +425,10 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     int n = t->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     size_t base = (size_t)s * n;
     memcpy(t->obs + base * od, obs, (size_t)n * od * sizeof(float));
-    nn_mlp_forward(&md->actor, md->params, obs, n, &t->a_cache, t->head);
+    nn_mlp_forward(&md->actor, md->g.params, obs, n, &t->a_cache, t->head);
     for (int e = 0; e < n; e++) {
         size_t i = base + (size_t)e;
-        t->logp[i] = model_sample(md, md->params, t->head + (size_t)e * hd, &t->act_rng[e],
+        t->logp[i] = model_sample(md, md->g.params, t->head + (size_t)e * hd, &t->act_rng[e],
                                   &t->act[i], ad ? t->u + i * ad : NULL);
     }
     memcpy(act, t->act + base, (size_t)n * sizeof(int));
@@ -612,9 +611,9 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
                 memcpy(t->rows_in + ((size_t)k * len + j) * od, v->obs + i * od,
                        od * sizeof(float));
             }
-        nn_mlp_forward_v(&md->actor, md->params, t->params_version, t->rows_in, rows,
+        nn_mlp_forward_v(&md->actor, md->g.params, t->params_version, t->rows_in, rows,
                          &t->a_cache, t->head);
-        nn_mlp_forward_v(&md->value, md->params, t->params_version, t->rows_in, rows,
+        nn_mlp_forward_v(&md->value, md->g.params, t->params_version, t->rows_in, rows,
                          &t->v_cache, t->vout);
         for (int k = 0; k < g; k++) {
             int e = g0 + k;
@@ -626,11 +625,11 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
                 const float *u = ad ? v->u + i * adim : NULL;
                 float logp, ent;
                 dist_categorical_cache dc;
-                model_logp_entropy(md, md->params, h, v->act[i], u, &logp, &ent, &dc);
+                model_logp_entropy(md, md->g.params, h, v->act[i], u, &logp, &ent, &dc);
                 ppo_sample_result res;
                 ppo_sample_loss(logp, v->logp[i], v->adv[i], ent, t->vout[r], v->ret[i], w->clip,
                                 w->td_w, w->ent_w, w->scale, &res);
-                model_dist_backward(md, md->params, h, v->act[i], u, res.dlogp, res.dentropy, &dc,
+                model_dist_backward(md, md->g.params, h, v->act[i], u, res.dlogp, res.dentropy, &dc,
                                     t->dhead + (size_t)r * hd,
                                     ad ? t->dlogstd + (size_t)r * ad : NULL);
                 t->dval[r] = res.dvalue;
@@ -648,14 +647,14 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
             float *left = comm_tree_left_sibling(tree);
             float *leaf = left ? left : comm_tree_leaf_raw(tree);
             if (left) {
-                nn_mlp_backward_add(&md->actor, md->params, &t->a_cache, r0, len,
+                nn_mlp_backward_add(&md->actor, md->g.params, &t->a_cache, r0, len,
                                     t->dhead + (size_t)r0 * hd, leaf, NULL);
-                nn_mlp_backward_add(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0,
+                nn_mlp_backward_add(&md->value, md->g.params, &t->v_cache, r0, len, t->dval + r0,
                                     leaf, NULL);
             } else {
-                nn_mlp_backward_set(&md->actor, md->params, &t->a_cache, r0, len,
+                nn_mlp_backward_set(&md->actor, md->g.params, &t->a_cache, r0, len,
                                     t->dhead + (size_t)r0 * hd, leaf, NULL);
-                nn_mlp_backward_set(&md->value, md->params, &t->v_cache, r0, len, t->dval + r0,
+                nn_mlp_backward_set(&md->value, md->g.params, &t->v_cache, r0, len, t->dval + r0,
                                     leaf, NULL);
             }
             for (int a = 0; a < ad; a++) {
@@ -670,22 +669,22 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
     }
 }
 
-/* One minibatch's gradient into md->grad. Without shared memory each rank folds its own
+/* One minibatch's gradient into md->g.grad. Without shared memory each rank folds its own
  * envs and the tree is completed across ranks. With it, each rank takes its own envs a
  * group at a time and, once out of them, takes the back half of what a slower rank has
  * left, so no rank idles while another works; the pieces (its own read where they lie)
- * complete the same tree, each rank only its slice [opt_lo, opt_hi) of md->grad, the
+ * complete the same tree, each rank only its slice [opt_lo, opt_hi) of md->g.grad, the
  * sum all ranks share. */
 static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
                               calf_error *err) {
     model *md = &t->md;
     if (!t->sharing) {
         minibatch_envs(t, t->own, 0, t->count, off, len, w, &t->tree);
-        return comm_tree_allreduce(t->c, &t->tree, md->grad, err);
+        return comm_tree_allreduce(t->c, &t->tree, md->g.grad, err);
     }
     uint32_t tag = ++t->round;
     comm_tree_pieces pieces;
-    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->num_params, &t->tree, err);
+    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->g.n, &t->tree, err);
     if (rc) return rc;
     comm_claim_open(t->own->claim, tag, t->count);
     comm_tree_restart(&t->tree, t->begin, t->count);
@@ -706,7 +705,7 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
     }
     float *sum;
     rc = comm_tree_pieces_fold(t->c, &pieces, &sum, err);
-    CALF_ASSERT(rc != CALF_OK || sum == md->grad);
+    CALF_ASSERT(rc != CALF_OK || sum == md->g.grad);
     return rc;
 }
 
@@ -714,14 +713,14 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
  * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
 static int grad_norm(ppo *t, double *norm, calf_error *err) {
     model *md = &t->md;
-    size_t n = md->num_params, chunks = (n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    size_t n = md->g.n, chunks = (n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
     if (!t->sharing) {
-        *norm = nn_global_norm(md->grad, n);
+        *norm = nn_global_norm(md->g.grad, n);
         return CALF_OK;
     }
     for (size_t at = t->opt_lo; at < t->opt_hi; at += NN_NORM_CHUNK) {
         size_t len = t->opt_hi - at < NN_NORM_CHUNK ? t->opt_hi - at : NN_NORM_CHUNK;
-        t->norm_parts[at / NN_NORM_CHUNK] = nn_sum_sq(md->grad + at, len);
+        t->norm_parts[at / NN_NORM_CHUNK] = nn_sum_sq(md->g.grad + at, len);
     }
     int rc = comm_barrier(t->c, err);
     if (rc == CALF_OK) *norm = nn_norm_of_chunks(t->norm_parts, chunks);
@@ -758,13 +757,13 @@ static int update(ppo *t, calf_error *err) {
                                       (long long)t->iteration + 1);
             t->grad_norm_sum += norm;
             t->num_updates++;
-            t->adam_step++;
+            md->g.step++;
             t->params_version++;
             /* clip and step this rank's slice (all of it without sharing) */
             size_t lo = t->opt_lo, cnt = t->opt_hi - t->opt_lo;
-            nn_scale(md->grad + lo, cnt, nn_clip_coef(norm, t->p.max_norm));
-            nn_adam_step(md->params + lo, md->grad + lo, md->m + lo, md->v + lo, cnt,
-                         t->adam_step, t->p.lr, t->p.beta1, t->p.beta2, t->p.eps);
+            nn_scale(md->g.grad + lo, cnt, nn_clip_coef(norm, t->p.max_norm));
+            nn_adam_step(md->g.params + lo, md->g.grad + lo, md->g.m + lo, md->g.v + lo, cnt,
+                         md->g.step, t->p.lr, t->p.beta1, t->p.beta2, t->p.eps);
             /* the next forward pass reads every rank's slice */
             waited = t->c->wait_s;
             if (t->sharing && (rc = comm_barrier(t->c, err))) return rc;
@@ -800,7 +799,7 @@ static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float
         t->eval_head = calf_xcalloc((size_t)rows * hd, sizeof(float));
         t->eval_rows = rows;
     }
-    nn_mlp_forward(&md->actor, md->params, obs, rows, &t->eval_cache, t->eval_head);
+    nn_mlp_forward(&md->actor, md->g.params, obs, rows, &t->eval_cache, t->eval_head);
     for (int k = 0; k < rows; k++)
         model_mode(md, t->eval_head + (size_t)k * hd, &act[k], ad ? u + (size_t)k * ad : NULL);
     (void)od;
@@ -820,13 +819,13 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
                         t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
     if (histograms) {
         model *md = &t->md;
-        calf_summary_histogram("Params/actor", step, md->params + md->actor.offset,
+        calf_summary_histogram("Params/actor", step, md->g.params + md->actor.offset,
                                md->actor.num_params);
-        calf_summary_histogram("Params/value", step, md->params + md->value.offset,
+        calf_summary_histogram("Params/value", step, md->g.params + md->value.offset,
                                md->value.num_params);
-        calf_summary_histogram("Grads/actor", step, md->grad + md->actor.offset,
+        calf_summary_histogram("Grads/actor", step, md->g.grad + md->actor.offset,
                                md->actor.num_params);
-        calf_summary_histogram("Grads/value", step, md->grad + md->value.offset,
+        calf_summary_histogram("Grads/value", step, md->g.grad + md->value.offset,
                                md->value.num_params);
     }
     return CALF_OK;
@@ -843,12 +842,6 @@ static uint64_t ppo_digest(const algorithm *a) {
 
 #define RNG_BYTES 32 /* a calf_rng: four u64 words, little-endian */
 
-static bool all_finite(const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return false;
-    return true;
-}
-
 /* *out = a * b for a, b >= 0; false when the product does not fit. */
 static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
     if (a < 0 || b < 0 || (b > 0 && a > INT64_MAX / b)) return false;
@@ -856,45 +849,24 @@ static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
     return true;
 }
 
-/* "PRMS" the parameters, then "ADAM" the step count and both moments. */
+/* The model's one parameter group, "PRMS" (params.h): parameters, Adam's step count and
+ * moments. */
 static void ppo_save(const algorithm *a, ckpt_buf *b) {
     const ppo *t = (const ppo *)a;
-    const model *md = &t->md;
-    ckpt_put_tag(b, "PRMS");
-    ckpt_put_f32s(b, md->params, md->num_params);
-    ckpt_put_tag(b, "ADAM");
-    ckpt_put_i64(b, t->adam_step);
-    ckpt_put_f32s(b, md->m, md->num_params);
-    ckpt_put_f32s(b, md->v, md->num_params);
+    param_group_save(&t->md.g, b);
 }
 
 static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
     ppo *t = (ppo *)a;
-    model *md = &t->md;
-    const char *name = r->name;
-    int64_t adam_step = 0;
-    ckpt_get_tag(r, "PRMS");
-    ckpt_get_f32s(r, md->params, md->num_params);
-    t->params_version++; /* the parameters were overwritten */
-    if (r->status) return r->status;
-    if (!all_finite(md->params, md->num_params))
-        return calf_error_set(err, CALF_EINVAL, "%s: parameters are not finite", name);
-    ckpt_get_tag(r, "ADAM");
-    ckpt_get_i64(r, &adam_step);
-    ckpt_get_f32s(r, md->m, md->num_params);
-    ckpt_get_f32s(r, md->v, md->num_params);
-    if (r->status) return r->status;
-    /* the step count follows from the iteration; anything else is a damaged or foreign
-     * file (an iteration whose count would not fit in 64 bits is one too) */
+    t->params_version++; /* the parameters are overwritten */
+    /* the step count follows from the iteration; an iteration whose count would not fit
+     * in 64 bits is a damaged or foreign file too */
     int64_t want;
-    if (!mul_fits(iteration, (int64_t)t->p.epochs * t->M, &want) || adam_step != want)
+    if (!mul_fits(iteration, (int64_t)t->p.epochs * t->M, &want))
         return calf_error_set(err, CALF_EINVAL,
-                              "%s: counters do not match iteration %lld of this config", name,
+                              "%s: counters do not match iteration %lld of this config", r->name,
                               (long long)iteration);
-    if (!all_finite(md->m, md->num_params) || !all_finite(md->v, md->num_params))
-        return calf_error_set(err, CALF_EINVAL, "%s: optimizer state is not finite", name);
-    t->adam_step = adam_step;
-    return CALF_OK;
+    return param_group_load(&t->md.g, r, want, err);
 }
 
 /* Each env's record: its action stream, then its shuffle stream. */
