@@ -502,11 +502,10 @@ static int update(sac *t, int u, calf_error *err) {
                 int action = (int)t->act[r];
                 la = sac_discrete_critic_loss(nA, t->qa + o, action, t->y[r], scale, t->dqa + o);
                 lb = sac_discrete_critic_loss(nA, t->qb + o, action, t->y[r], scale, t->dqb + o);
-                /* the temperature's loss at obs, from the critics before their step */
-                float mq[64];
-                for (int k = 0; k < nA && k < 64; k++)
-                    mq[k] = t->qa[o + k] < t->qb[o + k] ? t->qa[o + k] : t->qb[o + k];
-                float h = sac_discrete_entropy(nA, mq, alpha);
+                /* the temperature's loss at obs, from the critics before their step (the
+                 * targets' rows are done with: y is formed) */
+                min_rows(t->qa + o, t->qb + o, 1, nA, t->ta + o);
+                float h = sac_discrete_entropy(nA, t->ta + o, alpha);
                 st[SS_ALPHA] += sac_discrete_alpha_loss(log_alpha, h, t->target_entropy, scale,
                                                         &t->dalpha[r]);
                 st[SS_ENTROPY] += h;
