@@ -3,12 +3,14 @@
 #ifndef CALF_BYTES_H
 #define CALF_BYTES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calf/error.h"
+#include "calf/rng.h"
 
 /* A growable byte buffer (checkpoint payloads, encoded TensorBoard records). A zeroed
  * struct is an empty buffer; free(data) releases it. */
@@ -53,6 +55,24 @@ static inline uint64_t bytes_get_le(const unsigned char *p, int nbytes) {
     uint64_t v = 0;
     for (int i = 0; i < nbytes; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
+}
+
+/* A calf_rng in a checkpoint record: its four words, little-endian (BYTES_RNG bytes). */
+enum { BYTES_RNG = 32 };
+
+static inline void bytes_put_rng(unsigned char *p, const calf_rng *r) {
+    for (int w = 0; w < 4; w++) bytes_put_le(p + 8 * w, r->s[w], 8);
+}
+
+/* False for the all-zero state, which a stream never reaches: only a damaged file holds
+ * one (r is filled either way). */
+static inline bool bytes_get_rng(const unsigned char *p, calf_rng *r) {
+    uint64_t any = 0;
+    for (int w = 0; w < 4; w++) {
+        r->s[w] = bytes_get_le(p + 8 * w, 8);
+        any |= r->s[w];
+    }
+    return any != 0;
 }
 
 #endif

@@ -187,7 +187,7 @@ void vec_env_save_record(const vec_env *ve, int local_i, void *rec) {
     put_u32(p + 0, RECORD_MAGIC);
     put_u32(p + 4, (uint32_t)ss);
     put_u64(p + 8, (uint64_t)ve->begin + (uint64_t)local_i);
-    for (int k = 0; k < 4; k++) put_u64(p + 16 + 8 * k, env->rng.s[k]);
+    bytes_put_rng(p + 16, &env->rng);
     put_u32(p + 48, (uint32_t)env->elapsed_steps);
     put_u32(p + 52, (uint32_t)ve->episode_length[local_i]);
     put_f64(p + 56, ve->episode_return[local_i]);
@@ -214,8 +214,7 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
         return calf_error_set(err, CALF_EINVAL, "env %llu record: holds env %llu",
                               (unsigned long long)index, (unsigned long long)get_u64(p + 8));
     calf_rng rng;
-    for (int k = 0; k < 4; k++) rng.s[k] = get_u64(p + 16 + 8 * k);
-    if ((rng.s[0] | rng.s[1] | rng.s[2] | rng.s[3]) == 0)
+    if (!bytes_get_rng(p + 16, &rng))
         return calf_error_set(err, CALF_EINVAL, "env %llu record: all-zero rng state",
                               (unsigned long long)index);
     int32_t elapsed = (int32_t)get_u32(p + 48), length = (int32_t)get_u32(p + 52);

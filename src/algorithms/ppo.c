@@ -840,7 +840,6 @@ static uint64_t ppo_digest(const algorithm *a) {
 
 /* ---- checkpoint sections -------------------------------------------------------- */
 
-#define RNG_BYTES 32 /* a calf_rng: four u64 words, little-endian */
 
 /* *out = a * b for a, b >= 0; false when the product does not fit. */
 static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
@@ -872,35 +871,26 @@ static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
 /* Each env's record: its action stream, then its shuffle stream. */
 static size_t ppo_env_record_size(const algorithm *a) {
     (void)a;
-    return 2 * RNG_BYTES;
+    return 2 * BYTES_RNG;
 }
 
-static void put_rng(unsigned char *p, const calf_rng *r) {
-    for (int w = 0; w < 4; w++) bytes_put_le(p + 8 * w, r->s[w], 8);
-}
-
-/* A stream of all zeros never leaves zero: only a damaged file holds one. */
 static int get_rng(const unsigned char *p, calf_rng *r, const char *name, int env, calf_error *err) {
-    uint64_t any = 0;
-    for (int w = 0; w < 4; w++) {
-        r->s[w] = bytes_get_le(p + 8 * w, 8);
-        any |= r->s[w];
-    }
-    if (!any) return calf_error_set(err, CALF_EINVAL, "%s: env %d has an all-zero random stream", name, env);
+    if (!bytes_get_rng(p, r))
+        return calf_error_set(err, CALF_EINVAL, "%s: env %d has an all-zero random stream", name, env);
     return CALF_OK;
 }
 
 static void ppo_save_env(const algorithm *a, int e, unsigned char *rec) {
     const ppo *t = (const ppo *)a;
-    put_rng(rec, &t->act_rng[e]);
-    put_rng(rec + RNG_BYTES, &t->shuf_rng[e]);
+    bytes_put_rng(rec, &t->act_rng[e]);
+    bytes_put_rng(rec + BYTES_RNG, &t->shuf_rng[e]);
 }
 
 static int ppo_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
                         calf_error *err) {
     ppo *t = (ppo *)a;
     int rc = get_rng(rec, &t->act_rng[e], name, t->begin + e, err);
-    if (rc == CALF_OK) rc = get_rng(rec + RNG_BYTES, &t->shuf_rng[e], name, t->begin + e, err);
+    if (rc == CALF_OK) rc = get_rng(rec + BYTES_RNG, &t->shuf_rng[e], name, t->begin + e, err);
     return rc;
 }
 

@@ -23,8 +23,6 @@
 /* Per-env statistics of an iteration's updates, summed over envs in canonical order. */
 enum { SS_SAMPLES, SS_CRITIC, SS_ACTOR, SS_ALPHA, SS_ENTROPY, NUM_SAC_STATS };
 
-#define RNG_BYTES 32 /* a calf_rng: four u64 words, little-endian */
-
 typedef struct sac {
     /* the job and the env */
     comm *c;
@@ -670,33 +668,28 @@ static size_t ring_record_size(const sac *t) {
 
 static size_t sac_env_record_size(const algorithm *a) {
     const sac *t = (const sac *)a;
-    return RNG_BYTES + ring_record_size(t);
+    return BYTES_RNG + ring_record_size(t);
 }
 
 static void sac_save_env(const algorithm *a, int e, unsigned char *rec) {
     const sac *t = (const sac *)a;
-    for (int w = 0; w < 4; w++) bytes_put_le(rec + 8 * w, t->act_rng[e].s[w], 8);
+    bytes_put_rng(rec, &t->act_rng[e]);
     ckpt_buf b;
     ckpt_buf_init(&b);
     replay_save_env(&t->rb, t->begin + e, &b);
     CALF_ASSERT(b.len == ring_record_size(t));
-    memcpy(rec + RNG_BYTES, b.data, b.len);
+    memcpy(rec + BYTES_RNG, b.data, b.len);
     ckpt_buf_free(&b);
 }
 
 static int sac_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
                         calf_error *err) {
     sac *t = (sac *)a;
-    uint64_t any = 0;
-    for (int w = 0; w < 4; w++) {
-        t->act_rng[e].s[w] = bytes_get_le(rec + 8 * w, 8);
-        any |= t->act_rng[e].s[w];
-    }
-    if (!any)
+    if (!bytes_get_rng(rec, &t->act_rng[e]))
         return calf_error_set(err, CALF_EINVAL, "%s: env %d has an all-zero random stream", name,
                               t->begin + e);
     ckpt_reader r;
-    ckpt_reader_init(&r, rec + RNG_BYTES, ring_record_size(t), name, err);
+    ckpt_reader_init(&r, rec + BYTES_RNG, ring_record_size(t), name, err);
     if (replay_load_env(&t->rb, &r, t->begin + e) != CALF_OK) return r.status;
     return ckpt_reader_finish(&r);
 }
