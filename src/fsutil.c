@@ -3,6 +3,7 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,4 +30,11 @@ int fs_mkdir_p(const char *dir, calf_error *err) {
     }
     free(p);
     return rc;
+}
+
+int fs_join(char *out, size_t cap, const char *a, const char *b, calf_error *err) {
+    int n = snprintf(out, cap, "%s/%s", a, b);
+    if (n < 0 || (size_t)n >= cap)
+        return calf_error_set(err, CALF_EINVAL, "path too long: %s/%s", a, b);
+    return CALF_OK;
 }

@@ -2,10 +2,15 @@
 #ifndef CALF_FSUTIL_H
 #define CALF_FSUTIL_H
 
+#include <stddef.h>
+
 #include "calf/error.h"
 
 /* mkdir -p: create dir and its missing parents. An existing directory is fine; an
  * existing non-directory is CALF_EIO naming it. */
 int fs_mkdir_p(const char *dir, calf_error *err);
+
+/* "a/b" into out (cap bytes); a path that does not fit is CALF_EINVAL naming it. */
+int fs_join(char *out, size_t cap, const char *a, const char *b, calf_error *err);
 
 #endif

@@ -9,15 +9,9 @@
 #include "calf/train.h"
 #include "checkpoint.h"
 #include "comm.h"
+#include "fsutil.h"
 #include "launcher.h"
 #include "trainer.h"
-
-static int join_path(char *out, size_t cap, const char *a, const char *b, calf_error *err) {
-    int n = snprintf(out, cap, "%s/%s", a, b);
-    if (n < 0 || (size_t)n >= cap)
-        return calf_error_set(err, CALF_EINVAL, "path too long: %s/%s", a, b);
-    return CALF_OK;
-}
 
 /* The newest valid checkpoint under root, refused when its config differs in anything
  * but run length and cadence. Warnings about skipped (corrupt) files go to stderr. */
@@ -28,7 +22,7 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
     if (stat(root, &st) == 0 && !S_ISDIR(st.st_mode))
         return calf_error_set(err, CALF_EINVAL, "--root_dir %s is not a directory", root);
     char dir[4096];
-    int rc = join_path(dir, sizeof dir, root, "train/algorithm", err);
+    int rc = fs_join(dir, sizeof dir, root, "train/algorithm", err);
     if (rc) return rc;
     rc = ckpt_find_latest_valid(dir, rs->path, sizeof rs->path, &rs->hdr, NULL, NULL,
                                 &rs->found, stderr, err);

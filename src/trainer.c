@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -132,13 +131,6 @@ static void logf_(trainer *t, bool to_stderr, const char *fmt, ...) {
     if (to_stderr && !t->quiet && calf_context_is_main()) fprintf(stderr, "%s\n", line);
 }
 
-static int join_path(char *out, size_t cap, const char *a, const char *b, calf_error *err) {
-    int n = snprintf(out, cap, "%s/%s", a, b);
-    if (n < 0 || (size_t)n >= cap)
-        return calf_error_set(err, CALF_EINVAL, "path too long: %s/%s", a, b);
-    return CALF_OK;
-}
-
 /* ---- config ----------------------------------------------------------------- */
 
 int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_error *err) {
@@ -148,7 +140,7 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
         rc = calf_config_parse_file(cfg, o->conf_path, err);
     } else {
         char path[4096];
-        if ((rc = join_path(path, sizeof path, o->root_dir, "config.gin", err))) return rc;
+        if ((rc = fs_join(path, sizeof path, o->root_dir, "config.gin", err))) return rc;
         if (access(path, F_OK) != 0)
             return calf_error_set(err, CALF_EINVAL,
                                   "missing --conf (and %s does not exist to resume from)", path);
@@ -367,7 +359,7 @@ static int write_checkpoint(trainer *t, calf_error *err) {
         ckpt_put_tag(&b, "ENVS");
         ckpt_put_u64(&b, rec);
         bytes_put_le(b.data + META_BYTES - 8, (uint64_t)b.len, 8);
-        wrc = join_path(dir, sizeof dir, t->root, "train/algorithm", err);
+        wrc = fs_join(dir, sizeof dir, t->root, "train/algorithm", err);
         if (wrc == CALF_OK) wrc = ckpt_path(path, sizeof path, dir, t->iteration, err);
         if (wrc == CALF_OK)
             wrc = ckpt_writer_open(&w, path, calf_config_digest(t->cfg), t->iteration,
@@ -788,7 +780,7 @@ static int train_loop(void *arg) {
 
 static int write_operative_config(const trainer *t, const char *root, calf_error *err) {
     char path[4096], tmp[4200];
-    int rc = join_path(path, sizeof path, root, "config.gin", err);
+    int rc = fs_join(path, sizeof path, root, "config.gin", err);
     if (rc) return rc;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
@@ -864,7 +856,7 @@ static void restore_stop_handlers(const struct sigaction *old_int, const struct 
 
 static int open_log(trainer *t, const char *root, int rank, calf_error *err) {
     char logdir[4096], logpath[4200];
-    int rc = join_path(logdir, sizeof logdir, root, "log", err);
+    int rc = fs_join(logdir, sizeof logdir, root, "log", err);
     if (rc == CALF_OK) rc = fs_mkdir_p(logdir, err);
     if (rc) return rc;
     snprintf(logpath, sizeof logpath, "%s/rank-%d.log", logdir, rank);
@@ -875,7 +867,7 @@ static int open_log(trainer *t, const char *root, int rank, calf_error *err) {
 
 static int open_eval_writer(trainer *t, const char *root, calf_error *err) {
     char evdir[4096];
-    int rc = join_path(evdir, sizeof evdir, root, "eval", err);
+    int rc = fs_join(evdir, sizeof evdir, root, "eval", err);
     if (rc) return rc;
     t->eval_writer =
         calf_summary_writer_open(evdir, t->p.summaries_flush_secs, err);
@@ -920,7 +912,7 @@ int trainer_worker(comm *c, void *arg) {
         if (calf_context_is_main() && t.p.evaluate)
             rc = open_eval_writer(&t, o->root_dir, &err);
         char trdir[4096];
-        if (rc == CALF_OK) rc = join_path(trdir, sizeof trdir, o->root_dir, "train", &err);
+        if (rc == CALF_OK) rc = fs_join(trdir, sizeof trdir, o->root_dir, "train", &err);
         if (rc == CALF_OK)
             rc = calf_summary_run(trdir, t.p.summaries_flush_secs,
                                   train_loop, &t, &err);
