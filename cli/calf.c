@@ -22,6 +22,8 @@ static const char usage_text[] =
     "  env      step one environment with random actions:  calf env NAME [--seed S] [--index I] [--steps N]\n"
     "  events   print a run's TensorBoard events files as TensorBoard reads them:\n"
     "           calf events [--raw] [--csv] FILE...\n"
+    "  plot     draw runs' learning curves as one SVG file:\n"
+    "           calf plot ROOT... [-o FILE.svg] [--tag T]... [--smooth W] [--x steps|iterations|seconds] [--group]\n"
     "\n"
     "options:\n"
     "  -h, --help     this text (also: calf <command> --help)\n"
@@ -201,6 +203,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "envs")) return output_checked(calf_cmd_envs(argc - 2, argv + 2));
     if (!strcmp(cmd, "env")) return output_checked(calf_cmd_env(argc - 2, argv + 2));
     if (!strcmp(cmd, "events")) return output_checked(calf_cmd_events(argc - 2, argv + 2));
+    if (!strcmp(cmd, "plot")) return output_checked(calf_cmd_plot(argc - 2, argv + 2));
     fprintf(stderr, "calf: unknown command '%s'\n%s", cmd, usage_text);
     return EXIT_BAD_INPUT;
 }

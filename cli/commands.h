@@ -6,5 +6,6 @@
 int calf_cmd_envs(int argc, char **argv);   /* cli/cmd_env.c: list environments */
 int calf_cmd_env(int argc, char **argv);    /* cli/cmd_env.c: step one env randomly */
 int calf_cmd_events(int argc, char **argv); /* cli/cmd_events.c: dump an events file */
+int calf_cmd_plot(int argc, char **argv);   /* cli/cmd_plot.c: learning curves as SVG */
 
 #endif

@@ -462,43 +462,19 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
     return CALF_OK;
 }
 
-/* ------------------------------------------------------------------ calf events */
+/* ------------------------------------------------------------------ a run */
 
-/* The dump reads every file first and prints afterwards, because a restart marker
- * drops values that came before it; the lines wait here. */
-enum { LINE_VERSION, LINE_SESSION, LINE_VALUE };
-
-typedef struct dump_line {
-    int what;            /* LINE_* */
-    bool purged;         /* dropped from TensorBoard's view by a later record */
-    int64_t step;
-    double wall_time;
-    char *text;          /* LINE_VERSION: the file_version; LINE_VALUE: the tag */
-    int kind;            /* LINE_VALUE: an events_value_kind */
-    int status;          /* LINE_SESSION: an events_session_status */
-    float simple_value;  /* EVENTS_VALUE_SIMPLE */
-    double histo_num, histo_min, histo_max, histo_sum; /* EVENTS_VALUE_HISTO */
-} dump_line;
-
-/* TensorBoard's state for one run (plugin_event_accumulator.py), carried from file to
- * file as it is across the files of a run directory. */
-typedef struct dump_state {
-    dump_line *lines;    /* (num_lines) in file order */
-    size_t num_lines, cap;
-    double file_version; /* the last file_version, parsed; -1 before one (or unparsable) */
-    bool seen_start;     /* a SessionLog START was read: the next one is a restart */
-    int64_t most_recent_step; /* step of the last Event with a summary; -1 before one */
-} dump_state;
-
-static dump_line *dump_push(dump_state *d, int what, const events_record *rec) {
-    if (d->num_lines == d->cap) {
+/* A restart marker drops values read before it, so a run is read whole before anyone
+ * (calf events, calf plot) shows it; the entries wait here. */
+static events_entry *run_push(events_run *d, int what, const events_record *rec) {
+    if (d->num_entries == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 64;
-        dump_line *a = realloc(d->lines, cap * sizeof *a);
-        if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu lines)", cap);
-        d->lines = a;
+        events_entry *a = realloc(d->entries, cap * sizeof *a);
+        if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu entries)", cap);
+        d->entries = a;
         d->cap = cap;
     }
-    dump_line *l = &d->lines[d->num_lines++];
+    events_entry *l = &d->entries[d->num_entries++];
     memset(l, 0, sizeof *l);
     l->what = what;
     l->step = rec->step;
@@ -530,38 +506,38 @@ static double parse_file_version(const char *v) {
  * later START at step K drops every value already read with step >= K, of every tag.
  * Older files: an Event with a summary whose step is below the last summary's drops
  * the earlier values of its own tags with step >= its step. */
-static void dump_purge(dump_state *d, const events_record *rec) {
+static void run_purge(events_run *d, const events_record *rec) {
     if (d->file_version >= 2) {
         if (!rec->has_session_log || rec->session_status != EVENTS_SESSION_START) return;
         if (!d->seen_start) {
             d->seen_start = true;
             return;
         }
-        for (size_t i = 0; i < d->num_lines; i++)
-            if (d->lines[i].what == LINE_VALUE && d->lines[i].step >= rec->step)
-                d->lines[i].purged = true;
+        for (size_t i = 0; i < d->num_entries; i++)
+            if (d->entries[i].what == EVENTS_ENTRY_VALUE && d->entries[i].step >= rec->step)
+                d->entries[i].purged = true;
     } else if (rec->has_summary && rec->step < d->most_recent_step) {
         for (size_t v = 0; v < rec->num_values; v++)
-            for (size_t i = 0; i < d->num_lines; i++) {
-                dump_line *l = &d->lines[i];
-                if (l->what == LINE_VALUE && l->step >= rec->step &&
+            for (size_t i = 0; i < d->num_entries; i++) {
+                events_entry *l = &d->entries[i];
+                if (l->what == EVENTS_ENTRY_VALUE && l->step >= rec->step &&
                     !strcmp(l->text, rec->values[v].tag))
                     l->purged = true;
             }
     }
 }
 
-static void dump_take(dump_state *d, const events_record *rec) {
+static void run_take(events_run *d, const events_record *rec) {
     if (rec->file_version) {
         d->file_version = parse_file_version(rec->file_version);
-        dump_push(d, LINE_VERSION, rec)->text = dup_str(rec->file_version);
+        run_push(d, EVENTS_ENTRY_VERSION, rec)->text = dup_str(rec->file_version);
     }
-    dump_purge(d, rec);
+    run_purge(d, rec);
     if (rec->has_summary) d->most_recent_step = rec->step;
-    if (rec->has_session_log) dump_push(d, LINE_SESSION, rec)->status = rec->session_status;
+    if (rec->has_session_log) run_push(d, EVENTS_ENTRY_SESSION, rec)->status = rec->session_status;
     for (size_t i = 0; i < rec->num_values; i++) {
         const events_value *v = &rec->values[i];
-        dump_line *l = dump_push(d, LINE_VALUE, rec);
+        events_entry *l = run_push(d, EVENTS_ENTRY_VALUE, rec);
         l->text = dup_str(v->tag);
         l->kind = v->kind;
         l->simple_value = v->simple_value;
@@ -572,9 +548,23 @@ static void dump_take(dump_state *d, const events_record *rec) {
     }
 }
 
-/* Read one file into d. A cut last record is reported on warn and ends the file
- * normally; anything else that stops the reader is the error. */
-static int dump_read_file(dump_state *d, const char *path, FILE *warn, calf_error *err) {
+void events_run_init(events_run *run) {
+    CALF_ASSERT(run != NULL);
+    memset(run, 0, sizeof *run);
+    run->file_version = -1;
+    run->most_recent_step = -1;
+}
+
+void events_run_free(events_run *run) {
+    if (!run) return;
+    for (size_t i = 0; i < run->num_entries; i++) free(run->entries[i].text);
+    free(run->entries);
+    events_run_init(run);
+}
+
+/* A cut last record is reported on warn and ends the file normally; anything else that
+ * stops the reader is the error. */
+int events_run_read_file(events_run *d, const char *path, FILE *warn, calf_error *err) {
     events_reader r;
     int rc = events_reader_open(&r, path, err);
     if (rc != CALF_OK) return rc;
@@ -584,7 +574,7 @@ static int dump_read_file(dump_state *d, const char *path, FILE *warn, calf_erro
     calf_error_clear(&rerr);
     while ((rc = events_reader_next(&r, &rec, &rerr)) == CALF_OK && rec) {
         records++;
-        dump_take(d, rec);
+        run_take(d, rec);
     }
     if (rc != CALF_OK && r.cut && records > 0) {
         rc = CALF_OK;
@@ -603,6 +593,8 @@ static int dump_read_file(dump_state *d, const char *path, FILE *warn, calf_erro
     events_reader_close(&r);
     return rc;
 }
+
+/* ------------------------------------------------------------------ calf events */
 
 static const char *session_name(int status) {
     switch (status) {
@@ -623,15 +615,15 @@ static int put_csv_field(FILE *out, const char *s) {
     return fputc('"', out) == EOF ? -1 : 0;
 }
 
-static int dump_print_line(const dump_line *l, FILE *out, bool csv) {
+static int dump_print_line(const events_entry *l, FILE *out, bool csv) {
     long long step = (long long)l->step;
     if (csv) {
-        if (l->what != LINE_VALUE || l->kind != EVENTS_VALUE_SIMPLE) return 0;
+        if (l->what != EVENTS_ENTRY_VALUE || l->kind != EVENTS_VALUE_SIMPLE) return 0;
         if (put_csv_field(out, l->text) < 0) return -1;
         return fprintf(out, ",%lld,%.17g,%.9g\n", step, l->wall_time, (double)l->simple_value);
     }
-    if (l->what == LINE_VERSION) return fprintf(out, "file_version %s\n", l->text);
-    if (l->what == LINE_SESSION) {
+    if (l->what == EVENTS_ENTRY_VERSION) return fprintf(out, "file_version %s\n", l->text);
+    if (l->what == EVENTS_ENTRY_SESSION) {
         const char *name = session_name(l->status);
         return name ? fprintf(out, "%lld %s\n", step, name)
                     : fprintf(out, "%lld session_log status=%d\n", step, l->status);
@@ -644,12 +636,12 @@ static int dump_print_line(const dump_line *l, FILE *out, bool csv) {
     return fprintf(out, "%lld %s (unsupported value type)\n", step, l->text);
 }
 
-static int dump_print(const dump_state *d, const calf_events_dump_options *opt, FILE *out,
+static int dump_print(const events_run *d, const calf_events_dump_options *opt, FILE *out,
                       calf_error *err) {
     bool failed = opt->csv && fputs("tag,step,wall_time,value\n", out) < 0;
-    for (size_t i = 0; i < d->num_lines && !failed; i++)
-        if (opt->raw || !d->lines[i].purged)
-            failed = dump_print_line(&d->lines[i], out, opt->csv) < 0;
+    for (size_t i = 0; i < d->num_entries && !failed; i++)
+        if (opt->raw || !d->entries[i].purged)
+            failed = dump_print_line(&d->entries[i], out, opt->csv) < 0;
     /* a buffered stream reports a failed write only when it is flushed */
     if (failed || fflush(out) != 0 || ferror(out))
         return calf_error_set(err, CALF_EIO, "events: write: %s", strerror(errno));
@@ -661,18 +653,18 @@ int calf_events_dump(const char *const *paths, size_t num_paths,
     CALF_ASSERT(paths != NULL && out != NULL);
     static const calf_events_dump_options defaults = {false, false, NULL};
     if (!opt) opt = &defaults;
-    dump_state d = {NULL, 0, 0, -1, false, -1};
+    events_run d;
+    events_run_init(&d);
     int rc = CALF_OK;
     for (size_t i = 0; i < num_paths && rc == CALF_OK; i++)
-        rc = dump_read_file(&d, paths[i], opt->warn, err);
+        rc = events_run_read_file(&d, paths[i], opt->warn, err);
     /* what was read before an error is still shown; the first error is the one reported */
-    if (d.num_lines > 0 || rc == CALF_OK) {
+    if (d.num_entries > 0 || rc == CALF_OK) {
         calf_error perr;
         calf_error_clear(&perr);
         int prc = dump_print(&d, opt, out, &perr);
         if (rc == CALF_OK && prc != CALF_OK) rc = calf_error_set(err, prc, "%s", perr.msg);
     }
-    for (size_t i = 0; i < d.num_lines; i++) free(d.lines[i].text);
-    free(d.lines);
+    events_run_free(&d);
     return rc;
 }

@@ -82,6 +82,47 @@ int events_decode_event(const unsigned char *data, size_t len, events_record *re
                         calf_error *err);
 void events_record_free(events_record *rec);
 
+/* ---- a run: its files read in order, as TensorBoard's event accumulator reads them */
+
+enum events_entry_what {
+    EVENTS_ENTRY_VERSION, /* a file_version record */
+    EVENTS_ENTRY_SESSION, /* a SessionLog record (START: a restart marker) */
+    EVENTS_ENTRY_VALUE    /* one value of a Summary */
+};
+
+typedef struct events_entry {
+    int what;            /* an events_entry_what */
+    bool purged;         /* dropped from TensorBoard's view by a later record */
+    int64_t step;
+    double wall_time;
+    char *text;          /* VERSION: the file_version; VALUE: the tag; owned */
+    int kind;            /* VALUE: an events_value_kind */
+    int status;          /* SESSION: an events_session_status */
+    float simple_value;  /* EVENTS_VALUE_SIMPLE */
+    double histo_num, histo_min, histo_max, histo_sum; /* EVENTS_VALUE_HISTO */
+} events_entry;
+
+/* TensorBoard's state for one run (plugin_event_accumulator.py), carried from file to
+ * file as it is across the files of a run directory, and everything read so far. */
+typedef struct events_run {
+    events_entry *entries; /* (num_entries) in file order; purged ones kept, marked */
+    size_t num_entries, cap;
+    double file_version;   /* the last file_version, parsed; -1 before one (or unparsable) */
+    bool seen_start;       /* a SessionLog START was read: the next one is a restart */
+    int64_t most_recent_step; /* step of the last Event with a summary; -1 before one */
+} events_run;
+
+void events_run_init(events_run *run);
+/* Read one more file of the run (files in the order TensorBoard reads them: a run
+ * directory's in name order), marking the entries a restart marker drops as purged
+ * (the rule is calf_events_dump's, in calf/summary.h). A file that ends inside its last
+ * record is read up to it and, when warn is not NULL, reported there as "calf: warning:
+ * PATH: last record cut at offset N (a crash while writing?); ignored". Anything else
+ * that stops the reader, or a file with no complete record, is the error; what was read
+ * before it stays in run. */
+int events_run_read_file(events_run *run, const char *path, FILE *warn, calf_error *err);
+void events_run_free(events_run *run); /* NULL-safe; leaves run initialised and empty */
+
 /* calf_events_dump, the text form for `calf events FILE...`, is declared in the public
  * calf/summary.h so the command-line program needs no internal header; it lives in
  * events_reader.c beside the reader it is built on. */

@@ -676,14 +676,24 @@ static void progress(trainer *t, double steps_per_sec, bool force) {
     }
 }
 
+/* ALF's StepMetric.gen_summaries: a metric is written against the iteration as
+ * Metrics/X and against the environment steps as Metrics_vs_EnvironmentSteps/X, so
+ * TensorBoard can plot it over either; EnvironmentSteps is not plotted against itself. */
+#define METRIC_TAGS(name) "Metrics/" name, "Metrics_vs_EnvironmentSteps/" name
+
+static void write_metric(const trainer *t, const char *tag, const char *vs_tag, double v) {
+    calf_summary_scalar(tag, t->iteration, v);
+    calf_summary_scalar(vs_tag, t->env_steps, v);
+}
+
 static void write_summaries(trainer *t, const double *g, double steps_per_sec) {
     int64_t step = t->iteration;
     if (g[EP_EPISODES] > 0) {
-        calf_summary_scalar("Metrics/AverageReturn", step, g[EP_RETURN] / g[EP_EPISODES]);
-        calf_summary_scalar("Metrics/AverageEpisodeLength", step, g[EP_LENGTH] / g[EP_EPISODES]);
+        write_metric(t, METRIC_TAGS("AverageReturn"), g[EP_RETURN] / g[EP_EPISODES]);
+        write_metric(t, METRIC_TAGS("AverageEpisodeLength"), g[EP_LENGTH] / g[EP_EPISODES]);
     }
     calf_summary_scalar("Metrics/EnvironmentSteps", step, (double)t->env_steps);
-    calf_summary_scalar("Metrics/NumberOfEpisodes", step, (double)t->total_episodes);
+    write_metric(t, METRIC_TAGS("NumberOfEpisodes"), (double)t->total_episodes);
     calf_summary_scalar("Perf/env_steps_per_sec", step, steps_per_sec);
 }
 
@@ -702,6 +712,8 @@ static int evaluate(trainer *t, calf_error *err) {
         double wall = (double)time(NULL);
         calf_summary_writer_add_scalar(t->eval_writer, "Metrics/AverageReturn", t->iteration,
                                        wall, avg);
+        calf_summary_writer_add_scalar(t->eval_writer, "Metrics_vs_EnvironmentSteps/AverageReturn",
+                                       t->env_steps, wall, avg);
         calf_summary_writer_add_scalar(t->eval_writer, "Metrics/EnvironmentSteps", t->iteration,
                                        wall, (double)t->env_steps);
         rc = calf_summary_writer_flush(t->eval_writer, err);

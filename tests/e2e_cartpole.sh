@@ -21,8 +21,16 @@ for tag in Metrics/EnvironmentSteps Metrics/NumberOfEpisodes PPOLoss/pg_loss PPO
     expect_eq "$(grep -c " $tag " "$WORK/train_ev")" 150 "$tag records"
 done
 expect_in "$WORK/train_ev" "150 Metrics/EnvironmentSteps 307200"
+# ALF's Metrics_vs_EnvironmentSteps/X: one record for each Metrics/X record
+for m in AverageReturn AverageEpisodeLength NumberOfEpisodes; do
+    expect_eq "$(grep -c " Metrics_vs_EnvironmentSteps/$m " "$WORK/train_ev")" \
+        "$(grep -c " Metrics/$m " "$WORK/train_ev")" "Metrics_vs_EnvironmentSteps/$m records"
+done
+expect_in "$WORK/train_ev" "307200 Metrics_vs_EnvironmentSteps/NumberOfEpisodes"
 "$CALF" events "$R"/eval/events.out.tfevents.* > "$WORK/eval_ev" && ok || bad "eval events unreadable"
 expect_eq "$(grep -c ' Metrics/AverageReturn ' "$WORK/eval_ev")" 15 "eval records (every 10 iterations)"
+expect_eq "$(grep -c ' Metrics_vs_EnvironmentSteps/AverageReturn ' "$WORK/eval_ev")" 15 \
+    "eval records against env steps"
 BEST=$(awk '$2 == "Metrics/AverageReturn" && $3 > m { m = $3 } END { print m + 0 }' "$WORK/eval_ev")
 if awk -v b="$BEST" 'BEGIN { exit !(b >= 400) }'; then ok; else bad "best evaluation return $BEST < 400: not learning"; fi
 expect_exit 0 "$CALF" play --root_dir "$R" --num_episodes 5

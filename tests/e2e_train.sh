@@ -45,9 +45,20 @@ for tag in "file_version brain.Event:2" "6 Metrics/AverageReturn" "6 Metrics/Ave
            "6 Perf/env_steps_per_sec" "6 Params/actor" "6 Grads/value"; do
     expect_in "$WORK/train_events" "$tag"
 done
+# ALF's Metrics_vs_EnvironmentSteps/X: the same values, the env-step count as step
+# (128 per iteration here); EnvironmentSteps is not written against itself
+for m in AverageReturn AverageEpisodeLength NumberOfEpisodes; do
+    expect_in "$WORK/train_events" "768 Metrics_vs_EnvironmentSteps/$m "
+    expect_eq "$(sed -n "s|^6 Metrics/$m ||p" "$WORK/train_events")" \
+        "$(sed -n "s|^768 Metrics_vs_EnvironmentSteps/$m ||p" "$WORK/train_events")" "$m against env steps"
+done
+expect_not_in "$WORK/train_events" "Metrics_vs_EnvironmentSteps/EnvironmentSteps"
 expect_exit 0 "$CALF" events "$A"/eval/events.out.tfevents.*
 expect_in "$WORK/out" "3 Metrics/AverageReturn"
 expect_in "$WORK/out" "6 Metrics/AverageReturn"
+expect_in "$WORK/out" "768 Metrics_vs_EnvironmentSteps/AverageReturn "
+expect_eq "$(sed -n 's|^6 Metrics/AverageReturn ||p' "$WORK/out")" \
+    "$(sed -n 's|^768 Metrics_vs_EnvironmentSteps/AverageReturn ||p' "$WORK/out")" "eval return against env steps"
 
 # resume is exact: 3 iterations, then resume to 6, equals 6 straight
 B=$WORK/b
