@@ -8,6 +8,7 @@
 
 #include "calf/config.h"
 #include "calf/train.h"
+#include "calf/version.h"
 #include "commands.h"
 
 #define EXIT_BAD_INPUT 2
@@ -191,8 +192,8 @@ int main(int argc, char **argv) {
         return output_checked(0);
     }
     if (!strcmp(cmd, "--version")) {
-        printf("calf %s (MPI backend: %s)\n", CALF_VERSION,
-               CALF_HAVE_MPI ? "built in" : "not built: MPI was not found at build time");
+        printf("calf %s (MPI backend: %s)\n", calf_version(),
+               calf_has_mpi() ? "built in" : "not built: MPI was not found at build time");
         return output_checked(0);
     }
     /* train's output is progress, also kept in the rank logs: its files are what counts */
