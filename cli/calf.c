@@ -8,6 +8,7 @@
 
 #include "calf/config.h"
 #include "calf/train.h"
+#include "calf/version.h"
 #include "commands.h"
 
 #define EXIT_BAD_INPUT 2
@@ -18,6 +19,7 @@ static const char usage_text[] =
     "commands:\n"
     "  train    train a policy:  calf train --root_dir DIR --conf FILE [--conf_param K=V]... [--nproc N]\n"
     "  play     run a trained policy:  calf play --root_dir DIR [--num_episodes N] [--checkpoint FILE]\n"
+    "  export   write a trained policy as one C file:  calf export --root_dir DIR [-o policy.c]\n"
     "  envs     list the registered environments\n"
     "  env      step one environment with random actions:  calf env NAME [--seed S] [--index I] [--steps N]\n"
     "  events   print a run's TensorBoard events files as TensorBoard reads them:\n"
@@ -47,7 +49,22 @@ static const char play_usage[] =
     "usage: calf play --root_dir DIR [--num_episodes N] [--checkpoint FILE] [--seed S] [--verbose]\n"
     "\n"
     "  runs the greedy policy of the newest valid checkpoint in DIR/train/algorithm\n"
-    "  (or FILE) and prints each episode's return and the average\n";
+    "  (or FILE) and prints each episode's return and the average\n"
+    "\n"
+    "  for checking an exported policy (calf export) against calf:\n"
+    "  --dump_actions OUT    write each observation acted on and its greedy action to OUT,\n"
+    "                        a line each: the observation's numbers, then the action's\n"
+    "  --observations IN     with --dump_actions: act on IN's observations (a line each)\n"
+    "                        instead of playing episodes\n";
+
+static const char export_usage[] =
+    "usage: calf export --root_dir DIR [--checkpoint FILE] [-o OUT.c]\n"
+    "\n"
+    "  writes the greedy policy of the newest valid checkpoint in DIR/train/algorithm (or\n"
+    "  FILE) as one C99 file that needs only a C compiler and libm, to OUT.c (default:\n"
+    "  standard output):  int calf_policy_act(const float *obs, float *action);\n"
+    "  with CALF_POLICY_OBS_DIM, CALF_POLICY_ACTION_DIM and CALF_POLICY_DISCRETE. Its\n"
+    "  actions are calf play's, computed with the same arithmetic\n";
 
 /* Output that could not be written (a full disk, say) turns a success into a failure;
  * a command that failed has already said why. */
@@ -164,6 +181,10 @@ static int cmd_play(int argc, char **argv) {
         } else if ((v = option_value(argc, argv, &i, "--seed", &bad))) {
             if (parse_int_arg("--seed", v, 0, (long long)4e18, &n)) bad = 1;
             else o.seed = n;
+        } else if ((v = option_value(argc, argv, &i, "--dump_actions", &bad))) {
+            o.dump_actions = v;
+        } else if ((v = option_value(argc, argv, &i, "--observations", &bad))) {
+            o.observations = v;
         } else if (!bad) {
             fprintf(stderr, "calf play: unknown option '%s'\n%s", argv[i], play_usage);
             bad = 1;
@@ -182,6 +203,41 @@ static int cmd_play(int argc, char **argv) {
     return calf_exit_code(rc);
 }
 
+static int cmd_export(int argc, char **argv) {
+    calf_export_options o;
+    memset(&o, 0, sizeof o);
+    int bad = 0;
+    for (int i = 0; i < argc && !bad; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(export_usage, stdout);
+            return 0;
+        } else if ((v = option_value(argc, argv, &i, "--root_dir", &bad))) {
+            o.root_dir = v;
+        } else if ((v = option_value(argc, argv, &i, "--checkpoint", &bad))) {
+            o.checkpoint = v;
+        } else if ((v = option_value(argc, argv, &i, "-o", &bad)) ||
+                   (!bad && (v = option_value(argc, argv, &i, "--output", &bad)))) {
+            o.output = v;
+        } else if (!bad) {
+            fprintf(stderr, "calf export: unknown option '%s'\n%s", argv[i], export_usage);
+            bad = 1;
+        }
+    }
+    if (bad) return EXIT_BAD_INPUT;
+    if (!o.root_dir || !o.root_dir[0]) {
+        fprintf(stderr, "calf export: %s --root_dir\n%s", o.root_dir ? "empty" : "missing required option",
+                export_usage);
+        return EXIT_BAD_INPUT;
+    }
+    calf_error err;
+    calf_error_clear(&err);
+    int rc = calf_export(&o, &err);
+    if (rc != CALF_OK) fprintf(stderr, "calf: %s\n", err.msg);
+    else if (o.output && strcmp(o.output, "-") != 0) fprintf(stderr, "calf export: wrote %s\n", o.output);
+    return calf_exit_code(rc);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fputs(usage_text, stderr);
@@ -193,13 +249,14 @@ int main(int argc, char **argv) {
         return output_checked(0);
     }
     if (!strcmp(cmd, "--version")) {
-        printf("calf %s (MPI backend: %s)\n", CALF_VERSION,
-               CALF_HAVE_MPI ? "built in" : "not built: MPI was not found at build time");
+        printf("calf %s (MPI backend: %s)\n", calf_version(),
+               calf_has_mpi() ? "built in" : "not built: MPI was not found at build time");
         return output_checked(0);
     }
     /* train's output is progress, also kept in the rank logs: its files are what counts */
     if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(cmd, "play")) return output_checked(cmd_play(argc - 2, argv + 2));
+    if (!strcmp(cmd, "export")) return output_checked(cmd_export(argc - 2, argv + 2));
     if (!strcmp(cmd, "envs")) return output_checked(calf_cmd_envs(argc - 2, argv + 2));
     if (!strcmp(cmd, "env")) return output_checked(calf_cmd_env(argc - 2, argv + 2));
     if (!strcmp(cmd, "events")) return output_checked(calf_cmd_events(argc - 2, argv + 2));

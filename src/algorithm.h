@@ -16,6 +16,7 @@
 #include "calf/error.h"
 #include "checkpoint.h"
 #include "comm.h"
+#include "export.h"
 
 typedef struct algorithm algorithm; /* each algorithm's own struct, opaque here */
 
@@ -91,6 +92,10 @@ typedef struct algorithm_ops {
     /* Lines for the rank log at the end of a run of run_s seconds (e.g. what work
      * sharing did), each ending in '\n'; may be NULL. */
     void (*report)(const algorithm *a, double run_s, char *text, size_t cap);
+    /* `calf export`: greedy as C (export.h): the networks it runs and the body of
+     * calf_policy_act, computing for one row exactly what greedy computes. May be NULL:
+     * the algorithm cannot be exported. */
+    int (*export_c)(const algorithm *a, export_c *x, calf_error *err);
 } algorithm_ops;
 
 /* The algorithms calf knows, by config name; NULL if unknown. */

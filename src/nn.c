@@ -477,7 +477,7 @@ void nn_linear_backward_input(const float *dy, const float *wt, int B, int in, i
  * gcc will not if-convert a float select that feeds more float arithmetic (it might
  * trap), so a float clamp would keep the loop scalar. */
 static inline float tanh_approx(float v) {
-    const float c = 7.90531110763549805f;
+    const float c = NN_TANH_CLAMP;
     uint32_t cb, ab;
     float a = fabsf(v);
     memcpy(&cb, &c, sizeof cb);
@@ -486,17 +486,17 @@ static inline float tanh_approx(float v) {
     float x;
     memcpy(&x, &xb, sizeof x);
     float x2 = x * x;
-    float p = -2.76076847742355e-16f;
-    p = nn_madd(p, x2, 2.00018790482477e-13f);
-    p = nn_madd(p, x2, -8.60467152213735e-11f);
-    p = nn_madd(p, x2, 5.12229709037114e-08f);
-    p = nn_madd(p, x2, 1.48572235717979e-05f);
-    p = nn_madd(p, x2, 6.37261928875436e-04f);
-    p = nn_madd(p, x2, 4.89352455891786e-03f);
-    float q = 1.19825839466702e-06f;
-    q = nn_madd(q, x2, 1.18534705686654e-04f);
-    q = nn_madd(q, x2, 2.26843463243900e-03f);
-    q = nn_madd(q, x2, 4.89352518554385e-03f);
+    float p = NN_TANH_P0;
+    p = nn_madd(p, x2, NN_TANH_P1);
+    p = nn_madd(p, x2, NN_TANH_P2);
+    p = nn_madd(p, x2, NN_TANH_P3);
+    p = nn_madd(p, x2, NN_TANH_P4);
+    p = nn_madd(p, x2, NN_TANH_P5);
+    p = nn_madd(p, x2, NN_TANH_P6);
+    float q = NN_TANH_Q0;
+    q = nn_madd(q, x2, NN_TANH_Q1);
+    q = nn_madd(q, x2, NN_TANH_Q2);
+    q = nn_madd(q, x2, NN_TANH_Q3);
     float r = copysignf((x * p) / q, v);
     uint32_t rb;
     memcpy(&rb, &r, sizeof rb);

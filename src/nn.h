@@ -24,8 +24,10 @@
  * twice; either way it is the same for every element, row and batch size. Kernels block
  * over rows and features only to reuse loads; the blocking never changes the order. */
 #if defined(__FMA__)
+#define NN_FMA 1 /* for `calf export`, which must fuse exactly where calf does */
 static inline float nn_madd(float a, float b, float c) { return fmaf(a, b, c); }
 #else
+#define NN_FMA 0
 static inline float nn_madd(float a, float b, float c) { return a * b + c; }
 #endif
 
@@ -168,6 +170,21 @@ void nn_transpose(const float *w, int rows, int cols, float *wt);
  * +-(1 - 2.4e-7); NaN propagates. In place is allowed. nn_tanh1 is one element. */
 void nn_tanh(const float *x, float *y, size_t n);
 float nn_tanh1(float x);
+/* Its constants (Eigen's float tanh), here so that `calf export` writes the same ones:
+ * x = min(|v|, CLAMP), p = P0, then p = madd(p, x^2, Pk) for k = 1..6, q likewise with
+ * Q0..Q3, tanh(v) ~ copysign((x p) / q, v). */
+#define NN_TANH_CLAMP 7.90531110763549805f
+#define NN_TANH_P0 (-2.76076847742355e-16f)
+#define NN_TANH_P1 2.00018790482477e-13f
+#define NN_TANH_P2 (-8.60467152213735e-11f)
+#define NN_TANH_P3 5.12229709037114e-08f
+#define NN_TANH_P4 1.48572235717979e-05f
+#define NN_TANH_P5 6.37261928875436e-04f
+#define NN_TANH_P6 4.89352455891786e-03f
+#define NN_TANH_Q0 1.19825839466702e-06f
+#define NN_TANH_Q1 1.18534705686654e-04f
+#define NN_TANH_Q2 2.26843463243900e-03f
+#define NN_TANH_Q3 4.89352518554385e-03f
 void nn_relu(const float *x, float *y, size_t n);
 /* In-place activation of n floats. */
 void nn_activate(nn_activation act, float *x, size_t n);

@@ -18,6 +18,7 @@
 #include "calf/context.h"
 #include "calf/summary.h"
 #include "calf/train.h"
+#include "calf/version.h"
 #include "algorithm.h"
 #include "bytes.h"
 #include "checkpoint.h"
@@ -805,7 +806,7 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
     snprintf(line, sizeof line,
              "operative config written by calf %s: every binding's final value\n"
              "values are global; num_parallel_environments = %d split over %d process%s:",
-             CALF_VERSION, t->E, N, N == 1 ? "" : "es");
+             calf_version(), t->E, N, N == 1 ? "" : "es");
     bytes_buf_put_str(&hb, line);
     for (int r = 0; r < N;) {
         int b, c, last = r;
@@ -904,7 +905,7 @@ int trainer_worker(comm *c, void *arg) {
     int rc = open_log(&t, o->root_dir, rank, &err);
     if (rc == CALF_OK) rc = trainer_init(&t, wa->cfg, c, &err);
     if (rc == CALF_OK) {
-        logf_(&t, false, "calf %s: backend %s, pid %ld", CALF_VERSION, comm_backend_name(c),
+        logf_(&t, false, "calf %s: backend %s, pid %ld", calf_version(), comm_backend_name(c),
               (long)getpid());
         logf_(&t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
               comm_size(c), t.begin, t.begin + t.count - 1, t.count, t.E);

@@ -31,10 +31,35 @@ typedef struct calf_play_options {
     int num_episodes;                /* episodes to run (>= 1) */
     long long seed;                  /* seed of the play environments */
     bool verbose;                    /* print every episode */
+    /* For checking an exported policy against calf (tests): write every observation the
+     * policy acts on and its greedy action to this file, a row a line: obs_dim numbers,
+     * then the discrete action's index or the continuous action's numbers, each as %.9g
+     * (reads back as the same float). NULL: none. */
+    const char *dump_actions;
+    /* With dump_actions: instead of playing episodes, act on these observations (a file
+     * of obs_dim numbers a line, as strtof reads them) in one batch. NULL: play. */
+    const char *observations;
 } calf_play_options;
 
 /* Run the greedy policy of a checkpoint; prints each episode's return and the average
  * to stdout. Returns a calf_status. */
 int calf_play(const calf_play_options *o, calf_error *err);
+
+typedef struct calf_export_options {
+    const char *root_dir;            /* a run's root dir (its config.gin and checkpoints) */
+    const char *checkpoint;          /* a checkpoint file; NULL: the newest valid one */
+    const char *output;              /* the C file to write; NULL or "-": stdout */
+} calf_export_options;
+
+/* Write the greedy policy of a checkpoint as one C99 source file that needs only a C
+ * compiler and libm: the weights as hex floats and
+ *   int calf_policy_act(const float *obs, float *action);
+ * with CALF_POLICY_OBS_DIM, CALF_POLICY_ACTION_DIM, CALF_POLICY_DISCRETE and the other
+ * macros the file's comment lists. It computes what `calf play` computes, with the
+ * same arithmetic (fused multiply-adds where this build uses them, calf's tanh, the
+ * same summation order): equal discrete actions, continuous ones within rounding of the
+ * last step. The file is written atomically. Returns a calf_status; an algorithm that
+ * cannot be exported, a run or checkpoint that does not load, is CALF_EINVAL. */
+int calf_export(const calf_export_options *o, calf_error *err);
 
 #endif

@@ -805,6 +805,22 @@ static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float
     (void)od;
 }
 
+/* The actor and its distribution's mode, as ppo_greedy and model_mode compute them: the
+ * categorical's argmax, or the Gaussian's mean (unclipped: the env clips). */
+static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
+    (void)err;
+    const model *md = &((const ppo *)a)->md;
+    export_c_mlp(x, "actor", &md->actor, md->g.params);
+    export_c_body(x, "    float head[%d];\n    actor_forward(obs, head);\n", md->head_dim);
+    if (md->num_actions > 0) {
+        export_c_argmax_return(x, "head", md->num_actions);
+    } else {
+        export_c_body(x, "    for (int i = 0; i < %d; i++) action[i] = head[i]; /* the mean */\n"
+                         "    return 0;\n", md->action_dim);
+    }
+    return CALF_OK;
+}
+
 static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error *err) {
     ppo *t = (ppo *)a;
     double g[NUM_STATS];
@@ -969,6 +985,7 @@ const algorithm_ops ppo_algorithm_ops = {
     .observe = ppo_observe,
     .train = ppo_train,
     .greedy = ppo_greedy,
+    .export_c = ppo_export_c,
     .summarize = ppo_summarize,
     .digest = ppo_digest,
     .save = ppo_save,

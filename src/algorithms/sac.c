@@ -376,6 +376,43 @@ static void sac_greedy(algorithm *a, const float *obs, int rows, int *act, float
     }
 }
 
+/* What sac_greedy computes: continuous, the actor's mean squashed onto the bounds
+ * (sac_squashed_greedy: libm's tanh in double); discrete, the argmax of min(Q1, Q2) of
+ * the online critics (min_rows, sac_discrete_greedy). */
+static int sac_export_c(const algorithm *a, export_c *x, calf_error *err) {
+    (void)err;
+    const sac *t = (const sac *)a;
+    if (t->A > 0) {
+        char num[EXPORT_C_NUM];
+        export_c_mlp(x, "actor", &t->actor, t->actor_g.params);
+        double scale[CALF_ENV_MAX_ACT], bias[CALF_ENV_MAX_ACT];
+        for (int i = 0; i < t->A; i++) sac_squash_affine(t->lo[i], t->hi[i], &scale[i], &bias[i]);
+        for (int side = 0; side < 2; side++) {
+            export_c_body(x, "    static const double %s[%d] = {", side ? "bias" : "scale", t->A);
+            for (int i = 0; i < t->A; i++)
+                export_c_body(x, "%s%s", i ? ", " : "", export_c_double(side ? bias[i] : scale[i], num));
+            export_c_body(x, "};\n");
+        }
+        export_c_body(x,
+                      "    float head[%d]; /* means, then log-stds */\n"
+                      "    actor_forward(obs, head);\n"
+                      "    for (int i = 0; i < %d; i++) action[i] = (float)(scale[i] * tanh((double)head[i]) + bias[i]);\n"
+                      "    return 0;\n",
+                      2 * t->A, t->A);
+        return CALF_OK;
+    }
+    export_c_mlp(x, "q1", &t->q1, t->critic_g.params);
+    export_c_mlp(x, "q2", &t->q2, t->critic_g.params);
+    export_c_body(x,
+                  "    float qa[%d], qb[%d], q[%d];\n"
+                  "    q1_forward(obs, qa);\n"
+                  "    q2_forward(obs, qb);\n"
+                  "    for (int j = 0; j < %d; j++) q[j] = qa[j] < qb[j] ? qa[j] : qb[j];\n",
+                  t->nA, t->nA, t->nA, t->nA);
+    export_c_argmax_return(x, "q", t->nA);
+    return CALF_OK;
+}
+
 /* ---- one update ------------------------------------------------------------------- */
 
 /* Critic input rows (obs | action) of `rows` rows. */
@@ -734,6 +771,7 @@ const algorithm_ops sac_algorithm_ops = {
     .observe = sac_observe,
     .train = sac_train,
     .greedy = sac_greedy,
+    .export_c = sac_export_c,
     .summarize = sac_summarize,
     .digest = sac_digest,
     .save = sac_save,

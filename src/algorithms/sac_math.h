@@ -42,7 +42,11 @@ void sac_squashed_sample(int A,
                          const float *hi,     /* (A) action upper bounds */
                          float *action,       /* (A) out */
                          float *logp);        /* (1) out, or NULL */
-/* The greedy action: action_i = scale_i tanh(mu_i) + bias_i. */
+/* The affine map of tanh's (-1, 1) onto [lo, hi] that every squashed action takes:
+ * scale = (hi - lo) * 0.5, bias = (hi + lo) * 0.5, in double from the float bounds. */
+void sac_squash_affine(float lo, float hi, double *scale, double *bias);
+/* The greedy action: action_i = (float)(scale_i tanh(mu_i) + bias_i), tanh libm's, in
+ * double. */
 void sac_squashed_greedy(int A, const float *head, /* (2A) */
                          const float *lo, const float *hi, /* (A) each */
                          float *action);                    /* (A) out */

@@ -1,0 +1,34 @@
+/* calf/version.h: the library's version, and what its public headers promise.
+ * The numbers below are the one place the version is written: CMakeLists.txt reads them
+ * for the project, the shared library's soname and the installed packages.
+ *
+ * What is stable. The public API is what the headers in include/calf/ declare, nothing
+ * else: src/ holds internal headers that may change in any release. While the major version
+ * is 0, a release that changes only PATCH keeps both the source API and the binary
+ * interface (the shared library's soname is libcalf.so.MAJOR.MINOR); a MINOR release may
+ * change either and says so in README.md. Structs calf fills or reads (options, errors,
+ * configs) may gain fields: zero them before setting what you use (memset, or `= {0}`),
+ * and a program keeps compiling. What a run writes (checkpoint format, config.gin,
+ * events files) is versioned inside the files themselves and checked on reading.
+ * Functions documented "for tests only" are not part of the API. */
+#ifndef CALF_VERSION_H
+#define CALF_VERSION_H
+
+#include <stdbool.h>
+
+#define CALF_VERSION_MAJOR 0
+#define CALF_VERSION_MINOR 1
+#define CALF_VERSION_PATCH 0
+#define CALF_VERSION_STRING "0.1.0"
+/* One number that orders versions, for #if: 0.1.0 is 1000, 1.2.3 is 1002003. */
+#define CALF_VERSION_NUMBER \
+    ((CALF_VERSION_MAJOR * 1000 + CALF_VERSION_MINOR) * 1000 + CALF_VERSION_PATCH)
+
+/* The version of the library the program runs with ("MAJOR.MINOR.PATCH"), which may be
+ * newer than the header it was compiled against (a shared library updated under it).
+ * Static storage: do not free. */
+const char *calf_version(void);
+/* Whether this build of the library has the MPI backend (CMake found MPI). */
+bool calf_has_mpi(void);
+
+#endif

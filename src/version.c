@@ -1,0 +1,7 @@
+/* version.c: the library's version and build features, for programs that link a
+ * library other than the one whose headers they were compiled with. */
+#include "calf/version.h"
+
+const char *calf_version(void) { return CALF_VERSION_STRING; }
+
+bool calf_has_mpi(void) { return CALF_HAVE_MPI != 0; }

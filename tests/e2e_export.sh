@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# e2e_export.sh: `calf export` writes a C99 file that the system compiler builds with
+# -std=c99 -Wall -Wextra -Werror -pedantic, and whose calf_policy_act gives calf's greedy
+# actions (calf play --dump_actions) on the observations of played episodes and on those
+# scaled far out of range (saturating every tanh): the same actions, continuous ones the
+# same floats. (The bar could be 1e-5 for continuous actions, but the file does calf's
+# arithmetic with the same libm here, and an export that fused one multiply-add too few
+# stays within 1e-5 on most rows: only exact equality catches it.) Runs of a few iterations:
+# PPO CartPole and Pendulum, SAC Pendulum and CartPole (discrete). The file is also built
+# the ways that would break it if it let the compiler contract a * b + c (GCC's GNU mode
+# with -O3 -march=native; clang, whose default contracts), and with -O0.
+. "$(dirname "$0")/lib_e2e.sh"
+
+if ! command -v cc >/dev/null; then echo "skipped: no C compiler (cc) to build the exported file"; exit 77; fi
+
+# compare_actions DUMP OUT OD DISCRETE: OUT's lines are DUMP's actions (after OD numbers)
+compare_actions() {
+    local rows_a rows_b
+    rows_a=$(wc -l <"$1")
+    rows_b=$(wc -l <"$2")
+    if [ "$rows_a" != "$rows_b" ] || [ "$rows_a" = 0 ]; then bad "$2: $rows_b rows, calf's $1 has $rows_a"; return; fi
+    if paste -d'|' "$1" "$2" | awk -F'|' -v od="$3" -v disc="$4" '
+        { n = split($1, a, " "); m = split($2, b, " ")
+          if (m != n - od) { wrong++; next }
+          for (i = 1; i <= m; i++) {
+              x = a[od + i]; y = b[i]
+              if (x "" == y "") { exact++; continue }
+              d = x - y; if (d < 0) d = -d
+              if (disc || d > 1e-5) wrong++; else near++
+              if (wrong + near <= 3) print "  row " NR ": calf " x ", exported " y
+          } }
+        END { printf "  %d actions: %d the same floats, %d others within 1e-5, %d further off\n",
+                     exact + near + wrong, exact, near, wrong
+              exit wrong + near > 0 }' >"$WORK/cmp" 2>&1; then ok; else bad "$2 differs from calf's actions"; fi
+    cat "$WORK/cmp"
+}
+
+# check_export NAME CONF [Scope.param=value]...: train NAME for a few iterations, export
+# it, build the file and compare its actions with calf's
+check_export() {
+    local name=$1 conf=$2
+    shift 2
+    local R="$WORK/$name" C="$WORK/$name.c"
+    echo "== $name"
+    expect_exit 0 "$CALF" train --quiet --root_dir "$R" --conf "$SRC/examples/$conf" \
+        $(printf -- '--conf_param %s ' TrainerConfig.evaluate=False "$@")
+    expect_exit 0 "$CALF" export --root_dir "$R" -o "$C"
+    expect_in "$WORK/err" "calf export: wrote $C"
+    [ -f "$C" ] || { bad "$name: no exported file"; return; }
+    local od disc
+    od=$(sed -n 's/^#define CALF_POLICY_OBS_DIM \([0-9]*\)$/\1/p' "$C")
+    disc=$(sed -n 's/^#define CALF_POLICY_DISCRETE \([01]\)$/\1/p' "$C")
+    [ -n "$od" ] && [ -n "$disc" ] || { bad "$name: no CALF_POLICY_OBS_DIM / CALF_POLICY_DISCRETE"; return; }
+    # export writes to stdout without -o, the same text
+    "$CALF" export --root_dir "$R" >"$WORK/$name.stdout.c" 2>/dev/null
+    expect_same_file "$C" "$WORK/$name.stdout.c"
+    # the file on its own, strictly
+    expect_exit 0 cc -std=c99 -Wall -Wextra -Werror -pedantic -c "$C" -o "$WORK/$name.o"
+    # calf's actions on played episodes and on their observations scaled by 10 and -1000
+    expect_exit 0 "$CALF" play --root_dir "$R" --num_episodes 3 --dump_actions "$WORK/$name.play"
+    awk -v od="$od" '{ s = ""; t = ""
+                       for (i = 1; i <= od; i++) { s = s sprintf(" %.9g", 10 * $i); t = t sprintf(" %.9g", -1000 * $i) }
+                       print substr(s, 2); print substr(t, 2) }' "$WORK/$name.play" >"$WORK/$name.far"
+    expect_exit 0 "$CALF" play --root_dir "$R" --observations "$WORK/$name.far" --dump_actions "$WORK/$name.far_dump"
+    cat "$WORK/$name.play" "$WORK/$name.far_dump" >"$WORK/$name.calf"
+    local builds=("cc -std=c99 -Wall -Wextra -Werror -O2" "cc -std=c99 -Wall -Werror -O0"
+                  "cc -std=gnu99 -Wall -Werror -O3 -march=native")
+    if command -v clang >/dev/null; then builds+=("clang -std=c99 -Wall -Wextra -Werror -O2 -march=native"); fi
+    local i
+    for i in "${!builds[@]}"; do
+        local exe="$WORK/$name.act$i"
+        # shellcheck disable=SC2086
+        expect_exit 0 ${builds[$i]} -I"$WORK" -DCALF_POLICY_FILE="\"$name.c\"" "$SRC/tests/export_main.c" -o "$exe" -lm
+        [ -x "$exe" ] || continue
+        "$exe" <"$WORK/$name.calf" >"$WORK/$name.out$i" 2>"$WORK/$name.err$i" || bad "$name: ${builds[$i]}: exit $?"
+        echo " ${builds[$i]}:"
+        compare_actions "$WORK/$name.calf" "$WORK/$name.out$i" "$od" "$disc"
+    done
+}
+
+check_export ppo_cartpole ppo_cartpole.gin TrainerConfig.num_iterations=3
+check_export ppo_pendulum ppo_pendulum.gin TrainerConfig.num_iterations=2 TrainerConfig.num_env_steps=0
+check_export sac_pendulum sac_pendulum.gin TrainerConfig.num_iterations=300 TrainerConfig.num_env_steps=0 \
+    TrainerConfig.initial_collect_steps=100
+check_export sac_cartpole sac_cartpole.gin TrainerConfig.num_iterations=30 TrainerConfig.initial_collect_steps=64
+
+# bad input: exit 2 naming what
+expect_exit 2 "$CALF" export
+expect_in "$WORK/err" "missing required option --root_dir"
+expect_exit 2 "$CALF" export --root_dir "$WORK/nothing_here"
+expect_in "$WORK/err" "nothing_here/config.gin"
+expect_exit 2 "$CALF" export --root_dir "$WORK/ppo_cartpole" --bogus
+expect_in "$WORK/err" "unknown option '--bogus'"
+expect_exit 1 "$CALF" export --root_dir "$WORK/ppo_cartpole" -o "$WORK/no/such/dir/p.c"
+expect_in "$WORK/err" "no/such/dir/p.c"
+expect_exit 2 "$CALF" play --root_dir "$WORK/ppo_cartpole" --observations "$WORK/ppo_cartpole.far"
+expect_in "$WORK/err" "--observations needs --dump_actions"
+printf '1 2 3\n' >"$WORK/short.obs"
+expect_exit 2 "$CALF" play --root_dir "$WORK/ppo_cartpole" --observations "$WORK/short.obs" --dump_actions "$WORK/x"
+expect_in "$WORK/err" "short.obs:1: expected 4 numbers"
+
+report e2e_export

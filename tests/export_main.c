@@ -1,0 +1,45 @@
+/* export_main.c: the tiny program tests/e2e_export.sh builds around a policy written by
+ * `calf export`, included as CALF_POLICY_FILE. It reads observations from stdin, a line
+ * each (CALF_POLICY_OBS_DIM numbers; the rest of the line, e.g. the action calf chose,
+ * is ignored), and prints each one's action as `calf play --dump_actions` does: the
+ * discrete index, or the continuous floats as %.9g. C99 only. */
+#include CALF_POLICY_FILE
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(void) {
+    char line[16384];
+    long n = 0;
+    while (fgets(line, sizeof line, stdin)) {
+        float obs[CALF_POLICY_OBS_DIM], action[CALF_POLICY_ACTION_DIM];
+        char *s = line;
+        int i, r;
+        n++;
+        for (i = 0; i < CALF_POLICY_OBS_DIM; i++) {
+            char *end;
+            obs[i] = strtof(s, &end);
+            if (end == s) {
+                fprintf(stderr, "export_main: line %ld: expected %d numbers\n", n, CALF_POLICY_OBS_DIM);
+                return 1;
+            }
+            s = end;
+        }
+        r = calf_policy_act(obs, action);
+#if CALF_POLICY_DISCRETE
+        if (r < 0 || r >= CALF_POLICY_NUM_ACTIONS || action[0] != (float)r) {
+            fprintf(stderr, "export_main: line %ld: returned %d, wrote %g\n", n, r, (double)action[0]);
+            return 1;
+        }
+        printf("%d\n", r);
+#else
+        if (r != 0) {
+            fprintf(stderr, "export_main: line %ld: returned %d\n", n, r);
+            return 1;
+        }
+        for (i = 0; i < CALF_POLICY_ACTION_DIM; i++) printf("%s%.9g", i ? " " : "", (double)action[i]);
+        printf("\n");
+#endif
+    }
+    return ferror(stdin) || fflush(stdout) != 0;
+}
