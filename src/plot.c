@@ -72,7 +72,7 @@ static int fits(double lo, double hi, int m, int e, bool extend, int max_ticks, 
 }
 
 void plot_axis_nice(double lo, double hi, int max_ticks, bool extend, plot_axis *a) {
-    CALF_ASSERT(a != NULL && max_ticks >= 2 && isfinite(lo) && isfinite(hi) && lo <= hi);
+    CALF_ASSERT(a != NULL && max_ticks >= 2 && lo <= hi && isfinite(hi - lo));
     if (lo == hi) {
         double d = lo != 0 ? fabs(lo) * 0.1 : 1;
         lo -= d;

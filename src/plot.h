@@ -30,7 +30,7 @@ typedef struct plot_axis {
     int unit;         /* label suffix exponent: 0, 3 (k), 6 (M), 9 (G) or 12 (T) */
 } plot_axis;
 
-/* Ticks for the data range [lo, hi] (finite, lo <= hi): the smallest step m * 10^e
+/* Ticks for the data range [lo, hi] (lo <= hi, hi - lo finite): the smallest step m * 10^e
  * that gives at most max_ticks ticks (max_ticks >= 2). With extend the axis range
  * becomes [first tick, last tick] covering [lo, hi]; without it stays [lo, hi] and the
  * ticks are the multiples of step inside. An empty range (lo == hi) is widened first to
