@@ -4,6 +4,7 @@
  * Ctrl-C. The algorithm (algorithm.h) acts, learns and owns its state; the launch (one
  * process, --nproc workers, MPI ranks) is launch.c's. Every sum is over the global env
  * index, so a checkpoint's bytes never depend on how many processes made it. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include "bytes.h"
 #include "checkpoint.h"
 #include "comm.h"
+#include "events_reader.h"
 #include "fsutil.h"
 #include "trainer.h"
 #include "vec_env.h"
@@ -765,16 +767,68 @@ static int train_iteration(trainer *t, bool *stop) {
     return CALF_OK;
 }
 
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Whether this launch writes TensorBoard's restart marker into ROOT/sub: always on a
+ * fresh run (a run's first marker is its start: only later ones purge), and on a resume
+ * from iteration K only when an earlier launch wrote an iteration-stepped value past K
+ * (it died after its last checkpoint). A marker at K+1 purges every earlier value with
+ * step K+1 or more, whatever its tag, so writing one needlessly would hide the earlier
+ * launches' Metrics_vs_EnvironmentSteps values, whose steps are env steps. A file that
+ * cannot be read counts as needing one. */
+static bool restart_needed(const trainer *t, const char *sub) {
+    if (t->iteration == 0) return true;
+    char dir[4096], path[4400];
+    calf_error err;
+    if (fs_join(dir, sizeof dir, t->root, sub, &err) != CALF_OK) return true;
+    DIR *d = opendir(dir);
+    if (!d) return true;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) != 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **grown = calf_xmalloc(cap * sizeof *grown);
+            if (n) memcpy(grown, names, n * sizeof *grown);
+            free(names);
+            names = grown;
+        }
+        size_t len = strlen(e->d_name);
+        names[n] = calf_xmalloc(len + 1);
+        memcpy(names[n++], e->d_name, len + 1);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_names); /* launch order: names start with the time */
+    events_run run;
+    events_run_init(&run);
+    bool needed = false;
+    for (size_t i = 0; i < n && !needed; i++)
+        needed = snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path ||
+                 events_run_read_file(&run, path, NULL, &err) != CALF_OK;
+    for (size_t i = 0; i < run.num_entries && !needed; i++) {
+        const events_entry *en = &run.entries[i];
+        needed = en->what == EVENTS_ENTRY_VALUE && !en->purged && en->step > t->iteration &&
+                 strncmp(en->text, "Metrics_vs_", 11) != 0;
+    }
+    events_run_free(&run);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return needed;
+}
+
 static int train_loop(void *arg) {
     trainer *t = arg;
     t->start_time = now_seconds();
     t->start_iteration = t->iteration;
     t->last_progress = 0;
-    /* TensorBoard's restart marker, on every launch: readers drop what an earlier launch
-     * wrote for the steps this one writes again (a run that died after its last
-     * checkpoint) */
-    calf_summary_session_start(t->iteration + 1);
-    if (t->eval_writer)
+    /* TensorBoard's restart marker: readers drop what an earlier launch wrote for the
+     * steps this one writes again (a run that died after its last checkpoint) */
+    if (calf_context_is_main() && restart_needed(t, "train"))
+        calf_summary_session_start(t->iteration + 1);
+    if (t->eval_writer && restart_needed(t, "eval"))
         calf_summary_writer_add_session_start(t->eval_writer, t->iteration + 1, (double)time(NULL));
     while (!finished(t)) {
         bool stop = false;

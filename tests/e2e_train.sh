@@ -126,6 +126,24 @@ LAST=$(ls "$I"/train/algorithm | sed 's/ckpt-//' | sort -n | tail -1)
 if [ -n "$LAST" ]; then ok; else bad "no checkpoint after SIGINT"; fi
 expect_in "$I/log/rank-0.log" "interrupted: stopped after iteration $LAST"
 
+# TensorBoard's restart marker: at the start of a run; on a resume only where an earlier
+# launch wrote past the checkpoint it resumes from (here: ckpt-4 lost, resumed from 2),
+# since a marker at K+1 also hides every earlier Metrics_vs_EnvironmentSteps value
+TB=$WORK/marker
+FOUR=(--conf "$WORK/base.gin" --conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.num_checkpoints=2)
+expect_exit 0 "$CALF" train --quiet --root_dir "$TB" "${FOUR[@]}"
+expect_exit 0 "$CALF" train --quiet --root_dir "$TB" "${FOUR[@]}" --conf_param TrainerConfig.num_iterations=6
+"$CALF" events "$TB"/train/events.out.tfevents.* >"$WORK/tb" && ok || bad "events unreadable"
+expect_eq "$(grep -c session_start "$WORK/tb")" 1 "markers after a clean resume (the run's start only)"
+expect_eq "$(grep -c ' Metrics_vs_EnvironmentSteps/NumberOfEpisodes ' "$WORK/tb")" 6 "env-step values kept"
+rm "$TB"/train/algorithm/ckpt-6 "$TB"/train/algorithm/ckpt-4 2>/dev/null
+ls "$TB"/train/algorithm >"$WORK/left"
+expect_exit 0 "$CALF" train --quiet --root_dir "$TB" "${FOUR[@]}" --conf_param TrainerConfig.num_iterations=6
+"$CALF" events "$TB"/train/events.out.tfevents.* >"$WORK/tb" && ok || bad "events unreadable"
+K=$(sed 's/ckpt-//' "$WORK/left" | sort -n | tail -1)
+expect_in "$WORK/tb" "$((K + 1)) session_start"
+expect_eq "$(grep -c ' Metrics/NumberOfEpisodes ' "$WORK/tb")" 6 "each iteration shown once after a crash-like resume"
+
 # memory does not grow with the number of iterations (not measurable under ASan)
 if ldd "$CALF" 2>/dev/null | grep -q libasan; then
     echo "e2e_train: peak-RSS check skipped under AddressSanitizer"
