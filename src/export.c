@@ -225,10 +225,26 @@ static void put_prelude(bytes_buf *b, const export_c *x) {
     bytes_buf_put_str(b, prelude_linear);
 }
 
+/* s as text inside a C comment: a path holding the comment's end or a line break must
+ * not end it early. Into buf (cap bytes; truncated to fit). */
+static const char *comment_safe(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    for (; *s && n + 3 < cap; s++) {
+        if (*s == '\n' || *s == '\r') buf[n++] = ' ';
+        else if (s[0] == '*' && s[1] == '/') {
+            buf[n++] = '*';
+            buf[n++] = ' ';
+        } else buf[n++] = *s;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 /* The comment that opens the file, and the macros. */
 static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
     const calf_env_spec *spec = &p->cls->spec;
     bool discrete = spec->num_actions > 0;
+    char rs[4200], ps[4200], es[256];
     put_f(b,
           "/* The greedy policy of a calf run, written by `calf export` (calf %s).\n"
           " *   run:         %s\n"
@@ -237,7 +253,8 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
           " *\n"
           " * int calf_policy_act(const float *obs, float *action)\n"
           " *   obs: CALF_POLICY_OBS_DIM floats, as the environment observes them.\n",
-          calf_version(), root, p->path, (long long)p->iteration, p->ops->name, spec->name);
+          calf_version(), comment_safe(root, rs, sizeof rs), comment_safe(p->path, ps, sizeof ps),
+          (long long)p->iteration, p->ops->name, comment_safe(spec->name, es, sizeof es));
     if (discrete)
         put_f(b, " *   Returns the action, 0..CALF_POLICY_NUM_ACTIONS-1, and writes it to action[0] as a float.\n");
     else

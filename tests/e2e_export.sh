@@ -84,6 +84,12 @@ check_export sac_pendulum sac_pendulum.gin TrainerConfig.num_iterations=300 Trai
     TrainerConfig.initial_collect_steps=100
 check_export sac_cartpole sac_cartpole.gin TrainerConfig.num_iterations=30 TrainerConfig.initial_collect_steps=64
 
+# a run dir whose name would end the file's opening comment
+ODD="$WORK/odd */ name"
+mkdir -p "$WORK/odd *" && cp -r "$WORK/ppo_cartpole" "$ODD"
+expect_exit 0 "$CALF" export --root_dir "$ODD" -o "$WORK/odd.c"
+expect_exit 0 cc -std=c99 -Wall -Wextra -Werror -pedantic -c "$WORK/odd.c" -o "$WORK/odd.o"
+
 # bad input: exit 2 naming what
 expect_exit 2 "$CALF" export
 expect_in "$WORK/err" "missing required option --root_dir"
