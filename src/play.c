@@ -21,8 +21,10 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     int rc = calf_config_parse_file(&cfg, conf, err);
     if (rc) return CALF_EINVAL;
     const char *env_name = calf_config_string(&cfg, CALF_CFG_ENV_NAME);
-    const calf_env_class *cls = calf_env_find(env_name);
-    if (!cls) return calf_error_set(err, CALF_EINVAL, "%s: unknown environment '%s'", conf, env_name);
+    calf_error why;
+    calf_error_clear(&why);
+    const calf_env_class *cls = calf_env_lookup(env_name, &why);
+    if (!cls) return calf_error_set(err, CALF_EINVAL, "%s: %s", conf, why.msg);
 
     ckpt_header hdr;
     if (o->checkpoint) {
