@@ -418,7 +418,35 @@ static void test_records(const mj_expect *x) {
     vec_env_free(&b);
 }
 
+/* A model that does not compile, or compiles to another layout, is an error naming the
+ * task and what is wrong, never a crash. */
+static void test_model_faults(void) {
+    static const char broken[] = "<mujoco><worldbody><body name=\"a\"></worldbody></mujoco>";
+    static const int broken_size = sizeof broken - 1;
+    static const char tiny[] =
+        "<mujoco><worldbody><body><joint type=\"slide\"/><geom size=\"0.1\"/></body>"
+        "</worldbody></mujoco>";
+    static const int tiny_size = sizeof tiny - 1;
+    mj_task t = {.name = "Broken-v0", .file = "broken.xml", .xml = broken, .xml_size = &broken_size,
+                 .frame_skip = 1, .nq = 1, .nv = 1, .nu = 0,
+                 .spec = &calf_env_find("HalfCheetah-v4")->spec};
+    mj_state s;
+    memset(&s, 0, sizeof s);
+    calf_error err;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(mj_env_create(&s, &t, &err), CALF_EIO);
+    CHECK(strstr(err.msg, "Broken-v0") && strstr(err.msg, "cannot compile"));
+    CHECK(s.d == NULL);
+    mj_task u = t;
+    u.name = "Tiny-v0", u.file = "tiny.xml", u.xml = tiny, u.xml_size = &tiny_size;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(mj_env_create(&s, &u, &err), CALF_EIO); /* nu 0, not HalfCheetah's 6 */
+    CHECK(strstr(err.msg, "Tiny-v0") && strstr(err.msg, "expected layout"));
+    CHECK(s.d == NULL);
+}
+
 int main(void) {
+    test_model_faults();
     for (int k = 0; k < MJ_NUM_EXPECTED; k++) {
         const mj_expect *x = &mj_expected[k];
         int before = test_failures;

@@ -36,8 +36,9 @@ static mjModel *compile(const mj_task *t, calf_error *err) {
     int size = *t->xml_size;
     if (mj_makeEmptyFileVFS(vfs, t->file, size) != 0) {
         free(vfs);
-        return calf_error_set(err, CALF_EIO, "%s: cannot place %s in MuJoCo's file system",
-                              t->name, t->file), NULL;
+        calf_error_set(err, CALF_EIO, "%s: cannot place %s in MuJoCo's file system", t->name,
+                       t->file);
+        return NULL;
     }
     int i = mj_findFileVFS(vfs, t->file);
     CALF_ASSERT(i >= 0);
