@@ -249,8 +249,11 @@ int main(int argc, char **argv) {
         return output_checked(0);
     }
     if (!strcmp(cmd, "--version")) {
-        printf("calf %s (MPI backend: %s)\n", calf_version(),
-               calf_has_mpi() ? "built in" : "not built: MPI was not found at build time");
+        printf("calf %s (MPI backend: %s; MuJoCo envs: %s)\n", calf_version(),
+               calf_has_mpi() ? "built in" : "not built: MPI was not found at build time",
+               calf_has_mujoco() ? "built in"
+                                 : "not built: to get them, apt-get install libmujoco-dev and build "
+                                   "again");
         return output_checked(0);
     }
     /* train's output is progress, also kept in the rank logs: its files are what counts */

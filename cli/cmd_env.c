@@ -23,7 +23,9 @@ static const char env_usage[] =
     "Step environment NAME with uniformly random actions drawn from the action stream of\n"
     "(seed, index), printing one line per step:\n"
     "  step action... obs... reward terminated truncated\n"
-    "Lines starting with '#' show the observation after each reset.\n"
+    "Lines starting with '#' show the observation after each reset; for envs with a\n"
+    "physical state (MuJoCo's), a '# state' line after it gives the state that reset\n"
+    "drew (qpos then qvel, %.17g), so an episode can be replayed elsewhere.\n"
     "  --seed S    random seed, 0..2^64-1 (default 0)\n"
     "  --index I   global env index, 0..2^64-1 (default 0)\n"
     "  --steps N   number of steps, 0..100000000 (default 20)\n";
@@ -93,6 +95,18 @@ static void print_floats(const float *v, int n) {
     for (int j = 0; j < n; j++) printf(" %.9g", (double)v[j]);
 }
 
+/* "# reset obs...", then "# state ..." where the class can say what it drew. */
+static void print_reset(const calf_env *env, const float *obs, double *drawn) {
+    printf("# reset");
+    print_floats(obs, env->cls->spec.obs_dim);
+    putchar('\n');
+    int n = calf_env_reset_state(env, drawn);
+    if (n == 0) return;
+    printf("# state");
+    for (int j = 0; j < n; j++) printf(" %.17g", drawn[j]);
+    putchar('\n');
+}
+
 int calf_cmd_env(int argc, char **argv) {
     const char *name = NULL;
     uint64_t seed = 0, index = 0, steps = 20;
@@ -135,9 +149,10 @@ int calf_cmd_env(int argc, char **argv) {
     calf_env env;
     calf_error err;
     calf_error_clear(&err);
-    if (calf_env_init(&env, name, seed, index, &err) != CALF_OK) {
+    int rc = calf_env_init(&env, name, seed, index, &err);
+    if (rc != CALF_OK) {
         fprintf(stderr, "calf env: %s\n", err.msg);
-        return 2;
+        return calf_exit_code(rc);
     }
     const calf_env_spec *s = &env.cls->spec;
     calf_rng action_rng;
@@ -147,11 +162,13 @@ int calf_cmd_env(int argc, char **argv) {
            (unsigned long long)index);
     printf("# step action%s obs[%d] reward terminated truncated\n",
            s->action_dim > 1 ? "[...]" : "", s->obs_dim);
-    float obs[CALF_ENV_MAX_OBS], u[CALF_ENV_MAX_ACT], reward;
+    float *obs = calf_xcalloc((size_t)s->obs_dim, sizeof *obs);
+    float *u = calf_xcalloc(s->action_dim > 0 ? (size_t)s->action_dim : 1, sizeof *u);
+    double *drawn = calf_xcalloc(s->reset_state_dim > 0 ? (size_t)s->reset_state_dim : 1,
+                                 sizeof *drawn);
+    float reward;
     calf_env_reset(&env, obs);
-    printf("# reset");
-    print_floats(obs, s->obs_dim);
-    putchar('\n');
+    print_reset(&env, obs, drawn);
     for (uint64_t t = 1; t <= steps; t++) {
         int action = 0, term, trunc;
         if (s->num_actions > 0) {
@@ -170,11 +187,12 @@ int calf_cmd_env(int argc, char **argv) {
         printf(" %.9g %d %d\n", (double)reward, term, trunc);
         if ((term || trunc) && t < steps) {
             calf_env_reset(&env, obs);
-            printf("# reset");
-            print_floats(obs, s->obs_dim);
-            putchar('\n');
+            print_reset(&env, obs, drawn);
         }
     }
     calf_env_free(&env);
+    free(obs);
+    free(u);
+    free(drawn);
     return 0; /* main checks that the output was written */
 }

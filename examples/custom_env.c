@@ -53,7 +53,7 @@ static const calf_env_class corridor_class = {
 
 /* One episode with a fixed action; returns the number of steps, fills return/flags. */
 static int run_episode(calf_env *env, int action, double *ret, int *terminated, int *truncated) {
-    float obs[CALF_ENV_MAX_OBS], r;
+    float obs[2], r; /* the class's obs_dim */
     calf_env_reset(env, obs);
     *ret = 0;
     *terminated = *truncated = 0;

@@ -14,8 +14,20 @@ static const calf_env_class *const builtin_classes[] = {
     &cartpole_class,     &pendulum_class,
     &acrobot_class,      &mountain_car_class,
     &mountain_car_continuous_class,
+#if CALF_HAVE_MUJOCO
+    &inverted_pendulum_class, &half_cheetah_class,
+    &hopper_class,            &walker2d_class,
+    &ant_class,
+#endif
 };
 #define NUM_BUILTINS ((int)(sizeof builtin_classes / sizeof builtin_classes[0]))
+
+#if !CALF_HAVE_MUJOCO
+/* Built in only with MuJoCo; named here so asking for one says how to get it. */
+static const char *const mujoco_names[] = {
+    "InvertedPendulum-v4", "HalfCheetah-v4", "Hopper-v4", "Walker2d-v4", "Ant-v4",
+};
+#endif
 
 /* The classes added by calf_env_register (not the built-ins). Process-wide like the
  * context: filled at start-up, before workers fork, then only read. */
@@ -38,6 +50,26 @@ const calf_env_class *calf_env_find(const char *name) {
     return NULL;
 }
 
+const calf_env_class *calf_env_lookup(const char *name, calf_error *err) {
+    const calf_env_class *cls = calf_env_find(name);
+    if (cls) return cls;
+#if !CALF_HAVE_MUJOCO
+    for (size_t i = 0; name && i < sizeof mujoco_names / sizeof mujoco_names[0]; i++)
+        if (strcmp(name, mujoco_names[i]) == 0) {
+            calf_error_set(err, CALF_EINVAL,
+                           "environment '%s' needs MuJoCo, which this calf was built without: "
+                           "install it (apt-get install libmujoco-dev) and build calf again",
+                           name);
+            return NULL;
+        }
+#endif
+    char known[768];
+    calf_env_list_names(known, sizeof known);
+    calf_error_set(err, CALF_EINVAL, "unknown environment '%s' (known: %s)",
+                   name ? name : "(null)", known);
+    return NULL;
+}
+
 void calf_env_list_names(char *buf, size_t size) {
     if (!buf || size == 0) return;
     size_t used = 0;
@@ -49,8 +81,8 @@ void calf_env_list_names(char *buf, size_t size) {
     }
 }
 
-/* Rejects what would break an env at run time: dimensions beyond the fixed buffers,
- * an ambiguous action space, bounds that clipping cannot use. */
+/* Rejects what would break an env at run time: sizes no buffer could hold, an
+ * ambiguous action space, bounds that clipping cannot use, hooks without their pair. */
 static int check_spec(const calf_env_class *cls, calf_error *err) {
     const calf_env_spec *s = &cls->spec;
     if (!s->name || !s->name[0])
@@ -65,17 +97,19 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
     }
     if (!cls->reset || !cls->step)
         return calf_error_set(err, CALF_EINVAL, "env '%s': reset and step are required", n);
-    if (s->obs_dim < 1 || s->obs_dim > CALF_ENV_MAX_OBS)
-        return calf_error_set(err, CALF_EINVAL, "env '%s': obs_dim %d not in [1, %d]", n,
-                              s->obs_dim, CALF_ENV_MAX_OBS);
+    /* The limits only keep products of sizes far from overflow. */
+    if (s->obs_dim < 1 || s->obs_dim > (1 << 20))
+        return calf_error_set(err, CALF_EINVAL, "env '%s': obs_dim %d not in [1, 2^20]", n,
+                              s->obs_dim);
     if ((s->num_actions > 0) == (s->action_dim > 0) || s->num_actions < 0 || s->action_dim < 0)
         return calf_error_set(err, CALF_EINVAL,
                               "env '%s': exactly one of num_actions (%d) and action_dim (%d) "
                               "must be positive",
                               n, s->num_actions, s->action_dim);
-    if (s->action_dim > CALF_ENV_MAX_ACT)
-        return calf_error_set(err, CALF_EINVAL, "env '%s': action_dim %d exceeds %d", n,
-                              s->action_dim, CALF_ENV_MAX_ACT);
+    if (s->action_dim > (1 << 16) || s->num_actions > (1 << 16))
+        return calf_error_set(err, CALF_EINVAL, "env '%s': more than 2^16 actions", n);
+    if (s->action_dim > 0 && (!s->action_low || !s->action_high))
+        return calf_error_set(err, CALF_EINVAL, "env '%s': continuous actions need bounds", n);
     for (int j = 0; j < s->action_dim; j++) {
         float lo = s->action_low[j], hi = s->action_high[j];
         if (!isfinite(lo) || !isfinite(hi) || !(lo < hi))
@@ -90,6 +124,17 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
     if (s->state_size < 1 || s->state_size > (1u << 20))
         return calf_error_set(err, CALF_EINVAL, "env '%s': state_size %zu not in [1, 1 MiB]", n,
                               s->state_size);
+    if (cls->destroy && !cls->create)
+        return calf_error_set(err, CALF_EINVAL, "env '%s': destroy without create", n);
+    if (!cls->save != !cls->load || (cls->save != NULL) != (s->save_size > 0))
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': save, load and save_size go together", n);
+    if (s->save_size > (1u << 20))
+        return calf_error_set(err, CALF_EINVAL, "env '%s': save_size %zu exceeds 1 MiB", n,
+                              s->save_size);
+    if ((cls->reset_state != NULL) != (s->reset_state_dim > 0) || s->reset_state_dim > (1 << 16))
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': reset_state and reset_state_dim (1..2^16) go together", n);
     return CALF_OK;
 }
 
@@ -109,15 +154,20 @@ int calf_env_register(const calf_env_class *cls, calf_error *err) {
 int calf_env_init(calf_env *env, const char *name, uint64_t seed, uint64_t index, calf_error *err) {
     CALF_ASSERT(env != NULL);
     memset(env, 0, sizeof *env);
-    const calf_env_class *cls = calf_env_find(name);
-    if (!cls) {
-        char known[768];
-        calf_env_list_names(known, sizeof known);
-        return calf_error_set(err, CALF_EINVAL, "unknown environment '%s' (known: %s)",
-                              name ? name : "(null)", known);
+    const calf_env_class *cls = calf_env_lookup(name, err);
+    if (!cls) return CALF_EINVAL;
+    env->state = calf_xcalloc(1, cls->spec.state_size);
+    if (cls->create) {
+        int rc = cls->create(env->state, err);
+        if (rc != CALF_OK) {
+            free(env->state);
+            env->state = NULL;
+            return rc;
+        }
     }
     env->cls = cls;
-    env->state = calf_xcalloc(1, cls->spec.state_size);
+    if (cls->spec.action_dim > 0)
+        env->clipped = calf_xcalloc((size_t)cls->spec.action_dim, sizeof *env->clipped);
     calf_rng_seed(&env->rng, seed, index, CALF_RNG_DYNAMICS);
     env->elapsed_steps = 0;
     return CALF_OK;
@@ -125,8 +175,33 @@ int calf_env_init(calf_env *env, const char *name, uint64_t seed, uint64_t index
 
 void calf_env_free(calf_env *env) {
     if (!env) return;
+    if (env->cls && env->cls->destroy && env->state) env->cls->destroy(env->state);
     free(env->state);
+    free(env->clipped);
     memset(env, 0, sizeof *env);
+}
+
+size_t calf_env_saved_size(const calf_env_class *cls) {
+    return cls->save ? cls->spec.save_size : cls->spec.state_size;
+}
+
+void calf_env_save_state(const calf_env *env, void *buf) {
+    if (env->cls->save)
+        env->cls->save(env->state, buf);
+    else
+        memcpy(buf, env->state, env->cls->spec.state_size);
+}
+
+int calf_env_load_state(calf_env *env, const void *buf, calf_error *err) {
+    if (env->cls->load) return env->cls->load(env->state, buf, err);
+    memcpy(env->state, buf, env->cls->spec.state_size);
+    return CALF_OK;
+}
+
+int calf_env_reset_state(const calf_env *env, double *out) {
+    if (!env->cls->reset_state) return 0;
+    env->cls->reset_state(env->state, out);
+    return env->cls->spec.reset_state_dim;
 }
 
 void calf_env_reset(calf_env *env, float *obs) {
@@ -138,7 +213,7 @@ void calf_env_step(calf_env *env, int action, const float *u, float *obs, float 
                    int *terminated, int *truncated) {
     const calf_env_class *cls = env->cls;
     const calf_env_spec *spec = &cls->spec;
-    float clipped[CALF_ENV_MAX_ACT];
+    float *clipped = env->clipped;
     const float *uc = NULL;
     if (spec->action_dim > 0) {
         CALF_ASSERT(u != NULL);

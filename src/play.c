@@ -25,8 +25,10 @@ int play_policy_open(play_policy *p, const char *root, const char *checkpoint, c
     int rc = calf_config_parse_file(&p->cfg, conf, err);
     if (rc) return CALF_EINVAL;
     const char *env_name = calf_config_string(&p->cfg, CALF_CFG_ENV_NAME);
-    p->cls = calf_env_find(env_name);
-    if (!p->cls) return calf_error_set(err, CALF_EINVAL, "%s: unknown environment '%s'", conf, env_name);
+    calf_error why;
+    calf_error_clear(&why);
+    p->cls = calf_env_lookup(env_name, &why);
+    if (!p->cls) return calf_error_set(err, CALF_EINVAL, "%s: %s", conf, why.msg);
 
     ckpt_header hdr;
     if (checkpoint) {

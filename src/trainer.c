@@ -154,14 +154,13 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
         if ((rc = calf_config_apply_param(cfg, o->conf_params[i], err))) return rc;
     if ((rc = calf_config_validate(cfg, err))) return rc;
     const char *env = calf_config_string(cfg, CALF_CFG_ENV_NAME);
-    if (!calf_env_find(env)) {
-        char names[512];
-        calf_env_list_names(names, sizeof names);
+    calf_error why;
+    calf_error_clear(&why);
+    const calf_env_class *cls = calf_env_lookup(env, &why);
+    if (!cls) {
         const char *where = cfg->origin[CALF_CFG_ENV_NAME];
-        return calf_error_set(err, CALF_EINVAL, "%s%sunknown environment '%s' (known: %s)",
-                              where, where[0] ? ": " : "", env, names);
+        return calf_error_set(err, CALF_EINVAL, "%s%s%s", where, where[0] ? ": " : "", why.msg);
     }
-    const calf_env_class *cls = calf_env_find(env);
     if (cls->spec.action_dim > 0 && cls->spec.num_actions > 0)
         return calf_error_set(err, CALF_EINVAL, "environment '%s' has both action kinds", env);
     const algorithm_ops *ops = trainer_algorithm(cfg);
@@ -259,11 +258,8 @@ static void rollout(trainer *t) {
 int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const char *env_name,
                             uint64_t seed, int episodes, double *returns, double *average,
                             calf_error *err) {
-    const calf_env_class *cls = calf_env_find(env_name);
-    if (!cls) {
-        calf_env probe;
-        return calf_env_init(&probe, env_name, seed, 0, err); /* fills the message */
-    }
+    const calf_env_class *cls = calf_env_lookup(env_name, err);
+    if (!cls) return CALF_EINVAL;
     int od = cls->spec.obs_dim, ad = cls->spec.action_dim;
     calf_env *envs = calf_xcalloc((size_t)episodes, sizeof *envs);
     float *obs = calf_xcalloc((size_t)episodes * od, sizeof(float));         /* (episodes, obs_dim) */
@@ -488,10 +484,8 @@ int trainer_load_policy(const calf_config *cfg, const char *path, const ckpt_hea
                         const algorithm_ops **ops, algorithm **algo, calf_error *err) {
     *ops = trainer_algorithm(cfg);
     *algo = NULL;
-    const calf_env_class *cls = calf_env_find(calf_config_string(cfg, CALF_CFG_ENV_NAME));
-    if (!cls)
-        return calf_error_set(err, CALF_EINVAL, "unknown environment '%s'",
-                              calf_config_string(cfg, CALF_CFG_ENV_NAME));
+    const calf_env_class *cls = calf_env_lookup(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
+    if (!cls) return CALF_EINVAL;
     int E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS);
     int T = (int)calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
     algo_setup s = {.cfg = cfg, .spec = &cls->spec, .c = NULL, .E = E, .begin = 0, .count = 0,

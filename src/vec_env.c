@@ -17,10 +17,11 @@
 #define RECORD_MAGIC 0x31455643u /* "CVE1" read as little-endian bytes */
 
 /* Record layout (offsets in bytes, all little-endian):
- *   0 u32 magic        4 u32 state_size    8 u64 global index
+ *   0 u32 magic        4 u32 state bytes   8 u64 global index
  *  16 u64 rng.s[4]    48 i32 elapsed      52 i32 episode_length
  *  56 f64 episode_return                  64 f32 obs[obs_dim]
- *  64 + 4 obs_dim: state bytes (state_size), then zero padding to a multiple of 8. */
+ *  64 + 4 obs_dim: the state (calf_env_save_state: a plain-data class's state_size
+ *  bytes, a native class's save_size), then zero padding to a multiple of 8. */
 #define REC_OBS 64
 
 int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, int count,
@@ -30,11 +31,8 @@ int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, in
     if (begin < 0 || count < 1 || count > INT32_MAX - begin)
         return calf_error_set(err, CALF_EINVAL, "vec_env: bad env block begin=%d count=%d", begin,
                               count);
-    const calf_env_class *cls = calf_env_find(env_name);
-    if (!cls) {
-        calf_env probe;
-        return calf_env_init(&probe, env_name, seed, 0, err); /* fills the message */
-    }
+    const calf_env_class *cls = calf_env_lookup(env_name, err);
+    if (!cls) return CALF_EINVAL;
     ve->begin = begin;
     ve->count = count;
     ve->obs_dim = cls->spec.obs_dim;
@@ -46,9 +44,14 @@ int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, in
     ve->episode_length = calf_xcalloc((size_t)count, sizeof *ve->episode_length);
     if (cls->step_many && ve->action_dim > 0)
         ve->clipped = calf_xcalloc((size_t)count * (size_t)ve->action_dim, sizeof *ve->clipped);
+    ve->scratch_obs = calf_xcalloc(2 * (size_t)ve->obs_dim, sizeof *ve->scratch_obs);
     for (int i = 0; i < count; i++) {
+        /* A native env's create may fail (its model, memory); envs made so far go. */
         int rc = calf_env_init(&ve->envs[i], env_name, seed, (uint64_t)begin + (uint64_t)i, err);
-        CALF_ASSERT(rc == CALF_OK); /* the name was found above */
+        if (rc != CALF_OK) {
+            vec_env_free(ve);
+            return rc;
+        }
     }
     vec_env_reset(ve);
     return CALF_OK;
@@ -63,6 +66,7 @@ void vec_env_free(vec_env *ve) {
     free(ve->episode_return);
     free(ve->episode_length);
     free(ve->clipped);
+    free(ve->scratch_obs);
     memset(ve, 0, sizeof *ve);
 }
 
@@ -174,14 +178,14 @@ static size_t state_offset(const vec_env *ve) { return REC_OBS + 4 * (size_t)ve-
 
 size_t vec_env_record_size(const vec_env *ve) {
     CALF_ASSERT(ve->envs != NULL);
-    size_t n = state_offset(ve) + ve->envs[0].cls->spec.state_size;
+    size_t n = state_offset(ve) + calf_env_saved_size(ve->envs[0].cls);
     return (n + 7) & ~(size_t)7;
 }
 
 void vec_env_save_record(const vec_env *ve, int local_i, void *rec) {
     CALF_ASSERT(local_i >= 0 && local_i < ve->count);
     const calf_env *env = &ve->envs[local_i];
-    size_t size = vec_env_record_size(ve), ss = env->cls->spec.state_size;
+    size_t size = vec_env_record_size(ve), ss = calf_env_saved_size(env->cls);
     unsigned char *p = rec;
     memset(p, 0, size); /* padding is part of the bytes a checkpoint CRCs */
     put_u32(p + 0, RECORD_MAGIC);
@@ -193,7 +197,7 @@ void vec_env_save_record(const vec_env *ve, int local_i, void *rec) {
     put_f64(p + 56, ve->episode_return[local_i]);
     const float *obs = ve->obs + (size_t)local_i * (size_t)ve->obs_dim;
     for (int j = 0; j < ve->obs_dim; j++) put_f32(p + REC_OBS + 4 * (size_t)j, obs[j]);
-    memcpy(p + state_offset(ve), env->state, ss);
+    calf_env_save_state(env, p + state_offset(ve));
 }
 
 int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *err) {
@@ -205,11 +209,11 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     if (get_u32(p) != RECORD_MAGIC)
         return calf_error_set(err, CALF_EINVAL, "env %llu record: bad magic 0x%08x",
                               (unsigned long long)index, (unsigned)get_u32(p));
-    if (get_u32(p + 4) != spec->state_size)
+    size_t ss = calf_env_saved_size(env->cls);
+    if (get_u32(p + 4) != ss)
         return calf_error_set(err, CALF_EINVAL,
                               "env %llu record: state size %u does not match %s (%zu bytes)",
-                              (unsigned long long)index, (unsigned)get_u32(p + 4), spec->name,
-                              spec->state_size);
+                              (unsigned long long)index, (unsigned)get_u32(p + 4), spec->name, ss);
     if (get_u64(p + 8) != index)
         return calf_error_set(err, CALF_EINVAL, "env %llu record: holds env %llu",
                               (unsigned long long)index, (unsigned long long)get_u64(p + 8));
@@ -231,28 +235,53 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     if (!isfinite(ret))
         return calf_error_set(err, CALF_EINVAL, "env %llu record: episode return is not finite",
                               (unsigned long long)index);
-    float obs[CALF_ENV_MAX_OBS];
+    float *obs = ve->scratch_obs, *want = ve->scratch_obs + ve->obs_dim;
     for (int j = 0; j < ve->obs_dim; j++) {
         obs[j] = get_f32(p + REC_OBS + 4 * (size_t)j);
         if (!isfinite(obs[j]))
             return calf_error_set(err, CALF_EINVAL, "env %llu record: observation %d is not finite",
                                   (unsigned long long)index, j);
     }
+    /* Aligned copies: the record may not be aligned. */
     const unsigned char *state = p + state_offset(ve);
-    if (env->cls->observe) {
-        /* The state bytes are opaque here; the class can at least tell whether they
-         * produce the stored observation. Aligned copy: the record may not be. */
-        void *tmp = calf_xmalloc(spec->state_size);
-        memcpy(tmp, state, spec->state_size);
-        float want[CALF_ENV_MAX_OBS];
-        env->cls->observe(tmp, want);
-        free(tmp);
-        if (memcmp(want, obs, (size_t)ve->obs_dim * sizeof *obs) != 0)
-            return calf_error_set(err, CALF_EINVAL,
-                                  "env %llu record: observation does not match the %s state",
-                                  (unsigned long long)index, spec->name);
+    void *tmp = calf_xmalloc(ss);
+    memcpy(tmp, state, ss);
+    int rc = CALF_OK;
+    if (!env->cls->load) {
+        /* Plain data is opaque here; the class can at least tell whether it produces
+         * the stored observation, before anything is overwritten. */
+        if (env->cls->observe) {
+            env->cls->observe(tmp, want);
+            if (memcmp(want, obs, (size_t)ve->obs_dim * sizeof *obs) != 0)
+                rc = calf_error_set(err, CALF_EINVAL,
+                                    "env %llu record: observation does not match the %s state",
+                                    (unsigned long long)index, spec->name);
+        }
+        if (rc == CALF_OK) memcpy(env->state, tmp, ss);
+    } else {
+        /* A native state is checked by loading it; the old one, kept aside, comes back
+         * if the loaded one does not give the stored observation. */
+        void *old = calf_xmalloc(ss);
+        calf_env_save_state(env, old);
+        calf_error sub;
+        calf_error_clear(&sub);
+        rc = calf_env_load_state(env, tmp, &sub);
+        if (rc != CALF_OK) {
+            calf_error_set(err, rc, "env %llu record: %s", (unsigned long long)index, sub.msg);
+        } else if (env->cls->observe) {
+            env->cls->observe(env->state, want);
+            if (memcmp(want, obs, (size_t)ve->obs_dim * sizeof *obs) != 0) {
+                rc = calf_error_set(err, CALF_EINVAL,
+                                    "env %llu record: observation does not match the %s state",
+                                    (unsigned long long)index, spec->name);
+                int back = calf_env_load_state(env, old, &sub);
+                CALF_ASSERT(back == CALF_OK); /* it was saved from a valid state */
+            }
+        }
+        free(old);
     }
-    memcpy(env->state, state, spec->state_size);
+    free(tmp);
+    if (rc != CALF_OK) return rc;
     env->rng = rng;
     env->elapsed_steps = elapsed;
     ve->episode_length[local_i] = length;

@@ -19,11 +19,13 @@ typedef struct vec_env {
     double *episode_return;    /* (count) running return of the current episode */
     int *episode_length;       /* (count) */
     float *clipped;            /* (count, action_dim) scratch for batched continuous classes, or NULL */
+    float *scratch_obs;        /* (2, obs_dim) a record's observation and the one its state gives */
 } vec_env;
 
 /* Create envs begin..begin+count-1 of `env_name` seeded with `seed`, and reset each
  * once (ve->obs then holds the first observations). Errors: unknown env name,
- * begin < 0, count < 1. On error nothing is left allocated. */
+ * begin < 0, count < 1, an env class's create failing. On error nothing is left
+ * allocated. */
 int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, int count,
                  calf_error *err);
 void vec_env_free(vec_env *ve);   /* safe on a zeroed or freed vec_env */
@@ -42,9 +44,9 @@ void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions, fl
                   uint8_t *terminated, uint8_t *truncated, float *final_obs, double *ep_return,
                   int *ep_length);
 
-/* Checkpoint support: one env's complete state (physical state bytes, rng, elapsed
- * steps, episode accumulators, current obs, global index) as a fixed-size record of
- * plain little-endian bytes without pointers. The size depends only on the env class. */
+/* Checkpoint support: one env's complete state (its saved state, rng, elapsed steps,
+ * episode accumulators, current obs, global index) as a fixed-size record of plain
+ * little-endian bytes without pointers. The size depends only on the env class. */
 size_t vec_env_record_size(const vec_env *ve);
 void vec_env_save_record(const vec_env *ve, int local_i, void *rec);
 /* Validates the record (it may come from a corrupted or foreign file: magic, class

@@ -5,3 +5,4 @@
 const char *calf_version(void) { return CALF_VERSION_STRING; }
 
 bool calf_has_mpi(void) { return CALF_HAVE_MPI != 0; }
+bool calf_has_mujoco(void) { return CALF_HAVE_MUJOCO != 0; }

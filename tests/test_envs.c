@@ -11,6 +11,10 @@
 #include "test_util.h"
 
 #define PI 3.14159265358979323846
+/* Buffer sizes for the classic-control envs these tests drive (the interface itself
+ * has no caps: each env says its sizes). */
+#define CLASSIC_MAX_OBS 8
+#define CLASSIC_MAX_ACT 2
 
 /* 1e-6, relative for magnitudes above 1 (float observations of values near 10 carry
  * half-ulp errors of ~5e-7). */
@@ -397,7 +401,7 @@ static void test_step_many(void) {
         enum { N = 29 };
         calf_env a[N], b[N];
         int actions[N];
-        float u[N * CALF_ENV_MAX_ACT];
+        float u[N * CLASSIC_MAX_ACT];
         calf_rng pick;
         calf_rng_seed(&pick, 8, 0, CALF_RNG_ACTION);
         for (int i = 0; i < N; i++) {
@@ -412,7 +416,7 @@ static void test_step_many(void) {
                 for (int j = 0; j < sp->action_dim; j++)
                     u[i * sp->action_dim + j] = (float)calf_rng_uniform_range(&pick, sp->action_low[j], sp->action_high[j]);
             }
-            float obs_a[N * CALF_ENV_MAX_OBS], obs_b[N * CALF_ENV_MAX_OBS], r_a[N], r_b[N];
+            float obs_a[N * CLASSIC_MAX_OBS], obs_b[N * CLASSIC_MAX_OBS], r_a[N], r_b[N];
             uint8_t term_a[N], term_b[N];
             if (t == 0)
                 for (int i = 0; i < N; i++) calf_env_reset(&a[i], obs_a), calf_env_reset(&b[i], obs_b);
@@ -446,7 +450,7 @@ static void test_step_many(void) {
  * before the limit, and truncate exactly at it. */
 static void check_time_limit(const char *name, int passive_action, int limit) {
     calf_env env = make_env(name, 3, 1);
-    float obs[CALF_ENV_MAX_OBS], r, u[CALF_ENV_MAX_ACT] = {0};
+    float obs[CLASSIC_MAX_OBS], r, u[CLASSIC_MAX_ACT] = {0};
     int term = 0, trunc = 0, steps = 0;
     CHECK_INT_EQ(env.cls->spec.max_episode_steps, limit);
     calf_env_reset(&env, obs);
@@ -612,12 +616,15 @@ static int probe_step(void *state, calf_rng *rng, int action, const float *u, fl
     return s->steps >= 3;
 }
 
+static const float probe_low[2] = {-1.0f, 0.0f}, probe_high[2] = {1.0f, 0.5f};
+static const float flat_high[2] = {1.0f, 0.0f}; /* low == high in dimension 1 */
+
 static const calf_env_class probe_class = {
     .spec = {.name = "Probe-v0",
              .obs_dim = 1,
              .action_dim = 2,
-             .action_low = {-1.0f, 0.0f},
-             .action_high = {1.0f, 0.5f},
+             .action_low = probe_low,
+             .action_high = probe_high,
              .max_episode_steps = 10,
              .state_size = sizeof(probe_state)},
     .reset = probe_reset,
@@ -626,15 +633,21 @@ static const calf_env_class probe_class = {
 
 static void test_registry(void) {
     const char *builtin[] = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
-                             "MountainCarContinuous-v0"};
-    CHECK_INT_EQ(calf_env_count(), 5);
-    for (int i = 0; i < 5; i++) {
+                             "MountainCarContinuous-v0",
+#if CALF_HAVE_MUJOCO
+                             "InvertedPendulum-v4", "HalfCheetah-v4", "Hopper-v4", "Walker2d-v4",
+                             "Ant-v4",
+#endif
+    };
+    enum { NB = (int)(sizeof builtin / sizeof builtin[0]) };
+    CHECK_INT_EQ(calf_env_count(), NB);
+    for (int i = 0; i < NB; i++) {
         CHECK(calf_env_at(i) != NULL);
         if (calf_env_at(i)) CHECK_STR_EQ(calf_env_at(i)->spec.name, builtin[i]);
         CHECK(calf_env_find(builtin[i]) == calf_env_at(i));
     }
     CHECK(calf_env_at(-1) == NULL);
-    CHECK(calf_env_at(5) == NULL);
+    CHECK(calf_env_at(NB) == NULL);
     CHECK(calf_env_find("cartpole-v1") == NULL); /* names are exact */
     CHECK(calf_env_find(NULL) == NULL);
 
@@ -664,6 +677,17 @@ static void test_registry(void) {
     CHECK(env.state == NULL);
     calf_env_free(&env); /* safe after a failed init */
     calf_env_free(&env);
+    /* A MuJoCo env in a build without MuJoCo: how to get it, not just "unknown". */
+    int mj = calf_env_init(&env, "HalfCheetah-v4", 0, 0, &err);
+#if CALF_HAVE_MUJOCO
+    CHECK_INT_EQ(mj, CALF_OK);
+#else
+    CHECK_INT_EQ(mj, CALF_EINVAL);
+    CHECK(strstr(err.msg, "HalfCheetah-v4") && strstr(err.msg, "libmujoco-dev"));
+    CHECK(calf_env_lookup("Ant-v4", &err) == NULL && strstr(err.msg, "MuJoCo"));
+#endif
+    calf_env_free(&env);
+    CHECK(calf_env_lookup("CartPole-v1", &err) == calf_env_find("CartPole-v1"));
 
     /* Duplicate of a built-in. */
     calf_env_class dup = probe_class;
@@ -676,13 +700,19 @@ static void test_registry(void) {
     bad.spec.name = "Bad-v0";
     bad.spec.obs_dim = 0;
     CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
-    bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.obs_dim = CALF_ENV_MAX_OBS + 1;
+    bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.obs_dim = (1 << 20) + 1;
+    CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
+    bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.action_low = NULL;
+    CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
+    bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.save_size = 8; /* without save/load */
+    CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
+    bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.reset_state_dim = 2; /* without the hook */
     CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
     bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.num_actions = 2; /* both kinds */
     CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
     bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.action_dim = 0; /* neither */
     CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
-    bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.action_high[1] = 0.0f; /* low == high */
+    bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.action_high = flat_high;
     CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "Bad-v0") != NULL);
     bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.max_episode_steps = 0;
@@ -694,18 +724,22 @@ static void test_registry(void) {
     bad = probe_class, bad.spec.name = "";
     CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
     CHECK_INT_EQ(calf_env_register(NULL, &err), CALF_EINVAL);
-    CHECK_INT_EQ(calf_env_count(), 5); /* nothing was added */
+    CHECK_INT_EQ(calf_env_count(), NB); /* nothing was added */
 
     /* A custom class: registered, found, listed after the built-ins, usable. */
     CHECK_INT_EQ(calf_env_register(&probe_class, &err), CALF_OK);
-    CHECK_INT_EQ(calf_env_count(), 6);
-    CHECK(calf_env_at(5) == &probe_class);
+    CHECK_INT_EQ(calf_env_count(), NB + 1);
+    CHECK(calf_env_at(NB) == &probe_class);
     CHECK(calf_env_find("Probe-v0") == &probe_class);
     CHECK_INT_EQ(calf_env_register(&probe_class, &err), CALF_EINVAL); /* twice */
-    char names[256];
+    char names[512];
     calf_env_list_names(names, sizeof names);
     CHECK_STR_EQ(names, "CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCar-v0, "
-                        "MountainCarContinuous-v0, Probe-v0");
+                        "MountainCarContinuous-v0, "
+#if CALF_HAVE_MUJOCO
+                        "InvertedPendulum-v4, HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, "
+#endif
+                        "Probe-v0");
     char small[16];
     calf_env_list_names(small, sizeof small);
     CHECK(strlen(small) < sizeof small);

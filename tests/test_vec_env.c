@@ -11,6 +11,9 @@
 #include "test_util.h"
 
 enum { E = 64, T = 450 };
+/* Buffer sizes for the classic-control envs driven here (the interface has no caps). */
+#define CLASSIC_MAX_OBS 8
+#define CLASSIC_MAX_ACT 2
 
 /* The action env g takes at step t: a pure function of (g, t), as a policy with
  * per-env streams would give. */
@@ -27,8 +30,8 @@ static float continuous_action(int g, int t, int j) {
 
 /* Everything a step reports, per global env and step. */
 typedef struct trace {
-    float obs[T][E][CALF_ENV_MAX_OBS];
-    float final_obs[T][E][CALF_ENV_MAX_OBS];
+    float obs[T][E][CLASSIC_MAX_OBS];
+    float final_obs[T][E][CLASSIC_MAX_OBS];
     float reward[T][E];
     uint8_t term[T][E], trunc[T][E];
     double ep_return[T][E];
@@ -46,7 +49,7 @@ static void run_split(const char *name, const int *cuts, int nblocks, trace *tr)
         CHECK_INT_EQ(vec_env_init(&ve, name, 1234, begin, count, &err), CALF_OK);
         int od = ve.obs_dim, ad = ve.action_dim;
         int actions[E];
-        float cont[E * CALF_ENV_MAX_ACT], reward[E], final_obs[E * CALF_ENV_MAX_OBS];
+        float cont[E * CLASSIC_MAX_ACT], reward[E], final_obs[E * CLASSIC_MAX_OBS];
         uint8_t term[E], trunc[E];
         double ep_ret[E];
         int ep_len[E];
@@ -108,7 +111,7 @@ static void test_matches_lone_env(const char *name) {
     calf_error err;
     CHECK_INT_EQ(vec_env_init(&ve, name, 77, begin, count, &err), CALF_OK);
     calf_env lone[3];
-    float lone_obs[3][CALF_ENV_MAX_OBS];
+    float lone_obs[3][CLASSIC_MAX_OBS];
     double lone_ret[3] = {0};
     int lone_len[3] = {0};
     for (int i = 0; i < count; i++) {
@@ -119,7 +122,7 @@ static void test_matches_lone_env(const char *name) {
     int od = ve.obs_dim, ad = ve.action_dim, saw_term = 0, saw_trunc = 0;
     for (int t = 0; t < 1100; t++) {
         int actions[3];
-        float cont[3 * CALF_ENV_MAX_ACT], reward[3], final_obs[3 * CALF_ENV_MAX_OBS];
+        float cont[3 * CLASSIC_MAX_ACT], reward[3], final_obs[3 * CLASSIC_MAX_OBS];
         uint8_t term[3], trunc[3];
         double ep_ret[3];
         int ep_len[3];
@@ -127,7 +130,7 @@ static void test_matches_lone_env(const char *name) {
             if (ad == 0) actions[i] = discrete_action(begin + i, t, ve.num_actions);
             for (int j = 0; j < ad; j++) cont[i * ad + j] = continuous_action(begin + i, t, j);
         }
-        float cont_copy[3 * CALF_ENV_MAX_ACT];
+        float cont_copy[3 * CLASSIC_MAX_ACT];
         memcpy(cont_copy, cont, sizeof cont);
         vec_env_step(&ve, actions, cont, reward, term, trunc, final_obs, ep_ret, ep_len);
         CHECK(memcmp(cont_copy, cont, (size_t)(3 * ad) * sizeof(float)) == 0);
@@ -220,7 +223,7 @@ static void test_final_obs(void) {
 
 static void step_n(vec_env *ve, int t0, int n, float *rewards_out) {
     int actions[E];
-    float cont[E * CALF_ENV_MAX_ACT], reward[E];
+    float cont[E * CLASSIC_MAX_ACT], reward[E];
     uint8_t term[E], trunc[E];
     for (int t = t0; t < t0 + n; t++) {
         for (int i = 0; i < ve->count; i++) {
@@ -349,6 +352,168 @@ static void test_init_errors(void) {
     vec_env_free(&pd);
 }
 
+/* ---- native state ---------------------------------------------------------------- */
+
+/* A class whose state points to memory its create hook allocates, as MuJoCo's points to
+ * an mjData: checkpoints must go through save/load, never memcpy of the state. */
+typedef struct native_state {
+    double *pos;    /* (2) owned: made by create */
+    double drawn;   /* what the last reset drew */
+} native_state;
+
+static int native_creates_left = -1; /* >= 0: that many creates succeed, then one fails */
+static int native_alive = 0;         /* creates minus destroys */
+
+static int native_create(void *state, calf_error *err) {
+    if (native_creates_left == 0)
+        return calf_error_set(err, CALF_EIO, "native: no simulator left");
+    if (native_creates_left > 0) native_creates_left--;
+    native_state *s = state;
+    s->pos = calf_xcalloc(2, sizeof *s->pos);
+    native_alive++;
+    return CALF_OK;
+}
+static void native_destroy(void *state) {
+    native_state *s = state;
+    free(s->pos);
+    native_alive--;
+}
+static void native_observe(const void *state, float *obs) {
+    const native_state *s = state;
+    obs[0] = (float)s->pos[0];
+    obs[1] = (float)s->pos[1];
+}
+static void native_reset(void *state, calf_rng *rng, float *obs) {
+    native_state *s = state;
+    s->drawn = calf_rng_uniform_range(rng, -1.0, 1.0);
+    s->pos[0] = s->drawn;
+    s->pos[1] = 0.0;
+    native_observe(s, obs);
+}
+static int native_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                       float *reward) {
+    (void)action;
+    native_state *s = state;
+    s->pos[1] = s->pos[1] * 0.9 + u[0] + 0.01 * calf_rng_normal(rng);
+    s->pos[0] += 0.1 * s->pos[1];
+    native_observe(s, obs);
+    *reward = (float)-fabs(s->pos[0]);
+    return 0;
+}
+static void native_save(const void *state, void *buf) {
+    const native_state *s = state;
+    memcpy(buf, s->pos, 2 * sizeof(double));
+}
+static int native_load(void *state, const void *buf, calf_error *err) {
+    double v[2];
+    memcpy(v, buf, sizeof v);
+    if (!isfinite(v[0]) || !isfinite(v[1]))
+        return calf_error_set(err, CALF_EINVAL, "native: position is not finite");
+    native_state *s = state;
+    memcpy(s->pos, v, sizeof v);
+    return CALF_OK;
+}
+static void native_reset_state(const void *state, double *out) {
+    out[0] = ((const native_state *)state)->drawn;
+}
+
+static const calf_env_class native_class = {
+    .spec = {.name = "Native-v0",
+             .obs_dim = 2,
+             .action_dim = 1,
+             .action_low = (const float[]){-1.0f},
+             .action_high = (const float[]){1.0f},
+             .max_episode_steps = 50,
+             .state_size = sizeof(native_state),
+             .save_size = 2 * sizeof(double),
+             .reset_state_dim = 1},
+    .reset = native_reset,
+    .step = native_step,
+    .observe = native_observe,
+    .create = native_create,
+    .destroy = native_destroy,
+    .save = native_save,
+    .load = native_load,
+    .reset_state = native_reset_state,
+};
+
+static void test_native_state(void) {
+    calf_error err;
+    CHECK_INT_EQ(calf_env_register(&native_class, &err), CALF_OK);
+
+    /* A create that fails: the env is left zeroed, the block frees what it made. */
+    calf_env env;
+    native_creates_left = 0;
+    CHECK_INT_EQ(calf_env_init(&env, "Native-v0", 1, 0, &err), CALF_EIO);
+    CHECK(strstr(err.msg, "no simulator") != NULL);
+    CHECK(env.state == NULL && env.cls == NULL);
+    calf_env_free(&env);
+    vec_env ve;
+    native_creates_left = 5;
+    CHECK_INT_EQ(vec_env_init(&ve, "Native-v0", 1, 0, 8, &err), CALF_EIO);
+    CHECK_INT_EQ(native_alive, 0);
+    CHECK(ve.envs == NULL);
+    native_creates_left = -1;
+
+    /* reset_state: what the reset drew. */
+    CHECK_INT_EQ(calf_env_init(&env, "Native-v0", 1, 0, &err), CALF_OK);
+    float obs[2];
+    double drawn[1];
+    calf_env_reset(&env, obs);
+    CHECK_INT_EQ(calf_env_reset_state(&env, drawn), 1);
+    CHECK(drawn[0] == (double)((native_state *)env.state)->pos[0]);
+    calf_env_free(&env);
+    CHECK_INT_EQ(native_alive, 0);
+    calf_env classic;
+    CHECK_INT_EQ(calf_env_init(&classic, "Pendulum-v1", 1, 0, &err), CALF_OK);
+    CHECK_INT_EQ(calf_env_reset_state(&classic, drawn), 0);
+    calf_env_free(&classic);
+
+    /* Records hold the saved state (not the pointer), resume exactly, and refuse bad
+     * state without changing the env. */
+    enum { N = 4, K = 23, M = 60 };
+    vec_env a, b;
+    CHECK_INT_EQ(vec_env_init(&a, "Native-v0", 9, 0, N, &err), CALF_OK);
+    step_n(&a, 0, K, NULL);
+    size_t rs = vec_env_record_size(&a);
+    CHECK_INT_EQ(rs, (64 + 4 * 2 + 16 + 7) / 8 * 8);
+    unsigned char *recs = calloc(N, rs), *again = calloc(N, rs);
+    for (int i = 0; i < N; i++) vec_env_save_record(&a, i, recs + i * rs);
+    CHECK_INT_EQ(vec_env_init(&b, "Native-v0", 1, 0, N, &err), CALF_OK);
+    for (int i = 0; i < N; i++) CHECK_INT_EQ(vec_env_load_record(&b, i, recs + i * rs, &err), CALF_OK);
+    static float ra[M * N], rb[M * N];
+    step_n(&a, K, M, ra);
+    step_n(&b, K, M, rb);
+    CHECK(memcmp(ra, rb, sizeof ra) == 0);
+    for (int i = 0; i < N; i++) {
+        vec_env_save_record(&a, i, recs + i * rs);
+        vec_env_save_record(&b, i, again + i * rs);
+    }
+    CHECK(memcmp(recs, again, N * rs) == 0);
+    unsigned char *bad = malloc(rs), *before = malloc(rs), *after = malloc(rs);
+    vec_env_save_record(&b, 2, before);
+    memcpy(bad, recs + 1 * rs, rs); /* env 1's record in env 2's slot */
+    CHECK_INT_EQ(vec_env_load_record(&b, 2, bad, &err), CALF_EINVAL);
+    memcpy(bad, recs + 2 * rs, rs);
+    bad[64 + 8 + 7] = 0x7f, bad[64 + 8 + 6] = 0xf0; /* pos[0] -> inf */
+    CHECK_INT_EQ(vec_env_load_record(&b, 2, bad, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "not finite") != NULL);
+    memcpy(bad, recs + 2 * rs, rs);
+    bad[64 + 8 + 5] ^= 0x40; /* a state that does not give the stored observation */
+    CHECK_INT_EQ(vec_env_load_record(&b, 2, bad, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "observation does not match") != NULL);
+    vec_env_save_record(&b, 2, after);
+    CHECK(memcmp(before, after, rs) == 0);
+    free(bad);
+    free(before);
+    free(after);
+    free(recs);
+    free(again);
+    vec_env_free(&a);
+    vec_env_free(&b);
+    CHECK_INT_EQ(native_alive, 0);
+}
+
 int main(void) {
     const char *names[] = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
                            "MountainCarContinuous-v0"};
@@ -359,5 +524,6 @@ int main(void) {
     }
     test_final_obs();
     test_init_errors();
+    test_native_state();
     return test_report("test_vec_env");
 }

@@ -1,7 +1,8 @@
 /* calf/env.h: the environment interface and the registry of environment classes.
- * An environment is plain-data state plus two functions (reset, step) over it, so a
- * checkpoint can memcpy the state, and every random draw comes from the env's own
- * stream seeded by (seed, global env index), never from which process steps it. */
+ * An environment is a state plus two functions (reset, step) over it; the state is
+ * plain data a checkpoint can memcpy, or a native one with hooks to create, destroy,
+ * save and load it. Every random draw comes from the env's own stream seeded by
+ * (seed, global env index), never from which process steps it. */
 #ifndef CALF_ENV_H
 #define CALF_ENV_H
 
@@ -11,25 +12,31 @@
 #include "calf/error.h"
 #include "calf/rng.h"
 
-#define CALF_ENV_MAX_OBS 32
-#define CALF_ENV_MAX_ACT 8
 #define CALF_ENV_MAX_CLASSES 64 /* built-ins plus registered classes */
 
 typedef struct calf_env_spec {
     const char *name;        /* e.g. "CartPole-v1"; unique in the registry */
-    int obs_dim;             /* 1..CALF_ENV_MAX_OBS */
+    int obs_dim;             /* >= 1; the env sets it, callers size their buffers by it */
     int num_actions;         /* discrete: number of actions; 0 when continuous */
-    int action_dim;          /* continuous: size of the action vector (1..CALF_ENV_MAX_ACT); 0 when discrete */
-    float action_low[CALF_ENV_MAX_ACT], action_high[CALF_ENV_MAX_ACT]; /* continuous bounds, low < high */
+    int action_dim;          /* continuous: size of the action vector (>= 1); 0 when discrete */
+    const float *action_low, *action_high; /* (action_dim) continuous bounds, low < high;
+                                              static arrays that outlive the class */
     int max_episode_steps;   /* time limit: truncated=1 when reached */
-    size_t state_size;       /* bytes of the env's plain-data physical state (memcpy-able) */
+    size_t state_size;       /* bytes of the env's state object; for plain-data classes (no
+                                save/load) also what a checkpoint copies byte for byte */
+    size_t save_size;        /* classes with save/load: bytes of a saved state; else 0 */
+    int reset_state_dim;     /* classes with reset_state: doubles it writes; else 0 */
 } calf_env_spec;
 
 struct calf_env;
 
+/* Two kinds of class. Plain data (classic control): the state is state_size bytes that
+ * reset/step change and checkpoints memcpy; only reset and step are required. Native
+ * state (MuJoCo): create/destroy hold resources the state points to (a simulator's
+ * data), and save/load turn the state into save_size bytes of plain data and back. */
 typedef struct calf_env_class {
     calf_env_spec spec;
-    /* state points to spec.state_size bytes; plain data so checkpoints can memcpy it.
+    /* state points to spec.state_size bytes (created, for classes with create).
      * Draws the initial state from rng and writes the first observation (obs_dim). */
     void (*reset)(void *state, calf_rng *rng, float *obs);
     /* Advance one step; returns terminated (0/1). Discrete envs read `action`
@@ -47,11 +54,28 @@ typedef struct calf_env_class {
      * resets stay with the caller. */
     void (*step_many)(struct calf_env *envs, int n, const int *actions, const float *u, float *obs,
                       float *reward, uint8_t *terminated);
+    /* Optional pair: create runs on the zeroed state when an env is made and may fail
+     * (CALF_EINVAL or CALF_EIO with a message, holding nothing afterwards); destroy
+     * releases what create took (called once for every successful create). */
+    int (*create)(void *state, calf_error *err);
+    void (*destroy)(void *state);
+    /* Optional pair, both or neither (then the state must be plain data): save writes
+     * spec.save_size bytes of plain data (no pointers; the same bytes for the same
+     * state), everything a continuation needs to match an uninterrupted run bit for
+     * bit; load validates such bytes (they may come from a corrupted file) and only
+     * when they are valid replaces the state, else returns CALF_EINVAL naming why. */
+    void (*save)(const void *state, void *buf);
+    int (*load)(void *state, const void *buf, calf_error *err);
+    /* Optional (may be NULL): the physical state the last reset drew, as
+     * spec.reset_state_dim doubles (MuJoCo: qpos then qvel, as handed to the physics),
+     * so an episode can be replayed against another implementation. */
+    void (*reset_state)(const void *state, double *out);
 } calf_env_class;
 
 typedef struct calf_env {
     const calf_env_class *cls;
     void *state;            /* owned: spec.state_size bytes */
+    float *clipped;         /* owned: (action_dim) the clipped copy of an action, or NULL */
     calf_rng rng;           /* dynamics/reset stream: (seed, index, CALF_RNG_DYNAMICS) */
     int elapsed_steps;      /* steps in the current episode */
 } calf_env;
@@ -61,16 +85,29 @@ typedef struct calf_env {
  * spec, and when the registry is full. Not thread-safe: register at start-up. */
 int calf_env_register(const calf_env_class *cls, calf_error *err);
 const calf_env_class *calf_env_find(const char *name);  /* NULL if unknown */
+/* calf_env_find, and when the name is unknown a message in err: the known names, or for
+ * an env this build left out (MuJoCo's without libmujoco) how to get it. */
+const calf_env_class *calf_env_lookup(const char *name, calf_error *err);
 int calf_env_count(void);
 const calf_env_class *calf_env_at(int i);   /* built-ins first, in a fixed order; NULL out of range */
 /* Writes "A, B, C" (the registered names, in order) into buf; truncates to fit. */
 void calf_env_list_names(char *buf, size_t size);
 
 /* Create env `index` of a job seeded with `seed`. Unknown name -> CALF_EINVAL naming
- * it and listing the known names. The state is zeroed: call calf_env_reset before
- * the first step. */
+ * it and listing the known names; a failed create hook -> its status and message (env
+ * left zeroed). The state is zeroed, then created: call calf_env_reset before the
+ * first step. */
 int calf_env_init(calf_env *env, const char *name, uint64_t seed, uint64_t index, calf_error *err);
 void calf_env_free(calf_env *env);      /* safe on a zeroed/freed env */
+/* The state's checkpoint form: spec.save_size bytes for classes with save/load, else
+ * the state_size bytes themselves. calf_env_load_state validates first and changes
+ * nothing on error. */
+size_t calf_env_saved_size(const calf_env_class *cls);
+void calf_env_save_state(const calf_env *env, void *buf);
+int calf_env_load_state(calf_env *env, const void *buf, calf_error *err);
+/* Writes the state the last reset drew (spec.reset_state_dim doubles) and returns that
+ * count; 0 for classes without reset_state. */
+int calf_env_reset_state(const calf_env *env, double *out);
 /* Start a new episode: draws from env->rng, elapsed_steps = 0, writes obs (obs_dim). */
 void calf_env_reset(calf_env *env, float *obs);
 /* One step. Clips continuous actions to bounds (in a copy, not the caller's buffer;

@@ -30,5 +30,7 @@
 const char *calf_version(void);
 /* Whether this build of the library has the MPI backend (CMake found MPI). */
 bool calf_has_mpi(void);
+/* Whether this library was built with MuJoCo (the locomotion environments). */
+bool calf_has_mujoco(void);
 
 #endif

@@ -30,7 +30,7 @@ typedef struct sac {
     int od;                  /* observation size */
     int A;                   /* continuous: action size; discrete: 0 */
     int nA;                  /* discrete: number of actions; continuous: 0 */
-    float lo[CALF_ENV_MAX_ACT], hi[CALF_ENV_MAX_ACT];
+    const float *lo, *hi;    /* (A) the env's action bounds (its spec's static arrays) */
     uint64_t seed;
     /* settings, resolved once */
     int B;                   /* TrainerConfig.mini_batch_size */
@@ -56,6 +56,7 @@ typedef struct sac {
     float *eps;              /* (B, A) noise for the next action */
     float *eps2;             /* (B, A) noise for the actor loss's action */
     float *qin;              /* (B, od + A) critic input rows */
+    float *row_a;            /* (max(A,1)) one row's noise in act, its action gradient in train */
     float *head;             /* (B, 2A) actor outputs */
     float *anew, *logp, *y;  /* (B, A), (B), (B) */
     float *qa, *qb, *ta, *tb;/* (B, max(nA, 1)) critic outputs */
@@ -164,10 +165,8 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     t->od = spec->obs_dim;
     t->A = spec->action_dim;
     t->nA = spec->num_actions;
-    for (int i = 0; i < t->A; i++) {
-        t->lo[i] = spec->action_low[i];
-        t->hi[i] = spec->action_high[i];
-    }
+    t->lo = spec->action_low;
+    t->hi = spec->action_high;
     t->B = (int)calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
     t->U = (int)calf_config_int(cfg, CALF_CFG_NUM_UPDATES);
     t->initial_collect = calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS);
@@ -250,6 +249,7 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     t->dxb = calf_xcalloc(R * qi, sizeof(float));
     t->dhead = calf_xcalloc(R * 2 * ad, sizeof(float));
     t->dalpha = calf_xcalloc(R, sizeof(float));
+    t->row_a = calf_xcalloc(ad, sizeof(float));
     if (t->count == 0) return CALF_OK; /* acting only (calf play) */
 
     t->s_env = calf_xcalloc((size_t)B, sizeof(int));
@@ -297,7 +297,7 @@ static void sac_destroy(algorithm *a) {
     void *bufs[] = {t->act_rng, t->s_env, t->s_pos, t->order, t->offsets, t->obs, t->next,
                     t->act, t->rew, t->term, t->eps, t->eps2, t->qin, t->head, t->anew,
                     t->logp, t->y, t->qa, t->qb, t->ta, t->tb, t->dqa, t->dqb, t->dxa,
-                    t->dxb, t->dhead, t->dalpha, t->sum, t->stats};
+                    t->dxb, t->dhead, t->dalpha, t->sum, t->stats, t->row_a};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }
@@ -328,7 +328,7 @@ static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     if (A > 0) {
         nn_mlp_forward(&t->actor, t->actor_g.params, obs, n, &t->actor_cache, t->head);
         for (int e = 0; e < n; e++) {
-            float eps[CALF_ENV_MAX_ACT];
+            float *eps = t->row_a;
             for (int i = 0; i < A; i++) eps[i] = (float)calf_rng_normal(&t->act_rng[e]);
             act[e] = 0;
             sac_squashed_sample(A, t->head + (size_t)e * 2 * A, eps, t->lo, t->hi,
@@ -385,12 +385,13 @@ static int sac_export_c(const algorithm *a, export_c *x, calf_error *err) {
     if (t->A > 0) {
         char num[EXPORT_C_NUM];
         export_c_mlp(x, "actor", &t->actor, t->actor_g.params);
-        double scale[CALF_ENV_MAX_ACT], bias[CALF_ENV_MAX_ACT];
-        for (int i = 0; i < t->A; i++) sac_squash_affine(t->lo[i], t->hi[i], &scale[i], &bias[i]);
         for (int side = 0; side < 2; side++) {
             export_c_body(x, "    static const double %s[%d] = {", side ? "bias" : "scale", t->A);
-            for (int i = 0; i < t->A; i++)
-                export_c_body(x, "%s%s", i ? ", " : "", export_c_double(side ? bias[i] : scale[i], num));
+            for (int i = 0; i < t->A; i++) {
+                double scale, bias;
+                sac_squash_affine(t->lo[i], t->hi[i], &scale, &bias);
+                export_c_body(x, "%s%s", i ? ", " : "", export_c_double(side ? bias : scale, num));
+            }
             export_c_body(x, "};\n");
         }
         export_c_body(x,
@@ -581,7 +582,7 @@ static int update(sac *t, int u, calf_error *err) {
         nn_mlp_backward(&t->q1, cp, &t->qa_cache, 0, n, t->dqa, NULL, t->dxa);
         nn_mlp_backward(&t->q2, cp, &t->qb_cache, 0, n, t->dqb, NULL, t->dxb);
         for (int r = 0; r < n; r++) {
-            float da[CALF_ENV_MAX_ACT];
+            float *da = t->row_a;
             const float *xa = t->dxa + (size_t)r * qi + od, *xb = t->dxb + (size_t)r * qi + od;
             for (int i = 0; i < A; i++) da[i] = xa[i] + xb[i];
             sac_squashed_backward(A, t->head + (size_t)r * 2 * A, t->eps2 + (size_t)r * A, t->lo,

@@ -1,6 +1,7 @@
-/* envs.h: the built-in environment classes (Gymnasium classic control) and their
- * plain-data states. The states are exposed here, not in the public header, so
- * tests can place an env in an exact start state; users only see state_size bytes. */
+/* envs.h: the built-in environment classes (Gymnasium classic control, and MuJoCo
+ * locomotion where the build has it) and the classic ones' plain-data states. The
+ * states are exposed here, not in the public header, so tests can place an env in an
+ * exact start state; users only see state_size bytes. */
 #ifndef CALF_ENVS_H
 #define CALF_ENVS_H
 
@@ -28,5 +29,14 @@ extern const calf_env_class pendulum_class;                /* Pendulum-v1 */
 extern const calf_env_class acrobot_class;                 /* Acrobot-v1 */
 extern const calf_env_class mountain_car_class;            /* MountainCar-v0 */
 extern const calf_env_class mountain_car_continuous_class; /* MountainCarContinuous-v0 */
+
+#if CALF_HAVE_MUJOCO
+/* MuJoCo locomotion (src/envs/mj_*.c); their state is native (envs/mj_env.h). */
+extern const calf_env_class inverted_pendulum_class; /* InvertedPendulum-v4 */
+extern const calf_env_class half_cheetah_class;      /* HalfCheetah-v4 */
+extern const calf_env_class hopper_class;            /* Hopper-v4 */
+extern const calf_env_class walker2d_class;          /* Walker2d-v4 */
+extern const calf_env_class ant_class;               /* Ant-v4 */
+#endif
 
 #endif

@@ -1,0 +1,218 @@
+/* mj_env.c: the MuJoCo side of the locomotion envs. Models are compiled from the MJCF
+ * text embedded in the binary through MuJoCo's virtual file system, once per process
+ * and task; every env owns one mjData and follows Gymnasium's MujocoEnv (reset, set
+ * state, one mj_forward; ctrl then frame_skip mj_steps) so trajectories match it. */
+#include "envs/mj_env.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The compiled models, one per task, kept for the life of the process (tasks are few,
+ * models are read-only, and workers forked later share the pages). Like the env
+ * registry, process-wide and filled before any env steps. */
+enum { MAX_TASKS = 16 };
+static struct {
+    const mj_task *task;
+    mjModel *m;
+} models[MAX_TASKS];
+static int num_models = 0;
+
+/* MuJoCo's default handlers print to stdout (where `calf env` writes its rows), write
+ * MUJOCO_LOG.TXT into the working directory and, on error, wait for Enter. */
+static void on_mujoco_warning(const char *msg) { fprintf(stderr, "calf: MuJoCo warning: %s\n", msg); }
+static void on_mujoco_error(const char *msg) {
+    fprintf(stderr, "calf: MuJoCo error: %s\n", msg);
+    exit(1);
+}
+
+static mjModel *compile(const mj_task *t, calf_error *err) {
+    mju_user_warning = on_mujoco_warning;
+    mju_user_error = on_mujoco_error;
+    /* mjVFS holds 2000 fixed-size names (about 2 MB): on the heap, not the stack. */
+    mjVFS *vfs = calf_xmalloc(sizeof *vfs);
+    mj_defaultVFS(vfs);
+    int size = *t->xml_size;
+    if (mj_makeEmptyFileVFS(vfs, t->file, size) != 0) {
+        free(vfs);
+        calf_error_set(err, CALF_EIO, "%s: cannot place %s in MuJoCo's file system", t->name,
+                       t->file);
+        return NULL;
+    }
+    int i = mj_findFileVFS(vfs, t->file);
+    CALF_ASSERT(i >= 0);
+    memcpy(vfs->filedata[i], t->xml, (size_t)size);
+    char msg[1000] = "";
+    mjModel *m = mj_loadXML(t->file, vfs, msg, (int)sizeof msg);
+    mj_deleteVFS(vfs);
+    free(vfs);
+    if (!m) {
+        calf_error_set(err, CALF_EIO, "%s: MuJoCo cannot compile %s: %s", t->name, t->file, msg);
+        return NULL;
+    }
+    /* The code below indexes qpos, qvel and ctrl by Gymnasium's layout, and the class
+     * promises its action bounds: the model must agree. */
+    const calf_env_spec *spec = t->spec;
+    int ok = m->nq == t->nq && m->nv == t->nv && m->nu == t->nu && m->na == 0 &&
+             m->nu == spec->action_dim && m->nmocap == 0 && m->nuserdata == 0;
+    for (int j = 0; ok && j < m->nu; j++)
+        ok = m->actuator_ctrllimited[j] && (float)m->actuator_ctrlrange[2 * j] == spec->action_low[j] &&
+             (float)m->actuator_ctrlrange[2 * j + 1] == spec->action_high[j];
+    if (ok && t->track_body) ok = mj_name2id(m, mjOBJ_BODY, t->track_body) >= 0;
+    if (!ok) {
+        calf_error_set(err, CALF_EIO,
+                       "%s: the compiled %s does not have the expected layout (nq %d nv %d nu %d "
+                       "na %d; want %d %d %d 0, ctrl ranges as the action bounds)",
+                       t->name, t->file, m->nq, m->nv, m->nu, m->na, t->nq, t->nv, t->nu);
+        mj_deleteModel(m);
+        return NULL;
+    }
+    return m;
+}
+
+const mjModel *mj_env_model(const mj_task *task, calf_error *err) {
+    for (int i = 0; i < num_models; i++)
+        if (models[i].task == task) return models[i].m;
+    CALF_ASSERT(num_models < MAX_TASKS);
+    mjModel *m = compile(task, err);
+    if (!m) return NULL;
+    models[num_models].task = task;
+    models[num_models].m = m;
+    num_models++;
+    return m;
+}
+
+int mj_env_create(mj_state *s, const mj_task *task, calf_error *err) {
+    const mjModel *m = mj_env_model(task, err);
+    if (!m) return err ? err->status : CALF_EIO;
+    mjData *d = mj_makeData(m);
+    if (!d) return calf_error_set(err, CALF_ENOMEM, "%s: MuJoCo could not make its data", task->name);
+    s->task = task;
+    s->m = m;
+    s->d = d;
+    s->track_id = task->track_body ? mj_name2id(m, mjOBJ_BODY, task->track_body) : -1;
+    s->drawn = calf_xcalloc((size_t)(m->nq + m->nv), sizeof *s->drawn);
+    return CALF_OK;
+}
+
+void mj_env_destroy(mj_state *s) {
+    if (s->d) mj_deleteData(s->d);
+    free(s->drawn);
+    memset(s, 0, sizeof *s);
+}
+
+static void read_track(mj_state *s) {
+    if (s->track_id < 0) return;
+    s->track_xy[0] = s->d->xpos[3 * s->track_id];
+    s->track_xy[1] = s->d->xpos[3 * s->track_id + 1];
+}
+
+void mj_env_reset(mj_state *s, calf_rng *rng) {
+    const mjModel *m = s->m;
+    mjData *d = s->d;
+    const mj_task *t = s->task;
+    mj_resetData(m, d);
+    double *qpos = s->drawn, *qvel = s->drawn + m->nq;
+    /* init_qpos + np_random.uniform(low, high, nq): low + (high - low) * U[0, 1). */
+    for (int i = 0; i < m->nq; i++)
+        qpos[i] = m->qpos0[i] + calf_rng_uniform_range(rng, -t->qpos_noise, t->qpos_noise);
+    /* init_qvel (zeros) + scale * standard_normal(nv), or + uniform(low, high, nv). */
+    for (int i = 0; i < m->nv; i++)
+        qvel[i] = 0.0 + (t->qvel_normal ? t->qvel_noise * calf_rng_normal(rng)
+                                        : calf_rng_uniform_range(rng, -t->qvel_noise, t->qvel_noise));
+    memcpy(d->qpos, qpos, (size_t)m->nq * sizeof *qpos);
+    memcpy(d->qvel, qvel, (size_t)m->nv * sizeof *qvel);
+    mj_forward(m, d);
+    read_track(s);
+}
+
+void mj_env_simulate(mj_state *s, const float *u) {
+    const mjModel *m = s->m;
+    mjData *d = s->d;
+    for (int j = 0; j < m->nu; j++) d->ctrl[j] = (double)u[j];
+    for (int k = 0; k < s->task->frame_skip; k++) mj_step(m, d);
+    read_track(s);
+}
+
+double mj_env_dt(const mj_state *s) { return s->m->opt.timestep * s->task->frame_skip; }
+
+float mj_env_sum_squares(const float *u, int n) {
+    /* NumPy's FLOAT_pairwise_sum, starting from the identity 0 (add.reduce's initial),
+     * which changes nothing for these non-negative terms. */
+    CALF_ASSERT(n >= 0 && n <= 128);
+    float res;
+    if (n < 8) {
+        res = -0.0f;
+        for (int i = 0; i < n; i++) res += u[i] * u[i];
+    } else {
+        float r[8];
+        for (int j = 0; j < 8; j++) r[j] = u[j] * u[j];
+        int i = 8;
+        for (; i < n - n % 8; i += 8)
+            for (int j = 0; j < 8; j++) r[j] += u[i + j] * u[i + j];
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += u[i] * u[i];
+    }
+    return 0.0f + res;
+}
+
+/* ---- the saved form ------------------------------------------------------------- */
+
+/* Byte copies: a checkpoint record places the saved form at any offset. */
+static unsigned char *put(unsigned char *p, const double *v, int n) {
+    memcpy(p, v, (size_t)n * sizeof *v);
+    return p + (size_t)n * sizeof *v;
+}
+
+void mj_env_save(const mj_state *s, void *buf) {
+    const mjModel *m = s->m;
+    const mjData *d = s->d;
+    unsigned char *p = buf;
+    p = put(p, &d->time, 1);
+    p = put(p, d->qpos, m->nq);
+    p = put(p, d->qvel, m->nv);
+    p = put(p, d->act, m->na);
+    p = put(p, d->qacc_warmstart, m->nv);
+    p = put(p, d->ctrl, m->nu);
+    put(p, s->track_xy, 2);
+}
+
+int mj_env_load(mj_state *s, const void *buf, calf_error *err) {
+    const mjModel *m = s->m;
+    mjData *d = s->d;
+    int n = MJ_SAVE_DOUBLES(m->nq, m->nv, m->na, m->nu);
+    double *v = calf_xmalloc((size_t)n * sizeof *v);
+    memcpy(v, buf, (size_t)n * sizeof *v);
+    for (int i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            free(v);
+            return calf_error_set(err, CALF_EINVAL, "%s state: value %d of %d is not finite",
+                                  s->task->name, i, n);
+        }
+    if (v[0] < 0) {
+        double t = v[0];
+        free(v);
+        return calf_error_set(err, CALF_EINVAL, "%s state: negative time %g", s->task->name, t);
+    }
+    const double *p = v;
+    d->time = *p++;
+    memcpy(d->qpos, p, (size_t)m->nq * sizeof *p), p += m->nq;
+    memcpy(d->qvel, p, (size_t)m->nv * sizeof *p), p += m->nv;
+    memcpy(d->act, p, (size_t)m->na * sizeof *p), p += m->na;
+    memcpy(d->qacc_warmstart, p, (size_t)m->nv * sizeof *p), p += m->nv;
+    memcpy(d->ctrl, p, (size_t)m->nu * sizeof *p), p += m->nu;
+    s->track_xy[0] = *p++;
+    s->track_xy[1] = *p++;
+    free(v);
+    return CALF_OK;
+}
+
+void mj_env_reset_state(const mj_state *s, double *out) {
+    memcpy(out, s->drawn, (size_t)(s->m->nq + s->m->nv) * sizeof *out);
+}
+
+void mj_env_destroy_hook(void *state) { mj_env_destroy(state); }
+void mj_env_save_hook(const void *state, void *buf) { mj_env_save(state, buf); }
+int mj_env_load_hook(void *state, const void *buf, calf_error *err) { return mj_env_load(state, buf, err); }
+void mj_env_reset_state_hook(const void *state, double *out) { mj_env_reset_state(state, out); }

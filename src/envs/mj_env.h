@@ -1,0 +1,82 @@
+/* mj_env.h: what the MuJoCo locomotion envs (Gymnasium v4) share: one compiled model
+ * per process and task (read-only), one mjData per env, Gymnasium's reset and
+ * frame-skipped step, and the env's saved form for checkpoints. Each env's file
+ * (mj_half_cheetah.c, ...) adds its observation, reward and termination. */
+#ifndef CALF_MJ_ENV_H
+#define CALF_MJ_ENV_H
+
+#include <mujoco/mujoco.h>
+
+#include "calf/env.h"
+
+/* One task: its model and Gymnasium's constants for it. */
+typedef struct mj_task {
+    const char *name;     /* the class's name, for messages */
+    const char *file;     /* the model's name in MuJoCo's virtual file system */
+    const char *xml;      /* the MJCF text, embedded at build time (cmake/embed.cmake) */
+    const int *xml_size;  /* its length in bytes */
+    int frame_skip;       /* physics steps per env step */
+    int nq, nv, nu;       /* what the compiled model must have (checked at load) */
+    double qpos_noise;    /* reset: qpos = qpos0 + U(-qpos_noise, qpos_noise) */
+    double qvel_noise;    /* reset: qvel = qvel_noise * N(0, 1), or U(-qvel_noise, qvel_noise) */
+    int qvel_normal;      /* 1: the normal draw; 0: the uniform one */
+    const char *track_body; /* a body whose xpos the reward reads (Ant's torso), or NULL */
+    const calf_env_spec *spec; /* the class's spec: its action bounds must be ctrlrange */
+} mj_task;
+
+/* The MJCF models, embedded by cmake/embed.cmake from src/envs/<name>.xml. */
+extern const char mjcf_inverted_pendulum_v4[], mjcf_half_cheetah_v4[], mjcf_hopper_v4[],
+    mjcf_walker2d_v4[], mjcf_ant_v4[];
+extern const int mjcf_inverted_pendulum_v4_size, mjcf_half_cheetah_v4_size, mjcf_hopper_v4_size,
+    mjcf_walker2d_v4_size, mjcf_ant_v4_size;
+
+/* An env's state (spec.state_size = sizeof(mj_state)); made by mj_env_create. */
+typedef struct mj_state {
+    const mj_task *task;
+    const mjModel *m;     /* the process's model of this task, shared by its envs */
+    mjData *d;            /* owned */
+    int track_id;         /* track_body's id, or -1 */
+    double track_xy[2];   /* track_body's xpos x, y as the last reset or step left them */
+    double *drawn;        /* owned: (nq + nv) qpos then qvel as the last reset drew them */
+} mj_state;
+
+/* The saved form: time, qpos, qvel, act, qacc_warmstart, ctrl, track_xy (doubles). That
+ * is MuJoCo's whole integration state for these models (no mocap bodies, applied
+ * forces, user data or plugins): the next mj_step reads nothing else from the data. */
+#define MJ_SAVE_DOUBLES(nq, nv, na, nu) (1 + (nq) + (nv) + (na) + (nv) + (nu) + 2)
+#define MJ_SAVE_SIZE(nq, nv, na, nu) (8 * (size_t)MJ_SAVE_DOUBLES(nq, nv, na, nu))
+
+/* Takes this process's model of the task (compiling it on first use; a failure names the
+ * task and MuJoCo's message) and makes the env's mjData. */
+int mj_env_create(mj_state *s, const mj_task *task, calf_error *err);
+void mj_env_destroy(mj_state *s);
+/* The process's compiled model of the task, compiled on first use; NULL with a message
+ * when it cannot be. Not owned by the caller. */
+const mjModel *mj_env_model(const mj_task *task, calf_error *err);
+
+/* Gymnasium's reset: mj_resetData, qpos0 and zero velocities plus the task's noise from
+ * rng (all of qpos's draws, then qvel's), one mj_forward. */
+void mj_env_reset(mj_state *s, calf_rng *rng);
+/* Gymnasium's do_simulation: ctrl = u (action_dim floats), frame_skip mj_steps; then
+ * track_xy from the data as the last step left it. Gymnasium's mj_rnePostConstraint
+ * after the steps is left out: it only fills cacc/cfrc_*, which these tasks' default
+ * rewards and observations never read and the next step recomputes. */
+void mj_env_simulate(mj_state *s, const float *u);
+/* The env step's duration, model timestep * frame_skip (Gymnasium's dt). */
+double mj_env_dt(const mj_state *s);
+/* np.sum(np.square(u)) over float32 u as NumPy computes it: squares in float32 added in
+ * NumPy's pairwise order (sequential below 8 terms; 8 lanes, then the rest, up to 128). */
+float mj_env_sum_squares(const float *u, int n);
+
+void mj_env_save(const mj_state *s, void *buf);
+/* Refuses non-finite values and a negative time; only then overwrites the data. */
+int mj_env_load(mj_state *s, const void *buf, calf_error *err);
+void mj_env_reset_state(const mj_state *s, double *out);
+
+/* The class hooks every task shares, on a void *state. */
+void mj_env_destroy_hook(void *state);
+void mj_env_save_hook(const void *state, void *buf);
+int mj_env_load_hook(void *state, const void *buf, calf_error *err);
+void mj_env_reset_state_hook(const void *state, double *out);
+
+#endif

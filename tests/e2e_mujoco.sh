@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# e2e_mujoco.sh: the MuJoCo envs through the real binary. Without MuJoCo: they are not
+# listed and naming one says how to get them (then the rest is skipped, saying why).
+# With it: `calf env` prints the state each reset drew, and PPO on HalfCheetah-v4 (and
+# Hopper-v4, whose episodes end and reset inside rollouts) writes the same checkpoint
+# bytes on --nproc 1..3, resumes on another process count exactly, and runs from any
+# directory (the models are inside the binary).
+. "$(dirname "$0")/lib_e2e.sh"
+
+CONF=$SRC/examples/ppo_pendulum.gin
+if ! "$CALF" --version | grep -q "MuJoCo envs: built in"; then
+    expect_exit 0 "$CALF" envs
+    expect_not_in "$WORK/out" "HalfCheetah-v4"
+    expect_exit 2 "$CALF" env HalfCheetah-v4
+    expect_in "$WORK/err" "apt-get install libmujoco-dev"
+    expect_exit 2 "$CALF" train --root_dir "$WORK/none" --conf "$CONF" \
+        --conf_param "create_environment.env_name='Ant-v4'"
+    expect_in "$WORK/err" "needs MuJoCo"
+    report e2e_mujoco || exit 1
+    echo "skipped: the rest needs a calf built with MuJoCo (apt-get install libmujoco-dev)"
+    exit 77
+fi
+
+expect_exit 0 "$CALF" envs
+for name in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4; do
+    expect_in "$WORK/out" "$name"
+done
+expect_in "$WORK/out" "Ant-v4                         27  Box(-1..1, 8)                  1000"
+
+# calf env: each '# reset' line is followed by '# state' with nq + nv values (Ant: 15 +
+# 14), qpos as drawn (its quaternion not yet normalized), %.17g
+expect_exit 0 "$CALF" env Ant-v4 --seed 3 --steps 2
+sed -n '4p' "$WORK/out" > "$WORK/state"
+expect_in "$WORK/state" "# state "
+expect_eq "$(awk '{print NF - 2}' "$WORK/state")" 29 "Ant-v4 state values"
+if awk '{ s = $6*$6 + $7*$7 + $8*$8 + $9*$9; exit !(s < 0.999 || s > 1.001) }' "$WORK/state"; then ok
+else bad "Ant-v4's drawn quaternion is already unit length: $(cat "$WORK/state")"; fi
+expect_exit 0 "$CALF" env Hopper-v4 --seed 1 --steps 300
+resets=$(grep -c '^# reset' "$WORK/out")
+expect_eq "$(grep -A1 '^# reset' "$WORK/out" | grep -c '^# state')" "$resets" "a state after every reset"
+if [ "$resets" -gt 1 ]; then ok; else bad "Hopper-v4 never reset in 300 random steps"; fi
+# the same output from any directory
+(cd "$WORK" && "$CALF" env Hopper-v4 --seed 1 --steps 300 > "$WORK/out_elsewhere")
+expect_same_file "$WORK/out" "$WORK/out_elsewhere"
+
+# PPO: 5 envs (blocks of 2, 2, 1 on 3 processes), 4 iterations of 64 steps
+run() { # run ROOT NPROC ENV ITERATIONS
+    expect_exit 0 "$CALF" train --quiet --root_dir "$1" --conf "$CONF" --nproc "$2" \
+        --conf_param "create_environment.env_name='$3'" \
+        --conf_param create_environment.num_parallel_environments=5 \
+        --conf_param TrainerConfig.unroll_length=64 --conf_param TrainerConfig.mini_batch_size=80 \
+        --conf_param TrainerConfig.num_updates_per_train_iter=4 \
+        --conf_param TrainerConfig.num_iterations="$4" --conf_param TrainerConfig.eval_interval=2 \
+        --conf_param TrainerConfig.num_eval_episodes=2
+}
+for env in HalfCheetah-v4 Hopper-v4; do
+    for n in 1 2 3; do run "$WORK/${env}_$n" $n $env 4; done
+    for n in 2 3; do
+        expect_same_file "$WORK/${env}_1/train/algorithm/ckpt-4" "$WORK/${env}_$n/train/algorithm/ckpt-4"
+        expect_same_file "$WORK/${env}_1/train/algorithm/ckpt-2" "$WORK/${env}_$n/train/algorithm/ckpt-2"
+    done
+    # mid-episode (HalfCheetah's run 1,000 steps) checkpoint at 2 on 2 processes, resumed on 3
+    run "$WORK/${env}_resume" 2 $env 2
+    run "$WORK/${env}_resume" 3 $env 4
+    expect_same_file "$WORK/${env}_1/train/algorithm/ckpt-4" "$WORK/${env}_resume/train/algorithm/ckpt-4"
+done
+"$CALF" events "$WORK"/Hopper-v4_1/train/events.out.tfevents.* > "$WORK/ev"
+episodes=$(awk '$2 == "Metrics/NumberOfEpisodes" {print $3}' "$WORK/ev" | tail -1)
+if awk -v e="${episodes:-0}" 'BEGIN { exit !(e > 0) }'; then ok
+else bad "Hopper-v4 finished no episode in 4 iterations (${episodes:-no metric})"; fi
+# from another directory, with a relative root: the same bytes
+(cd "$WORK" && "$CALF" train --quiet --root_dir rel --conf "$CONF" \
+    --conf_param "create_environment.env_name='HalfCheetah-v4'" \
+    --conf_param create_environment.num_parallel_environments=5 \
+    --conf_param TrainerConfig.unroll_length=64 --conf_param TrainerConfig.mini_batch_size=80 \
+    --conf_param TrainerConfig.num_updates_per_train_iter=4 \
+    --conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.eval_interval=2 \
+    --conf_param TrainerConfig.num_eval_episodes=2 >/dev/null 2>&1)
+expect_same_file "$WORK/HalfCheetah-v4_1/train/algorithm/ckpt-4" "$WORK/rel/train/algorithm/ckpt-4"
+report e2e_mujoco
