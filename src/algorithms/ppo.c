@@ -60,6 +60,12 @@ enum { SHARE_GROUP_ENVS = 8 };
  * long passes, and a bounded copy of the rollout's observations. */
 enum { ADV_GROUP_ENVS = 64 };
 
+/* How long a rank out of work waits for another to open the round (take_from_others) before it
+ * leaves it the rest: long enough for a rollout that ends late or an evaluation on rank
+ * 0, short next to collective_timeout_secs, which the round's closing collective
+ * enforces if that rank has failed. */
+static const double OPEN_WAIT_S = 0.02;
+
 /* Pieces a rank takes from others in one minibatch that are published where they lie
  * (each needs its own set of tree buffers in shared memory); any further piece is
  * copied. Most minibatches see one or two. */
@@ -117,6 +123,7 @@ typedef struct ppo {
      * gradient's pieces, for its norm, for the other ranks' optimiser steps */
     double wait_grad_s, wait_norm_s, wait_step_s;
     bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
+    double open_wait_s;      /* OPEN_WAIT_S, or longer when a test names a slow rank */
     float *obs;              /* = own->obs, ... */
     int *act;
     float *u;
@@ -260,6 +267,8 @@ static int views_init(ppo *t, calf_error *err) {
     char *end = NULL;
     long slow_rank = slow && *slow ? strtol(slow, &end, 10) : -1;
     t->test_slow = end && *end == '\0' && slow_rank == c->index;
+    /* and the others wait long enough for it to open a round even on a loaded machine */
+    t->open_wait_s = end && *end == '\0' ? 0.5 : OPEN_WAIT_S;
     return rc;
 }
 
@@ -453,12 +462,6 @@ static void ppo_observe(algorithm *a, const algo_step *st) {
 
 /* ---- work sharing ----------------------------------------------------------- */
 
-/* How long a rank out of work waits for another to open the round (see below) before it
- * leaves it the rest: long enough for a rollout that ends late or an evaluation on rank
- * 0, short next to collective_timeout_secs, which the round's closing collective
- * enforces if that rank has failed. */
-static const double OPEN_WAIT_S = 0.02;
-
 /* Envs of another rank's round tag that are left (0: none), whose in *victim, the first
  * in *first. A rank that has not opened the round yet (still in its rollout, say) has
  * all of its envs ahead of it, so rather than leave them to it, wait for it, yielding
@@ -471,7 +474,7 @@ static int take_from_others(ppo *t, uint32_t tag, int *victim, int *first) {
                                 &unopened);
         if (k > 0 || unopened == 0) return k;
         double now = now_seconds();
-        if (give_up < 0) give_up = now + OPEN_WAIT_S;
+        if (give_up < 0) give_up = now + t->open_wait_s;
         else if (now > give_up) return 0;
         sched_yield();
     }
