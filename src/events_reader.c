@@ -118,9 +118,7 @@ static void push_double(double **arr, size_t *n, double v) {
      * by the record size, which is bounded by EVENTS_MAX_RECORD. */
     if (*n == 0 || (*n >= 16 && (*n & (*n - 1)) == 0)) {
         size_t cap = *n ? *n * 2 : 16;
-        double *a = realloc(*arr, cap * sizeof *a);
-        if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu doubles)", cap);
-        *arr = a;
+        *arr = calf_xrealloc(*arr, cap * sizeof **arr);
     }
     (*arr)[(*n)++] = v;
 }
@@ -240,9 +238,7 @@ static int decode_summary(pcur *c, events_record *rec, calf_error *err) {
         if ((rc = rd_len(c, &sub, err)) != CALF_OK) break;
         if (rec->num_values == rec->values_cap) {
             size_t cap = rec->values_cap ? rec->values_cap * 2 : 4;
-            events_value *a = realloc(rec->values, cap * sizeof *a);
-            if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu values)", cap);
-            rec->values = a;
+            rec->values = calf_xrealloc(rec->values, cap * sizeof *rec->values);
             rec->values_cap = cap;
         }
         events_value *v = &rec->values[rec->num_values++];
@@ -493,9 +489,7 @@ typedef struct dump_state {
 static dump_line *dump_push(dump_state *d, int what, const events_record *rec) {
     if (d->num_lines == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 64;
-        dump_line *a = realloc(d->lines, cap * sizeof *a);
-        if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu lines)", cap);
-        d->lines = a;
+        d->lines = calf_xrealloc(d->lines, cap * sizeof *d->lines);
         d->cap = cap;
     }
     dump_line *l = &d->lines[d->num_lines++];
