@@ -1,11 +1,13 @@
 /* fsutil.c: file-system helpers shared by the summary writer, checkpoints and the
- * trainer's log and config files. */
+ * trainer's log and config files. Writes go through write(2) rather than stdio, so a
+ * failure is seen where it happens, with its errno, and never hides in a buffer. */
 #include "fsutil.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int fs_mkdir_p(const char *dir, calf_error *err) {
     size_t n = strlen(dir);
@@ -29,4 +31,18 @@ int fs_mkdir_p(const char *dir, calf_error *err) {
     }
     free(p);
     return rc;
+}
+
+int fs_write_all(int fd, const void *p, size_t n, const char *path, calf_error *err) {
+    const unsigned char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) /* 0 for n > 0 is not supposed to happen; do not spin on it */
+            return calf_error_set(err, CALF_EIO, "write %s: %s", path,
+                                  strerror(w < 0 ? errno : EIO));
+        c += w;
+        n -= (size_t)w;
+    }
+    return CALF_OK;
 }

@@ -1,11 +1,18 @@
-/* fsutil.h: the few file-system helpers several modules share. */
+/* fsutil.h: the few file-system helpers several modules share. Every failure is a
+ * CALF_EIO message that names the file and the errno's text. */
 #ifndef CALF_FSUTIL_H
 #define CALF_FSUTIL_H
+
+#include <stddef.h>
 
 #include "calf/error.h"
 
 /* mkdir -p: create dir and its missing parents. An existing directory is fine; an
  * existing non-directory is CALF_EIO naming it. */
 int fs_mkdir_p(const char *dir, calf_error *err);
+
+/* write(2) all n bytes to fd, retrying short writes and EINTR. A failure says
+ * "write <path>: <strerror>". */
+int fs_write_all(int fd, const void *p, /* (n) */ size_t n, const char *path, calf_error *err);
 
 #endif

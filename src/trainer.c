@@ -174,6 +174,15 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
 }
 
 
+bool trainer_run_complete(const calf_config *cfg, int64_t iteration) {
+    int64_t iters = calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS);
+    int64_t steps = calf_config_int(cfg, CALF_CFG_NUM_ENV_STEPS);
+    int64_t per = calf_config_int(cfg, CALF_CFG_NUM_ENVS) * calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
+    if (iters > 0 && iteration >= iters) return true;
+    /* env steps after `iteration` iterations, as the loop counts them (finished()) */
+    return steps > 0 && per > 0 && iteration >= (steps + per - 1) / per;
+}
+
 const algorithm_ops *trainer_algorithm(const calf_config *cfg) {
     const algorithm_ops *ops = algorithm_find(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR));
     CALF_ASSERT(ops != NULL); /* the config only takes the names algorithm_find knows */
