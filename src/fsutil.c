@@ -4,6 +4,8 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -45,4 +47,44 @@ int fs_write_all(int fd, const void *p, size_t n, const char *path, calf_error *
         n -= (size_t)w;
     }
     return CALF_OK;
+}
+
+int fs_fsync_dir(const char *dir, calf_error *err) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return calf_error_set(err, CALF_EIO, "open directory %s: %s", dir, strerror(errno));
+    int rc = CALF_OK;
+    if (fsync(fd) != 0)
+        rc = calf_error_set(err, CALF_EIO, "fsync directory %s: %s", dir, strerror(errno));
+    close(fd); /* opened read-only: nothing to lose */
+    return rc;
+}
+
+int fs_write_file_atomic(const char *path, const void *data, size_t n, calf_error *err) {
+    size_t len = strlen(path);
+    char *tmp = calf_xmalloc(len + 32), *dir = calf_xmalloc(len + 2);
+    snprintf(tmp, len + 32, "%s.tmp.%ld", path, (long)getpid());
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, len + 2, ".");
+    else if (slash == path) snprintf(dir, len + 2, "/");
+    else snprintf(dir, len + 2, "%.*s", (int)(slash - path), path);
+    int rc = CALF_OK;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        rc = calf_error_set(err, CALF_EIO, "create %s: %s", tmp, strerror(errno));
+    } else {
+        rc = fs_write_all(fd, data, n, tmp, err);
+        /* on disk before the rename makes it the file, or a power loss could leave the
+         * name over missing blocks */
+        if (rc == CALF_OK && fsync(fd) != 0)
+            rc = calf_error_set(err, CALF_EIO, "fsync %s: %s", tmp, strerror(errno));
+        if (close(fd) != 0 && rc == CALF_OK)
+            rc = calf_error_set(err, CALF_EIO, "close %s: %s", tmp, strerror(errno));
+        if (rc == CALF_OK && rename(tmp, path) != 0)
+            rc = calf_error_set(err, CALF_EIO, "rename %s to %s: %s", tmp, path, strerror(errno));
+        if (rc != CALF_OK) unlink(tmp); /* best effort: the failure reported matters more */
+    }
+    if (rc == CALF_OK) rc = fs_fsync_dir(dir, err);
+    free(tmp);
+    free(dir);
+    return rc;
 }

@@ -15,4 +15,13 @@ int fs_mkdir_p(const char *dir, calf_error *err);
  * "write <path>: <strerror>". */
 int fs_write_all(int fd, const void *p, /* (n) */ size_t n, const char *path, calf_error *err);
 
+/* fsync the directory dir, so that a rename or a new name in it survives a power loss. */
+int fs_fsync_dir(const char *dir, calf_error *err);
+
+/* Replace path with the n bytes at data, atomically: write "<path>.tmp.<pid>", fsync,
+ * rename over path, fsync the directory. On failure the temporary file is removed and
+ * path is as it was. */
+int fs_write_file_atomic(const char *path, const void *data, /* (n) */ size_t n,
+                         calf_error *err);
+
 #endif

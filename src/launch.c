@@ -2,6 +2,7 @@
  * by the launcher, or the ranks of an MPI launcher. Each settles the config, takes the
  * root dir's lock and finds the checkpoint to resume from before any process trains,
  * then runs trainer_worker. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,5 +230,14 @@ int calf_train(const calf_train_options *o, calf_error *err) {
     calf_error_clear(err);
     if (!o->root_dir || !o->root_dir[0])
         return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
-    return comm_mpi_launched() ? train_mpi(o, err) : train_local(o, err);
+    /* A file that reaches `ulimit -f` must fail its write (EFBIG), which is reported
+     * and cleaned up like any other write error, rather than kill the process. */
+    struct sigaction ign, old_xfsz;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    CALF_ASSERT(sigaction(SIGXFSZ, &ign, &old_xfsz) == 0); /* cannot fail for SIG_IGN */
+    int rc = comm_mpi_launched() ? train_mpi(o, err) : train_local(o, err);
+    CALF_ASSERT(sigaction(SIGXFSZ, &old_xfsz, NULL) == 0);
+    return rc;
 }
