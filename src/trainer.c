@@ -410,6 +410,11 @@ static int write_checkpoint(trainer *t, calf_error *err) {
     int wrc = CALF_OK; /* the file's status, rank 0's; the gathers go on regardless */
     bool open = false;
     char dir[4096], path[4200];
+    /* the chunk buffers before the temporary file: running out of memory (exit 1) then
+     * leaves nothing half-written */
+    int span = per < t->E ? per : t->E;
+    unsigned char *local = calf_xcalloc((size_t)span, rec); /* this process's part of a chunk */
+    unsigned char *all = main ? calf_xcalloc((size_t)span, rec) : NULL;
     if (main) {
         ckpt_buf b;
         ckpt_buf_init(&b);
@@ -434,9 +439,6 @@ static int write_checkpoint(trainer *t, calf_error *err) {
         open = wrc == CALF_OK;
         ckpt_buf_free(&b);
     }
-    int span = per < t->E ? per : t->E;
-    unsigned char *local = calf_xcalloc((size_t)span, rec); /* this process's part of a chunk */
-    unsigned char *all = main ? calf_xcalloc((size_t)span, rec) : NULL;
     int rc = CALF_OK;
     for (int c0 = 0; c0 < t->E && rc == CALF_OK; c0 += per) {
         int c1 = t->E - c0 > per ? c0 + per : t->E, lo, hi;
