@@ -46,13 +46,14 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
 /* With the input settled and nothing written yet (rundir_check passed): take the root
  * dir's lock (l), remove what a dead run left half-written, find the checkpoint to resume
  * from, and decide whether there is anything to do (*complete: the checkpoint already
- * reaches the run's end, which needs no write access). A read-only root is fine only
- * then. The caller releases l, also on failure. */
+ * reaches the run's end, which needs no write access). A root this process cannot write
+ * in (read-only mount, no permission) is fine only then. The caller releases l, also on
+ * failure. */
 static int settle_root(const calf_train_options *o, const calf_config *cfg, const char *job,
                        rundir_lock *l, resume_state *rs, bool *complete, calf_error *err) {
     *complete = false;
     int rc = rundir_lock_take(l, o->root_dir, job, err);
-    if (rc == CALF_OK && !l->read_only) rc = rundir_remove_temps(o->root_dir, stderr, err);
+    if (rc == CALF_OK && !l->no_write) rc = rundir_remove_temps(o->root_dir, stderr, err);
     if (rc == CALF_OK) rc = find_resume(o->root_dir, cfg, rs, err);
     if (rc) return rc;
     *complete = rs->found && trainer_run_complete(cfg, rs->hdr.iteration);
@@ -62,11 +63,9 @@ static int settle_root(const calf_train_options *o, const calf_config *cfg, cons
                     o->root_dir, (long long)rs->hdr.iteration);
         return CALF_OK;
     }
-    if (l->read_only)
-        return calf_error_set(err, CALF_EIO,
-                              "--root_dir %s is on a read-only file system: the run cannot "
-                              "continue there",
-                              o->root_dir);
+    if (l->no_write)
+        return calf_error_set(err, CALF_EIO, "--root_dir %s cannot be written (%s): the run "
+                              "cannot continue there", o->root_dir, strerror(l->no_write));
     return CALF_OK;
 }
 
@@ -153,7 +152,7 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     calf_config cfg;
     resume_state rs;
     memset(&rs, 0, sizeof rs);
-    rundir_lock lock = {-1, false};
+    rundir_lock lock = {-1, 0};
     bool complete = false;
     if (o->nproc <= 1)
         rc = mpi_share_setup(c, o, &cfg, &rs, &lock, &complete, err);

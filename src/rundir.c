@@ -106,15 +106,15 @@ static void read_holder(int fd, char *out, size_t cap) {
 
 int rundir_lock_take(rundir_lock *l, const char *root, const char *job, calf_error *err) {
     l->fd = -1;
-    l->read_only = false;
+    l->no_write = 0;
     size_t n = strlen(root) + sizeof "/.lock";
     char *path = calf_xmalloc(n);
     snprintf(path, n, "%s/.lock", root);
     int rc = fs_mkdir_p(root, err);
     int fd = rc == CALF_OK ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666) : -1;
     if (rc == CALF_OK && fd < 0) {
-        if (errno == EROFS) {
-            l->read_only = true;
+        if (errno == EROFS || errno == EACCES || errno == EPERM) {
+            l->no_write = errno;
         } else {
             rc = calf_error_set(err, CALF_EIO, "cannot open %s: %s", path, strerror(errno));
         }

@@ -21,7 +21,8 @@ int rundir_check(const char *root, calf_error *err);
 
 typedef struct rundir_lock {
     int fd;         /* ROOT/.lock while held; -1 otherwise */
-    bool read_only; /* root is on a read-only file system: no lock taken, none needed */
+    int no_write;   /* errno (EROFS, EACCES, EPERM) when this process cannot write in root:
+                     * no lock taken, and none needed while nothing is written; else 0 */
 } rundir_lock;
 
 /* Create root (and parents) and take ROOT/.lock, an fcntl write lock on an open file
@@ -29,8 +30,9 @@ typedef struct rundir_lock {
  * a launcher forks and released by the kernel once every process holding it has exited,
  * however it ended. The holder writes "pid P on host H (job), since TIME" into the file;
  * job says what holds it ("calf train", "calf train --nproc 4", "mpirun, 3 ranks").
- * Another live holder: CALF_EINVAL naming it, nothing written. A read-only file system:
- * CALF_OK with l->read_only set and no lock (nobody can write there either). */
+ * Another live holder: CALF_EINVAL naming it, nothing written. A root this process cannot
+ * write in (read-only file system, no permission): CALF_OK with l->no_write set and no
+ * lock; the caller may only read (a finished run has nothing to do). */
 int rundir_lock_take(rundir_lock *l, const char *root, const char *job, calf_error *err);
 /* Release (close) the lock; a zeroed or never-taken lock with fd -1 is fine. */
 void rundir_lock_release(rundir_lock *l);

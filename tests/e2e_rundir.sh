@@ -154,7 +154,7 @@ if unshare -m true 2>/dev/null; then
     expect_eq "$(cat "$WORK/ro_rc")" 0 "exit status of a finished run on a read-only mount"
     expect_in "$WORK/ro_err" "calf: nothing to do: the run in $R is complete at iteration 4"
     expect_eq "$(cat "$WORK/ro_rc2")" 1 "exit status of an unfinished run on a read-only mount"
-    expect_in "$WORK/ro_err2" "--root_dir $R is on a read-only file system: the run cannot continue there"
+    expect_in "$WORK/ro_err2" "--root_dir $R cannot be written (Read-only file system): the run cannot continue there"
 else
     echo "e2e_rundir: read-only mount checks skipped: cannot make a mount namespace here (needs root)"
 fi
