@@ -6,8 +6,8 @@
 # and no half-written record or line, and a resume afterwards must reach a final
 # checkpoint byte-equal to an uninterrupted run's. Then the cases the issue names: a
 # failed summary write stops the job at that iteration (with a checkpoint), a full log/
-# is exit 1, a disk-full config.gin names the errno. Skipped, saying why, where
-# LD_PRELOAD cannot work (the sanitizer build).
+# is exit 1, a disk-full config.gin names the errno, an MPI rank's full log stops the
+# job. Skipped, saying why, where LD_PRELOAD cannot work (the sanitizer build).
 # hundreds of short runs, each with a few fsyncs: on a RAM file system where there is one
 [ -d /dev/shm ] && [ -w /dev/shm ] && export CALF_E2E_TMP=/dev/shm
 . "$(dirname "$0")/lib_e2e.sh"
@@ -156,4 +156,22 @@ expect_eq $? 1 "exit status when config.gin cannot be written"
 expect_in "$WORK/err" "write $R/config.gin.tmp."
 expect_in "$WORK/err" ": No space left on device"
 expect_eq "$(find "$R" -name '*.tmp*')" "" "temporary files after a failed config.gin"
+
+# MPI: rank 1's log fills up; every rank stops after that iteration, rank 0 writes the
+# checkpoint, and rank 1 reports the file (each rank counts its own calls here)
+if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/dev/null; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    R=$WORK/mpi
+    timeout 120 mpirun --oversubscribe -np 2 -x LD_PRELOAD="$SHIM" -x CALF_FAULT_PATH=/log/rank-1.log \
+        -x CALF_FAULT_CALLS=write -x CALF_FAULT_MODE=persist -x CALF_FAULT_K=3 \
+        "$CALF" train --quiet --root_dir "$R" --conf "$WORK/small.gin" >/dev/null 2>"$WORK/err"
+    if [ $? != 0 ]; then ok; else bad "mpirun exit 0 after rank 1's log filled up"; fi
+    expect_in "$WORK/err" "calf: rank 1 failed: write $R/log/rank-1.log: No space left on device; stopped after iteration 2, checkpoint written"
+    expect_eq "$(ls "$R/train/algorithm")" "ckpt-2" "checkpoints after rank 1's log filled up"
+    expect_in "$R/log/rank-0.log" "stopped after iteration 2: rank 1 could not write a file"
+    expect_exit 0 "$CALF" train --quiet --root_dir "$R" --conf "$WORK/small.gin"
+    expect_same_file "$REF/$FINAL" "$R/$FINAL"
+else
+    echo "e2e_faults: MPI check skipped: calf was built without MPI or mpirun is missing"
+fi
 report e2e_faults
