@@ -570,9 +570,7 @@ int ckpt_list(const char *dir, int64_t **iters, int *count, calf_error *err) {
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
-            int64_t *l = realloc(list, cap * sizeof *l);
-            if (!l) calf_panic(__FILE__, __LINE__, "out of memory listing %s", dir);
-            list = l;
+            list = calf_xrealloc(list, cap * sizeof *list);
         }
         list[n++] = it;
     }

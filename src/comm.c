@@ -130,6 +130,25 @@ int comm_any(comm *c, int flag, int *out, calf_error *err) {
     return rc;
 }
 
+int comm_agree(comm *c, int stop, int failed, int *any_stop, int *first_failed,
+               calf_error *err) {
+    int32_t mine = (stop != 0) | (failed != 0) << 1;
+    int32_t *all = calf_xmalloc((size_t)c->size * sizeof *all);
+    size_t *sizes = equal_sizes(c, sizeof mine);
+    int rc = c->ops->allgatherv(c, &mine, all, sizes, err);
+    if (rc == CALF_OK) {
+        *any_stop = 0;
+        *first_failed = -1;
+        for (int r = c->size - 1; r >= 0; r--) {
+            *any_stop |= all[r] & 1;
+            if (all[r] & 2) *first_failed = r;
+        }
+    }
+    free(sizes);
+    free(all);
+    return rc;
+}
+
 int comm_check_equal(comm *c, const void *digest, size_t n, calf_error *err) {
     unsigned char *all = calf_xmalloc((size_t)c->size * (n ? n : 1));
     size_t *sizes = equal_sizes(c, n);

@@ -91,6 +91,11 @@ int comm_barrier(comm *c, calf_error *err);
 int comm_broadcast(comm *c, void *buf, size_t n, int root, calf_error *err);
 /* *out = OR over ranks of (flag != 0); e.g. agree to stop after Ctrl-C reached any rank. */
 int comm_any(comm *c, int flag, int *out, calf_error *err);
+/* The trainer's decision at the end of an iteration, in one collective: *any_stop = OR
+ * over ranks of (stop != 0); *first_failed = the lowest rank index whose `failed` is
+ * non-zero, or -1 when none. */
+int comm_agree(comm *c, int stop, int failed, int *any_stop, int *first_failed,
+               calf_error *err);
 /* All ranks compare their n-byte digest; a mismatch returns CALF_ECOMM on every rank,
  * naming the ranks that differ from rank 0. */
 int comm_check_equal(comm *c, const void *digest, size_t n, calf_error *err);

@@ -62,10 +62,9 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* One line into a fixed slot; a long one loses its middle, not its cause (at the end). */
 static void copy_line(char *dst, size_t cap, const char *src) {
-    snprintf(dst, cap, "%s", src ? src : "");
-    for (char *p = dst; *p; p++)
-        if (*p == '\n' || *p == '\r') *p = ' ';
+    calf_error_fit(dst, cap, src ? src : "");
 }
 
 static void raise_abort(comm_local_shared *sh, int rank, const char *why) {

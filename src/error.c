@@ -6,15 +6,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+void calf_error_fit(char *dst, size_t cap, const char *src) {
+    CALF_ASSERT(cap >= 64 && src != NULL);
+    size_t len = strlen(src);
+    if (len < cap) {
+        memcpy(dst, src, len + 1);
+    } else {
+        /* The marker's length depends on the count it states; two passes settle it. */
+        char marker[64];
+        size_t mlen = 0, head = 0, tail = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            size_t keep = cap - 1 - mlen;
+            head = keep * 2 / 5; /* a path is usually nearer the start; the cause is last */
+            tail = keep - head;
+            int m = snprintf(marker, sizeof marker, "[... %zu characters cut ...]",
+                             len - head - tail);
+            mlen = m > 0 ? (size_t)m : 0;
+        }
+        size_t keep = cap - 1 - mlen;
+        head = keep * 2 / 5;
+        tail = keep - head;
+        memcpy(dst, src, head);
+        memcpy(dst + head, marker, mlen);
+        memcpy(dst + head + mlen, src + len - tail, tail);
+        dst[head + mlen + tail] = '\0';
+    }
+    /* one line, whatever a quoted name or value held */
+    for (char *p = dst; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+}
+
 int calf_error_set(calf_error *err, int status, const char *fmt, ...) {
     if (err) {
-        va_list ap;
+        /* Format whole first (paths may be 4,000 characters), then fit: a cut at the
+         * end would lose the cause, which comes last. */
+        char local[8192], *text = local;
+        va_list ap, again;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_copy(again, ap);
+        int n = vsnprintf(local, sizeof local, fmt, ap);
         va_end(ap);
-        /* one line, whatever a quoted name or value held */
-        for (char *p = err->msg; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
+        if (n >= (int)sizeof local) {
+            char *big = malloc((size_t)n + 1); /* without it, the first 8 KiB still tell */
+            if (big) {
+                vsnprintf(big, (size_t)n + 1, fmt, again);
+                text = big;
+            }
+        }
+        va_end(again);
+        if (n < 0) local[0] = '\0';
+        calf_error_fit(err->msg, sizeof err->msg, text);
+        if (text != local) free(text);
         err->status = status;
     }
     return status;
@@ -48,19 +90,25 @@ _Noreturn void calf_panic(const char *file, int line, const char *fmt, ...) {
 
 /* Running out of memory is the machine's limit, not a bug: say so and exit 1 (no core
  * dump, no abort message that reads like a crash). */
-static _Noreturn void out_of_memory(size_t count, size_t size) {
+_Noreturn void calf_out_of_memory(size_t count, size_t size) {
     fprintf(stderr, "calf: out of memory allocating %zu x %zu bytes\n", count, size);
     exit(1);
 }
 
 void *calf_xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
-    if (!p) out_of_memory(1, n);
+    if (!p) calf_out_of_memory(1, n);
     return p;
 }
 
 void *calf_xcalloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) out_of_memory(count, size);
+    if (!p) calf_out_of_memory(count, size);
     return p;
+}
+
+void *calf_xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) calf_out_of_memory(1, n);
+    return q;
 }

@@ -118,9 +118,7 @@ static void push_double(double **arr, size_t *n, double v) {
      * by the record size, which is bounded by EVENTS_MAX_RECORD. */
     if (*n == 0 || (*n >= 16 && (*n & (*n - 1)) == 0)) {
         size_t cap = *n ? *n * 2 : 16;
-        double *a = realloc(*arr, cap * sizeof *a);
-        if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu doubles)", cap);
-        *arr = a;
+        *arr = calf_xrealloc(*arr, cap * sizeof **arr);
     }
     (*arr)[(*n)++] = v;
 }
@@ -240,9 +238,7 @@ static int decode_summary(pcur *c, events_record *rec, calf_error *err) {
         if ((rc = rd_len(c, &sub, err)) != CALF_OK) break;
         if (rec->num_values == rec->values_cap) {
             size_t cap = rec->values_cap ? rec->values_cap * 2 : 4;
-            events_value *a = realloc(rec->values, cap * sizeof *a);
-            if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu values)", cap);
-            rec->values = a;
+            rec->values = calf_xrealloc(rec->values, cap * sizeof *rec->values);
             rec->values_cap = cap;
         }
         events_value *v = &rec->values[rec->num_values++];
@@ -469,9 +465,7 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
 static events_entry *run_push(events_run *d, int what, const events_record *rec) {
     if (d->num_entries == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 64;
-        events_entry *a = realloc(d->entries, cap * sizeof *a);
-        if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu entries)", cap);
-        d->entries = a;
+        d->entries = calf_xrealloc(d->entries, cap * sizeof *d->entries);
         d->cap = cap;
     }
     events_entry *l = &d->entries[d->num_entries++];

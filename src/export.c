@@ -322,7 +322,7 @@ int calf_export(const calf_export_options *o, calf_error *err) {
             if (fwrite(text.data, 1, text.len, stdout) != text.len || fflush(stdout) != 0)
                 rc = calf_error_set(err, CALF_EIO, "export: write: %s", strerror(errno));
         } else {
-            rc = fs_write_atomic(o->output, text.data, text.len, err);
+            rc = fs_write_file_atomic(o->output, text.data, text.len, err);
         }
     }
     free(text.data);

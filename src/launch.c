@@ -1,16 +1,18 @@
 /* launch.c: how a training job starts: one process, `--nproc N` local workers forked
- * by the launcher, or the ranks of an MPI launcher. Each finds the config and the
- * checkpoint to resume from before any process trains, then runs trainer_worker. */
+ * by the launcher, or the ranks of an MPI launcher. Each settles the config, takes the
+ * root dir's lock and finds the checkpoint to resume from before any process trains,
+ * then runs trainer_worker. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "calf/train.h"
 #include "checkpoint.h"
 #include "comm.h"
 #include "fsutil.h"
 #include "launcher.h"
+#include "rundir.h"
 #include "trainer.h"
 
 /* The newest valid checkpoint under root, refused when its config differs in anything
@@ -18,9 +20,6 @@
 static int find_resume(const char *root, const calf_config *cfg, resume_state *rs,
                        calf_error *err) {
     memset(rs, 0, sizeof *rs);
-    struct stat st;
-    if (stat(root, &st) == 0 && !S_ISDIR(st.st_mode))
-        return calf_error_set(err, CALF_EINVAL, "--root_dir %s is not a directory", root);
     char dir[4096];
     int rc = fs_join(dir, sizeof dir, root, "train/algorithm", err);
     if (rc) return rc;
@@ -38,7 +37,31 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
     return CALF_OK;
 }
 
-
+/* With the input settled and nothing written yet (rundir_check passed): take the root
+ * dir's lock (l), remove what a dead run left half-written, find the checkpoint to resume
+ * from, and decide whether there is anything to do (*complete: the checkpoint already
+ * reaches the run's end, which needs no write access). A root this process cannot write
+ * in (read-only mount, no permission) is fine only then. The caller releases l, also on
+ * failure. */
+static int settle_root(const calf_train_options *o, const calf_config *cfg, const char *job,
+                       rundir_lock *l, resume_state *rs, bool *complete, calf_error *err) {
+    *complete = false;
+    int rc = rundir_lock_take(l, o->root_dir, job, err);
+    if (rc == CALF_OK && !l->no_write) rc = rundir_remove_temps(o->root_dir, stderr, err);
+    if (rc == CALF_OK) rc = find_resume(o->root_dir, cfg, rs, err);
+    if (rc) return rc;
+    *complete = rs->found && trainer_run_complete(cfg, rs->hdr.iteration);
+    if (*complete) {
+        if (!o->quiet)
+            fprintf(stderr, "calf: nothing to do: the run in %s is complete at iteration %lld\n",
+                    o->root_dir, (long long)rs->hdr.iteration);
+        return CALF_OK;
+    }
+    if (l->no_write)
+        return calf_error_set(err, CALF_EIO, "--root_dir %s cannot be written (%s): the run "
+                              "cannot continue there", o->root_dir, strerror(l->no_write));
+    return CALF_OK;
+}
 
 /* The launcher's exit status back as a status (its messages are already on stderr). */
 static int status_of_exit(int code) {
@@ -54,8 +77,10 @@ static int status_of_exit(int code) {
  * neither, so both are sent to them. Every rank leaves with the same status; errors
  * are rank 0's to report. */
 static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cfg,
-                           resume_state *rs, calf_error *err) {
-    int64_t head[3] = {CALF_OK, 0, 0}; /* status, config text bytes, checkpoint found */
+                           resume_state *rs, rundir_lock *lock, bool *complete,
+                           calf_error *err) {
+    /* status, config text bytes, checkpoint found, nothing to do */
+    int64_t head[4] = {CALF_OK, 0, 0, 0};
     char *text = NULL;
     size_t text_len = 0;
     if (c->index == 0) {
@@ -64,7 +89,13 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
             int b, n;
             rc = calf_split((int)calf_config_int(cfg, CALF_CFG_NUM_ENVS), comm_size(c), 0, &b, &n, err);
         }
-        if (rc == CALF_OK) rc = find_resume(o->root_dir, cfg, rs, err);
+        if (rc == CALF_OK) rc = rundir_check(o->root_dir, err);
+        if (rc == CALF_OK) {
+            /* rank 0 holds the lock for the whole job */
+            char job[64];
+            snprintf(job, sizeof job, "calf train, rank 0 of %d MPI ranks", comm_size(c));
+            rc = settle_root(o, cfg, job, lock, rs, complete, err);
+        }
         if (rc == CALF_OK) {
             FILE *f = open_memstream(&text, &text_len);
             if (!f || calf_config_write(cfg, f, NULL) != CALF_OK || fclose(f) != 0)
@@ -73,11 +104,17 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         head[0] = rc;
         head[1] = (int64_t)text_len;
         head[2] = rs->found;
+        head[3] = *complete;
     }
     int rc = comm_broadcast(c, head, sizeof head, 0, err);
     if (rc == CALF_OK && head[0] != CALF_OK) {
         if (c->index != 0) calf_error_clear(err); /* rank 0 reports it */
         rc = (int)head[0];
+    }
+    if (rc == CALF_OK && head[3]) {
+        *complete = true;
+        free(text);
+        return CALF_OK;
     }
     if (rc == CALF_OK && c->index != 0) text = calf_xcalloc((size_t)head[1] + 1, 1);
     if (rc == CALF_OK) rc = comm_broadcast(c, text, (size_t)head[1], 0, err);
@@ -109,8 +146,10 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     calf_config cfg;
     resume_state rs;
     memset(&rs, 0, sizeof rs);
+    rundir_lock lock = {-1, 0};
+    bool complete = false;
     if (o->nproc <= 1)
-        rc = mpi_share_setup(c, o, &cfg, &rs, err);
+        rc = mpi_share_setup(c, o, &cfg, &rs, &lock, &complete, err);
     else if (c->index != 0)
         rc = CALF_EINVAL; /* every rank refuses; rank 0 says why */
     else
@@ -125,21 +164,24 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
             fflush(stderr);
         }
         calf_error_clear(err);
+        rundir_lock_release(&lock);
         comm_finalize(c);
         return rc;
     }
-    trainer_args wa = {o, &cfg, &rs, true, {0, ""}};
-    int code = trainer_worker(c, &wa);
+    int code = 0;
+    if (!complete) {
+        trainer_args wa = {o, &cfg, &rs, true, {0, ""}};
+        code = trainer_worker(c, &wa);
+    }
+    rundir_lock_release(&lock);
     comm_finalize(c);
     calf_error_clear(err);
     return status_of_exit(code);
 }
 
-int calf_train(const calf_train_options *o, calf_error *err) {
-    calf_error_clear(err);
-    if (!o->root_dir || !o->root_dir[0])
-        return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
-    if (comm_mpi_launched()) return train_mpi(o, err);
+/* One process or --nproc workers, the root dir's lock held by this process (and, being
+ * the lock of an open file, by the workers it forks) until the job has ended. */
+static int train_local(const calf_train_options *o, calf_error *err) {
     calf_config cfg;
     int rc = calf_train_load_config(o, &cfg, err);
     if (rc) return rc;
@@ -147,21 +189,48 @@ int calf_train(const calf_train_options *o, calf_error *err) {
     int b, n;
     if ((rc = calf_split((int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
         return rc;
+    if ((rc = rundir_check(o->root_dir, err))) return rc;
+    char job[64] = "calf train";
+    if (nproc > 1) snprintf(job, sizeof job, "calf train --nproc %d", nproc);
+    rundir_lock lock;
     resume_state rs;
-    if ((rc = find_resume(o->root_dir, &cfg, &rs, err))) return rc;
+    bool complete = false;
+    rc = settle_root(o, &cfg, job, &lock, &rs, &complete, err);
+    if (rc || complete) {
+        rundir_lock_release(&lock);
+        return rc;
+    }
     trainer_args wa = {o, &cfg, &rs, nproc > 1, {0, ""}};
     if (nproc == 1) {
         comm *c = NULL;
         comm_single(&c);
         int code = trainer_worker(c, &wa);
         comm_finalize(c);
+        rundir_lock_release(&lock);
         *err = wa.err;
         if (code == 0) return CALF_OK;
         if (code == 130) return CALF_EINTR;
         return wa.err.status ? wa.err.status : CALF_EIO;
     }
     int code = launcher_run(nproc, trainer_worker, &wa, err);
+    rundir_lock_release(&lock);
     if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */
     calf_error_clear(err); /* the workers' messages are on stderr already */
     return status_of_exit(code);
+}
+
+int calf_train(const calf_train_options *o, calf_error *err) {
+    calf_error_clear(err);
+    if (!o->root_dir || !o->root_dir[0])
+        return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
+    /* A file that reaches `ulimit -f` must fail its write (EFBIG), which is reported
+     * and cleaned up like any other write error, rather than kill the process. */
+    struct sigaction ign, old_xfsz;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    CALF_ASSERT(sigaction(SIGXFSZ, &ign, &old_xfsz) == 0); /* cannot fail for SIG_IGN */
+    int rc = comm_mpi_launched() ? train_mpi(o, err) : train_local(o, err);
+    CALF_ASSERT(sigaction(SIGXFSZ, &old_xfsz, NULL) == 0);
+    return rc;
 }

@@ -25,7 +25,7 @@ float *nn_alloc_floats(size_t n) {
     size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
     if (bytes == 0) bytes = 64;
     float *p = aligned_alloc(64, bytes);
-    if (!p) calf_panic(__FILE__, __LINE__, "out of memory allocating %zu floats", n);
+    if (!p) calf_out_of_memory(n, sizeof(float));
     memset(p, 0, bytes);
     return p;
 }

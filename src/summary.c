@@ -1,7 +1,8 @@
 /* summary.c: TensorBoard events writer. Each Event is encoded by hand in canonical
  * proto3 form (field order, zero-valued plain scalars omitted, oneof members always
- * present), framed as a TFRecord and handed to stdio in one piece, so a crash can lose
- * the unflushed tail but never damages a record written before it. */
+ * present) and framed as a TFRecord. Whole records collect in a buffer that goes to the
+ * file with write(2): a crash can lose the unflushed tail but never damages a record
+ * written before it, and a failed write is cut back to the last whole record. */
 #include "calf/summary.h"
 
 #include <errno.h>
@@ -104,12 +105,13 @@ static void encode_event_head(pbuf *ev, double wall_time, int64_t step) {
 }
 
 struct calf_summary_writer {
-    FILE *f;
+    int fd;
     char *path;
     double flush_secs;   /* <= 0: flush after every record */
-    double last_flush;   /* CLOCK_MONOTONIC seconds of the last fflush */
+    double last_flush;   /* CLOCK_MONOTONIC seconds of the last flush */
     calf_error error;    /* first write error; status CALF_OK while none */
-    pbuf rec;            /* the TFRecord being written */
+    off_t written;       /* bytes in the file, all of them whole records */
+    pbuf out;            /* whole records not yet written */
     pbuf ev, sum, val, histo; /* nested messages, innermost last */
     double *limits;      /* (num_limits) TensorFlow's default bucket limits, ascending */
     double *counts;      /* (num_limits) scratch: bucket counts, then collapsed counts */
@@ -154,13 +156,33 @@ static void writer_fail(calf_summary_writer *w, const char *what, int e) {
         calf_error_set(&w->error, CALF_EIO, "summary: %s %s: %s", what, w->path, strerror(e));
 }
 
-static void writer_fflush(calf_summary_writer *w) {
+/* Write the buffered records. On failure the file is cut back to its last whole record
+ * (best effort), the error is kept and nothing more is written. */
+static void writer_flush_out(calf_summary_writer *w) {
     if (w->error.status != CALF_OK) return;
-    if (fflush(w->f) != 0) writer_fail(w, "write", errno);
+    const unsigned char *p = w->out.data;
+    size_t n = w->out.len;
+    while (n > 0) {
+        ssize_t got = write(w->fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            writer_fail(w, "write", got < 0 ? errno : EIO);
+            int cut = ftruncate(w->fd, w->written); /* the error above is what counts */
+            (void)cut;
+            return;
+        }
+        p += got;
+        n -= (size_t)got;
+    }
+    w->written += (off_t)w->out.len;
+    w->out.len = 0;
     w->last_flush = clock_seconds(CLOCK_MONOTONIC);
 }
 
-/* Frame w->ev as one TFRecord and hand it to stdio in a single fwrite. */
+/* Records past this many buffered bytes go out whatever the flush interval. */
+enum { OUT_MAX_BYTES = 1 << 20 };
+
+/* Frame w->ev as one TFRecord at the end of the buffer. */
 static int write_record(calf_summary_writer *w) {
     if (w->error.status != CALF_OK) return w->error.status;
     const pbuf *ev = &w->ev;
@@ -168,17 +190,12 @@ static int write_record(calf_summary_writer *w) {
     bytes_put_le(head, ev->len, 8);
     bytes_put_le(head + 8, crc32c_mask(crc32c(head, 8)), 4);
     bytes_put_le(tail, crc32c_mask(crc32c(ev->data, ev->len)), 4);
-    w->rec.len = 0;
-    pb_bytes(&w->rec, head, sizeof head);
-    pb_bytes(&w->rec, ev->data, ev->len);
-    pb_bytes(&w->rec, tail, sizeof tail);
-    if (fwrite(w->rec.data, 1, w->rec.len, w->f) != w->rec.len) {
-        writer_fail(w, "write", errno ? errno : EIO);
-        return w->error.status;
-    }
-    if (w->flush_secs <= 0 ||
+    pb_bytes(&w->out, head, sizeof head);
+    pb_bytes(&w->out, ev->data, ev->len);
+    pb_bytes(&w->out, tail, sizeof tail);
+    if (w->flush_secs <= 0 || w->out.len >= OUT_MAX_BYTES ||
         clock_seconds(CLOCK_MONOTONIC) - w->last_flush >= w->flush_secs)
-        writer_fflush(w);
+        writer_flush_out(w);
     return w->error.status;
 }
 
@@ -203,7 +220,7 @@ static void host_name(char *out, size_t cap) {
 
 static void writer_free(calf_summary_writer *w) {
     free(w->path);
-    free(w->rec.data);
+    free(w->out.data);
     free(w->ev.data);
     free(w->sum.data);
     free(w->val.data);
@@ -247,14 +264,7 @@ calf_summary_writer *calf_summary_writer_open(const char *dir, double flush_secs
         writer_free(w);
         return NULL;
     }
-    w->f = fdopen(fd, "wb");
-    if (!w->f) {
-        calf_error_set(err, CALF_EIO, "summary: fdopen %s: %s", w->path, strerror(errno));
-        close(fd);
-        unlink(w->path);
-        writer_free(w);
-        return NULL;
-    }
+    w->fd = fd;
     default_bucket_limits(w);
     w->last_flush = clock_seconds(CLOCK_MONOTONIC);
 
@@ -263,12 +273,12 @@ calf_summary_writer *calf_summary_writer_open(const char *dir, double flush_secs
     pb_len_field(&w->ev, EVENT_FILE_VERSION, FILE_VERSION, sizeof FILE_VERSION - 1);
     write_record(w);
     /* The file_version record goes out at once so the file is recognisable even if
-     * the process dies before its first flush interval. Whatever is still buffered at
-     * a normal exit() is flushed by stdio; only _exit or a crash loses the tail. */
-    writer_fflush(w);
+     * the process dies before its first flush interval; records buffered since the
+     * last flush are lost when the process ends without a flush or close. */
+    writer_flush_out(w);
     if (w->error.status != CALF_OK) {
         calf_error_set(err, w->error.status, "%s", w->error.msg);
-        fclose(w->f);
+        close(w->fd);
         unlink(w->path);
         writer_free(w);
         return NULL;
@@ -283,7 +293,12 @@ const char *calf_summary_writer_path(const calf_summary_writer *w) {
 
 int calf_summary_writer_flush(calf_summary_writer *w, calf_error *err) {
     CALF_ASSERT(w != NULL);
-    writer_fflush(w);
+    writer_flush_out(w);
+    return calf_summary_writer_status(w, err);
+}
+
+int calf_summary_writer_status(const calf_summary_writer *w, calf_error *err) {
+    CALF_ASSERT(w != NULL);
     if (w->error.status != CALF_OK)
         return calf_error_set(err, w->error.status, "%s", w->error.msg);
     return CALF_OK;
@@ -292,8 +307,8 @@ int calf_summary_writer_flush(calf_summary_writer *w, calf_error *err) {
 int calf_summary_writer_close(calf_summary_writer *w, calf_error *err) {
     if (!w) return CALF_OK;
     if (current_writer == w) current_writer = NULL;
-    writer_fflush(w);
-    if (fclose(w->f) != 0) writer_fail(w, "close", errno);
+    writer_flush_out(w);
+    if (close(w->fd) != 0) writer_fail(w, "close", errno);
     int rc = w->error.status;
     if (rc != CALF_OK) calf_error_set(err, rc, "%s", w->error.msg);
     writer_free(w);

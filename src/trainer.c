@@ -6,6 +6,7 @@
  * index, so a checkpoint's bytes never depend on how many processes made it. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +32,7 @@
 #include "vec_env.h"
 
 /* Set by SIGINT/SIGTERM; read at the end of each iteration, where the ranks agree on
- * stopping (comm_any) so that all of them stop after the same iteration. The one piece
+ * stopping (comm_agree) so that all of them stop after the same iteration. The one piece
  * of process-wide state besides the per-process context: a signal handler can reach
  * nothing else. */
 static volatile sig_atomic_t stop_requested = 0;
@@ -74,12 +76,21 @@ static trainer_params trainer_params_of(const calf_config *cfg) {
     };
 }
 
+/* The rank log: whole lines through write(2). The first failed write is kept (and a line
+ * that went out in part is cut off again); it stops the job at the end of the iteration. */
+typedef struct rank_log {
+    int fd;             /* -1 when not open */
+    char *path;         /* malloc'd */
+    off_t size;         /* bytes of whole lines in the file */
+    calf_error err;     /* first failure; status CALF_OK while none */
+} rank_log;
+
 typedef struct trainer {
     trainer_params p;
     const calf_config *cfg;
     comm *c;
     const char *root;
-    FILE *log;
+    rank_log log;
     bool quiet;
     int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
     int T;                   /* unroll length */
@@ -113,24 +124,62 @@ typedef struct trainer {
     double last_avg_return;  /* last iteration with finished episodes */
     double start_time, last_progress;
     int64_t start_iteration;
+    calf_error io_err;       /* this process's first failed write to its log or summaries */
+    int stopped_by;          /* -1, or the rank whose failed write stopped the job */
     calf_error *err;
 } trainer;
 
 /* ---- logging ---------------------------------------------------------------- */
 
+static int rank_log_open(rank_log *l, const char *root, int rank, calf_error *err) {
+    size_t cap = strlen(root) + 64;
+    l->path = calf_xmalloc(cap);
+    snprintf(l->path, cap, "%s/log", root);
+    int rc = fs_mkdir_p(l->path, err);
+    if (rc) return rc;
+    snprintf(l->path, cap, "%s/log/rank-%d.log", root, rank);
+    l->fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    struct stat st;
+    if (l->fd < 0 || fstat(l->fd, &st) != 0)
+        return calf_error_set(err, CALF_EIO, "cannot open %s: %s", l->path, strerror(errno));
+    l->size = st.st_size;
+    return CALF_OK;
+}
+
+static void rank_log_line(rank_log *l, const char *line) {
+    if (l->fd < 0 || l->err.status != CALF_OK) return;
+    size_t n = strlen(line);
+    char *buf = calf_xmalloc(n + 1);
+    memcpy(buf, line, n);
+    buf[n] = '\n';
+    if (fs_write_all(l->fd, buf, n + 1, l->path, &l->err) == CALF_OK) {
+        l->size += (off_t)(n + 1);
+    } else {
+        int cut = ftruncate(l->fd, l->size); /* best effort: the write error is reported */
+        (void)cut;
+    }
+    free(buf);
+}
+
+/* Close; a failure to close is kept like a failed write. */
+static void rank_log_close(rank_log *l) {
+    if (l->fd >= 0 && close(l->fd) != 0 && l->err.status == CALF_OK)
+        calf_error_set(&l->err, CALF_EIO, "close %s: %s", l->path, strerror(errno));
+    l->fd = -1;
+    free(l->path);
+    l->path = NULL;
+}
+
 static void logf_(trainer *t, bool to_stderr, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void logf_(trainer *t, bool to_stderr, const char *fmt, ...) {
-    char line[1024];
+    char line[8192];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (t->log) {
-        fprintf(t->log, "%s\n", line);
-        fflush(t->log);
-    }
+    rank_log_line(&t->log, line);
     if (to_stderr && !t->quiet && calf_context_is_main()) fprintf(stderr, "%s\n", line);
 }
 
@@ -167,6 +216,15 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
     return ops->check ? ops->check(cfg, &cls->spec, err) : CALF_OK;
 }
 
+
+bool trainer_run_complete(const calf_config *cfg, int64_t iteration) {
+    int64_t iters = calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS);
+    int64_t steps = calf_config_int(cfg, CALF_CFG_NUM_ENV_STEPS);
+    int64_t per = calf_config_int(cfg, CALF_CFG_NUM_ENVS) * calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
+    if (iters > 0 && iteration >= iters) return true;
+    /* env steps after `iteration` iterations, as the loop counts them (finished()) */
+    return steps > 0 && per > 0 && iteration >= (steps + per - 1) / per;
+}
 
 const algorithm_ops *trainer_algorithm(const calf_config *cfg) {
     const algorithm_ops *ops = algorithm_find(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR));
@@ -344,6 +402,11 @@ static int write_checkpoint(trainer *t, calf_error *err) {
     int wrc = CALF_OK; /* the file's status, rank 0's; the gathers go on regardless */
     bool open = false;
     char dir[4096], path[4200];
+    /* the chunk buffers before the temporary file: running out of memory (exit 1) then
+     * leaves nothing half-written */
+    int span = per < t->E ? per : t->E;
+    unsigned char *local = calf_xcalloc((size_t)span, rec); /* this process's part of a chunk */
+    unsigned char *all = main ? calf_xcalloc((size_t)span, rec) : NULL;
     if (main) {
         ckpt_buf b;
         ckpt_buf_init(&b);
@@ -368,9 +431,6 @@ static int write_checkpoint(trainer *t, calf_error *err) {
         open = wrc == CALF_OK;
         ckpt_buf_free(&b);
     }
-    int span = per < t->E ? per : t->E;
-    unsigned char *local = calf_xcalloc((size_t)span, rec); /* this process's part of a chunk */
-    unsigned char *all = main ? calf_xcalloc((size_t)span, rec) : NULL;
     int rc = CALF_OK;
     for (int c0 = 0; c0 < t->E && rc == CALF_OK; c0 += per) {
         int c1 = t->E - c0 > per ? c0 + per : t->E, lo, hi;
@@ -649,10 +709,7 @@ static void progress(trainer *t, double steps_per_sec, bool force) {
     char line[512];
     snprintf(line, sizeof line, "iter %lld%s  env steps %lld  %.0f steps/s  return %s%s  eta %s",
              (long long)t->iteration, total, (long long)t->env_steps, steps_per_sec, ret, ev, eta);
-    if (t->log) {
-        fprintf(t->log, "%s\n", line);
-        fflush(t->log);
-    }
+    rank_log_line(&t->log, line);
     if (t->quiet || !calf_context_is_main()) return;
     if (!force && now - t->last_progress < every) return;
     t->last_progress = now;
@@ -713,9 +770,47 @@ static int evaluate(trainer *t, calf_error *err) {
                                        t->env_steps, wall, avg);
         calf_summary_writer_add_scalar(t->eval_writer, "Metrics/EnvironmentSteps", t->iteration,
                                        wall, (double)t->env_steps);
-        rc = calf_summary_writer_flush(t->eval_writer, err);
+        calf_error werr; /* a failed write is the writer's to keep: see io_failed */
+        calf_summary_writer_flush(t->eval_writer, &werr);
     }
-    return rc;
+    return CALF_OK;
+}
+
+/* Push the summaries written so far to the file (main process); a failure is kept by
+ * the writer and seen by io_failed. */
+static void flush_summaries(void) {
+    calf_summary_writer *w = calf_summary_current();
+    calf_error werr;
+    if (w) calf_summary_writer_flush(w, &werr);
+}
+
+/* Has this process failed to write its log or (main process) its summaries? The first
+ * such failure is kept in t->io_err. */
+static bool io_failed(trainer *t) {
+    calf_summary_writer *w = calf_summary_current();
+    if (t->io_err.status == CALF_OK && t->log.err.status != CALF_OK) t->io_err = t->log.err;
+    if (t->io_err.status == CALF_OK && w) calf_summary_writer_status(w, &t->io_err);
+    if (t->io_err.status == CALF_OK && t->eval_writer)
+        calf_summary_writer_status(t->eval_writer, &t->io_err);
+    return t->io_err.status != CALF_OK;
+}
+
+/* The job stops after this iteration because rank `who` failed to write: that rank fails
+ * with its message (and whether the checkpoint was written), the others stop quietly so
+ * that the launcher reports the cause. ckpt_rc/ckpt_err: the checkpoint's outcome. */
+static int stop_for_io(trainer *t, int who, int ckpt_rc, const calf_error *ckpt_err) {
+    if (who != t->c->index) {
+        t->stopped_by = who;
+        logf_(t, false, "stopped after iteration %lld: rank %d could not write a file",
+              (long long)t->iteration, who);
+        if (ckpt_rc != CALF_OK) *t->err = *ckpt_err;
+        return ckpt_rc;
+    }
+    if (ckpt_rc == CALF_OK)
+        return calf_error_set(t->err, CALF_EIO, "%s; stopped after iteration %lld, checkpoint written",
+                              t->io_err.msg, (long long)t->iteration);
+    return calf_error_set(t->err, CALF_EIO, "%s; stopped after iteration %lld, and no checkpoint: %s",
+                          t->io_err.msg, (long long)t->iteration, ckpt_err->msg);
 }
 
 static int train_iteration(trainer *t, bool *stop) {
@@ -731,31 +826,42 @@ static int train_iteration(trainer *t, bool *stop) {
     if (rc) return rc;
     t->total_episodes += (int64_t)g[EP_EPISODES];
     if (g[EP_EPISODES] > 0) t->last_avg_return = g[EP_RETURN] / g[EP_EPISODES];
-    int any = 0;
-    rc = comm_any(t->c, stop_requested != 0, &any, err);
-    if (rc) return rc;
-    *stop = any != 0;
     double sps = (double)t->E * t->T / (now_seconds() - t0);
+    /* io_failed after each writer's turn: the message is the first failure in time */
     if (t->iteration % t->p.summary_interval == 0) {
         write_summaries(t, g, sps);
         rc = t->ops->summarize(t->algo, t->iteration, t->p.histograms, err);
         if (rc) return rc;
+        io_failed(t);
     }
     if (calf_context_is_main() && t->p.evaluate &&
         (t->iteration % t->p.eval_interval == 0 || finished(t))) {
         if ((rc = evaluate(t, err))) return rc;
+        io_failed(t);
     }
+    /* everything up to the checkpoint's iteration is on disk before it is */
+    bool planned = checkpoint_due(t) || finished(t);
+    if (planned) flush_summaries();
+    /* One agreement per iteration: Ctrl-C on any rank, or a failed write on any rank
+     * (its log, or rank 0's summaries), stops every rank after this iteration, with a
+     * checkpoint. */
+    int who = -1, any_stop = 0;
+    rc = comm_agree(t->c, stop_requested != 0, io_failed(t), &any_stop, &who, err);
+    if (rc) return rc;
+    *stop = any_stop != 0 || who >= 0;
     /* processes that each hold a copy of the parameters prove they agree; a digest of 0
      * says they share one copy */
     int64_t check = t->p.check_interval;
     uint64_t d = comm_size(t->c) > 1 && check > 0 && t->iteration % check == 0
                      ? t->ops->digest(t->algo) : 0;
     if (d != 0 && (rc = comm_check_equal(t->c, &d, sizeof d, err))) return rc;
-    if (checkpoint_due(t) || finished(t) || *stop) {
-        /* everything up to the checkpoint's iteration is on disk before it is */
-        calf_summary_writer *w = calf_summary_current();
-        if (w && (rc = calf_summary_writer_flush(w, err))) return rc;
-        if ((rc = write_checkpoint(t, err))) return rc;
+    if (planned || *stop) {
+        if (!planned) flush_summaries();
+        calf_error cerr;
+        calf_error_clear(&cerr);
+        rc = write_checkpoint(t, who >= 0 ? &cerr : err);
+        if (who >= 0) return stop_for_io(t, who, rc, &cerr);
+        if (rc) return rc;
     }
     progress(t, sps, finished(t) || *stop);
     return CALF_OK;
@@ -828,6 +934,7 @@ static int train_loop(void *arg) {
         bool stop = false;
         int rc = train_iteration(t, &stop);
         if (rc) return rc;
+        if (t->stopped_by >= 0) return CALF_OK; /* another rank's failure, reported there */
         if (stop && !finished(t)) {
             logf_(t, true, "interrupted: stopped after iteration %lld, checkpoint written",
                   (long long)t->iteration);
@@ -840,12 +947,9 @@ static int train_loop(void *arg) {
 /* ---- one process's run ---------------------------------------------------------- */
 
 static int write_operative_config(const trainer *t, const char *root, calf_error *err) {
-    char path[4096], tmp[4200];
+    char path[4096];
     int rc = fs_join(path, sizeof path, root, "config.gin", err);
     if (rc) return rc;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return calf_error_set(err, CALF_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     /* The split: a line per rank, or beyond 16 ranks a line per run of equal blocks
      * (calf_split's blocks differ by at most one, so there are at most two runs). */
     char line[512];
@@ -883,17 +987,18 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
     }
     *bytes_buf_grow(&hb, 1) = '\0';
     const char *header = (const char *)hb.data;
+    /* built in memory, then written with write(2): a failure is seen with its errno */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) calf_out_of_memory(1, 0);
     rc = calf_config_write(t->cfg, f, header);
+    if (fclose(f) != 0) calf_out_of_memory(1, len);
     free(hb.data);
-    if (fclose(f) != 0 || rc != CALF_OK) {
-        remove(tmp);
-        return calf_error_set(err, CALF_EIO, "%s: write failed", tmp);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return calf_error_set(err, CALF_EIO, "%s: cannot rename: %s", path, strerror(errno));
-    }
-    return CALF_OK;
+    if (rc == CALF_OK) rc = fs_write_file_atomic(path, text, len, err);
+    else calf_error_set(err, rc, "%s: cannot format the config", path);
+    free(text);
+    return rc;
 }
 
 /* Agree on stopping after Ctrl-C; a second Ctrl-C gets the default action (SA_RESETHAND),
@@ -913,17 +1018,6 @@ static void install_stop_handlers(struct sigaction *old_int, struct sigaction *o
 static void restore_stop_handlers(const struct sigaction *old_int, const struct sigaction *old_term) {
     CALF_ASSERT(sigaction(SIGINT, old_int, NULL) == 0);
     CALF_ASSERT(sigaction(SIGTERM, old_term, NULL) == 0);
-}
-
-static int open_log(trainer *t, const char *root, int rank, calf_error *err) {
-    char logdir[4096], logpath[4200];
-    int rc = fs_join(logdir, sizeof logdir, root, "log", err);
-    if (rc == CALF_OK) rc = fs_mkdir_p(logdir, err);
-    if (rc) return rc;
-    snprintf(logpath, sizeof logpath, "%s/rank-%d.log", logdir, rank);
-    t->log = fopen(logpath, "a");
-    if (!t->log) return calf_error_set(err, CALF_EIO, "%s: cannot open: %s", logpath, strerror(errno));
-    return CALF_OK;
 }
 
 static int open_eval_writer(trainer *t, const char *root, calf_error *err) {
@@ -950,7 +1044,9 @@ int trainer_worker(comm *c, void *arg) {
     comm_set_timeout(c, calf_config_float(wa->cfg, CALF_CFG_COLLECTIVE_TIMEOUT));
 
     int rank = c->index;
-    int rc = open_log(&t, o->root_dir, rank, &err);
+    t.log.fd = -1;
+    t.stopped_by = -1;
+    int rc = rank_log_open(&t.log, o->root_dir, rank, &err);
     if (rc == CALF_OK) rc = trainer_init(&t, wa->cfg, c, &err);
     if (rc == CALF_OK) {
         logf_(&t, false, "calf %s: backend %s, pid %ld", calf_version(), comm_backend_name(c),
@@ -965,6 +1061,7 @@ int trainer_worker(comm *c, void *arg) {
                   (long long)t.iteration);
     }
     if (rc == CALF_OK && t.ops->start) rc = t.ops->start(t.algo, &err);
+    if (rc == CALF_OK && io_failed(&t)) rc = calf_error_set(&err, CALF_EIO, "%s", t.io_err.msg);
     if (rc == CALF_OK && calf_context_is_main()) rc = write_operative_config(&t, o->root_dir, &err);
     if (rc == CALF_OK && finished(&t)) {
         logf_(&t, true, "nothing to do: the run is complete at iteration %lld",
@@ -986,7 +1083,7 @@ int trainer_worker(comm *c, void *arg) {
             err = cerr;
         }
     }
-    if (rc == CALF_OK) {
+    if (rc == CALF_OK && t.stopped_by < 0) {
         struct rusage ru;
         double peak_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : -1;
         logf_(&t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t.iteration,
@@ -1001,16 +1098,19 @@ int trainer_worker(comm *c, void *arg) {
             }
         }
     }
+    /* the last lines of a finished run are writes too */
+    if (rc == CALF_OK || rc == CALF_EINTR) rank_log_close(&t.log);
+    if ((rc == CALF_OK || rc == CALF_EINTR) && t.log.err.status != CALF_OK) {
+        err = t.log.err;
+        rc = err.status;
+    }
     if (rc != CALF_OK && rc != CALF_EINTR) {
         if (!err.msg[0]) calf_error_set(&err, rc, "training failed with status %d", rc);
         logf_(&t, false, "error: %s", err.msg);
         if (wa->report_via_comm) comm_report_failure(c, err.msg);
         else wa->err = err;
     }
-    if (t.log && fclose(t.log) != 0 && rc == CALF_OK) {
-        rc = calf_error_set(&wa->err, CALF_EIO, "%s/log/rank-%d.log: write failed", o->root_dir, rank);
-        if (wa->report_via_comm) comm_report_failure(c, wa->err.msg);
-    }
+    rank_log_close(&t.log);
     restore_stop_handlers(&old_int, &old_term);
     trainer_free(&t);
     return calf_exit_code(rc);

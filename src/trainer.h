@@ -37,6 +37,10 @@ typedef struct trainer_args {
  * Returns an exit status: 0 ok, 2 bad input, 130 interrupted, else 1. */
 int trainer_worker(comm *c, void *arg);
 
+/* Whether a run of this config is complete after `iteration` iterations
+ * (TrainerConfig.num_iterations or num_env_steps reached): nothing left to do. */
+bool trainer_run_complete(const calf_config *cfg, int64_t iteration);
+
 /* The algorithm the config names (TrainerConfig.algorithm_ctor). */
 const algorithm_ops *trainer_algorithm(const calf_config *cfg);
 

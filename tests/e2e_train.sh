@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e_train.sh: single-process training end to end: the files a run leaves, summaries,
 # checkpoints, exact resume, fallback past a corrupted checkpoint, config-digest refusal,
-# calf play, and the continuous-action path.
+# calf play, the continuous-action path, and the machine's limits (ulimit -f, out of
+# memory) as ordinary failures.
 . "$(dirname "$0")/lib_e2e.sh"
 
 cat > "$WORK/small.gin" <<'GIN'
@@ -157,4 +158,32 @@ else
     if awk -v a="$R5" -v b="$R60" 'BEGIN { exit !(a > 0 && b < 50 && b - a < 1.0) }'; then ok
     else bad "peak RSS $R5 MiB after 5 iterations, $R60 MiB after 60"; fi
 fi
+# ulimit -f: exit 1 saying so (it was death by SIGXFSZ), no temp file, resume exact
+R=$WORK/fsize
+(ulimit -f 8; exec "$CALF" train --quiet --root_dir "$R" --conf "$SRC/examples/ppo_cartpole.gin" \
+    --conf_param TrainerConfig.num_iterations=2) 2>"$WORK/err"
+expect_eq $? 1 "exit status past ulimit -f"
+expect_in "$WORK/err" "$R/train/algorithm/ckpt-1.tmp."
+expect_in "$WORK/err" "File too large"
+expect_eq "$(find "$R" -name '*.tmp*')" "" "temporary files past ulimit -f"
+expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/fsize_ref" --conf "$SRC/examples/ppo_cartpole.gin" \
+    --conf_param TrainerConfig.num_iterations=2
+expect_exit 0 "$CALF" train --quiet --root_dir "$R" --conf "$SRC/examples/ppo_cartpole.gin" \
+    --conf_param TrainerConfig.num_iterations=2
+expect_same_file "$WORK/fsize_ref/train/algorithm/ckpt-2" "$R/train/algorithm/ckpt-2"
+
+# out of memory: exit 1 with an ordinary message (it was an abort, exit 134)
+if ldd "$CALF" 2>/dev/null | grep -q libasan; then
+    echo "e2e_train: out-of-memory check skipped: AddressSanitizer reserves more address space than ulimit -v allows"
+else
+    BIG='(1024,1024,1024,1024,1024,1024,1024)'
+    (ulimit -v 100000; exec "$CALF" train --quiet --root_dir "$WORK/oom" --conf "$SRC/examples/ppo_cartpole.gin" \
+        --conf_param "ActorDistributionNetwork.fc_layer_params=$BIG" \
+        --conf_param "ValueNetwork.fc_layer_params=$BIG") 2>"$WORK/err"
+    expect_eq $? 1 "exit status out of memory"
+    expect_in "$WORK/err" "calf: out of memory allocating"
+    expect_not_in "$WORK/err" "internal error"
+    expect_eq "$(find "$WORK/oom" -name '*.tmp*')" "" "temporary files after running out of memory"
+fi
+
 report e2e_train

@@ -6,7 +6,8 @@ SRC=$2
 # glibc fills what malloc hands out with this byte: a result that leans on fresh memory
 # being zero (it often is, in a new process) differs from the 1-process run, or fails.
 export MALLOC_PERTURB_=204
-WORK=$(mktemp -d /tmp/calf_e2e.XXXXXX)
+# CALF_E2E_TMP: where the scratch dir goes (default /tmp)
+WORK=$(mktemp -d "${CALF_E2E_TMP:-/tmp}/calf_e2e.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 FAILS=0
 CHECKS=0

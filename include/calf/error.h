@@ -21,10 +21,16 @@ typedef struct calf_error {
 } calf_error;
 
 /* Record status and a printf-style message; returns status so callers can
- * `return calf_error_set(err, CALF_EINVAL, "...")`. err may be NULL. */
+ * `return calf_error_set(err, CALF_EINVAL, "...")`. err may be NULL. A message longer
+ * than msg holds loses its middle (calf_error_fit), never its end: the cause, which
+ * comes last ("...: No space left on device"), survives a path of 4,000 characters. */
 int calf_error_set(calf_error *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void calf_error_clear(calf_error *err);
+/* Copy the one-line text src into dst (cap bytes, cap >= 64): whole when it fits, else
+ * its first and last parts around "[... N characters cut ...]", so that both what failed
+ * (the start) and why (the end) are kept. Newlines become spaces. */
+void calf_error_fit(char *dst, size_t cap, const char *src);
 /* The process exit status for a status: 0 ok, 2 bad input, 130 interrupted, 1 else. */
 int calf_exit_code(int status);
 
@@ -41,5 +47,9 @@ _Noreturn void calf_panic(const char *file, int line, const char *fmt, ...)
  * so running out of memory there is not recoverable; they print one line and exit 1. */
 void *calf_xmalloc(size_t n);
 void *calf_xcalloc(size_t count, size_t size);
+void *calf_xrealloc(void *p, size_t n);
+/* What the three do when memory runs out: "calf: out of memory allocating COUNT x SIZE
+ * bytes" on stderr, exit 1 (an ordinary failure, not an abort). */
+_Noreturn void calf_out_of_memory(size_t count, size_t size);
 
 #endif

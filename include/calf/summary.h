@@ -17,7 +17,9 @@ typedef struct calf_summary_writer calf_summary_writer;
  * dir/events.out.tfevents.<unix seconds>.<hostname>.<pid>.<n> (n counts writers opened
  * by this process, so two writers never share a file) and write the file_version event.
  * Records reach the file at least every flush_secs seconds (checked on each write;
- * <= 0 flushes after every record) and at flush/close. Opens regardless of rank: use
+ * <= 0 flushes after every record), when 1 MiB is waiting, and at flush/close; never in
+ * part: a write that fails is cut back to the last whole record (so a full disk leaves
+ * a file that reads cleanly), and nothing more is written after it. Opens regardless of rank: use
  * calf_summary_run for the rank-gated context. Returns NULL and fills err on failure.
  * The caller owns the writer and releases it with calf_summary_writer_close. */
 calf_summary_writer *calf_summary_writer_open(const char *dir, double flush_secs,
@@ -27,6 +29,9 @@ const char *calf_summary_writer_path(const calf_summary_writer *w);
 /* Push buffered records to the file. Reports the first write error since the writer
  * was opened, if any (write errors are sticky: after one, nothing more is written). */
 int calf_summary_writer_flush(calf_summary_writer *w, calf_error *err);
+/* The first write error since the writer was opened (filling err), or CALF_OK; writes
+ * nothing. */
+int calf_summary_writer_status(const calf_summary_writer *w, calf_error *err);
 /* Flush, close and free; NULL is fine. Stops being the current writer if it was. */
 int calf_summary_writer_close(calf_summary_writer *w, calf_error *err);
 
