@@ -36,6 +36,11 @@ void comm_finalize(comm *c) {
     free(c);
 }
 
+/* What a failed ops->gathered said: CALF_ECOMM, or CALF_EINTR when the job was stopped. */
+static int gathered_status(const calf_error *err) {
+    return err && err->status != CALF_OK ? err->status : CALF_ECOMM;
+}
+
 /* Every rank's blob is `bytes` long: a (size) array for the primitives, caller frees. */
 static size_t *equal_sizes(const comm *c, size_t bytes) {
     size_t *sizes = calf_xmalloc((size_t)c->size * sizeof *sizes);
@@ -747,7 +752,7 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
             if (rc == CALF_OK) {
                 comm_tree_pack(t, arena + off);
                 all = c->ops->gathered(c, err);
-                if (!all) rc = CALF_ECOMM;
+                if (!all) rc = gathered_status(err);
             }
         } else {
             size_t total = 0;
@@ -910,7 +915,7 @@ static int push_pieces(tree_fold *f, const comm_tree_pieces *p, const unsigned c
 static int fold_pieces(comm *c, comm_tree_pieces *p, size_t lo, size_t hi, void *out,
                        calf_error *err) {
     const unsigned char *all = c->ops->gathered(c, err);
-    if (!all) return CALF_ECOMM;
+    if (!all) return gathered_status(err);
     tree_fold f;
     fold_init(&f, p->n, p->elem, out);
     f.lo = lo;

@@ -59,6 +59,7 @@ struct comm {
                         * ops->measures_waits; 0 elsewhere) */
     uint64_t seq;      /* collectives completed by this rank (the same on every rank) */
     bool failed;       /* comm_report_failure was called */
+    bool broken;       /* a wait failed: the local backend refuses further collectives */
     void *impl;        /* backend state */
 };
 
@@ -294,6 +295,17 @@ int comm_local_attach(comm_local_shared *sh, int rank, comm **out, calf_error *e
  * Collectives waiting for it fail at once; when failed, every wait of every rank fails
  * (the abort flag). */
 void comm_local_mark_exited(comm_local_shared *sh, int rank, bool failed, const char *why);
+/* Supervisor: every rank is forked; comm_local_await_start returns. */
+void comm_local_start(comm_local_shared *sh);
+/* In a rank: sleep until the supervisor has forked every rank, so that the first ones do
+ * not take the cores it needs to fork the rest (with hundreds of ranks on a few cores,
+ * forking would take seconds, with the supervisor deaf to signals). Returns only then:
+ * a supervisor that dies first takes its workers with it (PR_SET_PDEATHSIG). */
+void comm_local_await_start(comm *c);
+/* Supervisor: give up on an interrupted job in secs (0: now): from then on every wait of
+ * every rank fails at once with CALF_EINTR. The ranks keep the deadline themselves, so it
+ * holds even when the supervisor cannot get a core. */
+void comm_local_stop_after(comm_local_shared *sh, double secs);
 /* Supervisor: the failure message rank stored with comm_report_failure or comm_abort
  * ("" if none), copied into buf (cap bytes, NUL-terminated). */
 void comm_local_failure_message(const comm_local_shared *sh, int rank, char *buf,

@@ -1072,6 +1072,52 @@ static int rank_abort(comm *c, report *rep, const void *arg) {
     return 0;
 }
 
+/* Rank 1 stands for the launcher after Ctrl-C: it sets the deadline (0.3 s) and never
+ * arrives. Rank 0's wait fails with CALF_EINTR at the deadline, not at the 60 s timeout;
+ * rank 2, which arrives after it, fails at once; and once a wait has failed, the next
+ * collective fails without waiting. */
+static int rank_stopped(comm *c, report *rep, const void *arg) {
+    (void)arg;
+    calf_error err;
+    calf_error_clear(&err);
+    int r = comm_rank(c);
+    CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK);
+    if (r == 1) {
+        comm_local_stop_after(c->impl, 0.3);
+        struct timespec nap = {1, 0};
+        nanosleep(&nap, NULL);
+        return 0;
+    }
+    if (r == 2) {
+        struct timespec late = {0, 500 * 1000 * 1000};
+        nanosleep(&late, NULL);
+    }
+    double t0 = now_s();
+    rep->rc[r] = comm_barrier(c, &err);
+    rep->elapsed[r] = now_s() - t0;
+    snprintf(rep->msg[r], sizeof rep->msg[r], "%s", err.msg);
+    calf_error_clear(&err);
+    CHECK_INT_EQ(comm_barrier(c, &err), CALF_ECOMM);
+    CHECK(strstr(err.msg, "an earlier one failed") != NULL);
+    return 0;
+}
+
+static void test_local_stop(void) {
+    report *rep = report_map();
+    memset(rep, 0, sizeof *rep);
+    int st[8];
+    run_ranks(3, 0, 60.0, rank_stopped, rep, NULL, st);
+    for (int r = 0; r < 3; r++) CHECK_INT_EQ(st[r], 0);
+    for (int r = 0; r < 3; r += 2) {
+        CHECK_INT_EQ(rep->rc[r], CALF_EINTR);
+        CHECK(strstr(rep->msg[r], "the job was interrupted") != NULL);
+    }
+    CHECK(rep->elapsed[0] >= 0.25 && rep->elapsed[0] < 2.0);
+    CHECK(rep->elapsed[2] < 0.1);
+    printf("stop: %s (after %.3f s)\n", rep->msg[0], rep->elapsed[0]);
+    munmap(rep, sizeof *rep);
+}
+
 static void test_local_failures(void) {
     report *rep = report_map();
     int st[8];
@@ -1295,6 +1341,7 @@ int main(int argc, char **argv) {
     test_missing_piece();
     test_leaf_raw();
     test_local_failures();
+    test_local_stop();
 #if CALF_HAVE_MPI
     test_mpi_backend();
 #endif
