@@ -931,6 +931,10 @@ int comm_tree_pieces_fold(comm *c, comm_tree_pieces *p, float **sum, calf_error 
     size_t lo, hi;
     comm_slice(c, p->n, &lo, &hi);
     *sum = comm_tree_shared_sum(p->shared);
+    /* A rank with no slice (more ranks than runs of elements) reads nothing: walking every
+     * piece on every rank would cost E x P a sum. The ranks that fold check the pieces,
+     * and a failure there stops the job. */
+    if (lo == hi) return c->ops->gathered(c, err) ? CALF_OK : gathered_status(err);
     return fold_pieces(c, p, lo, hi, *sum, err);
 }
 
@@ -973,13 +977,15 @@ int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first) {
     }
 }
 
-int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int *victim,
-                    int *first, int *unopened) {
+int comm_claim_back(comm_claim *const *words, int P, int self, int reach, uint32_t tag,
+                    int *victim, int *first, int *unopened) {
+    CALF_ASSERT(P >= 1 && self >= 0 && self < P && reach >= 0);
+    if (reach > P - 1) reach = P - 1;
     for (;;) {
         int best = -1, closed = 0;
         uint64_t best_left = 0, best_word = 0;
-        for (int r = 0; r < P; r++) {
-            if (r == self) continue;
+        for (int d = 1; d <= reach; d++) {
+            int r = self + d < P ? self + d : self + d - P;
             uint64_t cur = atomic_load_explicit(words[r], memory_order_acquire);
             uint64_t next = (cur >> 24) & 0xffffff, limit = cur & 0xffffff;
             if ((cur >> 48) != (tag & 0xffff)) {
