@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "calf/train.h"
 #include "checkpoint.h"
@@ -45,6 +46,20 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
 }
 
 
+
+/* More workers than cores works (and gives the same bits), but they take turns on the
+ * cores and every collective waits for each of them to get one: say so, once the input
+ * is settled, before any worker starts. */
+static void warn_oversubscribed(int nproc) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1 || nproc <= cpus) return;
+    fprintf(stderr,
+            "calf: warning: --nproc %d exceeds the %ld cores online: %.1f workers per core take "
+            "turns, which is slower than --nproc %ld (the result is the same); the workers run "
+            "at lower priority (nice +%d) so that Ctrl-C still stops the job within seconds\n",
+            nproc, cpus, (double)nproc / (double)cpus, cpus, LAUNCHER_NICE_OVERSUBSCRIBED);
+    fflush(stderr);
+}
 
 /* The launcher's exit status back as a status (its messages are already on stderr). */
 static int status_of_exit(int code) {
@@ -166,6 +181,7 @@ int calf_train(const calf_train_options *o, calf_error *err) {
         if (code == 130) return CALF_EINTR;
         return wa.err.status ? wa.err.status : CALF_EIO;
     }
+    warn_oversubscribed(nproc);
     int code = launcher_run(nproc, trainer_worker, &wa, err);
     if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */
     calf_error_clear(err); /* the workers' messages are on stderr already */
