@@ -36,6 +36,11 @@ void comm_finalize(comm *c) {
     free(c);
 }
 
+/* What a failed ops->gathered said: CALF_ECOMM, or CALF_EINTR when the job was stopped. */
+static int gathered_status(const calf_error *err) {
+    return err && err->status != CALF_OK ? err->status : CALF_ECOMM;
+}
+
 /* Every rank's blob is `bytes` long: a (size) array for the primitives, caller frees. */
 static size_t *equal_sizes(const comm *c, size_t bytes) {
     size_t *sizes = calf_xmalloc((size_t)c->size * sizeof *sizes);
@@ -766,7 +771,7 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
             if (rc == CALF_OK) {
                 comm_tree_pack(t, arena + off);
                 all = c->ops->gathered(c, err);
-                if (!all) rc = CALF_ECOMM;
+                if (!all) rc = gathered_status(err);
             }
         } else {
             size_t total = 0;
@@ -929,7 +934,7 @@ static int push_pieces(tree_fold *f, const comm_tree_pieces *p, const unsigned c
 static int fold_pieces(comm *c, comm_tree_pieces *p, size_t lo, size_t hi, void *out,
                        calf_error *err) {
     const unsigned char *all = c->ops->gathered(c, err);
-    if (!all) return CALF_ECOMM;
+    if (!all) return gathered_status(err);
     tree_fold f;
     fold_init(&f, p->n, p->elem, out);
     f.lo = lo;
@@ -945,6 +950,10 @@ int comm_tree_pieces_fold(comm *c, comm_tree_pieces *p, float **sum, calf_error 
     size_t lo, hi;
     comm_slice(c, p->n, &lo, &hi);
     *sum = comm_tree_shared_sum(p->shared);
+    /* A rank with no slice (more ranks than runs of elements) reads nothing: walking every
+     * piece on every rank would cost E x P a sum. The ranks that fold check the pieces,
+     * and a failure there stops the job. */
+    if (lo == hi) return c->ops->gathered(c, err) ? CALF_OK : gathered_status(err);
     return fold_pieces(c, p, lo, hi, *sum, err);
 }
 
@@ -987,13 +996,15 @@ int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first) {
     }
 }
 
-int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int *victim,
-                    int *first, int *unopened) {
+int comm_claim_back(comm_claim *const *words, int P, int self, int reach, uint32_t tag,
+                    int *victim, int *first, int *unopened) {
+    CALF_ASSERT(P >= 1 && self >= 0 && self < P && reach >= 0);
+    if (reach > P - 1) reach = P - 1;
     for (;;) {
         int best = -1, closed = 0;
         uint64_t best_left = 0, best_word = 0;
-        for (int r = 0; r < P; r++) {
-            if (r == self) continue;
+        for (int d = 1; d <= reach; d++) {
+            int r = self + d < P ? self + d : self + d - P;
             uint64_t cur = atomic_load_explicit(words[r], memory_order_acquire);
             uint64_t next = (cur >> 24) & 0xffffff, limit = cur & 0xffffff;
             if ((cur >> 48) != (tag & 0xffff)) {

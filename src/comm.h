@@ -59,6 +59,7 @@ struct comm {
                         * ops->measures_waits; 0 elsewhere) */
     uint64_t seq;      /* collectives completed by this rank (the same on every rank) */
     bool failed;       /* comm_report_failure was called */
+    bool broken;       /* a wait failed: the local backend refuses further collectives */
     void *impl;        /* backend state */
 };
 
@@ -211,15 +212,16 @@ int comm_tree_pieces_open(comm *c, comm_tree_pieces *p, int E, size_t n, const c
  * are published where they lie, so t must not be restarted before the sum. */
 void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t);
 /* Collective: wait for every rank's pieces and complete the tree into out (n floats).
- * A gap or overlap between pieces is CALF_ECOMM on every rank. With shared buffers (own
- * given at open) each rank completes a slice of the elements and a barrier (a second
- * collective) ends the sum. */
+ * A gap or overlap between pieces is CALF_ECOMM on every rank (with shared buffers: on
+ * every rank with a slice). With shared buffers (own given at open) each rank completes a
+ * slice of the elements and a barrier (a second collective) ends the sum. */
 int comm_tree_pieces_sum(comm *c, comm_tree_pieces *p, void *out, calf_error *err);
 /* With shared buffers, the sum split between ranks and left where it is: wait for every
  * rank's pieces and complete only this rank's slice (comm_slice) of the vector all ranks
  * share (*sum). There is no closing barrier: the caller must pass one before anyone reads
  * another rank's slice of *sum, restarts a tree whose pieces were published by reference
- * (its own or a lent set), or starts the next sum. */
+ * (its own or a lent set), or starts the next sum. A rank whose slice is empty (more
+ * ranks than runs of COMM_SLICE_ELEMS) only waits: the ranks that fold check the pieces. */
 int comm_tree_pieces_fold(comm *c, comm_tree_pieces *p, float **sum, calf_error *err);
 /* A rank's part [lo, hi) of n elements in a split completion: whole runs of
  * COMM_SLICE_ELEMS (so no two ranks write one cache line), as evenly as they go. */
@@ -239,12 +241,13 @@ void comm_claim_open(comm_claim *w, uint32_t tag, int count); /* count < 2^24 */
 /* Up to max items, and at most half of what is left (rounded up), from the front of
  * this rank's word: returns how many (0: none left), the first in *first. */
 int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first);
-/* Items from another rank (words: every rank's, P of them; self is skipped): returns how
+/* Items from another rank (words: every rank's, P of them): of the `reach` ranks after
+ * self (cyclically; P - 1 or more: all others), the one with the most left. Returns how
  * many (0: nothing left to take), whose in *victim, the first in *first. *unopened (if
- * not NULL) is set to how many other ranks have not opened this round yet: all of their
- * items may still come. */
-int comm_claim_back(comm_claim *const *words, int P, int self, uint32_t tag, int *victim,
-                    int *first, int *unopened);
+ * not NULL) is set to how many of those ranks have not opened this round yet: all of
+ * their items may still come. A bounded reach keeps a claim's cost flat in P. */
+int comm_claim_back(comm_claim *const *words, int P, int self, int reach, uint32_t tag,
+                    int *victim, int *first, int *unopened);
 
 /* Collective: move t's buffers to memory every rank can read, so that
  * comm_tree_pieces_put publishes this rank's blocks without copying them. Once every
@@ -299,6 +302,17 @@ int comm_local_attach(comm_local_shared *sh, int rank, comm **out, calf_error *e
  * Collectives waiting for it fail at once; when failed, every wait of every rank fails
  * (the abort flag). */
 void comm_local_mark_exited(comm_local_shared *sh, int rank, bool failed, const char *why);
+/* Supervisor: every rank is forked; comm_local_await_start returns. */
+void comm_local_start(comm_local_shared *sh);
+/* In a rank: sleep until the supervisor has forked every rank, so that the first ones do
+ * not take the cores it needs to fork the rest (with hundreds of ranks on a few cores,
+ * forking would take seconds, with the supervisor deaf to signals). Returns only then:
+ * a supervisor that dies first takes its workers with it (PR_SET_PDEATHSIG). */
+void comm_local_await_start(comm *c);
+/* Supervisor: give up on an interrupted job in secs (0: now): from then on every wait of
+ * every rank fails at once with CALF_EINTR. The ranks keep the deadline themselves, so it
+ * holds even when the supervisor cannot get a core. */
+void comm_local_stop_after(comm_local_shared *sh, double secs);
 /* Supervisor: the failure message rank stored with comm_report_failure or comm_abort
  * ("" if none), copied into buf (cap bytes, NUL-terminated). */
 void comm_local_failure_message(const comm_local_shared *sh, int rank, char *buf,

@@ -1,13 +1,18 @@
 /* comm_local.c: the default backend of `calf train --nproc N`: forked workers share one
  * anonymous mapping made before fork (no ports, no files) and synchronise with C11 atomics;
- * every wait is bounded and watches the launcher's abort flag, so no failure hangs a job. */
+ * a waiter spins briefly, then sleeps on a futex, so that ranks that outnumber the cores
+ * leave them to the ranks that work; every wait is bounded and watches the launcher's
+ * abort and stop flags, so no failure or Ctrl-C leaves a job hanging. */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,13 +35,28 @@ typedef struct local_slot {
 struct comm_local_shared {
     uint64_t magic;
     int nproc;
-    unsigned spin_polls;  /* polls before a waiter starts yielding its core */
+    unsigned spin_polls;  /* polls before a waiter yields or sleeps */
+    double yield_s;       /* seconds into a wait before it sleeps instead of yielding */
     size_t map_bytes;     /* the whole mapping */
     size_t arena_bytes;   /* each of the two arenas */
     size_t arena_off;     /* arena 0 starts here; arena 1 follows it */
     _Atomic int abort_claim; /* 1 once someone started raising the abort flag */
     _Atomic int abort_rank;  /* -1, or the rank whose failure makes every wait fail */
+    _Atomic int64_t stop_at; /* 0, or the CLOCK_MONOTONIC ns from which every wait of an
+                              * interrupted job fails (comm_local_stop_after) */
+    _Atomic uint32_t exits;  /* ranks marked exited so far */
+    _Atomic int started;     /* the supervisor has forked every rank (comm_local_start) */
     char abort_why[768];     /* written before abort_rank is published */
+    /* The barrier that ends every collective: one count of arrivals over the whole job.
+     * No rank arrives at collective s+1 before all have arrived at s, so all have arrived
+     * at s exactly when the count reaches s * nproc; a waiter reads one word, not every
+     * rank's slot. */
+    _Alignas(64) _Atomic uint64_t arrivals;
+    /* The futex sleepers wait on: bumped when a collective completes and on every event
+     * a waiter must see (abort, exit, stop), so that a sleeper that read it before
+     * checking is never left asleep. */
+    _Alignas(64) _Atomic uint32_t wake;
+    _Atomic uint32_t sleepers; /* waiters in (or entering) FUTEX_WAIT */
     local_slot slot[];       /* (nproc) */
 };
 
@@ -47,12 +67,14 @@ static unsigned char *arena_for(comm_local_shared *sh, uint64_t seq) {
     return (unsigned char *)sh + sh->arena_off + (seq & 1) * sh->arena_bytes;
 }
 
-static double now_s(void) {
+static int64_t now_ns(void) {
     struct timespec ts;
     int rc = clock_gettime(CLOCK_MONOTONIC, &ts);
     CALF_ASSERT(rc == 0);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+static double now_s(void) { return 1e-9 * (double)now_ns(); }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -67,20 +89,53 @@ static void copy_line(char *dst, size_t cap, const char *src) {
     calf_error_fit(dst, cap, src ? src : "");
 }
 
+static void futex_wake_all(comm_local_shared *sh) {
+    /* FUTEX_WAKE on a shared mapping cannot fail but with EFAULT/EINVAL (a bug) */
+    long rc = syscall(SYS_futex, (uint32_t *)(void *)&sh->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    CALF_ASSERT(rc >= 0);
+}
+
+/* An event every waiter must see at once: bump the word so that no sleeper misses it. */
+static void wake_waiters(comm_local_shared *sh) {
+    atomic_fetch_add(&sh->wake, 1);
+    futex_wake_all(sh);
+}
+
 static void raise_abort(comm_local_shared *sh, int rank, const char *why) {
     int expected = 0;
     if (atomic_compare_exchange_strong(&sh->abort_claim, &expected, 1)) {
         copy_line(sh->abort_why, sizeof sh->abort_why, why);
         atomic_store_explicit(&sh->abort_rank, rank, memory_order_release);
+        wake_waiters(sh);
     }
 }
 
-/* A wait spins for spin_polls polls (~tens of microseconds), then yields the CPU until
- * YIELD_S after it began, then sleeps with backoff: with more processes than cores a long
- * wait must not steal the core the awaited rank needs. */
-enum { SPIN_POLLS_OWN_CORE = 20000, SPIN_POLLS_SHARED = 2000 };
-static const double YIELD_S = 0.02;
-static const long SLEEP_MAX_NS = 200000;
+/* A wait spins for spin_polls polls, then yields the core until yield_s after it began,
+ * then sleeps on the futex until the collective completes or something happens that it
+ * must see. With a core per process the ranks step in lockstep and a wait is usually
+ * shorter than a futex round trip, so it spins (~tens of microseconds), and a longer one
+ * (a peer that lost its core to another program for a while) yields, keeping the core
+ * awake: on a virtual machine a core that goes idle can take long to wake, and sleeping
+ * there made --nproc 2 slower on a loaded machine. With more processes than cores the
+ * rank it waits for most likely needs this core, so it sleeps almost at once. Sleeps are
+ * cut at SLEEP_MAX_S to check the collective's timeout; every event that ends a wait
+ * early wakes sleepers. */
+enum { SPIN_POLLS_OWN_CORE = 20000, SPIN_POLLS_SHARED = 100 };
+static const double YIELD_S_OWN_CORE = 0.02;
+static const double SLEEP_MAX_S = 1.0;
+
+/* Sleep until `wake` moves from seen, a signal, or secs. */
+static void sleep_on_wake(comm_local_shared *sh, uint32_t seen, double secs) {
+    struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+    /* A waker bumps `wake`, then reads sleepers; a sleeper counts itself, then the kernel
+     * reads `wake` (all seq_cst; the syscall is a full barrier): either the waker sees the
+     * sleeper and wakes it, or the kernel sees the new value and returns at once. */
+    atomic_fetch_add(&sh->sleepers, 1);
+    long rc = syscall(SYS_futex, (uint32_t *)(void *)&sh->wake, FUTEX_WAIT, seen, &ts, NULL, 0);
+    int e = errno;
+    atomic_fetch_sub(&sh->sleepers, 1);
+    CALF_ASSERT(rc == 0 || e == EAGAIN || e == EINTR || e == ETIMEDOUT);
+}
 
 static int aborted(const comm *c, int ab, uint64_t seq, calf_error *err) {
     const comm_local_shared *sh = c->impl;
@@ -89,77 +144,109 @@ static int aborted(const comm *c, int ab, uint64_t seq, calf_error *err) {
                           ab, sh->abort_why, c->rank, (unsigned long long)seq);
 }
 
+/* A rank that has exited without arriving at seq (the first), or -1. */
+static int vanished_rank(const comm_local_shared *sh, uint64_t seq) {
+    for (int r = 0; r < sh->nproc; r++)
+        if (atomic_load_explicit(&sh->slot[r].gone, memory_order_acquire) &&
+            atomic_load_explicit(&sh->slot[r].arrived, memory_order_acquire) < seq)
+            return r;
+    return -1;
+}
+
+static int timed_out(const comm *c, uint64_t seq, calf_error *err) {
+    const comm_local_shared *sh = c->impl;
+    char list[256] = "";
+    size_t used = 0;
+    int missing = 0;
+    for (int r = 0; r < sh->nproc; r++) {
+        if (atomic_load_explicit(&sh->slot[r].arrived, memory_order_acquire) >= seq) continue;
+        if (missing++ < 16 && used < sizeof list) {
+            int w = snprintf(list + used, sizeof list - used, "%s%d", missing > 1 ? ", " : "", r);
+            if (w > 0) used += (size_t)w;
+        }
+    }
+    return calf_error_set(err, CALF_ECOMM,
+                          "comm: collective #%llu timed out after %.3g s on rank %d waiting for "
+                          "rank%s %s%s",
+                          (unsigned long long)seq, c->timeout_s, c->rank, missing > 1 ? "s" : "",
+                          list, missing > 16 ? ", ..." : "");
+}
+
 static int wait_all(comm *c, uint64_t seq, calf_error *err) {
     comm_local_shared *sh = c->impl;
-    const int P = sh->nproc;
-    int next = 0;
+    const uint64_t target = seq * (uint64_t)sh->nproc;
     unsigned polls = 0;
+    uint32_t exits_seen = 0;
     double waiting_since = -1.0; /* the clock at the first poll that found a rank missing */
-    long sleep_ns = 10000;
     for (;;) {
-        while (next < P &&
-               atomic_load_explicit(&sh->slot[next].arrived, memory_order_acquire) >= seq)
-            next++;
-        if (next == P) {
+        uint32_t seen = atomic_load_explicit(&sh->wake, memory_order_acquire);
+        if (atomic_load_explicit(&sh->arrivals, memory_order_acquire) >= target) {
             if (waiting_since >= 0) c->wait_s += now_s() - waiting_since;
             return CALF_OK;
         }
         if (waiting_since < 0) waiting_since = now_s();
+        /* before the exits: a rank that left an interrupted job has not vanished */
+        int64_t stop_at = atomic_load_explicit(&sh->stop_at, memory_order_acquire);
+        if (stop_at != 0 && now_ns() >= stop_at)
+            return calf_error_set(err, CALF_EINTR,
+                                  "comm: the job was interrupted; rank %d stopped waiting in "
+                                  "collective #%llu",
+                                  c->rank, (unsigned long long)seq);
         int ab = atomic_load_explicit(&sh->abort_rank, memory_order_acquire);
         if (ab >= 0) return aborted(c, ab, seq, err);
-        if (atomic_load_explicit(&sh->slot[next].gone, memory_order_acquire)) {
-            /* It may have arrived just before exiting; its arrival is visible now. */
-            if (atomic_load_explicit(&sh->slot[next].arrived, memory_order_acquire) >= seq)
-                continue;
-            /* A failed rank's abort is published before its gone flag: blame the cause. */
-            ab = atomic_load_explicit(&sh->abort_rank, memory_order_acquire);
-            if (ab >= 0) return aborted(c, ab, seq, err);
-            return calf_error_set(err, CALF_ECOMM,
-                                  "comm: rank %d vanished (%s) before collective #%llu; "
-                                  "rank %d stopped waiting",
-                                  next, sh->slot[next].why, (unsigned long long)seq, c->rank);
+        uint32_t exits = atomic_load_explicit(&sh->exits, memory_order_acquire);
+        if (exits != exits_seen) { /* rare: look at every rank once per exit seen */
+            exits_seen = exits;
+            int gone = vanished_rank(sh, seq);
+            if (gone >= 0) {
+                /* A failed rank's abort is published before its gone flag: blame the cause. */
+                ab = atomic_load_explicit(&sh->abort_rank, memory_order_acquire);
+                if (ab >= 0) return aborted(c, ab, seq, err);
+                return calf_error_set(err, CALF_ECOMM,
+                                      "comm: rank %d vanished (%s) before collective #%llu; "
+                                      "rank %d stopped waiting",
+                                      gone, sh->slot[gone].why, (unsigned long long)seq, c->rank);
+            }
+            continue;
         }
         if (++polls < sh->spin_polls) {
             cpu_relax();
             continue;
         }
-        double t = now_s();
-        if (t - waiting_since > c->timeout_s) {
-            char list[256] = "";
-            size_t used = 0;
-            int missing = 0;
-            for (int r = next; r < P; r++) {
-                if (atomic_load_explicit(&sh->slot[r].arrived, memory_order_acquire) >= seq)
-                    continue;
-                if (missing++ < 16 && used < sizeof list) {
-                    int w = snprintf(list + used, sizeof list - used, "%s%d",
-                                     missing > 1 ? ", " : "", r);
-                    if (w > 0) used += (size_t)w;
-                }
-            }
-            return calf_error_set(err, CALF_ECOMM,
-                                  "comm: collective #%llu timed out after %.3g s on rank %d "
-                                  "waiting for rank%s %s%s",
-                                  (unsigned long long)seq, c->timeout_s, c->rank,
-                                  missing > 1 ? "s" : "", list, missing > 16 ? ", ..." : "");
-        }
-        if (t - waiting_since < YIELD_S) {
+        double t = now_s(), left = c->timeout_s - (t - waiting_since);
+        if (left < 0) return timed_out(c, seq, err);
+        if (t - waiting_since < sh->yield_s) {
             sched_yield();
-        } else {
-            struct timespec ts = {0, sleep_ns};
-            nanosleep(&ts, NULL); /* EINTR only shortens the nap */
-            if (sleep_ns < SLEEP_MAX_NS) sleep_ns *= 2;
+            continue;
         }
+        double nap = left < SLEEP_MAX_S ? left : SLEEP_MAX_S;
+        if (stop_at != 0 && 1e-9 * (double)stop_at - t < nap) nap = 1e-9 * (double)stop_at - t;
+        sleep_on_wake(sh, seen, nap > 0 ? nap : 0);
     }
 }
 
 /* Arrive at the next collective and wait for everyone. */
 static int local_sync(comm *c, calf_error *err) {
     comm_local_shared *sh = c->impl;
+    /* After a failed wait the count no longer tells collectives apart (this rank's next
+     * arrival could stand in for a missing rank's): fail at once, as the first did. */
+    if (c->broken)
+        return calf_error_set(err, CALF_ECOMM,
+                              "comm: rank %d cannot join collective #%llu: an earlier one failed",
+                              c->rank, (unsigned long long)(c->seq + 1));
     uint64_t seq = c->seq + 1;
     atomic_store_explicit(&sh->slot[c->index].arrived, seq, memory_order_release);
     c->seq = seq;
-    return wait_all(c, seq, err);
+    /* seq_cst: the last arrival reads every earlier one (a release sequence), and its
+     * bump of `wake` is ordered before its read of sleepers (see sleep_on_wake) */
+    uint64_t before = atomic_fetch_add(&sh->arrivals, 1);
+    if (before + 1 == seq * (uint64_t)sh->nproc) {
+        atomic_fetch_add(&sh->wake, 1);
+        if (atomic_load(&sh->sleepers)) futex_wake_all(sh);
+    }
+    int rc = wait_all(c, seq, err);
+    if (rc != CALF_OK) c->broken = true;
+    return rc;
 }
 
 static int local_barrier(comm *c, calf_error *err) { return local_sync(c, err); }
@@ -323,16 +410,22 @@ int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,
             comm_local_shared *sh = p;
             sh->magic = LOCAL_MAGIC;
             sh->nproc = nproc;
-            /* With a core per process, a waiter spins (the ranks step in lockstep, so the
-             * wait is usually short and a syscall costs more than it saves); with more
-             * processes than cores it soon yields, so the rank it waits for can run. */
+            /* see SPIN_POLLS_OWN_CORE */
             long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-            sh->spin_polls = cpus > 0 && nproc <= cpus ? SPIN_POLLS_OWN_CORE : SPIN_POLLS_SHARED;
+            bool own_core = cpus > 0 && nproc <= cpus;
+            sh->spin_polls = own_core ? SPIN_POLLS_OWN_CORE : SPIN_POLLS_SHARED;
+            sh->yield_s = own_core ? YIELD_S_OWN_CORE : 0.0;
             sh->map_bytes = total;
             sh->arena_bytes = arena;
             sh->arena_off = head;
             atomic_init(&sh->abort_claim, 0);
             atomic_init(&sh->abort_rank, -1);
+            atomic_init(&sh->stop_at, 0);
+            atomic_init(&sh->started, 0);
+            atomic_init(&sh->exits, 0);
+            atomic_init(&sh->arrivals, 0);
+            atomic_init(&sh->wake, 0);
+            atomic_init(&sh->sleepers, 0);
             for (int r = 0; r < nproc; r++) {
                 atomic_init(&sh->slot[r].arrived, 0);
                 atomic_init(&sh->slot[r].gone, 0);
@@ -383,6 +476,29 @@ void comm_local_mark_exited(comm_local_shared *sh, int rank, bool failed, const 
         raise_abort(sh, rank, full);
     }
     atomic_store_explicit(&s->gone, 1, memory_order_release);
+    atomic_fetch_add(&sh->exits, 1);
+    wake_waiters(sh);
+}
+
+void comm_local_start(comm_local_shared *sh) {
+    atomic_store_explicit(&sh->started, 1, memory_order_release);
+    wake_waiters(sh);
+}
+
+void comm_local_await_start(comm *c) {
+    comm_local_shared *sh = c->impl;
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&sh->wake, memory_order_acquire);
+        if (atomic_load_explicit(&sh->started, memory_order_acquire)) return;
+        sleep_on_wake(sh, seen, SLEEP_MAX_S);
+    }
+}
+
+void comm_local_stop_after(comm_local_shared *sh, double secs) {
+    CALF_ASSERT(secs >= 0);
+    int64_t at = now_ns() + (int64_t)(secs * 1e9);
+    atomic_store_explicit(&sh->stop_at, at > 0 ? at : 1, memory_order_release);
+    wake_waiters(sh); /* sleepers shorten their naps to the deadline */
 }
 
 void comm_local_failure_message(const comm_local_shared *sh, int rank, char *buf, size_t cap) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "calf/train.h"
 #include "checkpoint.h"
@@ -61,6 +62,20 @@ static int settle_root(const calf_train_options *o, const calf_config *cfg, cons
         return calf_error_set(err, CALF_EIO, "--root_dir %s cannot be written (%s): the run "
                               "cannot continue there", o->root_dir, strerror(l->no_write));
     return CALF_OK;
+}
+
+/* More workers than cores works (and gives the same bits), but they take turns on the
+ * cores and every collective waits for each of them to get one: say so, once the input
+ * is settled, before any worker starts. */
+static void warn_oversubscribed(int nproc) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1 || nproc <= cpus) return;
+    fprintf(stderr,
+            "calf: warning: --nproc %d exceeds the %ld cores online: %.1f workers per core take "
+            "turns, which is slower than --nproc %ld (the result is the same); the workers run "
+            "at lower priority (nice +%d) so that Ctrl-C still stops the job within seconds\n",
+            nproc, cpus, (double)nproc / (double)cpus, cpus, LAUNCHER_NICE_OVERSUBSCRIBED);
+    fflush(stderr);
 }
 
 /* The launcher's exit status back as a status (its messages are already on stderr). */
@@ -212,6 +227,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
         if (code == 130) return CALF_EINTR;
         return wa.err.status ? wa.err.status : CALF_EIO;
     }
+    warn_oversubscribed(nproc);
     int code = launcher_run(nproc, trainer_worker, &wa, err);
     rundir_lock_release(&lock);
     if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */

@@ -30,6 +30,14 @@ static void on_interrupt(int sig) {
 /* SIGCHLD only needs to cut the supervisor's nap short. */
 static void on_child(int sig) { (void)sig; }
 
+/* After an interrupt, the workers have STOP_AFTER_S to finish the iteration and write
+ * its checkpoint; then every wait fails (comm_local_stop_after) and they leave without
+ * one; whoever is left at KILL_AFTER_S is killed. With many processes per core an
+ * iteration can take far longer than a user waits for Ctrl-C to work, and a thousand
+ * processes take a second or two to exit on two cores: the job is gone within 5 s. */
+static const double STOP_AFTER_S = 1.5, KILL_AFTER_S = 3.0;
+
+
 static const char *signal_name(int sig) {
     switch (sig) {
     case SIGHUP: return "SIGHUP";
@@ -89,8 +97,8 @@ static _Noreturn void child_fail(comm *c, const char *what, int e) {
 }
 
 static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
-                                 launcher_worker worker, void *arg, pid_t parent,
-                                 const saved_signals *saved) {
+                                 launcher_worker worker, void *arg, pid_t parent, pid_t group,
+                                 bool lower_priority, const saved_signals *saved) {
     comm *c = NULL;
     calf_error err;
     calf_error_clear(&err);
@@ -99,12 +107,16 @@ static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
         fflush(NULL);
         _exit(1);
     }
-    /* Own process group: a terminal's Ctrl-C then reaches only the launcher, which
-     * forwards exactly one SIGINT per interrupt. Signals stay blocked until the
-     * launching process's handlers are back in place. */
-    if (setpgid(0, 0) != 0) child_fail(c, "setpgid", errno);
+    /* The workers' own process group (see launcher_group): a terminal's Ctrl-C then
+     * reaches only the launcher, which forwards exactly one SIGINT per interrupt.
+     * Signals stay blocked until the launching process's handlers are back in place. */
+    if (setpgid(0, group) != 0) child_fail(c, "setpgid", errno);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(c, "prctl(PR_SET_PDEATHSIG)", errno);
     if (getppid() != parent) _exit(1); /* the launcher died before prctl took effect */
+    comm_local_await_start(c);
+    errno = 0;
+    if (lower_priority && nice(LAUNCHER_NICE_OVERSUBSCRIBED) == -1 && errno != 0)
+        child_fail(c, "nice", errno);
     for (int i = 0; i < NSIG_HANDLED; i++)
         if (sigaction(handled_signals[i], &saved->old[i], NULL) != 0)
             child_fail(c, "sigaction", errno);
@@ -128,12 +140,34 @@ typedef struct child {
     int status;     /* waitpid status once reaped */
 } child;
 
-static void signal_all(child *ch, int n, int sig, bool mark) {
-    for (int r = 0; r < n; r++) {
-        if (ch[r].reaped || ch[r].pid <= 0) continue;
-        /* An unreaped child's pid cannot have been reused; ESRCH cannot happen. */
-        if (kill(ch[r].pid, sig) == 0 && mark) ch[r].signalled = true;
-    }
+/* The workers share one process group, worker 0's, so that one kill() signals them all
+ * and one waitpid() finds whichever exited: with hundreds of workers on a few cores, a
+ * launcher that calls once per worker waits for a core between calls (each signal wakes
+ * a worker that takes the core), and Ctrl-C would take many seconds to reach them all.
+ * The group outlives worker 0 while any member, a zombie too, is unreaped. */
+static void signal_all(pid_t group, child *ch, int n, int sig, bool mark) {
+    bool any = false;
+    for (int r = 0; r < n; r++) any = any || (!ch[r].reaped && ch[r].pid > 0);
+    if (!any || kill(-group, sig) != 0) return;
+    for (int r = 0; mark && r < n; r++)
+        if (!ch[r].reaped && ch[r].pid > 0) ch[r].signalled = true;
+}
+
+typedef struct pid_rank {
+    pid_t pid;
+    int rank;
+} pid_rank;
+
+static int by_pid(const void *a, const void *b) {
+    pid_t x = ((const pid_rank *)a)->pid, y = ((const pid_rank *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+/* The rank of worker pid (index sorted by pid), or -1. */
+static int rank_of(const pid_rank *index, int n, pid_t pid) {
+    pid_rank key = {pid, -1};
+    const pid_rank *hit = bsearch(&key, index, (size_t)n, sizeof *index, by_pid);
+    return hit ? hit->rank : -1;
 }
 
 static void reap_all_blocking(child *ch, int n) {
@@ -204,11 +238,13 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
 
     fflush(NULL); /* or each child would flush a copy of our buffered output */
     pid_t parent = getpid();
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1) cpus = nproc; /* unknown: assume a core each */
     for (int r = 0; r < nproc; r++) {
         pid_t pid = fork();
         if (pid < 0) {
             int e = errno;
-            signal_all(ch, r, SIGKILL, true);
+            if (r > 0) signal_all(ch[0].pid, ch, r, SIGKILL, true);
             reap_all_blocking(ch, r);
             restore_signals(&saved);
             free(ch);
@@ -217,10 +253,17 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
                            nproc, strerror(e));
             return 1;
         }
-        if (pid == 0) child_main(sh, r, nproc, worker, arg, parent, &saved);
+        pid_t group = r == 0 ? 0 : ch[0].pid;
+        if (pid == 0)
+            child_main(sh, r, nproc, worker, arg, parent, group, nproc > cpus, &saved);
         ch[r].pid = pid;
-        setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+        setpgid(pid, r == 0 ? pid : group); /* also done by the child; whichever runs first wins */
     }
+    const pid_t group = ch[0].pid;
+    comm_local_start(sh);
+    pid_rank *index = calf_xmalloc((size_t)nproc * sizeof *index);
+    for (int r = 0; r < nproc; r++) index[r] = (pid_rank){ch[r].pid, r};
+    qsort(index, (size_t)nproc, sizeof *index, by_pid);
     /* The handled signals stay blocked while the loop sweeps and are let in only by the
      * nap itself (pselect swaps the mask atomically), so one that lands during a sweep
      * ends the next nap at once instead of being noticed a whole nap late. */
@@ -229,18 +272,30 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
 
     int alive = nproc, first_fail = -1, first_code = 0, forwarded = 0;
     bool interrupted_exit = false, killed_all = false;
-    double term_at = -1.0;
+    double term_at = -1.0, interrupt_at = -1.0;
     int *newly = calf_xmalloc((size_t)nproc * sizeof *newly);
     while (alive > 0) {
         /* Collect everything that exited since the last sweep, then judge it, so that a
          * rank that raised the abort flag is blamed before the ranks that obeyed it. */
         int nnew = 0;
-        for (int r = 0; r < nproc; r++) {
-            if (ch[r].reaped) continue;
-            pid_t w = waitpid(ch[r].pid, &ch[r].status, WNOHANG);
-            if (w == 0 || (w < 0 && errno == EINTR)) continue;
-            if (w < 0) /* ECHILD: someone else reaped it; we cannot know how it ended */
-                ch[r].status = 1 << 8;
+        for (;;) {
+            int st;
+            pid_t w = waitpid(-group, &st, WNOHANG);
+            if (w == 0) break;
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) { /* ECHILD: someone else reaped them; we cannot know how they ended */
+                for (int r = 0; r < nproc; r++)
+                    if (!ch[r].reaped) {
+                        ch[r].status = 1 << 8;
+                        ch[r].reaped = true;
+                        alive--;
+                        newly[nnew++] = r;
+                    }
+                break;
+            }
+            int r = rank_of(index, nproc, w);
+            if (r < 0 || ch[r].reaped) continue; /* not a worker: cannot happen */
+            ch[r].status = st;
             ch[r].reaped = true;
             alive--;
             newly[nnew++] = r;
@@ -275,6 +330,9 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             bool failed = code != 0 && !interrupt && !ours;
             char why[96];
             describe(st, why, sizeof why);
+            /* An interrupted rank has left: the others stop waiting for it now, interrupted
+             * too (it may have been in setup, before it could agree on an iteration) */
+            if (interrupt && forwarded > 0) comm_local_stop_after(sh, 0);
             comm_local_mark_exited(sh, r, failed, why);
             if (interrupt) interrupted_exit = true;
             if (!failed || first_fail >= 0) continue;
@@ -284,22 +342,33 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             comm_local_failure_message(sh, r, msg, sizeof msg);
             fprintf(stderr, "calf: rank %d failed: %s%s%s\n", r, why, msg[0] ? ": " : "", msg);
             fflush(stderr);
-            signal_all(ch, nproc, SIGTERM, true);
+            signal_all(group, ch, nproc, SIGTERM, true);
             term_at = now_s();
         }
         if (alive == 0) break;
         int seen = interrupts_seen;
         if (seen > forwarded) {
-            if (forwarded == 0) signal_all(ch, nproc, SIGINT, false);
+            if (forwarded == 0) {
+                /* the deadline first: the workers keep it themselves, however long this
+                 * process then waits for a core */
+                comm_local_stop_after(sh, STOP_AFTER_S);
+                interrupt_at = now_s();
+                signal_all(group, ch, nproc, SIGINT, false);
+            }
             if (seen >= 2 && !killed_all) {
-                signal_all(ch, nproc, SIGKILL, true);
+                signal_all(group, ch, nproc, SIGKILL, true);
                 killed_all = true;
                 interrupted_exit = true;
             }
             forwarded = seen;
         }
+        if (interrupt_at >= 0 && !killed_all && now_s() - interrupt_at > KILL_AFTER_S) {
+            signal_all(group, ch, nproc, SIGKILL, true);
+            killed_all = true;
+            interrupted_exit = true;
+        }
         if (term_at >= 0 && !killed_all && now_s() - term_at > grace_s) {
-            signal_all(ch, nproc, SIGKILL, true);
+            signal_all(group, ch, nproc, SIGKILL, true);
             killed_all = true;
         }
         /* SIGCHLD or an interrupt ends the nap early; it is long because every wakeup
@@ -309,6 +378,7 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
         pselect(0, NULL, NULL, NULL, &nap, &nap_mask);
     }
     free(newly);
+    free(index);
     restore_signals(&saved);
     free(ch);
     comm_local_destroy(sh);

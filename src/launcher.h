@@ -12,18 +12,30 @@
  * before returning non-zero, pass the reason to comm_report_failure(c, msg). */
 typedef int (*launcher_worker)(comm *c, void *arg);
 
-/* Fork nproc workers. In each: its own process group (so a terminal's Ctrl-C reaches only
- * the launcher, which forwards it once), SIGKILL when the launcher dies, the per-process
- * context set to (rank, nproc, local rank = rank) and finalized, the launching process's
- * signal dispositions restored, then worker(c, arg) and _exit with its result after
- * flushing stdio. The launching process must not have set or finalized its context.
+/* With more workers than cores online, each worker lowers its priority by this much
+ * (nice), so that the launcher, which alone hears Ctrl-C and SIGTERM, gets a core within
+ * milliseconds instead of waiting its turn behind hundreds of runnable workers. The
+ * workers' shares among themselves do not change. */
+enum { LAUNCHER_NICE_OVERSUBSCRIBED = 10 };
+
+/* Fork nproc workers; each starts once all are forked. In each: the workers' own process
+ * group (so a terminal's Ctrl-C reaches only the launcher, which forwards it once),
+ * SIGKILL when the launcher dies, LAUNCHER_NICE_OVERSUBSCRIBED when nproc exceeds the
+ * cores online, the per-process context set to (rank, nproc, local rank = rank) and
+ * finalized, the launching process's signal dispositions restored, then worker(c, arg)
+ * and _exit with its result after flushing stdio. The launching process must not have
+ * set or finalized its context.
  *
  * Supervision: a worker that exits non-zero (other than 130) or dies by a signal we did not
  * send raises the abort flag every collective watches, is reported on stderr as
  * "calf: rank R failed: exit status N: <its message>" or "... killed by signal S (NAME)",
  * and the others get SIGTERM, then SIGKILL after a 2 s grace. SIGINT/SIGTERM to the
- * launcher are forwarded to the workers as SIGINT; a second one SIGKILLs them. Every
- * worker is reaped before returning.
+ * launcher are forwarded to the workers as SIGINT, which gives them 1.5 s to finish the
+ * iteration (with its checkpoint); then every collective fails with CALF_EINTR and they
+ * leave without one, and any left after 3 s are SIGKILLed, so that an interrupt ends
+ * the job within seconds however slow its iterations; a second interrupt SIGKILLs them
+ * at once. A worker that leaves interrupted (130) ends the others' waits the same way.
+ * Every worker is reaped before returning.
  *
  * Returns the exit status for the whole job: 0 when all workers exit 0; the first failing
  * worker's status (128+S when killed by signal S), so 2 when the failures were bad input;

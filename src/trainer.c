@@ -932,7 +932,11 @@ static int train_loop(void *arg) {
         calf_summary_writer_add_session_start(t->eval_writer, t->iteration + 1, (double)time(NULL));
     while (!finished(t)) {
         bool stop = false;
+        int64_t iteration = t->iteration + 1;
         int rc = train_iteration(t, &stop);
+        if (rc == CALF_EINTR) /* the launcher gave up waiting for the iteration to end */
+            logf_(t, true, "interrupted: stopped during iteration %lld, which has no "
+                  "checkpoint; a new run resumes from the last one", (long long)iteration);
         if (rc) return rc;
         if (t->stopped_by >= 0) return CALF_OK; /* another rank's failure, reported there */
         if (stop && !finished(t)) {

@@ -665,32 +665,47 @@ static void test_claims(void) {
     CHECK_INT_EQ(first, 0);
     CHECK_INT_EQ(comm_claim_front(&w[0], 8, 4, &first), 0); /* wrong round */
     /* Rank 1 (no work of its own) takes the back half of rank 0's 6 left: [7, 10). */
-    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 7, &victim, &first, NULL), 3);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 2, 7, &victim, &first, NULL), 3);
     CHECK_INT_EQ(victim, 0);
     CHECK_INT_EQ(first, 7);
     CHECK_INT_EQ(comm_claim_front(&w[0], 7, 4, &first), 2); /* [4, 7): half of 3, rounded up */
     CHECK_INT_EQ(first, 4);
-    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 7, &victim, &first, NULL), 1); /* [6, 7) */
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 2, 7, &victim, &first, NULL), 1); /* [6, 7) */
     CHECK_INT_EQ(first, 6);
     CHECK_INT_EQ(comm_claim_front(&w[0], 7, 4, &first), 0);
     /* Nothing left to take, but rank 2 has not opened round 7: its items may still come. */
     int unopened = -1;
-    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 7, &victim, &first, &unopened), 0);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 2, 7, &victim, &first, &unopened), 0);
     CHECK_INT_EQ(unopened, 1);
     comm_claim_open(&w[2], 7, 0);
-    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 7, &victim, &first, &unopened), 0);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 2, 7, &victim, &first, &unopened), 0);
     CHECK_INT_EQ(unopened, 0);
     /* A thief never takes from itself, and picks the largest remainder. */
     comm_claim_open(&w[0], 9, 3);
     comm_claim_open(&w[1], 9, 8);
     comm_claim_open(&w[2], 9, 5);
-    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 9, &victim, &first, NULL), 3); /* rank 2's [2, 5) */
+    CHECK_INT_EQ(comm_claim_back(words, 3, 1, 2, 9, &victim, &first, NULL), 3); /* rank 2's [2, 5) */
     CHECK_INT_EQ(victim, 2);
     CHECK_INT_EQ(first, 2);
-    CHECK_INT_EQ(comm_claim_back(words, 3, 0, 9, &victim, &first, &unopened), 4); /* rank 1's [4, 8) */
+    CHECK_INT_EQ(comm_claim_back(words, 3, 0, 2, 9, &victim, &first, &unopened), 4); /* rank 1's [4, 8) */
     CHECK_INT_EQ(unopened, 0);
     CHECK_INT_EQ(victim, 1);
     CHECK_INT_EQ(first, 4);
+    /* A bounded reach looks only at the next ranks, cyclically: from rank 2 with reach 1
+     * that is rank 0 (3 left), not rank 1 (4 left); an unopened rank beyond the reach is
+     * not counted. A reach beyond P - 1 is all the others. */
+    CHECK_INT_EQ(comm_claim_back(words, 3, 2, 1, 9, &victim, &first, &unopened), 2); /* [1, 3) */
+    CHECK_INT_EQ(victim, 0);
+    CHECK_INT_EQ(first, 1);
+    comm_claim_open(&w[1], 8, 4);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 2, 1, 9, &victim, &first, &unopened), 1); /* [0, 1) */
+    CHECK_INT_EQ(unopened, 0);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 2, 1, 9, &victim, &first, &unopened), 0);
+    CHECK_INT_EQ(unopened, 0);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 2, 5, 9, &victim, &first, &unopened), 0);
+    CHECK_INT_EQ(unopened, 1);
+    CHECK_INT_EQ(comm_claim_back(words, 3, 2, 0, 9, &victim, &first, &unopened), 0);
+    CHECK_INT_EQ(unopened, 0);
 }
 
 typedef struct share_arg {
@@ -772,7 +787,7 @@ static int rank_share(comm *c, report *rep, const void *argp) {
         /* A rank only takes from words opened for this round (the owner's data is ready
          * then): give the slow rank time to open its word before looking at it. */
         if (r != a->slow_rank) nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
-        while ((k = comm_claim_back(words, P, r, (uint32_t)round, &victim, &first, NULL)) > 0) {
+        while ((k = comm_claim_back(words, P, r, P - 1, (uint32_t)round, &victim, &first, NULL)) > 0) {
             int vb, vc;
             even_split(a->E, P, victim, &vb, &vc);
             /* By reference, every env taken is a piece of its own, so that a round has
@@ -1072,6 +1087,52 @@ static int rank_abort(comm *c, report *rep, const void *arg) {
     return 0;
 }
 
+/* Rank 1 stands for the launcher after Ctrl-C: it sets the deadline (0.3 s) and never
+ * arrives. Rank 0's wait fails with CALF_EINTR at the deadline, not at the 60 s timeout;
+ * rank 2, which arrives after it, fails at once; and once a wait has failed, the next
+ * collective fails without waiting. */
+static int rank_stopped(comm *c, report *rep, const void *arg) {
+    (void)arg;
+    calf_error err;
+    calf_error_clear(&err);
+    int r = comm_rank(c);
+    CHECK_INT_EQ(comm_barrier(c, &err), CALF_OK);
+    if (r == 1) {
+        comm_local_stop_after(c->impl, 0.3);
+        struct timespec nap = {1, 0};
+        nanosleep(&nap, NULL);
+        return 0;
+    }
+    if (r == 2) {
+        struct timespec late = {0, 500 * 1000 * 1000};
+        nanosleep(&late, NULL);
+    }
+    double t0 = now_s();
+    rep->rc[r] = comm_barrier(c, &err);
+    rep->elapsed[r] = now_s() - t0;
+    snprintf(rep->msg[r], sizeof rep->msg[r], "%s", err.msg);
+    calf_error_clear(&err);
+    CHECK_INT_EQ(comm_barrier(c, &err), CALF_ECOMM);
+    CHECK(strstr(err.msg, "an earlier one failed") != NULL);
+    return 0;
+}
+
+static void test_local_stop(void) {
+    report *rep = report_map();
+    memset(rep, 0, sizeof *rep);
+    int st[8];
+    run_ranks(3, 0, 60.0, rank_stopped, rep, NULL, st);
+    for (int r = 0; r < 3; r++) CHECK_INT_EQ(st[r], 0);
+    for (int r = 0; r < 3; r += 2) {
+        CHECK_INT_EQ(rep->rc[r], CALF_EINTR);
+        CHECK(strstr(rep->msg[r], "the job was interrupted") != NULL);
+    }
+    CHECK(rep->elapsed[0] >= 0.25 && rep->elapsed[0] < 2.0);
+    CHECK(rep->elapsed[2] < 0.1);
+    printf("stop: %s (after %.3f s)\n", rep->msg[0], rep->elapsed[0]);
+    munmap(rep, sizeof *rep);
+}
+
 static void test_local_failures(void) {
     report *rep = report_map();
     int st[8];
@@ -1295,6 +1356,7 @@ int main(int argc, char **argv) {
     test_missing_piece();
     test_leaf_raw();
     test_local_failures();
+    test_local_stop();
 #if CALF_HAVE_MPI
     test_mpi_backend();
 #endif
