@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "calf/config.h"
+#include "calf/env.h"
 #include "calf/train.h"
 #include "calf/version.h"
 #include "commands.h"
@@ -29,10 +30,14 @@ static const char usage_text[] =
     "\n"
     "options:\n"
     "  -h, --help     this text (also: calf <command> --help)\n"
-    "  --version      version and build features\n";
+    "  --version      version and build features\n"
+    "  --env_lib LIB  (train, play, export, env, envs; repeatable) first load the plug-in\n"
+    "                 shared library LIB, whose calf_plugin_register adds its environments\n"
+    "                 (include/calf/env.h; examples/custom_env.c is one)\n";
 
 static const char train_usage[] =
     "usage: calf train --root_dir DIR [--conf FILE] [--conf_param 'Scope.param=value']... [--nproc N]\n"
+    "                  [--env_lib LIB]...\n"
     "       calf train --list-bindings\n"
     "\n"
     "  --root_dir DIR      where config.gin, train/, eval/ and log/ go; a DIR that holds\n"
@@ -44,13 +49,19 @@ static const char train_usage[] =
     "                      bit-identical to one process. Under mpirun/srun the MPI ranks\n"
     "                      are used instead\n"
     "  --quiet             no progress output\n"
-    "  --list-bindings     print every config binding with type, default and help\n";
+    "  --list-bindings     print every config binding with type, default and help\n"
+    "  --env_lib LIB       load the plug-in library LIB (repeatable) before anything else,\n"
+    "                      for environments not built into calf; every worker and MPI rank\n"
+    "                      has it. config.gin records it (a config cannot load code), and\n"
+    "                      a resume or `calf play` of the run needs it passed again\n";
 
 static const char play_usage[] =
-    "usage: calf play --root_dir DIR [--num_episodes N] [--checkpoint FILE] [--seed S] [--verbose]\n"
+    "usage: calf play --root_dir DIR [--env_lib LIB]... [--num_episodes N] [--checkpoint FILE] [--seed S] [--verbose]\n"
     "\n"
     "  runs the greedy policy of the newest valid checkpoint in DIR/train/algorithm\n"
     "  (or FILE) and prints each episode's return and the average\n"
+    "  --env_lib LIB         load the plug-in library LIB first (repeatable): a run of a\n"
+    "                        plug-in's environment needs it, as its config.gin says\n"
     "\n"
     "  for checking an exported policy (calf export) against calf:\n"
     "  --dump_actions OUT    write each observation acted on and its greedy action to OUT,\n"
@@ -59,7 +70,7 @@ static const char play_usage[] =
     "                        instead of playing episodes\n";
 
 static const char export_usage[] =
-    "usage: calf export --root_dir DIR [--checkpoint FILE] [-o OUT.c]\n"
+    "usage: calf export --root_dir DIR [--checkpoint FILE] [-o OUT.c] [--env_lib LIB]...\n"
     "\n"
     "  writes the greedy policy of the newest valid checkpoint in DIR/train/algorithm (or\n"
     "  FILE) as one C99 file that needs only a C compiler and libm, to OUT.c (default:\n"
@@ -239,6 +250,30 @@ static int cmd_export(int argc, char **argv) {
     return calf_exit_code(rc);
 }
 
+/* Loads every --env_lib LIB / --env_lib=LIB of args in order, before the command does
+ * anything else (train's workers are forked later and inherit them; each MPI rank runs
+ * this too), and removes them from args. Returns 0 or the exit status of a failure. */
+static int load_env_libs(const char *cmd, int *argc, char **argv) {
+    int kept = 0, bad = 0;
+    for (int i = 0; i < *argc; i++) {
+        const char *v = option_value(*argc, argv, &i, "--env_lib", &bad);
+        if (bad) return EXIT_BAD_INPUT;
+        if (!v) {
+            argv[kept++] = argv[i];
+            continue;
+        }
+        calf_error err;
+        calf_error_clear(&err);
+        int rc = calf_env_load_library(v, &err);
+        if (rc != CALF_OK) {
+            fprintf(stderr, "calf %s: %s\n", cmd, err.msg);
+            return calf_exit_code(rc);
+        }
+    }
+    *argc = kept;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fputs(usage_text, stderr);
@@ -256,6 +291,14 @@ int main(int argc, char **argv) {
                                  : "not built: to get them, apt-get install libmujoco-dev and build "
                                    "again");
         return output_checked(0);
+    }
+    static const char *const with_env_libs[] = {"train", "play", "export", "env", "envs"};
+    int nargs = argc - 2;
+    for (size_t k = 0; k < sizeof with_env_libs / sizeof with_env_libs[0]; k++) {
+        if (strcmp(cmd, with_env_libs[k]) != 0) continue;
+        int rc = load_env_libs(cmd, &nargs, argv + 2);
+        if (rc) return rc;
+        argc = nargs + 2;
     }
     /* train's output is progress, also kept in the rank logs: its files are what counts */
     if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);

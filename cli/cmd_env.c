@@ -15,11 +15,12 @@
 #define MAX_CLI_STEPS 100000000L
 
 static const char envs_usage[] =
-    "usage: calf envs\n"
-    "List the registered environments: name, observation size, action space, time limit.\n";
+    "usage: calf envs [--env_lib LIB]...\n"
+    "List the registered environments: name, observation size, action space, time limit,\n"
+    "and for a plug-in's environment the library it came from (--env_lib LIB loads one).\n";
 
 static const char env_usage[] =
-    "usage: calf env NAME [--seed S] [--index I] [--steps N]\n"
+    "usage: calf env NAME [--seed S] [--index I] [--steps N] [--env_lib LIB]...\n"
     "Step environment NAME with uniformly random actions drawn from the action stream of\n"
     "(seed, index), printing one line per step:\n"
     "  step action... obs... reward terminated truncated\n"
@@ -65,7 +66,9 @@ int calf_cmd_envs(int argc, char **argv) {
         const calf_env_spec *s = &calf_env_at(i)->spec;
         char space[256];
         format_action_space(s, space, sizeof space);
-        printf("%-28s %4d  %-24s %10d\n", s->name, s->obs_dim, space, s->max_episode_steps);
+        const char *lib = calf_env_class_library(calf_env_at(i));
+        printf("%-28s %4d  %-24s %10d%s%s\n", s->name, s->obs_dim, space, s->max_episode_steps,
+               lib ? "  " : "", lib ? lib : "");
     }
     return 0;
 }

@@ -1,6 +1,12 @@
-/* custom_env.c: how to add an environment to calf. Defines a tiny corridor task,
- * registers it by name, then runs it through the public API (the same calls the
- * trainer makes) with a greedy and a stubborn policy, checking the returns. */
+/* custom_env.c: how to add an environment to calf. Defines a tiny corridor task and
+ * the one function that registers it by name. Built two ways:
+ *  - a program (example_custom_env) that registers it and runs it through the public
+ *    API (the same calls the trainer makes) with a greedy and a stubborn policy,
+ *    checking the returns;
+ *  - with CALF_EXAMPLE_PLUGIN, a plug-in the stock calf loads (libcustom_env_plugin.so):
+ *      cc -shared -fPIC -DCALF_EXAMPLE_PLUGIN -I include examples/custom_env.c -o libcorridor.so
+ *      calf train --env_lib ./libcorridor.so --root_dir R --conf my.gin \
+ *          --conf_param create_environment.env_name="'Corridor-v0'"   */
 #include <math.h>
 #include <stdio.h>
 
@@ -51,6 +57,15 @@ static const calf_env_class corridor_class = {
     .observe = corridor_observe,
 };
 
+/* What calf calls when it loads this file as a plug-in (include/calf/env.h): check
+ * that calf reads calf_env_class as this file was compiled to, then register. */
+int calf_plugin_register(int abi_version, calf_error *err) {
+    int rc = CALF_PLUGIN_CHECK_ABI(abi_version, err);
+    if (rc != CALF_OK) return rc;
+    return calf_env_register(&corridor_class, err);
+}
+
+#ifndef CALF_EXAMPLE_PLUGIN
 /* One episode with a fixed action; returns the number of steps, fills return/flags. */
 static int run_episode(calf_env *env, int action, double *ret, int *terminated, int *truncated) {
     float obs[2], r; /* the class's obs_dim */
@@ -68,7 +83,7 @@ static int run_episode(calf_env *env, int action, double *ret, int *terminated, 
 
 int main(void) {
     calf_error err;
-    if (calf_env_register(&corridor_class, &err) != CALF_OK) {
+    if (calf_plugin_register(CALF_PLUGIN_ABI_VERSION, &err) != CALF_OK) {
         fprintf(stderr, "register: %s\n", err.msg);
         return 1;
     }
@@ -101,3 +116,4 @@ int main(void) {
     printf("%s\n", failures ? "custom env example FAILED" : "custom env example OK");
     return failures ? 1 : 0;
 }
+#endif

@@ -1,8 +1,12 @@
 /* env.c: the environment registry and the generic reset/step wrapper (time limit,
  * action clipping). The built-in classes sit first in a fixed order; classes
- * registered at run time follow in registration order. */
+ * registered at run time follow in registration order, some of them by plug-in
+ * libraries loaded here (calf_env_load_library). */
 #include "calf/env.h"
 
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +36,18 @@ static const char *const mujoco_names[] = {
 /* The classes added by calf_env_register (not the built-ins). Process-wide like the
  * context: filled at start-up, before workers fork, then only read. */
 static const calf_env_class *registered[CALF_ENV_MAX_CLASSES - NUM_BUILTINS];
+static int registered_by[CALF_ENV_MAX_CLASSES - NUM_BUILTINS]; /* index in libs, or -1 */
 static int num_registered = 0;
+
+/* The plug-in libraries loaded, in load order (absolute paths, strdup'ed; kept with
+ * their handles for the life of the process), and the one whose register function is
+ * running (-1 when none), to which calf_env_register attributes what it adds. */
+static struct {
+    char *path;
+    void *handle;
+} libs[CALF_ENV_MAX_LIBRARIES];
+static int num_libs = 0;
+static int loading_lib = -1;
 
 int calf_env_count(void) { return NUM_BUILTINS + num_registered; }
 
@@ -142,12 +157,88 @@ int calf_env_register(const calf_env_class *cls, calf_error *err) {
     if (!cls) return calf_error_set(err, CALF_EINVAL, "env class is NULL");
     int rc = check_spec(cls, err);
     if (rc != CALF_OK) return rc;
-    if (calf_env_find(cls->spec.name))
-        return calf_error_set(err, CALF_EINVAL, "env '%s' is already registered", cls->spec.name);
+    const calf_env_class *taken = calf_env_find(cls->spec.name);
+    if (taken) {
+        const char *lib = calf_env_class_library(taken);
+        int builtin = 0;
+        for (int i = 0; i < NUM_BUILTINS; i++) builtin |= builtin_classes[i] == taken;
+        return calf_error_set(err, CALF_EINVAL, "env '%s' is already registered%s%s", cls->spec.name,
+                              builtin ? " (a built-in environment)" : lib ? " by library " : "",
+                              builtin || !lib ? "" : lib);
+    }
     if (calf_env_count() >= CALF_ENV_MAX_CLASSES)
         return calf_error_set(err, CALF_EINVAL, "cannot register env '%s': registry full (%d classes)",
                               cls->spec.name, CALF_ENV_MAX_CLASSES);
+    registered_by[num_registered] = loading_lib;
     registered[num_registered++] = cls;
+    return CALF_OK;
+}
+
+const char *calf_env_class_library(const calf_env_class *cls) {
+    for (int i = 0; i < num_registered; i++)
+        if (registered[i] == cls && registered_by[i] >= 0) return libs[registered_by[i]].path;
+    return NULL;
+}
+
+int calf_env_library_count(void) { return num_libs; }
+
+const char *calf_env_library_at(int i) { return i >= 0 && i < num_libs ? libs[i].path : NULL; }
+
+int calf_plugin_check_abi(int loader_abi, int plugin_abi, calf_error *err) {
+    if (loader_abi == plugin_abi) return CALF_OK;
+    return calf_error_set(err, CALF_EINVAL,
+                          "built for calf plug-in ABI version %d, but this calf has version %d: "
+                          "rebuild it against this calf's headers",
+                          plugin_abi, loader_abi);
+}
+
+int calf_env_load_library(const char *path, calf_error *err) {
+    if (!path || !path[0]) return calf_error_set(err, CALF_EINVAL, "--env_lib: empty path");
+    char abs[PATH_MAX];
+    if (!realpath(path, abs))
+        return calf_error_set(err, CALF_EINVAL, "--env_lib %s: %s", path, strerror(errno));
+    for (int i = 0; i < num_libs; i++)
+        if (strcmp(libs[i].path, abs) == 0) return CALF_OK; /* already loaded */
+    if (num_libs >= CALF_ENV_MAX_LIBRARIES)
+        return calf_error_set(err, CALF_EINVAL, "--env_lib %s: more than %d libraries", path,
+                              CALF_ENV_MAX_LIBRARIES);
+    /* RTLD_LOCAL: two plug-ins may use the same names for their own functions */
+    void *h = dlopen(abs, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        return calf_error_set(err, CALF_EINVAL, "--env_lib %s: cannot load it: %s", path,
+                              why ? why : "unknown error");
+    }
+    dlerror();
+    void *sym = dlsym(h, CALF_PLUGIN_REGISTER_NAME);
+    if (!sym) {
+        dlclose(h);
+        return calf_error_set(err, CALF_EINVAL,
+                              "--env_lib %s: not a calf plug-in: it defines no function "
+                              CALF_PLUGIN_REGISTER_NAME " (see include/calf/env.h)",
+                              path);
+    }
+    calf_plugin_register_fn reg = (calf_plugin_register_fn)sym;
+    int before = num_registered;
+    calf_error why;
+    calf_error_clear(&why);
+    loading_lib = num_libs;
+    int rc = reg(CALF_PLUGIN_ABI_VERSION, &why);
+    loading_lib = -1;
+    if (rc == CALF_OK && num_registered == before)
+        rc = calf_error_set(&why, CALF_EINVAL,
+                            "it registered no environment (a plug-in calls calf_env_register, "
+                            "and is not linked against a libcalf of its own)");
+    if (rc != CALF_OK) {
+        num_registered = before; /* nothing of it stays: its classes go with it */
+        dlclose(h);
+        return calf_error_set(err, CALF_EINVAL, "--env_lib %s: %s", path,
+                              why.msg[0] ? why.msg : CALF_PLUGIN_REGISTER_NAME " failed");
+    }
+    size_t n = strlen(abs) + 1;
+    libs[num_libs].path = memcpy(calf_xcalloc(n, 1), abs, n);
+    libs[num_libs].handle = h;
+    num_libs++;
     return CALF_OK;
 }
 

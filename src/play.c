@@ -28,7 +28,16 @@ int play_policy_open(play_policy *p, const char *root, const char *checkpoint, c
     calf_error why;
     calf_error_clear(&why);
     p->cls = calf_env_lookup(env_name, &why);
-    if (!p->cls) return calf_error_set(err, CALF_EINVAL, "%s: %s", conf, why.msg);
+    if (!p->cls) {
+        char hint[2048] = "";
+        trainer_env_lib_hint(conf, hint, sizeof hint);
+        if (hint[0])
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: environment '%s' is not registered; the run used a "
+                                  "plug-in library for it: pass it again with%s",
+                                  conf, env_name, hint);
+        return calf_error_set(err, CALF_EINVAL, "%s: %s", conf, why.msg);
+    }
 
     ckpt_header hdr;
     if (checkpoint) {

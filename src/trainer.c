@@ -185,6 +185,38 @@ static void logf_(trainer *t, bool to_stderr, const char *fmt, ...) {
 
 /* ---- config ----------------------------------------------------------------- */
 
+void trainer_env_lib_hint(const char *conf, char *buf, size_t size) {
+    FILE *f = conf ? fopen(conf, "r") : NULL;
+    if (!f) return;
+    char line[4200];
+    const char *tag = "# " ENV_LIB_COMMENT;
+    size_t tag_len = strlen(tag), used = strlen(buf);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, tag, tag_len) != 0) continue;
+        line[strcspn(line, "\r\n")] = '\0';
+        const char *lib = line + tag_len;
+        if (strstr(buf, lib)) continue; /* named already (a resume's --conf and config.gin) */
+        int n = snprintf(buf + used, size - used, " --env_lib %s", lib);
+        if (n < 0 || (size_t)n >= size - used) break;
+        used += (size_t)n;
+    }
+    fclose(f);
+}
+
+/* The message for an env the config names that is not registered: the lookup's, or,
+ * when the run's config says a plug-in library registered it, which one to pass. */
+static int unknown_env_error(const char *where, const char *env, const char *const *confs, int n,
+                             const calf_error *why, calf_error *err) {
+    char hint[2048] = "";
+    for (int i = 0; i < n; i++) trainer_env_lib_hint(confs[i], hint, sizeof hint);
+    if (!hint[0])
+        return calf_error_set(err, CALF_EINVAL, "%s%s%s", where, where[0] ? ": " : "", why->msg);
+    return calf_error_set(err, CALF_EINVAL,
+                          "%s%senvironment '%s' is not registered; the run used a plug-in "
+                          "library for it: pass it again with%s",
+                          where, where[0] ? ": " : "", env, hint);
+}
+
 int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_error *err) {
     calf_config_init(cfg);
     int rc;
@@ -207,8 +239,10 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
     calf_error_clear(&why);
     const calf_env_class *cls = calf_env_lookup(env, &why);
     if (!cls) {
-        const char *where = cfg->origin[CALF_CFG_ENV_NAME];
-        return calf_error_set(err, CALF_EINVAL, "%s%s%s", where, where[0] ? ": " : "", why.msg);
+        char root_conf[4096] = "";
+        if (o->root_dir) fs_join(root_conf, sizeof root_conf, o->root_dir, "config.gin", NULL);
+        const char *confs[] = {o->conf_path, root_conf[0] ? root_conf : NULL};
+        return unknown_env_error(cfg->origin[CALF_CFG_ENV_NAME], env, confs, 2, &why, err);
     }
     if (cls->spec.action_dim > 0 && cls->spec.num_actions > 0)
         return calf_error_set(err, CALF_EINVAL, "environment '%s' has both action kinds", env);
@@ -980,6 +1014,12 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
         }
         bytes_buf_put_str(&hb, line);
         r = last + 1;
+    }
+    /* Where the env came from when a plug-in registered it: a resume or `calf play`
+     * that lacks the library says which (trainer_env_lib_hint). */
+    for (int i = 0; i < calf_env_library_count(); i++) {
+        bytes_buf_put_str(&hb, "\n" ENV_LIB_COMMENT);
+        bytes_buf_put_str(&hb, calf_env_library_at(i));
     }
     if (t->ops->describe) {
         char text[1024];

@@ -32,6 +32,13 @@ typedef struct trainer_args {
     calf_error err;         /* one process: the failure */
 } trainer_args;
 
+/* config.gin's header names each plug-in library the run loaded on a line
+ * "# env_lib: PATH". */
+#define ENV_LIB_COMMENT "env_lib: "
+/* Appends " --env_lib PATH" to buf (a string, size bytes) for each library the config
+ * file conf names that buf does not name yet; nothing when conf is NULL or unreadable. */
+void trainer_env_lib_hint(const char *conf, char *buf, size_t size);
+
 /* One process's part of the job (a launcher_worker): opens its rank log, builds the
  * algorithm for its envs, resumes from rs, trains until the run is complete or stopped.
  * Returns an exit status: 0 ok, 2 bad input, 130 interrupted, else 1. */

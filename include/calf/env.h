@@ -93,6 +93,47 @@ const calf_env_class *calf_env_at(int i);   /* built-ins first, in a fixed order
 /* Writes "A, B, C" (the registered names, in order) into buf; truncates to fit. */
 void calf_env_list_names(char *buf, size_t size);
 
+/* ---- plug-ins: environments in a shared library, loaded at run time -------------
+ *
+ * A plug-in is a shared object (cc -shared -fPIC, not linked against libcalf: it uses
+ * the calf_* functions of the program that loads it) that defines one function,
+ *
+ *     int calf_plugin_register(int abi_version, calf_error *err);
+ *
+ * which the loader calls once with its CALF_PLUGIN_ABI_VERSION. The function must
+ *   1. return CALF_PLUGIN_CHECK_ABI(abi_version, err) when that is not CALF_OK (a
+ *      plug-in built against other headers may not read calf_env_class as calf does);
+ *   2. call calf_env_register for each of its classes (static objects) and return the
+ *      first failure's status, err set, or CALF_OK once all are registered.
+ * examples/custom_env.c is one. `calf train|play|export|env|envs --env_lib PATH` loads
+ * them; a config file never does (a config is data, and cannot make calf run code). */
+#define CALF_PLUGIN_ABI_VERSION 1  /* changes when calf_env_class, calf_env_spec, calf_env,
+                                      calf_rng or calf_error change their layout */
+#define CALF_PLUGIN_REGISTER_NAME "calf_plugin_register"
+typedef int (*calf_plugin_register_fn)(int abi_version, calf_error *err);
+int calf_plugin_register(int abi_version, calf_error *err); /* defined by a plug-in */
+/* CALF_OK when the loader's ABI (abi_version) is the one the plug-in was compiled with,
+ * else CALF_EINVAL saying both. A macro, so it takes the plug-in's own header version. */
+#define CALF_PLUGIN_CHECK_ABI(abi_version, err) \
+    calf_plugin_check_abi((abi_version), CALF_PLUGIN_ABI_VERSION, (err))
+int calf_plugin_check_abi(int loader_abi, int plugin_abi, calf_error *err);
+
+#define CALF_ENV_MAX_LIBRARIES 16
+/* Load the plug-in at path (a file; the same file twice loads it once) and register its
+ * classes. CALF_EINVAL with a message naming path when the file is missing or not a
+ * shared object, lacks calf_plugin_register, was built for another ABI, registers no
+ * class, or a class's name is taken (by a built-in or another library); then nothing
+ * of it stays registered or loaded. Not thread-safe: load at start-up, before workers
+ * fork (they inherit it). The library stays loaded until the process ends. */
+int calf_env_load_library(const char *path, calf_error *err);
+int calf_env_library_count(void);
+/* The absolute path of the i-th loaded library, in load order; NULL out of range.
+ * Static storage owned by calf. */
+const char *calf_env_library_at(int i);
+/* The library that registered cls (its absolute path), or NULL when cls did not come
+ * from a plug-in (a built-in, or registered by the program itself). */
+const char *calf_env_class_library(const calf_env_class *cls);
+
 /* Create env `index` of a job seeded with `seed`. Unknown name -> CALF_EINVAL naming
  * it and listing the known names; a failed create hook -> its status and message (env
  * left zeroed). The state is zeroed, then created: call calf_env_reset before the
