@@ -93,9 +93,10 @@ int main(int argc, char **argv) {
     int pos = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--anchor") == 0 && i + 1 < argc) anchor = argv[++i];
-        else if (strcmp(argv[i], "--anchor_steps") == 0 && i + 1 < argc) anchor_steps = atol(argv[++i]);
+        else if (strcmp(argv[i], "--anchor_steps") == 0 && i + 1 < argc)
+            anchor_steps = strtol(argv[++i], NULL, 10);
         else if (pos++ == 0) conf = argv[i];
-        else repeats = atoi(argv[i]);
+        else repeats = (int)strtol(argv[i], NULL, 10);
     }
     if (repeats < 1) repeats = 1;
     const char *quiet[] = {"TrainerConfig.evaluate=False"};

@@ -69,7 +69,8 @@ static int errno_named(const char *s) {
     if (!strcmp(s, "EFBIG")) return EFBIG;
     if (!strcmp(s, "EROFS")) return EROFS;
     if (!strcmp(s, "EDQUOT")) return EDQUOT;
-    return atoi(s) > 0 ? atoi(s) : ENOSPC;
+    long v = strtol(s, NULL, 10);
+    return v > 0 && v < 4096 ? (int)v : ENOSPC;
 }
 
 __attribute__((constructor)) static void shim_init(void) {
@@ -82,7 +83,7 @@ __attribute__((constructor)) static void shim_init(void) {
     void *m = mmap(NULL, sizeof *state, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     state = m == MAP_FAILED ? &local_state : m;
     const char *k = getenv("CALF_FAULT_K");
-    fault_k = k ? atol(k) : 0;
+    fault_k = k ? strtol(k, NULL, 10) : 0;
     fault_errno = errno_named(getenv("CALF_FAULT_ERRNO"));
     const char *mode = getenv("CALF_FAULT_MODE");
     if (mode && !strcmp(mode, "persist")) fault_mode = MODE_PERSIST;
