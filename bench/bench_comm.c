@@ -2,11 +2,17 @@
  * gradient size (9,219 floats, 64 envs) on 2 local processes, plus barrier and comm_any
  * latency, the 1-process figure for comparison, and the work-shared sum the trainer runs
  * after every minibatch, with pieces as stealing leaves them. Runs in a few seconds.
- * Under mpirun (`mpirun -np 2 build/bench_comm`) it measures the MPI backend instead. */
+ * Under mpirun (`mpirun -np 2 build/bench_comm`) it measures the MPI backend instead.
+ * `build/bench_comm --barriers P...` times bare barriers on P local processes each, for
+ * more processes than cores, and `--ring P...` the machine's own cost of switching among
+ * P processes, without calf: a byte passed around a ring of pipes (bench/README.md,
+ * "Oversubscription"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 #include "comm.h"
@@ -129,9 +135,111 @@ static int bench_shared_sum(comm *c, void *arg) {
     return rc == 0 ? 0 : 1;
 }
 
+/* Barriers alone on P processes: 20 to warm up, then enough to take about a second at
+ * ~100 us per process and barrier (at least 20). Rank 0 prints. */
+static int barrier_rank(comm *c, void *arg) {
+    (void)arg;
+    int P = comm_size(c), n = 10000 / P > 20 ? 10000 / P : 20;
+    calf_error err;
+    calf_error_clear(&err);
+    for (int i = 0; i < 20; i++)
+        if (comm_barrier(c, &err) != CALF_OK) goto fail;
+    double t0 = bench_now();
+    for (int i = 0; i < n; i++)
+        if (comm_barrier(c, &err) != CALF_OK) goto fail;
+    double dt = bench_now() - t0;
+    if (comm_rank(c) == 0)
+        printf("%5d processes: %9.1f us per barrier, %6.1f us per process (%d barriers)\n", P,
+               1e6 * dt / n, 1e6 * dt / n / P, n);
+    return 0;
+fail:
+    fprintf(stderr, "bench_comm: rank %d: %s\n", comm_rank(c), err.msg);
+    return 1;
+}
+
+/* A process count in [lo, 4096], or 0 (said on stderr). */
+static int process_count(const char *opt, const char *s, int lo) {
+    char *end = NULL;
+    long P = strtol(s, &end, 10);
+    if (end == s || *end || P < lo || P > 4096) {
+        fprintf(stderr, "bench_comm: %s expects process counts in [%d, 4096], got '%s'\n", opt,
+                lo, s);
+        return 0;
+    }
+    return (int)P;
+}
+
+static int bench_barriers(int argc, char **argv) {
+    calf_error err;
+    calf_error_clear(&err);
+    for (int i = 0; i < argc; i++) {
+        int P = process_count("--barriers", argv[i], 1);
+        if (!P) return 2;
+        fflush(stdout);
+        int rc = launcher_run(P, barrier_rank, NULL, &err);
+        if (rc != 0) {
+            if (err.msg[0]) fprintf(stderr, "bench_comm: %s\n", err.msg);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* P processes pass one byte around a ring of pipes, LAPS times: every hop is a switch to
+ * the next process, in the same cyclic order a barrier's wakeups run in. */
+static int ring(int P) {
+    enum { LAPS = 30 };
+    int (*fd)[2] = calloc((size_t)P, sizeof *fd);
+    if (!fd) return 1;
+    for (int i = 0; i < P; i++)
+        if (pipe(fd[i]) != 0) {
+            perror("bench_comm: pipe");
+            return 1;
+        }
+    fflush(stdout);
+    for (int i = 1; i < P; i++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("bench_comm: fork");
+            return 1;
+        }
+        if (pid == 0) {
+            char b;
+            for (int l = 0; l < LAPS; l++)
+                if (read(fd[i][0], &b, 1) != 1 || write(fd[(i + 1) % P][1], &b, 1) != 1) _exit(1);
+            _exit(0);
+        }
+    }
+    char b = 'x';
+    double t0 = bench_now();
+    int rc = 0;
+    for (int l = 0; l < LAPS && rc == 0; l++)
+        if (write(fd[1 % P][1], &b, 1) != 1 || read(fd[0][0], &b, 1) != 1) rc = 1;
+    double dt = bench_now() - t0;
+    for (int i = 0; i < P; i++) {
+        close(fd[i][0]);
+        close(fd[i][1]);
+    }
+    while (wait(NULL) > 0) {}
+    free(fd);
+    if (rc == 0)
+        printf("%5d processes: %6.1f us per hop around a ring of pipes (%d laps)\n", P,
+               1e6 * dt / ((double)LAPS * P), LAPS);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     calf_error err;
     calf_error_clear(&err);
+    if (argc > 1 && strcmp(argv[1], "--barriers") == 0) return bench_barriers(argc - 2, argv + 2);
+    if (argc > 1 && strcmp(argv[1], "--ring") == 0) {
+        for (int i = 2; i < argc; i++) {
+            int P = process_count("--ring", argv[i], 2);
+            if (!P) return 2;
+            if (ring(P) != 0) return 1;
+        }
+        return 0;
+    }
     if (comm_mpi_launched()) {
         comm *c = NULL;
         if (comm_mpi_init(&c, &argc, &argv, &err) != CALF_OK) {

@@ -30,12 +30,14 @@ static void on_interrupt(int sig) {
 /* SIGCHLD only needs to cut the supervisor's nap short. */
 static void on_child(int sig) { (void)sig; }
 
-/* After an interrupt, the workers have STOP_AFTER_S to finish the iteration and write
- * its checkpoint; then every wait fails (comm_local_stop_after) and they leave without
- * one; whoever is left at KILL_AFTER_S is killed. With many processes per core an
- * iteration can take far longer than a user waits for Ctrl-C to work, and a thousand
- * processes take a second or two to exit on two cores: the job is gone within 5 s. */
-static const double STOP_AFTER_S = 1.5, KILL_AFTER_S = 3.0;
+/* After an interrupt, the workers have stop_after seconds to finish the iteration and
+ * write its checkpoint; then every wait fails (comm_local_stop_after) and they leave
+ * without one; whoever is left at twice that is killed. With many processes per core an
+ * iteration can take far longer than a user waits for Ctrl-C to work, and exiting takes
+ * time too: a thousand processes need about two seconds on two cores. So the window is
+ * STOP_AFTER_S with a core per worker, STOP_AFTER_OVERSUBSCRIBED_S without, and the
+ * job is gone within 5 s either way. */
+static const double STOP_AFTER_S = 2.0, STOP_AFTER_OVERSUBSCRIBED_S = 1.0;
 
 
 static const char *signal_name(int sig) {
@@ -240,6 +242,7 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
     pid_t parent = getpid();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus < 1) cpus = nproc; /* unknown: assume a core each */
+    const double stop_after = nproc > cpus ? STOP_AFTER_OVERSUBSCRIBED_S : STOP_AFTER_S;
     for (int r = 0; r < nproc; r++) {
         pid_t pid = fork();
         if (pid < 0) {
@@ -351,7 +354,7 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             if (forwarded == 0) {
                 /* the deadline first: the workers keep it themselves, however long this
                  * process then waits for a core */
-                comm_local_stop_after(sh, STOP_AFTER_S);
+                comm_local_stop_after(sh, stop_after);
                 interrupt_at = now_s();
                 signal_all(group, ch, nproc, SIGINT, false);
             }
@@ -362,7 +365,7 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             }
             forwarded = seen;
         }
-        if (interrupt_at >= 0 && !killed_all && now_s() - interrupt_at > KILL_AFTER_S) {
+        if (interrupt_at >= 0 && !killed_all && now_s() - interrupt_at > 2 * stop_after) {
             signal_all(group, ch, nproc, SIGKILL, true);
             killed_all = true;
             interrupted_exit = true;

@@ -30,11 +30,11 @@ enum { LAUNCHER_NICE_OVERSUBSCRIBED = 10 };
  * send raises the abort flag every collective watches, is reported on stderr as
  * "calf: rank R failed: exit status N: <its message>" or "... killed by signal S (NAME)",
  * and the others get SIGTERM, then SIGKILL after a 2 s grace. SIGINT/SIGTERM to the
- * launcher are forwarded to the workers as SIGINT, which gives them 1.5 s to finish the
- * iteration (with its checkpoint); then every collective fails with CALF_EINTR and they
- * leave without one, and any left after 3 s are SIGKILLed, so that an interrupt ends
- * the job within seconds however slow its iterations; a second interrupt SIGKILLs them
- * at once. A worker that leaves interrupted (130) ends the others' waits the same way.
+ * launcher are forwarded to the workers as SIGINT, which gives them 2 s (1 s when they
+ * outnumber the cores) to finish the iteration (with its checkpoint); then every
+ * collective fails with CALF_EINTR and they leave without one, and any left after twice
+ * that are SIGKILLed, so that an interrupt ends the job within 5 s however slow its
+ * iterations; a second interrupt SIGKILLs them at once. A worker that leaves interrupted (130) ends the others' waits the same way.
  * Every worker is reaped before returning.
  *
  * Returns the exit status for the whole job: 0 when all workers exit 0; the first failing
