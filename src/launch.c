@@ -48,7 +48,14 @@ static int settle_root(const calf_train_options *o, const calf_config *cfg, cons
                        rundir_lock *l, resume_state *rs, bool *complete, calf_error *err) {
     *complete = false;
     int rc = rundir_lock_take(l, o->root_dir, job, err);
-    if (rc == CALF_OK && !l->no_write) rc = rundir_remove_temps(o->root_dir, stderr, err);
+    if (rc == CALF_OK && l->no_lock)
+        /* Unlocked, a temp file here may be a live run's: leave them all. */
+        fprintf(stderr,
+                "calf: warning: cannot lock %s/.lock (%s): its file system has no locks, so a "
+                "second run on this --root_dir would not be refused; make sure there is none\n",
+                o->root_dir, strerror(l->no_lock));
+    else if (rc == CALF_OK && !l->no_write)
+        rc = rundir_remove_temps(o->root_dir, stderr, err);
     if (rc == CALF_OK) rc = find_resume(o->root_dir, cfg, rs, err);
     if (rc) return rc;
     *complete = rs->found && trainer_run_complete(cfg, rs->hdr.iteration);
@@ -161,7 +168,7 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     calf_config cfg;
     resume_state rs;
     memset(&rs, 0, sizeof rs);
-    rundir_lock lock = {-1, 0};
+    rundir_lock lock = {.fd = -1};
     bool complete = false;
     if (o->nproc <= 1)
         rc = mpi_share_setup(c, o, &cfg, &rs, &lock, &complete, err);

@@ -107,6 +107,7 @@ static void read_holder(int fd, char *out, size_t cap) {
 int rundir_lock_take(rundir_lock *l, const char *root, const char *job, calf_error *err) {
     l->fd = -1;
     l->no_write = 0;
+    l->no_lock = 0;
     size_t n = strlen(root) + sizeof "/.lock";
     char *path = calf_xmalloc(n);
     snprintf(path, n, "%s/.lock", root);
@@ -124,8 +125,17 @@ int rundir_lock_take(rundir_lock *l, const char *root, const char *job, calf_err
         memset(&fl, 0, sizeof fl);
         fl.l_type = F_WRLCK;
         fl.l_whence = SEEK_SET; /* start 0, length 0: the whole file */
-        if (fcntl(fd, LOCK_CMD, &fl) != 0) {
-            int e = errno;
+        int locked = fcntl(fd, LOCK_CMD, &fl);
+        int e = locked != 0 ? errno : 0;
+#ifdef F_OFD_SETLK
+        if (locked != 0 && e == EINVAL) { /* a kernel before 3.15: no OFD locks */
+            locked = fcntl(fd, F_SETLK, &fl);
+            e = locked != 0 ? errno : 0;
+        }
+#endif
+        if (locked != 0 && (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS)) {
+            l->no_lock = e; /* no locks on this file system: go on, the caller warns */
+        } else if (locked != 0) {
             if (e == EACCES || e == EAGAIN) {
                 char who[512];
                 read_holder(fd, who, sizeof who);

@@ -23,6 +23,9 @@ typedef struct rundir_lock {
     int fd;         /* ROOT/.lock while held; -1 otherwise */
     int no_write;   /* errno (EROFS, EACCES, EPERM) when this process cannot write in root:
                      * no lock taken, and none needed while nothing is written; else 0 */
+    int no_lock;    /* errno (ENOLCK, EOPNOTSUPP, ENOSYS) when root's file system has no
+                     * fcntl locks (an NFS mount without lockd): the run goes on unlocked,
+                     * the caller warns, and a second run there would not be refused */
 } rundir_lock;
 
 /* Create root (and parents) and take ROOT/.lock, an fcntl write lock on an open file
@@ -32,7 +35,9 @@ typedef struct rundir_lock {
  * job says what holds it ("calf train", "calf train --nproc 4", "mpirun, 3 ranks").
  * Another live holder: CALF_EINVAL naming it, nothing written. A root this process cannot
  * write in (read-only file system, no permission): CALF_OK with l->no_write set and no
- * lock; the caller may only read (a finished run has nothing to do). */
+ * lock; the caller may only read (a finished run has nothing to do). A file system
+ * without locks: CALF_OK with l->no_lock set, the holder line written, the file kept open
+ * (released as a lock would be). */
 int rundir_lock_take(rundir_lock *l, const char *root, const char *job, calf_error *err);
 /* Release (close) the lock; a zeroed or never-taken lock with fd -1 is fine. */
 void rundir_lock_release(rundir_lock *l);

@@ -19,7 +19,11 @@
  *   CALF_FAULT_PATH=text   count only calls on paths containing text
  *   CALF_FAULT_LOG=file    append "k <call> <path>" for each call made to fail
  *   CALF_FAULT_COUNT=file  at exit of the first process, write the number of counted
- *                          calls */
+ *                          calls
+ *   CALF_FAULT_LOCK=name   every fcntl record lock request (F_SETLK, F_SETLKW and their
+ *                          F_OFD_ forms) fails with that errno, as on a file system
+ *                          without locks (ENOLCK: an NFS mount without lockd); not
+ *                          counted */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -40,12 +44,15 @@ typedef int (*fsync_fn)(int);
 typedef int (*rename_fn)(const char *, const char *);
 typedef int (*open_fn)(const char *, int, ...);
 typedef int (*openat_fn)(int, const char *, int, ...);
+typedef int (*fcntl_fn)(int, int, ...);
 
 static write_fn real_write;
 static fsync_fn real_fsync;
 static rename_fn real_rename;
 static open_fn real_open, real_open64;
 static openat_fn real_openat;
+static fcntl_fn real_fcntl;
+static int lock_errno; /* CALF_FAULT_LOCK, 0 if unset */
 
 /* Shared with forked workers: the count, and whether the next call must fail (short). */
 typedef struct shared_state {
@@ -69,6 +76,9 @@ static int errno_named(const char *s) {
     if (!strcmp(s, "EFBIG")) return EFBIG;
     if (!strcmp(s, "EROFS")) return EROFS;
     if (!strcmp(s, "EDQUOT")) return EDQUOT;
+    if (!strcmp(s, "ENOLCK")) return ENOLCK;
+    if (!strcmp(s, "EOPNOTSUPP")) return EOPNOTSUPP;
+    if (!strcmp(s, "EINVAL")) return EINVAL;
     long v = strtol(s, NULL, 10);
     return v > 0 && v < 4096 ? (int)v : ENOSPC;
 }
@@ -80,6 +90,8 @@ __attribute__((constructor)) static void shim_init(void) {
     real_open = (open_fn)dlsym(RTLD_NEXT, "open");
     real_open64 = (open_fn)dlsym(RTLD_NEXT, "open64");
     real_openat = (openat_fn)dlsym(RTLD_NEXT, "openat");
+    real_fcntl = (fcntl_fn)dlsym(RTLD_NEXT, "fcntl");
+    if (getenv("CALF_FAULT_LOCK")) lock_errno = errno_named(getenv("CALF_FAULT_LOCK"));
     void *m = mmap(NULL, sizeof *state, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     state = m == MAP_FAILED ? &local_state : m;
     const char *k = getenv("CALF_FAULT_K");
@@ -231,4 +243,23 @@ int openat(int dirfd, const char *path, int flags, ...) {
         return -1;
     }
     return real_openat(dirfd, path, flags, mode);
+}
+
+/* Every command's argument fits in a pointer-sized slot, which is how glibc's own fcntl
+ * reads it too. */
+int fcntl(int fd, int cmd, ...) {
+    if (!real_fcntl) shim_init();
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    bool lock = cmd == F_SETLK || cmd == F_SETLKW;
+#ifdef F_OFD_SETLK
+    lock = lock || cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;
+#endif
+    if (lock && lock_errno) {
+        errno = lock_errno;
+        return -1;
+    }
+    return real_fcntl(fd, cmd, arg);
 }
