@@ -212,6 +212,48 @@ void mj_env_reset_state(const mj_state *s, double *out) {
     memcpy(out, s->drawn, (size_t)(s->m->nq + s->m->nv) * sizeof *out);
 }
 
+void mj_env_observe_hook(const void *state, float *obs) {
+    const mj_state *s = state;
+    const mj_task *t = s->task;
+    const mjData *d = s->d;
+    for (int i = t->obs_qpos_from; i < t->nq; i++) *obs++ = (float)d->qpos[i];
+    const double c = t->qvel_clip;
+    for (int i = 0; i < t->nv; i++) {
+        double v = d->qvel[i];
+        if (c > 0.0) v = v < -c ? -c : v > c ? c : v; /* np.clip: a NaN stays NaN */
+        *obs++ = (float)v;
+    }
+}
+
+void mj_env_reset_hook(void *state, calf_rng *rng, float *obs) {
+    mj_env_reset(state, rng);
+    mj_env_observe_hook(state, obs);
+}
+
+/* The x position the forward reward differentiates. */
+static double forward_x(const mj_state *s) {
+    return s->task->track_body ? s->track_xy[0] : s->d->qpos[0];
+}
+
+int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                     float *reward) {
+    (void)rng;
+    (void)action;
+    mj_state *s = state;
+    const mj_task *t = s->task;
+    double x_before = forward_x(s);
+    mj_env_simulate(s, u);
+    double rewards = 0.0;
+    if (t->forward_weight != 0.0)
+        rewards = t->forward_weight * ((forward_x(s) - x_before) / mj_env_dt(s));
+    if (t->healthy_reward != 0.0) rewards = rewards + t->healthy_reward;
+    float ctrl_cost = 0.0f;
+    if (t->ctrl_cost_weight != 0.0f) ctrl_cost = t->ctrl_cost_weight * mj_env_sum_squares(u, t->nu);
+    *reward = (float)(rewards - (double)ctrl_cost);
+    mj_env_observe_hook(s, obs);
+    return t->terminated ? t->terminated(s->d) : 0;
+}
+
 void mj_env_destroy_hook(void *state) { mj_env_destroy(state); }
 void mj_env_save_hook(const void *state, void *buf) { mj_env_save(state, buf); }
 int mj_env_load_hook(void *state, const void *buf, calf_error *err) { return mj_env_load(state, buf, err); }
