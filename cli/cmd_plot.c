@@ -64,7 +64,7 @@ static int plot_to_file(const char *const *roots, size_t n, const calf_plot_opti
     snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) {
-        int rc = calf_error_set(err, CALF_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        int rc = calf_error_set(err, CALF_EIO, "%s: cannot create: %s", path, strerror(errno));
         free(tmp);
         return rc;
     }

@@ -223,5 +223,8 @@ cp "$SVG" "$WORK/keep.svg"
 expect_exit 2 "$CALF" plot "$R1" --tag Nope -o "$WORK/keep.svg"
 expect_same_file "$SVG" "$WORK/keep.svg"
 expect_write_fails "calf plot: plot: write:" "$CALF" plot "$R1" -o -
+# an output in a directory that does not exist: exit 1 naming the file asked for
+expect_exit 1 "$CALF" plot "$R1" -o "$WORK/nodir/p.svg"
+expect_in "$WORK/err" "calf plot: $WORK/nodir/p.svg: cannot create: No such file or directory"
 
 report e2e_plot
