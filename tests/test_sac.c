@@ -1,0 +1,334 @@
+/* test_sac.c: SAC's first two updates, driven through the algorithm interface as the
+ * trainer drives them (act, observe, train), checked against what an update must do,
+ * with the networks recomputed here in double. Adam's first moment after a step, 0.9
+ * m_before + 0.1 g, gives the gradient g each step used:
+ * - the critics' gradient equals central differences of
+ *   mean_j [0.5 (q1_j - y_j)^2 + 0.5 (q2_j - y_j)^2] over the update's samples
+ *   (replay_sample), where y_j is r_j for a terminated transition, else r_j + gamma (min
+ *   of the TARGET critics at (s'_j, a'_j) - alpha logp(a'_j)), a'_j the squashed sample
+ *   of the pre-update actor at s'_j with the sample's own noise (its CALF_RNG_NOISE
+ *   stream, docs/DESIGN.md); on the first step (eps 1e-8) each parameter moves by lr
+ *   against its gradient's sign, and one without gradient does not move;
+ * - the temperature's gradient is -(mean logp + target entropy) of the actor-loss sample;
+ * - then the target critics move tau of the way to the stepped critics (in float, as
+ *   sac_polyak_update does), and the actor moves.
+ * The second update is where targets and critics differ, so it tells them apart. Two
+ * cases: every stored transition terminated, and none. */
+#include <stdint.h>
+
+#include "algorithm.h"
+#include "algorithms/replay.h"
+#include "algorithms/sac_math.h"
+#include "calf/rng.h"
+#include "comm.h"
+#include "nn.h"
+#include "test_util.h"
+
+enum { E = 2, STEPS = 4, B = 16, OD = 3, A = 1, H = 8 };
+/* lr large enough that after one step the targets differ clearly from the critics */
+static const double LR = 3e-2, TAU = 0.25, GAMMA = 0.9;
+static const uint64_t SEED = 7;
+
+/* The algorithm's four groups as its checkpoint section holds them. */
+typedef struct groups {
+    float *actor, *critic, *target, log_alpha;
+    size_t na, nc;
+    float *critic_m, alpha_m; /* Adam's first moments: after the first step, 0.1 * gradient */
+} groups;
+
+/* A group's section: params, and when trained Adam's step count and moments; m (if not
+ * NULL) receives the first moment. */
+static void read_group(ckpt_reader *r, const char *tag, float *p, size_t n, bool trained,
+                       float *m) {
+    ckpt_get_tag(r, tag);
+    ckpt_get_f32s(r, p, n);
+    if (!trained) return;
+    int64_t step;
+    ckpt_get_i64(r, &step);
+    float *skip = calloc(n ? n : 1, sizeof(float));
+    ckpt_get_f32s(r, m ? m : skip, n);
+    ckpt_get_f32s(r, skip, n); /* v */
+    free(skip);
+}
+
+static void read_groups(const algorithm_ops *ops, const algorithm *a, groups *g) {
+    ckpt_buf b;
+    ckpt_buf_init(&b);
+    ops->save(a, &b);
+    calf_error err;
+    ckpt_reader r;
+    ckpt_reader_init(&r, b.data, b.len, "sac", &err);
+    int64_t updates;
+    ckpt_get_tag(&r, "SACU");
+    ckpt_get_i64(&r, &updates);
+    read_group(&r, "SACA", g->actor, g->na, true, NULL);
+    read_group(&r, "SACQ", g->critic, g->nc, true, g->critic_m);
+    read_group(&r, "SACT", g->target, g->nc, false, NULL);
+    read_group(&r, "SACL", &g->log_alpha, 1, true, &g->alpha_m);
+    CHECK_INT_EQ(r.status, CALF_OK);
+    ckpt_buf_free(&b);
+}
+
+/* An MLP in double on float parameters laid out as nn_mlp_layout lays them: weights
+ * row-major (in, out), then biases; ReLU after every hidden layer. */
+static void mlp_forward(const nn_mlp *m, const float *p, const double *x, double *out) {
+    double buf[2][64];
+    const double *in = x;
+    for (int l = 0; l < m->num_layers; l++) {
+        int ni = m->sizes[l], no = m->sizes[l + 1];
+        double *o = l == m->num_layers - 1 ? out : buf[l & 1];
+        for (int j = 0; j < no; j++) {
+            double s = p[m->b_off[l] + (size_t)j];
+            for (int k = 0; k < ni; k++) s += in[k] * (double)p[m->w_off[l] + (size_t)k * no + (size_t)j];
+            o[j] = l == m->num_layers - 1 || s > 0.0 ? s : 0.0;
+        }
+        in = o;
+    }
+}
+
+/* The synthetic transitions: env e, step t. */
+static void transition(int e, int t, bool terminated, float *obs, float *u, float *r,
+                       uint8_t *term, float *next) {
+    for (int i = 0; i < OD; i++) {
+        obs[i] = (float)sin(1.3 * e + 0.7 * t + 0.9 * i);
+        next[i] = (float)cos(0.4 * e + 1.1 * t + 0.5 * i);
+    }
+    u[0] = (float)(1.5 * sin(2.1 * e + 0.3 * t));
+    *r = (float)(-1.0 - 0.5 * cos(0.8 * e + t));
+    *term = terminated;
+}
+
+/* y_j as the update must form it, from the pre-update groups. */
+static double target_value(const nn_mlp *actor, const nn_mlp *q1, const nn_mlp *q2,
+                           const groups *g, float r, uint8_t term, const float *next, int it,
+                           int j, const float *lo, const float *hi) {
+    if (term) return r;
+    double x[OD + A], head[2 * A];
+    for (int i = 0; i < OD; i++) x[i] = next[i];
+    mlp_forward(actor, g->actor, x, head);
+    calf_rng rng;
+    calf_rng_seed(&rng, SEED, replay_stream_index(it, 0) * 0x9E3779B97F4A7C15ULL + (uint64_t)j,
+                  CALF_RNG_NOISE);
+    float eps[A], headf[2 * A], a[A], logp;
+    for (int i = 0; i < A; i++) eps[i] = (float)calf_rng_normal(&rng);
+    for (int i = 0; i < 2 * A; i++) headf[i] = (float)head[i];
+    sac_squashed_sample(A, headf, eps, lo, hi, a, &logp);
+    for (int i = 0; i < A; i++) x[OD + i] = a[i];
+    double t1, t2;
+    mlp_forward(q1, g->target, x, &t1);
+    mlp_forward(q2, g->target, x, &t2);
+    float alpha = (float)exp((double)g->log_alpha);
+    return sac_td_target(r, (float)GAMMA, 0, (float)t1, (float)t2, alpha, logp);
+}
+
+/* The mean over the actor-loss samples (noise eps2 at s_j) of logp, pre-update actor. */
+static double mean_logp(const nn_mlp *actor, const groups *g, float (*obs)[OD], int it,
+                        const float *lo, const float *hi) {
+    double sum = 0;
+    for (int j = 0; j < B; j++) {
+        double x[OD], head[2 * A];
+        for (int i = 0; i < OD; i++) x[i] = obs[j][i];
+        mlp_forward(actor, g->actor, x, head);
+        calf_rng rng;
+        calf_rng_seed(&rng, SEED,
+                      replay_stream_index(it, 0) * 0x9E3779B97F4A7C15ULL + (uint64_t)j,
+                      CALF_RNG_NOISE);
+        float eps2[A], headf[2 * A], a[A], logp;
+        for (int i = 0; i < A; i++) (void)calf_rng_normal(&rng); /* eps: the next action's */
+        for (int i = 0; i < A; i++) eps2[i] = (float)calf_rng_normal(&rng);
+        for (int i = 0; i < 2 * A; i++) headf[i] = (float)head[i];
+        sac_squashed_sample(A, headf, eps2, lo, hi, a, &logp);
+        sum += logp;
+    }
+    return sum / B;
+}
+
+static double critic_loss(const nn_mlp *q1, const nn_mlp *q2, const float *critic,
+                          float (*obs)[OD], const float *u, const double *y) {
+    double loss = 0;
+    for (int j = 0; j < B; j++) {
+        double x[OD + A], a, b;
+        for (int i = 0; i < OD; i++) x[i] = obs[j][i];
+        x[OD] = u[j];
+        mlp_forward(q1, critic, x, &a);
+        mlp_forward(q2, critic, x, &b);
+        loss += 0.5 * (a - y[j]) * (a - y[j]) + 0.5 * (b - y[j]) * (b - y[j]);
+    }
+    return loss / B;
+}
+
+/* What the test remembers of the transitions it fed. */
+typedef struct transitions {
+    float obs[E][STEPS][OD], u[E][STEPS], r[E][STEPS], next[E][STEPS][OD];
+    uint8_t term[E][STEPS];
+} transitions;
+
+typedef struct nets {
+    const nn_mlp *actor, *q1, *q2;
+    const float *lo, *hi;
+} nets;
+
+/* The update of iteration `it` (stored = it + 1 transitions per env), from groups b to
+ * groups f. Adam's first moment m after a step is 0.9 m_before + 0.1 g, which gives the
+ * gradient g the step used; on the first step (first) m_before is 0 and the step moves
+ * each parameter by lr against the gradient's sign. */
+static void check_update(const nets *n, const transitions *tr, bool terminated, int it,
+                         const groups *b, const groups *f, bool first) {
+    size_t nc = b->nc;
+    int env[B];
+    int64_t pos[B];
+    replay_sample(SEED, it, 0, E, it + 1, B, env, pos);
+    float sobs[B][OD], su[B];
+    double y[B];
+    for (int j = 0; j < B; j++) {
+        int e = env[j], t = (int)pos[j];
+        memcpy(sobs[j], tr->obs[e][t], sizeof sobs[j]);
+        su[j] = tr->u[e][t];
+        y[j] = target_value(n->actor, n->q1, n->q2, b, tr->r[e][t], tr->term[e][t],
+                            tr->next[e][t], it, j, n->lo, n->hi);
+    }
+
+    /* the critics' gradient against central differences of the loss */
+    float *p = malloc(nc * sizeof(float));
+    int checked = 0, moved_right = 0, still = 0, still_right = 0;
+    double worst = 0; /* the largest |gradient used - finite difference|, relative */
+    for (size_t i = 0; i < nc; i++) {
+        memcpy(p, b->critic, nc * sizeof(float));
+        const float hp = b->critic[i] + 1e-4f, hm = b->critic[i] - 1e-4f;
+        p[i] = hp;
+        double lp = critic_loss(n->q1, n->q2, p, sobs, su, y);
+        p[i] = hm;
+        double lm = critic_loss(n->q1, n->q2, p, sobs, su, y);
+        double g = (lp - lm) / ((double)hp - (double)hm);
+        double used = ((double)f->critic_m[i] - 0.9 * (double)b->critic_m[i]) / 0.1;
+        worst = fmax(worst, fabs(used - g) / (fabs(g) + 1e-3));
+        double d = (double)f->critic[i] - (double)b->critic[i];
+        if (fabs(g) > 1e-4) {
+            checked++;
+            moved_right += !first || fabs(d + LR * (g > 0 ? 1 : -1)) <= 1e-3 * LR;
+        } else if (g == 0.0) {
+            still++; /* padding, and weights into or out of units no sample reaches */
+            still_right += !first || d == 0.0;
+        }
+    }
+    free(p);
+    if (worst > 1e-3 || moved_right != checked)
+        fprintf(stderr, "terminated=%d, iteration %d: critic gradient off by %g (relative); %d of %d parameters moved by lr\n",
+                terminated, it, worst, moved_right, checked);
+    CHECK(checked >= 64); /* enough to mean something: about a third of the parameters */
+    CHECK(worst <= 1e-3);
+    CHECK_INT_EQ(still_right, still);
+    CHECK_INT_EQ(moved_right, checked);
+
+    /* the temperature's gradient, d(-log_alpha (logp + target))/d log_alpha averaged:
+     * -(mean logp - |A|); on the first step it goes up when the entropy is below -|A| */
+    double m = mean_logp(n->actor, b, sobs, it, n->lo, n->hi);
+    double used = ((double)f->alpha_m - 0.9 * (double)b->alpha_m) / 0.1;
+    CHECK_NEAR(used, -(m - (double)A), 1e-4 * (1.0 + fabs(m)));
+    if (first) CHECK_NEAR((double)f->log_alpha - (double)b->log_alpha, (-m < -(double)A) ? LR : -LR, 1e-3 * LR);
+
+    /* the targets: tau of the way to the stepped critics, in float */
+    int exact = 0;
+    for (size_t i = 0; i < nc; i++) {
+        float t = (1.0f - (float)TAU) * b->target[i];
+        float q = (float)TAU * f->critic[i];
+        exact += memcmp(&(float){t + q}, &f->target[i], sizeof(float)) == 0;
+    }
+    CHECK_INT_EQ(exact, (long long)nc);
+    /* and the actor moved (its own gradient is sac_math's finite-difference test) */
+    CHECK(memcmp(b->actor, f->actor, b->na * sizeof(float)) != 0);
+}
+
+static void one_case(bool terminated) {
+    const calf_env_class *cls = calf_env_find("Pendulum-v1");
+    CHECK(cls != NULL);
+    if (!cls) return;
+    calf_config cfg;
+    calf_config_init(&cfg);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "TrainerConfig.algorithm_ctor = @SacAlgorithm\n"
+             "create_environment.env_name = 'Pendulum-v1'\n"
+             "create_environment.num_parallel_environments = %d\n"
+             "TrainerConfig.unroll_length = 1\n"
+             "TrainerConfig.num_updates_per_train_iter = 1\n"
+             "TrainerConfig.mini_batch_length = 2\n"
+             "TrainerConfig.mini_batch_size = %d\n"
+             "TrainerConfig.initial_collect_steps = %d\n"
+             "TrainerConfig.replay_buffer_length = 100\n"
+             "actor/ActorDistributionNetwork.fc_layer_params = (%d, %d)\n"
+             "critic/CriticNetwork.joint_fc_layer_params = (%d, %d)\n"
+             "actor/Adam.lr = %g\ncritic/Adam.lr = %g\nalpha/Adam.lr = %g\n"
+             "Adam.eps = 1e-8\n"
+             "SacAlgorithm.target_update_tau = %g\n"
+             "OneStepTDLoss.gamma = %g\n",
+             E, B, E * (STEPS - 1), H, H, H, H, LR, LR, LR, TAU, GAMMA);
+    calf_error err;
+    CHECK_INT_EQ(calf_config_parse_string(&cfg, text, "test", &err), CALF_OK);
+    comm *c = NULL;
+    CHECK_INT_EQ(comm_single(&c), CALF_OK);
+    const algorithm_ops *ops = algorithm_find("SacAlgorithm");
+    CHECK(ops != NULL);
+    algo_setup s = {.cfg = &cfg, .spec = &cls->spec, .c = c, .E = E, .begin = 0, .count = E,
+                    .T = 1, .seed = SEED};
+    algorithm *a = NULL;
+    CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK);
+    if (!a) return;
+
+    /* the layout sac.c uses: the actor alone, then q1 and q2 in one group */
+    nn_mlp actor, q1, q2;
+    int hidden[2] = {H, H};
+    size_t cur = 0;
+    nn_mlp_layout(&actor, OD, hidden, 2, 2 * A, NN_ACT_RELU, &cur);
+    size_t na = cur;
+    cur = 0;
+    nn_mlp_layout(&q1, OD + A, hidden, 2, 1, NN_ACT_RELU, &cur);
+    nn_mlp_layout(&q2, OD + A, hidden, 2, 1, NN_ACT_RELU, &cur);
+    size_t nc = cur;
+    groups snap[3]; /* before the first update, after it, after the second */
+    for (int k = 0; k < 3; k++)
+        snap[k] = (groups){calloc(na, 4), calloc(nc, 4), calloc(nc, 4), 0, na, nc, calloc(nc, 4), 0};
+
+    /* STEPS iterations of collection; the last two iterations' trains update once each */
+    transitions tr;
+    for (int t = 0; t < STEPS; t++) {
+        float o[E * OD], act_u[E * A], rew[E], nx[E * OD];
+        int act[E];
+        uint8_t te[E], trunc[E] = {0};
+        for (int e = 0; e < E; e++) {
+            transition(e, t, terminated, tr.obs[e][t], &tr.u[e][t], &tr.r[e][t],
+                       &tr.term[e][t], tr.next[e][t]);
+            memcpy(o + e * OD, tr.obs[e][t], sizeof tr.obs[e][t]);
+            memcpy(nx + e * OD, tr.next[e][t], sizeof tr.next[e][t]);
+            act_u[e] = tr.u[e][t];
+            rew[e] = tr.r[e][t];
+            te[e] = tr.term[e][t];
+        }
+        float sampled[E * A];
+        ops->act(a, t, 0, o, act, sampled);
+        if (t < STEPS - 1) /* still collecting: uniform in the bounds */
+            for (int e = 0; e < E; e++) CHECK(sampled[e] >= -2.0f && sampled[e] <= 2.0f);
+        algo_step st = {.s = 0, .obs = o, .act = act, .u = act_u, .reward = rew,
+                        .terminated = te, .truncated = trunc, .final_obs = nx, .next_obs = nx};
+        ops->observe(a, &st);
+        if (t == STEPS - 2) read_groups(ops, a, &snap[0]);
+        CHECK_INT_EQ(ops->train(a, t, &err), CALF_OK);
+        if (t == STEPS - 2) read_groups(ops, a, &snap[1]);
+    }
+    read_groups(ops, a, &snap[2]);
+    nets n = {&actor, &q1, &q2, cls->spec.action_low, cls->spec.action_high};
+    check_update(&n, &tr, terminated, STEPS - 2, &snap[0], &snap[1], true);
+    /* the second: the targets now differ from the critics, Adam has a history */
+    check_update(&n, &tr, terminated, STEPS - 1, &snap[1], &snap[2], false);
+
+    for (int k = 0; k < 3; k++)
+        free(snap[k].actor), free(snap[k].critic), free(snap[k].target), free(snap[k].critic_m);
+    ops->destroy(a);
+    comm_finalize(c);
+}
+
+int main(void) {
+    one_case(true);
+    one_case(false);
+    return test_report("test_sac");
+}
