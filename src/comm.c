@@ -3,9 +3,11 @@
  * built on the five primitives every backend supplies (see comm.h). */
 #include "comm.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the comm object ---------------------------------------------------------------- */
@@ -1031,6 +1033,37 @@ int comm_claim_back(comm_claim *const *words, int P, int self, int reach, uint32
         }
         /* The word moved under us (its owner claimed, or another thief): look again. */
     }
+}
+
+static double monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int comm_claim_take(comm_claim *const *words, int P, int self, int reach, uint32_t tag,
+                    double open_wait_s, int *victim, int *first) {
+    double give_up = -1.0;
+    for (;;) {
+        int unopened = 0;
+        int k = comm_claim_back(words, P, self, reach, tag, victim, first, &unopened);
+        if (k > 0 || unopened == 0 || open_wait_s <= 0) return k;
+        double now = monotonic_s();
+        if (give_up < 0) give_up = now + open_wait_s;
+        else if (now > give_up) return 0;
+        sched_yield();
+    }
+}
+
+void comm_share_timing(const comm *c, bool *slow, double *open_wait_s) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    bool core_each = cpus > 0 && c->size <= cpus;
+    const char *env = getenv("CALF_TEST_SLOW_RANK");
+    char *end = NULL;
+    long slow_rank = env && *env ? strtol(env, &end, 10) : -1;
+    bool named = end && *end == '\0';
+    *slow = named && slow_rank == c->index;
+    *open_wait_s = named ? 0.5 : core_each ? COMM_OPEN_WAIT_S : 0.0;
 }
 
 bool comm_shares_memory(const comm *c) { return c->ops->shared_alloc != NULL; }

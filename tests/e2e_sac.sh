@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # e2e_sac.sh: SAC keeps calf's promise: short sac_pendulum runs (4 and 5 envs, a replay
 # buffer that wraps) write the same checkpoint bytes on --nproc 1..4 and under MPI; a
-# run stopped on 2 processes resumes on 3 to the uninterrupted run's bytes; discrete SAC
-# too; play works; bad input is exit 2 with file:line and nothing written.
+# run stopped on 2 processes resumes on 3 to the uninterrupted run's bytes; with a slow
+# process the others compute some of its envs (work sharing) and the bytes stay; discrete
+# SAC too; play works; bad input is exit 2 with file:line and nothing written.
 . "$(dirname "$0")/lib_e2e.sh"
 
 cat >"$WORK/short.gin" <<EOF
@@ -68,6 +69,21 @@ for k in 2 3; do
     expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$RC/train/algorithm/ckpt-24"
 done
 
+# work sharing (--nproc: the rings in shared memory): with a slow process, the others
+# compute some of its envs' partials, and the bytes stay the same; continuous and, below,
+# discrete
+for slow in 0 1; do
+    W=$WORK/steal$slow
+    CALF_TEST_SLOW_RANK=$slow expect_exit 0 "$CALF" train --quiet --root_dir "$W" --conf "$WORK/short.gin" \
+        --conf_param create_environment.num_parallel_environments=5 --nproc 2
+    expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$W/train/algorithm/ckpt-24"
+    other=$((1 - slow))
+    took=$(sed -n 's/.*; \([0-9]*\) env partials computed for other processes/\1/p' "$W/log/rank-$other.log")
+    if [ -n "$took" ] && [ "$took" -gt 0 ]; then ok; else bad "rank $other computed no env partials for the slow rank $slow ('$took')"; fi
+done
+expect_in "$WORK/e5.n2/log/rank-0.log" "work sharing: the rings in shared memory;"
+expect_not_in "$WORK/e5.n1/log/rank-0.log" "work sharing"
+
 # discrete SAC: softmax(Q / alpha) of the critics
 cat >"$WORK/disc.gin" <<EOF
 include '$SRC/examples/sac_cartpole.gin'
@@ -84,6 +100,10 @@ for n in 1 3; do
     expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/d$n" --conf "$WORK/disc.gin" --nproc $n
 done
 expect_same_file "$WORK/d1/train/algorithm/ckpt-16" "$WORK/d3/train/algorithm/ckpt-16"
+CALF_TEST_SLOW_RANK=0 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/dsteal" --conf "$WORK/disc.gin" --nproc 2
+expect_same_file "$WORK/d1/train/algorithm/ckpt-16" "$WORK/dsteal/train/algorithm/ckpt-16"
+took=$(sed -n 's/.*; \([0-9]*\) env partials computed for other processes/\1/p' "$WORK/dsteal/log/rank-1.log")
+if [ -n "$took" ] && [ "$took" -gt 0 ]; then ok; else bad "discrete: rank 1 computed no env partials for the slow rank 0 ('$took')"; fi
 expect_exit 0 "$CALF" play --root_dir "$WORK/d1" --num_episodes 2
 
 # MPI, where built in

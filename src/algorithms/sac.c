@@ -4,13 +4,17 @@
  * of the critics (ALF's sac_cart_pole). Every env's transitions live in a ring owned by
  * the process that steps it (replay.h); each update's samples come from a stream of
  * (seed, iteration, update) and each sample's policy noise from its own stream, so every
- * process computes the same list; a process computes the loss terms of its own envs'
- * samples and their per-env partial gradients are summed in the canonical tree over the
- * global env index (docs/DESIGN.md). The bits never depend on the number of processes. */
+ * process computes the same list; the loss terms of an env's samples make one per-env
+ * partial gradient, and the partials are summed in the canonical tree over the global env
+ * index (docs/DESIGN.md). A process computes its own envs' partials; with --nproc the
+ * rings live in the memory the processes share, and a process out of work computes
+ * envs of a slower one (work sharing, as PPO's). The bits never depend on the number of
+ * processes or on who computed what. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "calf/summary.h"
 #include "algorithm.h"
@@ -22,6 +26,26 @@
 
 /* Per-env statistics of an iteration's updates, summed over envs in canonical order. */
 enum { SS_SAMPLES, SS_CRITIC, SS_ACTOR, SS_ALPHA, SS_ENTROPY, NUM_SAC_STATS };
+
+/* What a process's envs hold for an update: the rings, and per env the statistics and
+ * (discrete actions) the temperature's gradient, which the critic pass leaves for the
+ * actor pass. With work sharing every process's lies in shared memory, and any process
+ * may compute any env. */
+typedef struct sac_view {
+    replay rb;               /* the rings (counters copied from the process's own) */
+    int begin, count;        /* the envs */
+    double *stats;           /* (count, NUM_SAC_STATS) */
+    float *da;               /* (count) */
+    comm_claim *claim;       /* the process's claim word, when sharing */
+    void *ring;              /* the rings' memory, when sharing */
+} sac_view;
+
+/* Envs per claim when sharing: whole envs' rows per forward pass, and room to take from
+ * a slower process. The bits do not depend on it. */
+enum { SHARE_GROUP_ENVS = 4 };
+
+/* How many processes after itself one out of work looks at (as PPO's). */
+enum { STEAL_REACH = 16 };
 
 typedef struct sac {
     /* the job and the env */
@@ -49,7 +73,8 @@ typedef struct sac {
      * this process's, env by env */
     int *s_env;              /* (B) */
     int64_t *s_pos;          /* (B) */
-    int *offsets;            /* (count + 1) rows of local env e: [offsets[e], offsets[e+1]) */
+    uint64_t stream;         /* the update's noise stream (replay_stream_index) */
+    int *offsets;            /* (E + 1) rows of a group's env e: [offsets[e], offsets[e+1]) */
     int *order;              /* (B) sample index of each row */
     float *obs, *act, *rew, *next; /* (B, od), (B, max(A,1)), (B), (B, od) */
     uint8_t *term;           /* (B) */
@@ -69,8 +94,19 @@ typedef struct sac {
     comm_tree critic_tree;   /* critic group's gradient */
     comm_tree actor_tree;    /* the actor's gradient, then d/d log alpha (one more float) */
     float *sum;              /* (max(critic n, actor n + 1)) a tree's completed sum */
-    double *stats;           /* (count, NUM_SAC_STATS) */
+    double *stats;           /* (count, NUM_SAC_STATS) = own->stats */
     int64_t iteration;
+    /* every process's envs (views[r]; just this one's without sharing) */
+    sac_view *views, *own;
+    int nviews;
+    void *own_mem;           /* own's stats and da when private */
+    bool sharing;            /* processes share memory: rings there, work shared */
+    comm_claim **claims;     /* (size) every process's claim word, when sharing */
+    comm_tree critic_steal, actor_steal; /* pieces computed for other processes */
+    uint32_t round;          /* shared rounds so far (the claim tag; alike everywhere) */
+    int64_t shared_envs;     /* env partials this process computed for others */
+    bool test_slow;          /* CALF_TEST_SLOW_RANK names this process (tests only) */
+    double open_wait_s;
 } sac;
 
 /* ---- settings ------------------------------------------------------------------- */
@@ -255,17 +291,107 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     t->s_env = calf_xcalloc((size_t)B, sizeof(int));
     t->s_pos = calf_xcalloc((size_t)B, sizeof(int64_t));
     t->order = calf_xcalloc((size_t)B, sizeof(int));
-    t->offsets = calf_xcalloc((size_t)t->count + 1, sizeof(int));
+    t->offsets = calf_xcalloc((size_t)t->E + 1, sizeof(int));
     t->act_rng = calf_xcalloc((size_t)t->count, sizeof *t->act_rng);
     for (int e = 0; e < t->count; e++)
         calf_rng_seed(&t->act_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_ACTION);
-    t->stats = calf_xcalloc((size_t)t->count * NUM_SAC_STATS, sizeof(double));
     comm_tree_init(&t->critic_tree, t->critic_g.n, t->E, t->begin, t->count);
     comm_tree_init(&t->actor_tree, t->actor_g.n + 1, t->E, t->begin, t->count);
     size_t sum_n = t->critic_g.n > t->actor_g.n + 1 ? t->critic_g.n : t->actor_g.n + 1;
     t->sum = calf_xcalloc(sum_n, sizeof(float));
     int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
-    return replay_create(&t->rb, t->E, t->begin, t->count, cap, t->od, (int)ad, err);
+    int rc = replay_create(&t->rb, t->E, t->begin, t->count, cap, t->od, (int)ad, err);
+    if (rc) return rc;
+    /* this process's view, private until sac_start finds memory to share */
+    t->nviews = 1;
+    t->views = calf_xcalloc(1, sizeof *t->views);
+    t->own = &t->views[0];
+    t->own_mem = calf_xcalloc((size_t)t->count * (NUM_SAC_STATS * sizeof(double) + sizeof(float)), 1);
+    t->own->begin = t->begin;
+    t->own->count = t->count;
+    t->own->stats = t->own_mem;
+    t->own->da = (float *)(void *)(t->own->stats + (size_t)t->count * NUM_SAC_STATS);
+    t->stats = t->own->stats;
+    return CALF_OK;
+}
+
+/* ---- work sharing ----------------------------------------------------------------- */
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* A process's view in shared memory: its claim word, statistics, da, then its rings. */
+static size_t view_bytes(const sac *t, int count) {
+    size_t ring = replay_bytes(count, t->rb.capacity, t->od, t->rb.act_dim);
+    return round64(sizeof(comm_claim)) + round64((size_t)count * NUM_SAC_STATS * sizeof(double)) +
+           round64((size_t)count * sizeof(float)) + ring;
+}
+
+static void view_carve(sac_view *v, const sac *t, unsigned char *mem, int begin, int count) {
+    v->begin = begin;
+    v->count = count;
+    v->claim = (comm_claim *)(void *)mem;
+    mem += round64(sizeof(comm_claim));
+    v->stats = (double *)(void *)mem;
+    mem += round64((size_t)count * NUM_SAC_STATS * sizeof(double));
+    v->da = (float *)(void *)mem;
+    mem += round64((size_t)count * sizeof(float));
+    v->ring = mem;
+    replay_init(&v->rb, t->E, begin, count, t->rb.capacity, t->od, t->rb.act_dim, mem);
+}
+
+/* Collective, before the first iteration (after a checkpoint filled the rings): where the
+ * processes share memory with room for every process's rings, move them there, so that
+ * any process can compute any env's partials (shared_pass). Else nothing changes. */
+static int sac_start(algorithm *a, calf_error *err) {
+    sac *t = (sac *)a;
+    comm *c = t->c;
+    int P = comm_size(c);
+    bool share = P > 1 && comm_shares_memory(c) &&
+                 comm_tree_pieces_supported(c, t->E, t->critic_g.n) &&
+                 comm_tree_pieces_supported(c, t->E, t->actor_g.n + 1);
+    size_t need = 0;
+    for (int r = 0; share && r < P; r++) { /* the same sum on every process: all decide alike */
+        int b = 0, n = 0;
+        calf_split(t->E, P, r, &b, &n, NULL);
+        size_t v = view_bytes(t, n);
+        need = need > SIZE_MAX - v ? SIZE_MAX : need + v;
+    }
+    if (!share || need > comm_shared_left(c)) return CALF_OK;
+    void **peers = calf_xcalloc((size_t)P, sizeof *peers);
+    int rc = comm_shared_alloc(c, view_bytes(t, t->count), peers, err);
+    sac_view *views = calf_xcalloc((size_t)P, sizeof *views);
+    for (int r = 0; rc == CALF_OK && r < P; r++) {
+        int b, n;
+        if ((rc = calf_split(t->E, P, r, &b, &n, err))) break;
+        view_carve(&views[r], t, peers[r], b, n);
+    }
+    free(peers);
+    if (rc) {
+        free(views);
+        return rc;
+    }
+    sac_view *own = &views[c->index];
+    /* the rings, stored transitions and all, then the counters */
+    memcpy(own->ring, t->rb.owned, replay_bytes(t->count, t->rb.capacity, t->od, t->rb.act_dim));
+    own->rb.stored = t->rb.stored;
+    own->rb.next_slot = t->rb.next_slot;
+    memset(own->stats, 0, (size_t)t->count * NUM_SAC_STATS * sizeof(double));
+    replay_free(&t->rb);
+    t->rb = own->rb;
+    free(t->own_mem);
+    t->own_mem = NULL;
+    free(t->views);
+    t->views = views;
+    t->nviews = P;
+    t->own = own;
+    t->stats = own->stats;
+    t->claims = calf_xcalloc((size_t)P, sizeof *t->claims);
+    for (int r = 0; r < P; r++) t->claims[r] = views[r].claim;
+    comm_tree_init(&t->critic_steal, t->critic_g.n, t->E, 0, 0);
+    comm_tree_init(&t->actor_steal, t->actor_g.n + 1, t->E, 0, 0);
+    comm_share_timing(c, &t->test_slow, &t->open_wait_s);
+    t->sharing = true;
+    return CALF_OK;
 }
 
 static int sac_create(const algo_setup *s, algorithm **out, calf_error *err) {
@@ -294,10 +420,13 @@ static void sac_destroy(algorithm *a) {
     nn_cache_free(&t->tb_cache);
     comm_tree_free(&t->critic_tree);
     comm_tree_free(&t->actor_tree);
+    comm_tree_free(&t->critic_steal);
+    comm_tree_free(&t->actor_steal);
     void *bufs[] = {t->act_rng, t->s_env, t->s_pos, t->order, t->offsets, t->obs, t->next,
                     t->act, t->rew, t->term, t->eps, t->eps2, t->qin, t->head, t->anew,
                     t->logp, t->y, t->qa, t->qb, t->ta, t->tb, t->dqa, t->dqb, t->dxa,
-                    t->dxb, t->dhead, t->dalpha, t->sum, t->stats, t->row_a};
+                    t->dxb, t->dhead, t->dalpha, t->sum, t->own_mem, t->views, t->claims,
+                    t->row_a};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }
@@ -432,68 +561,31 @@ static void sample_noise(const sac *t, uint64_t stream, int j, float *eps, float
     for (int i = 0; i < t->A; i++) eps2[i] = (float)calf_rng_normal(&r);
 }
 
-/* Fold each local env's rows [offsets[e], offsets[e+1]) of the last forward of `m`
- * (critic pair or actor) into tree, env by env, and complete the sum into t->sum. */
-static int critic_gradient(sac *t, calf_error *err) {
-    for (int e = 0; e < t->count; e++) {
-        int r0 = t->offsets[e], cnt = t->offsets[e + 1] - r0;
-        float *leaf = comm_tree_leaf(&t->critic_tree);
-        int qo = t->A > 0 ? 1 : t->nA;
-        nn_mlp_backward(&t->q1, t->critic_g.params, &t->qa_cache, r0, cnt,
-                        t->dqa + (size_t)r0 * qo, leaf, NULL);
-        nn_mlp_backward(&t->q2, t->critic_g.params, &t->qb_cache, r0, cnt,
-                        t->dqb + (size_t)r0 * qo, leaf, NULL);
-        comm_tree_push(&t->critic_tree);
-    }
-    return comm_tree_allreduce(t->c, &t->critic_tree, t->critic_g.grad, err);
-}
-
-/* The actor's partial (continuous only) and each env's sum of d(alpha loss)/d log
- * alpha over its rows (in row order), as one vector per env. */
-static int actor_gradient(sac *t, calf_error *err) {
-    size_t an = t->actor_g.n;
-    for (int e = 0; e < t->count; e++) {
-        int r0 = t->offsets[e], cnt = t->offsets[e + 1] - r0;
-        float *leaf = comm_tree_leaf(&t->actor_tree);
-        if (t->A > 0)
-            nn_mlp_backward(&t->actor, t->actor_g.params, &t->actor_cache, r0, cnt,
-                            t->dhead + (size_t)r0 * 2 * t->A, leaf, NULL);
-        float da = 0.0f;
-        for (int r = r0; r < r0 + cnt; r++) da = da + t->dalpha[r];
-        leaf[an] = da;
-        comm_tree_push(&t->actor_tree);
-    }
-    int rc = comm_tree_allreduce(t->c, &t->actor_tree, t->sum, err);
-    if (rc) return rc;
-    memcpy(t->actor_g.grad, t->sum, an * sizeof(float));
-    t->alpha_g.grad[0] = t->sum[an];
-    return CALF_OK;
-}
-
-static int diverged(const sac *t, const char *what, calf_error *err) {
-    return calf_error_set(err, CALF_EIO,
-                          "iteration %lld: the %s gradient is not finite (training diverged); try "
-                          "smaller learning rates (actor/Adam.lr, critic/Adam.lr, alpha/Adam.lr)",
-                          (long long)t->iteration + 1, what);
-}
-
-static int update(sac *t, int u, calf_error *err) {
-    int B = t->B, od = t->od, A = t->A, nA = t->nA;
-    int qi = A > 0 ? od + A : od;
-    int64_t stored = t->rb.stored;
-    replay_sample(t->seed, t->iteration, u, t->E, stored, B, t->s_env, t->s_pos);
-    int n = replay_select_owned(B, t->s_env, t->begin, t->count, t->offsets, t->order);
-    replay_gather(&t->rb, n, t->order, t->s_env, t->s_pos, t->obs, t->act, t->rew, t->term,
+/* This update's rows of envs [first, first + k) of view v: their samples (env by env,
+ * within an env in sample order), transitions and noise into the row arrays, each env's
+ * rows in [offsets[e], offsets[e + 1]). Returns the number of rows. */
+static int gather_rows(sac *t, const sac_view *v, int first, int k) {
+    int n = replay_select_owned(t->B, t->s_env, v->begin + first, k, t->offsets, t->order);
+    replay_gather(&v->rb, n, t->order, t->s_env, t->s_pos, t->obs, t->act, t->rew, t->term,
                   t->next);
-    uint64_t stream = replay_stream_index(t->iteration, u);
+    int ad = t->A > 0 ? t->A : 1;
     for (int r = 0; r < n; r++)
-        sample_noise(t, stream, t->order[r], t->eps + (size_t)r * (A > 0 ? A : 1),
-                     t->eps2 + (size_t)r * (A > 0 ? A : 1));
+        sample_noise(t, t->stream, t->order[r], t->eps + (size_t)r * ad, t->eps2 + (size_t)r * ad);
+    return n;
+}
+
+/* The critics' pass over envs [first, first + k) of v: targets y = r + gamma (soft value
+ * of next_obs under the target critics), the loss 0.5 (q - y)^2 of each critic (the mean
+ * over the job's batch), each env's statistics into v, and each env's partial gradient
+ * folded into tree. Discrete actions: the temperature's loss too, from the critics before
+ * their step, its gradient left in v->da for the actor pass. */
+static void critic_pass(sac *t, const sac_view *v, int first, int k, comm_tree *tree) {
+    int od = t->od, A = t->A, nA = t->nA;
+    int n = gather_rows(t, v, first, k);
     float alpha = alpha_of(t), log_alpha = t->alpha_g.params[0];
-    float scale = 1.0f / (float)B;
+    float scale = 1.0f / (float)t->B;
     const float *cp = t->critic_g.params, *tp = t->target_g.params;
 
-    /* targets: y = r + gamma (soft value of next_obs under the target critics) */
     if (A > 0) {
         nn_mlp_forward(&t->actor, t->actor_g.params, t->next, n, &t->actor_cache, t->head);
         for (int r = 0; r < n; r++)
@@ -513,12 +605,11 @@ static int update(sac *t, int u, calf_error *err) {
         nn_mlp_forward(&t->q2, tp, t->next, n, &t->tb_cache, t->tb);
         for (int r = 0; r < n; r++) {
             size_t o = (size_t)r * nA;
-            float v = sac_discrete_next_value(nA, t->dqa + o, alpha, t->ta + o, t->tb + o);
-            t->y[r] = sac_td_target_value(t->rew[r], t->gamma, t->term[r], v);
+            float val = sac_discrete_next_value(nA, t->dqa + o, alpha, t->ta + o, t->tb + o);
+            t->y[r] = sac_td_target_value(t->rew[r], t->gamma, t->term[r], val);
         }
     }
 
-    /* critics: 0.5 (q - y)^2 each, the mean over the job's batch */
     const float *qx = t->obs;
     if (A > 0) {
         join_rows(t->obs, od, t->act, A, n, t->qin);
@@ -526,8 +617,9 @@ static int update(sac *t, int u, calf_error *err) {
     }
     nn_mlp_forward(&t->q1, cp, qx, n, &t->qa_cache, t->qa);
     nn_mlp_forward(&t->q2, cp, qx, n, &t->qb_cache, t->qb);
-    for (int e = 0; e < t->count; e++) {
-        double *st = t->stats + (size_t)e * NUM_SAC_STATS;
+    for (int e = 0; e < k; e++) {
+        double *st = v->stats + (size_t)(first + e) * NUM_SAC_STATS;
+        float da = 0.0f;
         for (int r = t->offsets[e]; r < t->offsets[e + 1]; r++) {
             float la, lb;
             if (A > 0) {
@@ -545,17 +637,36 @@ static int update(sac *t, int u, calf_error *err) {
                 st[SS_ALPHA] += sac_discrete_alpha_loss(log_alpha, h, t->target_entropy, scale,
                                                         &t->dalpha[r]);
                 st[SS_ENTROPY] += h;
+                da = da + t->dalpha[r];
             }
             st[SS_SAMPLES] += 1;
             st[SS_CRITIC] += (double)la + lb;
         }
+        if (A == 0) v->da[first + e] = da;
     }
-    int rc = critic_gradient(t, err);
-    if (rc) return rc;
-    if (!param_group_step(&t->critic_g)) return diverged(t, "critic", err);
 
-    /* actor: alpha logp - min(q1, q2) at a fresh action, through the stepped critics;
-     * temperature: -log_alpha (logp + target_entropy) */
+    int qo = A > 0 ? 1 : nA;
+    for (int e = 0; e < k; e++) {
+        int r0 = t->offsets[e], cnt = t->offsets[e + 1] - r0;
+        float *leaf = comm_tree_leaf(tree);
+        nn_mlp_backward(&t->q1, cp, &t->qa_cache, r0, cnt, t->dqa + (size_t)r0 * qo, leaf, NULL);
+        nn_mlp_backward(&t->q2, cp, &t->qb_cache, r0, cnt, t->dqb + (size_t)r0 * qo, leaf, NULL);
+        comm_tree_push(tree);
+    }
+}
+
+/* The actor's pass over envs [first, first + k) of v (after the critics' step):
+ * continuous, alpha logp - min(q1, q2) at a fresh action through the stepped critics
+ * and the temperature's loss -log_alpha (logp + target_entropy); each env's partial, the
+ * actor's gradient then d/d log alpha (one more float), folded into tree. */
+static void actor_pass(sac *t, const sac_view *v, int first, int k, comm_tree *tree) {
+    int od = t->od, A = t->A, qi = A > 0 ? od + A : od;
+    size_t an = t->actor_g.n;
+    int n = A > 0 ? gather_rows(t, v, first, k)
+                  : replay_select_owned(t->B, t->s_env, v->begin + first, k, t->offsets, t->order);
+    float alpha = alpha_of(t), log_alpha = t->alpha_g.params[0];
+    float scale = 1.0f / (float)t->B;
+    const float *cp = t->critic_g.params;
     if (A > 0) {
         nn_mlp_forward(&t->actor, t->actor_g.params, t->obs, n, &t->actor_cache, t->head);
         for (int r = 0; r < n; r++)
@@ -564,9 +675,8 @@ static int update(sac *t, int u, calf_error *err) {
         join_rows(t->obs, od, t->anew, A, n, t->qin);
         nn_mlp_forward(&t->q1, cp, t->qin, n, &t->qa_cache, t->qa);
         nn_mlp_forward(&t->q2, cp, t->qin, n, &t->qb_cache, t->qb);
-        float dlogp[1];
-        for (int e = 0; e < t->count; e++) {
-            double *st = t->stats + (size_t)e * NUM_SAC_STATS;
+        for (int e = 0; e < k; e++) {
+            double *st = v->stats + (size_t)(first + e) * NUM_SAC_STATS;
             for (int r = t->offsets[e]; r < t->offsets[e + 1]; r++) {
                 sac_actor_result res;
                 sac_actor_loss(t->logp[r], t->qa[r], t->qb[r], alpha, scale, &res);
@@ -578,7 +688,6 @@ static int update(sac *t, int u, calf_error *err) {
                 st[SS_ENTROPY] -= t->logp[r];
             }
         }
-        (void)dlogp;
         nn_mlp_backward(&t->q1, cp, &t->qa_cache, 0, n, t->dqa, NULL, t->dxa);
         nn_mlp_backward(&t->q2, cp, &t->qb_cache, 0, n, t->dqb, NULL, t->dxb);
         for (int r = 0; r < n; r++) {
@@ -589,10 +698,84 @@ static int update(sac *t, int u, calf_error *err) {
                                   t->hi, da, scale * alpha, t->dhead + (size_t)r * 2 * A);
         }
     }
-    if ((rc = actor_gradient(t, err))) return rc;
-    if (A > 0 && !param_group_step(&t->actor_g)) return diverged(t, "actor", err);
+    for (int e = 0; e < k; e++) {
+        int r0 = t->offsets[e], cnt = t->offsets[e + 1] - r0;
+        float *leaf = comm_tree_leaf(tree);
+        float da = 0.0f;
+        if (A > 0) {
+            nn_mlp_backward(&t->actor, t->actor_g.params, &t->actor_cache, r0, cnt,
+                            t->dhead + (size_t)r0 * 2 * A, leaf, NULL);
+            for (int r = r0; r < r0 + cnt; r++) da = da + t->dalpha[r];
+        } else {
+            da = v->da[first + e];
+        }
+        leaf[an] = da;
+        comm_tree_push(tree);
+    }
+}
+
+typedef void (*env_pass)(sac *t, const sac_view *v, int first, int k, comm_tree *tree);
+
+/* One pass over every env of the job, its partials summed in the canonical tree into
+ * out (n floats) on every process. Without sharing a process does its own envs. Sharing,
+ * it takes its own a few at a time, then the back half of what a slower process has
+ * left (steal: a tree of n floats for those); the pieces complete the same tree. */
+static int shared_pass(sac *t, env_pass pass, comm_tree *tree, comm_tree *steal, size_t n,
+                       float *out, calf_error *err) {
+    if (!t->sharing) {
+        pass(t, t->own, 0, t->count, tree);
+        return comm_tree_allreduce(t->c, tree, out, err);
+    }
+    uint32_t tag = ++t->round;
+    comm_tree_pieces pieces;
+    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, n, NULL, err);
+    if (rc) return rc;
+    comm_claim_open(t->own->claim, tag, t->count);
+    comm_tree_restart(tree, t->begin, t->count);
+    int first, k, victim;
+    while ((k = comm_claim_front(t->own->claim, tag, SHARE_GROUP_ENVS, &first)) > 0) {
+        if (t->test_slow) nanosleep(&(struct timespec){0, 500 * 1000}, NULL);
+        pass(t, t->own, first, k, tree);
+    }
+    comm_tree_pieces_put(&pieces, tree);
+    while ((k = comm_claim_take(t->claims, t->nviews, t->c->index, STEAL_REACH, tag,
+                                t->open_wait_s, &victim, &first)) > 0) {
+        const sac_view *v = &t->views[victim];
+        comm_tree_restart(steal, v->begin + first, k);
+        pass(t, v, first, k, steal);
+        comm_tree_pieces_put(&pieces, steal); /* private: copied, so steal is free again */
+        t->shared_envs += k;
+    }
+    return comm_tree_pieces_sum(t->c, &pieces, out, err);
+}
+
+static int diverged(const sac *t, const char *what, calf_error *err) {
+    return calf_error_set(err, CALF_EIO,
+                          "iteration %lld: the %s gradient is not finite (training diverged); try "
+                          "smaller learning rates (actor/Adam.lr, critic/Adam.lr, alpha/Adam.lr)",
+                          (long long)t->iteration + 1, what);
+}
+
+static int update(sac *t, int u, calf_error *err) {
+    replay_sample(t->seed, t->iteration, u, t->E, t->rb.stored, t->B, t->s_env, t->s_pos);
+    t->stream = replay_stream_index(t->iteration, u);
+    for (int r = 0; r < t->nviews; r++) { /* envs step in lockstep: one set of counters */
+        t->views[r].rb.stored = t->rb.stored;
+        t->views[r].rb.next_slot = t->rb.next_slot;
+    }
+    if (!t->sharing) t->own->rb = t->rb;
+    int rc = shared_pass(t, critic_pass, &t->critic_tree, &t->critic_steal, t->critic_g.n,
+                         t->critic_g.grad, err);
+    if (rc) return rc;
+    if (!param_group_step(&t->critic_g)) return diverged(t, "critic", err);
+    size_t an = t->actor_g.n;
+    rc = shared_pass(t, actor_pass, &t->actor_tree, &t->actor_steal, an + 1, t->sum, err);
+    if (rc) return rc;
+    memcpy(t->actor_g.grad, t->sum, an * sizeof(float));
+    t->alpha_g.grad[0] = t->sum[an];
+    if (t->A > 0 && !param_group_step(&t->actor_g)) return diverged(t, "actor", err);
     if (!param_group_step(&t->alpha_g)) return diverged(t, "temperature", err);
-    if (A == 0) t->actor_g.step++; /* no actor: its (empty) optimizer keeps count */
+    if (t->A == 0) t->actor_g.step++; /* no actor: its (empty) optimizer keeps count */
 
     t->updates++;
     if (t->updates % t->target_period == 0)
@@ -761,6 +944,12 @@ static void sac_report(const algorithm *a, double run_s, char *text, size_t cap)
              "%lld updates, %.0f updates/s\n",
              (long long)t->rb.stored, (long long)t->rb.capacity, mine, (long long)t->updates,
              run_s > 0 ? (double)t->updates / run_s : 0.0);
+    size_t len = strlen(text);
+    if (t->sharing && len < cap)
+        snprintf(text + len, cap - len,
+                 "work sharing: the rings in shared memory; %lld env partials computed for "
+                 "other processes\n",
+                 (long long)t->shared_envs);
 }
 
 const algorithm_ops sac_algorithm_ops = {
@@ -768,6 +957,7 @@ const algorithm_ops sac_algorithm_ops = {
     .create = sac_create,
     .destroy = sac_destroy,
     .check = sac_check,
+    .start = sac_start,
     .act = sac_act,
     .observe = sac_observe,
     .train = sac_train,
