@@ -7,24 +7,16 @@
  * runs out takes the back half of what a slower one has left; they hold one model and
  * each clips and steps its slice of it (docs/DESIGN.md, "Work sharing"). */
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "calf/summary.h"
 #include "algorithm.h"
 #include "bytes.h"
 #include "algorithms/model.h"
 #include "algorithms/ppo_math.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0; /* cannot fail for this clock */
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
 enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
@@ -61,13 +53,6 @@ enum { SHARE_GROUP_ENVS = 8 };
  * long passes, and a bounded copy of the rollout's observations. */
 enum { ADV_GROUP_ENVS = 64 };
 
-/* How long a rank out of work waits for another to open the round (take_from_others)
- * before it leaves it the rest: long enough for a rollout that ends late or an evaluation
- * on rank 0, short next to collective_timeout_secs, which the round's closing collective
- * enforces if that rank has failed. Only when every rank has a core of its own: with
- * more ranks than cores, one that has not opened the round is waiting for a core, and
- * polling for it would take the core from it or from a rank with work. */
-static const double OPEN_WAIT_S = 0.02;
 
 /* Pieces a rank takes from others in one minibatch that are published where they lie
  * (each needs its own set of tree buffers in shared memory); any further piece is
@@ -126,8 +111,8 @@ typedef struct ppo {
      * gradient's pieces, for its norm, for the other ranks' optimiser steps */
     double wait_grad_s, wait_norm_s, wait_step_s;
     bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
-    double open_wait_s;      /* OPEN_WAIT_S when every rank has a core of its own, else 0;
-                              * longer when a test names a slow rank */
+    double open_wait_s;      /* comm_share_timing: how long to wait for a rank to open a
+                              * round (a rollout that ends late, an evaluation on rank 0) */
     float *obs;              /* = own->obs, ... */
     int *act;
     float *u;
@@ -265,16 +250,7 @@ static int views_init(ppo *t, calf_error *err) {
     free(peers);
     t->own = &t->views[c->index];
     comm_tree_init(&t->steal_tree, t->md.g.n, t->E, 0, 0);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    bool core_each = cpus > 0 && P <= cpus;
-    /* For tests/e2e_ddp.sh: the named rank dawdles over its own envs, so that the others
-     * certainly take some of them. Results cannot depend on it; only timing does. */
-    const char *slow = getenv("CALF_TEST_SLOW_RANK");
-    char *end = NULL;
-    long slow_rank = slow && *slow ? strtol(slow, &end, 10) : -1;
-    t->test_slow = end && *end == '\0' && slow_rank == c->index;
-    /* and the others wait long enough for it to open a round even on a loaded machine */
-    t->open_wait_s = end && *end == '\0' ? 0.5 : core_each ? OPEN_WAIT_S : 0.0;
+    comm_share_timing(c, &t->test_slow, &t->open_wait_s); /* CALF_TEST_SLOW_RANK: e2e_ddp.sh */
     return rc;
 }
 
@@ -475,22 +451,11 @@ static void ppo_observe(algorithm *a, const algo_step *st) {
 enum { STEAL_REACH = 16 };
 
 /* Envs of another rank's round tag that are left (0: none), whose in *victim, the first
- * in *first. A rank that has not opened the round yet (still in its rollout, say) has
- * all of its envs ahead of it, so rather than leave them to it, wait for it (see
- * OPEN_WAIT_S), yielding the core to whoever needs it. Who computes what never shows in
- * the bits. */
+ * in *first (comm_claim_take: a rank that has not opened the round yet, still in its
+ * rollout, say, is waited for, briefly). Who computes what never shows in the bits. */
 static int take_from_others(ppo *t, uint32_t tag, int *victim, int *first) {
-    double give_up = -1.0;
-    for (;;) {
-        int unopened = 0;
-        int k = comm_claim_back(t->claims, comm_size(t->c), t->c->index, STEAL_REACH, tag,
-                                victim, first, &unopened);
-        if (k > 0 || unopened == 0 || t->open_wait_s <= 0) return k;
-        double now = now_seconds();
-        if (give_up < 0) give_up = now + t->open_wait_s;
-        else if (now > give_up) return 0;
-        sched_yield();
-    }
+    return comm_claim_take(t->claims, comm_size(t->c), t->c->index, STEAL_REACH, tag,
+                           t->open_wait_s, victim, first);
 }
 
 /* ---- advantages ------------------------------------------------------------- */
