@@ -13,6 +13,14 @@ enum { NQ = 15, NV = 14, NU = 8 };
 
 static const float lo[NU] = {-1, -1, -1, -1, -1, -1, -1, -1}, hi[NU] = {1, 1, 1, 1, 1, 1, 1, 1};
 
+static int ant_healthy(const mjData *d) {
+    for (int i = 0; i < NQ; i++)
+        if (!isfinite(d->qpos[i])) return 0;
+    for (int i = 0; i < NV; i++)
+        if (!isfinite(d->qvel[i])) return 0;
+    return 0.2 <= d->qpos[2] && d->qpos[2] <= 1.0;
+}
+
 static const mj_task task = {
     .name = "Ant-v4",
     .file = "ant_v4.xml",
@@ -25,45 +33,14 @@ static const mj_task task = {
     .qvel_normal = 1,
     .track_body = "torso",
     .spec = &ant_class.spec,
+    .obs_qpos_from = 2,
+    .obs_qvel_clip = 0,
+    .ctrl_cost_weight = 0.5f,
+    .healthy_reward = 1.0,
+    .healthy = ant_healthy,
 };
 
 static int ant_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
-
-static void ant_observe(const void *state, float *obs) {
-    const mjData *d = ((const mj_state *)state)->d;
-    for (int i = 2; i < NQ; i++) *obs++ = (float)d->qpos[i];
-    for (int i = 0; i < NV; i++) *obs++ = (float)d->qvel[i];
-}
-
-static int ant_healthy(const mjData *d) {
-    for (int i = 0; i < NQ; i++)
-        if (!isfinite(d->qpos[i])) return 0;
-    for (int i = 0; i < NV; i++)
-        if (!isfinite(d->qvel[i])) return 0;
-    return 0.2 <= d->qpos[2] && d->qpos[2] <= 1.0;
-}
-
-static void ant_reset(void *state, calf_rng *rng, float *obs) {
-    mj_env_reset(state, rng);
-    ant_observe(state, obs);
-}
-
-static int ant_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
-                    float *reward) {
-    (void)rng;
-    (void)action;
-    mj_state *s = state;
-    double x_before = s->track_xy[0];
-    mj_env_simulate(s, u);
-    double x_velocity = (s->track_xy[0] - x_before) / mj_env_dt(s);
-    double forward_reward = x_velocity;
-    double healthy_reward = 1.0; /* terminate_when_unhealthy: paid every step */
-    double rewards = forward_reward + healthy_reward;
-    float ctrl_cost = 0.5f * mj_env_sum_squares(u, NU);
-    *reward = (float)(rewards - (double)ctrl_cost);
-    ant_observe(s, obs);
-    return !ant_healthy(s->d);
-}
 
 const calf_env_class ant_class = {
     .spec = {.name = "Ant-v4",
@@ -75,9 +52,9 @@ const calf_env_class ant_class = {
              .state_size = sizeof(mj_state),
              .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
              .reset_state_dim = NQ + NV},
-    .reset = ant_reset,
-    .step = ant_step,
-    .observe = ant_observe,
+    .reset = mj_env_reset_hook,
+    .step = mj_env_step_hook,
+    .observe = mj_env_observe_hook,
     .create = ant_create,
     .destroy = mj_env_destroy_hook,
     .save = mj_env_save_hook,

@@ -216,3 +216,39 @@ void mj_env_destroy_hook(void *state) { mj_env_destroy(state); }
 void mj_env_save_hook(const void *state, void *buf) { mj_env_save(state, buf); }
 int mj_env_load_hook(void *state, const void *buf, calf_error *err) { return mj_env_load(state, buf, err); }
 void mj_env_reset_state_hook(const void *state, double *out) { mj_env_reset_state(state, out); }
+
+void mj_env_observe_hook(const void *state, float *obs) {
+    const mj_state *s = state;
+    const mj_task *t = s->task;
+    const mjData *d = s->d;
+    double c = t->obs_qvel_clip;
+    for (int i = t->obs_qpos_from; i < t->nq; i++) *obs++ = (float)d->qpos[i];
+    for (int i = 0; i < t->nv; i++) {
+        double v = d->qvel[i];
+        if (c > 0) v = v < -c ? -c : v > c ? c : v;
+        *obs++ = (float)v;
+    }
+}
+
+void mj_env_reset_hook(void *state, calf_rng *rng, float *obs) {
+    mj_env_reset(state, rng);
+    mj_env_observe_hook(state, obs);
+}
+
+int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                     float *reward) {
+    (void)rng;
+    (void)action;
+    mj_state *s = state;
+    const mj_task *t = s->task;
+    double x_before = t->track_body ? s->track_xy[0] : s->d->qpos[0];
+    mj_env_simulate(s, u);
+    double x_after = t->track_body ? s->track_xy[0] : s->d->qpos[0];
+    double rewards = (x_after - x_before) / mj_env_dt(s);
+    /* only where Gymnasium adds it: v + 0.0 would turn a -0.0 velocity into +0.0 */
+    if (t->healthy_reward != 0) rewards = rewards + t->healthy_reward;
+    float ctrl_cost = t->ctrl_cost_weight * mj_env_sum_squares(u, t->nu);
+    *reward = (float)(rewards - (double)ctrl_cost);
+    mj_env_observe_hook(s, obs);
+    return t->healthy ? !t->healthy(s->d) : 0;
+}

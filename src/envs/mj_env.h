@@ -22,6 +22,13 @@ typedef struct mj_task {
     int qvel_normal;      /* 1: the normal draw; 0: the uniform one */
     const char *track_body; /* a body whose xpos the reward reads (Ant's torso), or NULL */
     const calf_env_spec *spec; /* the class's spec: its action bounds must be ctrlrange */
+    /* The locomotion tasks' observation, reward and termination (mj_env_step_hook and
+     * the other hooks below; InvertedPendulum-v4 has its own): */
+    int obs_qpos_from;    /* observation: qpos[obs_qpos_from:], then qvel */
+    double obs_qvel_clip; /* qvel clipped to +-this (0: not clipped) */
+    float ctrl_cost_weight; /* reward: x velocity + healthy_reward - weight * sum(u^2) */
+    double healthy_reward;  /* paid every step (terminate_when_unhealthy); 0: none */
+    int (*healthy)(const mjData *d); /* 0: terminated; NULL: never terminates */
 } mj_task;
 
 /* The MJCF models, embedded by cmake/embed.cmake from src/envs/<name>.xml. */
@@ -72,6 +79,20 @@ void mj_env_save(const mj_state *s, void *buf);
 /* Refuses non-finite values and a negative time; only then overwrites the data. */
 int mj_env_load(mj_state *s, const void *buf, calf_error *err);
 void mj_env_reset_state(const mj_state *s, double *out);
+
+/* Gymnasium's locomotion step (HalfCheetah, Hopper, Walker2d, Ant), from the task's
+ * constants: x = qpos[0], or track_body's xpos x; simulate; then in Gymnasium's order
+ *   v = (x_after - x_before) / dt                  (forward_reward_weight 1: v itself)
+ *   rewards = v + healthy_reward                   (added only when the task has one)
+ *   ctrl_cost = ctrl_cost_weight * sum(u^2)        (float32, mj_env_sum_squares)
+ *   reward = (float)(rewards - (double)ctrl_cost)
+ * and the observation; returns terminated (!healthy). */
+int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                     float *reward);
+/* mj_env_reset, then the observation. */
+void mj_env_reset_hook(void *state, calf_rng *rng, float *obs);
+/* qpos[obs_qpos_from:] then qvel (clipped when the task says), as float32. */
+void mj_env_observe_hook(const void *state, float *obs);
 
 /* The class hooks every task shares, on a void *state. */
 void mj_env_destroy_hook(void *state);

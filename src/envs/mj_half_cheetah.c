@@ -19,35 +19,14 @@ static const mj_task task = {
     .qvel_noise = 0.1,
     .qvel_normal = 1,
     .spec = &half_cheetah_class.spec,
+    .obs_qpos_from = 1,
+    .obs_qvel_clip = 0,
+    .ctrl_cost_weight = 0.1f,
+    .healthy_reward = 0,
+    .healthy = NULL,
 };
 
 static int hc_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
-
-static void hc_observe(const void *state, float *obs) {
-    const mjData *d = ((const mj_state *)state)->d;
-    for (int i = 1; i < NQ; i++) *obs++ = (float)d->qpos[i];
-    for (int i = 0; i < NV; i++) *obs++ = (float)d->qvel[i];
-}
-
-static void hc_reset(void *state, calf_rng *rng, float *obs) {
-    mj_env_reset(state, rng);
-    hc_observe(state, obs);
-}
-
-static int hc_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
-                   float *reward) {
-    (void)rng;
-    (void)action;
-    mj_state *s = state;
-    double x_before = s->d->qpos[0];
-    mj_env_simulate(s, u);
-    double x_velocity = (s->d->qpos[0] - x_before) / mj_env_dt(s);
-    float ctrl_cost = 0.1f * mj_env_sum_squares(u, NU);
-    double forward_reward = 1.0 * x_velocity;
-    *reward = (float)(forward_reward - (double)ctrl_cost);
-    hc_observe(s, obs);
-    return 0;
-}
 
 const calf_env_class half_cheetah_class = {
     .spec = {.name = "HalfCheetah-v4",
@@ -59,9 +38,9 @@ const calf_env_class half_cheetah_class = {
              .state_size = sizeof(mj_state),
              .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
              .reset_state_dim = NQ + NV},
-    .reset = hc_reset,
-    .step = hc_step,
-    .observe = hc_observe,
+    .reset = mj_env_reset_hook,
+    .step = mj_env_step_hook,
+    .observe = mj_env_observe_hook,
     .create = hc_create,
     .destroy = mj_env_destroy_hook,
     .save = mj_env_save_hook,

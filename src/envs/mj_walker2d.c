@@ -9,6 +9,11 @@ enum { NQ = 9, NV = 9, NU = 6 };
 
 static const float lo[NU] = {-1, -1, -1, -1, -1, -1}, hi[NU] = {1, 1, 1, 1, 1, 1};
 
+static int walker_healthy(const mjData *d) {
+    double z = d->qpos[1], angle = d->qpos[2];
+    return (0.8 < z && z < 2.0) && (-1.0 < angle && angle < 1.0);
+}
+
 static const mj_task task = {
     .name = "Walker2d-v4",
     .file = "walker2d_v4.xml",
@@ -20,44 +25,14 @@ static const mj_task task = {
     .qvel_noise = 5e-3,
     .qvel_normal = 0,
     .spec = &walker2d_class.spec,
+    .obs_qpos_from = 1,
+    .obs_qvel_clip = 10.0,
+    .ctrl_cost_weight = 1e-3f,
+    .healthy_reward = 1.0,
+    .healthy = walker_healthy,
 };
 
 static int walker_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
-
-static double clip10(double v) { return v < -10.0 ? -10.0 : v > 10.0 ? 10.0 : v; }
-
-static void walker_observe(const void *state, float *obs) {
-    const mjData *d = ((const mj_state *)state)->d;
-    for (int i = 1; i < NQ; i++) *obs++ = (float)d->qpos[i];
-    for (int i = 0; i < NV; i++) *obs++ = (float)clip10(d->qvel[i]);
-}
-
-static int walker_healthy(const mjData *d) {
-    double z = d->qpos[1], angle = d->qpos[2];
-    return (0.8 < z && z < 2.0) && (-1.0 < angle && angle < 1.0);
-}
-
-static void walker_reset(void *state, calf_rng *rng, float *obs) {
-    mj_env_reset(state, rng);
-    walker_observe(state, obs);
-}
-
-static int walker_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
-                       float *reward) {
-    (void)rng;
-    (void)action;
-    mj_state *s = state;
-    double x_before = s->d->qpos[0];
-    mj_env_simulate(s, u);
-    double x_velocity = (s->d->qpos[0] - x_before) / mj_env_dt(s);
-    float ctrl_cost = 1e-3f * mj_env_sum_squares(u, NU);
-    double forward_reward = 1.0 * x_velocity;
-    double healthy_reward = 1.0; /* terminate_when_unhealthy: paid every step */
-    double rewards = forward_reward + healthy_reward;
-    *reward = (float)(rewards - (double)ctrl_cost);
-    walker_observe(s, obs);
-    return !walker_healthy(s->d);
-}
 
 const calf_env_class walker2d_class = {
     .spec = {.name = "Walker2d-v4",
@@ -69,9 +44,9 @@ const calf_env_class walker2d_class = {
              .state_size = sizeof(mj_state),
              .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
              .reset_state_dim = NQ + NV},
-    .reset = walker_reset,
-    .step = walker_step,
-    .observe = walker_observe,
+    .reset = mj_env_reset_hook,
+    .step = mj_env_step_hook,
+    .observe = mj_env_observe_hook,
     .create = walker_create,
     .destroy = mj_env_destroy_hook,
     .save = mj_env_save_hook,
