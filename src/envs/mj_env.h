@@ -1,7 +1,8 @@
 /* mj_env.h: what the MuJoCo locomotion envs (Gymnasium v4) share: one compiled model
  * per process and task (read-only), one mjData per env, Gymnasium's reset and
  * frame-skipped step, and the env's saved form for checkpoints. Each env's file
- * (mj_half_cheetah.c, ...) adds its observation, reward and termination. */
+ * (mj_half_cheetah.c, ...) gives its constants and health test; the locomotion step,
+ * reset and observation are shared (mj_env_step_hook); InvertedPendulum has its own. */
 #ifndef CALF_MJ_ENV_H
 #define CALF_MJ_ENV_H
 
