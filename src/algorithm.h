@@ -29,6 +29,9 @@ typedef struct algo_setup {
     int begin, count;           /* this process's envs [begin, begin + count); count 0: play */
     int T;                      /* steps per env per iteration (unroll_length) */
     uint64_t seed;
+    int64_t total_iterations;   /* the run's planned iterations, from num_iterations or
+                                 * num_env_steps (learning-rate schedules); 0 when only
+                                 * acting */
 } algo_setup;
 
 /* One rollout step of this process's envs, as the trainer saw it. */

@@ -312,7 +312,8 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     t->ep_stats = calf_xcalloc(n * NUM_EP_STATS, sizeof(double));
     t->ops = trainer_algorithm(cfg);
     algo_setup s = {.cfg = cfg, .spec = t->spec, .c = c, .E = t->E, .begin = t->begin,
-                    .count = t->count, .T = t->T, .seed = t->seed};
+                    .count = t->count, .T = t->T, .seed = t->seed,
+                    .total_iterations = t->total_iterations};
     return t->ops->create(&s, &t->algo, err);
 }
 

@@ -10,6 +10,9 @@
 
 # environment name -> what it needs, for environments calf builds only when that is there
 declare -A OPTIONAL_ENVS=()
+for env in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4; do
+    OPTIONAL_ENVS[$env]="MuJoCo (apt-get install libmujoco-dev)"
+done
 
 QUICK=(TrainerConfig.num_iterations=3 TrainerConfig.num_env_steps=0 TrainerConfig.initial_collect_steps=1)
 
@@ -41,7 +44,8 @@ for gin in "$SRC"/examples/*.gin; do
     "$CALF" train --quiet --root_dir "$R1" --conf "$gin" $(printf -- '--conf_param %s ' "${QUICK[@]}") \
         >"$WORK/out" 2>"$WORK/err"
     status=$?
-    env_name=$(sed -n "s/.*unknown environment '\([^']*\)'.*/\1/p" "$WORK/err" | head -1)
+    env_name=$(sed -n "s/.*unknown environment '\([^']*\)'.*/\1/p; s/.*environment '\([^']*\)' needs .*/\1/p" \
+        "$WORK/err" | head -1)
     if [ "$status" = 2 ] && [ -n "$env_name" ] && [ -n "${OPTIONAL_ENVS[$env_name]+x}" ]; then
         echo "skipped $name: $env_name needs ${OPTIONAL_ENVS[$env_name]}, which this build lacks"
         continue

@@ -6,7 +6,8 @@
 # same floats. (The bar could be 1e-5 for continuous actions, but the file does calf's
 # arithmetic with the same libm here, and an export that fused one multiply-add too few
 # stays within 1e-5 on most rows: only exact equality catches it.) Runs of a few iterations:
-# PPO CartPole and Pendulum, SAC Pendulum and CartPole (discrete). The file is also built
+# PPO CartPole and Pendulum (also with observations normalized, clipped or not, and
+# HalfCheetah where MuJoCo is in), SAC Pendulum and CartPole (discrete). The file is also built
 # the ways that would break it if it let the compiler contract a * b + c (GCC's GNU mode
 # with -O3 -march=native; clang, whose default contracts), and with -O0.
 . "$(dirname "$0")/lib_e2e.sh"
@@ -80,6 +81,21 @@ check_export() {
 
 check_export ppo_cartpole ppo_cartpole.gin TrainerConfig.num_iterations=3
 check_export ppo_pendulum ppo_pendulum.gin TrainerConfig.num_iterations=2 TrainerConfig.num_env_steps=0
+# observations normalized (running statistics, clipped to +-3: the scaled rows clip)
+check_export ppo_pendulum_norm ppo_pendulum.gin TrainerConfig.num_iterations=2 TrainerConfig.num_env_steps=0 \
+    TrainerConfig.normalize_observations=True ObservationNormalizer.clipping=3.0
+expect_in "$WORK/ppo_pendulum_norm.c" "static const float obs_shift[3]"
+# the statistics are the checkpoint's: not the identity after two iterations
+if grep -q 'obs_scale\[3\] = {0x1p+0f, 0x1p+0f, 0x1p+0f}' "$WORK/ppo_pendulum_norm.c"; then
+    bad "ppo_pendulum_norm: the exported scale is still 1"; else ok; fi
+check_export ppo_pendulum_noclip ppo_pendulum.gin TrainerConfig.num_iterations=2 TrainerConfig.num_env_steps=0 \
+    TrainerConfig.normalize_observations=True
+if "$CALF" --version | grep -q "MuJoCo envs: built in"; then
+    check_export ppo_halfcheetah ppo_halfcheetah.gin TrainerConfig.num_iterations=2 TrainerConfig.num_env_steps=0 \
+        TrainerConfig.unroll_length=64 TrainerConfig.num_eval_episodes=1
+else
+    echo "skipped ppo_halfcheetah: needs a calf built with MuJoCo (apt-get install libmujoco-dev)"
+fi
 check_export sac_pendulum sac_pendulum.gin TrainerConfig.num_iterations=300 TrainerConfig.num_env_steps=0 \
     TrainerConfig.initial_collect_steps=100
 check_export sac_cartpole sac_cartpole.gin TrainerConfig.num_iterations=30 TrainerConfig.initial_collect_steps=64

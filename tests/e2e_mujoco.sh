@@ -4,7 +4,8 @@
 # With it: `calf env` prints the state each reset drew, and PPO on HalfCheetah-v4 (and
 # Hopper-v4, whose episodes end and reset inside rollouts) writes the same checkpoint
 # bytes on --nproc 1..3, resumes on another process count exactly, and runs from any
-# directory (the models are inside the binary).
+# directory (the models are inside the binary). examples/ppo_halfcheetah.gin, whose
+# observations are normalized and whose learning rate decays, does the same.
 . "$(dirname "$0")/lib_e2e.sh"
 
 CONF=$SRC/examples/ppo_pendulum.gin
@@ -64,6 +65,46 @@ for env in HalfCheetah-v4 Hopper-v4; do
     run "$WORK/${env}_resume" 3 $env 4
     expect_same_file "$WORK/${env}_1/train/algorithm/ckpt-4" "$WORK/${env}_resume/train/algorithm/ckpt-4"
 done
+
+# examples/ppo_halfcheetah.gin as it is (observations normalized, the learning rate
+# decaying linearly), shortened: the same bytes on --nproc 1..3, the normalizer's section
+# in them, and a resume from the 2-process run's checkpoint 2 on 3 processes exact (the
+# schedule is over the run's planned length, so the copy keeps the same length)
+HC=$SRC/examples/ppo_halfcheetah.gin
+run_norm() { # run_norm ROOT NPROC
+    expect_exit 0 "$CALF" train --quiet --root_dir "$1" --conf "$HC" --nproc "$2" \
+        --conf_param create_environment.num_parallel_environments=5 \
+        --conf_param TrainerConfig.unroll_length=64 --conf_param TrainerConfig.mini_batch_size=80 \
+        --conf_param TrainerConfig.num_updates_per_train_iter=4 --conf_param TrainerConfig.num_env_steps=0 \
+        --conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.eval_interval=2 \
+        --conf_param TrainerConfig.num_eval_episodes=2
+}
+for n in 1 2 3; do run_norm "$WORK/norm_$n" $n; done
+for n in 2 3; do
+    for k in 1 2 4; do
+        expect_same_file "$WORK/norm_1/train/algorithm/ckpt-$k" "$WORK/norm_$n/train/algorithm/ckpt-$k"
+    done
+done
+if grep -q ONRM "$WORK/norm_1/train/algorithm/ckpt-4"; then ok; else bad "no ONRM section in the checkpoint"; fi
+expect_in "$WORK/norm_1/config.gin" "observations normalized"
+expect_in "$WORK/norm_1/config.gin" "down to 0 at iteration 4"
+"$CALF" events "$WORK"/norm_1/train/events.out.tfevents.* > "$WORK/ev"
+expect_in "$WORK/ev" "Optimizer/learning_rate"
+# the learning rate of iteration k (0-based) is (float)(3e-4 * (1 - k/4)), written at step
+# k + 1 (the values as Python prints float32(3e-4 * (1 - k / 4)) with %.9g)
+lrs=$(awk '$2 == "Optimizer/learning_rate" {printf "%s ", $3}' "$WORK/ev")
+expect_eq "$lrs" "0.000300000014 0.000224999996 0.000150000007 7.50000036e-05 " "learning rates"
+cp -r "$WORK/norm_2" "$WORK/norm_resume"
+rm "$WORK/norm_resume/train/algorithm/ckpt-3" "$WORK/norm_resume/train/algorithm/ckpt-4"
+run_norm "$WORK/norm_resume" 3
+expect_same_file "$WORK/norm_1/train/algorithm/ckpt-4" "$WORK/norm_resume/train/algorithm/ckpt-4"
+# played with the checkpoint's statistics: the evaluation's return, on 1 process and 3
+expect_exit 0 "$CALF" play --root_dir "$WORK/norm_3" --num_episodes 2
+expect_in "$WORK/out" "average return over 2 episodes"
+"$CALF" events "$WORK"/norm_1/eval/events.out.tfevents.* | awk '$2 == "Metrics/AverageReturn"' > "$WORK/ev1"
+"$CALF" events "$WORK"/norm_3/eval/events.out.tfevents.* | awk '$2 == "Metrics/AverageReturn"' > "$WORK/ev3"
+expect_same_file "$WORK/ev1" "$WORK/ev3"
+
 "$CALF" events "$WORK"/Hopper-v4_1/train/events.out.tfevents.* > "$WORK/ev"
 episodes=$(awk '$2 == "Metrics/NumberOfEpisodes" {print $3}' "$WORK/ev" | tail -1)
 if awk -v e="${episodes:-0}" 'BEGIN { exit !(e > 0) }'; then ok

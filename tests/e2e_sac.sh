@@ -142,4 +142,8 @@ bad_input length "$WORK/length.gin:2: TrainerConfig.mini_batch_length = 40 is la
     "TrainerConfig.mini_batch_length = 40"
 bad_input collect "$WORK/collect.gin:2: TrainerConfig.initial_collect_steps = 240 is not below the run's 240 env steps" \
     "TrainerConfig.initial_collect_steps = 240" "create_environment.num_parallel_environments = 5"
+bad_input norm "$WORK/norm.gin:3: TrainerConfig.normalize_observations: SacAlgorithm does not normalize observations (PPOAlgorithm does)" \
+    "# SAC's replay would hold observations normalized by old statistics" "TrainerConfig.normalize_observations = True"
+bad_input sched "$WORK/sched.gin:2: Adam.lr_schedule: SacAlgorithm only takes 'constant'" \
+    "Adam.lr_schedule = 'linear'"
 report e2e_sac

@@ -16,6 +16,7 @@
 #include "algorithm.h"
 #include "bytes.h"
 #include "algorithms/model.h"
+#include "algorithms/obs_norm.h"
 #include "algorithms/ppo_math.h"
 
 /* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
@@ -69,8 +70,12 @@ typedef struct ppo_params {
                                  * entropy_regularization */
     bool normalize_advantages;
     float lr, beta1, beta2, eps;
+    double lr_d;                /* Adam.lr as configured, what a schedule scales */
+    bool lr_linear;             /* Adam.lr_schedule = 'linear' */
     double max_norm;            /* Adam.gradient_clipping (0: none) */
     int epochs;                 /* TrainerConfig.num_updates_per_train_iter */
+    bool normalize_obs;         /* TrainerConfig.normalize_observations */
+    float obs_clip;             /* ObservationNormalizer.clipping */
 } ppo_params;
 
 typedef struct ppo {
@@ -80,6 +85,13 @@ typedef struct ppo {
     int T;                   /* unroll length */
     int M;                   /* minibatches per epoch */
     int64_t mini_batch_size; /* as configured, for the layout line in config.gin */
+    int64_t total_iterations;/* the run's planned length (the linear schedule) */
+    float lr_now;            /* this iteration's learning rate */
+    /* observation normalization (when configured): the rollout, the advantages and the
+     * update only ever see normalized observations; the statistics change once per
+     * iteration, at the end of train */
+    obs_norm onorm;
+    double *norm_acc;        /* (count, OBS_NORM_ACC(obs_dim)) this iteration's per-env sums */
 
     model md;
     calf_rng *act_rng;       /* (count) per-env action streams */
@@ -148,6 +160,7 @@ typedef struct ppo {
     /* evaluation and play: a cache for rows of greedy actions */
     nn_cache eval_cache;
     float *eval_head;
+    float *eval_in;          /* (eval_rows, obs_dim) normalized rows, when normalizing */
     int eval_rows;
 } ppo;
 
@@ -267,6 +280,10 @@ static ppo_params ppo_params_of(const calf_config *cfg) {
         .ent_w = (float)calf_config_float(cfg, CALF_CFG_ENTROPY_REG),
         .normalize_advantages = calf_config_bool(cfg, CALF_CFG_NORMALIZE_ADVANTAGES),
         .lr = (float)calf_config_float(cfg, CALF_CFG_ADAM_LR),
+        .lr_d = calf_config_float(cfg, CALF_CFG_ADAM_LR),
+        .lr_linear = strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "linear") == 0,
+        .normalize_obs = calf_config_bool(cfg, CALF_CFG_NORMALIZE_OBS),
+        .obs_clip = (float)calf_config_float(cfg, CALF_CFG_OBS_CLIPPING),
         .beta1 = (float)betas->tf[0],
         .beta2 = (float)betas->tf[1],
         .eps = (float)calf_config_float(cfg, CALF_CFG_ADAM_EPS),
@@ -297,8 +314,13 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->params_version = 1;
     model_init(&t->md, cfg, s->spec);
     model_init_params(&t->md, cfg, s->seed);
+    t->total_iterations = s->total_iterations;
+    t->lr_now = t->p.lr;
+    if (t->p.normalize_obs) obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip);
     int rc = CALF_OK;
     if (t->count == 0) return CALF_OK; /* acting only (calf play) */
+    if (t->p.normalize_obs)
+        t->norm_acc = calf_xcalloc((size_t)t->count * OBS_NORM_ACC(t->md.obs_dim), sizeof(double));
 
     int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
@@ -415,8 +437,17 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     model *md = &t->md;
     int n = t->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     size_t base = (size_t)s * n;
-    memcpy(t->obs + base * od, obs, (size_t)n * od * sizeof(float));
-    nn_mlp_forward(&md->actor, md->g.params, obs, n, &t->a_cache, t->head);
+    float *x = t->obs + base * od; /* (n, obs_dim) what the policy acts on, kept */
+    if (t->p.normalize_obs) {
+        size_t acc = OBS_NORM_ACC(od);
+        if (s == 0) memset(t->norm_acc, 0, (size_t)n * acc * sizeof(double));
+        for (int e = 0; e < n; e++)
+            obs_norm_accumulate(&t->onorm, obs + (size_t)e * od, t->norm_acc + (size_t)e * acc);
+        obs_norm_apply(&t->onorm, obs, n, x);
+    } else {
+        memcpy(x, obs, (size_t)n * od * sizeof(float));
+    }
+    nn_mlp_forward(&md->actor, md->g.params, x, n, &t->a_cache, t->head);
     for (int e = 0; e < n; e++) {
         size_t i = base + (size_t)e;
         t->logp[i] = model_sample(md, md->g.params, t->head + (size_t)e * hd, &t->act_rng[e],
@@ -424,6 +455,13 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     }
     memcpy(act, t->act + base, (size_t)n * sizeof(int));
     if (ad) memcpy(u, t->u + base * ad, (size_t)n * ad * sizeof(float));
+}
+
+/* Observations as the networks take them: normalized when configured. */
+static void obs_in(const ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
+                   float *y /* (rows, obs_dim) */) {
+    if (t->p.normalize_obs) obs_norm_apply(&t->onorm, x, rows, y);
+    else memcpy(y, x, (size_t)rows * (size_t)t->md.obs_dim * sizeof(float));
 }
 
 static void ppo_observe(algorithm *a, const algo_step *st) {
@@ -435,11 +473,9 @@ static void ppo_observe(algorithm *a, const algo_step *st) {
     memcpy(t->trunc + base, st->truncated, (size_t)n);
     for (int e = 0; e < n; e++)
         if (st->truncated[e])
-            memcpy(t->trunc_obs + (base + (size_t)e) * od, st->final_obs + (size_t)e * od,
-                   od * sizeof(float));
+            obs_in(t, st->final_obs + (size_t)e * od, 1, t->trunc_obs + (base + (size_t)e) * od);
     /* what the advantages need besides: the observation each env's next step would see */
-    if (st->s == t->T - 1)
-        memcpy(t->own->boot_obs, st->next_obs, (size_t)n * od * sizeof(float));
+    if (st->s == t->T - 1) obs_in(t, st->next_obs, n, t->own->boot_obs);
 }
 
 /* ---- work sharing ----------------------------------------------------------- */
@@ -744,7 +780,7 @@ static int update(ppo *t, calf_error *err) {
             size_t lo = t->opt_lo, cnt = t->opt_hi - t->opt_lo;
             nn_scale(md->g.grad + lo, cnt, nn_clip_coef(norm, t->p.max_norm));
             nn_adam_step(md->g.params + lo, md->g.grad + lo, md->g.m + lo, md->g.v + lo, cnt,
-                         md->g.step, t->p.lr, t->p.beta1, t->p.beta2, t->p.eps);
+                         md->g.step, t->lr_now, t->p.beta1, t->p.beta2, t->p.eps);
             /* the next forward pass reads every rank's slice */
             waited = t->c->wait_s;
             if (t->sharing && (rc = comm_barrier(t->c, err))) return rc;
@@ -757,14 +793,35 @@ static int update(ppo *t, calf_error *err) {
 
 /* ---- the algorithm's table ------------------------------------------------------ */
 
+/* Iteration k of the run's N: lr * (1 - k / N) under the linear schedule (0 from N on),
+ * in double, rounded to float once; else the configured lr. Alike on every rank. */
+static float lr_at(const ppo_params *p, int64_t k, int64_t N) {
+    if (!p->lr_linear) return p->lr;
+    if (N <= 0 || k >= N) return 0.0f;
+    return (float)(p->lr_d * (1.0 - (double)k / (double)N));
+}
+
+/* The iteration's observations into the running statistics: each env's sums, added over
+ * envs in canonical order, are merged once (collective). */
+static int update_obs_norm(ppo *t, calf_error *err) {
+    size_t acc = OBS_NORM_ACC(t->md.obs_dim);
+    double *sum = calf_xcalloc(acc, sizeof(double));
+    int rc = comm_tree_sum_f64(t->c, t->E, t->begin, t->count, t->norm_acc, acc, sum, err);
+    if (rc == CALF_OK) obs_norm_merge(&t->onorm, (int64_t)t->E * t->T, sum);
+    free(sum);
+    return rc;
+}
+
 static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
     ppo *t = (ppo *)a;
     t->iteration = iteration;
+    t->lr_now = lr_at(&t->p, iteration, t->total_iterations);
     memset(t->stats, 0, (size_t)t->count * NUM_STATS * sizeof(double));
     t->grad_norm_sum = 0;
     t->num_updates = 0;
     int rc = compute_advantages(t, err);
     if (rc == CALF_OK) rc = update(t, err);
+    if (rc == CALF_OK && t->p.normalize_obs) rc = update_obs_norm(t, err);
     return rc;
 }
 
@@ -776,23 +833,33 @@ static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float
     if (rows > t->eval_rows) {
         nn_cache_free(&t->eval_cache);
         free(t->eval_head);
+        free(t->eval_in);
         nn_cache_init(&t->eval_cache, &md->actor, rows);
         t->eval_head = calf_xcalloc((size_t)rows * hd, sizeof(float));
+        t->eval_in = calf_xcalloc((size_t)rows * od, sizeof(float));
         t->eval_rows = rows;
     }
-    nn_mlp_forward(&md->actor, md->g.params, obs, rows, &t->eval_cache, t->eval_head);
+    const float *x = obs;
+    if (t->p.normalize_obs) {
+        obs_norm_apply(&t->onorm, obs, rows, t->eval_in);
+        x = t->eval_in;
+    }
+    nn_mlp_forward(&md->actor, md->g.params, x, rows, &t->eval_cache, t->eval_head);
     for (int k = 0; k < rows; k++)
         model_mode(md, t->eval_head + (size_t)k * hd, &act[k], ad ? u + (size_t)k * ad : NULL);
-    (void)od;
 }
 
-/* The actor and its distribution's mode, as ppo_greedy and model_mode compute them: the
+/* The actor and its distribution's mode, as ppo_greedy and model_mode compute them (on
+ * the observation normalized by the checkpoint's statistics, when configured): the
  * categorical's argmax, or the Gaussian's mean (unclipped: the env clips). */
 static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     (void)err;
-    const model *md = &((const ppo *)a)->md;
+    const ppo *t = (const ppo *)a;
+    const model *md = &t->md;
     export_c_mlp(x, "actor", &md->actor, md->g.params);
-    export_c_body(x, "    float head[%d];\n    actor_forward(obs, head);\n", md->head_dim);
+    if (t->p.normalize_obs) obs_norm_export_c(&t->onorm, x, "obs_in");
+    export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
+                  t->p.normalize_obs ? "obs_in" : "obs");
     if (md->num_actions > 0) {
         export_c_argmax_return(x, "head", md->num_actions);
     } else {
@@ -814,6 +881,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     calf_summary_scalar("PPOLoss/clip_fraction", step, g[ST_CLIP] / samples);
     calf_summary_scalar("Optimizer/grad_norm", step,
                         t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
+    if (t->p.lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->lr_now);
     if (histograms) {
         model *md = &t->md;
         calf_summary_histogram("Params/actor", step, md->g.params + md->actor.offset,
@@ -846,10 +914,11 @@ static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
 }
 
 /* The model's one parameter group, "PRMS" (params.h): parameters, Adam's step count and
- * moments. */
+ * moments; then, when observations are normalized, their statistics, "ONRM" (obs_norm.h). */
 static void ppo_save(const algorithm *a, ckpt_buf *b) {
     const ppo *t = (const ppo *)a;
     param_group_save(&t->md.g, b);
+    if (t->p.normalize_obs) obs_norm_save(&t->onorm, b);
 }
 
 static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
@@ -862,7 +931,16 @@ static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
         return calf_error_set(err, CALF_EINVAL,
                               "%s: counters do not match iteration %lld of this config", r->name,
                               (long long)iteration);
-    return param_group_load(&t->md.g, r, want, err);
+    int rc = param_group_load(&t->md.g, r, want, err);
+    /* every env adds T observations per iteration */
+    if (rc == CALF_OK && t->p.normalize_obs) {
+        if (!mul_fits(iteration, (int64_t)t->E * t->T, &want))
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: counters do not match iteration %lld of this config",
+                                  r->name, (long long)iteration);
+        rc = obs_norm_load(&t->onorm, r, want, err);
+    }
+    return rc;
 }
 
 /* Each env's record: its action stream, then its shuffle stream. */
@@ -921,6 +999,17 @@ static void ppo_describe(const algorithm *a, char *text, size_t cap) {
              "mini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
              "every env (%d..%d samples)",
              (long long)t->mini_batch_size, t->M, lenl, len0, t->E * lenl, t->E * len0);
+    size_t off = strlen(text);
+    if (t->p.lr_linear && off < cap)
+        off += (size_t)snprintf(text + off, cap - off,
+                                "\nAdam.lr_schedule = 'linear': lr %g at iteration 0, down to 0 "
+                                "at iteration %lld",
+                                t->p.lr_d, (long long)t->total_iterations);
+    if (t->p.normalize_obs && off < cap)
+        snprintf(text + off, cap - off,
+                 "\nobservations normalized by the statistics of all iterations before, "
+                 "merged once per iteration over %d envs x %d steps",
+                 t->E, t->T);
 }
 
 static int ppo_start(algorithm *a, calf_error *err) {
@@ -946,13 +1035,15 @@ static void ppo_destroy(algorithm *a) {
     nn_cache_free(&t->a_cache);
     nn_cache_free(&t->v_cache);
     nn_cache_free(&t->eval_cache);
+    obs_norm_free(&t->onorm);
     comm_tree_free(&t->tree);
     comm_tree_free(&t->steal_tree);
     for (int i = 0; i < STEAL_SETS; i++) comm_tree_free(&t->steal_shared[i]);
     void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->claims, t->head,
                     t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val,
                     t->g_next, t->g_adv, t->g_ret, t->g_term, t->g_ended, t->grp_obs,
-                    t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val, t->eval_head};
+                    t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val, t->eval_head,
+                    t->eval_in, t->norm_acc};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }

@@ -182,6 +182,18 @@ static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
     if (calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE) > (1 << 20))
         return calf_error_set(err, CALF_EINVAL, "%s: SacAlgorithm takes at most %d samples per update",
                               where(cfg, CALF_CFG_MINI_BATCH_SIZE), 1 << 20);
+    /* Not yet for SAC: its replay would hold observations normalized by the statistics
+     * of their time, and its four optimizers have no schedule. */
+    if (calf_config_bool(cfg, CALF_CFG_NORMALIZE_OBS))
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: TrainerConfig.normalize_observations: SacAlgorithm does not "
+                              "normalize observations (PPOAlgorithm does)",
+                              where(cfg, CALF_CFG_NORMALIZE_OBS));
+    if (strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "constant") != 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: Adam.lr_schedule: SacAlgorithm only takes 'constant' (PPOAlgorithm "
+                              "also takes 'linear')",
+                              where(cfg, CALF_CFG_LR_SCHEDULE));
     return CALF_OK;
 }
 

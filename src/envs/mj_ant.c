@@ -13,12 +13,12 @@ enum { NQ = 15, NV = 14, NU = 8 };
 
 static const float lo[NU] = {-1, -1, -1, -1, -1, -1, -1, -1}, hi[NU] = {1, 1, 1, 1, 1, 1, 1, 1};
 
-static int ant_unhealthy(const mjData *d) {
+static int ant_healthy(const mjData *d) {
     for (int i = 0; i < NQ; i++)
-        if (!isfinite(d->qpos[i])) return 1;
+        if (!isfinite(d->qpos[i])) return 0;
     for (int i = 0; i < NV; i++)
-        if (!isfinite(d->qvel[i])) return 1;
-    return !(0.2 <= d->qpos[2] && d->qpos[2] <= 1.0);
+        if (!isfinite(d->qvel[i])) return 0;
+    return 0.2 <= d->qpos[2] && d->qpos[2] <= 1.0;
 }
 
 static const mj_task task = {
@@ -34,12 +34,30 @@ static const mj_task task = {
     .track_body = "torso",
     .spec = &ant_class.spec,
     .obs_qpos_from = 2,
-    .forward_weight = 1.0,
-    .healthy_reward = 1.0, /* terminate_when_unhealthy: paid every step */
+    .obs_qvel_clip = 0,
     .ctrl_cost_weight = 0.5f,
-    .terminated = ant_unhealthy,
+    .healthy_reward = 1.0,
+    .healthy = ant_healthy,
 };
 
 static int ant_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
 
-const calf_env_class ant_class = MJ_ENV_CLASS("Ant-v4", NQ - 2 + NV, NQ, NV, NU, lo, hi, ant_create);
+const calf_env_class ant_class = {
+    .spec = {.name = "Ant-v4",
+             .obs_dim = NQ - 2 + NV,
+             .action_dim = NU,
+             .action_low = lo,
+             .action_high = hi,
+             .max_episode_steps = 1000,
+             .state_size = sizeof(mj_state),
+             .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
+             .reset_state_dim = NQ + NV},
+    .reset = mj_env_reset_hook,
+    .step = mj_env_step_hook,
+    .observe = mj_env_observe_hook,
+    .create = ant_create,
+    .destroy = mj_env_destroy_hook,
+    .save = mj_env_save_hook,
+    .load = mj_env_load_hook,
+    .reset_state = mj_env_reset_state_hook,
+};

@@ -212,15 +212,20 @@ void mj_env_reset_state(const mj_state *s, double *out) {
     memcpy(out, s->drawn, (size_t)(s->m->nq + s->m->nv) * sizeof *out);
 }
 
+void mj_env_destroy_hook(void *state) { mj_env_destroy(state); }
+void mj_env_save_hook(const void *state, void *buf) { mj_env_save(state, buf); }
+int mj_env_load_hook(void *state, const void *buf, calf_error *err) { return mj_env_load(state, buf, err); }
+void mj_env_reset_state_hook(const void *state, double *out) { mj_env_reset_state(state, out); }
+
 void mj_env_observe_hook(const void *state, float *obs) {
     const mj_state *s = state;
     const mj_task *t = s->task;
     const mjData *d = s->d;
+    double c = t->obs_qvel_clip;
     for (int i = t->obs_qpos_from; i < t->nq; i++) *obs++ = (float)d->qpos[i];
-    const double c = t->qvel_clip;
     for (int i = 0; i < t->nv; i++) {
         double v = d->qvel[i];
-        if (c > 0.0) v = v < -c ? -c : v > c ? c : v; /* np.clip: a NaN stays NaN */
+        if (c > 0) v = v < -c ? -c : v > c ? c : v;
         *obs++ = (float)v;
     }
 }
@@ -230,31 +235,20 @@ void mj_env_reset_hook(void *state, calf_rng *rng, float *obs) {
     mj_env_observe_hook(state, obs);
 }
 
-/* The x position the forward reward differentiates. */
-static double forward_x(const mj_state *s) {
-    return s->task->track_body ? s->track_xy[0] : s->d->qpos[0];
-}
-
 int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, float *obs,
                      float *reward) {
     (void)rng;
     (void)action;
     mj_state *s = state;
     const mj_task *t = s->task;
-    double x_before = forward_x(s);
+    double x_before = t->track_body ? s->track_xy[0] : s->d->qpos[0];
     mj_env_simulate(s, u);
-    double rewards = 0.0;
-    if (t->forward_weight != 0.0)
-        rewards = t->forward_weight * ((forward_x(s) - x_before) / mj_env_dt(s));
-    if (t->healthy_reward != 0.0) rewards = rewards + t->healthy_reward;
-    float ctrl_cost = 0.0f;
-    if (t->ctrl_cost_weight != 0.0f) ctrl_cost = t->ctrl_cost_weight * mj_env_sum_squares(u, t->nu);
+    double x_after = t->track_body ? s->track_xy[0] : s->d->qpos[0];
+    double rewards = (x_after - x_before) / mj_env_dt(s);
+    /* only where Gymnasium adds it: v + 0.0 would turn a -0.0 velocity into +0.0 */
+    if (t->healthy_reward != 0) rewards = rewards + t->healthy_reward;
+    float ctrl_cost = t->ctrl_cost_weight * mj_env_sum_squares(u, t->nu);
     *reward = (float)(rewards - (double)ctrl_cost);
     mj_env_observe_hook(s, obs);
-    return t->terminated ? t->terminated(s->d) : 0;
+    return t->healthy ? !t->healthy(s->d) : 0;
 }
-
-void mj_env_destroy_hook(void *state) { mj_env_destroy(state); }
-void mj_env_save_hook(const void *state, void *buf) { mj_env_save(state, buf); }
-int mj_env_load_hook(void *state, const void *buf, calf_error *err) { return mj_env_load(state, buf, err); }
-void mj_env_reset_state_hook(const void *state, double *out) { mj_env_reset_state(state, out); }

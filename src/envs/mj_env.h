@@ -1,7 +1,8 @@
 /* mj_env.h: what the MuJoCo locomotion envs (Gymnasium v4) share: one compiled model
  * per process and task (read-only), one mjData per env, Gymnasium's reset and
  * frame-skipped step, and the env's saved form for checkpoints. Each env's file
- * (mj_half_cheetah.c, ...) adds its observation, reward and termination. */
+ * (mj_half_cheetah.c, ...) gives its constants and health test; the locomotion step,
+ * reset and observation are shared (mj_env_step_hook); InvertedPendulum has its own. */
 #ifndef CALF_MJ_ENV_H
 #define CALF_MJ_ENV_H
 
@@ -22,17 +23,13 @@ typedef struct mj_task {
     int qvel_normal;      /* 1: the normal draw; 0: the uniform one */
     const char *track_body; /* a body whose xpos the reward reads (Ant's torso), or NULL */
     const calf_env_spec *spec; /* the class's spec: its action bounds must be ctrlrange */
-    /* observation: qpos[obs_qpos_from:], then qvel, clipped to +-qvel_clip when > 0 */
-    int obs_qpos_from;
-    double qvel_clip;
-    /* reward, in Gymnasium's order and precision: forward_weight * the x velocity over
-     * the step (of qpos[0], or of track_body's xpos when it is set; left out when the
-     * weight is 0), plus healthy_reward (left out when 0), minus ctrl_cost_weight *
-     * sum(u^2) in float32 (left out when 0) */
-    double forward_weight, healthy_reward;
-    float ctrl_cost_weight;
-    /* termination, read off the data after the step; NULL: the task never terminates */
-    int (*terminated)(const mjData *d);
+    /* The locomotion tasks' observation, reward and termination (mj_env_step_hook and
+     * the other hooks below; InvertedPendulum-v4 has its own): */
+    int obs_qpos_from;    /* observation: qpos[obs_qpos_from:], then qvel */
+    double obs_qvel_clip; /* qvel clipped to +-this (0: not clipped) */
+    float ctrl_cost_weight; /* reward: x velocity + healthy_reward - weight * sum(u^2) */
+    double healthy_reward;  /* paid every step (terminate_when_unhealthy); 0: none */
+    int (*healthy)(const mjData *d); /* 0: terminated; NULL: never terminates */
 } mj_task;
 
 /* The MJCF models, embedded by cmake/embed.cmake from src/envs/<name>.xml. */
@@ -84,36 +81,24 @@ void mj_env_save(const mj_state *s, void *buf);
 int mj_env_load(mj_state *s, const void *buf, calf_error *err);
 void mj_env_reset_state(const mj_state *s, double *out);
 
-/* The class hooks every task shares, on a void *state: reset, step and observe follow
- * the task's observation, reward and termination fields above. */
-void mj_env_reset_hook(void *state, calf_rng *rng, float *obs);
+/* Gymnasium's locomotion step (HalfCheetah, Hopper, Walker2d, Ant), from the task's
+ * constants: x = qpos[0], or track_body's xpos x; simulate; then in Gymnasium's order
+ *   v = (x_after - x_before) / dt                  (forward_reward_weight 1: v itself)
+ *   rewards = v + healthy_reward                   (added only when the task has one)
+ *   ctrl_cost = ctrl_cost_weight * sum(u^2)        (float32, mj_env_sum_squares)
+ *   reward = (float)(rewards - (double)ctrl_cost)
+ * and the observation; returns terminated (!healthy). */
 int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, float *obs,
                      float *reward);
+/* mj_env_reset, then the observation. */
+void mj_env_reset_hook(void *state, calf_rng *rng, float *obs);
+/* qpos[obs_qpos_from:] then qvel (clipped when the task says), as float32. */
 void mj_env_observe_hook(const void *state, float *obs);
+
+/* The class hooks every task shares, on a void *state. */
 void mj_env_destroy_hook(void *state);
 void mj_env_save_hook(const void *state, void *buf);
 int mj_env_load_hook(void *state, const void *buf, calf_error *err);
 void mj_env_reset_state_hook(const void *state, double *out);
-
-/* A task's class: its spec (nq, nv, nu and the observation's size from the task's
- * constants) and the shared hooks, with create, the one hook that names the task. */
-#define MJ_ENV_CLASS(NAME, OBS_DIM, NQ, NV, NU, LO, HI, CREATE)                        \
-    {.spec = {.name = (NAME),                                                           \
-              .obs_dim = (OBS_DIM),                                                     \
-              .action_dim = (NU),                                                       \
-              .action_low = (LO),                                                       \
-              .action_high = (HI),                                                      \
-              .max_episode_steps = 1000,                                                \
-              .state_size = sizeof(mj_state),                                           \
-              .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),                                 \
-              .reset_state_dim = (NQ) + (NV)},                                          \
-     .reset = mj_env_reset_hook,                                                        \
-     .step = mj_env_step_hook,                                                          \
-     .observe = mj_env_observe_hook,                                                    \
-     .create = (CREATE),                                                                \
-     .destroy = mj_env_destroy_hook,                                                    \
-     .save = mj_env_save_hook,                                                          \
-     .load = mj_env_load_hook,                                                          \
-     .reset_state = mj_env_reset_state_hook}
 
 #endif

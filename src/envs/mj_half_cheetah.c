@@ -20,11 +20,30 @@ static const mj_task task = {
     .qvel_normal = 1,
     .spec = &half_cheetah_class.spec,
     .obs_qpos_from = 1,
-    .forward_weight = 1.0,
+    .obs_qvel_clip = 0,
     .ctrl_cost_weight = 0.1f,
+    .healthy_reward = 0,
+    .healthy = NULL,
 };
 
 static int hc_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
 
-const calf_env_class half_cheetah_class =
-    MJ_ENV_CLASS("HalfCheetah-v4", NQ - 1 + NV, NQ, NV, NU, lo, hi, hc_create);
+const calf_env_class half_cheetah_class = {
+    .spec = {.name = "HalfCheetah-v4",
+             .obs_dim = NQ - 1 + NV,
+             .action_dim = NU,
+             .action_low = lo,
+             .action_high = hi,
+             .max_episode_steps = 1000,
+             .state_size = sizeof(mj_state),
+             .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
+             .reset_state_dim = NQ + NV},
+    .reset = mj_env_reset_hook,
+    .step = mj_env_step_hook,
+    .observe = mj_env_observe_hook,
+    .create = hc_create,
+    .destroy = mj_env_destroy_hook,
+    .save = mj_env_save_hook,
+    .load = mj_env_load_hook,
+    .reset_state = mj_env_reset_state_hook,
+};

@@ -13,14 +13,14 @@ enum { NQ = 6, NV = 6, NU = 3 };
 static const float lo[NU] = {-1, -1, -1}, hi[NU] = {1, 1, 1};
 
 /* Comparisons as Gymnasium writes them: a NaN anywhere is unhealthy. */
-static int hopper_unhealthy(const mjData *d) {
+static int hopper_healthy(const mjData *d) {
     int state_ok = 1;
     for (int i = 2; i < NQ; i++) state_ok &= -100.0 < d->qpos[i] && d->qpos[i] < 100.0;
     for (int i = 0; i < NV; i++) state_ok &= -100.0 < d->qvel[i] && d->qvel[i] < 100.0;
     double z = d->qpos[1], angle = d->qpos[2];
     int z_ok = 0.7 < z && z < INFINITY;
     int angle_ok = -0.2 < angle && angle < 0.2;
-    return !(state_ok && z_ok && angle_ok);
+    return state_ok && z_ok && angle_ok;
 }
 
 static const mj_task task = {
@@ -35,14 +35,30 @@ static const mj_task task = {
     .qvel_normal = 0,
     .spec = &hopper_class.spec,
     .obs_qpos_from = 1,
-    .qvel_clip = 10.0,
-    .forward_weight = 1.0,
-    .healthy_reward = 1.0, /* terminate_when_unhealthy: paid every step */
+    .obs_qvel_clip = 10.0,
     .ctrl_cost_weight = 1e-3f,
-    .terminated = hopper_unhealthy,
+    .healthy_reward = 1.0,
+    .healthy = hopper_healthy,
 };
 
 static int hopper_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
 
-const calf_env_class hopper_class =
-    MJ_ENV_CLASS("Hopper-v4", NQ - 1 + NV, NQ, NV, NU, lo, hi, hopper_create);
+const calf_env_class hopper_class = {
+    .spec = {.name = "Hopper-v4",
+             .obs_dim = NQ - 1 + NV,
+             .action_dim = NU,
+             .action_low = lo,
+             .action_high = hi,
+             .max_episode_steps = 1000,
+             .state_size = sizeof(mj_state),
+             .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
+             .reset_state_dim = NQ + NV},
+    .reset = mj_env_reset_hook,
+    .step = mj_env_step_hook,
+    .observe = mj_env_observe_hook,
+    .create = hopper_create,
+    .destroy = mj_env_destroy_hook,
+    .save = mj_env_save_hook,
+    .load = mj_env_load_hook,
+    .reset_state = mj_env_reset_state_hook,
+};

@@ -11,13 +11,6 @@ enum { NQ = 2, NV = 2, NU = 1 };
 
 static const float lo[NU] = {-3}, hi[NU] = {3};
 
-static int ip_terminated(const mjData *d) {
-    int finite = 1;
-    for (int i = 0; i < NQ; i++) finite &= isfinite(d->qpos[i]) != 0;
-    for (int i = 0; i < NV; i++) finite &= isfinite(d->qvel[i]) != 0;
-    return !finite || fabs(d->qpos[1]) > 0.2;
-}
-
 static const mj_task task = {
     .name = "InvertedPendulum-v4",
     .file = "inverted_pendulum_v4.xml",
@@ -29,11 +22,52 @@ static const mj_task task = {
     .qvel_noise = 0.01,
     .qvel_normal = 0,
     .spec = &inverted_pendulum_class.spec,
-    .healthy_reward = 1.0, /* the whole reward: 1 per step, no forward term, no cost */
-    .terminated = ip_terminated,
 };
 
 static int ip_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
 
-const calf_env_class inverted_pendulum_class =
-    MJ_ENV_CLASS("InvertedPendulum-v4", NQ + NV, NQ, NV, NU, lo, hi, ip_create);
+static void ip_observe(const void *state, float *obs) {
+    const mjData *d = ((const mj_state *)state)->d;
+    for (int i = 0; i < NQ; i++) *obs++ = (float)d->qpos[i];
+    for (int i = 0; i < NV; i++) *obs++ = (float)d->qvel[i];
+}
+
+static void ip_reset(void *state, calf_rng *rng, float *obs) {
+    mj_env_reset(state, rng);
+    ip_observe(state, obs);
+}
+
+static int ip_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                   float *reward) {
+    (void)rng;
+    (void)action;
+    mj_state *s = state;
+    mj_env_simulate(s, u);
+    const mjData *d = s->d;
+    int finite = 1;
+    for (int i = 0; i < NQ; i++) finite &= isfinite(d->qpos[i]) != 0;
+    for (int i = 0; i < NV; i++) finite &= isfinite(d->qvel[i]) != 0;
+    *reward = 1.0f;
+    ip_observe(s, obs);
+    return !finite || fabs(d->qpos[1]) > 0.2;
+}
+
+const calf_env_class inverted_pendulum_class = {
+    .spec = {.name = "InvertedPendulum-v4",
+             .obs_dim = NQ + NV,
+             .action_dim = NU,
+             .action_low = lo,
+             .action_high = hi,
+             .max_episode_steps = 1000,
+             .state_size = sizeof(mj_state),
+             .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
+             .reset_state_dim = NQ + NV},
+    .reset = ip_reset,
+    .step = ip_step,
+    .observe = ip_observe,
+    .create = ip_create,
+    .destroy = mj_env_destroy_hook,
+    .save = mj_env_save_hook,
+    .load = mj_env_load_hook,
+    .reset_state = mj_env_reset_state_hook,
+};

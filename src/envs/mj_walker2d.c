@@ -9,9 +9,9 @@ enum { NQ = 9, NV = 9, NU = 6 };
 
 static const float lo[NU] = {-1, -1, -1, -1, -1, -1}, hi[NU] = {1, 1, 1, 1, 1, 1};
 
-static int walker_unhealthy(const mjData *d) {
+static int walker_healthy(const mjData *d) {
     double z = d->qpos[1], angle = d->qpos[2];
-    return !((0.8 < z && z < 2.0) && (-1.0 < angle && angle < 1.0));
+    return (0.8 < z && z < 2.0) && (-1.0 < angle && angle < 1.0);
 }
 
 static const mj_task task = {
@@ -26,14 +26,30 @@ static const mj_task task = {
     .qvel_normal = 0,
     .spec = &walker2d_class.spec,
     .obs_qpos_from = 1,
-    .qvel_clip = 10.0,
-    .forward_weight = 1.0,
-    .healthy_reward = 1.0, /* terminate_when_unhealthy: paid every step */
+    .obs_qvel_clip = 10.0,
     .ctrl_cost_weight = 1e-3f,
-    .terminated = walker_unhealthy,
+    .healthy_reward = 1.0,
+    .healthy = walker_healthy,
 };
 
 static int walker_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
 
-const calf_env_class walker2d_class =
-    MJ_ENV_CLASS("Walker2d-v4", NQ - 1 + NV, NQ, NV, NU, lo, hi, walker_create);
+const calf_env_class walker2d_class = {
+    .spec = {.name = "Walker2d-v4",
+             .obs_dim = NQ - 1 + NV,
+             .action_dim = NU,
+             .action_low = lo,
+             .action_high = hi,
+             .max_episode_steps = 1000,
+             .state_size = sizeof(mj_state),
+             .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
+             .reset_state_dim = NQ + NV},
+    .reset = mj_env_reset_hook,
+    .step = mj_env_step_hook,
+    .observe = mj_env_observe_hook,
+    .create = walker_create,
+    .destroy = mj_env_destroy_hook,
+    .save = mj_env_save_hook,
+    .load = mj_env_load_hook,
+    .reset_state = mj_env_reset_state_hook,
+};
