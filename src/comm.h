@@ -60,6 +60,8 @@ struct comm {
     uint64_t seq;      /* collectives completed by this rank (the same on every rank) */
     bool failed;       /* comm_report_failure was called */
     bool broken;       /* a wait failed: the local backend refuses further collectives */
+    const char *note;  /* one line for the rank's log about how the backend waits, or NULL
+                        * (static storage) */
     void *impl;        /* backend state */
 };
 

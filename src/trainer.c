@@ -1100,6 +1100,7 @@ int trainer_worker(comm *c, void *arg) {
         host[sizeof host - 1] = '\0';
         logf_(&t, false, "calf %s: backend %s, pid %ld on host %s", calf_version(),
               comm_backend_name(c), (long)getpid(), host);
+        if (c->note) logf_(&t, false, "%s", c->note);
         logf_(&t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
               comm_size(c), t.begin, t.begin + t.count - 1, t.count, t.E);
     }

@@ -58,6 +58,7 @@ expect_in "$R/log/rank-0.log" "on host $TWOHOST_HOST_A"
 expect_in "$R/log/rank-1.log" "on host $TWOHOST_HOST_B"
 expect_in "$R/log/rank-2.log" "on host $TWOHOST_HOST_B"
 expect_in "$R/log/rank-2.log" "rank 2/3: environments 43..63 (21 of 64)"
+expect_in "$R/log/rank-2.log" "MPI: waiting ranks yield the core"
 
 # SIGKILL of the remote rank: within 5 s the job has ended, non-zero, and nothing is left
 # on A or B. Open MPI takes about 4 s: each daemon signals its ranks SIGCONT, SIGTERM and

@@ -91,14 +91,15 @@ EOF
 # "$TWOHOST_MPIRUN" ARGS...: mpirun ARGS... on host A (a script, so that timeout and
 # signals reach mpirun itself), rank 0 there and the next two ranks on B. TCP over the
 # veth only (no shared memory, no other interface); no binding to cores, since both
-# simulated hosts number the same cores (bound, ranks on A and B would share core 0).
+# simulated hosts number the same cores (bound, ranks on A and B would share core 0;
+# TWOHOST_BIND=core does that, for comparison).
 twohost_write_mpirun() {
     TWOHOST_MPIRUN=$WORK/twohost_mpirun
     cat >"$TWOHOST_MPIRUN" <<EOF
 #!/bin/sh
 # mpirun on host A of the two-host rig ($TWOHOST_NS_A, $TWOHOST_NS_B)
 exec ip netns exec $TWOHOST_NS_A unshare --uts sh -c 'hostname $TWOHOST_HOST_A && exec "\$@"' sh \\
-    mpirun --host $TWOHOST_ADDR_A:1,$TWOHOST_ADDR_B:2 --bind-to none \\
+    mpirun --host $TWOHOST_ADDR_A:1,$TWOHOST_ADDR_B:2 --bind-to \${TWOHOST_BIND:-none} \\
     --mca plm_rsh_agent $TWOHOST_AGENT --mca btl tcp,self \\
     --mca btl_tcp_if_include $TWOHOST_NET --mca oob_tcp_if_include $TWOHOST_NET "\$@"
 EOF
