@@ -99,6 +99,26 @@ static int mpi_gatherv(comm *c, const void *send, void *recv, const size_t *size
     return rc;
 }
 
+static int mpi_alltoallv(comm *c, const void *send, const size_t *scounts, void *recv,
+                         const size_t *rcounts, calf_error *err) {
+    int *sc, *sd, *rc_, *rd;
+    int rc = mpi_counts(c, scounts, &sc, &sd, err);
+    if (rc != CALF_OK) return rc;
+    if ((rc = mpi_counts(c, rcounts, &rc_, &rd, err)) != CALF_OK) {
+        free(sc);
+        free(sd);
+        return rc;
+    }
+    c->seq++;
+    rc = mpi_check(MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rc_, rd, MPI_BYTE, MPI_COMM_WORLD),
+                   "MPI_Alltoallv", c, err);
+    free(sc);
+    free(sd);
+    free(rc_);
+    free(rd);
+    return rc;
+}
+
 static int mpi_broadcast(comm *c, void *buf, size_t n, int root, calf_error *err) {
     if (n > INT_MAX)
         return calf_error_set(err, CALF_ECOMM,
@@ -139,6 +159,7 @@ static const comm_ops mpi_ops = {
     .allgatherv = mpi_allgatherv,
     .gatherv = mpi_gatherv,
     .broadcast = mpi_broadcast,
+    .alltoallv = mpi_alltoallv,
     .abort = mpi_abort,
     .report_failure = mpi_report_failure,
     .finalize = mpi_finalize,
