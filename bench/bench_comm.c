@@ -114,9 +114,21 @@ static int bench_rank(comm *c, void *arg) {
                 blocks += all[2 * q];
                 bytes += all[2 * q + 1];
             }
-            printf("; each rank receives %llu blocks, %llu bytes, for a sum of %zu bytes\n",
+            printf("; whole, every rank gathers all %llu blocks, %llu bytes, for a sum of %zu "
+                   "bytes\n",
                    (unsigned long long)blocks, (unsigned long long)bytes,
                    (size_t)N_FLOATS * sizeof(float));
+            /* in slices (comm_tree_allreduce's choice where ranks hold many blocks): rank
+             * 0's slice of every block (a 56-byte header, 16 bytes per block), then the
+             * other slices of the sum */
+            size_t lo, hi;
+            comm_slice_of(P, 0, N_FLOATS, &lo, &hi);
+            unsigned long long sliced = 0;
+            for (int q = 0; q < P; q++)
+                sliced += 56 + all[2 * q] * (16 + (hi - lo) * sizeof(float));
+            sliced += (unsigned long long)(N_FLOATS - (hi - lo)) * sizeof(float);
+            printf("%-6s P=%d  in slices, rank 0 receives about %llu bytes in two collectives\n",
+                   comm_backend_name(c), P, sliced);
         }
         free(sizes);
         free(all);
