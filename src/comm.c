@@ -476,8 +476,8 @@ void comm_tree_pack_slice(const comm_tree *t, size_t lo, size_t hi, void *buf) {
     size_t vec = (hi - lo) * t->elem;
     for (int b = 0; b < t->depth; b++, p += vec)
         if (vec) memcpy(p, (const unsigned char *)t->buf[b] + lo * t->elem, vec);
-    size_t used = (size_t)(p - (unsigned char *)buf), total = comm_tree_packed_slice_bytes(t, lo, hi);
-    memset(p, 0, total - used);
+    size_t used = (size_t)(p - (unsigned char *)buf);
+    memset(p, 0, comm_tree_packed_slice_bytes(t, lo, hi) - used);
 }
 
 void comm_tree_pack(const comm_tree *t, void *buf) { comm_tree_pack_slice(t, 0, t->n, buf); }

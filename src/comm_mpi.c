@@ -178,9 +178,9 @@ static int choose_waiting(const char **note, calf_error *err) {
 #ifdef OPEN_MPI
     const char *set = getenv("OMPI_MCA_mpi_yield_when_idle");
     if (set && *set) {
-        *note = strcmp(set, "0") == 0 || strcmp(set, "false") == 0
-                    ? "MPI: waiting ranks spin (mpi_yield_when_idle 0, as set)"
-                    : "MPI: waiting ranks yield the core (mpi_yield_when_idle, as set)";
+        bool spin = strcmp(set, "0") == 0 || strcmp(set, "false") == 0 || strcmp(set, "no") == 0;
+        *note = spin ? "MPI: waiting ranks spin (mpi_yield_when_idle 0, as set)"
+                     : "MPI: waiting ranks yield the core (mpi_yield_when_idle, as set)";
         return CALF_OK;
     }
     if (setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0) != 0)

@@ -137,7 +137,8 @@ static int split_sum_sliced(const float *leaves, int E, size_t n, int P, const i
     }
     for (int q = 0; q < P && rc == CALF_OK; q++) {
         size_t lo = n * (size_t)q / (size_t)P, hi = n * (size_t)(q + 1) / (size_t)P, total = 0;
-        for (int r = 0; r < P; r++) total += sizes[r] = comm_tree_packed_slice_bytes(&trees[r], lo, hi);
+        for (int r = 0; r < P; r++)
+            total += sizes[r] = comm_tree_packed_slice_bytes(&trees[r], lo, hi);
         unsigned char *packed = malloc(total), *p = packed;
         for (int r = 0; r < P; r++) {
             comm_tree_pack_slice(&trees[r], lo, hi, p);
