@@ -36,12 +36,13 @@ elapsed_since() {
 # expect_nothing_left WHEN [SECONDS]: no process outlives its job on either host, once
 # SECONDS (default 5) have passed for the daemons to go
 expect_nothing_left() {
-    local left t0=$EPOCHREALTIME
+    local left pid t0=$EPOCHREALTIME
     while [ -n "$(twohost_pids)" ] && [ "$(elapsed_since "$t0")" -lt $((${2:-5} * 1000)) ]; do
         sleep 0.05
     done
-    left=$(twohost_pids | xargs -r ps -o pid=,comm= -p 2>/dev/null)
-    if [ -z "$left" ]; then ok; else bad "$1: still running: $(echo $left)"; fi
+    left=""
+    for pid in $(twohost_pids); do left="$left $pid ($(cat /proc/$pid/comm 2>/dev/null))"; done
+    if [ -z "$left" ]; then ok; else bad "$1: still running:$left"; fi
 }
 
 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/local1" --conf "$CONF" "${ITERS[@]}"
