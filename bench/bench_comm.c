@@ -2,11 +2,14 @@
  * gradient size (9,219 floats, 64 envs) on 2 local processes, plus barrier and comm_any
  * latency, the 1-process figure for comparison, and the work-shared sum the trainer runs
  * after every minibatch, with pieces as stealing leaves them. Runs in a few seconds.
- * Under mpirun (`mpirun -np 2 build/bench_comm`) it measures the MPI backend instead.
+ * Under mpirun (`mpirun -np P build/bench_comm`, envs split as the trainer splits them) it
+ * measures the MPI backend instead, and prints what one exchange moves: every rank's
+ * blocks of the tree, each a whole gradient (bench/README.md, "Two hosts").
  * `build/bench_comm --barriers P...` times bare barriers on P local processes each, for
  * more processes than cores, and `--ring P...` the machine's own cost of switching among
  * P processes, without calf: a byte passed around a ring of pipes (bench/README.md,
  * "Oversubscription"). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "calf/config.h"
 #include "comm.h"
 #include "launcher.h"
 
@@ -32,9 +36,13 @@ static void fold_envs(comm_tree *t, int count) {
 static int bench_rank(comm *c, void *arg) {
     (void)arg;
     int P = comm_size(c), r = comm_rank(c) < 0 ? 0 : comm_rank(c);
-    int count = N_ENVS / P, begin = r * count;
     calf_error err;
     calf_error_clear(&err);
+    int begin, count; /* the trainer's split: P need not divide the envs */
+    if (calf_split(N_ENVS, P, r, &begin, &count, &err) != CALF_OK) {
+        fprintf(stderr, "bench_comm: %s\n", err.msg);
+        return 1;
+    }
     comm_tree t;
     comm_tree_init(&t, N_FLOATS, N_ENVS, begin, count);
     float *out = malloc(N_FLOATS * sizeof *out);
@@ -76,7 +84,8 @@ static int bench_rank(comm *c, void *arg) {
     if (rc != 0) {
         comm_report_failure(c, err.msg);
     } else if (r == 0) {
-        /* Bytes each rank moves: its blob in, every blob out. */
+        /* Bytes each rank moves: its blob in, every blob out (one block per rank: exact
+         * where P divides the envs into aligned blocks, low otherwise; see below). */
         double bytes = (double)N_FLOATS * sizeof(float) * (1 + P);
         printf("%-6s P=%d  allreduce of %d floats over %d envs: median %.1f us, p90 %.1f us",
                comm_backend_name(c), P, N_FLOATS, N_ENVS, med, p90);
@@ -85,6 +94,44 @@ static int bench_rank(comm *c, void *arg) {
         if (P > 1)
             printf("%-6s P=%d  barrier %.2f us, comm_any %.2f us (mean of %d back-to-back)\n",
                    comm_backend_name(c), P, bar, any, BARRIERS);
+    }
+    /* What one exchange moves: each rank's blob (its maximal aligned blocks of the tree,
+     * each a whole gradient) goes to every rank in one allgatherv. */
+    if (rc == 0 && P > 1 && c->ops->allgatherv) {
+        fold_envs(&t, count);
+        uint64_t mine[2] = {(uint64_t)t.depth, comm_tree_packed_bytes(&t)};
+        uint64_t *all = malloc((size_t)P * sizeof mine);
+        size_t *sizes = malloc((size_t)P * sizeof *sizes);
+        for (int q = 0; q < P; q++) sizes[q] = sizeof mine;
+        rc = c->ops->allgatherv(c, mine, all, sizes, &err);
+        if (rc == 0) rc = comm_tree_allreduce(c, &t, out, &err);
+        if (rc == 0 && r == 0) {
+            uint64_t blocks = 0, bytes = 0;
+            printf("%-6s P=%d  one exchange: blocks (bytes) per rank:", comm_backend_name(c), P);
+            for (int q = 0; q < P; q++) {
+                printf(" %llu (%llu)", (unsigned long long)all[2 * q],
+                       (unsigned long long)all[2 * q + 1]);
+                blocks += all[2 * q];
+                bytes += all[2 * q + 1];
+            }
+            printf("; whole, every rank gathers all %llu blocks, %llu bytes, for a sum of %zu "
+                   "bytes\n",
+                   (unsigned long long)blocks, (unsigned long long)bytes,
+                   (size_t)N_FLOATS * sizeof(float));
+            /* in slices (comm_tree_allreduce's choice where ranks hold many blocks): rank
+             * 0's slice of every block (a 56-byte header, 16 bytes per block), then the
+             * other slices of the sum */
+            size_t lo, hi;
+            comm_slice_of(P, 0, N_FLOATS, &lo, &hi);
+            unsigned long long sliced = 0;
+            for (int q = 0; q < P; q++)
+                sliced += 56 + all[2 * q] * (16 + (hi - lo) * sizeof(float));
+            sliced += (unsigned long long)(N_FLOATS - (hi - lo)) * sizeof(float);
+            printf("%-6s P=%d  in slices, rank 0 receives about %llu bytes in two collectives\n",
+                   comm_backend_name(c), P, sliced);
+        }
+        free(sizes);
+        free(all);
     }
     free(sample);
     free(out);

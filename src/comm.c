@@ -3,6 +3,7 @@
  * built on the five primitives every backend supplies (see comm.h). */
 #include "comm.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,10 +458,15 @@ void comm_tree_free(comm_tree *t) {
 
 size_t comm_tree_packed_bytes(const comm_tree *t) { return blob_bytes_for(t->depth, t->n, t->elem); }
 
-void comm_tree_pack(const comm_tree *t, void *buf) {
-    CALF_ASSERT(t->pushed == t->count && !t->leaf_out);
+size_t comm_tree_packed_slice_bytes(const comm_tree *t, size_t lo, size_t hi) {
+    CALF_ASSERT(lo <= hi && hi <= t->n);
+    return blob_bytes_for(t->depth, hi - lo, t->elem);
+}
+
+void comm_tree_pack_slice(const comm_tree *t, size_t lo, size_t hi, void *buf) {
+    CALF_ASSERT(t->pushed == t->count && !t->leaf_out && lo <= hi && hi <= t->n);
     unsigned char *p = buf;
-    int64_t hdr[TREE_HEADER_WORDS] = {TREE_MAGIC, t->E, (int64_t)t->n, (int64_t)t->elem,
+    int64_t hdr[TREE_HEADER_WORDS] = {TREE_MAGIC, t->E, (int64_t)(hi - lo), (int64_t)t->elem,
                                       t->begin, t->count, t->depth};
     memcpy(p, hdr, sizeof hdr);
     p += sizeof hdr;
@@ -469,11 +475,14 @@ void comm_tree_pack(const comm_tree *t, void *buf) {
         memcpy(p, li, sizeof li);
         p += sizeof li;
     }
-    size_t vec = t->n * t->elem;
-    for (int b = 0; b < t->depth; b++, p += vec) memcpy(p, t->buf[b], vec);
-    size_t used = (size_t)(p - (unsigned char *)buf), total = comm_tree_packed_bytes(t);
-    memset(p, 0, total - used);
+    size_t vec = (hi - lo) * t->elem;
+    for (int b = 0; b < t->depth; b++, p += vec)
+        if (vec) memcpy(p, (const unsigned char *)t->buf[b] + lo * t->elem, vec);
+    size_t used = (size_t)(p - (unsigned char *)buf);
+    memset(p, 0, comm_tree_packed_slice_bytes(t, lo, hi) - used);
 }
+
+void comm_tree_pack(const comm_tree *t, void *buf) { comm_tree_pack_slice(t, 0, t->n, buf); }
 
 /* dst = a + b elementwise, left operand first; dst may be a (never b). Both cases are
  * restrict loops so that they vectorise without run-time overlap checks. */
@@ -749,6 +758,69 @@ static int finish_alone(comm *c, comm_tree *t, void *out, calf_error *err) {
     return CALF_OK;
 }
 
+/* The number of blocks in a blob of `bytes` for n-element vectors (blob_bytes_for's
+ * inverse: its rounding adds less than one block's bytes). */
+static int blob_nblocks(size_t bytes, size_t n, size_t elem) {
+    return (int)((bytes - TREE_HEADER_WORDS * 8) / (16 + n * elem));
+}
+
+/* Whether to complete in slices. Whole, each rank receives every other rank's blocks:
+ * B - own of the B blocks, whole vectors. In slices, 1/P of every block, then (P-1)/P of
+ * the sum, and it waits for a second collective, counted as one more vector. So slices
+ * pay when a rank with few blocks would receive more than B/P + 2 vectors whole (3 ranks
+ * on 64 envs: 11 blocks, 8 for the rank with 3), not for one block per rank. Every rank
+ * decides alike, from the sizes all of them hold; every slice must have elements. */
+static bool slices_pay(const comm *c, const comm_tree *t) {
+    int P = c->size, B = 0, fewest = INT_MAX;
+    if (!c->ops->alltoallv || (t->n + COMM_SLICE_ELEMS - 1) / COMM_SLICE_ELEMS < (size_t)P)
+        return false;
+    for (int r = 0; r < P; r++) {
+        int nb = blob_nblocks(t->sizes[r], t->n, t->elem);
+        B += nb;
+        if (nb < fewest) fewest = nb;
+    }
+    return (double)(B - fewest) > (double)B / P + 2.0;
+}
+
+/* Every rank completes its slice of the elements (comm_slice) from every rank's blocks,
+ * sent to it by one alltoallv, then one allgatherv hands every rank every slice. Each
+ * element is summed over the same tree in the same order as a whole completion. */
+static int allreduce_in_slices(comm *c, comm_tree *t, void *out, calf_error *err) {
+    int P = c->size;
+    size_t *scounts = calf_xmalloc((size_t)P * sizeof *scounts);
+    size_t *rcounts = calf_xmalloc((size_t)P * sizeof *rcounts);
+    size_t *slices = calf_xmalloc((size_t)P * sizeof *slices);
+    size_t stotal = 0, rtotal = 0, lo, hi, mine_lo, mine_hi;
+    comm_slice(c, t->n, &mine_lo, &mine_hi);
+    for (int q = 0; q < P; q++) {
+        comm_slice_of(P, q, t->n, &lo, &hi);
+        scounts[q] = comm_tree_packed_slice_bytes(t, lo, hi);
+        slices[q] = (hi - lo) * t->elem;
+        stotal += scounts[q];
+        rcounts[q] = blob_bytes_for(blob_nblocks(t->sizes[q], t->n, t->elem), mine_hi - mine_lo,
+                                    t->elem);
+        rtotal += rcounts[q];
+    }
+    unsigned char *p = grow(&t->send, &t->send_cap, stotal);
+    for (int q = 0; q < P; q++) {
+        comm_slice_of(P, q, t->n, &lo, &hi);
+        comm_tree_pack_slice(t, lo, hi, p);
+        p += scounts[q];
+    }
+    grow(&t->recv, &t->recv_cap, rtotal);
+    int rc = c->ops->alltoallv(c, t->send, scounts, t->recv, rcounts, err);
+    /* the send buffer is free again: the slice goes there (the allgatherv's send and
+     * receive buffers must not overlap), and it is no larger than what was sent */
+    if (rc == CALF_OK)
+        rc = comm_tree_finish(t->recv, rcounts, P, mine_hi - mine_lo, t->elem, t->E, t->send,
+                              err);
+    if (rc == CALF_OK) rc = c->ops->allgatherv(c, t->send, out, slices, err);
+    free(slices);
+    free(rcounts);
+    free(scounts);
+    return rc;
+}
+
 int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
     CALF_ASSERT(t->pushed == t->count && !t->leaf_out);
     int rc = CALF_OK;
@@ -775,6 +847,8 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
                 all = c->ops->gathered(c, err);
                 if (!all) rc = gathered_status(err);
             }
+        } else if (slices_pay(c, t)) {
+            rc = allreduce_in_slices(c, t, out, err);
         } else {
             size_t total = 0;
             for (int r = 0; r < c->size; r++) total += t->sizes[r];
@@ -783,7 +857,7 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
             rc = c->ops->allgatherv(c, t->send, t->recv, t->sizes, err);
             all = t->recv;
         }
-        if (rc == CALF_OK)
+        if (rc == CALF_OK && all)
             rc = comm_tree_finish(all, t->sizes, c->size, t->n, t->elem, t->E, out, err);
     }
     comm_tree_reset(t);
@@ -868,12 +942,16 @@ void comm_tree_pieces_put(comm_tree_pieces *p, const comm_tree *t) {
  * vector all ranks share: the completion is split, not repeated on every rank. Slices are
  * whole runs of COMM_SLICE_ELEMS, so no two ranks write one cache line, and a caller can
  * give each rank the same part of what follows (the gradient norm, the optimiser step). */
-void comm_slice(const comm *c, size_t n, size_t *lo, size_t *hi) {
+void comm_slice_of(int P, int q, size_t n, size_t *lo, size_t *hi) {
     size_t runs = (n + COMM_SLICE_ELEMS - 1) / COMM_SLICE_ELEMS;
-    size_t a = runs * (size_t)c->index / (size_t)c->size;
-    size_t b = runs * (size_t)(c->index + 1) / (size_t)c->size;
+    size_t a = runs * (size_t)q / (size_t)P;
+    size_t b = runs * (size_t)(q + 1) / (size_t)P;
     *lo = a * COMM_SLICE_ELEMS < n ? a * COMM_SLICE_ELEMS : n;
     *hi = b * COMM_SLICE_ELEMS < n ? b * COMM_SLICE_ELEMS : n;
+}
+
+void comm_slice(const comm *c, size_t n, size_t *lo, size_t *hi) {
+    comm_slice_of(c->size, c->index, n, lo, hi);
 }
 
 float *comm_tree_shared_sum(const comm_tree *own) {

@@ -31,6 +31,11 @@ typedef struct comm_ops {
     void (*abort)(comm *c, const char *msg);
     /* Record this rank's one-line failure reason (see comm_report_failure). */
     void (*report_failure)(comm *c, const char *msg);
+    /* Optional (NULL: not offered; single and local): every rank sends scounts[q] bytes
+     * to each rank q, packed in rank order in `send`, and receives rcounts[r] bytes from
+     * each rank r, packed in rank order into `recv`. */
+    int (*alltoallv)(comm *c, const void *send, const size_t *scounts, void *recv,
+                     const size_t *rcounts, calf_error *err);
     /* Release backend resources (MPI_Finalize, or MPI_Abort after a reported failure). */
     void (*finalize)(comm *c);
     /* Optional, NULL where the ranks share no memory (single, MPI). next_arena returns
@@ -60,6 +65,8 @@ struct comm {
     uint64_t seq;      /* collectives completed by this rank (the same on every rank) */
     bool failed;       /* comm_report_failure was called */
     bool broken;       /* a wait failed: the local backend refuses further collectives */
+    const char *note;  /* one line for the rank's log about how the backend waits, or NULL
+                        * (static storage) */
     void *impl;        /* backend state */
 };
 
@@ -169,7 +176,11 @@ void comm_tree_push(comm_tree *t);
 /* Collective: exchange every rank's blocks and complete the tree into out (n elements of
  * the tree's type); all `count` leaves must have been pushed. Resets t for reuse. The
  * first call on a comm also exchanges and checks every rank's range (one extra
- * collective); a range that does not tile [0,E) in rank order is CALF_ECOMM everywhere. */
+ * collective); a range that does not tile [0,E) in rank order is CALF_ECOMM everywhere.
+ * Where the backend offers alltoallv and the ranks hold many blocks (a split that does
+ * not fall on the tree's aligned blocks), each rank completes a slice of the elements
+ * from every rank's blocks and the slices are gathered: two collectives, fewer bytes,
+ * the same bits (every element is still summed over the same tree). */
 int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err);
 /* Discard pushed leaves; buffers are kept. */
 void comm_tree_reset(comm_tree *t);
@@ -227,6 +238,8 @@ int comm_tree_pieces_fold(comm *c, comm_tree_pieces *p, float **sum, calf_error 
  * COMM_SLICE_ELEMS (so no two ranks write one cache line), as evenly as they go. */
 enum { COMM_SLICE_ELEMS = 512 };
 void comm_slice(const comm *c, size_t n, size_t *lo, size_t *hi);
+/* The same for rank q of P. */
+void comm_slice_of(int P, int q, size_t n, size_t *lo, size_t *hi);
 /* The vector a split completion of own's pieces lands in (the same on every rank). */
 float *comm_tree_shared_sum(const comm_tree *own);
 
@@ -292,6 +305,10 @@ size_t comm_shared_left(const comm *c);
  * (blob r is sizes[r] bytes, possibly padded), leaving them unchanged. */
 size_t comm_tree_packed_bytes(const comm_tree *t);
 void comm_tree_pack(const comm_tree *t, void *buf);
+/* The same for elements [lo, hi) of every block (lo <= hi <= n): a blob for completing
+ * that slice of the sum (comm_tree_finish with n = hi - lo). */
+size_t comm_tree_packed_slice_bytes(const comm_tree *t, size_t lo, size_t hi);
+void comm_tree_pack_slice(const comm_tree *t, size_t lo, size_t hi, void *buf);
 int comm_tree_finish(const void *packed, const size_t *sizes, int nranks, size_t n, size_t elem,
                      int E, void *out, calf_error *err);
 /* Bytes of a blob for a range [begin, begin+count) of E envs, and the largest for any

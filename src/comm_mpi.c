@@ -27,6 +27,7 @@ bool comm_mpi_launched(void) {
 
 #if CALF_HAVE_MPI
 
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 
@@ -98,6 +99,26 @@ static int mpi_gatherv(comm *c, const void *send, void *recv, const size_t *size
     return rc;
 }
 
+static int mpi_alltoallv(comm *c, const void *send, const size_t *scounts, void *recv,
+                         const size_t *rcounts, calf_error *err) {
+    int *sc, *sd, *rc_, *rd;
+    int rc = mpi_counts(c, scounts, &sc, &sd, err);
+    if (rc != CALF_OK) return rc;
+    if ((rc = mpi_counts(c, rcounts, &rc_, &rd, err)) != CALF_OK) {
+        free(sc);
+        free(sd);
+        return rc;
+    }
+    c->seq++;
+    rc = mpi_check(MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rc_, rd, MPI_BYTE, MPI_COMM_WORLD),
+                   "MPI_Alltoallv", c, err);
+    free(sc);
+    free(sd);
+    free(rc_);
+    free(rd);
+    return rc;
+}
+
 static int mpi_broadcast(comm *c, void *buf, size_t n, int root, calf_error *err) {
     if (n > INT_MAX)
         return calf_error_set(err, CALF_ECOMM,
@@ -138,16 +159,48 @@ static const comm_ops mpi_ops = {
     .allgatherv = mpi_allgatherv,
     .gatherv = mpi_gatherv,
     .broadcast = mpi_broadcast,
+    .alltoallv = mpi_alltoallv,
     .abort = mpi_abort,
     .report_failure = mpi_report_failure,
     .finalize = mpi_finalize,
 };
+
+/* Open MPI's ranks spin while they wait for a message unless mpi_yield_when_idle is set,
+ * which it sets only when it knows the node is oversubscribed. A spinning rank that
+ * shares its core (with the rank it waits for, another job, or the kernel's network
+ * processing) takes the time slices that rank needs: ppo_cartpole on a loaded 2-core
+ * machine ran 2-3 times slower spinning, while yielding costs a few microseconds per
+ * collective where cores are free (bench/README.md, "Two hosts"). So calf yields unless
+ * the user chose (mpirun --mca mpi_yield_when_idle 0, or the OMPI_MCA_ variable); Open
+ * MPI reads it in MPI_Init. *note: the line for the rank's log (static), or NULL. */
+static int choose_waiting(const char **note, calf_error *err) {
+    *note = NULL;
+#ifdef OPEN_MPI
+    const char *set = getenv("OMPI_MCA_mpi_yield_when_idle");
+    if (set && *set) {
+        bool spin = strcmp(set, "0") == 0 || strcmp(set, "false") == 0 || strcmp(set, "no") == 0;
+        *note = spin ? "MPI: waiting ranks spin (mpi_yield_when_idle 0, as set)"
+                     : "MPI: waiting ranks yield the core (mpi_yield_when_idle, as set)";
+        return CALF_OK;
+    }
+    if (setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0) != 0)
+        return calf_error_set(err, CALF_ENOMEM, "cannot set OMPI_MCA_mpi_yield_when_idle: %s",
+                              strerror(errno));
+    *note = "MPI: waiting ranks yield the core (calf's default; --mca mpi_yield_when_idle 0 "
+            "to spin)";
+#else
+    (void)err;
+#endif
+    return CALF_OK;
+}
 
 int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     *out = NULL;
     int inited = 0, rc;
     if ((rc = mpi_check(MPI_Initialized(&inited), "MPI_Initialized", NULL, err)) != CALF_OK)
         return rc;
+    const char *note = NULL;
+    if (!inited && (rc = choose_waiting(&note, err)) != CALF_OK) return rc;
     if (!inited && (rc = mpi_check(MPI_Init(argc, argv), "MPI_Init", NULL, err)) != CALF_OK)
         return rc;
     /* Errors come back as codes we check, instead of MPI killing the job silently. */
@@ -177,6 +230,7 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     c->size = size;
     c->index = rank;
     c->timeout_s = 600.0;
+    c->note = note;
     *out = c;
     return CALF_OK;
 }

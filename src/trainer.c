@@ -1094,8 +1094,14 @@ int trainer_worker(comm *c, void *arg) {
     int rc = rank_log_open(&t.log, o->root_dir, rank, &err);
     if (rc == CALF_OK) rc = trainer_init(&t, wa->cfg, c, &err);
     if (rc == CALF_OK) {
-        logf_(&t, false, "calf %s: backend %s, pid %ld", calf_version(), comm_backend_name(c),
-              (long)getpid());
+        /* The host too: an MPI job's ranks run on several machines, and a log (written on a
+         * shared file system) must say which one to look at. */
+        char host[256];
+        if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "(unknown)");
+        host[sizeof host - 1] = '\0';
+        logf_(&t, false, "calf %s: backend %s, pid %ld on host %s", calf_version(),
+              comm_backend_name(c), (long)getpid(), host);
+        if (c->note) logf_(&t, false, "%s", c->note);
         logf_(&t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
               comm_size(c), t.begin, t.begin + t.count - 1, t.count, t.E);
     }
