@@ -104,7 +104,7 @@ enum calf_binding_flag {
     X(NORMALIZE_OBS, "TrainerConfig.normalize_observations", CALF_CFG_BOOL, "False", 0, 0, 0,   \
       NULL, 0, CALF_NO_FALLBACK,                                                               \
       "normalize observations by their running mean and variance over all envs, updated "      \
-      "once per iteration (PPO); kept in checkpoints, applied by play and export")             \
+      "once per iteration; kept in checkpoints, applied by play and export; PPO only")         \
     X(OBS_CLIPPING, "ObservationNormalizer.clipping", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL, 0, \
       CALF_NO_FALLBACK, "clip normalized observations to [-clipping, clipping] (0: no clipping)") \
                                                                                                \
@@ -146,8 +146,8 @@ enum calf_binding_flag {
       CALF_NO_FALLBACK, "clip the gradient's global norm to this (0: no clipping)")            \
     X(LR_SCHEDULE, "Adam.lr_schedule", CALF_CFG_STRING, "'constant'", 0, 0, 0, "constant|linear", \
       0, CALF_NO_FALLBACK,                                                                     \
-      "'linear': every learning rate decays linearly to 0 over the run (iteration k of N uses " \
-      "lr * (1 - k / N), N from num_iterations or num_env_steps) (PPO)")                      \
+      "'linear': the learning rate decays linearly to 0 over the run (iteration k of N uses "  \
+      "lr * (1 - k / N), N from num_iterations or num_env_steps); PPO only")                  \
     X(ACTOR_LR, "actor/Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_CFG_ADAM_LR,  \
       "learning rate of SAC's actor")                                                          \
     X(CRITIC_LR, "critic/Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_CFG_ADAM_LR, \

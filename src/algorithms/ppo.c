@@ -60,6 +60,16 @@ enum { ADV_GROUP_ENVS = 64 };
  * copied. Most minibatches see one or two. */
 enum { STEAL_SETS = 3 };
 
+/* Models of at most this many floats are not shared: with work sharing every rank
+ * completes the whole summed gradient and steps its own copy (the same bits everywhere:
+ * the same tree, nn_global_norm, the same Adam step), which makes each minibatch one
+ * collective instead of three (the gradient; not its norm and the optimiser step). For
+ * such models the repeated work (completing ~10^4 floats from a few blocks, one Adam
+ * step) costs microseconds, less than two meetings of the ranks; on ppo_halfcheetah's
+ * 320 minibatches of 64 samples per iteration the meetings were the cost of --nproc 2
+ * (bench/README.md, "MuJoCo training"). Larger models keep the split completion. */
+enum { PRIVATE_MODEL_MAX = 65536 };
+
 /* A rank's slice of the gradient holds whole norm chunks (see grad_norm). */
 _Static_assert(COMM_SLICE_ELEMS % NN_NORM_CHUNK == 0, "slices must hold whole norm chunks");
 
@@ -105,6 +115,8 @@ typedef struct ppo {
     rollout_view *own;
     void *view_mem;          /* own view's memory when private (else the comm's) */
     bool sharing;            /* ranks share memory: work sharing after the rollout */
+    bool shared_model;       /* sharing, and the model lives in shared memory where each
+                              * rank completes and steps a slice (PRIVATE_MODEL_MAX) */
     int group_envs;          /* envs per forward pass in the update */
     int adv_group;           /* envs per pass through the value net for advantages */
     uint32_t round;          /* work-shared rounds so far, advantages and minibatches (the
@@ -378,7 +390,8 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->opt_hi = t->md.g.n;
     /* sharing: the other ranks read this rank's blocks where they are folded, its own
      * envs' and the first ones it takes from others */
-    if (!t->sharing) return CALF_OK;
+    t->shared_model = t->sharing && t->md.g.n > PRIVATE_MODEL_MAX;
+    if (!t->shared_model) return CALF_OK;
     rc = comm_tree_share_buffers(c, &t->tree, STEAL_SETS, err);
     for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++) {
         comm_tree_init(&t->steal_shared[i], t->md.g.n, t->E, 0, 0);
@@ -689,9 +702,10 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
 /* One minibatch's gradient into md->g.grad. Without shared memory each rank folds its own
  * envs and the tree is completed across ranks. With it, each rank takes its own envs a
  * group at a time and, once out of them, takes the back half of what a slower rank has
- * left, so no rank idles while another works; the pieces (its own read where they lie)
- * complete the same tree, each rank only its slice [opt_lo, opt_hi) of md->g.grad, the
- * sum all ranks share. */
+ * left, so no rank idles while another works; the pieces complete the same tree: with a
+ * shared model (its own read where they lie) each rank only its slice [opt_lo, opt_hi)
+ * of md->g.grad, the sum all ranks share; with a private one, all of it (copied pieces,
+ * PRIVATE_MODEL_MAX). */
 static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
                               calf_error *err) {
     model *md = &t->md;
@@ -701,7 +715,8 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
     }
     uint32_t tag = ++t->round;
     comm_tree_pieces pieces;
-    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->g.n, &t->tree, err);
+    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->g.n,
+                                   t->shared_model ? &t->tree : NULL, err);
     if (rc) return rc;
     comm_claim_open(t->own->claim, tag, t->count);
     comm_tree_restart(&t->tree, t->begin, t->count);
@@ -713,13 +728,17 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
     comm_tree_pieces_put(&pieces, &t->tree);
     while ((k = take_from_others(t, tag, &victim, &first)) > 0) {
         const rollout_view *v = &t->views[victim];
-        comm_tree *st = steals < STEAL_SETS ? &t->steal_shared[steals] : &t->steal_tree;
+        /* a private tree's blocks are copied when put, so steal_tree serves every piece */
+        comm_tree *st = t->shared_model && steals < STEAL_SETS ? &t->steal_shared[steals]
+                                                               : &t->steal_tree;
         steals++;
         comm_tree_restart(st, v->begin + first, k);
         minibatch_envs(t, v, first, k, off, len, w, st);
         comm_tree_pieces_put(&pieces, st);
         t->shared_envs += k;
     }
+    /* a private model: the whole sum on every rank, one collective */
+    if (!t->shared_model) return comm_tree_pieces_sum(t->c, &pieces, md->g.grad, err);
     float *sum;
     rc = comm_tree_pieces_fold(t->c, &pieces, &sum, err);
     CALF_ASSERT(rc != CALF_OK || sum == md->g.grad);
@@ -731,7 +750,7 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
 static int grad_norm(ppo *t, double *norm, calf_error *err) {
     model *md = &t->md;
     size_t n = md->g.n, chunks = (n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
-    if (!t->sharing) {
+    if (!t->shared_model) {
         *norm = nn_global_norm(md->g.grad, n);
         return CALF_OK;
     }
@@ -783,7 +802,7 @@ static int update(ppo *t, calf_error *err) {
                          md->g.step, t->lr_now, t->p.beta1, t->p.beta2, t->p.eps);
             /* the next forward pass reads every rank's slice */
             waited = t->c->wait_s;
-            if (t->sharing && (rc = comm_barrier(t->c, err))) return rc;
+            if (t->shared_model && (rc = comm_barrier(t->c, err))) return rc;
             t->wait_step_s += t->c->wait_s - waited;
         }
     }
@@ -900,7 +919,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
  * is nothing to compare; the check guards the backends where each holds its own copy. */
 static uint64_t ppo_digest(const algorithm *a) {
     const ppo *t = (const ppo *)a;
-    return t->sharing ? 0 : model_digest(&t->md);
+    return t->shared_model ? 0 : model_digest(&t->md);
 }
 
 /* ---- checkpoint sections -------------------------------------------------------- */
@@ -1014,7 +1033,7 @@ static void ppo_describe(const algorithm *a, char *text, size_t cap) {
 
 static int ppo_start(algorithm *a, calf_error *err) {
     ppo *t = (ppo *)a;
-    return t->sharing ? share_model(t, err) : CALF_OK;
+    return t->shared_model ? share_model(t, err) : CALF_OK;
 }
 
 static int ppo_create(const algo_setup *s, algorithm **out, calf_error *err) {
