@@ -85,8 +85,46 @@ static void test_alpha_moves(void) {
     }
 }
 
+/* The digest that proves processes' copies agree tells apart copies that differ in any
+ * one bit of the parameters or either moment, for sizes around its four 64-bit lanes. */
+static void test_digest_bits(void) {
+    adam_conf opt = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    const size_t sizes[] = {1, 2, 3, 7, 8, 9, 16, 17, 33};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        param_group g;
+        param_group_init(&g, "TEST", n, true, opt);
+        for (size_t i = 0; i < n; i++) {
+            g.params[i] = 0.25f * (float)i - 1.0f;
+            g.m[i] = 1e-3f * (float)i;
+            g.v[i] = 1e-6f * (float)(i + 1);
+        }
+        uint64_t base = param_group_digest(&g, 7);
+        int same = 0, tried = 0;
+        float *arrays[3] = {g.params, g.m, g.v};
+        for (int a = 0; a < 3; a++)
+            for (size_t i = 0; i < n; i++)
+                for (int bit = 0; bit < 32; bit++) {
+                    uint32_t w;
+                    memcpy(&w, &arrays[a][i], 4);
+                    w ^= 1u << bit;
+                    memcpy(&arrays[a][i], &w, 4);
+                    same += param_group_digest(&g, 7) == base;
+                    tried++;
+                    w ^= 1u << bit;
+                    memcpy(&arrays[a][i], &w, 4);
+                }
+        CHECK_INT_EQ(same, 0);
+        CHECK(tried == (int)(3 * 32 * n));
+        CHECK(param_group_digest(&g, 7) == base); /* restored */
+        CHECK(param_group_digest(&g, 8) != base); /* the seed enters */
+        param_group_free(&g);
+    }
+}
+
 int main(void) {
     test_step();
     test_alpha_moves();
+    test_digest_bits();
     return test_report("test_params");
 }

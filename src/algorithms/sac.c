@@ -67,6 +67,9 @@ typedef struct sac {
     nn_mlp actor, q1, q2;
     param_group actor_g, critic_g, target_g, alpha_g;
     int64_t updates;         /* updates done over the whole run */
+    /* bumped whenever a group's values change, so that passes over unchanged parameters
+     * reuse the transposed weights their caches keep (nn_mlp_forward_v) */
+    uint64_t actor_ver, critic_ver, target_ver;
     calf_rng *act_rng;       /* (count) per-env action streams */
     replay rb;
     /* one update's samples: all B (every process draws the same list), then the rows of
@@ -262,6 +265,7 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     fan_in_init(&t->q2, t->critic_g.params, &rng);
     memcpy(t->target_g.params, t->critic_g.params, t->critic_g.n * sizeof(float));
     t->alpha_g.params[0] = (float)calf_config_float(cfg, CALF_CFG_SAC_INITIAL_LOG_ALPHA);
+    t->actor_ver = t->critic_ver = t->target_ver = 1;
 
     /* caches: a rollout step's rows or an update's, whichever is more */
     int B = t->B;
@@ -599,22 +603,23 @@ static void critic_pass(sac *t, const sac_view *v, int first, int k, comm_tree *
     const float *cp = t->critic_g.params, *tp = t->target_g.params;
 
     if (A > 0) {
-        nn_mlp_forward(&t->actor, t->actor_g.params, t->next, n, &t->actor_cache, t->head);
+        nn_mlp_forward_v(&t->actor, t->actor_g.params, t->actor_ver, t->next, n, &t->actor_cache,
+                         t->head);
         for (int r = 0; r < n; r++)
             sac_squashed_sample(A, t->head + (size_t)r * 2 * A, t->eps + (size_t)r * A, t->lo,
                                 t->hi, t->anew + (size_t)r * A, &t->logp[r]);
         join_rows(t->next, od, t->anew, A, n, t->qin);
-        nn_mlp_forward(&t->q1, tp, t->qin, n, &t->ta_cache, t->ta);
-        nn_mlp_forward(&t->q2, tp, t->qin, n, &t->tb_cache, t->tb);
+        nn_mlp_forward_v(&t->q1, tp, t->target_ver, t->qin, n, &t->ta_cache, t->ta);
+        nn_mlp_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->tb);
         for (int r = 0; r < n; r++)
             t->y[r] = sac_td_target(t->rew[r], t->gamma, t->term[r], t->ta[r], t->tb[r], alpha,
                                     t->logp[r]);
     } else {
-        nn_mlp_forward(&t->q1, cp, t->next, n, &t->qa_cache, t->qa);
-        nn_mlp_forward(&t->q2, cp, t->next, n, &t->qb_cache, t->qb);
+        nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->next, n, &t->qa_cache, t->qa);
+        nn_mlp_forward_v(&t->q2, cp, t->critic_ver, t->next, n, &t->qb_cache, t->qb);
         min_rows(t->qa, t->qb, n, nA, t->dqa); /* the policy row at next_obs */
-        nn_mlp_forward(&t->q1, tp, t->next, n, &t->ta_cache, t->ta);
-        nn_mlp_forward(&t->q2, tp, t->next, n, &t->tb_cache, t->tb);
+        nn_mlp_forward_v(&t->q1, tp, t->target_ver, t->next, n, &t->ta_cache, t->ta);
+        nn_mlp_forward_v(&t->q2, tp, t->target_ver, t->next, n, &t->tb_cache, t->tb);
         for (int r = 0; r < n; r++) {
             size_t o = (size_t)r * nA;
             float val = sac_discrete_next_value(nA, t->dqa + o, alpha, t->ta + o, t->tb + o);
@@ -627,8 +632,8 @@ static void critic_pass(sac *t, const sac_view *v, int first, int k, comm_tree *
         join_rows(t->obs, od, t->act, A, n, t->qin);
         qx = t->qin;
     }
-    nn_mlp_forward(&t->q1, cp, qx, n, &t->qa_cache, t->qa);
-    nn_mlp_forward(&t->q2, cp, qx, n, &t->qb_cache, t->qb);
+    nn_mlp_forward_v(&t->q1, cp, t->critic_ver, qx, n, &t->qa_cache, t->qa);
+    nn_mlp_forward_v(&t->q2, cp, t->critic_ver, qx, n, &t->qb_cache, t->qb);
     for (int e = 0; e < k; e++) {
         double *st = v->stats + (size_t)(first + e) * NUM_SAC_STATS;
         float da = 0.0f;
@@ -680,13 +685,14 @@ static void actor_pass(sac *t, const sac_view *v, int first, int k, comm_tree *t
     float scale = 1.0f / (float)t->B;
     const float *cp = t->critic_g.params;
     if (A > 0) {
-        nn_mlp_forward(&t->actor, t->actor_g.params, t->obs, n, &t->actor_cache, t->head);
+        nn_mlp_forward_v(&t->actor, t->actor_g.params, t->actor_ver, t->obs, n, &t->actor_cache,
+                         t->head);
         for (int r = 0; r < n; r++)
             sac_squashed_sample(A, t->head + (size_t)r * 2 * A, t->eps2 + (size_t)r * A, t->lo,
                                 t->hi, t->anew + (size_t)r * A, &t->logp[r]);
         join_rows(t->obs, od, t->anew, A, n, t->qin);
-        nn_mlp_forward(&t->q1, cp, t->qin, n, &t->qa_cache, t->qa);
-        nn_mlp_forward(&t->q2, cp, t->qin, n, &t->qb_cache, t->qb);
+        nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
+        nn_mlp_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
         for (int e = 0; e < k; e++) {
             double *st = v->stats + (size_t)(first + e) * NUM_SAC_STATS;
             for (int r = t->offsets[e]; r < t->offsets[e + 1]; r++) {
@@ -780,18 +786,21 @@ static int update(sac *t, int u, calf_error *err) {
                          t->critic_g.grad, err);
     if (rc) return rc;
     if (!param_group_step(&t->critic_g)) return diverged(t, "critic", err);
+    t->critic_ver++;
     size_t an = t->actor_g.n;
     rc = shared_pass(t, actor_pass, &t->actor_tree, &t->actor_steal, an + 1, t->sum, err);
     if (rc) return rc;
     memcpy(t->actor_g.grad, t->sum, an * sizeof(float));
     t->alpha_g.grad[0] = t->sum[an];
     if (t->A > 0 && !param_group_step(&t->actor_g)) return diverged(t, "actor", err);
+    t->actor_ver++;
     if (!param_group_step(&t->alpha_g)) return diverged(t, "temperature", err);
     if (t->A == 0) t->actor_g.step++; /* no actor: its (empty) optimizer keeps count */
 
     t->updates++;
     if (t->updates % t->target_period == 0)
         sac_polyak_update(t->target_g.params, t->critic_g.params, t->critic_g.n, t->tau);
+    t->target_ver++;
     return CALF_OK;
 }
 
@@ -866,6 +875,7 @@ static int sac_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
     if (rc == CALF_OK) rc = param_group_load(&t->target_g, r, want, err);
     if (rc == CALF_OK) rc = param_group_load(&t->alpha_g, r, want, err);
     if (rc) return rc;
+    t->actor_ver++, t->critic_ver++, t->target_ver++; /* the values are the checkpoint's */
     t->updates = updates;
     if (t->count == 0) { /* acting only: the replay is not built; skip its counters */
         ckpt_get_tag(r, "RPLC");
