@@ -248,7 +248,6 @@ static bool block_at(int64_t level, int64_t index, int64_t at, int64_t end, int 
 }
 
 static size_t round8(size_t x) { return (x + 7) & ~(size_t)7; }
-static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 static size_t blob_bytes_for(int nblocks, size_t n, size_t elem) {
     return round8(TREE_HEADER_WORDS * 8 + (size_t)nblocks * 16 + (size_t)nblocks * n * elem);
@@ -380,7 +379,7 @@ void comm_tree_reset(comm_tree *t) {
     t->leaf_out = false;
 }
 
-static size_t shared_vec_bytes(const comm_tree *t) { return round64(t->n * t->elem); }
+static size_t shared_vec_bytes(const comm_tree *t) { return comm_round64(t->n * t->elem); }
 
 /* Buffer set s of the region: cap vectors at s * cap vectors; the completion's vector
  * follows the last set. */
@@ -1152,7 +1151,7 @@ size_t comm_shared_left(const comm *c) {
 
 size_t comm_tree_shared_bytes(int E, size_t n, int spare) {
     /* the stack's buffers, once per set, then the vector a split completion lands in */
-    return ((size_t)tree_cap(E) * (size_t)(1 + spare) + 1) * round64(n * sizeof(float));
+    return ((size_t)tree_cap(E) * (size_t)(1 + spare) + 1) * comm_round64(n * sizeof(float));
 }
 
 int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err) {

@@ -295,6 +295,9 @@ size_t comm_tree_shared_bytes(int E, size_t n, int spare);
  * none, and then comm_shared_alloc must not be called. */
 bool comm_shares_memory(const comm *c);
 int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err);
+/* n rounded up to a whole number of 64-byte cache lines: how the parts of a rank's shared
+ * region are laid out, so that no two parts (nor two ranks' writes) share a line. */
+static inline size_t comm_round64(size_t n) { return (n + 63) & ~(size_t)63; }
 /* Bytes of shared memory comm_shared_alloc can still hand out, all ranks' regions
  * together, each rounded up to 64 bytes (0 where there is none). */
 size_t comm_shared_left(const comm *c);

@@ -184,9 +184,6 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
     *len = base + (m < extra ? 1 : 0);
 }
 
-/* Shared memory is handed out in whole cache lines. */
-static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
-
 /* Lay out a view of `count` envs at base (NULL: only measure); returns its bytes. Every
  * rank computes every peer's layout alike from the peer's count. */
 static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
@@ -195,7 +192,7 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
 #define CARVE(field, bytes)                                         \
     do {                                                            \
         if (base) v->field = (void *)(base + off);                  \
-        off += round64((size_t)(bytes));                            \
+        off += comm_round64((size_t)(bytes));                       \
     } while (0)
     CARVE(claim, sizeof(comm_claim));
     CARVE(obs, nt * (size_t)od * sizeof(float));
@@ -225,7 +222,7 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
  * lands). shared_state_at(md, SHARED_END) is the region's size. */
 enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
 static size_t shared_state_at(const model *md, int part) {
-    size_t vec = round64(md->g.n * sizeof(float));
+    size_t vec = comm_round64(md->g.n * sizeof(float));
     size_t chunks = (md->g.n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
     return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
 }
@@ -243,12 +240,12 @@ static int views_init(ppo *t, calf_error *err) {
         /* Everything sharing puts in shared memory, every rank's, must fit in what is
          * left of it (the same sum on every rank, so all decide alike); else each rank
          * keeps its rollout to itself, as without shared memory. */
-        size_t tree_bytes = round64(comm_tree_shared_bytes(t->E, t->md.g.n, STEAL_SETS));
-        size_t need = round64(shared_state_at(&t->md, SHARED_END));
+        size_t tree_bytes = comm_round64(comm_tree_shared_bytes(t->E, t->md.g.n, STEAL_SETS));
+        size_t need = comm_round64(shared_state_at(&t->md, SHARED_END));
         for (int r = 0; r < P; r++) {
             int b = 0, n = 0;
             calf_split(t->E, P, r, &b, &n, NULL);
-            size_t v = round64(view_carve(&scratch, NULL, b, n, T, od, ad));
+            size_t v = comm_round64(view_carve(&scratch, NULL, b, n, T, od, ad));
             need = need > SIZE_MAX - v - tree_bytes ? SIZE_MAX : need + v + tree_bytes;
         }
         t->sharing = need <= comm_shared_left(c);

@@ -333,24 +333,24 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
 
 /* ---- work sharing ----------------------------------------------------------------- */
 
-static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* A process's view in shared memory: its claim word, statistics, da, then its rings. */
 static size_t view_bytes(const sac *t, int count) {
     size_t ring = replay_bytes(count, t->rb.capacity, t->od, t->rb.act_dim);
-    return round64(sizeof(comm_claim)) + round64((size_t)count * NUM_SAC_STATS * sizeof(double)) +
-           round64((size_t)count * sizeof(float)) + ring;
+    return comm_round64(sizeof(comm_claim)) +
+           comm_round64((size_t)count * NUM_SAC_STATS * sizeof(double)) +
+           comm_round64((size_t)count * sizeof(float)) + ring;
 }
 
 static void view_carve(sac_view *v, const sac *t, unsigned char *mem, int begin, int count) {
     v->begin = begin;
     v->count = count;
     v->claim = (comm_claim *)(void *)mem;
-    mem += round64(sizeof(comm_claim));
+    mem += comm_round64(sizeof(comm_claim));
     v->stats = (double *)(void *)mem;
-    mem += round64((size_t)count * NUM_SAC_STATS * sizeof(double));
+    mem += comm_round64((size_t)count * NUM_SAC_STATS * sizeof(double));
     v->da = (float *)(void *)mem;
-    mem += round64((size_t)count * sizeof(float));
+    mem += comm_round64((size_t)count * sizeof(float));
     v->ring = mem;
     replay_init(&v->rb, t->E, begin, count, t->rb.capacity, t->od, t->rb.act_dim, mem);
 }
