@@ -77,6 +77,10 @@ typedef struct sac {
     int *s_env;              /* (B) */
     int64_t *s_pos;          /* (B) */
     uint64_t stream;         /* the update's noise stream (replay_stream_index) */
+    struct gathered {        /* whose rows the row arrays hold this update (view NULL: none) */
+        const struct sac_view *view;
+        int first, k, n;
+    } rows;
     int *offsets;            /* (E + 1) rows of a group's env e: [offsets[e], offsets[e+1]) */
     int *order;              /* (B) sample index of each row */
     float *obs, *act, *rew, *next; /* (B, od), (B, max(A,1)), (B), (B, od) */
@@ -323,6 +327,7 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     t->views = calf_xcalloc(1, sizeof *t->views);
     t->own = &t->views[0];
     t->own_mem = calf_xcalloc((size_t)t->count * (NUM_SAC_STATS * sizeof(double) + sizeof(float)), 1);
+    t->own->rb = t->rb; /* its rings; update() copies the counters */
     t->own->begin = t->begin;
     t->own->count = t->count;
     t->own->stats = t->own_mem;
@@ -581,12 +586,16 @@ static void sample_noise(const sac *t, uint64_t stream, int j, float *eps, float
  * within an env in sample order), transitions and noise into the row arrays, each env's
  * rows in [offsets[e], offsets[e + 1]). Returns the number of rows. */
 static int gather_rows(sac *t, const sac_view *v, int first, int k) {
+    /* the actor pass over the group the critic pass just gathered (always, without
+     * sharing) finds its rows still there: the passes write only other arrays */
+    if (t->rows.view == v && t->rows.first == first && t->rows.k == k) return t->rows.n;
     int n = replay_select_owned(t->B, t->s_env, v->begin + first, k, t->offsets, t->order);
     replay_gather(&v->rb, n, t->order, t->s_env, t->s_pos, t->obs, t->act, t->rew, t->term,
                   t->next);
     int ad = t->A > 0 ? t->A : 1;
     for (int r = 0; r < n; r++)
         sample_noise(t, t->stream, t->order[r], t->eps + (size_t)r * ad, t->eps2 + (size_t)r * ad);
+    t->rows = (struct gathered){v, first, k, n};
     return n;
 }
 
@@ -679,8 +688,7 @@ static void critic_pass(sac *t, const sac_view *v, int first, int k, comm_tree *
 static void actor_pass(sac *t, const sac_view *v, int first, int k, comm_tree *tree) {
     int od = t->od, A = t->A, qi = A > 0 ? od + A : od;
     size_t an = t->actor_g.n;
-    int n = A > 0 ? gather_rows(t, v, first, k)
-                  : replay_select_owned(t->B, t->s_env, v->begin + first, k, t->offsets, t->order);
+    int n = gather_rows(t, v, first, k);
     float alpha = alpha_of(t), log_alpha = t->alpha_g.params[0];
     float scale = 1.0f / (float)t->B;
     const float *cp = t->critic_g.params;
@@ -777,11 +785,11 @@ static int diverged(const sac *t, const char *what, calf_error *err) {
 static int update(sac *t, int u, calf_error *err) {
     replay_sample(t->seed, t->iteration, u, t->E, t->rb.stored, t->B, t->s_env, t->s_pos);
     t->stream = replay_stream_index(t->iteration, u);
+    t->rows.view = NULL; /* new samples */
     for (int r = 0; r < t->nviews; r++) { /* envs step in lockstep: one set of counters */
         t->views[r].rb.stored = t->rb.stored;
         t->views[r].rb.next_slot = t->rb.next_slot;
     }
-    if (!t->sharing) t->own->rb = t->rb;
     int rc = shared_pass(t, critic_pass, &t->critic_tree, &t->critic_steal, t->critic_g.n,
                          t->critic_g.grad, err);
     if (rc) return rc;
