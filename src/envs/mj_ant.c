@@ -42,22 +42,5 @@ static const mj_task task = {
 
 static int ant_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
 
-const calf_env_class ant_class = {
-    .spec = {.name = "Ant-v4",
-             .obs_dim = NQ - 2 + NV,
-             .action_dim = NU,
-             .action_low = lo,
-             .action_high = hi,
-             .max_episode_steps = 1000,
-             .state_size = sizeof(mj_state),
-             .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
-             .reset_state_dim = NQ + NV},
-    .reset = mj_env_reset_hook,
-    .step = mj_env_step_hook,
-    .observe = mj_env_observe_hook,
-    .create = ant_create,
-    .destroy = mj_env_destroy_hook,
-    .save = mj_env_save_hook,
-    .load = mj_env_load_hook,
-    .reset_state = mj_env_reset_state_hook,
-};
+const calf_env_class ant_class =
+    MJ_LOCOMOTION_CLASS("Ant-v4", NQ - 2 + NV, NQ, NV, NU, lo, hi, ant_create);

@@ -101,4 +101,31 @@ void mj_env_save_hook(const void *state, void *buf);
 int mj_env_load_hook(void *state, const void *buf, calf_error *err);
 void mj_env_reset_state_hook(const void *state, double *out);
 
+/* A task's class: its spec from the task's sizes (NQ, NV, NU, the observation's size and
+ * the action bounds), Gymnasium's 1,000-step limit, the saved form above, and the hooks:
+ * RESET, STEP and OBSERVE (the shared locomotion ones, or the task's own), CREATE (the
+ * task's, the one that names it), then the shared destroy, save, load and reset_state. */
+#define MJ_ENV_CLASS(NAME, OBS_DIM, NQ, NV, NU, LO, HI, RESET, STEP, OBSERVE, CREATE) \
+    {.spec = {.name = (NAME),                                                        \
+              .obs_dim = (OBS_DIM),                                                  \
+              .action_dim = (NU),                                                    \
+              .action_low = (LO),                                                    \
+              .action_high = (HI),                                                   \
+              .max_episode_steps = 1000,                                             \
+              .state_size = sizeof(mj_state),                                        \
+              .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),                              \
+              .reset_state_dim = (NQ) + (NV)},                                       \
+     .reset = (RESET),                                                               \
+     .step = (STEP),                                                                 \
+     .observe = (OBSERVE),                                                           \
+     .create = (CREATE),                                                             \
+     .destroy = mj_env_destroy_hook,                                                 \
+     .save = mj_env_save_hook,                                                       \
+     .load = mj_env_load_hook,                                                       \
+     .reset_state = mj_env_reset_state_hook}
+/* The same for a locomotion task: the shared reset, step and observation. */
+#define MJ_LOCOMOTION_CLASS(NAME, OBS_DIM, NQ, NV, NU, LO, HI, CREATE)                  \
+    MJ_ENV_CLASS(NAME, OBS_DIM, NQ, NV, NU, LO, HI, mj_env_reset_hook, mj_env_step_hook, \
+                 mj_env_observe_hook, CREATE)
+
 #endif

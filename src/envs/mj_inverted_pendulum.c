@@ -52,22 +52,5 @@ static int ip_step(void *state, calf_rng *rng, int action, const float *u, float
     return !finite || fabs(d->qpos[1]) > 0.2;
 }
 
-const calf_env_class inverted_pendulum_class = {
-    .spec = {.name = "InvertedPendulum-v4",
-             .obs_dim = NQ + NV,
-             .action_dim = NU,
-             .action_low = lo,
-             .action_high = hi,
-             .max_episode_steps = 1000,
-             .state_size = sizeof(mj_state),
-             .save_size = MJ_SAVE_SIZE(NQ, NV, 0, NU),
-             .reset_state_dim = NQ + NV},
-    .reset = ip_reset,
-    .step = ip_step,
-    .observe = ip_observe,
-    .create = ip_create,
-    .destroy = mj_env_destroy_hook,
-    .save = mj_env_save_hook,
-    .load = mj_env_load_hook,
-    .reset_state = mj_env_reset_state_hook,
-};
+const calf_env_class inverted_pendulum_class = MJ_ENV_CLASS(
+    "InvertedPendulum-v4", NQ + NV, NQ, NV, NU, lo, hi, ip_reset, ip_step, ip_observe, ip_create);
