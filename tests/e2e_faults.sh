@@ -22,19 +22,7 @@ if ldd "$CALF" 2>/dev/null | grep -q libasan; then
     exit 77
 fi
 # glibc's perturbation and the shim are independent; keep the runs quiet and short.
-cat > "$WORK/small.gin" <<GIN
-include '$SRC/examples/ppo_cartpole.gin'
-create_environment.num_parallel_environments = 4
-TrainerConfig.unroll_length = 8
-TrainerConfig.mini_batch_size = 16
-TrainerConfig.num_updates_per_train_iter = 1
-TrainerConfig.num_iterations = 4
-TrainerConfig.num_checkpoints = 2
-TrainerConfig.eval_interval = 2
-TrainerConfig.num_eval_episodes = 1
-ActorDistributionNetwork.fc_layer_params = (8,)
-ValueNetwork.fc_layer_params = (8,)
-GIN
+small_gin "$WORK/small.gin"
 REF=$WORK/ref
 expect_exit 0 "$CALF" train --quiet --root_dir "$REF" --conf "$WORK/small.gin"
 FINAL=train/algorithm/ckpt-4

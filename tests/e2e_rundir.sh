@@ -7,19 +7,7 @@
 # mount that has nothing to do.
 . "$(dirname "$0")/lib_e2e.sh"
 
-cat > "$WORK/small.gin" <<GIN
-include '$SRC/examples/ppo_cartpole.gin'
-create_environment.num_parallel_environments = 4
-TrainerConfig.unroll_length = 8
-TrainerConfig.mini_batch_size = 16
-TrainerConfig.num_updates_per_train_iter = 1
-TrainerConfig.num_iterations = 4
-TrainerConfig.num_checkpoints = 2
-TrainerConfig.eval_interval = 2
-TrainerConfig.num_eval_episodes = 1
-ActorDistributionNetwork.fc_layer_params = (8,)
-ValueNetwork.fc_layer_params = (8,)
-GIN
+small_gin "$WORK/small.gin"
 LONG=(--conf_param TrainerConfig.num_iterations=100000000 --conf_param TrainerConfig.num_checkpoints=0)
 snapshot() { (cd "$1" && find . -printf '%p %s %T@\n' | sort && cat .lock); }
 HOST=$(hostname)

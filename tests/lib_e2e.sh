@@ -73,3 +73,20 @@ interrupt_after() {
     wait $pid
     INT_STATUS=$?
 }
+# small_gin FILE: a ppo_cartpole run of 4 iterations of 4 envs x 8 steps with 8-unit
+# networks, 2 checkpoints and 2 evaluations: the shortest run that still writes every file
+small_gin() {
+    cat >"$1" <<GIN
+include '$SRC/examples/ppo_cartpole.gin'
+create_environment.num_parallel_environments = 4
+TrainerConfig.unroll_length = 8
+TrainerConfig.mini_batch_size = 16
+TrainerConfig.num_updates_per_train_iter = 1
+TrainerConfig.num_iterations = 4
+TrainerConfig.num_checkpoints = 2
+TrainerConfig.eval_interval = 2
+TrainerConfig.num_eval_episodes = 1
+ActorDistributionNetwork.fc_layer_params = (8,)
+ValueNetwork.fc_layer_params = (8,)
+GIN
+}
