@@ -197,6 +197,18 @@ static bool open_counted(int flags) {
     return (flags & (O_WRONLY | O_RDWR | O_CREAT)) != 0 || (flags & O_DIRECTORY) != 0;
 }
 
+/* The mode argument that follows flags when they create a file (read in the variadic
+ * function itself, hence a macro). */
+#define OPEN_MODE(flags, mode)                   \
+    do {                                         \
+        if ((flags) & (O_CREAT | __O_TMPFILE)) { \
+            va_list ap;                          \
+            va_start(ap, flags);                 \
+            (mode) = va_arg(ap, mode_t);         \
+            va_end(ap);                          \
+        }                                        \
+    } while (0)
+
 static int open_common(open_fn real, const char *path, int flags, mode_t mode) {
     if (open_counted(flags) && decide("open", path)) {
         errno = fault_errno;
@@ -208,36 +220,21 @@ static int open_common(open_fn real, const char *path, int flags, mode_t mode) {
 int open(const char *path, int flags, ...) {
     if (!real_open) shim_init();
     mode_t mode = 0;
-    if (flags & (O_CREAT | __O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
+    OPEN_MODE(flags, mode);
     return open_common(real_open, path, flags, mode);
 }
 
 int open64(const char *path, int flags, ...) {
     if (!real_open64) shim_init();
     mode_t mode = 0;
-    if (flags & (O_CREAT | __O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
+    OPEN_MODE(flags, mode);
     return open_common(real_open64, path, flags, mode);
 }
 
 int openat(int dirfd, const char *path, int flags, ...) {
     if (!real_openat) shim_init();
     mode_t mode = 0;
-    if (flags & (O_CREAT | __O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
+    OPEN_MODE(flags, mode);
     if (open_counted(flags) && decide("open", path)) {
         errno = fault_errno;
         return -1;
