@@ -98,21 +98,35 @@ static void transition(int e, int t, bool terminated, float *obs, float *u, floa
     *term = terminated;
 }
 
+/* The squashed sample of the pre-update actor at observation o with sample j's noise of
+ * the update in iteration it (its CALF_RNG_NOISE stream: eps for the next action, then
+ * eps2 for the actor loss's; `second` picks eps2): the action into a, logp returned. */
+static float policy_sample(const nn_mlp *actor, const groups *g, const float *o, int it, int j,
+                           bool second, const float *lo, const float *hi, float *a) {
+    double x[OD], head[2 * A];
+    for (int i = 0; i < OD; i++) x[i] = o[i];
+    mlp_forward(actor, g->actor, x, head);
+    calf_rng rng;
+    calf_rng_seed(&rng, SEED, replay_stream_index(it, 0) * 0x9E3779B97F4A7C15ULL + (uint64_t)j,
+                  CALF_RNG_NOISE);
+    float eps[A], headf[2 * A], logp;
+    for (int i = 0; i < A; i++) eps[i] = (float)calf_rng_normal(&rng);
+    if (second)
+        for (int i = 0; i < A; i++) eps[i] = (float)calf_rng_normal(&rng);
+    for (int i = 0; i < 2 * A; i++) headf[i] = (float)head[i];
+    sac_squashed_sample(A, headf, eps, lo, hi, a, &logp);
+    return logp;
+}
+
 /* y_j as the update must form it, from the pre-update groups. */
 static double target_value(const nn_mlp *actor, const nn_mlp *q1, const nn_mlp *q2,
                            const groups *g, float r, uint8_t term, const float *next, int it,
                            int j, const float *lo, const float *hi) {
     if (term) return r;
-    double x[OD + A], head[2 * A];
+    float a[A];
+    float logp = policy_sample(actor, g, next, it, j, false, lo, hi, a);
+    double x[OD + A];
     for (int i = 0; i < OD; i++) x[i] = next[i];
-    mlp_forward(actor, g->actor, x, head);
-    calf_rng rng;
-    calf_rng_seed(&rng, SEED, replay_stream_index(it, 0) * 0x9E3779B97F4A7C15ULL + (uint64_t)j,
-                  CALF_RNG_NOISE);
-    float eps[A], headf[2 * A], a[A], logp;
-    for (int i = 0; i < A; i++) eps[i] = (float)calf_rng_normal(&rng);
-    for (int i = 0; i < 2 * A; i++) headf[i] = (float)head[i];
-    sac_squashed_sample(A, headf, eps, lo, hi, a, &logp);
     for (int i = 0; i < A; i++) x[OD + i] = a[i];
     double t1, t2;
     mlp_forward(q1, g->target, x, &t1);
@@ -126,19 +140,8 @@ static double mean_logp(const nn_mlp *actor, const groups *g, float (*obs)[OD], 
                         const float *lo, const float *hi) {
     double sum = 0;
     for (int j = 0; j < B; j++) {
-        double x[OD], head[2 * A];
-        for (int i = 0; i < OD; i++) x[i] = obs[j][i];
-        mlp_forward(actor, g->actor, x, head);
-        calf_rng rng;
-        calf_rng_seed(&rng, SEED,
-                      replay_stream_index(it, 0) * 0x9E3779B97F4A7C15ULL + (uint64_t)j,
-                      CALF_RNG_NOISE);
-        float eps2[A], headf[2 * A], a[A], logp;
-        for (int i = 0; i < A; i++) (void)calf_rng_normal(&rng); /* eps: the next action's */
-        for (int i = 0; i < A; i++) eps2[i] = (float)calf_rng_normal(&rng);
-        for (int i = 0; i < 2 * A; i++) headf[i] = (float)head[i];
-        sac_squashed_sample(A, headf, eps2, lo, hi, a, &logp);
-        sum += logp;
+        float a[A];
+        sum += policy_sample(actor, g, obs[j], it, j, true, lo, hi, a);
     }
     return sum / B;
 }
