@@ -36,7 +36,7 @@ typedef struct sac_view {
     int begin, count;        /* the envs */
     double *stats;           /* (count, NUM_SAC_STATS) */
     float *da;               /* (count) */
-    comm_claim *claim;       /* the process's claim word, when sharing */
+    comm_claim *claim;       /* the process's claim word (read only when sharing) */
     void *ring;              /* the rings' memory, when sharing */
 } sac_view;
 
@@ -208,6 +208,37 @@ static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
 
 static void sac_destroy(algorithm *a);
 
+/* Lay out a view of `count` envs at mem (NULL: only measure) and return its bytes,
+ * SIZE_MAX if they do not fit in a size_t: the claim word, statistics, da and, with
+ * `rings`, the replay rings. A view in shared memory has rings; a private view's rings
+ * are the process's own (t->rb). Every process lays out every peer's view alike from the
+ * peer's count. */
+static size_t view_carve(sac_view *v, const sac *t, unsigned char *mem, int begin, int count,
+                         bool rings) {
+    size_t off = 0;
+#define CARVE(field, bytes)                                  \
+    do {                                                     \
+        if (mem) v->field = (void *)(mem + off);             \
+        off += comm_round64((size_t)(bytes));                \
+    } while (0)
+    CARVE(claim, sizeof(comm_claim));
+    CARVE(stats, (size_t)count * NUM_SAC_STATS * sizeof(double));
+    CARVE(da, (size_t)count * sizeof(float));
+#undef CARVE
+    if (mem) {
+        v->begin = begin;
+        v->count = count;
+    }
+    if (!rings) return off;
+    size_t ring = replay_bytes(count, t->rb.capacity, t->od, t->rb.act_dim);
+    if (ring == 0 || ring > SIZE_MAX - off) return SIZE_MAX;
+    if (mem) {
+        v->ring = mem + off;
+        replay_init(&v->rb, t->E, begin, count, t->rb.capacity, t->od, t->rb.act_dim, v->ring);
+    }
+    return off + ring;
+}
+
 static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     const calf_config *cfg = s->cfg;
     const calf_env_spec *spec = s->spec;
@@ -326,39 +357,15 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     t->nviews = 1;
     t->views = calf_xcalloc(1, sizeof *t->views);
     t->own = &t->views[0];
-    t->own_mem = calf_xcalloc((size_t)t->count * (NUM_SAC_STATS * sizeof(double) + sizeof(float)), 1);
+    t->own_mem = calf_xcalloc(1, view_carve(NULL, t, NULL, t->begin, t->count, false));
+    view_carve(t->own, t, t->own_mem, t->begin, t->count, false);
     t->own->rb = t->rb; /* its rings; update() copies the counters */
-    t->own->begin = t->begin;
-    t->own->count = t->count;
-    t->own->stats = t->own_mem;
-    t->own->da = (float *)(void *)(t->own->stats + (size_t)t->count * NUM_SAC_STATS);
     t->stats = t->own->stats;
     return CALF_OK;
 }
 
 /* ---- work sharing ----------------------------------------------------------------- */
 
-
-/* A process's view in shared memory: its claim word, statistics, da, then its rings. */
-static size_t view_bytes(const sac *t, int count) {
-    size_t ring = replay_bytes(count, t->rb.capacity, t->od, t->rb.act_dim);
-    return comm_round64(sizeof(comm_claim)) +
-           comm_round64((size_t)count * NUM_SAC_STATS * sizeof(double)) +
-           comm_round64((size_t)count * sizeof(float)) + ring;
-}
-
-static void view_carve(sac_view *v, const sac *t, unsigned char *mem, int begin, int count) {
-    v->begin = begin;
-    v->count = count;
-    v->claim = (comm_claim *)(void *)mem;
-    mem += comm_round64(sizeof(comm_claim));
-    v->stats = (double *)(void *)mem;
-    mem += comm_round64((size_t)count * NUM_SAC_STATS * sizeof(double));
-    v->da = (float *)(void *)mem;
-    mem += comm_round64((size_t)count * sizeof(float));
-    v->ring = mem;
-    replay_init(&v->rb, t->E, begin, count, t->rb.capacity, t->od, t->rb.act_dim, mem);
-}
 
 /* Collective, before the first iteration (after a checkpoint filled the rings): where the
  * processes share memory with room for every process's rings, move them there, so that
@@ -374,17 +381,17 @@ static int sac_start(algorithm *a, calf_error *err) {
     for (int r = 0; share && r < P; r++) { /* the same sum on every process: all decide alike */
         int b = 0, n = 0;
         calf_split(t->E, P, r, &b, &n, NULL);
-        size_t v = view_bytes(t, n);
+        size_t v = view_carve(NULL, t, NULL, 0, n, true);
         need = need > SIZE_MAX - v ? SIZE_MAX : need + v;
     }
     if (!share || need > comm_shared_left(c)) return CALF_OK;
     void **peers = calf_xcalloc((size_t)P, sizeof *peers);
-    int rc = comm_shared_alloc(c, view_bytes(t, t->count), peers, err);
+    int rc = comm_shared_alloc(c, view_carve(NULL, t, NULL, 0, t->count, true), peers, err);
     sac_view *views = calf_xcalloc((size_t)P, sizeof *views);
     for (int r = 0; rc == CALF_OK && r < P; r++) {
         int b, n;
         if ((rc = calf_split(t->E, P, r, &b, &n, err))) break;
-        view_carve(&views[r], t, peers[r], b, n);
+        view_carve(&views[r], t, peers[r], b, n, true);
     }
     free(peers);
     if (rc) {
