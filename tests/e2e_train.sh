@@ -98,6 +98,10 @@ done
 expect_exit 0 "$CALF" play --root_dir "$A" --num_episodes 3
 expect_in "$WORK/out" "episode 3: return"
 expect_in "$WORK/out" "average return over 3 episodes:"
+# --seed with the run's seed replays its last evaluation's episodes: the same average
+EV=$(sed -n 's/^eval iter 6: average return \([-0-9.]*\) over 2 episodes$/\1/p' "$A/log/rank-0.log")
+expect_exit 0 "$CALF" play --root_dir "$A" --num_episodes 2 --seed 3
+expect_in "$WORK/out" "average return over 2 episodes: ${EV:-missing}"
 expect_exit 2 "$CALF" play --root_dir "$WORK/nowhere"
 expect_exit 2 "$CALF" play --root_dir "$A" --checkpoint "$WORK/small.gin"
 expect_in "$WORK/err" "not a calf checkpoint"
