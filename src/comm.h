@@ -298,6 +298,13 @@ int comm_shared_alloc(comm *c, size_t bytes, void **peers, calf_error *err);
 /* n rounded up to a whole number of 64-byte cache lines: how the parts of a rank's shared
  * region are laid out, so that no two parts (nor two ranks' writes) share a line. */
 static inline size_t comm_round64(size_t n) { return (n + 63) & ~(size_t)63; }
+/* The next part of a region laid out in comm_round64 steps: base + *off (NULL when base is
+ * NULL: only measuring), then *off moves past `bytes`. */
+static inline void *comm_carve(unsigned char *base, size_t *off, size_t bytes) {
+    void *part = base ? base + *off : NULL;
+    *off += comm_round64(bytes);
+    return part;
+}
 /* Bytes of shared memory comm_shared_alloc can still hand out, all ranks' regions
  * together, each rounded up to 64 bytes (0 where there is none). */
 size_t comm_shared_left(const comm *c);

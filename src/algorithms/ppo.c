@@ -184,32 +184,26 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
     *len = base + (m < extra ? 1 : 0);
 }
 
-/* Lay out a view of `count` envs at base (NULL: only measure); returns its bytes. Every
- * rank computes every peer's layout alike from the peer's count. */
+/* Lay out a view of `count` envs at base (NULL: only measure, v's pointers NULL); returns
+ * its bytes. Every rank computes every peer's layout alike from the peer's count. */
 static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
                          int od, int ad) {
     size_t off = 0, nt = (size_t)count * (size_t)T;
-#define CARVE(field, bytes)                                         \
-    do {                                                            \
-        if (base) v->field = (void *)(base + off);                  \
-        off += comm_round64((size_t)(bytes));                       \
-    } while (0)
-    CARVE(claim, sizeof(comm_claim));
-    CARVE(obs, nt * (size_t)od * sizeof(float));
-    CARVE(act, nt * sizeof(int));
-    CARVE(u, nt * (size_t)ad * sizeof(float));
-    CARVE(logp, nt * sizeof(float));
-    CARVE(adv, nt * sizeof(float));
-    CARVE(ret, nt * sizeof(float));
-    CARVE(rew, nt * sizeof(float));
-    CARVE(term, nt);
-    CARVE(trunc, nt);
-    CARVE(trunc_obs, nt * (size_t)od * sizeof(float));
-    CARVE(boot_obs, (size_t)count * (size_t)od * sizeof(float));
-    CARVE(adv_sums, (size_t)count * 2 * sizeof(double));
-    CARVE(perm, nt * sizeof(int));
-    CARVE(stats, (size_t)count * NUM_STATS * sizeof(double));
-#undef CARVE
+    v->claim = comm_carve(base, &off, sizeof(comm_claim));
+    v->obs = comm_carve(base, &off, nt * (size_t)od * sizeof(float));
+    v->act = comm_carve(base, &off, nt * sizeof(int));
+    v->u = comm_carve(base, &off, nt * (size_t)ad * sizeof(float));
+    v->logp = comm_carve(base, &off, nt * sizeof(float));
+    v->adv = comm_carve(base, &off, nt * sizeof(float));
+    v->ret = comm_carve(base, &off, nt * sizeof(float));
+    v->rew = comm_carve(base, &off, nt * sizeof(float));
+    v->term = comm_carve(base, &off, nt);
+    v->trunc = comm_carve(base, &off, nt);
+    v->trunc_obs = comm_carve(base, &off, nt * (size_t)od * sizeof(float));
+    v->boot_obs = comm_carve(base, &off, (size_t)count * (size_t)od * sizeof(float));
+    v->adv_sums = comm_carve(base, &off, (size_t)count * 2 * sizeof(double));
+    v->perm = comm_carve(base, &off, nt * sizeof(int));
+    v->stats = comm_carve(base, &off, (size_t)count * NUM_STATS * sizeof(double));
     if (base) {
         v->begin = begin;
         v->count = count;

@@ -208,23 +208,17 @@ static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
 
 static void sac_destroy(algorithm *a);
 
-/* Lay out a view of `count` envs at mem (NULL: only measure) and return its bytes,
- * SIZE_MAX if they do not fit in a size_t: the claim word, statistics, da and, with
- * `rings`, the replay rings. A view in shared memory has rings; a private view's rings
- * are the process's own (t->rb). Every process lays out every peer's view alike from the
- * peer's count. */
+/* Lay out a view of `count` envs at mem (NULL: only measure, v's pointers NULL) and
+ * return its bytes, SIZE_MAX if they do not fit in a size_t: the claim word, statistics,
+ * da and, with `rings`, the replay rings. A view in shared memory has rings; a private
+ * view's rings are the process's own (t->rb). Every process lays out every peer's view
+ * alike from the peer's count. */
 static size_t view_carve(sac_view *v, const sac *t, unsigned char *mem, int begin, int count,
                          bool rings) {
     size_t off = 0;
-#define CARVE(field, bytes)                                  \
-    do {                                                     \
-        if (mem) v->field = (void *)(mem + off);             \
-        off += comm_round64((size_t)(bytes));                \
-    } while (0)
-    CARVE(claim, sizeof(comm_claim));
-    CARVE(stats, (size_t)count * NUM_SAC_STATS * sizeof(double));
-    CARVE(da, (size_t)count * sizeof(float));
-#undef CARVE
+    v->claim = comm_carve(mem, &off, sizeof(comm_claim));
+    v->stats = comm_carve(mem, &off, (size_t)count * NUM_SAC_STATS * sizeof(double));
+    v->da = comm_carve(mem, &off, (size_t)count * sizeof(float));
     if (mem) {
         v->begin = begin;
         v->count = count;
@@ -357,7 +351,7 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     t->nviews = 1;
     t->views = calf_xcalloc(1, sizeof *t->views);
     t->own = &t->views[0];
-    t->own_mem = calf_xcalloc(1, view_carve(NULL, t, NULL, t->begin, t->count, false));
+    t->own_mem = calf_xcalloc(1, view_carve(t->own, t, NULL, t->begin, t->count, false));
     view_carve(t->own, t, t->own_mem, t->begin, t->count, false);
     t->own->rb = t->rb; /* its rings; update() copies the counters */
     t->stats = t->own->stats;
@@ -381,12 +375,14 @@ static int sac_start(algorithm *a, calf_error *err) {
     for (int r = 0; share && r < P; r++) { /* the same sum on every process: all decide alike */
         int b = 0, n = 0;
         calf_split(t->E, P, r, &b, &n, NULL);
-        size_t v = view_carve(NULL, t, NULL, 0, n, true);
+        sac_view scratch;
+        size_t v = view_carve(&scratch, t, NULL, 0, n, true);
         need = need > SIZE_MAX - v ? SIZE_MAX : need + v;
     }
     if (!share || need > comm_shared_left(c)) return CALF_OK;
     void **peers = calf_xcalloc((size_t)P, sizeof *peers);
-    int rc = comm_shared_alloc(c, view_carve(NULL, t, NULL, 0, t->count, true), peers, err);
+    sac_view scratch;
+    int rc = comm_shared_alloc(c, view_carve(&scratch, t, NULL, 0, t->count, true), peers, err);
     sac_view *views = calf_xcalloc((size_t)P, sizeof *views);
     for (int r = 0; rc == CALF_OK && r < P; r++) {
         int b, n;
