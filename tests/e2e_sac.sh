@@ -105,6 +105,13 @@ expect_same_file "$WORK/d1/train/algorithm/ckpt-16" "$WORK/dsteal/train/algorith
 took=$(sed -n 's/.*; \([0-9]*\) env partials computed for other processes/\1/p' "$WORK/dsteal/log/rank-1.log")
 if [ -n "$took" ] && [ "$took" -gt 0 ]; then ok; else bad "discrete: rank 1 computed no env partials for the slow rank 0 ('$took')"; fi
 expect_exit 0 "$CALF" play --root_dir "$WORK/d1" --num_episodes 2
+# a target entropy below any policy's drives log alpha down by about the learning rate
+# each update; once exp(log alpha) is 0 as a float, softmax(Q / alpha) is undefined: the
+# job stops with exit 1 saying so (it used to abort in an assertion)
+expect_exit 1 "$CALF" train --quiet --root_dir "$WORK/dalpha" --conf "$WORK/disc.gin" \
+    --conf_param SacAlgorithm.target_entropy=-1 --conf_param alpha/Adam.lr=10
+expect_in "$WORK/err" "where alpha = exp(log alpha) is 0 as a float"
+expect_not_in "$WORK/err" "internal error"
 
 # MPI, where built in
 if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/dev/null; then

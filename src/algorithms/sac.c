@@ -778,6 +778,10 @@ static int shared_pass(sac *t, env_pass pass, comm_tree *tree, comm_tree *steal,
     return comm_tree_pieces_sum(t->c, &pieces, out, err);
 }
 
+/* Discrete actions divide the critics by alpha, which must stay above 0 as a float: a
+ * log alpha below about -103 makes exp underflow (continuous actions only multiply by it). */
+static bool alpha_usable(const sac *t) { return t->A > 0 || alpha_of(t) > 0.0f; }
+
 static int diverged(const sac *t, const char *what, calf_error *err) {
     return calf_error_set(err, CALF_EIO,
                           "iteration %lld: the %s gradient is not finite (training diverged); try "
@@ -806,6 +810,14 @@ static int update(sac *t, int u, calf_error *err) {
     if (t->A > 0 && !param_group_step(&t->actor_g)) return diverged(t, "actor", err);
     t->actor_ver++;
     if (!param_group_step(&t->alpha_g)) return diverged(t, "temperature", err);
+    if (!alpha_usable(t))
+        return calf_error_set(err, CALF_EIO,
+                              "iteration %lld: log alpha fell to %g, where alpha = exp(log alpha) is 0 "
+                              "as a float and the discrete policy softmax(Q / alpha) is undefined; "
+                              "SacAlgorithm.target_entropy (%g) is below what the policy reaches, or "
+                              "alpha/Adam.lr is too large",
+                              (long long)t->iteration + 1, (double)t->alpha_g.params[0],
+                              (double)t->target_entropy);
     if (t->A == 0) t->actor_g.step++; /* no actor: its (empty) optimizer keeps count */
 
     t->updates++;
@@ -886,6 +898,10 @@ static int sac_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
     if (rc == CALF_OK) rc = param_group_load(&t->target_g, r, want, err);
     if (rc == CALF_OK) rc = param_group_load(&t->alpha_g, r, want, err);
     if (rc) return rc;
+    if (!alpha_usable(t))
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: SACL: log alpha %g makes alpha 0, which discrete actions cannot use",
+                              r->name, (double)t->alpha_g.params[0]);
     t->actor_ver++, t->critic_ver++, t->target_ver++; /* the values are the checkpoint's */
     t->updates = updates;
     if (t->count == 0) { /* acting only: the replay is not built; skip its counters */
