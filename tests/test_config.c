@@ -565,8 +565,13 @@ static void test_macros(void) {
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "NUM_ENVS=8", &err), CALF_OK); /* unchanged */
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.betas=%BETAS", &err), CALF_EINVAL);
     snprintf(want, sizeof want, "--conf_param 'Adam.betas=%%BETAS': 'Adam.betas': value 32 out of "
-             "bounds [0, 0.999999999] (in %%BETAS, defined at %s:8)", path);
+             "bounds [0, 0.99999997] (in %%BETAS, defined at %s:8)", path);
     CHECK_STR_EQ(err.msg, want);
+    /* Adam computes in float: the bound keeps a beta below 1 there too (0.99999998 would be
+     * 1.0f, and 1 - beta^t = 0 makes every step inf or NaN) */
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.betas=(0.9, 0.99999998)", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.betas=(0.99999997, 0.99999997)", &err), CALF_OK);
+    CHECK((float)calf_config_get(&cfg, CALF_CFG_ADAM_BETAS)->tf[1] < 1.0f);
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.unroll_length=%STEP", &err),
                  CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "--conf_param 'TrainerConfig.unroll_length=%STEP': undefined macro "

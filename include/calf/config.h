@@ -138,7 +138,7 @@ enum calf_binding_flag {
                                                                                                \
     X(ADAM_LR, "Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_NO_FALLBACK,         \
       "learning rate (also of every scope below that is not set)")                             \
-    X(ADAM_BETAS, "Adam.betas", CALF_CFG_FLOAT_TUPLE, "(0.9, 0.999)", 0, 0.999999999, 2, NULL,  \
+    X(ADAM_BETAS, "Adam.betas", CALF_CFG_FLOAT_TUPLE, "(0.9, 0.999)", 0, 0.99999997, 2, NULL,   \
       0, CALF_NO_FALLBACK, "Adam's moment decay rates (beta1, beta2)")                         \
     X(ADAM_EPS, "Adam.eps", CALF_CFG_FLOAT, "1e-5", 0, 1, 0, NULL, 0, CALF_NO_FALLBACK,         \
       "Adam's epsilon")                                                                        \
