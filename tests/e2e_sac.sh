@@ -145,8 +145,11 @@ bad_input() { # NAME TEXT GIN-LINE...
 }
 bad_input algo "$WORK/algo.gin:2: unknown reference '@SacAlgorithmm' for 'TrainerConfig.algorithm_ctor' (did you mean '@SacAlgorithm'?)" \
     "TrainerConfig.algorithm_ctor = @SacAlgorithmm"
-bad_input length "$WORK/length.gin:2: TrainerConfig.mini_batch_length = 40 is larger than the replay buffer (TrainerConfig.replay_buffer_length = 30)" \
+bad_input length "$WORK/length.gin:2: TrainerConfig.mini_batch_length = 40 is larger than the replay buffer (TrainerConfig.replay_buffer_length = 30, set at $WORK/short.gin:8)" \
     "TrainerConfig.mini_batch_length = 40"
+# the buffer's own line too, where that is the value that changed
+bad_input buffer "$WORK/buffer.gin:3: TrainerConfig.mini_batch_length = 2 is larger than the replay buffer (TrainerConfig.replay_buffer_length = 1, set at $WORK/buffer.gin:2)" \
+    "TrainerConfig.replay_buffer_length = 1" "TrainerConfig.mini_batch_length = 2"
 bad_input collect "$WORK/collect.gin:2: TrainerConfig.initial_collect_steps = 240 is not below the run's 240 env steps" \
     "TrainerConfig.initial_collect_steps = 240" "create_environment.num_parallel_environments = 5"
 bad_input norm "$WORK/norm.gin:3: TrainerConfig.normalize_observations: SacAlgorithm does not normalize observations (PPOAlgorithm does)" \

@@ -168,11 +168,14 @@ static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
     (void)spec;
     int64_t mbl = calf_config_int(cfg, CALF_CFG_MINI_BATCH_LENGTH);
     int64_t len = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
-    if (mbl > len)
+    if (mbl > len) { /* either line may be the one to change: name both */
+        const char *len_at = cfg->origin[CALF_CFG_REPLAY_BUFFER_LENGTH];
         return calf_error_set(err, CALF_EINVAL,
                               "%s: TrainerConfig.mini_batch_length = %lld is larger than the replay "
-                              "buffer (TrainerConfig.replay_buffer_length = %lld)",
-                              where(cfg, CALF_CFG_MINI_BATCH_LENGTH), (long long)mbl, (long long)len);
+                              "buffer (TrainerConfig.replay_buffer_length = %lld%s%s)",
+                              where(cfg, CALF_CFG_MINI_BATCH_LENGTH), (long long)mbl, (long long)len,
+                              len_at[0] ? ", set at " : ", its default", len_at);
+    }
     if (mbl != 2)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: SacAlgorithm learns from one-step TD: TrainerConfig."
