@@ -632,8 +632,19 @@ int ckpt_find_latest_valid(const char *dir, char *path_out, size_t cap, ckpt_hea
         calf_error e;
         calf_error_clear(&e);
         if (ckpt_read_head(path_out, hdr, SIZE_MAX, payload, n, &e) == CALF_OK) {
-            *found = true;
-            break;
+            if (hdr->iteration == iters[i]) {
+                *found = true;
+                break;
+            }
+            /* a file renamed or copied over another: resuming from it would restart the
+             * run at another iteration than the directory says */
+            calf_error_set(&e, CALF_EINVAL, "%s: holds iteration %" PRId64 ", not the %" PRId64
+                           " its name says", path_out, hdr->iteration, iters[i]);
+            if (payload) {
+                free(*payload);
+                *payload = NULL;
+                *n = 0;
+            }
         }
         if (first.status == CALF_OK) first = e;
         if (warn && i > 0) /* the last one's failure is the error below */

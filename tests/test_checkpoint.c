@@ -517,20 +517,46 @@ static void test_find_latest_valid(void) {
     CHECK(n == 16 && payload && le(payload, 8) == 3);
     free(payload);
 
-    /* Corrupt the newest: fall back to ckpt-2 with one warning line naming ckpt-3. */
-    char p3[512], p2[512];
+    /* A valid checkpoint under another iteration's name (ckpt-3's bytes as ckpt-4) is
+     * skipped with a warning saying so: ckpt-3 again. */
+    char p3[512], p2[512], p4[512];
     CHECK_INT_EQ(ckpt_path(p3, sizeof p3, dir, 3, &err), CALF_OK);
-    CHECK_INT_EQ(ckpt_path(p2, sizeof p2, dir, 2, &err), CALF_OK);
+    CHECK_INT_EQ(ckpt_path(p4, sizeof p4, dir, 4, &err), CALF_OK);
     size_t fn;
     unsigned char *bytes = read_file(p3, &fn);
+    CHECK(bytes != NULL);
+    if (!bytes) return;
+    CHECK_INT_EQ(write_file(p4, bytes, fn), 0);
+    free(bytes);
+    char *warn = NULL;
+    size_t wlen = 0;
+    FILE *w = open_memstream(&warn, &wlen);
+    CHECK(w != NULL);
+    if (!w) return;
+    CHECK_INT_EQ(ckpt_find_latest_valid(dir, path, sizeof path, &h, &payload, &n, &found, w,
+                                        &err), CALF_OK);
+    fflush(w);
+    CHECK(found);
+    CHECK_INT_EQ(h.iteration, 3);
+    CHECK_STR_EQ(path, p3);
+    CHECK(n == 16 && payload && le(payload, 8) == 3);
+    free(payload);
+    CHECK(contains(warn, p4) && contains(warn, "holds iteration 3, not the 4 its name says"));
+    CHECK_INT_EQ(unlink(p4), 0);
+    fclose(w);
+    free(warn);
+
+    /* Corrupt the newest: fall back to ckpt-2 with one warning line naming ckpt-3. */
+    CHECK_INT_EQ(ckpt_path(p2, sizeof p2, dir, 2, &err), CALF_OK);
+    bytes = read_file(p3, &fn);
     CHECK(bytes != NULL);
     if (!bytes) return;
     bytes[fn - 10] ^= 0xff;
     CHECK_INT_EQ(write_file(p3, bytes, fn), 0);
     free(bytes);
-    char *warn = NULL;
-    size_t wlen = 0;
-    FILE *w = open_memstream(&warn, &wlen);
+    warn = NULL;
+    wlen = 0;
+    w = open_memstream(&warn, &wlen);
     CHECK(w != NULL);
     if (!w) return;
     CHECK_INT_EQ(ckpt_find_latest_valid(dir, path, sizeof path, &h, &payload, &n, &found, w,
