@@ -125,6 +125,11 @@ int param_group_load(param_group *g, ckpt_reader *r, int64_t want_step, calf_err
     if (g->m && (!all_finite(g->m, g->n) || !all_finite(g->v, g->n)))
         return calf_error_set(err, CALF_EINVAL, "%s: %s optimizer state is not finite", r->name,
                               g->tag);
+    for (size_t i = 0; g->m && i < g->n; i++) /* a mean of squares: its root must exist */
+        if (g->v[i] < 0.0f)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s optimizer state has a negative second moment", r->name,
+                                  g->tag);
     if (g->m && step != want_step)
         return calf_error_set(err, CALF_EINVAL, "%s: %s: %lld optimizer steps, %lld expected", r->name,
                               g->tag, (long long)step, (long long)want_step);

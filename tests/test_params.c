@@ -51,6 +51,15 @@ static void test_step(void) {
     ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
     CHECK_INT_EQ(param_group_load(&h, &r, 1, &err), CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "t.ckpt: TEST parameters are not finite");
+    memcpy(b.data + 4 + 8 + 4 * 3, &want_p[3], 4);
+    ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
+    CHECK_INT_EQ(param_group_load(&h, &r, 1, &err), CALF_OK); /* mended */
+    float neg = -1.0f;
+    /* tag, params (count, 5 floats), step, m (count, 5 floats), v (count, then v[1]) */
+    memcpy(b.data + 4 + (8 + 4 * 5) + 8 + (8 + 4 * 5) + 8 + 4 * 1, &neg, 4);
+    ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
+    CHECK_INT_EQ(param_group_load(&h, &r, 1, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "t.ckpt: TEST optimizer state has a negative second moment");
     ckpt_buf_free(&b);
 
     /* a group without an optimizer (a target network) saves only its parameters */
