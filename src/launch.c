@@ -110,6 +110,8 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         if (rc == CALF_OK) {
             int b, n;
             rc = calf_split((int)calf_config_int(cfg, CALF_CFG_NUM_ENVS), comm_size(c), 0, &b, &n, err);
+            /* rank 0's block is the largest; the other machines are taken to be alike */
+            if (rc == CALF_OK) rc = trainer_check_memory(cfg, n, err);
         }
         if (rc == CALF_OK) rc = rundir_check(o->root_dir, err);
         if (rc == CALF_OK) {
@@ -210,6 +212,9 @@ static int train_local(const calf_train_options *o, calf_error *err) {
     int nproc = o->nproc > 1 ? o->nproc : 1;
     int b, n;
     if ((rc = calf_split((int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
+        return rc;
+    /* every process on this machine: all the envs */
+    if ((rc = trainer_check_memory(&cfg, (int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), err)))
         return rc;
     if ((rc = rundir_check(o->root_dir, err))) return rc;
     char job[64] = "calf train";

@@ -266,6 +266,23 @@ const algorithm_ops *trainer_algorithm(const calf_config *cfg) {
     return ops;
 }
 
+int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err) {
+    const algorithm_ops *ops = trainer_algorithm(cfg);
+    if (!ops->check_memory) return CALF_OK;
+    const calf_env_class *cls = calf_env_lookup(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
+    if (!cls) return CALF_EINVAL;
+    uint64_t memory;
+    const char *test = getenv("CALF_TEST_MEMORY_BYTES");
+    if (test && *test) {
+        memory = strtoull(test, NULL, 10);
+    } else {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages <= 0 || page <= 0) return CALF_OK; /* unknown: the allocation will tell */
+        memory = (uint64_t)pages * (uint64_t)page;
+    }
+    return ops->check_memory(cfg, &cls->spec, envs, memory, err);
+}
+
 /* ---- setup ------------------------------------------------------------------ */
 
 static void trainer_free(trainer *t) {

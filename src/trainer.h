@@ -51,6 +51,11 @@ bool trainer_run_complete(const calf_config *cfg, int64_t iteration);
 /* The algorithm the config names (TrainerConfig.algorithm_ctor). */
 const algorithm_ops *trainer_algorithm(const calf_config *cfg);
 
+/* Whether what the algorithm keeps for `envs` envs (SAC's replay) fits in this
+ * machine's memory (CALF_TEST_MEMORY_BYTES stands in for it in tests), for a config
+ * that calf_train_load_config accepted; a file:line error, CALF_EINVAL, if not. */
+int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err);
+
 /* Build the config's algorithm for acting only and load the state of checkpoint path
  * into it (validated before, e.g. by ckpt_read_head, which filled hdr; only the head is
  * read, never the env records). On success *algo is the caller's: release with

@@ -113,6 +113,19 @@ expect_exit 1 "$CALF" train --quiet --root_dir "$WORK/dalpha" --conf "$WORK/disc
 expect_in "$WORK/err" "where alpha = exp(log alpha) is 0 as a float"
 expect_not_in "$WORK/err" "internal error"
 
+# a replay buffer larger than the machine's memory (CALF_TEST_MEMORY_BYTES stands in for
+# it): exit 2 before anything is written, rather than failing when the rings fill up
+no_room() { # ROOT ENVS-ON-ONE-MACHINE: the run was refused and left nothing
+    expect_in "$WORK/err" "$WORK/short.gin:8: TrainerConfig.replay_buffer_length = 30: the replay buffer needs"
+    expect_in "$WORK/err" "for the $2 envs on one machine, more than the machine's 2.0 KiB of memory"
+    if [ -e "$1" ]; then bad "$1 was created"; else ok; fi
+}
+for n in 1 2; do
+    CALF_TEST_MEMORY_BYTES=2048 expect_exit 2 "$CALF" train --root_dir "$WORK/no_room$n" \
+        --conf "$WORK/short.gin" --nproc $n --conf_param create_environment.num_parallel_environments=5
+    no_room "$WORK/no_room$n" 5
+done
+
 # MPI, where built in
 if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/dev/null; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -130,6 +143,11 @@ if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/de
         -x CALF_TEST_CKPT_CHUNK_ENVS "$CALF" train --quiet --root_dir "$M" --conf "$WORK/short.gin" \
         --conf_param create_environment.num_parallel_environments=5
     expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$M/train/algorithm/ckpt-24"
+    # rank 0 checks its own block (3 of 5 envs), the largest, against its machine
+    CALF_TEST_MEMORY_BYTES=2048 expect_exit 2 timeout 120 mpirun --oversubscribe -np 2 \
+        -x CALF_TEST_MEMORY_BYTES "$CALF" train --root_dir "$WORK/no_room_mpi" --conf "$WORK/short.gin" \
+        --conf_param create_environment.num_parallel_environments=5
+    no_room "$WORK/no_room_mpi" 3
 else
     echo "e2e_sac: the MPI part skipped: calf was built without MPI or mpirun is missing"
 fi

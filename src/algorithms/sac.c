@@ -207,6 +207,33 @@ static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
     return CALF_OK;
 }
 
+/* "1.2 GiB", "12.3 MiB", "45.6 KiB" or "789 bytes" */
+static void format_bytes(double bytes, char *buf, size_t cap) {
+    if (bytes >= 1024.0 * 1024.0 * 1024.0)
+        snprintf(buf, cap, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    else if (bytes >= 1024.0 * 1024.0) snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    else if (bytes >= 1024.0) snprintf(buf, cap, "%.1f KiB", bytes / 1024.0);
+    else snprintf(buf, cap, "%.0f bytes", bytes);
+}
+
+/* The rings are allocated whole at the start but filled as the run goes: one larger
+ * than the machine would only fail hours in, when the kernel ends the process. */
+static int sac_check_memory(const calf_config *cfg, const calf_env_spec *spec, int envs,
+                            uint64_t memory, calf_error *err) {
+    int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
+    int ad = spec->action_dim > 0 ? spec->action_dim : 1;
+    size_t need = replay_bytes(envs, cap, spec->obs_dim, ad);
+    if (need != 0 && (uint64_t)need <= memory) return CALF_OK;
+    char want[32] = "more than a size_t holds", have[32];
+    if (need) format_bytes((double)need, want, sizeof want);
+    format_bytes((double)memory, have, sizeof have);
+    return calf_error_set(err, CALF_EINVAL,
+                          "%s: TrainerConfig.replay_buffer_length = %lld: the replay buffer needs %s "
+                          "for the %d env%s on one machine, more than the machine's %s of memory",
+                          where(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH), (long long)cap, want, envs,
+                          envs == 1 ? "" : "s", have);
+}
+
 /* ---- setup ---------------------------------------------------------------------- */
 
 static void sac_destroy(algorithm *a);
@@ -967,13 +994,6 @@ static int sac_load_env(algorithm *a, int e, const unsigned char *rec, const cha
     return ckpt_reader_finish(&r);
 }
 
-/* "12.3 MiB", "45.6 KiB" or "789 bytes" */
-static void format_bytes(double bytes, char *buf, size_t cap) {
-    if (bytes >= 1024.0 * 1024.0) snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0));
-    else if (bytes >= 1024.0) snprintf(buf, cap, "%.1f KiB", bytes / 1024.0);
-    else snprintf(buf, cap, "%.0f bytes", bytes);
-}
-
 static void sac_describe(const algorithm *a, char *text, size_t cap) {
     const sac *t = (const sac *)a;
     char all[32], per[32];
@@ -1009,6 +1029,7 @@ const algorithm_ops sac_algorithm_ops = {
     .create = sac_create,
     .destroy = sac_destroy,
     .check = sac_check,
+    .check_memory = sac_check_memory,
     .start = sac_start,
     .act = sac_act,
     .observe = sac_observe,
