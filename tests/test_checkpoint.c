@@ -543,8 +543,7 @@ static void test_find_latest_valid(void) {
     free(payload);
     CHECK(contains(warn, p4) && contains(warn, "holds iteration 3, not the 4 its name says"));
     CHECK_INT_EQ(unlink(p4), 0);
-    fclose(w);
-    free(warn);
+    size_t renamed = strlen(warn); /* the warnings below come after this one */
 
     /* Corrupt the newest: fall back to ckpt-2 with one warning line naming ckpt-3. */
     CHECK_INT_EQ(ckpt_path(p2, sizeof p2, dir, 2, &err), CALF_OK);
@@ -554,11 +553,6 @@ static void test_find_latest_valid(void) {
     bytes[fn - 10] ^= 0xff;
     CHECK_INT_EQ(write_file(p3, bytes, fn), 0);
     free(bytes);
-    warn = NULL;
-    wlen = 0;
-    w = open_memstream(&warn, &wlen);
-    CHECK(w != NULL);
-    if (!w) return;
     CHECK_INT_EQ(ckpt_find_latest_valid(dir, path, sizeof path, &h, &payload, &n, &found, w,
                                         &err), CALF_OK);
     fflush(w);
@@ -567,9 +561,9 @@ static void test_find_latest_valid(void) {
     CHECK_STR_EQ(path, p2);
     CHECK(payload && le(payload, 8) == 2);
     free(payload);
-    CHECK(contains(warn, p3) && contains(warn, "CRC mismatch"));
+    CHECK(contains(warn + renamed, p3) && contains(warn + renamed, "CRC mismatch"));
     int lines = 0;
-    for (const char *c = warn; *c; c++) lines += *c == '\n';
+    for (const char *c = warn + renamed; *c; c++) lines += *c == '\n';
     CHECK_INT_EQ(lines, 1);
 
     /* Truncate ckpt-2 too: ckpt-1, with a second warning. */
