@@ -36,7 +36,15 @@ _Noreturn void comm_abort(comm *c, const char *msg) {
 void comm_finalize(comm *c) {
     if (!c) return;
     c->ops->finalize(c);
+    free(c->machine);
     free(c);
+}
+
+bool comm_same_machine(const comm *c, int r) {
+    if (!c->machine) return true;
+    for (int i = 0; i < c->machine_count; i++)
+        if (c->machine[i] == r) return true;
+    return false;
 }
 
 /* What a failed ops->gathered said: CALF_ECOMM, or CALF_EINTR when the job was stopped. */

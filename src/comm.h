@@ -67,6 +67,9 @@ struct comm {
     bool broken;       /* a wait failed: the local backend refuses further collectives */
     const char *note;  /* one line for the rank's log about how the backend waits, or NULL
                         * (static storage) */
+    int *machine;      /* MPI: the ranks on this rank's machine, ascending (machine_count of
+                        * them); NULL: every rank is on this machine */
+    int machine_count;
     void *impl;        /* backend state */
 };
 
@@ -81,6 +84,10 @@ const char *comm_backend_name(const comm *c);
 /* Bound every wait of the local backend (default 600 s). MPI collectives cannot time
  * out; there a failing rank aborts the job instead. */
 void comm_set_timeout(comm *c, double secs);
+/* Whether rank r runs on the same machine as this rank (the memory both use adds up). */
+bool comm_same_machine(const comm *c, int r);
+/* Whether rank r runs on the same machine as this rank (the memory both use adds up). */
+bool comm_same_machine(const comm *c, int r);
 /* Record this rank's one-line failure reason so that it reaches the user exactly once:
  * the local backend stores it for the launcher, which prints "calf: rank R failed: ...";
  * single and MPI print it to stderr now. The first message wins. */

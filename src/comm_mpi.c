@@ -194,6 +194,36 @@ static int choose_waiting(const char **note, calf_error *err) {
     return CALF_OK;
 }
 
+/* The world ranks of `node` (the ranks sharing this rank's memory), ascending: *ranks
+ * malloc'd, the caller's. */
+static int machine_ranks(MPI_Comm node, int **ranks, int *count, calf_error *err) {
+    int n = 0, rc;
+    if ((rc = mpi_check(MPI_Comm_size(node, &n), "MPI_Comm_size(node)", NULL, err)) != CALF_OK)
+        return rc;
+    MPI_Group local, world;
+    if ((rc = mpi_check(MPI_Comm_group(node, &local), "MPI_Comm_group", NULL, err)) != CALF_OK)
+        return rc;
+    if ((rc = mpi_check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group", NULL, err)) !=
+        CALF_OK) {
+        MPI_Group_free(&local);
+        return rc;
+    }
+    int *in = calf_xmalloc((size_t)n * sizeof *in), *out = calf_xmalloc((size_t)n * sizeof *out);
+    for (int i = 0; i < n; i++) in[i] = i;
+    rc = mpi_check(MPI_Group_translate_ranks(local, n, in, world, out),
+                   "MPI_Group_translate_ranks", NULL, err);
+    MPI_Group_free(&local);
+    MPI_Group_free(&world);
+    free(in);
+    if (rc != CALF_OK) {
+        free(out);
+        return rc;
+    }
+    *ranks = out; /* the node's ranks were ordered by the world rank (the split's key) */
+    *count = n;
+    return CALF_OK;
+}
+
 int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     *out = NULL;
     int inited = 0, rc;
@@ -219,9 +249,14 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
                         "MPI_Comm_split_type", NULL, err)) != CALF_OK)
         return rc;
     rc = mpi_check(MPI_Comm_rank(node, &local_rank), "MPI_Comm_rank(node)", NULL, err);
+    int *machine = NULL, machine_count = 0;
+    if (rc == CALF_OK) rc = machine_ranks(node, &machine, &machine_count, err);
     int rc2 = mpi_check(MPI_Comm_free(&node), "MPI_Comm_free", NULL, rc == CALF_OK ? err : NULL);
-    if (rc != CALF_OK) return rc;
-    if (rc2 != CALF_OK) return rc2;
+    if (rc == CALF_OK) rc = rc2;
+    if (rc != CALF_OK) {
+        free(machine);
+        return rc;
+    }
     if ((rc = calf_context_set_distributed(rank, size, local_rank, err)) != CALF_OK) return rc;
     calf_context_finalize();
     comm *c = calf_xcalloc(1, sizeof *c);
@@ -231,6 +266,8 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     c->index = rank;
     c->timeout_s = 600.0;
     c->note = note;
+    c->machine = machine;
+    c->machine_count = machine_count;
     *out = c;
     return CALF_OK;
 }

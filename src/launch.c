@@ -109,9 +109,15 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         int rc = calf_train_load_config(o, cfg, err);
         if (rc == CALF_OK) {
             int b, n;
-            rc = calf_split((int)calf_config_int(cfg, CALF_CFG_NUM_ENVS), comm_size(c), 0, &b, &n, err);
-            /* rank 0's block is the largest; the other machines are taken to be alike */
-            if (rc == CALF_OK) rc = trainer_check_memory(cfg, n, err);
+            int E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS);
+            rc = calf_split(E, comm_size(c), 0, &b, &n, err);
+            /* the envs of the ranks on rank 0's machine, which holds the most (the blocks
+             * go largest first); the other machines are taken to be alike */
+            int here = 0;
+            for (int r = 0; rc == CALF_OK && r < comm_size(c); r++)
+                if (comm_same_machine(c, r) && calf_split(E, comm_size(c), r, &b, &n, err) == CALF_OK)
+                    here += n;
+            if (rc == CALF_OK) rc = trainer_check_memory(cfg, here, err);
         }
         if (rc == CALF_OK) rc = rundir_check(o->root_dir, err);
         if (rc == CALF_OK) {

@@ -61,6 +61,17 @@ expect_in "$R/log/rank-2.log" "on host $TWOHOST_HOST_B"
 expect_in "$R/log/rank-2.log" "rank 2/3: environments 43..63 (21 of 64)"
 expect_in "$R/log/rank-2.log" "MPI: waiting ranks yield the core"
 
+# a replay buffer too large for a machine (CALF_TEST_MEMORY_BYTES stands in for its
+# memory): rank 0 counts only the ranks on its own machine, here itself on A with 2 of 5
+# envs (ranks 1 and 2 hold the other 3 on B); exit 2, nothing written
+CALF_TEST_MEMORY_BYTES=2048 expect_exit 2 timeout 60 "$TWOHOST_MPIRUN" -np 3 -x CALF_TEST_MEMORY_BYTES \
+    "$CALF" train --root_dir "$WORK/no_room" --conf "$SRC/examples/sac_pendulum.gin" \
+    --conf_param create_environment.num_parallel_environments=5
+expect_in "$WORK/err" "the replay buffer needs"
+expect_in "$WORK/err" "for the 2 envs on one machine, more than the machine's 2.0 KiB of memory"
+if [ -e "$WORK/no_room" ]; then bad "$WORK/no_room was created"; else ok; fi
+expect_nothing_left "after the refused job"
+
 # SIGKILL of the remote rank: within 5 s the job has ended, non-zero, and nothing is left
 # on A or B. Open MPI takes about 4 s: each daemon signals its ranks SIGCONT, SIGTERM and
 # SIGKILL a second apart (odls_base_sigkill_timeout), first on A, then on B.
