@@ -111,8 +111,8 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
             int b, n;
             int E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS);
             rc = calf_split(E, comm_size(c), 0, &b, &n, err);
-            /* the envs of the ranks on rank 0's machine, which holds the most (the blocks
-             * go largest first); the other machines are taken to be alike */
+            /* the envs of the ranks on rank 0's machine, the one machine rank 0 can see
+             * (another's ranks find out when they allocate, at their start) */
             int here = 0;
             for (int r = 0; rc == CALF_OK && r < comm_size(c); r++)
                 if (comm_same_machine(c, r) && calf_split(E, comm_size(c), r, &b, &n, err) == CALF_OK)
