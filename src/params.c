@@ -104,6 +104,11 @@ void param_group_save(const param_group *g, ckpt_buf *b) {
     ckpt_put_f32s(b, g->v, g->n);
 }
 
+float lr_linear_at(double lr, int64_t k, int64_t N) {
+    if (N <= 0 || k >= N) return 0.0f;
+    return (float)(lr * (1.0 - (double)k / (double)N));
+}
+
 static bool all_finite(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i])) return false;

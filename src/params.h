@@ -27,6 +27,11 @@ typedef struct param_group {
     bool external;           /* the arrays are the caller's (param_group_use): not freed */
 } param_group;
 
+/* Iteration k of a run of N under Adam.lr_schedule = 'linear': lr * (1 - k / N) in
+ * double, rounded to float once (0 from N on, and when N is unknown). Alike on every
+ * process. */
+float lr_linear_at(double lr, int64_t k, int64_t N);
+
 /* Zeroed arrays for n floats (64-byte aligned); trained: with grad, m and v. */
 void param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt);
 void param_group_free(param_group *g); /* zeroed or freed g is fine */

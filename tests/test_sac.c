@@ -176,7 +176,7 @@ typedef struct nets {
  * gradient g the step used; on the first step (first) m_before is 0 and the step moves
  * each parameter by lr against the gradient's sign. */
 static void check_update(const nets *n, const transitions *tr, bool terminated, int it,
-                         const groups *b, const groups *f, bool first) {
+                         const groups *b, const groups *f, bool first, double lr) {
     size_t nc = b->nc;
     int env[B];
     int64_t pos[B];
@@ -208,7 +208,7 @@ static void check_update(const nets *n, const transitions *tr, bool terminated, 
         double d = (double)f->critic[i] - (double)b->critic[i];
         if (fabs(g) > 1e-4) {
             checked++;
-            moved_right += !first || fabs(d + LR * (g > 0 ? 1 : -1)) <= 1e-3 * LR;
+            moved_right += !first || fabs(d + lr * (g > 0 ? 1 : -1)) <= 1e-3 * lr;
         } else if (g == 0.0) {
             still++; /* padding, and weights into or out of units no sample reaches */
             still_right += !first || d == 0.0;
@@ -228,7 +228,7 @@ static void check_update(const nets *n, const transitions *tr, bool terminated, 
     double m = mean_logp(n->actor, b, sobs, it, n->lo, n->hi);
     double used = ((double)f->alpha_m - 0.9 * (double)b->alpha_m) / 0.1;
     CHECK_NEAR(used, -(m - (double)A), 1e-4 * (1.0 + fabs(m)));
-    if (first) CHECK_NEAR((double)f->log_alpha - (double)b->log_alpha, (-m < -(double)A) ? LR : -LR, 1e-3 * LR);
+    if (first) CHECK_NEAR((double)f->log_alpha - (double)b->log_alpha, (-m < -(double)A) ? lr : -lr, 1e-3 * lr);
 
     /* the targets: tau of the way to the stepped critics, in float */
     int exact = 0;
@@ -242,7 +242,9 @@ static void check_update(const nets *n, const transitions *tr, bool terminated, 
     CHECK(memcmp(b->actor, f->actor, b->na * sizeof(float)) != 0);
 }
 
-static void one_case(bool terminated) {
+/* sched_n > 0: under Adam.lr_schedule = 'linear' over a run of sched_n iterations, so
+ * the first update (iteration STEPS - 2) steps with LR * (1 - (STEPS - 2) / sched_n). */
+static void one_case(bool terminated, int64_t sched_n) {
     const calf_env_class *cls = calf_env_find("Pendulum-v1");
     CHECK(cls != NULL);
     if (!cls) return;
@@ -264,8 +266,10 @@ static void one_case(bool terminated) {
              "actor/Adam.lr = %g\ncritic/Adam.lr = %g\nalpha/Adam.lr = %g\n"
              "Adam.eps = 1e-8\n"
              "SacAlgorithm.target_update_tau = %g\n"
-             "OneStepTDLoss.gamma = %g\n",
-             E, B, E * (STEPS - 1), H, H, H, H, LR, LR, LR, TAU, GAMMA);
+             "OneStepTDLoss.gamma = %g\n"
+             "Adam.lr_schedule = '%s'\n",
+             E, B, E * (STEPS - 1), H, H, H, H, LR, LR, LR, TAU, GAMMA,
+             sched_n > 0 ? "linear" : "constant");
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(&cfg, text, "test", &err), CALF_OK);
     comm *c = NULL;
@@ -273,7 +277,7 @@ static void one_case(bool terminated) {
     const algorithm_ops *ops = algorithm_find("SacAlgorithm");
     CHECK(ops != NULL);
     algo_setup s = {.cfg = &cfg, .spec = &cls->spec, .c = c, .E = E, .begin = 0, .count = E,
-                    .T = 1, .seed = SEED};
+                    .T = 1, .seed = SEED, .total_iterations = sched_n};
     algorithm *a = NULL;
     CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK);
     if (!a) return;
@@ -320,9 +324,10 @@ static void one_case(bool terminated) {
     }
     read_groups(ops, a, &snap[2]);
     nets n = {&actor, &q1, &q2, cls->spec.action_low, cls->spec.action_high};
-    check_update(&n, &tr, terminated, STEPS - 2, &snap[0], &snap[1], true);
+    double lr = sched_n > 0 ? (double)(float)(LR * (1.0 - (double)(STEPS - 2) / (double)sched_n)) : LR;
+    check_update(&n, &tr, terminated, STEPS - 2, &snap[0], &snap[1], true, lr);
     /* the second: the targets now differ from the critics, Adam has a history */
-    check_update(&n, &tr, terminated, STEPS - 1, &snap[1], &snap[2], false);
+    check_update(&n, &tr, terminated, STEPS - 1, &snap[1], &snap[2], false, lr);
 
     for (int k = 0; k < 3; k++)
         free(snap[k].actor), free(snap[k].critic), free(snap[k].target), free(snap[k].critic_m);
@@ -331,7 +336,8 @@ static void one_case(bool terminated) {
 }
 
 int main(void) {
-    one_case(true);
-    one_case(false);
+    one_case(true, 0);
+    one_case(false, 0);
+    one_case(false, 8); /* the linear schedule: the first step moves by 0.75 LR */
     return test_report("test_sac");
 }

@@ -147,7 +147,7 @@ enum calf_binding_flag {
     X(LR_SCHEDULE, "Adam.lr_schedule", CALF_CFG_STRING, "'constant'", 0, 0, 0, "constant|linear", \
       0, CALF_NO_FALLBACK,                                                                     \
       "'linear': the learning rate decays linearly to 0 over the run (iteration k of N uses "  \
-      "lr * (1 - k / N), N from num_iterations or num_env_steps); PPO only")                  \
+      "lr * (1 - k / N), N from num_iterations or num_env_steps)")                             \
     X(ACTOR_LR, "actor/Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_CFG_ADAM_LR,  \
       "learning rate of SAC's actor")                                                          \
     X(CRITIC_LR, "critic/Adam.lr", CALF_CFG_FLOAT, "0.001", 0, 10, 0, NULL, 0, CALF_CFG_ADAM_LR, \

@@ -803,12 +803,9 @@ static int update(ppo *t, calf_error *err) {
 
 /* ---- the algorithm's table ------------------------------------------------------ */
 
-/* Iteration k of the run's N: lr * (1 - k / N) under the linear schedule (0 from N on),
- * in double, rounded to float once; else the configured lr. Alike on every rank. */
+/* Iteration k of the run's N: the linear schedule's lr, else the configured one. */
 static float lr_at(const ppo_params *p, int64_t k, int64_t N) {
-    if (!p->lr_linear) return p->lr;
-    if (N <= 0 || k >= N) return 0.0f;
-    return (float)(p->lr_d * (1.0 - (double)k / (double)N));
+    return p->lr_linear ? lr_linear_at(p->lr_d, k, N) : p->lr;
 }
 
 /* The iteration's observations into the running statistics: each env's sums, added over

@@ -62,6 +62,9 @@ typedef struct sac {
     int64_t initial_collect; /* TrainerConfig.initial_collect_steps */
     float gamma, tau, target_entropy;
     int target_period;
+    bool lr_linear;          /* Adam.lr_schedule = 'linear' */
+    double actor_lr, critic_lr, alpha_lr; /* as configured: what the schedule scales */
+    int64_t total_iterations;/* the run's planned length (the schedule) */
     /* networks: the actor in its group; q1 and q2 at their offsets in the critic group,
      * whose layout the target group copies; log alpha is the alpha group's one float */
     nn_mlp actor, q1, q2;
@@ -193,17 +196,12 @@ static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
         return calf_error_set(err, CALF_EINVAL, "%s: SacAlgorithm takes at most %d samples per update",
                               where(cfg, CALF_CFG_MINI_BATCH_SIZE), 1 << 20);
     /* Not yet for SAC: its replay would hold observations normalized by the statistics
-     * of their time, and its four optimizers have no schedule. */
+     * of their time. */
     if (calf_config_bool(cfg, CALF_CFG_NORMALIZE_OBS))
         return calf_error_set(err, CALF_EINVAL,
                               "%s: TrainerConfig.normalize_observations: SacAlgorithm does not "
                               "normalize observations (PPOAlgorithm does)",
                               where(cfg, CALF_CFG_NORMALIZE_OBS));
-    if (strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "constant") != 0)
-        return calf_error_set(err, CALF_EINVAL,
-                              "%s: Adam.lr_schedule: SacAlgorithm only takes 'constant' (PPOAlgorithm "
-                              "also takes 'linear')",
-                              where(cfg, CALF_CFG_LR_SCHEDULE));
     return CALF_OK;
 }
 
@@ -294,9 +292,14 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
                      .eps = (float)calf_config_float(cfg, CALF_CFG_ADAM_EPS),
                      .max_norm = calf_config_float(cfg, CALF_CFG_GRADIENT_CLIPPING)};
     adam_conf actor_opt = opt, critic_opt = opt, alpha_opt = opt;
-    actor_opt.lr = (float)calf_config_float(cfg, CALF_CFG_ACTOR_LR);
-    critic_opt.lr = (float)calf_config_float(cfg, CALF_CFG_CRITIC_LR);
-    alpha_opt.lr = (float)calf_config_float(cfg, CALF_CFG_ALPHA_LR);
+    t->actor_lr = calf_config_float(cfg, CALF_CFG_ACTOR_LR);
+    t->critic_lr = calf_config_float(cfg, CALF_CFG_CRITIC_LR);
+    t->alpha_lr = calf_config_float(cfg, CALF_CFG_ALPHA_LR);
+    t->lr_linear = strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "linear") == 0;
+    t->total_iterations = s->total_iterations;
+    actor_opt.lr = (float)t->actor_lr;
+    critic_opt.lr = (float)t->critic_lr;
+    alpha_opt.lr = (float)t->alpha_lr;
 
     /* networks */
     int ah[CALF_CFG_MAX_TUPLE], ch[CALF_CFG_MAX_TUPLE];
@@ -860,6 +863,11 @@ static int update(sac *t, int u, calf_error *err) {
 static int sac_train(algorithm *a, int64_t iteration, calf_error *err) {
     sac *t = (sac *)a;
     t->iteration = iteration;
+    if (t->lr_linear) { /* the three optimizers' lr for this iteration, from the iteration */
+        t->actor_g.opt.lr = lr_linear_at(t->actor_lr, iteration, t->total_iterations);
+        t->critic_g.opt.lr = lr_linear_at(t->critic_lr, iteration, t->total_iterations);
+        t->alpha_g.opt.lr = lr_linear_at(t->alpha_lr, iteration, t->total_iterations);
+    }
     memset(t->stats, 0, (size_t)t->count * NUM_SAC_STATS * sizeof(double));
     if ((iteration + 1) * (int64_t)t->E * t->T < t->initial_collect) return CALF_OK;
     for (int u = 0; u < t->U; u++) {
@@ -877,6 +885,11 @@ static int sac_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     int rc = comm_tree_sum_f64(t->c, t->E, t->begin, t->count, t->stats, NUM_SAC_STATS, g, err);
     if (rc) return rc;
     calf_summary_scalar("SacAlgorithm/alpha", step, alpha_of(t));
+    if (t->lr_linear) { /* the lr the last train used */
+        if (t->A > 0) calf_summary_scalar("Optimizer/actor_learning_rate", step, t->actor_g.opt.lr);
+        calf_summary_scalar("Optimizer/critic_learning_rate", step, t->critic_g.opt.lr);
+        calf_summary_scalar("Optimizer/alpha_learning_rate", step, t->alpha_g.opt.lr);
+    }
     if (g[SS_SAMPLES] > 0) {
         calf_summary_scalar("SacLoss/critic_loss", step, g[SS_CRITIC] / g[SS_SAMPLES]);
         if (t->A > 0) calf_summary_scalar("SacLoss/actor_loss", step, g[SS_ACTOR] / g[SS_SAMPLES]);
@@ -1004,6 +1017,12 @@ static void sac_describe(const algorithm *a, char *text, size_t cap) {
              "replay buffer: %lld transitions per env, %d envs: %s in all (%s per env); each "
              "update samples %d of them uniformly",
              (long long)t->rb.capacity, t->E, all, per, t->B);
+    size_t off = strlen(text);
+    if (t->lr_linear && off < cap)
+        snprintf(text + off, cap - off,
+                 "\nAdam.lr_schedule = 'linear': actor, critic and alpha lr %g, %g and %g at "
+                 "iteration 0, down to 0 at iteration %lld",
+                 t->actor_lr, t->critic_lr, t->alpha_lr, (long long)t->total_iterations);
 }
 
 static void sac_report(const algorithm *a, double run_s, char *text, size_t cap) {
