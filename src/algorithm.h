@@ -83,10 +83,11 @@ typedef struct algorithm_ops {
      * file:line error, CALF_EINVAL. May be NULL. */
     int (*check)(const calf_config *cfg, const calf_env_spec *spec, calf_error *err);
     /* Whether the storage of `envs` envs (e.g. SAC's replay rings) fits in `memory` bytes,
-     * all of one machine's, before anything is written: else a file:line error naming
-     * what to change, CALF_EINVAL. May be NULL (nothing grows with the run). */
+     * what one machine's processes may use (`limit` says what bounds it, for the message),
+     * before anything is written: else a file:line error naming what to change,
+     * CALF_EINVAL. May be NULL (nothing grows with the run). */
     int (*check_memory)(const calf_config *cfg, const calf_env_spec *spec, int envs,
-                        uint64_t memory, calf_error *err);
+                        uint64_t memory, const char *limit, calf_error *err);
     /* Read what save wrote, checking it (a file may be damaged or foreign) against this
      * config and `iteration`, the checkpoint's. */
     int (*load)(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err);

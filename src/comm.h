@@ -86,8 +86,6 @@ const char *comm_backend_name(const comm *c);
 void comm_set_timeout(comm *c, double secs);
 /* Whether rank r runs on the same machine as this rank (the memory both use adds up). */
 bool comm_same_machine(const comm *c, int r);
-/* Whether rank r runs on the same machine as this rank (the memory both use adds up). */
-bool comm_same_machine(const comm *c, int r);
 /* Record this rank's one-line failure reason so that it reaches the user exactly once:
  * the local backend stores it for the launcher, which prints "calf: rank R failed: ...";
  * single and MPI print it to stderr now. The first message wins. */

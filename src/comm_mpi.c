@@ -212,8 +212,12 @@ static int machine_ranks(MPI_Comm node, int **ranks, int *count, calf_error *err
     for (int i = 0; i < n; i++) in[i] = i;
     rc = mpi_check(MPI_Group_translate_ranks(local, n, in, world, out),
                    "MPI_Group_translate_ranks", NULL, err);
-    MPI_Group_free(&local);
-    MPI_Group_free(&world);
+    int rc_local = mpi_check(MPI_Group_free(&local), "MPI_Group_free", NULL,
+                             rc == CALF_OK ? err : NULL);
+    if (rc == CALF_OK) rc = rc_local;
+    int rc_world = mpi_check(MPI_Group_free(&world), "MPI_Group_free", NULL,
+                             rc == CALF_OK ? err : NULL);
+    if (rc == CALF_OK) rc = rc_world;
     free(in);
     if (rc != CALF_OK) {
         free(out);
@@ -257,7 +261,10 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
         free(machine);
         return rc;
     }
-    if ((rc = calf_context_set_distributed(rank, size, local_rank, err)) != CALF_OK) return rc;
+    if ((rc = calf_context_set_distributed(rank, size, local_rank, err)) != CALF_OK) {
+        free(machine);
+        return rc;
+    }
     calf_context_finalize();
     comm *c = calf_xcalloc(1, sizeof *c);
     c->ops = &mpi_ops;

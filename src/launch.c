@@ -38,6 +38,25 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
     return CALF_OK;
 }
 
+/* trainer_check_memory for `envs` envs on this machine, unless the root's newest
+ * checkpoint by name already ends the run: settle_root then finds nothing to do, which
+ * needs no memory, so a finished run stays exit 0 on any machine. (If that file turns out
+ * damaged and an older one is resumed, the check was skipped; the allocation still
+ * tells.) */
+static int check_memory(const calf_train_options *o, const calf_config *cfg, int envs,
+                        calf_error *err) {
+    char dir[4096];
+    int64_t *iters = NULL;
+    int count = 0;
+    calf_error ignored;
+    calf_error_clear(&ignored);
+    bool done = fs_join(dir, sizeof dir, o->root_dir, "train/algorithm", &ignored) == CALF_OK &&
+                ckpt_list(dir, &iters, &count, &ignored) == CALF_OK && count > 0 &&
+                trainer_run_complete(cfg, iters[count - 1]);
+    free(iters);
+    return done ? CALF_OK : trainer_check_memory(cfg, envs, err);
+}
+
 /* With the input settled and nothing written yet (rundir_check passed): take the root
  * dir's lock (l), remove what a dead run left half-written, find the checkpoint to resume
  * from, and decide whether there is anything to do (*complete: the checkpoint already
@@ -112,12 +131,13 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
             int E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS);
             rc = calf_split(E, comm_size(c), 0, &b, &n, err);
             /* the envs of the ranks on rank 0's machine, the one machine rank 0 can see
-             * (another's ranks find out when they allocate, at their start) */
+             * (the others are not checked) */
             int here = 0;
             for (int r = 0; rc == CALF_OK && r < comm_size(c); r++)
-                if (comm_same_machine(c, r) && calf_split(E, comm_size(c), r, &b, &n, err) == CALF_OK)
+                if (comm_same_machine(c, r) &&
+                    (rc = calf_split(E, comm_size(c), r, &b, &n, err)) == CALF_OK)
                     here += n;
-            if (rc == CALF_OK) rc = trainer_check_memory(cfg, here, err);
+            if (rc == CALF_OK) rc = check_memory(o, cfg, here, err);
         }
         if (rc == CALF_OK) rc = rundir_check(o->root_dir, err);
         if (rc == CALF_OK) {
@@ -220,7 +240,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
     if ((rc = calf_split((int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
         return rc;
     /* every process on this machine: all the envs */
-    if ((rc = trainer_check_memory(&cfg, (int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), err)))
+    if ((rc = check_memory(o, &cfg, (int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), err)))
         return rc;
     if ((rc = rundir_check(o->root_dir, err))) return rc;
     char job[64] = "calf train";

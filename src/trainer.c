@@ -266,21 +266,95 @@ const algorithm_ops *trainer_algorithm(const calf_config *cfg) {
     return ops;
 }
 
+/* The smallest of `*memory` and `bytes`; `what` names the bound when it is smaller. */
+static void lower_bound(uint64_t *memory, const char **limit, uint64_t bytes, const char *what) {
+    if (bytes < *memory) {
+        *memory = bytes;
+        *limit = what;
+    }
+}
+
+/* The smallest `file` (a number of bytes, or "max") of `group` under `base` and of every
+ * group above it; UINT64_MAX when none can be read. */
+static uint64_t group_limit(const char *base, char *group, const char *file) {
+    uint64_t least = UINT64_MAX;
+    char path[4200], v[64];
+    while (group[0] == '/') {
+        snprintf(path, sizeof path, "%s%s/%s", base, group[1] ? group : "", file);
+        FILE *m = fopen(path, "r");
+        if (m && fgets(v, sizeof v, m)) {
+            char *end;
+            errno = 0;
+            unsigned long long b = strtoull(v, &end, 10);
+            if (errno == 0 && end != v && (*end == '\n' || *end == '\0') && b < least) least = b;
+        }
+        if (m) fclose(m);
+        char *slash = strrchr(group, '/');
+        if (slash == group) {
+            if (!group[1]) break; /* the root, done */
+            group[1] = '\0';
+        } else {
+            *slash = '\0';
+        }
+    }
+    return least;
+}
+
+/* The memory limit of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes),
+ * the smallest on the way to the root; UINT64_MAX when there is none or it cannot be
+ * read. */
+static uint64_t cgroup_memory_max(void) {
+    uint64_t least = UINT64_MAX;
+    char line[4096];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return least;
+    while (fgets(line, sizeof line, f)) { /* "ID:CONTROLLERS:PATH" */
+        line[strcspn(line, "\n")] = '\0';
+        char *c = strchr(line, ':'), *g = c ? strchr(c + 1, ':') : NULL;
+        if (!g) continue;
+        *g++ = '\0';
+        uint64_t b = UINT64_MAX;
+        if (strcmp(line, "0") == 0 && c[1] == '\0')
+            b = group_limit("/sys/fs/cgroup", g, "memory.max");
+        else if (strcmp(c + 1, "memory") == 0 || strstr(c + 1, ",memory") ||
+                 strncmp(c + 1, "memory,", 7) == 0)
+            b = group_limit("/sys/fs/cgroup/memory", g, "memory.limit_in_bytes");
+        if (b < least) least = b;
+    }
+    fclose(f);
+    return least;
+}
+
 int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err) {
     const algorithm_ops *ops = trainer_algorithm(cfg);
     if (!ops->check_memory) return CALF_OK;
     const calf_env_class *cls = calf_env_lookup(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
     if (!cls) return CALF_EINVAL;
-    uint64_t memory;
-    const char *test = getenv("CALF_TEST_MEMORY_BYTES");
+    uint64_t memory = UINT64_MAX;
+    const char *limit = "memory";
+    const char *test = getenv("CALF_TEST_MEMORY_BYTES"); /* tests: the machine's memory */
+    char *end = NULL;
+    errno = 0;
+    unsigned long long t = test && *test ? strtoull(test, &end, 10) : 0;
+    if (test && *test && (errno != 0 || *end != '\0'))
+        return calf_error_set(err, CALF_EINVAL, "CALF_TEST_MEMORY_BYTES='%s' is not a number",
+                              test);
     if (test && *test) {
-        memory = strtoull(test, NULL, 10);
+        lower_bound(&memory, &limit, t, "this machine's memory");
     } else {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages <= 0 || page <= 0) return CALF_OK; /* unknown: the allocation will tell */
-        memory = (uint64_t)pages * (uint64_t)page;
+        if (pages > 0 && page > 0)
+            lower_bound(&memory, &limit, (uint64_t)pages * (uint64_t)page, "this machine's memory");
+        lower_bound(&memory, &limit, cgroup_memory_max(), "this process's cgroup (memory.max)");
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            lower_bound(&memory, &limit, (uint64_t)rl.rlim_cur,
+                        "the address-space limit (ulimit -v)");
+        if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            lower_bound(&memory, &limit, (uint64_t)rl.rlim_cur, "the data limit (ulimit -d)");
     }
-    return ops->check_memory(cfg, &cls->spec, envs, memory, err);
+    if (memory == UINT64_MAX) return CALF_OK; /* nothing known: the allocation will tell */
+    return ops->check_memory(cfg, &cls->spec, envs, memory, limit, err);
 }
 
 /* ---- setup ------------------------------------------------------------------ */

@@ -140,7 +140,7 @@ expect_not_in "$WORK/err" "internal error"
 # it): exit 2 before anything is written, rather than failing when the rings fill up
 no_room() { # ROOT ENVS-ON-ONE-MACHINE: the run was refused and left nothing
     expect_in "$WORK/err" "$WORK/short.gin:8: TrainerConfig.replay_buffer_length = 30: the replay buffer needs"
-    expect_in "$WORK/err" "for the $2 envs on one machine, more than the machine's 2.0 KiB of memory"
+    expect_in "$WORK/err" "for the $2 envs on one machine, more than the 2.0 KiB of this machine's memory"
     if [ -e "$1" ]; then bad "$1 was created"; else ok; fi
 }
 for n in 1 2; do
@@ -148,6 +148,23 @@ for n in 1 2; do
         --conf "$WORK/short.gin" --nproc $n --conf_param create_environment.num_parallel_environments=5
     no_room "$WORK/no_room$n" 5
 done
+# a finished run needs no memory: still "nothing to do", exit 0
+CALF_TEST_MEMORY_BYTES=2048 expect_exit 0 "$CALF" train --root_dir "$WORK/e5.n1" \
+    --conf "$WORK/short.gin" --conf_param create_environment.num_parallel_environments=5
+expect_in "$WORK/err" "nothing to do: the run in $WORK/e5.n1 is complete at iteration 24"
+CALF_TEST_MEMORY_BYTES=2k expect_exit 2 "$CALF" train --root_dir "$WORK/no_room_k" --conf "$WORK/short.gin"
+expect_in "$WORK/err" "CALF_TEST_MEMORY_BYTES='2k' is not a number"
+# the smallest bound counts: here the address space (not under ASan, which reserves more
+# address space than any such limit allows)
+if ldd "$CALF" 2>/dev/null | grep -q libasan; then
+    echo "e2e_sac: ulimit -v check skipped: AddressSanitizer reserves more address space than ulimit -v allows"
+else
+    (ulimit -v 300000; exec "$CALF" train --root_dir "$WORK/no_room_v" --conf "$WORK/short.gin" \
+        --conf_param TrainerConfig.replay_buffer_length=20000000) 2>"$WORK/err"
+    expect_eq $? 2 "exit status of a replay beyond ulimit -v"
+    expect_in "$WORK/err" "more than the 293.0 MiB of the address-space limit (ulimit -v)"
+    if [ -e "$WORK/no_room_v" ]; then bad "$WORK/no_room_v was created"; else ok; fi
+fi
 
 # MPI, where built in
 if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/dev/null; then

@@ -68,7 +68,7 @@ CALF_TEST_MEMORY_BYTES=2048 expect_exit 2 timeout 60 "$TWOHOST_MPIRUN" -np 3 -x 
     "$CALF" train --root_dir "$WORK/no_room" --conf "$SRC/examples/sac_pendulum.gin" \
     --conf_param create_environment.num_parallel_environments=5
 expect_in "$WORK/err" "the replay buffer needs"
-expect_in "$WORK/err" "for the 2 envs on one machine, more than the machine's 2.0 KiB of memory"
+expect_in "$WORK/err" "for the 2 envs on one machine, more than the 2.0 KiB of this machine's memory"
 if [ -e "$WORK/no_room" ]; then bad "$WORK/no_room was created"; else ok; fi
 expect_nothing_left "after the refused job"
 

@@ -335,9 +335,54 @@ static void one_case(bool terminated, int64_t sched_n) {
     comm_finalize(c);
 }
 
+/* A checkpoint whose log alpha makes alpha 0 as a float (exp(-200)) is refused for
+ * discrete actions, which divide by alpha; exp(-100), a subnormal, still loads. */
+static void discrete_alpha_load(void) {
+    const calf_env_class *cls = calf_env_find("CartPole-v1");
+    CHECK(cls != NULL);
+    if (!cls) return;
+    calf_config cfg;
+    calf_config_init(&cfg);
+    calf_error err;
+    CHECK_INT_EQ(calf_config_parse_string(&cfg,
+                                          "TrainerConfig.algorithm_ctor = @SacAlgorithm\n"
+                                          "create_environment.env_name = 'CartPole-v1'\n"
+                                          "critic/CriticNetwork.joint_fc_layer_params = (8,)\n",
+                                          "test", &err), CALF_OK);
+    const algorithm_ops *ops = algorithm_find("SacAlgorithm");
+    algo_setup s = {.cfg = &cfg, .spec = &cls->spec, .E = 1, .T = 1, .seed = SEED};
+    algorithm *a = NULL;
+    CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK); /* acting only: count 0, no comm */
+    if (!a) return;
+    ckpt_buf b;
+    ckpt_buf_init(&b);
+    ops->save(a, &b);
+    unsigned char *sacl = NULL;
+    for (size_t i = 0; i + 4 <= b.len && !sacl; i++)
+        if (memcmp(b.data + i, "SACL", 4) == 0) sacl = b.data + i;
+    CHECK(sacl != NULL);
+    const float values[2] = {-100.0f, -200.0f};
+    for (int k = 0; sacl && k < 2; k++) {
+        memcpy(sacl + 4 + 8, &values[k], 4); /* tag, count, then log alpha */
+        ckpt_reader r;
+        ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
+        int rc = ops->load(a, &r, 0, &err);
+        if (k == 0) {
+            CHECK_INT_EQ(rc, CALF_OK);
+        } else {
+            CHECK_INT_EQ(rc, CALF_EINVAL);
+            CHECK_STR_EQ(err.msg, "t.ckpt: SACL: log alpha -200 makes alpha 0, which discrete "
+                                  "actions cannot use");
+        }
+    }
+    ckpt_buf_free(&b);
+    ops->destroy(a);
+}
+
 int main(void) {
     one_case(true, 0);
     one_case(false, 0);
     one_case(false, 8); /* the linear schedule: the first step moves by 0.75 LR */
+    discrete_alpha_load();
     return test_report("test_sac");
 }

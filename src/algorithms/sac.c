@@ -215,9 +215,11 @@ static void format_bytes(double bytes, char *buf, size_t cap) {
 }
 
 /* The rings are allocated whole at the start but filled as the run goes: one larger
- * than the machine would only fail hours in, when the kernel ends the process. */
+ * than the machine would only fail hours in, when the kernel ends the process. This
+ * refuses what cannot fit at all; it does not count the moment of a --nproc resume when
+ * a process holds its loaded rings twice (sac_start copies them to shared memory). */
 static int sac_check_memory(const calf_config *cfg, const calf_env_spec *spec, int envs,
-                            uint64_t memory, calf_error *err) {
+                            uint64_t memory, const char *limit, calf_error *err) {
     int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
     int ad = spec->action_dim > 0 ? spec->action_dim : 1;
     size_t need = replay_bytes(envs, cap, spec->obs_dim, ad);
@@ -227,9 +229,9 @@ static int sac_check_memory(const calf_config *cfg, const calf_env_spec *spec, i
     format_bytes((double)memory, have, sizeof have);
     return calf_error_set(err, CALF_EINVAL,
                           "%s: TrainerConfig.replay_buffer_length = %lld: the replay buffer needs %s "
-                          "for the %d env%s on one machine, more than the machine's %s of memory",
+                          "for the %d env%s on one machine, more than the %s of %s",
                           where(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH), (long long)cap, want, envs,
-                          envs == 1 ? "" : "s", have);
+                          envs == 1 ? "" : "s", have, limit);
 }
 
 /* ---- setup ---------------------------------------------------------------------- */
