@@ -127,12 +127,10 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
     if (c->index == 0) {
         int rc = calf_train_load_config(o, cfg, err);
         if (rc == CALF_OK) {
-            int b, n;
-            int E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS);
-            rc = calf_split(E, comm_size(c), 0, &b, &n, err);
-            /* the envs of the ranks on rank 0's machine, the one machine rank 0 can see
-             * (the others are not checked) */
-            int here = 0;
+            /* whether the ranks fit the envs (rank 0's split, first: rank 0 is on its own
+             * machine), and the envs of the ranks on rank 0's machine, the one machine
+             * rank 0 can see (the others are not checked) */
+            int E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS), here = 0, b, n;
             for (int r = 0; rc == CALF_OK && r < comm_size(c); r++)
                 if (comm_same_machine(c, r) &&
                     (rc = calf_split(E, comm_size(c), r, &b, &n, err)) == CALF_OK)

@@ -331,15 +331,15 @@ int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err) {
     const calf_env_class *cls = calf_env_lookup(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
     if (!cls) return CALF_EINVAL;
     uint64_t memory = UINT64_MAX;
-    const char *limit = "memory";
+    const char *limit = NULL;
     const char *test = getenv("CALF_TEST_MEMORY_BYTES"); /* tests: the machine's memory */
-    char *end = NULL;
-    errno = 0;
-    unsigned long long t = test && *test ? strtoull(test, &end, 10) : 0;
-    if (test && *test && (errno != 0 || *end != '\0'))
-        return calf_error_set(err, CALF_EINVAL, "CALF_TEST_MEMORY_BYTES='%s' is not a number",
-                              test);
     if (test && *test) {
+        char *end;
+        errno = 0;
+        unsigned long long t = strtoull(test, &end, 10);
+        if (errno != 0 || *end != '\0')
+            return calf_error_set(err, CALF_EINVAL, "CALF_TEST_MEMORY_BYTES='%s' is not a number",
+                                  test);
         lower_bound(&memory, &limit, t, "this machine's memory");
     } else {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
