@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 /* ---- the comm object ---------------------------------------------------------------- */
 
 int comm_rank(const comm *c) { return c->rank; }
@@ -1120,12 +1122,6 @@ int comm_claim_back(comm_claim *const *words, int P, int self, int reach, uint32
     }
 }
 
-static double monotonic_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int comm_claim_take(comm_claim *const *words, int P, int self, int reach, uint32_t tag,
                     double open_wait_s, int *victim, int *first) {
     double give_up = -1.0;
@@ -1133,7 +1129,7 @@ int comm_claim_take(comm_claim *const *words, int P, int self, int reach, uint32
         int unopened = 0;
         int k = comm_claim_back(words, P, self, reach, tag, victim, first, &unopened);
         if (k > 0 || unopened == 0 || open_wait_s <= 0) return k;
-        double now = monotonic_s();
+        double now = calf_monotonic_s();
         if (give_up < 0) give_up = now + open_wait_s;
         else if (now > give_up) return 0;
         sched_yield();

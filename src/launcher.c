@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "calf/context.h"
+#include "clock.h"
 
 /* Interrupts (SIGINT/SIGTERM) received while supervising. A signal handler can only
  * talk to the supervision loop through a static, so this is the one exception to
@@ -61,13 +62,6 @@ static const char *signal_name(int sig) {
     case SIGXFSZ: return "SIGXFSZ";
     default: return "unknown signal";
     }
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    int rc = clock_gettime(CLOCK_MONOTONIC, &ts);
-    CALF_ASSERT(rc == 0);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 enum { NSIG_HANDLED = 3 };
@@ -346,7 +340,7 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             fprintf(stderr, "calf: rank %d failed: %s%s%s\n", r, why, msg[0] ? ": " : "", msg);
             fflush(stderr);
             signal_all(group, ch, nproc, SIGTERM, true);
-            term_at = now_s();
+            term_at = calf_monotonic_s();
         }
         if (alive == 0) break;
         int seen = interrupts_seen;
@@ -355,7 +349,7 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
                 /* the deadline first: the workers keep it themselves, however long this
                  * process then waits for a core */
                 comm_local_stop_after(sh, stop_after);
-                interrupt_at = now_s();
+                interrupt_at = calf_monotonic_s();
                 signal_all(group, ch, nproc, SIGINT, false);
             }
             if (seen >= 2 && !killed_all) {
@@ -365,12 +359,13 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             }
             forwarded = seen;
         }
-        if (interrupt_at >= 0 && !killed_all && now_s() - interrupt_at > 2 * stop_after) {
+        if (interrupt_at >= 0 && !killed_all &&
+            calf_monotonic_s() - interrupt_at > 2 * stop_after) {
             signal_all(group, ch, nproc, SIGKILL, true);
             killed_all = true;
             interrupted_exit = true;
         }
-        if (term_at >= 0 && !killed_all && now_s() - term_at > grace_s) {
+        if (term_at >= 0 && !killed_all && calf_monotonic_s() - term_at > grace_s) {
             signal_all(group, ch, nproc, SIGKILL, true);
             killed_all = true;
         }

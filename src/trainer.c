@@ -25,6 +25,7 @@
 #include "algorithm.h"
 #include "bytes.h"
 #include "checkpoint.h"
+#include "clock.h"
 #include "comm.h"
 #include "events_reader.h"
 #include "fsutil.h"
@@ -40,12 +41,6 @@ static volatile sig_atomic_t stop_requested = 0;
 static void on_stop_signal(int sig) {
     (void)sig;
     stop_requested = 1;
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0; /* cannot fail for this clock */
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Per-env episode statistics of an iteration, summed over envs in canonical order. */
@@ -819,7 +814,7 @@ static void format_duration(double s, char *buf, size_t cap) {
 }
 
 static void progress(trainer *t, double steps_per_sec, bool force) {
-    double now = now_seconds();
+    double now = calf_monotonic_s();
     bool tty = isatty(STDERR_FILENO);
     double every = tty ? 0.2 : 5.0;
     char eta[32], ret[32], ev[48] = "";
@@ -941,7 +936,7 @@ static int stop_for_io(trainer *t, int who, int ckpt_rc, const calf_error *ckpt_
 
 static int train_iteration(trainer *t, bool *stop) {
     calf_error *err = t->err;
-    double t0 = now_seconds();
+    double t0 = calf_monotonic_s();
     rollout(t);
     int rc = t->ops->train(t->algo, t->iteration, err);
     if (rc) return rc;
@@ -952,7 +947,7 @@ static int train_iteration(trainer *t, bool *stop) {
     if (rc) return rc;
     t->total_episodes += (int64_t)g[EP_EPISODES];
     if (g[EP_EPISODES] > 0) t->last_avg_return = g[EP_RETURN] / g[EP_EPISODES];
-    double sps = (double)t->E * t->T / (now_seconds() - t0);
+    double sps = (double)t->E * t->T / (calf_monotonic_s() - t0);
     /* io_failed after each writer's turn: the message is the first failure in time */
     if (t->iteration % t->p.summary_interval == 0) {
         write_summaries(t, g, sps);
@@ -1047,7 +1042,7 @@ static bool restart_needed(const trainer *t, const char *sub) {
 
 static int train_loop(void *arg) {
     trainer *t = arg;
-    t->start_time = now_seconds();
+    t->start_time = calf_monotonic_s();
     t->start_iteration = t->iteration;
     t->last_progress = 0;
     /* TensorBoard's restart marker: readers drop what an earlier launch wrote for the
@@ -1232,7 +1227,7 @@ int trainer_worker(comm *c, void *arg) {
               peak_mib);
         if (t.ops->report) {
             char text[2048];
-            t.ops->report(t.algo, now_seconds() - t.start_time, text, sizeof text);
+            t.ops->report(t.algo, calf_monotonic_s() - t.start_time, text, sizeof text);
             for (char *line = text, *nl; *line; line = nl + 1) {
                 if (!(nl = strchr(line, '\n'))) break;
                 *nl = '\0';
