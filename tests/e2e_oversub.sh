@@ -3,7 +3,8 @@
 # process, 16-unit nets, 2 iterations) finishes within a bound that only holds when
 # waiting workers leave the cores to the ones that work, and its checkpoint is --nproc 1's;
 # `calf train` warns that --nproc exceeds the cores; SIGTERM at --nproc 64, mid-iteration,
-# ends the job within 5 s with exit 130 and no process left (also under the sanitizer).
+# ends the job within 5 s with exit 130 and no process left (also under the sanitizer). The
+# SIGTERM lands inside iteration 1 on any machine: that iteration is 1.28 million rounds.
 . "$(dirname "$0")/lib_e2e.sh"
 
 export LC_ALL=C # EPOCHREALTIME's decimal point
@@ -57,12 +58,16 @@ if [ "$CPUS" -ge 2 ]; then
 fi
 
 # SIGTERM at --nproc $N in the middle of a long run: exit 130 within 5 s, nothing left.
-# The job's iterations are slow (512 envs of 1,000 steps each per iteration), so it is
-# stopped mid-iteration, without waiting for the iteration to end.
+# The signal must land inside iteration 1 however fast the machine is, so that iteration
+# is made of work no machine finishes in seconds: a trivial rollout (2 envs of 8 steps per
+# rank), then 10,000 updates of 128 minibatches, each a collective of all $N ranks (1.28
+# million rounds). Every rank is inside one of those rounds within moments of starting, so
+# the job is stopped mid-iteration, without waiting for the iteration to end.
 S=$WORK/term
 "$CALF" train --quiet --root_dir "$S" --conf "$CONF" --nproc $N \
-    --conf_param create_environment.num_parallel_environments=512 \
-    --conf_param TrainerConfig.unroll_length=1000 \
+    --conf_param TrainerConfig.unroll_length=8 \
+    --conf_param TrainerConfig.mini_batch_size=8 \
+    --conf_param TrainerConfig.num_updates_per_train_iter=10000 \
     --conf_param TrainerConfig.num_iterations=1000 >"$WORK/term_out" 2>"$WORK/term_err" &
 LPID=$!
 # rank 0 writes config.gin once every rank has set up, just before the first iteration
@@ -70,7 +75,7 @@ for i in $(seq 1 $((LIMIT * 10))); do
     [ -e "$S/config.gin" ] && break
     sleep 0.1
 done
-sleep 1
+if [ -e "$S/config.gin" ]; then ok; else bad "no config.gin after $LIMIT s"; fi
 T0=$EPOCHREALTIME # a builtin: no fork between the clock and the signal
 kill -TERM $LPID
 # a launcher that ignores it (as before) is killed after 15 s, and its workers with it
