@@ -19,8 +19,8 @@
 
 #include "bench_util.h"
 #include "calf/config.h"
-#include "comm.h"
-#include "launcher.h"
+#include "parallel/comm.h"
+#include "parallel/workers.h"
 
 enum { N_FLOATS = 9219, N_ENVS = 64, ITERS = 3000, BARRIERS = 20000 };
 

@@ -11,7 +11,7 @@
 
 #include "bench_util.h"
 #include "calf/env.h"
-#include "vec_env.h"
+#include "envs/vec_env.h"
 
 enum { REPS = 5, TABLE = 4096, BLOCK = 64 };
 /* Buffers sized for every built-in env (Ant-v4's 27 observations, 8 actions); main

@@ -10,7 +10,7 @@
 
 #include "bench_util.h"
 #include "calf/rng.h"
-#include "nn.h"
+#include "numerics/nn.h"
 
 /* Many short runs (each well inside a scheduler time slice) and their median: on a
  * shared machine that is far steadier than a few long runs. */

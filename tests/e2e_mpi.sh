@@ -37,7 +37,7 @@ done
 R=$WORK/mpi2
 expect_in "$R/log/rank-0.log" "backend mpi"
 expect_in "$R/log/rank-1.log" "rank 1/2: environments 32..63 (32 of 64)"
-# waiting ranks yield the core unless the user says otherwise (src/comm_mpi.c)
+# waiting ranks yield the core unless the user says otherwise (src/parallel/comm_mpi.c)
 expect_in "$R/log/rank-1.log" "MPI: waiting ranks yield the core (calf's default"
 expect_exit 0 timeout 120 "${MPIRUN[@]}" 2 --mca mpi_yield_when_idle 0 "$CALF" train --quiet \
     --root_dir "$WORK/spin" --conf "$CONF" --conf_param TrainerConfig.num_iterations=1

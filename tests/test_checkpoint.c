@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "crc32c.h"
+#include "records/checkpoint.h"
+#include "records/crc32c.h"
 #include "test_files.h"
 #include "test_util.h"
 

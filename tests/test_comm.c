@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "calf/rng.h"
-#include "comm.h"
+#include "parallel/comm.h"
 #include "test_util.h"
 
 /* ---- data and the reference sum ------------------------------------------------------ */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "calf/rng.h"
-#include "dist.h"
+#include "numerics/action_dist.h"
 #include "test_util.h"
 
 #define LOG_2PI 1.8378770664093454835606594728112

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "calf/context.h"
-#include "launcher.h"
+#include "parallel/workers.h"
 #include "test_util.h"
 
 /* Shared with the workers across fork. */

@@ -20,7 +20,7 @@ int main(void) {
 
 #include "envs/mj_env.h"
 #include "mj_test_util.h"
-#include "vec_env.h"
+#include "envs/vec_env.h"
 
 enum { MAX_OBS = 64, MAX_ACT = 16 };
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "calf/rng.h"
-#include "nn.h"
+#include "numerics/nn.h"
 #include "test_util.h"
 
 static calf_rng g_rng;

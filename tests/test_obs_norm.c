@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "algorithms/obs_norm.h"
-#include "comm.h"
+#include "parallel/comm.h"
 #include "test_util.h"
 
 enum { D = 3, E = 7, T = 5, ITERS = 4 };

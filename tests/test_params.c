@@ -6,8 +6,8 @@
 #include <math.h>
 
 #include "algorithms/sac_math.h"
-#include "nn.h"
-#include "params.h"
+#include "numerics/nn.h"
+#include "numerics/param_group.h"
 #include "test_util.h"
 
 static void test_step(void) {

@@ -10,7 +10,7 @@
 
 #include "calf/plot.h"
 #include "calf/summary.h"
-#include "plot.h"
+#include "tools/plot.h"
 #include "test_files.h"
 #include "test_util.h"
 

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "calf/train.h"
-#include "checkpoint.h"
+#include "records/checkpoint.h"
 #include "test_files.h"
 #include "test_util.h"
 

@@ -4,7 +4,7 @@
  * or mean and log-std (Gaussian) to the loss. */
 #include <string.h>
 
-#include "dist.h"
+#include "numerics/action_dist.h"
 #include "algorithms/ppo_math.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "algorithms/replay.h"
-#include "checkpoint.h"
+#include "records/checkpoint.h"
 #include "test_util.h"
 
 enum { OD = 3, AD = 2 };

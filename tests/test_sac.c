@@ -16,12 +16,12 @@
  * cases: every stored transition terminated, and none. */
 #include <stdint.h>
 
-#include "algorithm.h"
+#include "training/algorithm.h"
 #include "algorithms/replay.h"
 #include "algorithms/sac_math.h"
 #include "calf/rng.h"
-#include "comm.h"
-#include "nn.h"
+#include "parallel/comm.h"
+#include "numerics/nn.h"
 #include "test_util.h"
 
 enum { E = 2, STEPS = 4, B = 16, OD = 3, A = 1, H = 8 };

@@ -15,8 +15,8 @@
 #include "calf/context.h"
 #include "calf/rng.h"
 #include "calf/summary.h"
-#include "crc32c.h"
-#include "events_reader.h"
+#include "records/crc32c.h"
+#include "records/events_reader.h"
 #include "test_files.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "calf/train.h"
-#include "checkpoint.h"
+#include "records/checkpoint.h"
 #include "test_files.h"
 #include "test_util.h"
 

@@ -2,7 +2,7 @@
  * would (so any split of the global env range gives the same bytes), auto-reset while
  * keeping the pre-reset observation, report finished episodes, and round-trip its
  * state through checkpoint records that reject corrupted input. */
-#include "vec_env.h"
+#include "envs/vec_env.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -30,7 +30,7 @@ typedef struct calf_plot_options {
     double smooth; /* TensorBoard's smoothing weight, [0, 1); TensorBoard's default is 0.6 */
     int x;         /* a calf_plot_x */
     /* Runs whose directory names differ only by a seed suffix (plot_seed_key_len in
-     * src/plot.h: "ppo-seed1", "ppo_2", "ppo3") drawn as one line, the mean over the
+     * src/tools/plot.h: "ppo-seed1", "ppo_2", "ppo3") drawn as one line, the mean over the
      * runs at each step they all have, with a band from their minimum to maximum. */
     bool group;
     FILE *warn; /* notes: a cut last record, values left out; NULL: not shown */
@@ -41,7 +41,7 @@ typedef struct calf_plot_options {
  * markers applied: see calf_events_dump) and write the learning curves on out as one
  * SVG 1.1 document: one panel per tag and directory, one colour per run (or group)
  * with a legend of the runs' directory names, the smoothed curve over the raw one, axes
- * with 1-2-5 ticks. src/plot.h (plot_write_svg) says how values map to coordinates.
+ * with 1-2-5 ticks. src/tools/plot.h (plot_write_svg) says how values map to coordinates.
  * Everything is read and checked before the first byte is written: bad options, a ROOT
  * with no events file, a damaged events file or a tag no run has is CALF_EINVAL with a
  * one-line message and nothing written; a failed write is CALF_EIO. */

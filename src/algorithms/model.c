@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist.h"
+#include "numerics/action_dist.h"
 
 static nn_activation activation_of(const char *name) {
     return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;

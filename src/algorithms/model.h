@@ -11,9 +11,9 @@
 #include "calf/config.h"
 #include "calf/env.h"
 #include "calf/rng.h"
-#include "dist.h"
-#include "nn.h"
-#include "params.h"
+#include "numerics/action_dist.h"
+#include "numerics/nn.h"
+#include "numerics/param_group.h"
 
 typedef struct model {
     int obs_dim;

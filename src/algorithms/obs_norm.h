@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "calf/error.h"
-#include "checkpoint.h"
-#include "export.h"
+#include "records/checkpoint.h"
+#include "tools/export.h"
 
 /* Per-env accumulator: OBS_NORM_ACC(dim) doubles (see obs_norm_accumulate). */
 #define OBS_NORM_ACC(dim) (2 * (size_t)(dim))

@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "calf/summary.h"
-#include "algorithm.h"
-#include "bytes.h"
+#include "training/algorithm.h"
+#include "base/bytes.h"
 #include "algorithms/model.h"
 #include "algorithms/obs_norm.h"
 #include "algorithms/ppo_math.h"
@@ -920,7 +920,7 @@ static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
     return true;
 }
 
-/* The model's one parameter group, "PRMS" (params.h): parameters, Adam's step count and
+/* The model's one parameter group, "PRMS" (param_group.h): parameters, Adam's step count and
  * moments; then, when observations are normalized, their statistics, "ONRM" (obs_norm.h). */
 static void ppo_save(const algorithm *a, ckpt_buf *b) {
     const ppo *t = (const ppo *)a;

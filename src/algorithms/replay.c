@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytes.h"
+#include "base/bytes.h"
 
 /* ------------------------------------------------------------------------- layout */
 

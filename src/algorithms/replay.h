@@ -11,7 +11,7 @@
 
 #include "calf/error.h"
 #include "calf/rng.h"
-#include "checkpoint.h"
+#include "records/checkpoint.h"
 
 /* A transition: obs, action, reward, terminated (the episode ended in a terminal state:
  * no bootstrap), next_obs (the true observation after the step; for a truncated step

@@ -17,12 +17,12 @@
 #include <time.h>
 
 #include "calf/summary.h"
-#include "algorithm.h"
+#include "training/algorithm.h"
 #include "algorithms/replay.h"
 #include "algorithms/sac_math.h"
-#include "bytes.h"
-#include "nn.h"
-#include "params.h"
+#include "base/bytes.h"
+#include "numerics/nn.h"
+#include "numerics/param_group.h"
 
 /* Per-env statistics of an iteration's updates, summed over envs in canonical order. */
 enum { SS_SAMPLES, SS_CRITIC, SS_ACTOR, SS_ALPHA, SS_ENTROPY, NUM_SAC_STATS };

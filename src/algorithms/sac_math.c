@@ -1,5 +1,5 @@
 /* sac_math.c: SAC's per-sample losses, squashed-Gaussian policy and Polyak update (see
- * sac_math.h). Scalar code in double over a handful of values per row, like dist.c:
+ * sac_math.h). Scalar code in double over a handful of values per row, like action_dist.c:
  * accuracy and a fixed order matter more here than vector width. */
 #include "algorithms/sac_math.h"
 

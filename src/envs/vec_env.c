@@ -1,0 +1,291 @@
+/* vec_env.c: a process's contiguous block of envs, stepped with auto-reset, plus the
+ * fixed-size per-env records checkpoints are made of. Each env only ever touches its
+ * own rng stream and rows, which is what makes the block split invisible. */
+#include "envs/vec_env.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bytes.h"
+
+/* The record stores the env's state bytes verbatim, i.e. in host byte order. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "vec_env records assume a little-endian host"
+#endif
+
+#define RECORD_MAGIC 0x31455643u /* "CVE1" read as little-endian bytes */
+
+/* Record layout (offsets in bytes, all little-endian):
+ *   0 u32 magic        4 u32 state bytes   8 u64 global index
+ *  16 u64 rng.s[4]    48 i32 elapsed      52 i32 episode_length
+ *  56 f64 episode_return                  64 f32 obs[obs_dim]
+ *  64 + 4 obs_dim: the state (calf_env_save_state: a plain-data class's state_size
+ *  bytes, a native class's save_size), then zero padding to a multiple of 8. */
+#define REC_OBS 64
+
+int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, int count,
+                 calf_error *err) {
+    CALF_ASSERT(ve != NULL);
+    memset(ve, 0, sizeof *ve);
+    if (begin < 0 || count < 1 || count > INT32_MAX - begin)
+        return calf_error_set(err, CALF_EINVAL, "vec_env: bad env block begin=%d count=%d", begin,
+                              count);
+    const calf_env_class *cls = calf_env_lookup(env_name, err);
+    if (!cls) return CALF_EINVAL;
+    ve->begin = begin;
+    ve->count = count;
+    ve->obs_dim = cls->spec.obs_dim;
+    ve->num_actions = cls->spec.num_actions;
+    ve->action_dim = cls->spec.action_dim;
+    ve->envs = calf_xcalloc((size_t)count, sizeof *ve->envs);
+    ve->obs = calf_xcalloc((size_t)count * (size_t)ve->obs_dim, sizeof *ve->obs);
+    ve->episode_return = calf_xcalloc((size_t)count, sizeof *ve->episode_return);
+    ve->episode_length = calf_xcalloc((size_t)count, sizeof *ve->episode_length);
+    if (cls->step_many && ve->action_dim > 0)
+        ve->clipped = calf_xcalloc((size_t)count * (size_t)ve->action_dim, sizeof *ve->clipped);
+    ve->scratch_obs = calf_xcalloc(2 * (size_t)ve->obs_dim, sizeof *ve->scratch_obs);
+    for (int i = 0; i < count; i++) {
+        /* A native env's create may fail (its model, memory); envs made so far go. */
+        int rc = calf_env_init(&ve->envs[i], env_name, seed, (uint64_t)begin + (uint64_t)i, err);
+        if (rc != CALF_OK) {
+            vec_env_free(ve);
+            return rc;
+        }
+    }
+    vec_env_reset(ve);
+    return CALF_OK;
+}
+
+void vec_env_free(vec_env *ve) {
+    if (!ve) return;
+    if (ve->envs)
+        for (int i = 0; i < ve->count; i++) calf_env_free(&ve->envs[i]);
+    free(ve->envs);
+    free(ve->obs);
+    free(ve->episode_return);
+    free(ve->episode_length);
+    free(ve->clipped);
+    free(ve->scratch_obs);
+    memset(ve, 0, sizeof *ve);
+}
+
+void vec_env_reset(vec_env *ve) {
+    for (int i = 0; i < ve->count; i++) {
+        calf_env_reset(&ve->envs[i], ve->obs + (size_t)i * (size_t)ve->obs_dim);
+        ve->episode_return[i] = 0.0;
+        ve->episode_length[i] = 0;
+    }
+}
+
+/* Same clip as calf_env_step: per-dimension bounds, a NaN stays NaN. */
+static void clip_actions(const calf_env_spec *spec, const float *u, float *out, int n) {
+    const int ad = spec->action_dim;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < ad; j++) {
+            float x = u[i * ad + j];
+            out[i * ad + j] = x < spec->action_low[j]    ? spec->action_low[j]
+                              : x > spec->action_high[j] ? spec->action_high[j]
+                                                         : x;
+        }
+}
+
+void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
+                  float *restrict reward, uint8_t *restrict terminated,
+                  uint8_t *restrict truncated, float *restrict final_obs,
+                  double *restrict ep_return, int *restrict ep_length) {
+    /* Done in passes over the block (step, flags, copy, statistics, resets) so each
+     * pass is a tight loop; restrict locals because the uint8_t outputs could alias
+     * anything as far as the compiler knows. */
+    const int n = ve->count, od = ve->obs_dim, ad = ve->action_dim;
+    calf_env *restrict envs = ve->envs;
+    float *restrict vobs = ve->obs;
+    double *restrict run_return = ve->episode_return;
+    int *restrict run_length = ve->episode_length;
+    const calf_env_class *cls = envs[0].cls;
+    CALF_ASSERT(ad > 0 ? cont_actions != NULL : actions != NULL);
+    if (cls->step_many) {
+        const float *u = NULL;
+        if (ad > 0) {
+            clip_actions(&cls->spec, cont_actions, ve->clipped, n);
+            u = ve->clipped;
+        } else {
+            for (int i = 0; i < n; i++) CALF_ASSERT(actions[i] >= 0 && actions[i] < ve->num_actions);
+        }
+        cls->step_many(envs, n, actions, u, vobs, reward, terminated);
+        /* The time limit, exactly as calf_env_step applies it. */
+        const int limit = cls->spec.max_episode_steps;
+        for (int i = 0; i < n; i++) {
+            int elapsed = ++envs[i].elapsed_steps;
+            terminated[i] = terminated[i] != 0;
+            truncated[i] = !terminated[i] && elapsed >= limit;
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            int term, trunc;
+            calf_env_step(&envs[i], ad > 0 ? 0 : actions[i],
+                          ad > 0 ? cont_actions + (size_t)i * (size_t)ad : NULL,
+                          vobs + (size_t)i * (size_t)od, &reward[i], &term, &trunc);
+            terminated[i] = (uint8_t)term;
+            truncated[i] = (uint8_t)trunc;
+        }
+    }
+    /* Before any reset, the block's observations are exactly the final ones. */
+    if (final_obs) memcpy(final_obs, vobs, (size_t)n * (size_t)od * sizeof *vobs);
+    for (int i = 0; i < n; i++) {
+        int done = terminated[i] | truncated[i];
+        double ret = run_return[i] + reward[i];
+        int len = run_length[i] + 1;
+        if (ep_return) ep_return[i] = done ? ret : 0.0;
+        if (ep_length) ep_length[i] = done ? len : 0;
+        run_return[i] = done ? 0.0 : ret;
+        run_length[i] = done ? 0 : len;
+    }
+    for (int i = 0; i < n; i++)
+        if (terminated[i] | truncated[i]) calf_env_reset(&envs[i], vobs + (size_t)i * (size_t)od);
+}
+
+/* ---- records ---------------------------------------------------------------- */
+
+static void put_u32(unsigned char *p, uint32_t v) { bytes_put_le(p, v, 4); }
+static void put_u64(unsigned char *p, uint64_t v) { bytes_put_le(p, v, 8); }
+static uint32_t get_u32(const unsigned char *p) { return (uint32_t)bytes_get_le(p, 4); }
+static uint64_t get_u64(const unsigned char *p) { return bytes_get_le(p, 8); }
+static void put_f32(unsigned char *p, float f) {
+    uint32_t v;
+    memcpy(&v, &f, sizeof v);
+    put_u32(p, v);
+}
+static float get_f32(const unsigned char *p) {
+    uint32_t v = get_u32(p);
+    float f;
+    memcpy(&f, &v, sizeof f);
+    return f;
+}
+static void put_f64(unsigned char *p, double d) {
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    put_u64(p, v);
+}
+static double get_f64(const unsigned char *p) {
+    uint64_t v = get_u64(p);
+    double d;
+    memcpy(&d, &v, sizeof d);
+    return d;
+}
+
+static size_t state_offset(const vec_env *ve) { return REC_OBS + 4 * (size_t)ve->obs_dim; }
+
+size_t vec_env_record_size(const vec_env *ve) {
+    CALF_ASSERT(ve->envs != NULL);
+    size_t n = state_offset(ve) + calf_env_saved_size(ve->envs[0].cls);
+    return (n + 7) & ~(size_t)7;
+}
+
+void vec_env_save_record(const vec_env *ve, int local_i, void *rec) {
+    CALF_ASSERT(local_i >= 0 && local_i < ve->count);
+    const calf_env *env = &ve->envs[local_i];
+    size_t size = vec_env_record_size(ve), ss = calf_env_saved_size(env->cls);
+    unsigned char *p = rec;
+    memset(p, 0, size); /* padding is part of the bytes a checkpoint CRCs */
+    put_u32(p + 0, RECORD_MAGIC);
+    put_u32(p + 4, (uint32_t)ss);
+    put_u64(p + 8, (uint64_t)ve->begin + (uint64_t)local_i);
+    bytes_put_rng(p + 16, &env->rng);
+    put_u32(p + 48, (uint32_t)env->elapsed_steps);
+    put_u32(p + 52, (uint32_t)ve->episode_length[local_i]);
+    put_f64(p + 56, ve->episode_return[local_i]);
+    const float *obs = ve->obs + (size_t)local_i * (size_t)ve->obs_dim;
+    for (int j = 0; j < ve->obs_dim; j++) put_f32(p + REC_OBS + 4 * (size_t)j, obs[j]);
+    calf_env_save_state(env, p + state_offset(ve));
+}
+
+int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *err) {
+    CALF_ASSERT(local_i >= 0 && local_i < ve->count);
+    calf_env *env = &ve->envs[local_i];
+    const calf_env_spec *spec = &env->cls->spec;
+    const unsigned char *p = rec;
+    uint64_t index = (uint64_t)ve->begin + (uint64_t)local_i;
+    if (get_u32(p) != RECORD_MAGIC)
+        return calf_error_set(err, CALF_EINVAL, "env %llu record: bad magic 0x%08x",
+                              (unsigned long long)index, (unsigned)get_u32(p));
+    size_t ss = calf_env_saved_size(env->cls);
+    if (get_u32(p + 4) != ss)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env %llu record: state size %u does not match %s (%zu bytes)",
+                              (unsigned long long)index, (unsigned)get_u32(p + 4), spec->name, ss);
+    if (get_u64(p + 8) != index)
+        return calf_error_set(err, CALF_EINVAL, "env %llu record: holds env %llu",
+                              (unsigned long long)index, (unsigned long long)get_u64(p + 8));
+    calf_rng rng;
+    if (!bytes_get_rng(p + 16, &rng))
+        return calf_error_set(err, CALF_EINVAL, "env %llu record: all-zero rng state",
+                              (unsigned long long)index);
+    int32_t elapsed = (int32_t)get_u32(p + 48), length = (int32_t)get_u32(p + 52);
+    /* A finished episode is reset at once, so a stored one is always mid-episode. */
+    if (elapsed < 0 || elapsed >= spec->max_episode_steps)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env %llu record: elapsed_steps %d not in [0, %d)",
+                              (unsigned long long)index, (int)elapsed, spec->max_episode_steps);
+    if (length != elapsed)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env %llu record: episode length %d differs from elapsed steps %d",
+                              (unsigned long long)index, (int)length, (int)elapsed);
+    double ret = get_f64(p + 56);
+    if (!isfinite(ret))
+        return calf_error_set(err, CALF_EINVAL, "env %llu record: episode return is not finite",
+                              (unsigned long long)index);
+    float *obs = ve->scratch_obs, *want = ve->scratch_obs + ve->obs_dim;
+    for (int j = 0; j < ve->obs_dim; j++) {
+        obs[j] = get_f32(p + REC_OBS + 4 * (size_t)j);
+        if (!isfinite(obs[j]))
+            return calf_error_set(err, CALF_EINVAL, "env %llu record: observation %d is not finite",
+                                  (unsigned long long)index, j);
+    }
+    /* Aligned copies: the record may not be aligned. */
+    const unsigned char *state = p + state_offset(ve);
+    void *tmp = calf_xmalloc(ss);
+    memcpy(tmp, state, ss);
+    int rc = CALF_OK;
+    if (!env->cls->load) {
+        /* Plain data is opaque here; the class can at least tell whether it produces
+         * the stored observation, before anything is overwritten. */
+        if (env->cls->observe) {
+            env->cls->observe(tmp, want);
+            if (memcmp(want, obs, (size_t)ve->obs_dim * sizeof *obs) != 0)
+                rc = calf_error_set(err, CALF_EINVAL,
+                                    "env %llu record: observation does not match the %s state",
+                                    (unsigned long long)index, spec->name);
+        }
+        if (rc == CALF_OK) memcpy(env->state, tmp, ss);
+    } else {
+        /* A native state is checked by loading it; the old one, kept aside, comes back
+         * if the loaded one does not give the stored observation. */
+        void *old = calf_xmalloc(ss);
+        calf_env_save_state(env, old);
+        calf_error sub;
+        calf_error_clear(&sub);
+        rc = calf_env_load_state(env, tmp, &sub);
+        if (rc != CALF_OK) {
+            calf_error_set(err, rc, "env %llu record: %s", (unsigned long long)index, sub.msg);
+        } else if (env->cls->observe) {
+            env->cls->observe(env->state, want);
+            if (memcmp(want, obs, (size_t)ve->obs_dim * sizeof *obs) != 0) {
+                rc = calf_error_set(err, CALF_EINVAL,
+                                    "env %llu record: observation does not match the %s state",
+                                    (unsigned long long)index, spec->name);
+                int back = calf_env_load_state(env, old, &sub);
+                CALF_ASSERT(back == CALF_OK); /* it was saved from a valid state */
+            }
+        }
+        free(old);
+    }
+    free(tmp);
+    if (rc != CALF_OK) return rc;
+    env->rng = rng;
+    env->elapsed_steps = elapsed;
+    ve->episode_length[local_i] = length;
+    ve->episode_return[local_i] = ret;
+    memcpy(ve->obs + (size_t)local_i * (size_t)ve->obs_dim, obs, (size_t)ve->obs_dim * sizeof *obs);
+    return CALF_OK;
+}

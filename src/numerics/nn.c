@@ -1,0 +1,744 @@
+/* nn.c: flat-memory MLPs for calf's policies: layout, orthogonal init, forward/backward
+ * kernels, activations, Adam and clipping. The kernels block over rows and features for
+ * speed, but every output element is computed in the fixed order documented in nn.h,
+ * so a row's bits never depend on the batch size, its position, or its neighbours. */
+#include "numerics/nn.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/error.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define NN_AVX2 1
+#else
+#define NN_AVX2 0
+#endif
+
+#define NN_INLINE static inline __attribute__((always_inline))
+
+/* ---------------------------------------------------------------- memory, layout */
+
+float *nn_alloc_floats(size_t n) {
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    if (bytes == 0) bytes = 64;
+    float *p = aligned_alloc(64, bytes);
+    if (!p) calf_out_of_memory(n, sizeof(float));
+    memset(p, 0, bytes);
+    return p;
+}
+
+void nn_mlp_layout(nn_mlp *m, int in, const int *hidden, int num_hidden, int out,
+                   nn_activation act, size_t *cursor) {
+    CALF_ASSERT(num_hidden >= 0 && num_hidden + 1 <= NN_MAX_LAYERS);
+    CALF_ASSERT(in > 0 && out > 0 && (num_hidden == 0 || hidden != NULL));
+    memset(m, 0, sizeof *m);
+    m->num_layers = num_hidden + 1;
+    m->act = act;
+    m->sizes[0] = in;
+    for (int l = 0; l < num_hidden; l++) {
+        CALF_ASSERT(hidden[l] > 0);
+        m->sizes[l + 1] = hidden[l];
+    }
+    m->sizes[m->num_layers] = out;
+    size_t cur = *cursor;
+    m->offset = cur;
+    for (int l = 0; l < m->num_layers; l++) {
+        cur = (cur + 15) / 16 * 16;
+        m->w_off[l] = cur;
+        cur += (size_t)m->sizes[l] * (size_t)m->sizes[l + 1];
+        m->b_off[l] = cur;
+        cur += (size_t)m->sizes[l + 1];
+    }
+    m->num_params = cur - m->offset;
+    *cursor = cur;
+}
+
+/* ---------------------------------------------------------------- orthogonal init */
+
+void nn_orthogonal_init(float *w, int rows, int cols, float gain, calf_rng *rng) {
+    CALF_ASSERT(rows > 0 && cols > 0);
+    int nb = rows > cols ? rows : cols; /* vector length */
+    int ns = rows > cols ? cols : rows; /* number of orthonormal vectors */
+    /* v holds the ns vectors as contiguous rows: v[j][k] is element (k, j) of the
+     * Gaussian (nb, ns) matrix, drawn row-major from rng */
+    double *v = calf_xmalloc((size_t)nb * (size_t)ns * sizeof *v); /* (ns, nb) */
+    for (size_t k = 0; k < (size_t)nb; k++)
+        for (size_t j = 0; j < (size_t)ns; j++) v[j * nb + k] = calf_rng_normal(rng);
+    /* Modified Gram-Schmidt on the columns, twice per column ("twice is enough") so the
+     * result is orthonormal to double precision; the diagonal of R comes out positive,
+     * which is the sign convention PyTorch applies after its QR. */
+    for (int j = 0; j < ns; j++) {
+        double *vj = v + (size_t)j * nb;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < j; i++) {
+                const double *vi = v + (size_t)i * nb;
+                double d = 0.0;
+                for (int k = 0; k < nb; k++) d += vi[k] * vj[k];
+                for (int k = 0; k < nb; k++) vj[k] -= d * vi[k];
+            }
+        }
+        double norm = 0.0;
+        for (int k = 0; k < nb; k++) norm += vj[k] * vj[k];
+        norm = sqrt(norm);
+        CALF_ASSERT(norm > 0.0);
+        for (int k = 0; k < nb; k++) vj[k] /= norm;
+    }
+    for (int i = 0; i < rows; i++) {
+        for (int j = 0; j < cols; j++) {
+            double q = rows >= cols ? v[(size_t)j * nb + i] : v[(size_t)i * nb + j];
+            w[(size_t)i * cols + j] = (float)(gain * q);
+        }
+    }
+    free(v);
+}
+
+void nn_mlp_init(const nn_mlp *m, float *params, float hidden_gain, float out_gain,
+                 calf_rng *rng) {
+    memset(params + m->offset, 0, m->num_params * sizeof(float));
+    for (int l = 0; l < m->num_layers; l++) {
+        float gain = l + 1 < m->num_layers ? hidden_gain : out_gain;
+        nn_orthogonal_init(params + m->w_off[l], m->sizes[l], m->sizes[l + 1], gain, rng);
+    }
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+void nn_transpose(const float *w, int rows, int cols, float *wt) {
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) wt[(size_t)j * rows + i] = w[(size_t)i * cols + j];
+}
+
+/* y[r][n] = init[n] (0 when init is NULL), then for k ascending
+ * y[r][n] = madd(x[r][k], w[k][n], y[r][n]), for r < R, n < N. Forward (w = W) and
+ * dX (x = dy, w = W^T) both use it. A tile of RT rows x 8*NV columns keeps its
+ * accumulators in registers and shares each weight load between its rows. */
+static void scalar_rows(const float *x, size_t ldx, const float *w, size_t ldw, int K,
+                        int n_begin, int n_end, const float *init, float *y, size_t ldy,
+                        int R) {
+    for (int r = 0; r < R; r++) {
+        for (int n = n_begin; n < n_end; n++) {
+            float acc = init ? init[n] : 0.0f;
+            for (int k = 0; k < K; k++) acc = nn_madd(x[(size_t)r * ldx + k], w[(size_t)k * ldw + n], acc);
+            y[(size_t)r * ldy + n] = acc;
+        }
+    }
+}
+
+#if NN_AVX2
+NN_INLINE void rows_tile(int RT, int NV, const float *x, size_t ldx, const float *w,
+                         size_t ldw, int K, const float *init, float *y, size_t ldy) {
+    __m256 acc[8][2];
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = init ? _mm256_loadu_ps(init + 8 * v) : _mm256_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m256 wv[2];
+        for (int v = 0; v < NV; v++) wv[v] = _mm256_loadu_ps(w + (size_t)k * ldw + 8 * v);
+        for (int r = 0; r < RT; r++) {
+            __m256 xb = _mm256_broadcast_ss(x + (size_t)r * ldx + k);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm256_fmadd_ps(xb, wv[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(y + (size_t)r * ldy + 8 * v, acc[r][v]);
+}
+
+/* Four columns, where a layer's width leaves them (100 = 6 x 16 + 4): the same fused
+ * multiply-add chain per element as rows_tile and scalar_rows, in 128-bit registers. */
+NN_INLINE void rows_tile4(int RT, const float *x, size_t ldx, const float *w, size_t ldw, int K,
+                          const float *init, float *y, size_t ldy) {
+    __m128 acc[8];
+    for (int r = 0; r < RT; r++) acc[r] = init ? _mm_loadu_ps(init) : _mm_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m128 wv = _mm_loadu_ps(w + (size_t)k * ldw);
+        for (int r = 0; r < RT; r++)
+            acc[r] = _mm_fmadd_ps(_mm_broadcast_ss(x + (size_t)r * ldx + k), wv, acc[r]);
+    }
+    for (int r = 0; r < RT; r++) _mm_storeu_ps(y + (size_t)r * ldy, acc[r]);
+}
+
+NN_INLINE void rows_block(int RT, int NV, const float *x, size_t ldx, const float *w,
+                          size_t ldw, int K, int N, const float *init, float *y, size_t ldy) {
+    int n = 0;
+    if (NV == 2)
+        for (; n + 16 <= N; n += 16)
+            rows_tile(RT, 2, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
+    for (; n + 8 <= N; n += 8)
+        rows_tile(RT, 1, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
+    if (n + 4 <= N) {
+        rows_tile4(RT, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
+        n += 4;
+    }
+    if (n < N) scalar_rows(x, ldx, w, ldw, K, n, N, init, y, ldy, RT);
+}
+#endif
+
+static void gemm_rows(const float *x, size_t ldx, const float *w, size_t ldw, int K, int N,
+                      const float *init, float *y, size_t ldy, int R) {
+#if NN_AVX2
+    /* The tile shape follows the rows left only for speed (6x16 is fastest on big
+     * batches, 8x8 on a per-env block of 8 rows): every shape runs the same sequence
+     * of operations on each element, so the choice never shows in the bits
+     * (tests/test_nn.c checks every shape against a scalar reference). */
+    int r = 0;
+    for (; R - r >= 14; r += 6)
+        rows_block(6, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+    /* 6, 7, 10 or 11 rows left: one more 6-row block leaves 0, 1, 4 or 5, where an 8-row
+     * or 4-row block would leave 2 or 3 single rows (64 rows: 9x6 + 6 + 4, not 9x6 + 8 +
+     * 1 + 1) */
+    if (R - r == 6 || R - r == 7 || R - r == 10 || R - r == 11) {
+        rows_block(6, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        r += 6;
+    }
+    for (; R - r >= 8; r += 8)
+        rows_block(8, 1, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+    for (; R - r >= 4; r += 4)
+        rows_block(4, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+    for (; r < R; r++)
+        rows_block(1, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+#else
+    scalar_rows(x, ldx, w, ldw, K, 0, N, init, y, ldy, R);
+#endif
+}
+
+/* For N < NN_SMALL_OUT outputs a vector over N would be mostly empty, so each output
+ * is a dot product over k in 8 fixed lanes (lane = k % 8) summed by the pairwise tree
+ * ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)), the order _mm256_hadd_ps produces. */
+static inline float lane_tree(const float *s) {
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+static float dot_lanes(const float *a, const float *b, int K) {
+    float s[8];
+    int k = 0;
+#if NN_AVX2
+    __m256 acc = _mm256_setzero_ps();
+    for (; k + 8 <= K; k += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    _mm256_storeu_ps(s, acc);
+#else
+    for (int l = 0; l < 8; l++) s[l] = 0.0f;
+    for (; k + 8 <= K; k += 8)
+        for (int l = 0; l < 8; l++) s[l] = nn_madd(a[k + l], b[k + l], s[l]);
+#endif
+    for (int l = 0; k < K; k++, l++) s[l] = nn_madd(a[k], b[k], s[l]);
+    return lane_tree(s);
+}
+
+/* y (R, N) flattened: output f is (row f / N, column f % N). With AVX2 and K % 8 == 0,
+ * eight consecutive outputs are computed together (eight independent accumulators,
+ * then a transposing hadd reduction in the same tree order); the rest one at a time. */
+static void small_forward(const float *x, /* (R, K) */
+                          const float *wt, /* (N, K) */
+                          const float *b, int K, int N, float *y, int R) {
+    int F = R * N, f = 0;
+#if NN_AVX2
+    if (K % 8 == 0) {
+        for (; f + 8 <= F; f += 8) {
+            const float *xp[8], *wp[8];
+            __m256 a[8];
+            for (int i = 0; i < 8; i++) {
+                int r = (f + i) / N, o = (f + i) % N;
+                xp[i] = x + (size_t)r * K;
+                wp[i] = wt + (size_t)o * K;
+                a[i] = _mm256_setzero_ps();
+            }
+            for (int k = 0; k < K; k += 8)
+                for (int i = 0; i < 8; i++)
+                    a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xp[i] + k), _mm256_loadu_ps(wp[i] + k), a[i]);
+            __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+            __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+            __m256 h0123 = _mm256_hadd_ps(h01, h23), h4567 = _mm256_hadd_ps(h45, h67);
+            __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                                       _mm256_permute2f128_ps(h0123, h4567, 0x31));
+            float d[8];
+            _mm256_storeu_ps(d, sum);
+            for (int i = 0; i < 8; i++) y[f + i] = b ? b[(f + i) % N] + d[i] : d[i];
+        }
+    }
+#endif
+    for (; f < F; f++) {
+        int r = f / N, o = f % N;
+        float d = dot_lanes(x + (size_t)r * K, wt + (size_t)o * K, K);
+        y[f] = b ? b[o] + d : d;
+    }
+}
+
+/* How a gradient kernel meets what dw holds. ACC: dw[k][n] = madd(x[r][k], dy[r][n],
+ * dw[k][n]) for r ascending (accumulate). SET: the same chain from +0 (the bits of
+ * zeroing dw first, without touching it twice). ADD: dw = dw + (the SET chain), i.e. the
+ * tree's left + right with this call's rows as the right operand. A tile of KT k x 8*NV
+ * n holds its chains in registers across all R rows. */
+enum { DW_ACC, DW_SET, DW_ADD };
+
+static inline float dw_out(int mode, float old, float acc) {
+    return mode == DW_ADD ? old + acc : acc;
+}
+
+static void scalar_dw(const float *x, int K, const float *dy, int N, int R, int k_begin,
+                      int k_end, int n_begin, int n_end, float *dw, int mode) {
+    for (int k = k_begin; k < k_end; k++) {
+        for (int n = n_begin; n < n_end; n++) {
+            float *d = dw + (size_t)k * N + n;
+            float acc = mode == DW_ACC ? *d : 0.0f;
+            for (int r = 0; r < R; r++) acc = nn_madd(x[(size_t)r * K + k], dy[(size_t)r * N + n], acc);
+            *d = dw_out(mode, *d, acc);
+        }
+    }
+}
+
+#if NN_AVX2
+static inline __m256 dw_start(int mode, const float *p) {
+    return mode == DW_ACC ? _mm256_loadu_ps(p) : _mm256_setzero_ps();
+}
+
+static inline void dw_store(int mode, float *p, __m256 acc) {
+    _mm256_storeu_ps(p, mode == DW_ADD ? _mm256_add_ps(_mm256_loadu_ps(p), acc) : acc);
+}
+
+NN_INLINE void dw_tile(int KT, int NV, const float *x, int K, const float *dy, int N, int R,
+                       float *dw, int mode) {
+    __m256 acc[8][2];
+    for (int kk = 0; kk < KT; kk++)
+        for (int v = 0; v < NV; v++) acc[kk][v] = dw_start(mode, dw + (size_t)kk * N + 8 * v);
+    for (int r = 0; r < R; r++) {
+        __m256 dv[2];
+        for (int v = 0; v < NV; v++) dv[v] = _mm256_loadu_ps(dy + (size_t)r * N + 8 * v);
+        for (int kk = 0; kk < KT; kk++) {
+            __m256 xb = _mm256_broadcast_ss(x + (size_t)r * K + kk);
+            for (int v = 0; v < NV; v++) acc[kk][v] = _mm256_fmadd_ps(xb, dv[v], acc[kk][v]);
+        }
+    }
+    for (int kk = 0; kk < KT; kk++)
+        for (int v = 0; v < NV; v++) dw_store(mode, dw + (size_t)kk * N + 8 * v, acc[kk][v]);
+}
+
+/* Four columns (see rows_tile4): the same chain per element as dw_tile and scalar_dw. */
+NN_INLINE void dw_tile4(int KT, const float *x, int K, const float *dy, int N, int R, float *dw,
+                        int mode) {
+    __m128 acc[8];
+    for (int kk = 0; kk < KT; kk++)
+        acc[kk] = mode == DW_ACC ? _mm_loadu_ps(dw + (size_t)kk * N) : _mm_setzero_ps();
+    for (int r = 0; r < R; r++) {
+        __m128 dv = _mm_loadu_ps(dy + (size_t)r * N);
+        for (int kk = 0; kk < KT; kk++)
+            acc[kk] = _mm_fmadd_ps(_mm_broadcast_ss(x + (size_t)r * K + kk), dv, acc[kk]);
+    }
+    for (int kk = 0; kk < KT; kk++) {
+        float *p = dw + (size_t)kk * N;
+        _mm_storeu_ps(p, mode == DW_ADD ? _mm_add_ps(_mm_loadu_ps(p), acc[kk]) : acc[kk]);
+    }
+}
+
+NN_INLINE void dw_block(int KT, int NV, const float *x, int K, int k0, const float *dy, int N,
+                        int R, float *dw, int mode) {
+    int n = 0;
+    if (NV == 2)
+        for (; n + 16 <= N; n += 16)
+            dw_tile(KT, 2, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+    for (; n + 8 <= N; n += 8) dw_tile(KT, 1, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+    if (n + 4 <= N) {
+        dw_tile4(KT, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+        n += 4;
+    }
+    if (n < N) scalar_dw(x, K, dy, N, R, k0, k0 + KT, n, N, dw, mode);
+}
+#endif
+
+/* N < NN_SMALL_OUT: accumulate into a transposed copy (contiguous over k, so the
+ * update vectorises along k), in chunks of 64 k; the per-element order is unchanged.
+ * With AVX2 the two common heads get direct kernels: N == 1 (a value head: dw is
+ * contiguous over k) and N == 2 (a two-action head: 4 k x 2 n per vector, x lanes
+ * duplicated by a permute, dy lanes repeated). */
+static void small_dw(const float *x, int K, const float *dy, int N, int R, float *dw,
+                     int mode) {
+    int k_done = 0;
+#if NN_AVX2
+    if (N == 1) {
+        for (; k_done + 8 <= K; k_done += 8) {
+            __m256 acc = dw_start(mode, dw + k_done);
+            for (int r = 0; r < R; r++)
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)r * K + k_done),
+                                      _mm256_set1_ps(dy[r]), acc);
+            dw_store(mode, dw + k_done, acc);
+        }
+    } else if (N == 2) {
+        const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+        for (; k_done + 4 <= K; k_done += 4) {
+            __m256 acc = dw_start(mode, dw + (size_t)k_done * 2);
+            for (int r = 0; r < R; r++) {
+                __m256 xv = _mm256_permutevar8x32_ps(
+                    _mm256_castps128_ps256(_mm_loadu_ps(x + (size_t)r * K + k_done)), dup);
+                /* (d0, d1) repeated: one 64-bit broadcast (building it from two
+                 * floats made gcc go through the stack and stall store forwarding) */
+                double d01;
+                memcpy(&d01, dy + (size_t)r * 2, sizeof d01);
+                __m256 dv = _mm256_castpd_ps(_mm256_set1_pd(d01));
+                acc = _mm256_fmadd_ps(xv, dv, acc);
+            }
+            dw_store(mode, dw + (size_t)k_done * 2, acc);
+        }
+    }
+#endif
+    float t[NN_SMALL_OUT][64];
+    for (int k0 = k_done; k0 < K; k0 += 64) {
+        int kc = K - k0 < 64 ? K - k0 : 64;
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < kc; k++) t[n][k] = mode == DW_ACC ? dw[(size_t)(k0 + k) * N + n] : 0.0f;
+        for (int r = 0; r < R; r++) {
+            const float *xr = x + (size_t)r * K + k0;
+            for (int n = 0; n < N; n++) {
+                float d = dy[(size_t)r * N + n];
+                float *tn = t[n];
+                for (int k = 0; k < kc; k++) tn[k] = nn_madd(xr[k], d, tn[k]);
+            }
+        }
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < kc; k++) {
+                float *d = dw + (size_t)(k0 + k) * N + n;
+                *d = dw_out(mode, *d, t[n][k]);
+            }
+    }
+}
+
+void nn_linear_forward(const float *x, const float *w, const float *b, int B, int in, int out,
+                       float *y) {
+    CALF_ASSERT(B >= 0 && in > 0 && out > 0);
+    if (out < NN_SMALL_OUT) {
+        float *wt = calf_xmalloc((size_t)in * (size_t)out * sizeof *wt);
+        nn_transpose(w, in, out, wt);
+        small_forward(x, wt, b, in, out, y, B);
+        free(wt);
+    } else {
+        gemm_rows(x, (size_t)in, w, (size_t)out, in, out, b, y, (size_t)out, B);
+    }
+}
+
+static void backward_params(const float *x, const float *dy, int B, int in, int out,
+                            float *dw, float *db, int mode) {
+    CALF_ASSERT(B >= 0 && in > 0 && out > 0);
+    if (out < NN_SMALL_OUT) {
+        small_dw(x, in, dy, out, B, dw, mode);
+    } else {
+#if NN_AVX2
+        /* tiles of 8 k x 8 n, then 4 k x 16 n (a 4-input first layer), then 1 k */
+        int k = 0;
+        for (; k + 8 <= in; k += 8) dw_block(8, 1, x, in, k, dy, out, B, dw, mode);
+        for (; k + 4 <= in; k += 4) dw_block(4, 2, x, in, k, dy, out, B, dw, mode);
+        for (; k < in; k++) dw_block(1, 2, x, in, k, dy, out, B, dw, mode);
+#else
+        scalar_dw(x, in, dy, out, B, 0, in, 0, out, dw, mode);
+#endif
+    }
+    if (!db) return;
+    /* column sums in chunks, each chain in a small array, then met with db as above */
+    for (int n0 = 0; n0 < out; n0 += 256) {
+        int nc = out - n0 < 256 ? out - n0 : 256;
+        float s[256];
+        for (int n = 0; n < nc; n++) s[n] = mode == DW_ACC ? db[n0 + n] : 0.0f;
+        for (int r = 0; r < B; r++) {
+            const float *d = dy + (size_t)r * out + n0;
+            for (int n = 0; n < nc; n++) s[n] = s[n] + d[n];
+        }
+        for (int n = 0; n < nc; n++) db[n0 + n] = dw_out(mode, db[n0 + n], s[n]);
+    }
+}
+
+void nn_linear_backward_params(const float *x, const float *dy, int B, int in, int out,
+                               float *dw, float *db) {
+    backward_params(x, dy, B, in, out, dw, db, DW_ACC);
+}
+
+void nn_linear_backward_params_set(const float *x, const float *dy, int B, int in, int out,
+                                   float *dw, float *db) {
+    backward_params(x, dy, B, in, out, dw, db, DW_SET);
+}
+
+void nn_linear_backward_params_add(const float *x, const float *dy, int B, int in, int out,
+                                   float *dw, float *db) {
+    backward_params(x, dy, B, in, out, dw, db, DW_ADD);
+}
+
+void nn_linear_backward_input(const float *dy, const float *wt, int B, int in, int out,
+                              float *dx) {
+    CALF_ASSERT(B >= 0 && in > 0 && out > 0);
+    gemm_rows(dy, (size_t)out, wt, (size_t)in, out, in, NULL, dx, (size_t)in, B);
+}
+
+/* ---------------------------------------------------------------- activations */
+
+/* Clamped odd rational minimax approximation (the coefficients of Eigen's float tanh):
+ * |error| < 2.6e-7 on the whole line (3.6e-7 without FMA); beyond +-7.9053 the clamp
+ * saturates it at +-(1 - 2.4e-7), within 2.4e-7 of tanh there. Every element runs the same
+ * instructions. The clamp and the NaN pass-through are done on the bits as integers:
+ * gcc will not if-convert a float select that feeds more float arithmetic (it might
+ * trap), so a float clamp would keep the loop scalar. */
+static inline float tanh_approx(float v) {
+    const float c = NN_TANH_CLAMP;
+    uint32_t cb, ab;
+    float a = fabsf(v);
+    memcpy(&cb, &c, sizeof cb);
+    memcpy(&ab, &a, sizeof ab);
+    uint32_t xb = ab > cb ? cb : ab; /* min(|v|, c); a NaN's bits exceed c's */
+    float x;
+    memcpy(&x, &xb, sizeof x);
+    float x2 = x * x;
+    float p = NN_TANH_P0;
+    p = nn_madd(p, x2, NN_TANH_P1);
+    p = nn_madd(p, x2, NN_TANH_P2);
+    p = nn_madd(p, x2, NN_TANH_P3);
+    p = nn_madd(p, x2, NN_TANH_P4);
+    p = nn_madd(p, x2, NN_TANH_P5);
+    p = nn_madd(p, x2, NN_TANH_P6);
+    float q = NN_TANH_Q0;
+    q = nn_madd(q, x2, NN_TANH_Q1);
+    q = nn_madd(q, x2, NN_TANH_Q2);
+    q = nn_madd(q, x2, NN_TANH_Q3);
+    float r = copysignf((x * p) / q, v);
+    uint32_t rb;
+    memcpy(&rb, &r, sizeof rb);
+    rb |= (0u - (uint32_t)(ab > 0x7f800000u)) & 0x7fc00000u; /* NaN in, NaN out */
+    memcpy(&r, &rb, sizeof r);
+    return r;
+}
+
+float nn_tanh1(float x) { return tanh_approx(x); }
+
+static void tanh_inplace(float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = tanh_approx(x[i]);
+}
+
+static void tanh_copy(const float *restrict x, float *restrict y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = tanh_approx(x[i]);
+}
+
+void nn_tanh(const float *x, float *y, size_t n) {
+    if (x == y) tanh_inplace(y, n);
+    else tanh_copy(x, y, n);
+}
+
+static void relu_inplace(float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void nn_relu(const float *x, float *y, size_t n) {
+    if (x != y) memmove(y, x, n * sizeof *y);
+    relu_inplace(y, n);
+}
+
+void nn_activate(nn_activation act, float *x, size_t n) {
+    if (act == NN_ACT_TANH) tanh_inplace(x, n);
+    else relu_inplace(x, n);
+}
+
+/* Separate in-place and copying loops: with restrict pointers the compiler vectorises
+ * both without a runtime overlap check that an in-place call would fail. */
+static void act_backward_inplace(nn_activation act, const float *restrict h,
+                                 float *restrict d, size_t n) {
+    if (act == NN_ACT_TANH) {
+        for (size_t i = 0; i < n; i++) d[i] = d[i] * (1.0f - h[i] * h[i]);
+    } else {
+        for (size_t i = 0; i < n; i++) d[i] = h[i] > 0.0f ? d[i] : 0.0f;
+    }
+}
+
+void nn_activation_backward(nn_activation act, const float *h, const float *dh, float *dz,
+                            size_t n) {
+    if (dz != dh) memmove(dz, dh, n * sizeof *dz);
+    act_backward_inplace(act, h, dz, n);
+}
+
+/* ---------------------------------------------------------------- MLP */
+
+void nn_cache_init(nn_cache *c, const nn_mlp *m, int max_rows) {
+    CALF_ASSERT(max_rows > 0 && m->num_layers > 0 && m->num_layers <= NN_MAX_LAYERS);
+    memset(c, 0, sizeof *c);
+    c->max_rows = max_rows;
+    c->num_layers = m->num_layers;
+    int maxw = 0;
+    for (int l = 0; l <= m->num_layers; l++) {
+        c->sizes[l] = m->sizes[l];
+        if (m->sizes[l] > maxw) maxw = m->sizes[l];
+        c->act[l] = nn_alloc_floats((size_t)max_rows * (size_t)m->sizes[l]);
+    }
+    for (int l = 0; l < m->num_layers; l++)
+        c->wt[l] = nn_alloc_floats((size_t)m->sizes[l] * (size_t)m->sizes[l + 1]);
+    for (int i = 0; i < 2; i++) c->scratch[i] = nn_alloc_floats((size_t)max_rows * (size_t)maxw);
+}
+
+void nn_cache_free(nn_cache *c) {
+    if (!c) return;
+    for (int l = 0; l <= NN_MAX_LAYERS; l++) free(c->act[l]);
+    for (int l = 0; l < NN_MAX_LAYERS; l++) free(c->wt[l]);
+    free(c->scratch[0]);
+    free(c->scratch[1]);
+    memset(c, 0, sizeof *c);
+}
+
+static void check_cache(const nn_mlp *m, const nn_cache *c) {
+    CALF_ASSERT(c->num_layers == m->num_layers);
+    for (int l = 0; l <= m->num_layers; l++) CALF_ASSERT(c->sizes[l] == m->sizes[l]);
+}
+
+void nn_mlp_forward_v(const nn_mlp *m, const float *params, uint64_t version, const float *x,
+                      int B, nn_cache *c, float *y) {
+    check_cache(m, c);
+    CALF_ASSERT(B >= 0 && B <= c->max_rows);
+    int L = m->num_layers;
+    memcpy(c->act[0], x, (size_t)B * (size_t)m->sizes[0] * sizeof(float));
+    c->rows = B;
+    if (version == 0 || version != c->version || params != c->params) c->wt_valid = 0;
+    c->params = params;
+    c->version = version;
+    for (int l = 0; l < L; l++) {
+        int in = m->sizes[l], out = m->sizes[l + 1];
+        const float *w = params + m->w_off[l], *b = params + m->b_off[l];
+        if (out < NN_SMALL_OUT) {
+            /* The transposed copy doubles as the one backward's dX uses. */
+            if (!(c->wt_valid & (1u << l))) nn_transpose(w, in, out, c->wt[l]);
+            c->wt_valid |= 1u << l;
+            small_forward(c->act[l], c->wt[l], b, in, out, c->act[l + 1], B);
+        } else {
+            gemm_rows(c->act[l], (size_t)in, w, (size_t)out, in, out, b, c->act[l + 1],
+                      (size_t)out, B);
+        }
+        if (l + 1 < L) nn_activate(m->act, c->act[l + 1], (size_t)B * (size_t)out);
+    }
+    if (y) memcpy(y, c->act[L], (size_t)B * (size_t)m->sizes[L] * sizeof(float));
+}
+
+void nn_mlp_forward(const nn_mlp *m, const float *params, const float *x, int B, nn_cache *c,
+                    float *y) {
+    nn_mlp_forward_v(m, params, 0, x, B, c, y);
+}
+
+static void mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
+                         int row_count, const float *dy, float *grad, float *dx, int mode) {
+    check_cache(m, c);
+    CALF_ASSERT(params == c->params);
+    CALF_ASSERT(row_begin >= 0 && row_count >= 0 && row_begin + row_count <= c->rows);
+    const float *dz = dy;
+    int buf = 0;
+    for (int l = m->num_layers - 1; l >= 0; l--) {
+        int in = m->sizes[l], out = m->sizes[l + 1];
+        const float *xl = c->act[l] + (size_t)row_begin * in;
+        if (grad) backward_params(xl, dz, row_count, in, out, grad + m->w_off[l], grad + m->b_off[l], mode);
+        if (l == 0 && !dx) break;
+        if (!(c->wt_valid & (1u << l))) {
+            nn_transpose(params + m->w_off[l], in, out, c->wt[l]);
+            c->wt_valid |= 1u << l;
+        }
+        float *dh = l > 0 ? c->scratch[buf] : dx;
+        nn_linear_backward_input(dz, c->wt[l], row_count, in, out, dh);
+        if (l > 0) {
+            nn_activation_backward(m->act, xl, dh, dh, (size_t)row_count * in);
+            dz = dh;
+            buf ^= 1;
+        }
+    }
+}
+
+void nn_mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
+                     int row_count, const float *dy, float *grad, float *dx) {
+    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, DW_ACC);
+}
+
+void nn_mlp_backward_set(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
+                         int row_count, const float *dy, float *grad, float *dx) {
+    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, DW_SET);
+}
+
+void nn_mlp_backward_add(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
+                         int row_count, const float *dy, float *grad, float *dx) {
+    mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, DW_ADD);
+}
+
+/* ---------------------------------------------------------------- optimiser */
+
+#if NN_AVX2
+/* sqrtf in a loop keeps gcc from vectorising (errno); the instruction is the same
+ * correctly rounded square root either way. */
+static inline void adam_vec(float *p, const float *g, float *m, float *v, size_t n, float b1,
+                            float b2, float omb1, float omb2, float bc2s, float eps,
+                            float step_size, size_t *done) {
+    size_t i = 0;
+    const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
+    const __m256 vomb1 = _mm256_set1_ps(omb1), vomb2 = _mm256_set1_ps(omb2);
+    const __m256 vbc2s = _mm256_set1_ps(bc2s), veps = _mm256_set1_ps(eps);
+    const __m256 vstep = _mm256_set1_ps(step_size);
+    for (; i + 8 <= n; i += 8) {
+        __m256 gi = _mm256_loadu_ps(g + i);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vomb1, gi));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
+                                  _mm256_mul_ps(vomb2, _mm256_mul_ps(gi, gi)));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc2s), veps);
+        __m256 upd = _mm256_mul_ps(vstep, _mm256_div_ps(mi, denom));
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_loadu_ps(p + i), upd));
+    }
+    *done = i;
+}
+#endif
+
+void nn_adam_step(float *params, const float *grad, float *m, float *v, size_t n, int64_t step,
+                  float lr, float beta1, float beta2, float eps) {
+    CALF_ASSERT(step >= 1);
+    double bc1 = 1.0 - pow((double)beta1, (double)step);
+    double bc2 = 1.0 - pow((double)beta2, (double)step);
+    float step_size = (float)((double)lr / bc1);
+    float bc2s = (float)sqrt(bc2);
+    float omb1 = 1.0f - beta1, omb2 = 1.0f - beta2;
+    size_t i = 0;
+#if NN_AVX2
+    adam_vec(params, grad, m, v, n, beta1, beta2, omb1, omb2, bc2s, eps, step_size, &i);
+#endif
+    for (; i < n; i++) {
+        float g = grad[i];
+        float mi = beta1 * m[i] + omb1 * g;
+        float vi = beta2 * v[i] + omb2 * (g * g);
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / bc2s + eps;
+        params[i] = params[i] - step_size * (mi / denom);
+    }
+}
+
+double nn_sum_sq(const float *x, size_t n) {
+    /* Eight partial sums (element i goes to lane i % 8), combined in a fixed tree: the
+     * order depends only on n, and the lanes vectorise instead of waiting on one long
+     * chain of dependent additions. */
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) lane[k] += (double)x[i + k] * (double)x[i + k];
+    for (int k = 0; i < n; i++, k++) lane[k] += (double)x[i] * (double)x[i];
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+double nn_norm_of_chunks(const double *chunk_sq, size_t chunks) {
+    double s = 0.0;
+    for (size_t c = 0; c < chunks; c++) s += chunk_sq[c];
+    return sqrt(s);
+}
+
+double nn_global_norm(const float *grad, size_t n) {
+    double s = 0.0;
+    for (size_t at = 0; at < n; at += NN_NORM_CHUNK)
+        s += nn_sum_sq(grad + at, n - at < NN_NORM_CHUNK ? n - at : NN_NORM_CHUNK);
+    return sqrt(s);
+}
+
+float nn_clip_coef(double norm, double max_norm) {
+    if (max_norm <= 0.0) return 1.0f;
+    double coef = max_norm / (norm + 1e-6);
+    return coef < 1.0 ? (float)coef : 1.0f;
+}
+
+void nn_scale(float *x, size_t n, float c) {
+    if (c == 1.0f) return;
+    for (size_t i = 0; i < n; i++) x[i] *= c;
+}

@@ -1,0 +1,55 @@
+/* param_group.h: named parameter groups, each its own flat float array with (when it is
+ * trained) a gradient and Adam moments beside it, and its own optimizer settings and
+ * step count: SAC's actor, critics, target critics and temperature are four groups.
+ * A target network is a group without an optimizer holding a copy of another's layout. */
+#ifndef CALF_PARAMS_H
+#define CALF_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/error.h"
+#include "records/checkpoint.h"
+
+typedef struct adam_conf {
+    float lr, beta1, beta2, eps;
+    double max_norm;         /* clip the group's gradient to this global norm (0: none) */
+} adam_conf;
+
+typedef struct param_group {
+    char tag[5];             /* the group's checkpoint section, 4 characters */
+    size_t n;                /* floats */
+    float *params;           /* (n) */
+    float *grad, *m, *v;     /* (n) each when trained, else NULL */
+    adam_conf opt;
+    int64_t step;            /* Adam steps taken */
+    bool external;           /* the arrays are the caller's (param_group_use): not freed */
+} param_group;
+
+/* Iteration k of a run of N under Adam.lr_schedule = 'linear': lr * (1 - k / N) in
+ * double, rounded to float once (0 from N on, and when N is unknown). Alike on every
+ * process. */
+float lr_linear_at(double lr, int64_t k, int64_t N);
+
+/* Zeroed arrays for n floats (64-byte aligned); trained: with grad, m and v. */
+void param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt);
+void param_group_free(param_group *g); /* zeroed or freed g is fine */
+/* Use params, grad, m and v (n floats each) that the caller owns, e.g. memory shared with
+ * other processes holding the same group, instead of the group's own, which are freed
+ * without copying; param_group_free then leaves the caller's alone. */
+void param_group_use(param_group *g, float *params, float *grad, float *m, float *v);
+/* One optimizer step on the group's gradient: clip to opt.max_norm (nn_global_norm
+ * order), then Adam (nn_adam_step) with step + 1. False (nothing changed) when the
+ * gradient is not finite. */
+bool param_group_step(param_group *g);
+/* A 64-bit digest of params, m and v (to prove processes agree). */
+uint64_t param_group_digest(const param_group *g, uint64_t h);
+/* Section `tag`: params, and when trained the step count and both moments. */
+void param_group_save(const param_group *g, ckpt_buf *b);
+/* Read what save wrote; non-finite values and a step count other than want_step (the
+ * count the checkpoint's iteration implies; ignored for untrained groups) are errors
+ * naming r->name. */
+int param_group_load(param_group *g, ckpt_reader *r, int64_t want_step, calf_error *err);
+
+#endif

@@ -1,0 +1,332 @@
+/* export.c: `calf export` (calf_export): the greedy policy of a run's checkpoint as one
+ * C99 file. The file repeats calf's arithmetic element for element: each layer's output
+ * is the chain src/numerics/nn.h writes down (from the bias over the inputs in ascending order, or
+ * eight lanes and a fixed tree for a head narrower than NN_SMALL_OUT), each multiply-add
+ * fused exactly when this build's nn_madd is, hidden tanh is nn_tanh's approximation with
+ * its constants, and every constant is written in hex so it reads back as the same bits.
+ * The algorithm says what runs between the networks and the action (export_c_body). */
+#include "tools/export.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bytes.h"
+#include "calf/train.h"
+#include "calf/version.h"
+#include "base/fsutil.h"
+#include "tools/play.h"
+
+struct export_c {
+    bytes_buf nets;      /* file scope: each network's weights and forward function */
+    bytes_buf body;      /* calf_policy_act's statements */
+    bool uses_tanh, uses_relu;
+};
+
+/* ---- what algorithms call ------------------------------------------------------ */
+
+static void put_vf(bytes_buf *b, const char *fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    CALF_ASSERT(n >= 0);
+    char *at = (char *)bytes_buf_grow(b, (size_t)n + 1);
+    vsnprintf(at, (size_t)n + 1, fmt, ap);
+    b->len--; /* keep the text without its terminator */
+}
+
+static void put_f(bytes_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_f(bytes_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    put_vf(b, fmt, ap);
+    va_end(ap);
+}
+
+void export_c_body(export_c *x, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    put_vf(&x->body, fmt, ap);
+    va_end(ap);
+}
+
+const char *export_c_double(double v, char *buf) {
+    CALF_ASSERT(isfinite(v));
+    snprintf(buf, EXPORT_C_NUM, "%a", v);
+    return buf;
+}
+
+const char *export_c_float(float v, char *buf) {
+    /* a float's value as a double is exact, and so is its %a text read back as a float */
+    CALF_ASSERT(isfinite(v));
+    snprintf(buf, EXPORT_C_NUM, "%af", (double)v);
+    return buf;
+}
+
+/* `static const float NAME[n] = {...};`, six values a line */
+static void put_floats(bytes_buf *b, const char *name, const float *v, size_t n) {
+    char num[EXPORT_C_NUM];
+    put_f(b, "static const float %s[%zu] = {", name, n);
+    for (size_t i = 0; i < n; i++)
+        put_f(b, "%s%s%s", i % 6 ? " " : "\n    ", export_c_float(v[i], num), i + 1 < n ? "," : "");
+    put_f(b, "\n};\n");
+}
+
+void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *params) {
+    int L = m->num_layers;
+    bytes_buf *b = &x->nets;
+    const char *act = m->act == NN_ACT_TANH ? "tanh" : "relu";
+    put_f(b, "\n/* network %s: %d", name, m->sizes[0]);
+    for (int l = 1; l <= L; l++) put_f(b, " -> %d", m->sizes[l]);
+    put_f(b, ", %s after each hidden layer; weights (out, in): row o feeds output o */\n", act);
+    if (L > 1) {
+        if (m->act == NN_ACT_TANH) x->uses_tanh = true;
+        else x->uses_relu = true;
+    }
+    for (int l = 0; l < L; l++) {
+        int in = m->sizes[l], out = m->sizes[l + 1];
+        /* transposed, so that each output's chain reads its weights in order */
+        float *wt = calf_xmalloc((size_t)in * (size_t)out * sizeof *wt);
+        nn_transpose(params + m->w_off[l], in, out, wt);
+        char arr[96];
+        snprintf(arr, sizeof arr, "%s_w%d", name, l);
+        put_floats(b, arr, wt, (size_t)in * (size_t)out);
+        snprintf(arr, sizeof arr, "%s_b%d", name, l);
+        put_floats(b, arr, params + m->b_off[l], (size_t)out);
+        free(wt);
+    }
+    put_f(b, "\nstatic void %s_forward(const float *x, float *y) {\n", name);
+    if (L > 1) {
+        put_f(b, "    float");
+        for (int l = 1; l < L; l++) put_f(b, "%s h%d[%d]", l > 1 ? "," : "", l, m->sizes[l]);
+        put_f(b, ";\n");
+    }
+    for (int l = 0; l < L; l++) {
+        char in[16], out[16];
+        snprintf(in, sizeof in, l == 0 ? "x" : "h%d", l);
+        snprintf(out, sizeof out, l + 1 == L ? "y" : "h%d", l + 1);
+        put_f(b, "    calf_linear(%s, %s_w%d, %s_b%d, %d, %d, %s);\n", in, name, l, name, l, m->sizes[l],
+              m->sizes[l + 1], out);
+        if (l + 1 < L) put_f(b, "    calf_%s(%s, %d);\n", act, out, m->sizes[l + 1]);
+    }
+    put_f(b, "}\n");
+}
+
+void export_c_argmax_return(export_c *x, const char *v, int n) {
+    export_c_body(x,
+                  "    int best = 0;\n"
+                  "    for (int j = 1; j < %d; j++)\n"
+                  "        if (%s[j] > %s[best]) best = j;\n"
+                  "    action[0] = (float)best;\n"
+                  "    return best;\n",
+                  n, v, v);
+}
+
+/* ---- the file ------------------------------------------------------------------- */
+
+/* Floating-point contraction off, whatever the compiler's default: clang honours C99's
+ * pragma, GCC ignores it (and warns) but takes its own. Then the arithmetic of nn.h. */
+static const char prelude_pragmas[] =
+    "#if defined(__clang__)\n"
+    "#pragma STDC FP_CONTRACT OFF\n"
+    "#elif defined(__GNUC__)\n"
+    "#pragma GCC optimize(\"fp-contract=off\")\n"
+    "#endif\n"
+    "\n"
+    "#include <float.h>\n"
+    "#include <math.h>\n"
+    "#include <stdint.h>\n"
+    "#include <string.h>\n"
+    "\n"
+    "#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0\n"
+    "#error \"calf policy: float arithmetic must be done in float (FLT_EVAL_METHOD 0: SSE on x86, not x87)\"\n"
+    "#endif\n";
+
+static const char prelude_linear[] =
+    "\n/* y = x W + b for one row, in calf's order: an output of a layer with 8 or more\n"
+    " * starts from its bias and adds x[i] w[i] for i ascending; one of a narrower layer sums\n"
+    " * lane i % 8 in eight lanes, then ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)), then the bias. */\n"
+    "static void calf_linear(const float *x, const float *w, const float *b, int in, int out, float *y) {\n"
+    "    for (int o = 0; o < out; o++) {\n"
+    "        const float *wo = w + (size_t)o * (size_t)in;\n"
+    "        if (out >= 8) {\n"
+    "            float acc = b[o];\n"
+    "            for (int i = 0; i < in; i++) acc = calf_madd(x[i], wo[i], acc);\n"
+    "            y[o] = acc;\n"
+    "        } else {\n"
+    "            float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};\n"
+    "            for (int i = 0; i < in; i++) s[i % 8] = calf_madd(x[i], wo[i], s[i % 8]);\n"
+    "            y[o] = b[o] + (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));\n"
+    "        }\n"
+    "    }\n"
+    "}\n";
+
+static void put_prelude(bytes_buf *b, const export_c *x) {
+    bytes_buf_put_str(b, prelude_pragmas);
+    put_f(b, "\n/* calf's build %s its multiply-adds (fmaf, one rounding); this file does the same.\n"
+             " * fmaf is exact on any machine; with hardware FMA (e.g. -mfma) it is also fast. */\n"
+             "#define CALF_POLICY_FMA %d\n",
+          NN_FMA ? "fuses" : "does not fuse", NN_FMA);
+    if (NN_FMA)
+        put_f(b, "static float calf_madd(float a, float b, float c) { return fmaf(a, b, c); }\n");
+    else
+        put_f(b, "static float calf_madd(float a, float b, float c) { return a * b + c; } /* two roundings */\n");
+    if (x->uses_tanh) {
+        char c[EXPORT_C_NUM], p[7][EXPORT_C_NUM], q[4][EXPORT_C_NUM];
+        const float pv[7] = {NN_TANH_P0, NN_TANH_P1, NN_TANH_P2, NN_TANH_P3,
+                             NN_TANH_P4, NN_TANH_P5, NN_TANH_P6};
+        const float qv[4] = {NN_TANH_Q0, NN_TANH_Q1, NN_TANH_Q2, NN_TANH_Q3};
+        for (int k = 0; k < 7; k++) export_c_float(pv[k], p[k]);
+        for (int k = 0; k < 4; k++) export_c_float(qv[k], q[k]);
+        put_f(b,
+              "\n/* calf's tanh (nn_tanh): a clamped rational approximation, within 4e-7 of tanh;\n"
+              " * the clamp and the NaN pass-through work on the bits. */\n"
+              "static float calf_tanh1(float v) {\n"
+              "    const float c = %s;\n"
+              "    uint32_t cb, ab, xb, rb;\n"
+              "    float a = fabsf(v), x, x2, p, q, r;\n"
+              "    memcpy(&cb, &c, sizeof cb);\n"
+              "    memcpy(&ab, &a, sizeof ab);\n"
+              "    xb = ab > cb ? cb : ab;\n"
+              "    memcpy(&x, &xb, sizeof x);\n"
+              "    x2 = x * x;\n"
+              "    p = %s;\n"
+              "    p = calf_madd(p, x2, %s);\n"
+              "    p = calf_madd(p, x2, %s);\n"
+              "    p = calf_madd(p, x2, %s);\n"
+              "    p = calf_madd(p, x2, %s);\n"
+              "    p = calf_madd(p, x2, %s);\n"
+              "    p = calf_madd(p, x2, %s);\n"
+              "    q = %s;\n"
+              "    q = calf_madd(q, x2, %s);\n"
+              "    q = calf_madd(q, x2, %s);\n"
+              "    q = calf_madd(q, x2, %s);\n"
+              "    r = copysignf((x * p) / q, v);\n"
+              "    memcpy(&rb, &r, sizeof rb);\n"
+              "    rb |= (0u - (uint32_t)(ab > 0x7f800000u)) & 0x7fc00000u;\n"
+              "    memcpy(&r, &rb, sizeof r);\n"
+              "    return r;\n"
+              "}\n"
+              "\n"
+              "static void calf_tanh(float *x, int n) {\n"
+              "    for (int i = 0; i < n; i++) x[i] = calf_tanh1(x[i]);\n"
+              "}\n",
+              export_c_float(NN_TANH_CLAMP, c), p[0], p[1], p[2], p[3], p[4], p[5], p[6], q[0], q[1],
+              q[2], q[3]);
+    }
+    if (x->uses_relu)
+        put_f(b, "\nstatic void calf_relu(float *x, int n) {\n"
+                 "    for (int i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;\n"
+                 "}\n");
+    bytes_buf_put_str(b, prelude_linear);
+}
+
+/* s as text inside a C comment: a path holding the comment's end or a line break must
+ * not end it early. Into buf (cap bytes; truncated to fit). */
+static const char *comment_safe(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    for (; *s && n + 3 < cap; s++) {
+        if (*s == '\n' || *s == '\r') buf[n++] = ' ';
+        else if (s[0] == '*' && s[1] == '/') {
+            buf[n++] = '*';
+            buf[n++] = ' ';
+        } else buf[n++] = *s;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The comment that opens the file, and the macros. */
+static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
+    const calf_env_spec *spec = &p->cls->spec;
+    bool discrete = spec->num_actions > 0;
+    char rs[4200], ps[4200], es[256];
+    put_f(b,
+          "/* The greedy policy of a calf run, written by `calf export` (calf %s).\n"
+          " *   run:         %s\n"
+          " *   checkpoint:  %s (iteration %lld)\n"
+          " *   algorithm:   %s on %s\n"
+          " *\n"
+          " * int calf_policy_act(const float *obs, float *action)\n"
+          " *   obs: CALF_POLICY_OBS_DIM floats, as the environment observes them.\n",
+          calf_version(), comment_safe(root, rs, sizeof rs), comment_safe(p->path, ps, sizeof ps),
+          (long long)p->iteration, p->ops->name, comment_safe(spec->name, es, sizeof es));
+    if (discrete)
+        put_f(b, " *   Returns the action, 0..CALF_POLICY_NUM_ACTIONS-1, and writes it to action[0] as a float.\n");
+    else
+        put_f(b,
+              " *   Writes CALF_POLICY_ACTION_DIM floats to action and returns 0. They are not clipped:\n"
+              " *   calf's environments clip actions to CALF_POLICY_ACTION_LOW..HIGH as they step.\n");
+    put_f(b,
+          " *\n"
+          " * It computes what `calf play` computes for obs, operation for operation: discrete\n"
+          " * actions are the same, continuous ones the same floats (libm's tanh aside, where\n"
+          " * one is used). Compile it with any C99 compiler and link libm (cc -std=c99 -c\n"
+          " * policy.c ... -lm), without -ffast-math or anything else that reorders float\n"
+          " * arithmetic; the file turns off contraction of a * b + c itself. Either #include\n"
+          " * it in one file, or compile it alone and declare calf_policy_act where it is used.\n"
+          " * calf_policy_act keeps no state and allocates nothing: any thread may call it. */\n"
+          "#define CALF_POLICY_OBS_DIM %d\n"
+          "#define CALF_POLICY_DISCRETE %d\n"
+          "#define CALF_POLICY_CONTINUOUS %d\n",
+          spec->obs_dim, discrete, !discrete);
+    if (discrete) {
+        put_f(b, "#define CALF_POLICY_NUM_ACTIONS %d\n"
+                 "#define CALF_POLICY_ACTION_DIM 1 /* the floats calf_policy_act writes */\n",
+              spec->num_actions);
+    } else {
+        char num[EXPORT_C_NUM];
+        put_f(b, "#define CALF_POLICY_ACTION_DIM %d /* the floats calf_policy_act writes */\n",
+              spec->action_dim);
+        for (int side = 0; side < 2; side++) {
+            const float *v = side ? spec->action_high : spec->action_low;
+            put_f(b, "#define CALF_POLICY_ACTION_%s {", side ? "HIGH" : "LOW");
+            for (int i = 0; i < spec->action_dim; i++)
+                put_f(b, "%s%s", i ? ", " : "", export_c_float(v[i], num));
+            put_f(b, "}\n");
+        }
+    }
+    put_f(b, "int calf_policy_act(const float *obs, float *action);\n\n");
+}
+
+static int export_text(const play_policy *p, const char *root, bytes_buf *out, calf_error *err) {
+    if (!p->ops->export_c)
+        return calf_error_set(err, CALF_EINVAL, "%s cannot be exported (it has no export_c)", p->ops->name);
+    export_c x;
+    memset(&x, 0, sizeof x);
+    int rc = p->ops->export_c(p->algo, &x, err);
+    if (rc == CALF_OK) {
+        put_head(out, p, root);
+        put_prelude(out, &x);
+        if (x.nets.len) memcpy(bytes_buf_grow(out, x.nets.len), x.nets.data, x.nets.len);
+        put_f(out, "\nint calf_policy_act(const float *obs, float *action) {\n");
+        if (x.body.len) memcpy(bytes_buf_grow(out, x.body.len), x.body.data, x.body.len);
+        put_f(out, "}\n");
+    }
+    free(x.nets.data);
+    free(x.body.data);
+    return rc;
+}
+
+int calf_export(const calf_export_options *o, calf_error *err) {
+    play_policy *p = calf_xcalloc(1, sizeof *p);
+    int rc = play_policy_open(p, o->root_dir, o->checkpoint, err);
+    bytes_buf text = {0};
+    if (rc == CALF_OK) rc = export_text(p, o->root_dir, &text, err);
+    if (rc == CALF_OK) {
+        if (!o->output || strcmp(o->output, "-") == 0) {
+            if (fwrite(text.data, 1, text.len, stdout) != text.len || fflush(stdout) != 0)
+                rc = calf_error_set(err, CALF_EIO, "export: write: %s", strerror(errno));
+        } else {
+            rc = fs_write_file_atomic(o->output, text.data, text.len, err);
+        }
+    }
+    free(text.data);
+    play_policy_close(p);
+    free(p);
+    return rc;
+}

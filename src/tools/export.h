@@ -1,0 +1,35 @@
+/* export.h: `calf export`: a trained policy's greedy action as one C99 file that needs
+ * only a C compiler and libm. An algorithm describes its greedy policy through
+ * algorithm_ops.export_c: the networks it runs (export_c_mlp) and the body of
+ * calf_policy_act (export_c_body). This module writes the file around them: the
+ * policy's sizes as macros, the weights as hex floats, and calf's own arithmetic
+ * (nn_madd fused or not as this build has it, nn_tanh's approximation, the summation
+ * order src/numerics/nn.h writes down), so the file computes calf's greedy bit for bit. */
+#ifndef CALF_EXPORT_H
+#define CALF_EXPORT_H
+
+#include "numerics/nn.h"
+
+typedef struct export_c export_c;
+
+/* Network m, whose parameters lie at m's offsets in the flat array params, as
+ *   static void NAME_forward(const float *x, float *y)   x (sizes[0]), y (sizes[L])
+ * computing nn_mlp_forward's bits for one row. NAME is a C identifier, unique. */
+void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *params);
+
+/* Append printf-style text to calf_policy_act's body. Its arguments are `obs`
+ * (CALF_POLICY_OBS_DIM) and `action`; the body ends in a return. */
+void export_c_body(export_c *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The body's ending for a discrete policy: the index of the largest of the n floats in
+ * the array named v, the lowest on ties (strict >, as dist_categorical_mode and
+ * sac_discrete_greedy pick it), written to action[0] as a float and returned. */
+void export_c_argmax_return(export_c *x, const char *v, int n);
+
+/* A float (with an f suffix) or a double as C source that reads back as exactly that
+ * value: C99 hex, "%a". Writes into buf (at least EXPORT_C_NUM bytes), returns buf. */
+enum { EXPORT_C_NUM = 48 };
+const char *export_c_float(float v, char *buf);
+const char *export_c_double(double v, char *buf);
+
+#endif

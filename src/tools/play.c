@@ -1,0 +1,211 @@
+/* play.c: `calf play`: load a trained policy from a run's root dir and run it greedily,
+ * printing each episode's return and the average; for tests of `calf export`, it can
+ * also write down every observation the policy acted on with its greedy action, or act
+ * on observations read from a file. */
+#include "tools/play.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/train.h"
+#include "records/checkpoint.h"
+#include "training/trainer.h"
+
+int play_policy_open(play_policy *p, const char *root, const char *checkpoint, calf_error *err) {
+    memset(p, 0, sizeof *p);
+    char conf[4096], dir[4096];
+    if (!root || !root[0]) return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
+    if (snprintf(conf, sizeof conf, "%s/config.gin", root) >= (int)sizeof conf ||
+        snprintf(dir, sizeof dir, "%s/train/algorithm", root) >= (int)sizeof dir)
+        return calf_error_set(err, CALF_EINVAL, "path too long: %s", root);
+    calf_config_init(&p->cfg);
+    int rc = calf_config_parse_file(&p->cfg, conf, err);
+    if (rc) return CALF_EINVAL;
+    const char *env_name = calf_config_string(&p->cfg, CALF_CFG_ENV_NAME);
+    calf_error why;
+    calf_error_clear(&why);
+    p->cls = calf_env_lookup(env_name, &why);
+    if (!p->cls) {
+        char hint[2048] = "";
+        trainer_env_lib_hint(conf, hint, sizeof hint);
+        if (hint[0])
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: environment '%s' is not registered; the run used a "
+                                  "plug-in library for it: pass it again with%s",
+                                  conf, env_name, hint);
+        return calf_error_set(err, CALF_EINVAL, "%s: %s", conf, why.msg);
+    }
+
+    ckpt_header hdr;
+    if (checkpoint) {
+        if (snprintf(p->path, sizeof p->path, "%s", checkpoint) >= (int)sizeof p->path)
+            return calf_error_set(err, CALF_EINVAL, "path too long: %s", checkpoint);
+        rc = ckpt_read_head(p->path, &hdr, 0, NULL, NULL, err);
+        if (rc) return rc == CALF_EIO ? CALF_EINVAL : rc;
+    } else {
+        bool found = false;
+        rc = ckpt_find_latest_valid(dir, p->path, sizeof p->path, &hdr, NULL, NULL, &found, stderr, err);
+        if (rc) return rc;
+        if (!found) return calf_error_set(err, CALF_EINVAL, "%s: no checkpoint to play", dir);
+    }
+    if (hdr.digest != calf_config_digest(&p->cfg))
+        return calf_error_set(err, CALF_EINVAL, "%s does not belong to the config in %s", p->path, conf);
+    p->iteration = hdr.iteration;
+    return trainer_load_policy(&p->cfg, p->path, &hdr, &p->ops, &p->algo, err);
+}
+
+void play_policy_close(play_policy *p) {
+    if (p && p->ops && p->algo) p->ops->destroy(p->algo);
+    if (p) p->algo = NULL;
+}
+
+/* ---- testing: the policy's greedy actions on given observations ---------------- */
+
+/* One row a line: the observation, then the action (the discrete index, or the
+ * continuous vector), each number as %.9g, which reads back as the same float. */
+static void dump_rows(FILE *f, const calf_env_spec *spec, const float *obs, int rows, const int *act,
+                      const float *u) {
+    int od = spec->obs_dim, ad = spec->action_dim;
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < od; i++) fprintf(f, "%s%.9g", i ? " " : "", (double)obs[(size_t)r * od + i]);
+        if (ad == 0) fprintf(f, " %d\n", act[r]);
+        else {
+            for (int i = 0; i < ad; i++) fprintf(f, " %.9g", (double)u[(size_t)r * ad + i]);
+            fputc('\n', f);
+        }
+    }
+}
+
+/* The greedy of a policy that records each call's rows (episodes already finished
+ * included: they are valid observations too) on its way through; it stands in for the
+ * algorithm in trainer_evaluate_greedy, which only calls greedy. */
+typedef struct dumping_policy {
+    const algorithm_ops *ops;
+    algorithm *algo;
+    const calf_env_spec *spec;
+    FILE *f;
+} dumping_policy;
+
+static void dumping_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+    dumping_policy *d = (dumping_policy *)a;
+    d->ops->greedy(d->algo, obs, rows, act, u);
+    dump_rows(d->f, d->spec, obs, rows, act, u);
+}
+
+/* Rows of obs_dim numbers (anything strtof reads), one a line; blank lines skipped.
+ * *obs is the caller's (free()). */
+static int read_observations(const char *path, int od, float **obs, int *rows, calf_error *err) {
+    *obs = NULL;
+    *rows = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return calf_error_set(err, CALF_EINVAL, "%s: cannot open: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t lcap = 0, cap = 0;
+    int rc = CALF_OK, lineno = 0;
+    while (rc == CALF_OK && getline(&line, &lcap, f) >= 0) {
+        lineno++;
+        const char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '\n' || *s == '\0') continue;
+        if ((size_t)*rows == cap) {
+            cap = cap ? 2 * cap : 64;
+            float *grown = realloc(*obs, cap * (size_t)od * sizeof(float));
+            if (!grown) {
+                rc = calf_error_set(err, CALF_ENOMEM, "out of memory reading %s", path);
+                break;
+            }
+            *obs = grown;
+        }
+        float *row = *obs + (size_t)*rows * od;
+        for (int i = 0; i < od && rc == CALF_OK; i++) {
+            char *end;
+            errno = 0;
+            row[i] = strtof(s, &end);
+            if (end == s || (*end && *end != ' ' && *end != '\t' && *end != '\n'))
+                rc = calf_error_set(err, CALF_EINVAL, "%s:%d: expected %d numbers", path, lineno, od);
+            s = end;
+        }
+        while (*s == ' ' || *s == '\t') s++;
+        if (rc == CALF_OK && *s != '\n' && *s != '\0')
+            rc = calf_error_set(err, CALF_EINVAL, "%s:%d: more than %d numbers", path, lineno, od);
+        if (rc == CALF_OK) ++*rows;
+    }
+    if (rc == CALF_OK && ferror(f)) rc = calf_error_set(err, CALF_EIO, "%s: read error", path);
+    free(line);
+    fclose(f);
+    if (rc != CALF_OK) {
+        free(*obs);
+        *obs = NULL;
+        *rows = 0;
+    }
+    return rc;
+}
+
+/* Greedy actions for the rows of o->observations, in one call (as evaluation makes
+ * them: many rows at once), written to f. */
+static int act_on_file(const calf_play_options *o, play_policy *p, FILE *f, calf_error *err) {
+    const calf_env_spec *spec = &p->cls->spec;
+    float *obs = NULL;
+    int rows = 0;
+    int rc = read_observations(o->observations, spec->obs_dim, &obs, &rows, err);
+    if (rc) return rc;
+    int ad = spec->action_dim;
+    int *act = calf_xcalloc((size_t)rows + 1, sizeof(int));
+    float *u = calf_xcalloc(((size_t)rows + 1) * (size_t)(ad ? ad : 1), sizeof(float));
+    if (rows > 0) p->ops->greedy(p->algo, obs, rows, act, u);
+    dump_rows(f, spec, obs, rows, act, u);
+    printf("policy: %s (iteration %lld), %s, greedy actions for %d observations of %s\n", p->path,
+           (long long)p->iteration, spec->name, rows, o->observations);
+    free(obs);
+    free(act);
+    free(u);
+    return CALF_OK;
+}
+
+int calf_play(const calf_play_options *o, calf_error *err) {
+    if (o->observations && !o->dump_actions)
+        return calf_error_set(err, CALF_EINVAL, "--observations needs --dump_actions FILE");
+    play_policy *p = calf_xcalloc(1, sizeof *p);
+    int rc = play_policy_open(p, o->root_dir, o->checkpoint, err);
+    FILE *dump = NULL;
+    if (rc == CALF_OK && o->dump_actions) {
+        dump = fopen(o->dump_actions, "w");
+        if (!dump)
+            rc = calf_error_set(err, CALF_EIO, "%s: cannot create: %s", o->dump_actions, strerror(errno));
+    }
+    if (rc == CALF_OK && o->observations) {
+        rc = act_on_file(o, p, dump, err);
+    } else if (rc == CALF_OK) {
+        const char *env_name = p->cls->spec.name;
+        double *returns = calf_xcalloc((size_t)o->num_episodes, sizeof *returns);
+        double avg = 0;
+        dumping_policy d = {.ops = p->ops, .algo = p->algo, .spec = &p->cls->spec, .f = dump};
+        algorithm_ops dumping_ops = *p->ops;
+        dumping_ops.greedy = dumping_greedy;
+        if (dump)
+            rc = trainer_evaluate_greedy(&dumping_ops, (algorithm *)&d, env_name, (uint64_t)o->seed,
+                                         o->num_episodes, returns, &avg, err);
+        else
+            rc = trainer_evaluate_greedy(p->ops, p->algo, env_name, (uint64_t)o->seed,
+                                         o->num_episodes, returns, &avg, err);
+        if (rc == CALF_OK) {
+            printf("policy: %s (iteration %lld), %s, greedy\n", p->path, (long long)p->iteration, env_name);
+            for (int k = 0; k < o->num_episodes; k++)
+                if (o->verbose || o->num_episodes <= 20)
+                    printf("episode %d: return %.3f\n", k + 1, returns[k] + 0.0); /* no "-0.000" */
+            printf("average return over %d episodes: %.3f\n", o->num_episodes, avg + 0.0);
+        }
+        free(returns);
+    }
+    if (dump) {
+        bool failed = ferror(dump) != 0;
+        if (fclose(dump) != 0) failed = true;
+        if (failed && rc == CALF_OK) rc = calf_error_set(err, CALF_EIO, "%s: write error", o->dump_actions);
+    }
+    play_policy_close(p);
+    free(p);
+    return rc;
+}

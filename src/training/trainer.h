@@ -1,0 +1,73 @@
+/* trainer.h: the generic trainer's entry points for job.c (one process's run of a
+ * job) and for `calf play` (a checkpoint's policy, greedy evaluation episodes). */
+#ifndef CALF_TRAINER_H
+#define CALF_TRAINER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/config.h"
+#include "calf/error.h"
+#include "calf/train.h"
+#include "training/algorithm.h"
+#include "records/checkpoint.h"
+#include "parallel/comm.h"
+
+/* The checkpoint a run resumes from, found and validated (its CRC over every byte)
+ * before any process starts; each process then reads what it needs of it. */
+typedef struct resume_state {
+    bool found;
+    char path[4096];
+    ckpt_header hdr;
+    bool via_rank0;         /* only rank 0 reads the file (MPI); it sends the rest */
+} resume_state;
+
+/* What every process of a job runs with. */
+typedef struct trainer_args {
+    const calf_train_options *o;
+    const calf_config *cfg;
+    resume_state *rs;
+    bool report_via_comm;   /* workers of a job: comm_report_failure; one process: err */
+    calf_error err;         /* one process: the failure */
+} trainer_args;
+
+/* config.gin's header names each plug-in library the run loaded on a line
+ * "# env_lib: PATH". */
+#define ENV_LIB_COMMENT "env_lib: "
+/* Appends " --env_lib PATH" to buf (a string, size bytes) for each library the config
+ * file conf names that buf does not name yet; nothing when conf is NULL or unreadable. */
+void trainer_env_lib_hint(const char *conf, char *buf, size_t size);
+
+/* One process's part of the job (a launcher_worker): opens its rank log, builds the
+ * algorithm for its envs, resumes from rs, trains until the run is complete or stopped.
+ * Returns an exit status: 0 ok, 2 bad input, 130 interrupted, else 1. */
+int trainer_worker(comm *c, void *arg);
+
+/* Whether a run of this config is complete after `iteration` iterations
+ * (TrainerConfig.num_iterations or num_env_steps reached): nothing left to do. */
+bool trainer_run_complete(const calf_config *cfg, int64_t iteration);
+
+/* The algorithm the config names (TrainerConfig.algorithm_ctor). */
+const algorithm_ops *trainer_algorithm(const calf_config *cfg);
+
+/* Whether what the algorithm keeps for `envs` envs (SAC's replay) fits in this
+ * machine's memory (CALF_TEST_MEMORY_BYTES stands in for it in tests), for a config
+ * that calf_train_load_config accepted; a file:line error, CALF_EINVAL, if not. */
+int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err);
+
+/* Build the config's algorithm for acting only and load the state of checkpoint path
+ * into it (validated before, e.g. by ckpt_read_head, which filled hdr; only the head is
+ * read, never the env records). On success *algo is the caller's: release with
+ * (*ops)->destroy. */
+int trainer_load_policy(const calf_config *cfg, const char *path, const ckpt_header *hdr,
+                        const algorithm_ops **ops, algorithm **algo, calf_error *err);
+
+/* Run `episodes` greedy episodes of env_name in parallel, env k seeded from
+ * (seed, 2^40 + k); returns[k] gets episode k's return and *average their mean.
+ * Fails (CALF_EINVAL) only when the envs cannot be created. */
+int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const char *env_name,
+                            uint64_t seed, int episodes, double *returns, /* (episodes) */
+                            double *average, calf_error *err);
+
+#endif
