@@ -1,10 +1,10 @@
 /* trainer.c: what every algorithm shares (ALF's RLTrainer): the iteration loop, stepping
  * this process's envs with auto-reset and their episode statistics, evaluation, the
- * summary cadence, checkpoints, the operative config, the rank log and stopping on
- * Ctrl-C. The algorithm (algorithm.h) acts, learns and owns its state; the launch (one
- * process, --nproc workers, MPI ranks) is job.c's. Every sum is over the global env
- * index, so a checkpoint's bytes never depend on how many processes made it. */
-#include <dirent.h>
+ * summary cadence, when to checkpoint (trainer_checkpoint.c writes them), the operative
+ * config, the rank log and stopping on Ctrl-C. The algorithm (algorithm.h) acts, learns
+ * and owns its state; the launch (one process, --nproc workers, MPI ranks) is job.c's.
+ * Every sum is over the global env index, so a checkpoint's bytes never depend on how
+ * many processes made it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -22,15 +22,17 @@
 #include "calf/summary.h"
 #include "calf/train.h"
 #include "calf/version.h"
-#include "training/algorithm.h"
 #include "base/bytes.h"
-#include "records/checkpoint.h"
 #include "base/clock.h"
-#include "parallel/comm.h"
-#include "records/events_reader.h"
 #include "base/fsutil.h"
-#include "training/trainer.h"
+#include "base/memory.h"
 #include "envs/vec_env.h"
+#include "parallel/comm.h"
+#include "records/checkpoint.h"
+#include "records/session_log.h"
+#include "training/algorithm.h"
+#include "training/trainer.h"
+#include "training/trainer_state.h"
 
 /* Set by SIGINT/SIGTERM; read at the end of each iteration, where the ranks agree on
  * stopping (comm_agree) so that all of them stop after the same iteration. The one piece
@@ -42,21 +44,6 @@ static void on_stop_signal(int sig) {
     (void)sig;
     stop_requested = 1;
 }
-
-/* Per-env episode statistics of an iteration, summed over envs in canonical order. */
-enum { EP_EPISODES, EP_RETURN, EP_LENGTH, NUM_EP_STATS };
-
-/* The trainer's own settings, resolved once from the config. */
-typedef struct trainer_params {
-    int64_t num_checkpoints;     /* TrainerConfig.num_checkpoints */
-    bool evaluate;               /* TrainerConfig.evaluate */
-    int64_t eval_interval;
-    int num_eval_episodes;
-    int64_t summary_interval;
-    double summaries_flush_secs;
-    bool histograms;             /* TrainerConfig.summarize_grads_and_vars */
-    int64_t check_interval;      /* TrainerConfig.ddp_paras_check_interval */
-} trainer_params;
 
 static trainer_params trainer_params_of(const calf_config *cfg) {
     return (trainer_params){
@@ -70,59 +57,6 @@ static trainer_params trainer_params_of(const calf_config *cfg) {
         .check_interval = calf_config_int(cfg, CALF_CFG_DDP_CHECK_INTERVAL),
     };
 }
-
-/* The rank log: whole lines through write(2). The first failed write is kept (and a line
- * that went out in part is cut off again); it stops the job at the end of the iteration. */
-typedef struct rank_log {
-    int fd;             /* -1 when not open */
-    char *path;         /* malloc'd */
-    off_t size;         /* bytes of whole lines in the file */
-    calf_error err;     /* first failure; status CALF_OK while none */
-} rank_log;
-
-typedef struct trainer {
-    trainer_params p;
-    const calf_config *cfg;
-    comm *c;
-    const char *root;
-    rank_log log;
-    bool quiet;
-    int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
-    int T;                   /* unroll length */
-    uint64_t seed;
-    int64_t max_iterations;  /* 0: no limit */
-    int64_t max_env_steps;   /* 0: no limit */
-    int64_t total_iterations;/* the run's planned length, for checkpoints and ETA */
-    const char *env_name;
-    const calf_env_spec *spec;
-
-    vec_env ve;
-    const algorithm_ops *ops;
-    algorithm *algo;
-    /* one step of this process's envs */
-    float *obs;              /* (count, obs_dim) what the step acted on */
-    int *act;                /* (count) */
-    float *u;                /* (count, max(action_dim, 1)) */
-    float *rew;              /* (count) */
-    uint8_t *term, *trunc;   /* (count) */
-    float *final_obs;        /* (count, obs_dim) */
-    double *ep_return;       /* (count) */
-    int *ep_length;          /* (count) */
-    double *ep_stats;        /* (count, NUM_EP_STATS) */
-
-    int64_t iteration;       /* iterations completed */
-    int64_t env_steps;       /* global env steps completed */
-    int64_t total_episodes;
-
-    calf_summary_writer *eval_writer; /* main process only, when evaluating */
-    double eval_return;      /* last evaluation's average, NAN before */
-    double last_avg_return;  /* last iteration with finished episodes */
-    double start_time, last_progress;
-    int64_t start_iteration;
-    calf_error io_err;       /* this process's first failed write to its log or summaries */
-    int stopped_by;          /* -1, or the rank whose failed write stopped the job */
-    calf_error *err;
-} trainer;
 
 /* ---- logging ---------------------------------------------------------------- */
 
@@ -165,10 +99,7 @@ static void rank_log_close(rank_log *l) {
     l->path = NULL;
 }
 
-static void logf_(trainer *t, bool to_stderr, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void logf_(trainer *t, bool to_stderr, const char *fmt, ...) {
+void trainer_logf(trainer *t, bool to_stderr, const char *fmt, ...) {
     char line[8192];
     va_list ap;
     va_start(ap, fmt);
@@ -261,93 +192,15 @@ const algorithm_ops *trainer_algorithm(const calf_config *cfg) {
     return ops;
 }
 
-/* The smallest of `*memory` and `bytes`; `what` names the bound when it is smaller. */
-static void lower_bound(uint64_t *memory, const char **limit, uint64_t bytes, const char *what) {
-    if (bytes < *memory) {
-        *memory = bytes;
-        *limit = what;
-    }
-}
-
-/* The smallest `file` (a number of bytes, or "max") of `group` under `base` and of every
- * group above it; UINT64_MAX when none can be read. */
-static uint64_t group_limit(const char *base, char *group, const char *file) {
-    uint64_t least = UINT64_MAX;
-    char path[4200], v[64];
-    while (group[0] == '/') {
-        snprintf(path, sizeof path, "%s%s/%s", base, group[1] ? group : "", file);
-        FILE *m = fopen(path, "r");
-        if (m && fgets(v, sizeof v, m)) {
-            char *end;
-            errno = 0;
-            unsigned long long b = strtoull(v, &end, 10);
-            if (errno == 0 && end != v && (*end == '\n' || *end == '\0') && b < least) least = b;
-        }
-        if (m) fclose(m);
-        char *slash = strrchr(group, '/');
-        if (slash == group) {
-            if (!group[1]) break; /* the root, done */
-            group[1] = '\0';
-        } else {
-            *slash = '\0';
-        }
-    }
-    return least;
-}
-
-/* The memory limit of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes),
- * the smallest on the way to the root; UINT64_MAX when there is none or it cannot be
- * read. */
-static uint64_t cgroup_memory_max(void) {
-    uint64_t least = UINT64_MAX;
-    char line[4096];
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    if (!f) return least;
-    while (fgets(line, sizeof line, f)) { /* "ID:CONTROLLERS:PATH" */
-        line[strcspn(line, "\n")] = '\0';
-        char *c = strchr(line, ':'), *g = c ? strchr(c + 1, ':') : NULL;
-        if (!g) continue;
-        *g++ = '\0';
-        uint64_t b = UINT64_MAX;
-        if (strcmp(line, "0") == 0 && c[1] == '\0')
-            b = group_limit("/sys/fs/cgroup", g, "memory.max");
-        else if (strcmp(c + 1, "memory") == 0 || strstr(c + 1, ",memory") ||
-                 strncmp(c + 1, "memory,", 7) == 0)
-            b = group_limit("/sys/fs/cgroup/memory", g, "memory.limit_in_bytes");
-        if (b < least) least = b;
-    }
-    fclose(f);
-    return least;
-}
-
 int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err) {
     const algorithm_ops *ops = trainer_algorithm(cfg);
     if (!ops->check_memory) return CALF_OK;
     const calf_env_class *cls = calf_env_lookup(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
     if (!cls) return CALF_EINVAL;
-    uint64_t memory = UINT64_MAX;
-    const char *limit = NULL;
-    const char *test = getenv("CALF_TEST_MEMORY_BYTES"); /* tests: the machine's memory */
-    if (test && *test) {
-        char *end;
-        errno = 0;
-        unsigned long long t = strtoull(test, &end, 10);
-        if (errno != 0 || *end != '\0')
-            return calf_error_set(err, CALF_EINVAL, "CALF_TEST_MEMORY_BYTES='%s' is not a number",
-                                  test);
-        lower_bound(&memory, &limit, t, "this machine's memory");
-    } else {
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0)
-            lower_bound(&memory, &limit, (uint64_t)pages * (uint64_t)page, "this machine's memory");
-        lower_bound(&memory, &limit, cgroup_memory_max(), "this process's cgroup (memory.max)");
-        struct rlimit rl;
-        if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-            lower_bound(&memory, &limit, (uint64_t)rl.rlim_cur,
-                        "the address-space limit (ulimit -v)");
-        if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-            lower_bound(&memory, &limit, (uint64_t)rl.rlim_cur, "the data limit (ulimit -d)");
-    }
+    uint64_t memory;
+    const char *limit;
+    int rc = memory_limit(&memory, &limit, err);
+    if (rc) return rc;
     if (memory == UINT64_MAX) return CALF_OK; /* nothing known: the allocation will tell */
     return ops->check_memory(cfg, &cls->spec, envs, memory, limit, err);
 }
@@ -481,312 +334,6 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const cha
     return rc;
 }
 
-/* ---- checkpoints ------------------------------------------------------------ */
-
-/* Payload: "META" (layout, iteration, env steps, episodes, envs, and the head's size:
- * the bytes up to the first env record), the algorithm's own sections, "ENVS" with the
- * record size, then one record per env in global order (the env's, then the
- * algorithm's). The records, which hold SAC's replay buffer, travel between the
- * processes and the file in chunks (chunk_envs), so no process ever holds all of them. */
-#define CKPT_LAYOUT_VERSION 2u
-#define META_BYTES 48   /* "META", u32 layout, i64 x 3, u64 envs, u64 head size */
-#define MAX_HEAD_BYTES ((uint64_t)1 << 32) /* the head is parameters, not replay */
-
-static size_t env_record_size(const trainer *t) {
-    return vec_env_record_size(&t->ve) + t->ops->env_record_size(t->algo);
-}
-
-/* Envs per chunk of records: about 64 MiB, at least one env. CALF_TEST_CKPT_CHUNK_ENVS
- * sets it (tests make chunks small to exercise their edges); the bytes never depend on
- * it. */
-static int chunk_envs(size_t rec) {
-    const char *v = getenv("CALF_TEST_CKPT_CHUNK_ENVS");
-    char *end = NULL;
-    long k = v && *v ? strtol(v, &end, 10) : 0;
-    if (end && *end == '\0' && k >= 1 && k <= INT32_MAX) return (int)k;
-    size_t per = ((size_t)64 << 20) / (rec ? rec : 1);
-    return per < 1 ? 1 : per > INT32_MAX ? INT32_MAX : (int)per;
-}
-
-/* This process's envs within [c0, c1): [*lo, *hi) as local indices. */
-static void overlap(const trainer *t, int c0, int c1, int *lo, int *hi) {
-    int a = t->begin > c0 ? t->begin : c0, b = t->begin + t->count < c1 ? t->begin + t->count : c1;
-    *lo = a - t->begin;
-    *hi = (b > a ? b : a) - t->begin;
-}
-
-static int write_checkpoint(trainer *t, calf_error *err) {
-    bool main = calf_context_is_main();
-    size_t rec = env_record_size(t), vrec = vec_env_record_size(&t->ve);
-    int per = chunk_envs(rec);
-    ckpt_writer w;
-    int wrc = CALF_OK; /* the file's status, rank 0's; the gathers go on regardless */
-    bool open = false;
-    char dir[4096], path[4200];
-    /* the chunk buffers before the temporary file: running out of memory (exit 1) then
-     * leaves nothing half-written */
-    int span = per < t->E ? per : t->E;
-    unsigned char *local = calf_xcalloc((size_t)span, rec); /* this process's part of a chunk */
-    unsigned char *all = main ? calf_xcalloc((size_t)span, rec) : NULL;
-    if (main) {
-        ckpt_buf b;
-        ckpt_buf_init(&b);
-        ckpt_put_tag(&b, "META");
-        ckpt_put_u32(&b, CKPT_LAYOUT_VERSION);
-        ckpt_put_i64(&b, t->iteration);
-        ckpt_put_i64(&b, t->env_steps);
-        ckpt_put_i64(&b, t->total_episodes);
-        ckpt_put_u64(&b, (uint64_t)t->E);
-        ckpt_put_u64(&b, 0); /* the head's size, filled in below */
-        t->ops->save(t->algo, &b);
-        ckpt_put_tag(&b, "ENVS");
-        ckpt_put_u64(&b, rec);
-        bytes_put_le(b.data + META_BYTES - 8, (uint64_t)b.len, 8);
-        wrc = fs_join(dir, sizeof dir, t->root, "train/algorithm", err);
-        if (wrc == CALF_OK) wrc = ckpt_path(path, sizeof path, dir, t->iteration, err);
-        if (wrc == CALF_OK)
-            wrc = ckpt_writer_open(&w, path, calf_config_digest(t->cfg), t->iteration,
-                                   (uint64_t)b.len + (uint64_t)t->E * rec, err);
-        open = wrc == CALF_OK;
-        if (open) wrc = ckpt_writer_put(&w, b.data, b.len, err);
-        open = wrc == CALF_OK;
-        ckpt_buf_free(&b);
-    }
-    int rc = CALF_OK;
-    for (int c0 = 0; c0 < t->E && rc == CALF_OK; c0 += per) {
-        int c1 = t->E - c0 > per ? c0 + per : t->E, lo, hi;
-        overlap(t, c0, c1, &lo, &hi);
-        for (int e = lo; e < hi; e++) {
-            unsigned char *p = local + (size_t)(e - lo) * rec;
-            vec_env_save_record(&t->ve, e, p);
-            t->ops->save_env(t->algo, e, p + vrec);
-        }
-        rc = comm_gather_records(t->c, local, rec, hi - lo, c1 - c0, all, err);
-        if (rc == CALF_OK && open) {
-            wrc = ckpt_writer_put(&w, all, (size_t)(c1 - c0) * rec, err);
-            open = wrc == CALF_OK;
-        }
-    }
-    free(local);
-    free(all);
-    if (open) {
-        if (rc == CALF_OK) wrc = ckpt_writer_commit(&w, err);
-        else ckpt_writer_abort(&w);
-    }
-    if (rc == CALF_OK) rc = wrc;
-    if (rc == CALF_OK && main) {
-        logf_(t, false, "checkpoint %s", path);
-        /* the new checkpoint is safe; failing to remove an old one only costs disk */
-        int64_t keep = t->p.num_checkpoints;
-        calf_error perr;
-        if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, t->iteration, &perr) != CALF_OK)
-            logf_(t, true, "warning: %s", perr.msg);
-    }
-    return rc;
-}
-
-#define MAX_ITERATION 1000000000000LL /* TrainerConfig.num_iterations' bound */
-
-typedef struct ckpt_meta {
-    int64_t iteration, env_steps, total_episodes;
-    uint64_t num_envs, head_bytes;
-} ckpt_meta;
-
-/* *out = a * b for a, b >= 0; false when the product does not fit. */
-static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
-    if (a < 0 || b < 0 || (b > 0 && a > INT64_MAX / b)) return false;
-    *out = a * b;
-    return true;
-}
-
-/* The head of checkpoint `path` (validated before: ckpt_read_head): META's size field,
- * then that many bytes. *head is malloc'd, the caller frees it. */
-static int read_head(const char *path, const ckpt_header *hdr, unsigned char **head,
-                     size_t *n, calf_error *err) {
-    unsigned char meta[META_BYTES];
-    *head = NULL;
-    *n = 0;
-    if (hdr->payload_size < META_BYTES)
-        return calf_error_set(err, CALF_EINVAL, "%s: payload too short for its META section", path);
-    int rc = ckpt_read_range(path, 0, meta, sizeof meta, err);
-    if (rc) return rc;
-    uint64_t hb = bytes_get_le(meta + META_BYTES - 8, 8);
-    if (hb < META_BYTES || hb > hdr->payload_size || hb > MAX_HEAD_BYTES)
-        return calf_error_set(err, CALF_EINVAL, "%s: head of %llu bytes in a %llu-byte payload",
-                              path, (unsigned long long)hb,
-                              (unsigned long long)hdr->payload_size);
-    *head = calf_xmalloc((size_t)hb);
-    *n = (size_t)hb;
-    rc = ckpt_read_range(path, 0, *head, (size_t)hb, err);
-    if (rc) {
-        free(*head);
-        *head = NULL;
-    }
-    return rc;
-}
-
-/* The META section and the algorithm's sections that follow it, checked against the
- * file header's iteration (a file pieced together from two checkpoints fails here) and
- * against the config: E envs, T steps each per iteration. */
-static int read_meta_algo(ckpt_reader *r, const char *name, int64_t header_iteration, int E,
-                          int T, ckpt_meta *m, const algorithm_ops *ops, algorithm *algo,
-                          calf_error *err) {
-    uint32_t layout = 0;
-    ckpt_get_tag(r, "META");
-    ckpt_get_u32(r, &layout);
-    if (r->status == CALF_OK && layout != CKPT_LAYOUT_VERSION)
-        return calf_error_set(err, CALF_EINVAL, "%s: unsupported checkpoint layout %u", name, layout);
-    ckpt_get_i64(r, &m->iteration);
-    ckpt_get_i64(r, &m->env_steps);
-    ckpt_get_i64(r, &m->total_episodes);
-    ckpt_get_u64(r, &m->num_envs);
-    ckpt_get_u64(r, &m->head_bytes);
-    if (r->status) return r->status;
-    if (m->iteration != header_iteration)
-        return calf_error_set(err, CALF_EINVAL, "%s: iteration %lld inside, %lld in the header", name,
-                              (long long)m->iteration, (long long)header_iteration);
-    if (m->iteration < 0 || m->iteration > MAX_ITERATION || m->env_steps < 0 ||
-        m->total_episodes < 0 || m->total_episodes > m->env_steps)
-        return calf_error_set(err, CALF_EINVAL, "%s: counters out of range", name);
-    if (m->num_envs != (uint64_t)E)
-        return calf_error_set(err, CALF_EINVAL, "%s: checkpoint has %llu environments, config %d",
-                              name, (unsigned long long)m->num_envs, E);
-    /* the counters follow from the iteration; anything else is a damaged or foreign file
-     * (an iteration whose counters would not fit in 64 bits is one too) */
-    int64_t want_steps;
-    if (!mul_fits(m->iteration, (int64_t)E * T, &want_steps) || m->env_steps != want_steps)
-        return calf_error_set(err, CALF_EINVAL,
-                              "%s: counters do not match iteration %lld of this config", name,
-                              (long long)m->iteration);
-    return ops->load(algo, r, m->iteration, err);
-}
-
-int trainer_load_policy(const calf_config *cfg, const char *path, const ckpt_header *hdr,
-                        const algorithm_ops **ops, algorithm **algo, calf_error *err) {
-    *ops = trainer_algorithm(cfg);
-    *algo = NULL;
-    const calf_env_class *cls = calf_env_lookup(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
-    if (!cls) return CALF_EINVAL;
-    int E = (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS);
-    int T = (int)calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
-    algo_setup s = {.cfg = cfg, .spec = &cls->spec, .c = NULL, .E = E, .begin = 0, .count = 0,
-                    .T = T, .seed = (uint64_t)calf_config_int(cfg, CALF_CFG_RANDOM_SEED)};
-    unsigned char *head = NULL;
-    size_t n = 0;
-    int rc = read_head(path, hdr, &head, &n, err);
-    if (rc == CALF_OK) rc = (*ops)->create(&s, algo, err);
-    if (rc == CALF_OK) {
-        ckpt_reader r;
-        ckpt_reader_init(&r, head, n, path, err);
-        ckpt_meta m;
-        rc = read_meta_algo(&r, path, hdr->iteration, E, T, &m, *ops, *algo, err);
-    }
-    free(head);
-    if (rc && *algo) {
-        (*ops)->destroy(*algo);
-        *algo = NULL;
-    }
-    return rc;
-}
-
-/* Load env records [c0, c1) (global) of `chunk` that this process owns. */
-static int load_records(trainer *t, const unsigned char *chunk, int c0, int c1, size_t rec,
-                        const char *name, calf_error *err) {
-    int lo, hi;
-    overlap(t, c0, c1, &lo, &hi);
-    size_t vrec = vec_env_record_size(&t->ve);
-    for (int e = lo; e < hi; e++) {
-        const unsigned char *p = chunk + (size_t)(t->begin + e - c0) * rec;
-        calf_error verr;
-        int rc = vec_env_load_record(&t->ve, e, p, &verr);
-        if (rc) return calf_error_set(err, rc, "%s: %s", name, verr.msg);
-        if ((rc = t->ops->load_env(t->algo, e, p + vrec, name, err))) return rc;
-    }
-    return CALF_OK;
-}
-
-/* Resume from rs: each process reads the head and its own envs' records from the file,
- * or, where only rank 0 reads files (MPI ranks, which may not share a file system), rank
- * 0 reads and sends the head, then every record chunk by chunk. */
-static int load_checkpoint(trainer *t, const resume_state *rs, calf_error *err) {
-    const char *name = rs->path;
-    unsigned char *head = NULL;
-    size_t n = 0;
-    int rc = CALF_OK;
-    if (!rs->via_rank0 || t->c->index == 0) rc = read_head(rs->path, &rs->hdr, &head, &n, err);
-    if (rs->via_rank0) {
-        int64_t msg[2] = {rc, (int64_t)n};
-        int brc = comm_broadcast(t->c, msg, sizeof msg, 0, err);
-        if (brc) return brc;
-        if (msg[0] != CALF_OK) {
-            if (t->c->index != 0) calf_error_set(err, (int)msg[0], "%s: rank 0 could not read it", name);
-            free(head);
-            return (int)msg[0];
-        }
-        if (t->c->index != 0) head = calf_xmalloc((size_t)msg[1] ? (size_t)msg[1] : 1);
-        n = (size_t)msg[1];
-        if ((rc = comm_broadcast(t->c, head, n, 0, err))) {
-            free(head);
-            return rc;
-        }
-    }
-    if (rc) return rc;
-    ckpt_reader r;
-    ckpt_reader_init(&r, head, n, name, err);
-    ckpt_meta m;
-    rc = read_meta_algo(&r, name, rs->hdr.iteration, t->E, t->T, &m, t->ops, t->algo, err);
-    uint64_t rec = 0;
-    if (rc == CALF_OK) {
-        ckpt_get_tag(&r, "ENVS");
-        ckpt_get_u64(&r, &rec);
-        rc = ckpt_reader_finish(&r);
-    }
-    free(head);
-    if (rc) return rc;
-    if (rec != env_record_size(t))
-        return calf_error_set(err, CALF_EINVAL, "%s: env record size %llu, expected %zu", name,
-                              (unsigned long long)rec, env_record_size(t));
-    if (rs->hdr.payload_size != m.head_bytes + (uint64_t)t->E * rec)
-        return calf_error_set(err, CALF_EINVAL, "%s: env records do not fill the payload", name);
-    t->iteration = m.iteration;
-    t->env_steps = m.env_steps;
-    t->total_episodes = m.total_episodes;
-    int per = chunk_envs(rec);
-    if (!rs->via_rank0) {
-        /* this process's block of the records, which are in global env order */
-        unsigned char *buf = calf_xmalloc(rec * (size_t)(per < t->count ? per : t->count ? t->count : 1));
-        for (int c0 = t->begin; c0 < t->begin + t->count && rc == CALF_OK; c0 += per) {
-            int c1 = t->begin + t->count - c0 > per ? c0 + per : t->begin + t->count;
-            rc = ckpt_read_range(name, m.head_bytes + (uint64_t)c0 * rec, buf,
-                                 (size_t)(c1 - c0) * rec, err);
-            if (rc == CALF_OK) rc = load_records(t, buf, c0, c1, rec, name, err);
-        }
-        free(buf);
-        return rc;
-    }
-    /* every rank takes part in every chunk's broadcast and keeps its own records; a
-     * failure on any rank is agreed on after the chunk, so none waits for the others */
-    unsigned char *buf = calf_xmalloc(rec * (size_t)(per < t->E ? per : t->E));
-    for (int c0 = 0; c0 < t->E && rc == CALF_OK; c0 += per) {
-        int c1 = t->E - c0 > per ? c0 + per : t->E;
-        size_t bytes = (size_t)(c1 - c0) * rec;
-        int64_t st = CALF_OK;
-        if (t->c->index == 0) st = ckpt_read_range(name, m.head_bytes + (uint64_t)c0 * rec, buf, bytes, err);
-        if ((rc = comm_broadcast(t->c, &st, sizeof st, 0, err))) break;
-        if (st != CALF_OK) {
-            if (t->c->index != 0) calf_error_set(err, (int)st, "%s: rank 0 could not read it", name);
-            rc = (int)st;
-            break;
-        }
-        if ((rc = comm_broadcast(t->c, buf, bytes, 0, err))) break;
-        int lrc = load_records(t, buf, c0, c1, rec, name, err), any = 0;
-        if ((rc = comm_any(t->c, lrc != CALF_OK, &any, err))) break;
-        if (any) rc = lrc != CALF_OK ? lrc : CALF_EINVAL;
-    }
-    free(buf);
-    return rc;
-}
-
 /* ---- the loop ----------------------------------------------------------------- */
 
 static bool finished(const trainer *t) {
@@ -881,7 +428,7 @@ static int evaluate(trainer *t, calf_error *err) {
     free(returns);
     if (rc) return rc;
     t->eval_return = avg;
-    logf_(t, false, "eval iter %lld: average return %.3f over %d episodes",
+    trainer_logf(t, false, "eval iter %lld: average return %.3f over %d episodes",
           (long long)t->iteration, avg, episodes);
     if (t->eval_writer) {
         double wall = (double)time(NULL);
@@ -922,7 +469,7 @@ static bool io_failed(trainer *t) {
 static int stop_for_io(trainer *t, int who, int ckpt_rc, const calf_error *ckpt_err) {
     if (who != t->c->index) {
         t->stopped_by = who;
-        logf_(t, false, "stopped after iteration %lld: rank %d could not write a file",
+        trainer_logf(t, false, "stopped after iteration %lld: rank %d could not write a file",
               (long long)t->iteration, who);
         if (ckpt_rc != CALF_OK) *t->err = *ckpt_err;
         return ckpt_rc;
@@ -980,64 +527,12 @@ static int train_iteration(trainer *t, bool *stop) {
         if (!planned) flush_summaries();
         calf_error cerr;
         calf_error_clear(&cerr);
-        rc = write_checkpoint(t, who >= 0 ? &cerr : err);
+        rc = trainer_write_checkpoint(t, who >= 0 ? &cerr : err);
         if (who >= 0) return stop_for_io(t, who, rc, &cerr);
         if (rc) return rc;
     }
     progress(t, sps, finished(t) || *stop);
     return CALF_OK;
-}
-
-static int cmp_names(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Whether this launch writes TensorBoard's restart marker into ROOT/sub: always on a
- * fresh run (a run's first marker is its start: only later ones purge), and on a resume
- * from iteration K only when an earlier launch wrote an iteration-stepped value past K
- * (it died after its last checkpoint). A marker at K+1 purges every earlier value with
- * step K+1 or more, whatever its tag, so writing one needlessly would hide the earlier
- * launches' Metrics_vs_EnvironmentSteps values, whose steps are env steps. A file that
- * cannot be read counts as needing one. */
-static bool restart_needed(const trainer *t, const char *sub) {
-    if (t->iteration == 0) return true;
-    char dir[4096], path[4400];
-    calf_error err;
-    if (fs_join(dir, sizeof dir, t->root, sub, &err) != CALF_OK) return true;
-    DIR *d = opendir(dir);
-    if (!d) return true;
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (strncmp(e->d_name, "events.out.tfevents.", 20) != 0) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 8;
-            char **grown = calf_xmalloc(cap * sizeof *grown);
-            if (n) memcpy(grown, names, n * sizeof *grown);
-            free(names);
-            names = grown;
-        }
-        size_t len = strlen(e->d_name);
-        names[n] = calf_xmalloc(len + 1);
-        memcpy(names[n++], e->d_name, len + 1);
-    }
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_names); /* launch order: names start with the time */
-    events_run run;
-    events_run_init(&run);
-    bool needed = false;
-    for (size_t i = 0; i < n && !needed; i++)
-        needed = snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path ||
-                 events_run_read_file(&run, path, NULL, &err) != CALF_OK;
-    for (size_t i = 0; i < run.num_entries && !needed; i++) {
-        const events_entry *en = &run.entries[i];
-        needed = en->what == EVENTS_ENTRY_VALUE && !en->purged && en->step > t->iteration &&
-                 strncmp(en->text, "Metrics_vs_", 11) != 0;
-    }
-    events_run_free(&run);
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
-    return needed;
 }
 
 static int train_loop(void *arg) {
@@ -1047,21 +542,21 @@ static int train_loop(void *arg) {
     t->last_progress = 0;
     /* TensorBoard's restart marker: readers drop what an earlier launch wrote for the
      * steps this one writes again (a run that died after its last checkpoint) */
-    if (calf_context_is_main() && restart_needed(t, "train"))
+    if (calf_context_is_main() && session_restart_needed(t->root, "train", t->iteration))
         calf_summary_session_start(t->iteration + 1);
-    if (t->eval_writer && restart_needed(t, "eval"))
+    if (t->eval_writer && session_restart_needed(t->root, "eval", t->iteration))
         calf_summary_writer_add_session_start(t->eval_writer, t->iteration + 1, (double)time(NULL));
     while (!finished(t)) {
         bool stop = false;
         int64_t iteration = t->iteration + 1;
         int rc = train_iteration(t, &stop);
         if (rc == CALF_EINTR) /* the launcher gave up waiting for the iteration to end */
-            logf_(t, true, "interrupted: stopped during iteration %lld, which has no "
+            trainer_logf(t, true, "interrupted: stopped during iteration %lld, which has no "
                   "checkpoint; a new run resumes from the last one", (long long)iteration);
         if (rc) return rc;
         if (t->stopped_by >= 0) return CALF_OK; /* another rank's failure, reported there */
         if (stop && !finished(t)) {
-            logf_(t, true, "interrupted: stopped after iteration %lld, checkpoint written",
+            trainer_logf(t, true, "interrupted: stopped after iteration %lld, checkpoint written",
                   (long long)t->iteration);
             return CALF_EINTR;
         }
@@ -1185,23 +680,23 @@ int trainer_worker(comm *c, void *arg) {
         char host[256];
         if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "(unknown)");
         host[sizeof host - 1] = '\0';
-        logf_(&t, false, "calf %s: backend %s, pid %ld on host %s", calf_version(),
+        trainer_logf(&t, false, "calf %s: backend %s, pid %ld on host %s", calf_version(),
               comm_backend_name(c), (long)getpid(), host);
-        if (c->note) logf_(&t, false, "%s", c->note);
-        logf_(&t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
+        if (c->note) trainer_logf(&t, false, "%s", c->note);
+        trainer_logf(&t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
               comm_size(c), t.begin, t.begin + t.count - 1, t.count, t.E);
     }
     if (rc == CALF_OK && wa->rs->found) {
-        rc = load_checkpoint(&t, wa->rs, &err);
+        rc = trainer_load_checkpoint(&t, wa->rs, &err);
         if (rc == CALF_OK)
-            logf_(&t, true, "resuming from %s (iteration %lld)", wa->rs->path,
+            trainer_logf(&t, true, "resuming from %s (iteration %lld)", wa->rs->path,
                   (long long)t.iteration);
     }
     if (rc == CALF_OK && t.ops->start) rc = t.ops->start(t.algo, &err);
     if (rc == CALF_OK && io_failed(&t)) rc = calf_error_set(&err, CALF_EIO, "%s", t.io_err.msg);
     if (rc == CALF_OK && calf_context_is_main()) rc = write_operative_config(&t, o->root_dir, &err);
     if (rc == CALF_OK && finished(&t)) {
-        logf_(&t, true, "nothing to do: the run is complete at iteration %lld",
+        trainer_logf(&t, true, "nothing to do: the run is complete at iteration %lld",
               (long long)t.iteration);
     } else if (rc == CALF_OK) {
         if (calf_context_is_main() && t.p.evaluate)
@@ -1223,7 +718,7 @@ int trainer_worker(comm *c, void *arg) {
     if (rc == CALF_OK && t.stopped_by < 0) {
         struct rusage ru;
         double peak_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : -1;
-        logf_(&t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t.iteration,
+        trainer_logf(&t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t.iteration,
               peak_mib);
         if (t.ops->report) {
             char text[2048];
@@ -1231,7 +726,7 @@ int trainer_worker(comm *c, void *arg) {
             for (char *line = text, *nl; *line; line = nl + 1) {
                 if (!(nl = strchr(line, '\n'))) break;
                 *nl = '\0';
-                logf_(&t, false, "%s", line);
+                trainer_logf(&t, false, "%s", line);
             }
         }
     }
@@ -1243,7 +738,7 @@ int trainer_worker(comm *c, void *arg) {
     }
     if (rc != CALF_OK && rc != CALF_EINTR) {
         if (!err.msg[0]) calf_error_set(&err, rc, "training failed with status %d", rc);
-        logf_(&t, false, "error: %s", err.msg);
+        trainer_logf(&t, false, "error: %s", err.msg);
         if (wa->report_via_comm) comm_report_failure(c, err.msg);
         else wa->err = err;
     }

@@ -1,0 +1,99 @@
+/* memory.c: how much memory this process may use: the smallest of the machine's memory,
+ * its cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes, up to the root) and
+ * ulimit -v / -d. What refuses a config that cannot fit before anything is written. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "base/memory.h"
+
+/* The smallest of `*memory` and `bytes`; `what` names the bound when it is smaller. */
+static void lower_bound(uint64_t *memory, const char **limit, uint64_t bytes, const char *what) {
+    if (bytes < *memory) {
+        *memory = bytes;
+        *limit = what;
+    }
+}
+
+/* The smallest `file` (a number of bytes, or "max") of `group` under `base` and of every
+ * group above it; UINT64_MAX when none can be read. */
+static uint64_t group_limit(const char *base, char *group, const char *file) {
+    uint64_t least = UINT64_MAX;
+    char path[4200], v[64];
+    while (group[0] == '/') {
+        snprintf(path, sizeof path, "%s%s/%s", base, group[1] ? group : "", file);
+        FILE *m = fopen(path, "r");
+        if (m && fgets(v, sizeof v, m)) {
+            char *end;
+            errno = 0;
+            unsigned long long b = strtoull(v, &end, 10);
+            if (errno == 0 && end != v && (*end == '\n' || *end == '\0') && b < least) least = b;
+        }
+        if (m) fclose(m);
+        char *slash = strrchr(group, '/');
+        if (slash == group) {
+            if (!group[1]) break; /* the root, done */
+            group[1] = '\0';
+        } else {
+            *slash = '\0';
+        }
+    }
+    return least;
+}
+
+/* The memory limit of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes),
+ * the smallest on the way to the root; UINT64_MAX when there is none or it cannot be
+ * read. */
+static uint64_t cgroup_memory_max(void) {
+    uint64_t least = UINT64_MAX;
+    char line[4096];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return least;
+    while (fgets(line, sizeof line, f)) { /* "ID:CONTROLLERS:PATH" */
+        line[strcspn(line, "\n")] = '\0';
+        char *c = strchr(line, ':'), *g = c ? strchr(c + 1, ':') : NULL;
+        if (!g) continue;
+        *g++ = '\0';
+        uint64_t b = UINT64_MAX;
+        if (strcmp(line, "0") == 0 && c[1] == '\0')
+            b = group_limit("/sys/fs/cgroup", g, "memory.max");
+        else if (strcmp(c + 1, "memory") == 0 || strstr(c + 1, ",memory") ||
+                 strncmp(c + 1, "memory,", 7) == 0)
+            b = group_limit("/sys/fs/cgroup/memory", g, "memory.limit_in_bytes");
+        if (b < least) least = b;
+    }
+    fclose(f);
+    return least;
+}
+
+int memory_limit(uint64_t *bytes, const char **what, calf_error *err) {
+    uint64_t memory = UINT64_MAX;
+    const char *limit = NULL;
+    const char *test = getenv("CALF_TEST_MEMORY_BYTES"); /* tests: the machine's memory */
+    if (test && *test) {
+        char *end;
+        errno = 0;
+        unsigned long long t = strtoull(test, &end, 10);
+        if (errno != 0 || *end != '\0')
+            return calf_error_set(err, CALF_EINVAL, "CALF_TEST_MEMORY_BYTES='%s' is not a number",
+                                  test);
+        lower_bound(&memory, &limit, t, "this machine's memory");
+    } else {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0)
+            lower_bound(&memory, &limit, (uint64_t)pages * (uint64_t)page, "this machine's memory");
+        lower_bound(&memory, &limit, cgroup_memory_max(), "this process's cgroup (memory.max)");
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            lower_bound(&memory, &limit, (uint64_t)rl.rlim_cur,
+                        "the address-space limit (ulimit -v)");
+        if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            lower_bound(&memory, &limit, (uint64_t)rl.rlim_cur, "the data limit (ulimit -d)");
+    }
+    *bytes = memory;
+    *what = limit;
+    return CALF_OK;
+}

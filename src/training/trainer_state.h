@@ -1,0 +1,95 @@
+/* trainer_state.h: the generic trainer's state, shared by the loop (trainer.c) and its
+ * checkpoints (trainer_checkpoint.c); private to src/training/. */
+#ifndef CALF_TRAINER_STATE_H
+#define CALF_TRAINER_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "calf/config.h"
+#include "calf/error.h"
+#include "calf/summary.h"
+#include "envs/vec_env.h"
+#include "parallel/comm.h"
+#include "training/algorithm.h"
+#include "training/trainer.h"
+
+/* Per-env episode statistics of an iteration, summed over envs in canonical order. */
+enum { EP_EPISODES, EP_RETURN, EP_LENGTH, NUM_EP_STATS };
+
+/* The trainer's own settings, resolved once from the config. */
+typedef struct trainer_params {
+    int64_t num_checkpoints;     /* TrainerConfig.num_checkpoints */
+    bool evaluate;               /* TrainerConfig.evaluate */
+    int64_t eval_interval;
+    int num_eval_episodes;
+    int64_t summary_interval;
+    double summaries_flush_secs;
+    bool histograms;             /* TrainerConfig.summarize_grads_and_vars */
+    int64_t check_interval;      /* TrainerConfig.ddp_paras_check_interval */
+} trainer_params;
+
+
+/* The rank log: whole lines through write(2). The first failed write is kept (and a line
+ * that went out in part is cut off again); it stops the job at the end of the iteration. */
+typedef struct rank_log {
+    int fd;             /* -1 when not open */
+    char *path;         /* malloc'd */
+    off_t size;         /* bytes of whole lines in the file */
+    calf_error err;     /* first failure; status CALF_OK while none */
+} rank_log;
+
+typedef struct trainer {
+    trainer_params p;
+    const calf_config *cfg;
+    comm *c;
+    const char *root;
+    rank_log log;
+    bool quiet;
+    int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
+    int T;                   /* unroll length */
+    uint64_t seed;
+    int64_t max_iterations;  /* 0: no limit */
+    int64_t max_env_steps;   /* 0: no limit */
+    int64_t total_iterations;/* the run's planned length, for checkpoints and ETA */
+    const char *env_name;
+    const calf_env_spec *spec;
+
+    vec_env ve;
+    const algorithm_ops *ops;
+    algorithm *algo;
+    /* one step of this process's envs */
+    float *obs;              /* (count, obs_dim) what the step acted on */
+    int *act;                /* (count) */
+    float *u;                /* (count, max(action_dim, 1)) */
+    float *rew;              /* (count) */
+    uint8_t *term, *trunc;   /* (count) */
+    float *final_obs;        /* (count, obs_dim) */
+    double *ep_return;       /* (count) */
+    int *ep_length;          /* (count) */
+    double *ep_stats;        /* (count, NUM_EP_STATS) */
+
+    int64_t iteration;       /* iterations completed */
+    int64_t env_steps;       /* global env steps completed */
+    int64_t total_episodes;
+
+    calf_summary_writer *eval_writer; /* main process only, when evaluating */
+    double eval_return;      /* last evaluation's average, NAN before */
+    double last_avg_return;  /* last iteration with finished episodes */
+    double start_time, last_progress;
+    int64_t start_iteration;
+    calf_error io_err;       /* this process's first failed write to its log or summaries */
+    int stopped_by;          /* -1, or the rank whose failed write stopped the job */
+    calf_error *err;
+} trainer;
+
+/* A line to the rank log, and to stderr when to_stderr (main process, not quiet). */
+void trainer_logf(trainer *t, bool to_stderr, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Checkpoints (trainer_checkpoint.c). Collective: every rank calls them together. */
+int trainer_write_checkpoint(trainer *t, calf_error *err);
+int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err);
+
+#endif
