@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "records/crc32c.h"
 #include "base/fsutil.h"
+#include "records/events_writer.h"
 
 /* Protobuf wire types used here. */
 enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_FIXED32 = 5 };
@@ -454,7 +455,17 @@ int calf_summary_run(const char *dir, double flush_secs, int (*fn)(void *arg), v
     return calf_summary_writer_close(w, err);
 }
 
+/* The stepwise trainer's listener (events_writer.h): process-wide like current_writer. */
+static summary_listener listener_fn = NULL;
+static void *listener_arg = NULL;
+
+void summary_listen(summary_listener fn, void *arg) {
+    listener_fn = fn;
+    listener_arg = arg;
+}
+
 void calf_summary_scalar(const char *tag, int64_t step, double value) {
+    if (listener_fn) listener_fn(listener_arg, tag, value);
     if (!current_writer) return;
     calf_summary_writer_add_scalar(current_writer, tag, step, calf_clock_s(CLOCK_REALTIME),
                                    value);

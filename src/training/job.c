@@ -218,7 +218,7 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     }
     int code = 0;
     if (!complete) {
-        trainer_args wa = {o, &cfg, &rs, true, {0, ""}};
+        trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true};
         code = trainer_worker(c, &wa);
     }
     rundir_lock_release(&lock);
@@ -251,7 +251,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
         rundir_lock_release(&lock);
         return rc;
     }
-    trainer_args wa = {o, &cfg, &rs, nproc > 1, {0, ""}};
+    trainer_args wa = {o, &cfg, &rs, nproc > 1, {0, ""}, true};
     if (nproc == 1) {
         comm *c = NULL;
         comm_single(&c);

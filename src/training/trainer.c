@@ -29,6 +29,7 @@
 #include "envs/vec_env.h"
 #include "parallel/comm.h"
 #include "records/checkpoint.h"
+#include "records/events_writer.h"
 #include "records/session_log.h"
 #include "training/algorithm.h"
 #include "training/trainer.h"
@@ -428,6 +429,7 @@ static int evaluate(trainer *t, calf_error *err) {
     free(returns);
     if (rc) return rc;
     t->eval_return = avg;
+    t->evaluated = true;
     trainer_logf(t, false, "eval iter %lld: average return %.3f over %d episodes",
           (long long)t->iteration, avg, episodes);
     if (t->eval_writer) {
@@ -481,6 +483,17 @@ static int stop_for_io(trainer *t, int who, int ckpt_rc, const calf_error *ckpt_
                           t->io_err.msg, (long long)t->iteration, ckpt_err->msg);
 }
 
+/* Metrics: the algorithm's scalars as its summarize writes them (summary_listen). */
+static void listen_metric(void *arg, const char *tag, double value) {
+    trainer *t = arg;
+    int k = t->num_metrics;
+    if (k >= TRAINER_MAX_METRICS) return;
+    snprintf(t->metric_names[k], sizeof t->metric_names[k], "%s", tag);
+    t->metric_name_ptrs[k] = t->metric_names[k];
+    t->metric_values[k] = value;
+    t->num_metrics = k + 1;
+}
+
 static int train_iteration(trainer *t, bool *stop) {
     calf_error *err = t->err;
     double t0 = calf_monotonic_s();
@@ -495,10 +508,14 @@ static int train_iteration(trainer *t, bool *stop) {
     t->total_episodes += (int64_t)g[EP_EPISODES];
     if (g[EP_EPISODES] > 0) t->last_avg_return = g[EP_RETURN] / g[EP_EPISODES];
     double sps = (double)t->E * t->T / (calf_monotonic_s() - t0);
+    t->num_metrics = 0;
+    t->evaluated = false;
     /* io_failed after each writer's turn: the message is the first failure in time */
     if (t->iteration % t->p.summary_interval == 0) {
         write_summaries(t, g, sps);
+        summary_listen(listen_metric, t);
         rc = t->ops->summarize(t->algo, t->iteration, t->p.histograms, err);
+        summary_listen(NULL, NULL);
         if (rc) return rc;
         io_failed(t);
     }
@@ -532,35 +549,18 @@ static int train_iteration(trainer *t, bool *stop) {
         if (rc) return rc;
     }
     progress(t, sps, finished(t) || *stop);
-    return CALF_OK;
-}
-
-static int train_loop(void *arg) {
-    trainer *t = arg;
-    t->start_time = calf_monotonic_s();
-    t->start_iteration = t->iteration;
-    t->last_progress = 0;
-    /* TensorBoard's restart marker: readers drop what an earlier launch wrote for the
-     * steps this one writes again (a run that died after its last checkpoint) */
-    if (calf_context_is_main() && session_restart_needed(t->root, "train", t->iteration))
-        calf_summary_session_start(t->iteration + 1);
-    if (t->eval_writer && session_restart_needed(t->root, "eval", t->iteration))
-        calf_summary_writer_add_session_start(t->eval_writer, t->iteration + 1, (double)time(NULL));
-    while (!finished(t)) {
-        bool stop = false;
-        int64_t iteration = t->iteration + 1;
-        int rc = train_iteration(t, &stop);
-        if (rc == CALF_EINTR) /* the launcher gave up waiting for the iteration to end */
-            trainer_logf(t, true, "interrupted: stopped during iteration %lld, which has no "
-                  "checkpoint; a new run resumes from the last one", (long long)iteration);
-        if (rc) return rc;
-        if (t->stopped_by >= 0) return CALF_OK; /* another rank's failure, reported there */
-        if (stop && !finished(t)) {
-            trainer_logf(t, true, "interrupted: stopped after iteration %lld, checkpoint written",
-                  (long long)t->iteration);
-            return CALF_EINTR;
-        }
-    }
+    calf_trainer_metrics *m = &t->metrics;
+    m->iteration = t->iteration;
+    m->env_steps = t->env_steps;
+    m->episodes = (int64_t)g[EP_EPISODES];
+    m->total_episodes = t->total_episodes;
+    m->average_return = g[EP_EPISODES] > 0 ? g[EP_RETURN] / g[EP_EPISODES] : NAN;
+    m->average_episode_length = g[EP_EPISODES] > 0 ? g[EP_LENGTH] / g[EP_EPISODES] : NAN;
+    m->eval_return = t->evaluated ? t->eval_return : NAN;
+    m->steps_per_sec = sps;
+    m->num_algorithm_metrics = t->num_metrics;
+    m->algorithm_metric_names = t->metric_name_ptrs;
+    m->algorithm_metric_values = t->metric_values;
     return CALF_OK;
 }
 
@@ -655,95 +655,190 @@ static int open_eval_writer(trainer *t, const char *root, calf_error *err) {
     return t->eval_writer ? CALF_OK : (err->status ? err->status : CALF_EIO);
 }
 
-int trainer_worker(comm *c, void *arg) {
-    trainer_args *wa = arg;
+int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     const calf_train_options *o = wa->o;
-    calf_error err;
-    calf_error_clear(&err);
-    trainer t;
-    memset(&t, 0, sizeof t);
-    t.root = o->root_dir;
-    t.quiet = o->quiet;
-    t.err = &err;
-    struct sigaction old_int, old_term;
-    install_stop_handlers(&old_int, &old_term);
+    trainer *t = calf_xcalloc(1, sizeof *t);
+    *out = t;
+    calf_error_clear(&t->own_err);
+    t->err = &t->own_err;
+    calf_error *err = t->err;
+    t->root = o->root_dir;
+    t->quiet = o->quiet;
+    t->c = c;
+    t->report_via_comm = wa->report_via_comm;
+    t->log.fd = -1;
+    t->stopped_by = -1;
+    if (wa->handle_signals) {
+        install_stop_handlers(&t->old_int, &t->old_term);
+        t->handlers = true;
+    }
     comm_set_timeout(c, calf_config_float(wa->cfg, CALF_CFG_COLLECTIVE_TIMEOUT));
 
     int rank = c->index;
-    t.log.fd = -1;
-    t.stopped_by = -1;
-    int rc = rank_log_open(&t.log, o->root_dir, rank, &err);
-    if (rc == CALF_OK) rc = trainer_init(&t, wa->cfg, c, &err);
+    int rc = rank_log_open(&t->log, o->root_dir, rank, err);
+    if (rc == CALF_OK) rc = trainer_init(t, wa->cfg, c, err);
     if (rc == CALF_OK) {
         /* The host too: an MPI job's ranks run on several machines, and a log (written on a
          * shared file system) must say which one to look at. */
         char host[256];
         if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "(unknown)");
         host[sizeof host - 1] = '\0';
-        trainer_logf(&t, false, "calf %s: backend %s, pid %ld on host %s", calf_version(),
-              comm_backend_name(c), (long)getpid(), host);
-        if (c->note) trainer_logf(&t, false, "%s", c->note);
-        trainer_logf(&t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
-              comm_size(c), t.begin, t.begin + t.count - 1, t.count, t.E);
+        trainer_logf(t, false, "calf %s: backend %s, pid %ld on host %s", calf_version(),
+                     comm_backend_name(c), (long)getpid(), host);
+        if (c->note) trainer_logf(t, false, "%s", c->note);
+        trainer_logf(t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
+                     comm_size(c), t->begin, t->begin + t->count - 1, t->count, t->E);
     }
     if (rc == CALF_OK && wa->rs->found) {
-        rc = trainer_load_checkpoint(&t, wa->rs, &err);
+        rc = trainer_load_checkpoint(t, wa->rs, err);
         if (rc == CALF_OK)
-            trainer_logf(&t, true, "resuming from %s (iteration %lld)", wa->rs->path,
-                  (long long)t.iteration);
+            trainer_logf(t, true, "resuming from %s (iteration %lld)", wa->rs->path,
+                         (long long)t->iteration);
     }
-    if (rc == CALF_OK && t.ops->start) rc = t.ops->start(t.algo, &err);
-    if (rc == CALF_OK && io_failed(&t)) rc = calf_error_set(&err, CALF_EIO, "%s", t.io_err.msg);
-    if (rc == CALF_OK && calf_context_is_main()) rc = write_operative_config(&t, o->root_dir, &err);
-    if (rc == CALF_OK && finished(&t)) {
-        trainer_logf(&t, true, "nothing to do: the run is complete at iteration %lld",
-              (long long)t.iteration);
-    } else if (rc == CALF_OK) {
-        if (calf_context_is_main() && t.p.evaluate)
-            rc = open_eval_writer(&t, o->root_dir, &err);
-        char trdir[4096];
-        if (rc == CALF_OK) rc = fs_join(trdir, sizeof trdir, o->root_dir, "train", &err);
-        if (rc == CALF_OK)
-            rc = calf_summary_run(trdir, t.p.summaries_flush_secs,
-                                  train_loop, &t, &err);
+    if (rc == CALF_OK && t->ops->start) rc = t->ops->start(t->algo, err);
+    if (rc == CALF_OK && io_failed(t)) rc = calf_error_set(err, CALF_EIO, "%s", t->io_err.msg);
+    if (rc == CALF_OK && calf_context_is_main()) rc = write_operative_config(t, o->root_dir, err);
+    if (rc == CALF_OK && finished(t)) {
+        trainer_logf(t, true, "nothing to do: the run is complete at iteration %lld",
+                     (long long)t->iteration);
+        t->ended = true;
+        return CALF_OK;
     }
-    if (t.eval_writer) {
+    if (rc == CALF_OK && calf_context_is_main() && t->p.evaluate)
+        rc = open_eval_writer(t, o->root_dir, err);
+    char trdir[4096];
+    if (rc == CALF_OK) rc = fs_join(trdir, sizeof trdir, o->root_dir, "train", err);
+    /* Only the main process writes summaries; the others open no writer, which would
+     * already create the directory and a file (the seed's design choice 2). */
+    if (rc == CALF_OK && calf_context_is_main()) {
+        calf_error oerr;
+        calf_error_clear(&oerr);
+        t->train_writer = calf_summary_writer_open(trdir, t->p.summaries_flush_secs, &oerr);
+        if (!t->train_writer) rc = calf_error_set(err, oerr.status ? oerr.status : CALF_EIO, "%s",
+                                                  oerr.msg);
+    }
+    if (rc) {
+        t->ended = true;
+        return rc;
+    }
+    t->start_time = calf_monotonic_s();
+    t->start_iteration = t->iteration;
+    t->last_progress = 0;
+    /* TensorBoard's restart marker: readers drop what an earlier launch wrote for the
+     * steps this one writes again (a run that died after its last checkpoint) */
+    if (t->train_writer && session_restart_needed(t->root, "train", t->iteration))
+        calf_summary_writer_add_session_start(t->train_writer, t->iteration + 1,
+                                              calf_clock_s(CLOCK_REALTIME));
+    if (t->eval_writer && session_restart_needed(t->root, "eval", t->iteration))
+        calf_summary_writer_add_session_start(t->eval_writer, t->iteration + 1, (double)time(NULL));
+    return CALF_OK;
+}
+
+bool trainer_done(const trainer *t) { return t->ended; }
+
+int64_t trainer_iteration(const trainer *t) { return t->iteration; }
+
+const calf_trainer_metrics *trainer_metrics(const trainer *t) {
+    return t->metrics.iteration > 0 ? &t->metrics : NULL;
+}
+
+int trainer_step(trainer *t) {
+    CALF_ASSERT(!t->ended);
+    bool stop = false;
+    int64_t iteration = t->iteration + 1;
+    calf_summary_writer *prev = calf_summary_set_current(t->train_writer);
+    int rc = train_iteration(t, &stop);
+    calf_summary_set_current(prev);
+    if (rc == CALF_EINTR) /* the launcher gave up waiting for the iteration to end */
+        trainer_logf(t, true, "interrupted: stopped during iteration %lld, which has no "
+                     "checkpoint; a new run resumes from the last one", (long long)iteration);
+    if (rc == CALF_OK && t->stopped_by < 0 && stop && !finished(t)) {
+        trainer_logf(t, true, "interrupted: stopped after iteration %lld, checkpoint written",
+                     (long long)t->iteration);
+        rc = CALF_EINTR;
+    }
+    /* a failure ends the run, and so does another rank's (t->stopped_by, reported there) */
+    if (rc != CALF_OK || t->stopped_by >= 0 || finished(t)) t->ended = true;
+    return rc;
+}
+
+int trainer_checkpoint_now(trainer *t) {
+    if (t->train_writer) {
+        calf_error werr;
+        calf_summary_writer_flush(t->train_writer, &werr); /* a failure is the writer's */
+    }
+    if (t->eval_writer) {
+        calf_error werr;
+        calf_summary_writer_flush(t->eval_writer, &werr);
+    }
+    int rc = trainer_write_checkpoint(t, t->err);
+    if (rc == CALF_OK && io_failed(t)) rc = calf_error_set(t->err, CALF_EIO, "%s", t->io_err.msg);
+    return rc;
+}
+
+const calf_error *trainer_error(const trainer *t) { return t->err; }
+
+int trainer_close(trainer *t, int rc, calf_error *err_out) {
+    if (!t) return rc;
+    calf_error *err = t->err;
+    /* what the summaries held up to the end, the train writer's failure if it is first */
+    if (t->train_writer) {
         calf_error cerr;
-        int crc = calf_summary_writer_close(t.eval_writer, &cerr);
+        calf_error_clear(&cerr);
+        int crc = calf_summary_writer_close(t->train_writer, rc == CALF_OK ? &cerr : NULL);
+        t->train_writer = NULL;
         if (crc && rc == CALF_OK) {
             rc = crc;
-            err = cerr;
+            *err = cerr;
         }
     }
-    if (rc == CALF_OK && t.stopped_by < 0) {
+    if (t->eval_writer) {
+        calf_error cerr;
+        int crc = calf_summary_writer_close(t->eval_writer, &cerr);
+        t->eval_writer = NULL;
+        if (crc && rc == CALF_OK) {
+            rc = crc;
+            *err = cerr;
+        }
+    }
+    if (rc == CALF_OK && t->stopped_by < 0 && t->ops) {
         struct rusage ru;
         double peak_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : -1;
-        trainer_logf(&t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t.iteration,
-              peak_mib);
-        if (t.ops->report) {
+        trainer_logf(t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t->iteration,
+                     peak_mib);
+        if (t->ops->report && t->start_time > 0) {
             char text[2048];
-            t.ops->report(t.algo, calf_monotonic_s() - t.start_time, text, sizeof text);
+            t->ops->report(t->algo, calf_monotonic_s() - t->start_time, text, sizeof text);
             for (char *line = text, *nl; *line; line = nl + 1) {
                 if (!(nl = strchr(line, '\n'))) break;
                 *nl = '\0';
-                trainer_logf(&t, false, "%s", line);
+                trainer_logf(t, false, "%s", line);
             }
         }
     }
     /* the last lines of a finished run are writes too */
-    if (rc == CALF_OK || rc == CALF_EINTR) rank_log_close(&t.log);
-    if ((rc == CALF_OK || rc == CALF_EINTR) && t.log.err.status != CALF_OK) {
-        err = t.log.err;
-        rc = err.status;
+    if (rc == CALF_OK || rc == CALF_EINTR) rank_log_close(&t->log);
+    if ((rc == CALF_OK || rc == CALF_EINTR) && t->log.err.status != CALF_OK) {
+        *err = t->log.err;
+        rc = err->status;
     }
     if (rc != CALF_OK && rc != CALF_EINTR) {
-        if (!err.msg[0]) calf_error_set(&err, rc, "training failed with status %d", rc);
-        trainer_logf(&t, false, "error: %s", err.msg);
-        if (wa->report_via_comm) comm_report_failure(c, err.msg);
-        else wa->err = err;
+        if (!err->msg[0]) calf_error_set(err, rc, "training failed with status %d", rc);
+        trainer_logf(t, false, "error: %s", err->msg);
+        if (t->report_via_comm) comm_report_failure(t->c, err->msg);
     }
-    rank_log_close(&t.log);
-    restore_stop_handlers(&old_int, &old_term);
-    trainer_free(&t);
-    return calf_exit_code(rc);
+    if (err_out) *err_out = *err;
+    rank_log_close(&t->log);
+    if (t->handlers) restore_stop_handlers(&t->old_int, &t->old_term);
+    trainer_free(t);
+    free(t);
+    return rc;
+}
+
+int trainer_worker(comm *c, void *arg) {
+    trainer_args *wa = arg;
+    trainer *t;
+    int rc = trainer_open(&t, c, wa);
+    while (rc == CALF_OK && !trainer_done(t)) rc = trainer_step(t);
+    return calf_exit_code(trainer_close(t, rc, &wa->err));
 }

@@ -1,7 +1,7 @@
 /* trainer.h: the generic trainer's entry points for job.c (one process's run of a
  * job) and for `calf play` (a checkpoint's policy, greedy evaluation episodes). */
-#ifndef CALF_TRAINER_H
-#define CALF_TRAINER_H
+#ifndef CALF_TRAINING_TRAINER_H
+#define CALF_TRAINING_TRAINER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -10,6 +10,7 @@
 #include "calf/config.h"
 #include "calf/error.h"
 #include "calf/train.h"
+#include "calf/trainer.h"
 #include "training/algorithm.h"
 #include "records/checkpoint.h"
 #include "parallel/comm.h"
@@ -25,12 +26,33 @@ typedef struct resume_state {
 
 /* What every process of a job runs with. */
 typedef struct trainer_args {
-    const calf_train_options *o;
-    const calf_config *cfg;
+    const calf_train_options *o;  /* root_dir and quiet; must outlive the trainer */
+    const calf_config *cfg;       /* must outlive the trainer */
     resume_state *rs;
     bool report_via_comm;   /* workers of a job: comm_report_failure; one process: err */
     calf_error err;         /* one process: the failure */
+    bool handle_signals;    /* SIGINT/SIGTERM stop after the iteration (restored at close) */
 } trainer_args;
+
+/* One process's part of a job, a step at a time (trainer.c). trainer_open always makes
+ * *t, also when it fails: pass it to trainer_close, which reports a failure (to the rank
+ * log, and through comm when report_via_comm), copies it to *err_out (may be NULL),
+ * closes the files and frees t, returning the run's final status. A run that is complete
+ * at open is done at once (trainer_done). */
+typedef struct trainer trainer;
+int trainer_open(trainer **t, comm *c, const trainer_args *wa);
+bool trainer_done(const trainer *t);
+/* One iteration; the run is done after one that failed, was interrupted (CALF_EINTR,
+ * checkpoint written) or reached the end. Must not be called once trainer_done. */
+int trainer_step(trainer *t);
+int64_t trainer_iteration(const trainer *t);
+/* The last step's metrics (the trainer's), NULL before the first step. */
+const calf_trainer_metrics *trainer_metrics(const trainer *t);
+/* A checkpoint of the current iteration now, the summaries flushed first. Collective. */
+int trainer_checkpoint_now(trainer *t);
+/* The failure of the last trainer_open, trainer_step or trainer_checkpoint_now. */
+const calf_error *trainer_error(const trainer *t);
+int trainer_close(trainer *t, int rc, calf_error *err_out);
 
 /* config.gin's header names each plug-in library the run loaded on a line
  * "# env_lib: PATH". */

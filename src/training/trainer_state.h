@@ -5,11 +5,13 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #include "calf/config.h"
 #include "calf/error.h"
 #include "calf/summary.h"
+#include "calf/trainer.h"
 #include "envs/vec_env.h"
 #include "parallel/comm.h"
 #include "training/algorithm.h"
@@ -40,7 +42,10 @@ typedef struct rank_log {
     calf_error err;     /* first failure; status CALF_OK while none */
 } rank_log;
 
-typedef struct trainer {
+/* The most algorithm scalars one iteration hands back (PPO writes 6, SAC 9). */
+#define TRAINER_MAX_METRICS 32
+
+struct trainer {
     trainer_params p;
     const calf_config *cfg;
     comm *c;
@@ -81,8 +86,22 @@ typedef struct trainer {
     int64_t start_iteration;
     calf_error io_err;       /* this process's first failed write to its log or summaries */
     int stopped_by;          /* -1, or the rank whose failed write stopped the job */
-    calf_error *err;
-} trainer;
+    calf_error *err;         /* where failures go: own_err */
+    calf_error own_err;
+    bool report_via_comm;    /* workers of a job: comm_report_failure at close */
+    bool ended;              /* the run is complete, stopped or failed: no more steps */
+    bool handlers;           /* SIGINT/SIGTERM handlers installed; restored at close */
+    struct sigaction old_int, old_term;
+    calf_summary_writer *train_writer; /* main process only */
+
+    /* the last iteration's metrics, and the algorithm's scalars they point at */
+    calf_trainer_metrics metrics;
+    bool evaluated;          /* this iteration evaluated */
+    int num_metrics;
+    char metric_names[TRAINER_MAX_METRICS][96];
+    const char *metric_name_ptrs[TRAINER_MAX_METRICS];
+    double metric_values[TRAINER_MAX_METRICS];
+};
 
 /* A line to the rank log, and to stderr when to_stderr (main process, not quiet). */
 void trainer_logf(trainer *t, bool to_stderr, const char *fmt, ...)
