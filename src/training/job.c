@@ -3,12 +3,14 @@
  * root dir's lock and finds the checkpoint to resume from before any process trains,
  * then runs trainer_worker. */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "calf/train.h"
+#include "calf/trainer.h"
 #include "records/checkpoint.h"
 #include "parallel/comm.h"
 #include "base/fsutil.h"
@@ -227,13 +229,194 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     return status_of_exit(code);
 }
 
-/* One process or --nproc workers, the root dir's lock held by this process (and, being
- * the lock of an open file, by the workers it forks) until the job has ended. */
+/* ---- the stepwise trainer (calf/trainer.h) ------------------------------------ */
+
+struct calf_trainer {
+    calf_config cfg;
+    char *root_dir;             /* the caller's, copied */
+    calf_train_options o;       /* what the trainer reads after open: root_dir, quiet */
+    rundir_lock lock;           /* held until close */
+    resume_state rs;
+    comm *c;                    /* this process alone */
+    trainer *t;                 /* NULL when the run was complete at open */
+    int64_t complete_at;        /* then: its iteration */
+    int last_rc;                /* the last step's status: a failure ends the run */
+    void (*progress)(const calf_trainer_metrics *m, void *arg);
+    void *progress_arg;
+};
+
+/* Whether the caller's options struct (struct_size bytes) holds `field`. */
+#define HAS_OPTION(o, field) \
+    ((o)->struct_size >= offsetof(calf_trainer_options, field) + sizeof((o)->field))
+
+static void stepwise_free(calf_trainer *h) {
+    if (!h) return;
+    if (h->c) comm_finalize(h->c);
+    rundir_lock_release(&h->lock);
+    free(h->root_dir);
+    free(h);
+}
+
+/* calf_trainer_open, with the name the root dir's lock gives the job. */
+static int stepwise_open(const calf_trainer_options *o, const char *job, calf_trainer **out,
+                         calf_error *err) {
+    calf_error_clear(err);
+    *out = NULL;
+    if (!o || !HAS_OPTION(o, progress_arg))
+        return calf_error_set(err, CALF_EINVAL, "calf_trainer_open: the options were not "
+                              "initialised with CALF_TRAINER_OPTIONS_INIT");
+    if (!o->root_dir || !o->root_dir[0]) return calf_error_set(err, CALF_EINVAL, "root_dir is empty");
+    if (comm_mpi_launched())
+        return calf_error_set(err, CALF_EINVAL, "calf_trainer_open runs one process; under an "
+                              "MPI launcher, calf_train runs the job across the ranks");
+    calf_trainer *h = calf_xcalloc(1, sizeof *h);
+    h->lock.fd = -1;
+    size_t len = strlen(o->root_dir);
+    h->root_dir = calf_xmalloc(len + 1);
+    memcpy(h->root_dir, o->root_dir, len + 1);
+    h->o = (calf_train_options){.root_dir = h->root_dir, .conf_path = o->conf_path,
+                                .conf_params = o->conf_params,
+                                .num_conf_params = o->num_conf_params, .nproc = 1,
+                                .quiet = o->quiet};
+    h->progress = o->progress;
+    h->progress_arg = o->progress_arg;
+    int E = 0;
+    int rc = trainer_load_config(&h->o, o->conf_text, &h->cfg, err);
+    if (rc == CALF_OK) {
+        E = (int)calf_config_int(&h->cfg, CALF_CFG_NUM_ENVS);
+        rc = check_memory(&h->o, &h->cfg, E, err); /* every env is this process's */
+    }
+    if (rc == CALF_OK) rc = rundir_check(h->root_dir, err);
+    bool complete = false;
+    if (rc == CALF_OK) rc = settle_root(&h->o, &h->cfg, job, &h->lock, &h->rs, &complete, err);
+    /* the caller's strings are read during open only */
+    h->o.conf_path = NULL;
+    h->o.conf_params = NULL;
+    h->o.num_conf_params = 0;
+    if (rc == CALF_OK && complete) {
+        h->complete_at = h->rs.hdr.iteration;
+        *out = h;
+        return CALF_OK;
+    }
+    if (rc == CALF_OK) {
+        comm_single(&h->c);
+        trainer_args wa = {&h->o, &h->cfg, &h->rs, false, {0, ""}, o->handle_signals};
+        rc = trainer_open(&h->t, h->c, &wa);
+        if (rc) {
+            trainer_close(h->t, rc, err);
+            h->t = NULL;
+        }
+    }
+    if (rc) {
+        stepwise_free(h);
+        return rc;
+    }
+    *out = h;
+    return CALF_OK;
+}
+
+int calf_trainer_open(const calf_trainer_options *o, calf_trainer **out, calf_error *err) {
+    return stepwise_open(o, "calf_trainer_open", out, err);
+}
+
+bool calf_trainer_done(const calf_trainer *h) { return !h->t || trainer_done(h->t); }
+
+int64_t calf_trainer_iteration(const calf_trainer *h) {
+    return h->t ? trainer_iteration(h->t) : h->complete_at;
+}
+
+const calf_trainer_metrics *calf_trainer_metrics_last(const calf_trainer *h) {
+    return h->t ? trainer_metrics(h->t) : NULL;
+}
+
+int calf_trainer_step(calf_trainer *h, calf_error *err) {
+    calf_error_clear(err);
+    if (h->last_rc != CALF_OK && h->last_rc != CALF_EINTR)
+        return calf_error_set(err, CALF_EINVAL, "the run in %s failed at iteration %lld: close "
+                              "it (a new calf_trainer_open resumes from its last checkpoint)",
+                              h->root_dir, (long long)calf_trainer_iteration(h));
+    if (calf_trainer_done(h))
+        return calf_error_set(err, CALF_EINVAL, "the run in %s is complete at iteration %lld: "
+                              "nothing to step", h->root_dir, (long long)calf_trainer_iteration(h));
+    int rc = trainer_step(h->t);
+    h->last_rc = rc;
+    if (rc == CALF_EINTR)
+        return calf_error_set(err, CALF_EINTR, "interrupted: stopped after iteration %lld, "
+                              "checkpoint written", (long long)trainer_iteration(h->t));
+    if (rc) {
+        *err = *trainer_error(h->t);
+        return rc;
+    }
+    if (h->progress) h->progress(trainer_metrics(h->t), h->progress_arg);
+    return CALF_OK;
+}
+
+int calf_trainer_checkpoint(calf_trainer *h, calf_error *err) {
+    calf_error_clear(err);
+    if (!h->t) return CALF_OK; /* complete at open: its last checkpoint is the run's end */
+    if (h->last_rc != CALF_OK && h->last_rc != CALF_EINTR)
+        return calf_error_set(err, CALF_EINVAL, "the run in %s failed; nothing to checkpoint",
+                              h->root_dir);
+    int rc = trainer_checkpoint_now(h->t);
+    if (rc) {
+        *err = *trainer_error(h->t);
+        h->last_rc = rc;
+    }
+    return rc;
+}
+
+int calf_trainer_close(calf_trainer *h, calf_error *err) {
+    calf_error_clear(err);
+    if (!h) return CALF_OK;
+    int rc = CALF_OK;
+    if (h->t) {
+        bool failed = h->last_rc != CALF_OK && h->last_rc != CALF_EINTR;
+        calf_error cerr;
+        int crc = trainer_close(h->t, failed ? h->last_rc : CALF_OK, &cerr);
+        /* a step's failure was that step's to return; here only the final writes' */
+        if (!failed && crc != CALF_OK) {
+            rc = crc;
+            *err = cerr;
+        }
+    }
+    stepwise_free(h);
+    return rc;
+}
+
+/* ---- calf_train ------------------------------------------------------------------ */
+
+/* One process: the stepwise trainer run to the end, with the CLI's signal handling. */
+static int train_one(const calf_train_options *o, calf_error *err) {
+    calf_trainer_options to = CALF_TRAINER_OPTIONS_INIT;
+    to.root_dir = o->root_dir;
+    to.conf_path = o->conf_path;
+    to.conf_params = o->conf_params;
+    to.num_conf_params = o->num_conf_params;
+    to.quiet = o->quiet;
+    to.handle_signals = true;
+    calf_trainer *h;
+    int rc = stepwise_open(&to, "calf train", &h, err);
+    if (rc) return rc;
+    while (rc == CALF_OK && !calf_trainer_done(h)) rc = calf_trainer_step(h, err);
+    /* the CLI prints no message for an interrupt: the log line said it */
+    if (rc == CALF_EINTR) calf_error_clear(err);
+    calf_error cerr;
+    int crc = calf_trainer_close(h, &cerr);
+    if (rc == CALF_OK && crc != CALF_OK) {
+        rc = crc;
+        *err = cerr;
+    }
+    return rc;
+}
+
+/* --nproc workers, the root dir's lock held by this process (and, being the lock of an
+ * open file, by the workers it forks) until the job has ended. */
 static int train_local(const calf_train_options *o, calf_error *err) {
+    int nproc = o->nproc > 1 ? o->nproc : 1;
+    if (nproc == 1) return train_one(o, err);
     calf_config cfg;
     int rc = calf_train_load_config(o, &cfg, err);
     if (rc) return rc;
-    int nproc = o->nproc > 1 ? o->nproc : 1;
     int b, n;
     if ((rc = calf_split((int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
         return rc;
@@ -241,8 +424,8 @@ static int train_local(const calf_train_options *o, calf_error *err) {
     if ((rc = check_memory(o, &cfg, (int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), err)))
         return rc;
     if ((rc = rundir_check(o->root_dir, err))) return rc;
-    char job[64] = "calf train";
-    if (nproc > 1) snprintf(job, sizeof job, "calf train --nproc %d", nproc);
+    char job[64];
+    snprintf(job, sizeof job, "calf train --nproc %d", nproc);
     rundir_lock lock;
     resume_state rs;
     bool complete = false;
@@ -251,18 +434,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
         rundir_lock_release(&lock);
         return rc;
     }
-    trainer_args wa = {o, &cfg, &rs, nproc > 1, {0, ""}, true};
-    if (nproc == 1) {
-        comm *c = NULL;
-        comm_single(&c);
-        int code = trainer_worker(c, &wa);
-        comm_finalize(c);
-        rundir_lock_release(&lock);
-        *err = wa.err;
-        if (code == 0) return CALF_OK;
-        if (code == 130) return CALF_EINTR;
-        return wa.err.status ? wa.err.status : CALF_EIO;
-    }
+    trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true};
     warn_oversubscribed(nproc);
     int code = launcher_run(nproc, trainer_worker, &wa, err);
     rundir_lock_release(&lock);

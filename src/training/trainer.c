@@ -145,10 +145,17 @@ static int unknown_env_error(const char *where, const char *env, const char *con
 }
 
 int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_error *err) {
+    return trainer_load_config(o, NULL, cfg, err);
+}
+
+int trainer_load_config(const calf_train_options *o, const char *conf_text, calf_config *cfg,
+                        calf_error *err) {
     calf_config_init(cfg);
     int rc;
     if (o->conf_path) {
         rc = calf_config_parse_file(cfg, o->conf_path, err);
+    } else if (conf_text) {
+        rc = calf_config_parse_string(cfg, conf_text, "<conf_text>", err);
     } else {
         char path[4096];
         if ((rc = fs_join(path, sizeof path, o->root_dir, "config.gin", err))) return rc;

@@ -54,6 +54,11 @@ int trainer_checkpoint_now(trainer *t);
 const calf_error *trainer_error(const trainer *t);
 int trainer_close(trainer *t, int rc, calf_error *err_out);
 
+/* calf_train_load_config, with the config given as text (conf_text, used when
+ * o->conf_path is NULL; errors name it "<conf_text>:LINE"). */
+int trainer_load_config(const calf_train_options *o, const char *conf_text, calf_config *cfg,
+                        calf_error *err);
+
 /* config.gin's header names each plug-in library the run loaded on a line
  * "# env_lib: PATH". */
 #define ENV_LIB_COMMENT "env_lib: "
