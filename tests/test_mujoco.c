@@ -18,6 +18,8 @@ int main(void) {
 
 #include <math.h>
 
+#include <sys/resource.h>
+
 #include "envs/mj_env.h"
 #include "mj_test_util.h"
 #include "envs/vec_env.h"
@@ -445,6 +447,52 @@ static void test_model_faults(void) {
     CHECK(s.d == NULL);
 }
 
+/* Bytes of this process's address space (VmSize), 0 when unknown. */
+static unsigned long long vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* MuJoCo out of memory (ulimit -v reached while making an env's data) is a status with
+ * MuJoCo's message, not an exit: once the limit is lifted the same process makes the env.
+ * Not under AddressSanitizer, whose shadow memory lives in the address space. */
+static void test_out_of_memory(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    printf("out-of-memory case skipped under AddressSanitizer\n");
+#else
+    struct rlimit old;
+    unsigned long long vm = vm_size();
+    CHECK(vm > 0 && getrlimit(RLIMIT_AS, &old) == 0);
+    if (vm == 0) return;
+    struct rlimit low = old;
+    low.rlim_cur = (rlim_t)(vm + (256u << 10)); /* room for the env, not its MuJoCo data */
+    CHECK(setrlimit(RLIMIT_AS, &low) == 0);
+    calf_env envs[64];
+    int made = 0, rc = CALF_OK;
+    calf_error err;
+    calf_error_clear(&err);
+    while (made < 64 && (rc = calf_env_init(&envs[made], "Hopper-v4", 1, (uint64_t)made, &err)) == CALF_OK)
+        made++;
+    CHECK(setrlimit(RLIMIT_AS, &old) == 0);
+    CHECK_INT_EQ(rc, CALF_ENOMEM);
+    /* MuJoCo's own words come through: "Could not allocate memory" */
+    CHECK(strstr(err.msg, "Hopper-v4") && strstr(err.msg, "MuJoCo could not make an env's data") &&
+          strstr(err.msg, "allocate"));
+    for (int i = 0; i < made; i++) calf_env_free(&envs[i]);
+    calf_env env;
+    CHECK_INT_EQ(calf_env_init(&env, "Hopper-v4", 1, 0, &err), CALF_OK);
+    float obs[11];
+    calf_env_reset(&env, obs);
+    CHECK(isfinite(obs[0]));
+    calf_env_free(&env);
+#endif
+}
+
 int main(void) {
     test_model_faults();
     for (int k = 0; k < MJ_NUM_EXPECTED; k++) {
@@ -459,6 +507,7 @@ int main(void) {
     }
     test_reward_termination();
     test_sum_squares();
+    test_out_of_memory();
     return test_report("test_mujoco");
 }
 #endif

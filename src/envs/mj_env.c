@@ -5,6 +5,7 @@
 #include "envs/mj_env.h"
 
 #include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +21,38 @@ static struct {
 static int num_models = 0;
 
 /* MuJoCo's default handlers print to stdout (where `calf env` writes its rows), write
- * MUJOCO_LOG.TXT into the working directory and, on error, wait for Enter. */
+ * MUJOCO_LOG.TXT into the working directory and, on error, wait for Enter and exit. An
+ * error handler must not return into MuJoCo, so the calls that can fail (compiling a
+ * model, making an env's data: allocations) run inside GUARDED, and the handler jumps
+ * back there with the message, which comes back as a status: the host process goes on.
+ * What remains unguarded (reset and step of data made here) fails only on a broken
+ * invariant, and panics. */
+static jmp_buf *guard = NULL;
+static char guard_msg[512];
+
 static void on_mujoco_warning(const char *msg) { fprintf(stderr, "calf: MuJoCo warning: %s\n", msg); }
 static void on_mujoco_error(const char *msg) {
-    fprintf(stderr, "calf: MuJoCo error: %s\n", msg);
-    exit(1);
+    if (!guard) calf_panic(__FILE__, __LINE__, "MuJoCo error: %s", msg);
+    snprintf(guard_msg, sizeof guard_msg, "%s", msg);
+    longjmp(*guard, 1);
 }
+
+/* Run `call` (a statement) with MuJoCo's errors caught: *failed is 1 and guard_msg holds
+ * MuJoCo's message when it raised one. Variables the statement assigns must be volatile
+ * if read after a failure. */
+#define GUARDED(failed, call)                        \
+    do {                                             \
+        jmp_buf here_;                               \
+        jmp_buf *outer_ = guard;                     \
+        guard = &here_;                              \
+        if (setjmp(here_) == 0) {                    \
+            call;                                    \
+            *(failed) = 0;                           \
+        } else {                                     \
+            *(failed) = 1;                           \
+        }                                            \
+        guard = outer_;                              \
+    } while (0)
 
 static mjModel *compile(const mj_task *t, calf_error *err) {
     mju_user_warning = on_mujoco_warning;
@@ -44,9 +71,16 @@ static mjModel *compile(const mj_task *t, calf_error *err) {
     CALF_ASSERT(i >= 0);
     memcpy(vfs->filedata[i], t->xml, (size_t)size);
     char msg[1000] = "";
-    mjModel *m = mj_loadXML(t->file, vfs, msg, (int)sizeof msg);
+    mjModel *volatile m = NULL;
+    int failed;
+    GUARDED(&failed, m = mj_loadXML(t->file, vfs, msg, (int)sizeof msg));
     mj_deleteVFS(vfs);
     free(vfs);
+    if (failed) {
+        calf_error_set(err, CALF_ENOMEM, "%s: MuJoCo failed compiling %s: %s", t->name, t->file,
+                       guard_msg);
+        return NULL;
+    }
     if (!m) {
         calf_error_set(err, CALF_EIO, "%s: MuJoCo cannot compile %s: %s", t->name, t->file, msg);
         return NULL;
@@ -86,7 +120,12 @@ const mjModel *mj_env_model(const mj_task *task, calf_error *err) {
 int mj_env_create(mj_state *s, const mj_task *task, calf_error *err) {
     const mjModel *m = mj_env_model(task, err);
     if (!m) return err ? err->status : CALF_EIO;
-    mjData *d = mj_makeData(m);
+    mjData *volatile d = NULL;
+    int failed;
+    GUARDED(&failed, d = mj_makeData(m));
+    if (failed)
+        return calf_error_set(err, CALF_ENOMEM, "%s: MuJoCo could not make an env's data: %s",
+                              task->name, guard_msg);
     if (!d) return calf_error_set(err, CALF_ENOMEM, "%s: MuJoCo could not make its data", task->name);
     s->task = task;
     s->m = m;
