@@ -13,11 +13,36 @@
 #include "calf/rng.h"
 
 /* A growable byte buffer (checkpoint payloads, encoded TensorBoard records). A zeroed
- * struct is an empty buffer; free(data) releases it. */
+ * struct is an empty buffer; free(data) releases it. Running out of memory is sticky:
+ * `failed` is set, later appends do nothing, and whoever uses the bytes checks it once. */
 typedef struct bytes_buf {
     unsigned char *data; /* (len) owned */
     size_t len, cap;
+    bool failed;         /* an append could not get memory: the contents are incomplete */
 } bytes_buf;
+
+/* Room for n more bytes at the end: returns where they go and counts them in len; NULL
+ * (and b->failed) when memory runs out or an earlier append failed. */
+static inline unsigned char *bytes_buf_room(bytes_buf *b, size_t n) {
+    if (b->failed || n > SIZE_MAX / 2 - b->len) {
+        b->failed = true;
+        return NULL;
+    }
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n) cap *= 2;
+        unsigned char *d = realloc(b->data, cap);
+        if (!d) {
+            b->failed = true;
+            return NULL;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    unsigned char *at = b->data + b->len;
+    b->len += n;
+    return at;
+}
 
 /* Room for n more bytes at the end: returns where they go and counts them in len. The
  * buffer doubles as it grows; running out of memory ends the process (calf_xmalloc). */
@@ -40,10 +65,11 @@ static inline unsigned char *bytes_buf_grow(bytes_buf *b, size_t n) {
     return at;
 }
 
-/* Append the bytes of a C string (without its terminator). */
+/* Append the bytes of a C string (without its terminator); sticky on failure. */
 static inline void bytes_buf_put_str(bytes_buf *b, const char *s) {
     size_t n = strlen(s);
-    if (n) memcpy(bytes_buf_grow(b, n), s, n);
+    unsigned char *at = n ? bytes_buf_room(b, n) : NULL;
+    if (at) memcpy(at, s, n);
 }
 
 /* The low nbytes (1..8) of v into out, least significant first. */

@@ -2,6 +2,7 @@
  * log and config files, and `calf export`. Writes go through write(2) rather than stdio,
  * so a failure is seen where it happens, with its errno, and never hides in a buffer. */
 #include "base/fsutil.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +15,8 @@
 int fs_mkdir_p(const char *dir, calf_error *err) {
     size_t n = strlen(dir);
     if (n == 0) return calf_error_set(err, CALF_EINVAL, "empty directory name");
-    char *p = calf_xmalloc(n + 1);
+    char *p = mem_alloc(n + 1, err);
+    if (!p) return CALF_ENOMEM;
     memcpy(p, dir, n + 1);
     int rc = CALF_OK;
     /* Create each prefix in turn; an existing directory is fine, anything else is not. */
@@ -61,7 +63,11 @@ int fs_fsync_dir(const char *dir, calf_error *err) {
 
 int fs_write_file_atomic(const char *path, const void *data, size_t n, calf_error *err) {
     size_t len = strlen(path);
-    char *tmp = calf_xmalloc(len + 32), *dir = calf_xmalloc(len + 2);
+    char *tmp = mem_alloc(len + 32, err), *dir = tmp ? mem_alloc(len + 2, err) : NULL;
+    if (!dir) {
+        free(tmp);
+        return CALF_ENOMEM;
+    }
     snprintf(tmp, len + 32, "%s.tmp.%ld", path, (long)getpid());
     const char *slash = strrchr(path, '/');
     if (!slash) snprintf(dir, len + 2, ".");

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
+
 /* The compiled models, one per task, kept for the life of the process (tasks are few,
  * models are read-only, and workers forked later share the pages). Like the env
  * registry, process-wide and filled before any env steps. */
@@ -58,7 +60,8 @@ static mjModel *compile(const mj_task *t, calf_error *err) {
     mju_user_warning = on_mujoco_warning;
     mju_user_error = on_mujoco_error;
     /* mjVFS holds 2000 fixed-size names (about 2 MB): on the heap, not the stack. */
-    mjVFS *vfs = calf_xmalloc(sizeof *vfs);
+    mjVFS *vfs = mem_alloc(sizeof *vfs, err);
+    if (!vfs) return NULL;
     mj_defaultVFS(vfs);
     int size = *t->xml_size;
     if (mj_makeEmptyFileVFS(vfs, t->file, size) != 0) {
@@ -131,7 +134,11 @@ int mj_env_create(mj_state *s, const mj_task *task, calf_error *err) {
     s->m = m;
     s->d = d;
     s->track_id = task->track_body ? mj_name2id(m, mjOBJ_BODY, task->track_body) : -1;
-    s->drawn = calf_xcalloc((size_t)(m->nq + m->nv), sizeof *s->drawn);
+    if (!(s->drawn = mem_calloc((size_t)(m->nq + m->nv), sizeof *s->drawn, err))) {
+        mj_deleteData(d);
+        memset(s, 0, sizeof *s);
+        return CALF_ENOMEM;
+    }
     return CALF_OK;
 }
 
@@ -221,7 +228,8 @@ int mj_env_load(mj_state *s, const void *buf, calf_error *err) {
     const mjModel *m = s->m;
     mjData *d = s->d;
     int n = MJ_SAVE_DOUBLES(m->nq, m->nv, m->na, m->nu);
-    double *v = calf_xmalloc((size_t)n * sizeof *v);
+    double *v = mem_alloc((size_t)n * sizeof *v, err);
+    if (!v) return CALF_ENOMEM;
     memcpy(v, buf, (size_t)n * sizeof *v);
     for (int i = 0; i < n; i++)
         if (!isfinite(v[i])) {

@@ -16,6 +16,7 @@
 #include "base/bytes.h"
 #include "records/crc32c.h"
 #include "base/fsutil.h"
+#include "base/mem.h"
 
 /* ---------------------------------------------------------------- payload builder */
 
@@ -23,6 +24,7 @@ void ckpt_buf_init(ckpt_buf *b) {
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
+    b->failed = false;
 }
 
 void ckpt_buf_free(ckpt_buf *b) {
@@ -31,9 +33,15 @@ void ckpt_buf_free(ckpt_buf *b) {
     ckpt_buf_init(b);
 }
 
-void ckpt_put_u32(ckpt_buf *b, uint32_t v) { bytes_put_le(bytes_buf_grow(b, 4), v, 4); }
-void ckpt_put_u64(ckpt_buf *b, uint64_t v) { bytes_put_le(bytes_buf_grow(b, 8), v, 8); }
-void ckpt_put_i64(ckpt_buf *b, int64_t v) { bytes_put_le(bytes_buf_grow(b, 8), (uint64_t)v, 8); }
+/* Appends that cannot get memory set b->failed (bytes.h) and write nothing. */
+static void put_le(ckpt_buf *b, uint64_t v, int nbytes) {
+    unsigned char *at = bytes_buf_room(b, (size_t)nbytes);
+    if (at) bytes_put_le(at, v, nbytes);
+}
+
+void ckpt_put_u32(ckpt_buf *b, uint32_t v) { put_le(b, v, 4); }
+void ckpt_put_u64(ckpt_buf *b, uint64_t v) { put_le(b, v, 8); }
+void ckpt_put_i64(ckpt_buf *b, int64_t v) { put_le(b, (uint64_t)v, 8); }
 
 void ckpt_put_f64(ckpt_buf *b, double v) {
     uint64_t bits;
@@ -43,14 +51,16 @@ void ckpt_put_f64(ckpt_buf *b, double v) {
 
 void ckpt_put_bytes(ckpt_buf *b, const void *p, size_t n) {
     CALF_ASSERT(p != NULL || n == 0);
-    if (n) memcpy(bytes_buf_grow(b, n), p, n);
+    unsigned char *at = n ? bytes_buf_room(b, n) : NULL;
+    if (at) memcpy(at, p, n);
 }
 
 void ckpt_put_f32s(ckpt_buf *b, const float *p, size_t n) {
     CALF_ASSERT(p != NULL || n == 0);
     CALF_ASSERT(n <= SIZE_MAX / 4);
     ckpt_put_u64(b, (uint64_t)n);
-    unsigned char *out = bytes_buf_grow(b, n * 4);
+    unsigned char *out = n ? bytes_buf_room(b, n * 4) : NULL;
+    if (!out) return;
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
         memcpy(&bits, &p[i], 4);
@@ -60,7 +70,8 @@ void ckpt_put_f32s(ckpt_buf *b, const float *p, size_t n) {
 
 void ckpt_put_tag(ckpt_buf *b, const char *tag) {
     CALF_ASSERT(tag != NULL && strlen(tag) == 4);
-    memcpy(bytes_buf_grow(b, 4), tag, 4);
+    unsigned char *at = bytes_buf_room(b, 4);
+    if (at) memcpy(at, tag, 4);
 }
 
 /* ----------------------------------------------------------------- payload reader */
@@ -173,20 +184,15 @@ int ckpt_reader_finish(ckpt_reader *r) {
 
 /* -------------------------------------------------------------------------- files */
 
-static char *xstrdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = calf_xmalloc(n);
-    memcpy(d, s, n);
-    return d;
-}
-
-/* The directory part of path ("." when there is none); malloc'd. */
-static char *parent_dir(const char *path) {
+/* The directory part of path ("." when there is none); malloc'd, NULL (err set) when
+ * memory runs out. */
+static char *parent_dir(const char *path, calf_error *err) {
     const char *slash = strrchr(path, '/');
-    if (!slash) return xstrdup(".");
-    if (slash == path) return xstrdup("/");
+    if (!slash) return mem_strdup(".", err);
+    if (slash == path) return mem_strdup("/", err);
     size_t n = (size_t)(slash - path);
-    char *d = calf_xmalloc(n + 1);
+    char *d = mem_alloc(n + 1, err);
+    if (!d) return NULL;
     memcpy(d, path, n);
     d[n] = '\0';
     return d;
@@ -237,15 +243,17 @@ int ckpt_writer_open(ckpt_writer *w, const char *path, uint64_t digest, int64_t 
     CALF_ASSERT(path != NULL);
     memset(w, 0, sizeof *w);
     w->fd = -1;
-    w->dir = parent_dir(path);
-    int rc = fs_mkdir_p(w->dir, err);
+    w->dir = parent_dir(path, err);
+    int rc = w->dir ? fs_mkdir_p(w->dir, err) : CALF_ENOMEM;
+    size_t tcap = strlen(path) + 32;
+    if (rc == CALF_OK && (!(w->path = mem_strdup(path, err)) || !(w->tmp = mem_alloc(tcap, err))))
+        rc = CALF_ENOMEM;
     if (rc != CALF_OK) {
+        free(w->tmp);
+        w->tmp = NULL; /* nothing to remove */
         ckpt_writer_abort(w);
         return rc;
     }
-    w->path = xstrdup(path);
-    size_t tcap = strlen(path) + 32;
-    w->tmp = calf_xmalloc(tcap);
     int tlen = snprintf(w->tmp, tcap, "%s.tmp.%ld", path, (long)getpid());
     CALF_ASSERT(tlen > 0 && (size_t)tlen < tcap);
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -408,7 +416,8 @@ static int read_validated(int fd, const char *path, ckpt_header *hdr, size_t kee
                                   "checkpoint %s: no memory for a %zu-byte payload", path, want);
     }
     enum { PIECE = 1 << 20 };
-    unsigned char *piece = calf_xmalloc(PIECE);
+    unsigned char *piece = mem_alloc(PIECE, err);
+    if (!piece) rc = CALF_ENOMEM;
     uint32_t computed = crc32c(head, sizeof head);
     uint64_t done = 0;
     while (rc == CALF_OK && done < hdr->payload_size) {
@@ -551,8 +560,9 @@ int ckpt_list(const char *dir, int64_t **iters, int *count, calf_error *err) {
     size_t n = 0, cap = 0;
     int rc = CALF_OK;
     size_t pcap = strlen(dir) + 64;
-    char *path = calf_xmalloc(pcap);
-    for (;;) {
+    char *path = mem_alloc(pcap, err);
+    if (!path) rc = CALF_ENOMEM;
+    for (; rc == CALF_OK;) {
         errno = 0;
         struct dirent *e = readdir(d);
         if (!e) {
@@ -569,8 +579,14 @@ int ckpt_list(const char *dir, int64_t **iters, int *count, calf_error *err) {
          * vanished since readdir (a concurrent prune) is simply gone. */
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
         if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            list = calf_xrealloc(list, cap * sizeof *list);
+            size_t grown = cap ? cap * 2 : 16;
+            int64_t *more = mem_realloc(list, grown * sizeof *list, err);
+            if (!more) {
+                rc = CALF_ENOMEM;
+                break;
+            }
+            list = more;
+            cap = grown;
         }
         list[n++] = it;
     }
@@ -600,7 +616,8 @@ int ckpt_prune(const char *dir, int keep, int64_t newest, calf_error *err) {
     int upto = 0;
     while (upto < count && iters[upto] <= newest) upto++;
     size_t pcap = strlen(dir) + 64;
-    char *path = calf_xmalloc(pcap);
+    char *path = mem_alloc(pcap, err);
+    if (!path) rc = CALF_ENOMEM;
     for (int i = 0; i < upto - keep && rc == CALF_OK; i++) {
         rc = ckpt_path(path, pcap, dir, iters[i], err);
         if (rc == CALF_OK && unlink(path) != 0 && errno != ENOENT)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/fsutil.h"
+#include "base/mem.h"
 
 #ifndef PATH_MAX
 #define PATH_MAX 4096
@@ -109,7 +110,8 @@ int rundir_lock_take(rundir_lock *l, const char *root, const char *job, calf_err
     l->no_write = 0;
     l->no_lock = 0;
     size_t n = strlen(root) + sizeof "/.lock";
-    char *path = calf_xmalloc(n);
+    char *path = mem_alloc(n, err);
+    if (!path) return CALF_ENOMEM;
     snprintf(path, n, "%s/.lock", root);
     int rc = fs_mkdir_p(root, err);
     int fd = rc == CALF_OK ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666) : -1;
@@ -199,7 +201,11 @@ static int remove_in(const char *dir, const char *prefix, bool prefix_digits, FI
     }
     int rc = CALF_OK;
     size_t cap = strlen(dir) + 300;
-    char *path = calf_xmalloc(cap);
+    char *path = mem_alloc(cap, err);
+    if (!path) {
+        closedir(d);
+        return CALF_ENOMEM;
+    }
     for (;;) {
         errno = 0;
         struct dirent *e = readdir(d);
@@ -222,7 +228,8 @@ static int remove_in(const char *dir, const char *prefix, bool prefix_digits, FI
 
 int rundir_remove_temps(const char *root, FILE *note, calf_error *err) {
     size_t cap = strlen(root) + 32;
-    char *dir = calf_xmalloc(cap);
+    char *dir = mem_alloc(cap, err);
+    if (!dir) return CALF_ENOMEM;
     snprintf(dir, cap, "%s/train/algorithm", root);
     int rc = remove_in(root, "config.gin", false, note, err);
     if (rc == CALF_OK) rc = remove_in(dir, "ckpt-", true, note, err);

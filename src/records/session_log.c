@@ -23,20 +23,32 @@ bool session_restart_needed(const char *root, const char *sub, int64_t iteration
     if (!d) return true;
     char **names = NULL;
     size_t n = 0, cap = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    bool short_of_memory = false; /* then as for a file that cannot be read: needed */
+    for (struct dirent *e; !short_of_memory && (e = readdir(d)) != NULL;) {
         if (strncmp(e->d_name, "events.out.tfevents.", 20) != 0) continue;
         if (n == cap) {
-            cap = cap ? 2 * cap : 8;
-            char **grown = calf_xmalloc(cap * sizeof *grown);
-            if (n) memcpy(grown, names, n * sizeof *grown);
-            free(names);
+            size_t more = cap ? 2 * cap : 8;
+            char **grown = realloc(names, more * sizeof *grown);
+            if (!grown) {
+                short_of_memory = true;
+                break;
+            }
             names = grown;
+            cap = more;
         }
         size_t len = strlen(e->d_name);
-        names[n] = calf_xmalloc(len + 1);
+        if (!(names[n] = malloc(len + 1))) {
+            short_of_memory = true;
+            break;
+        }
         memcpy(names[n++], e->d_name, len + 1);
     }
     closedir(d);
+    if (short_of_memory) {
+        for (size_t i = 0; i < n; i++) free(names[i]);
+        free(names);
+        return true;
+    }
     qsort(names, n, sizeof *names, cmp_names); /* launch order: names start with the time */
     events_run run;
     events_run_init(&run);

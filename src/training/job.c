@@ -14,6 +14,7 @@
 #include "records/checkpoint.h"
 #include "parallel/comm.h"
 #include "base/fsutil.h"
+#include "base/mem.h"
 #include "parallel/workers.h"
 #include "records/rundir.h"
 #include "training/trainer.h"
@@ -166,7 +167,9 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         free(text);
         return CALF_OK;
     }
-    if (rc == CALF_OK && c->index != 0) text = calf_xcalloc((size_t)head[1] + 1, 1);
+    /* a rank without memory for it fails here; rank 0's broadcast then sees it leave */
+    if (rc == CALF_OK && c->index != 0 && !(text = mem_calloc((size_t)head[1] + 1, 1, err)))
+        rc = CALF_ENOMEM;
     if (rc == CALF_OK) rc = comm_broadcast(c, text, (size_t)head[1], 0, err);
     if (rc == CALF_OK && c->index != 0) {
         calf_config_init(cfg);
@@ -269,11 +272,13 @@ static int stepwise_open(const calf_trainer_options *o, const char *job, calf_tr
     if (comm_mpi_launched())
         return calf_error_set(err, CALF_EINVAL, "calf_trainer_open runs one process; under an "
                               "MPI launcher, calf_train runs the job across the ranks");
-    calf_trainer *h = calf_xcalloc(1, sizeof *h);
+    calf_trainer *h = mem_calloc(1, sizeof *h, err);
+    if (!h) return CALF_ENOMEM;
     h->lock.fd = -1;
-    size_t len = strlen(o->root_dir);
-    h->root_dir = calf_xmalloc(len + 1);
-    memcpy(h->root_dir, o->root_dir, len + 1);
+    if (!(h->root_dir = mem_strdup(o->root_dir, err))) {
+        free(h);
+        return CALF_ENOMEM;
+    }
     h->o = (calf_train_options){.root_dir = h->root_dir, .conf_path = o->conf_path,
                                 .conf_params = o->conf_params,
                                 .num_conf_params = o->num_conf_params, .nproc = 1,

@@ -25,6 +25,7 @@
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "base/fsutil.h"
+#include "base/mem.h"
 #include "base/memory.h"
 #include "envs/vec_env.h"
 #include "parallel/comm.h"
@@ -63,7 +64,8 @@ static trainer_params trainer_params_of(const calf_config *cfg) {
 
 static int rank_log_open(rank_log *l, const char *root, int rank, calf_error *err) {
     size_t cap = strlen(root) + 64;
-    l->path = calf_xmalloc(cap);
+    l->path = mem_alloc(cap, err);
+    if (!l->path) return CALF_ENOMEM;
     snprintf(l->path, cap, "%s/log", root);
     int rc = fs_mkdir_p(l->path, err);
     if (rc) return rc;
@@ -78,8 +80,10 @@ static int rank_log_open(rank_log *l, const char *root, int rank, calf_error *er
 
 static void rank_log_line(rank_log *l, const char *line) {
     if (l->fd < 0 || l->err.status != CALF_OK) return;
+    /* lines come from trainer_logf, at most 8191 characters */
+    char buf[8193];
     size_t n = strlen(line);
-    char *buf = calf_xmalloc(n + 1);
+    if (n > sizeof buf - 1) n = sizeof buf - 1;
     memcpy(buf, line, n);
     buf[n] = '\n';
     if (fs_write_all(l->fd, buf, n + 1, l->path, &l->err) == CALF_OK) {
@@ -88,7 +92,6 @@ static void rank_log_line(rank_log *l, const char *line) {
         int cut = ftruncate(l->fd, l->size); /* best effort: the write error is reported */
         (void)cut;
     }
-    free(buf);
 }
 
 /* Close; a failure to close is kept like a failed write. */
@@ -247,16 +250,17 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     if (rc) return rc;
     size_t n = (size_t)t->count, od = (size_t)t->spec->obs_dim;
     size_t ad = t->spec->action_dim > 0 ? (size_t)t->spec->action_dim : 1;
-    t->obs = calf_xcalloc(n * od, sizeof(float));
-    t->act = calf_xcalloc(n, sizeof(int));
-    t->u = calf_xcalloc(n * ad, sizeof(float));
-    t->rew = calf_xcalloc(n, sizeof(float));
-    t->term = calf_xcalloc(n, 1);
-    t->trunc = calf_xcalloc(n, 1);
-    t->final_obs = calf_xcalloc(n * od, sizeof(float));
-    t->ep_return = calf_xcalloc(n, sizeof(double));
-    t->ep_length = calf_xcalloc(n, sizeof(int));
-    t->ep_stats = calf_xcalloc(n * NUM_EP_STATS, sizeof(double));
+    if (!(t->obs = mem_calloc(n * od, sizeof(float), err)) ||
+        !(t->act = mem_calloc(n, sizeof(int), err)) ||
+        !(t->u = mem_calloc(n * ad, sizeof(float), err)) ||
+        !(t->rew = mem_calloc(n, sizeof(float), err)) ||
+        !(t->term = mem_calloc(n, 1, err)) ||
+        !(t->trunc = mem_calloc(n, 1, err)) ||
+        !(t->final_obs = mem_calloc(n * od, sizeof(float), err)) ||
+        !(t->ep_return = mem_calloc(n, sizeof(double), err)) ||
+        !(t->ep_length = mem_calloc(n, sizeof(int), err)) ||
+        !(t->ep_stats = mem_calloc(n * NUM_EP_STATS, sizeof(double), err)))
+        return CALF_ENOMEM; /* trainer_free frees what was made */
     t->ops = trainer_algorithm(cfg);
     algo_setup s = {.cfg = cfg, .spec = t->spec, .c = c, .E = t->E, .begin = t->begin,
                     .count = t->count, .T = t->T, .seed = t->seed,
@@ -301,13 +305,14 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const cha
     const calf_env_class *cls = calf_env_lookup(env_name, err);
     if (!cls) return CALF_EINVAL;
     int od = cls->spec.obs_dim, ad = cls->spec.action_dim;
-    calf_env *envs = calf_xcalloc((size_t)episodes, sizeof *envs);
-    float *obs = calf_xcalloc((size_t)episodes * od, sizeof(float));         /* (episodes, obs_dim) */
-    int *act = calf_xcalloc((size_t)episodes, sizeof(int));                  /* (episodes) */
-    float *u = calf_xcalloc((size_t)episodes * (ad ? ad : 1), sizeof(float)); /* (episodes, action_dim) */
-    uint8_t *done = calf_xcalloc((size_t)episodes, 1);
-    int rc = CALF_OK;
-    for (int k = 0; k < episodes && rc == CALF_OK; k++) {
+    calf_env *envs = mem_calloc((size_t)episodes, sizeof *envs, err);
+    float *obs = mem_calloc((size_t)episodes * od, sizeof(float), err);         /* (episodes, obs_dim) */
+    int *act = mem_calloc((size_t)episodes, sizeof(int), err);                  /* (episodes) */
+    float *u = mem_calloc((size_t)episodes * (ad ? ad : 1), sizeof(float), err); /* (episodes, action_dim) */
+    uint8_t *done = mem_calloc((size_t)episodes, 1, err);
+    int rc = envs && obs && act && u && done ? CALF_OK : CALF_ENOMEM;
+    int made = 0; /* envs initialised, to free */
+    for (int k = 0; k < episodes && rc == CALF_OK; k++, made++) {
         rc = calf_env_init(&envs[k], env_name, seed, ((uint64_t)1 << 40) + (uint64_t)k, err);
         if (rc == CALF_OK) calf_env_reset(&envs[k], obs + (size_t)k * od);
         returns[k] = 0;
@@ -333,7 +338,7 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const cha
         for (int k = 0; k < episodes; k++) total += returns[k];
         *average = total / episodes;
     }
-    for (int k = 0; k < episodes; k++) calf_env_free(&envs[k]);
+    for (int k = 0; k < made; k++) calf_env_free(&envs[k]);
     free(envs);
     free(obs);
     free(act);
@@ -429,7 +434,8 @@ static void write_summaries(trainer *t, const double *g, double steps_per_sec) {
 
 static int evaluate(trainer *t, calf_error *err) {
     int episodes = t->p.num_eval_episodes;
-    double *returns = calf_xcalloc((size_t)episodes, sizeof(double));
+    double *returns = mem_calloc((size_t)episodes, sizeof(double), err);
+    if (!returns) return CALF_ENOMEM;
     double avg = 0;
     int rc = trainer_evaluate_greedy(t->ops, t->algo, t->env_name, t->seed, episodes, returns,
                                      &avg, err);
@@ -618,16 +624,24 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
             bytes_buf_put_str(&hb, text);
         }
     }
-    *bytes_buf_grow(&hb, 1) = '\0';
+    unsigned char *nul = bytes_buf_room(&hb, 1);
+    if (!nul) {
+        free(hb.data);
+        return calf_error_set(err, CALF_ENOMEM, "%s: out of memory building the header", path);
+    }
+    *nul = '\0';
     const char *header = (const char *)hb.data;
     /* built in memory, then written with write(2): a failure is seen with its errno */
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    if (!f) calf_out_of_memory(1, 0);
-    rc = calf_config_write(t->cfg, f, header);
-    if (fclose(f) != 0) calf_out_of_memory(1, len);
+    rc = f ? calf_config_write(t->cfg, f, header) : CALF_ENOMEM;
+    if (f && fclose(f) != 0 && rc == CALF_OK) rc = CALF_ENOMEM;
     free(hb.data);
+    if (rc == CALF_ENOMEM) {
+        free(text);
+        return calf_error_set(err, CALF_ENOMEM, "%s: out of memory formatting the config", path);
+    }
     if (rc == CALF_OK) rc = fs_write_file_atomic(path, text, len, err);
     else calf_error_set(err, rc, "%s: cannot format the config", path);
     free(text);
@@ -664,8 +678,9 @@ static int open_eval_writer(trainer *t, const char *root, calf_error *err) {
 
 int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     const calf_train_options *o = wa->o;
-    trainer *t = calf_xcalloc(1, sizeof *t);
+    trainer *t = calloc(1, sizeof *t);
     *out = t;
+    if (!t) return CALF_ENOMEM; /* trainer_close(NULL) returns it */
     calf_error_clear(&t->own_err);
     t->err = &t->own_err;
     calf_error *err = t->err;
@@ -786,7 +801,10 @@ int trainer_checkpoint_now(trainer *t) {
 const calf_error *trainer_error(const trainer *t) { return t->err; }
 
 int trainer_close(trainer *t, int rc, calf_error *err_out) {
-    if (!t) return rc;
+    if (!t) { /* trainer_open could not allocate it */
+        if (rc) calf_error_set(err_out, rc, "out of memory allocating the trainer's state");
+        return rc;
+    }
     calf_error *err = t->err;
     /* what the summaries held up to the end, the train writer's failure if it is first */
     if (t->train_writer) {

@@ -8,6 +8,7 @@
 #include "calf/context.h"
 #include "base/bytes.h"
 #include "base/fsutil.h"
+#include "base/mem.h"
 #include "records/checkpoint.h"
 #include "training/trainer_state.h"
 
@@ -51,11 +52,21 @@ int trainer_write_checkpoint(trainer *t, calf_error *err) {
     int wrc = CALF_OK; /* the file's status, rank 0's; the gathers go on regardless */
     bool open = false;
     char dir[4096], path[4200];
-    /* the chunk buffers before the temporary file: running out of memory (exit 1) then
-     * leaves nothing half-written */
+    /* the chunk buffers before the temporary file: running out of memory then leaves
+     * nothing half-written. A rank without them fails before the gathers; the job's other
+     * ranks then see it leave, as any failed rank. */
     int span = per < t->E ? per : t->E;
-    unsigned char *local = calf_xcalloc((size_t)span, rec); /* this process's part of a chunk */
-    unsigned char *all = main ? calf_xcalloc((size_t)span, rec) : NULL;
+    calf_error merr;
+    calf_error_clear(&merr);
+    unsigned char *local = mem_calloc((size_t)span, rec, &merr); /* this process's part of a chunk */
+    unsigned char *all = main ? mem_calloc((size_t)span, rec, &merr) : NULL;
+    bool have = local && (all || !main);
+    if (!have) {
+        free(local);
+        free(all);
+        *err = merr;
+        return CALF_ENOMEM;
+    }
     if (main) {
         ckpt_buf b;
         ckpt_buf_init(&b);
@@ -69,8 +80,10 @@ int trainer_write_checkpoint(trainer *t, calf_error *err) {
         t->ops->save(t->algo, &b);
         ckpt_put_tag(&b, "ENVS");
         ckpt_put_u64(&b, rec);
-        bytes_put_le(b.data + META_BYTES - 8, (uint64_t)b.len, 8);
-        wrc = fs_join(dir, sizeof dir, t->root, "train/algorithm", err);
+        if (b.failed) wrc = calf_error_set(err, CALF_ENOMEM, "out of memory building checkpoint "
+                                           "%lld's head", (long long)t->iteration);
+        else bytes_put_le(b.data + META_BYTES - 8, (uint64_t)b.len, 8);
+        if (wrc == CALF_OK) wrc = fs_join(dir, sizeof dir, t->root, "train/algorithm", err);
         if (wrc == CALF_OK) wrc = ckpt_path(path, sizeof path, dir, t->iteration, err);
         if (wrc == CALF_OK)
             wrc = ckpt_writer_open(&w, path, calf_config_digest(t->cfg), t->iteration,
@@ -143,7 +156,8 @@ static int read_head(const char *path, const ckpt_header *hdr, unsigned char **h
         return calf_error_set(err, CALF_EINVAL, "%s: head of %llu bytes in a %llu-byte payload",
                               path, (unsigned long long)hb,
                               (unsigned long long)hdr->payload_size);
-    *head = calf_xmalloc((size_t)hb);
+    *head = mem_alloc((size_t)hb, err);
+    if (!*head) return CALF_ENOMEM;
     *n = (size_t)hb;
     rc = ckpt_read_range(path, 0, *head, (size_t)hb, err);
     if (rc) {
@@ -251,7 +265,7 @@ int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err)
             free(head);
             return (int)msg[0];
         }
-        if (t->c->index != 0) head = calf_xmalloc((size_t)msg[1] ? (size_t)msg[1] : 1);
+        if (t->c->index != 0 && !(head = mem_alloc((size_t)msg[1], err))) return CALF_ENOMEM;
         n = (size_t)msg[1];
         if ((rc = comm_broadcast(t->c, head, n, 0, err))) {
             free(head);
@@ -282,7 +296,8 @@ int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err)
     int per = chunk_envs(rec);
     if (!rs->via_rank0) {
         /* this process's block of the records, which are in global env order */
-        unsigned char *buf = calf_xmalloc(rec * (size_t)(per < t->count ? per : t->count ? t->count : 1));
+        unsigned char *buf = mem_alloc(rec * (size_t)(per < t->count ? per : t->count ? t->count : 1), err);
+        if (!buf) return CALF_ENOMEM;
         for (int c0 = t->begin; c0 < t->begin + t->count && rc == CALF_OK; c0 += per) {
             int c1 = t->begin + t->count - c0 > per ? c0 + per : t->begin + t->count;
             rc = ckpt_read_range(name, m.head_bytes + (uint64_t)c0 * rec, buf,
@@ -294,7 +309,8 @@ int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err)
     }
     /* every rank takes part in every chunk's broadcast and keeps its own records; a
      * failure on any rank is agreed on after the chunk, so none waits for the others */
-    unsigned char *buf = calf_xmalloc(rec * (size_t)(per < t->E ? per : t->E));
+    unsigned char *buf = mem_alloc(rec * (size_t)(per < t->E ? per : t->E), err);
+    if (!buf) return CALF_ENOMEM;
     for (int c0 = 0; c0 < t->E && rc == CALF_OK; c0 += per) {
         int c1 = t->E - c0 > per ? c0 + per : t->E;
         size_t bytes = (size_t)(c1 - c0) * rec;
