@@ -71,6 +71,6 @@ enum {
 /* The algorithms' names, '|'-separated in ALGORITHMS order ("PPOAlgorithm|SacAlgorithm"):
  * TrainerConfig.algorithm_ctor's choices. A string constant. */
 #define ALGORITHM_CHOICE_(name, ops, bindings, in_every_digest) "|" #name
-#define ALGORITHM_CHOICES (ALGORITHMS(ALGORITHM_CHOICE_) + 1)
+#define ALGORITHM_CHOICES (&(ALGORITHMS(ALGORITHM_CHOICE_))[1])
 
 #endif
