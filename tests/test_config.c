@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "algorithms/registry.h"
 #include "calf/config.h"
 #include "test_util.h"
 
@@ -41,8 +42,8 @@ static void test_defaults(void) {
     calf_config_init(&cfg);
     CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ENV_NAME), "CartPole-v1");
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ENVS), 64);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.99, 0);
-    CHECK(calf_config_bool(&cfg, CALF_CFG_NORMALIZE_ADVANTAGES));
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.99, 0);
+    CHECK(calf_config_bool(&cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
     const calf_config_value *betas = calf_config_get(&cfg, CALF_CFG_ADAM_BETAS);
     CHECK_INT_EQ(betas->n, 2);
     CHECK_NEAR(betas->tf[1], 0.999, 0);
@@ -74,10 +75,10 @@ static void test_parse_values(void) {
     CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ENV_NAME), "Pendulum-v1");
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ENVS), 65);
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ITERATIONS), 7);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.5, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_TD_LAMBDA), 1.0, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.5, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_TD_LAMBDA), 1.0, 0);
     CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ADAM_LR), 3e-4, 0);
-    CHECK(!calf_config_bool(&cfg, CALF_CFG_NORMALIZE_ADVANTAGES));
+    CHECK(!calf_config_bool(&cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
     const calf_config_value *a = calf_config_get(&cfg, CALF_CFG_ACTOR_LAYERS);
     CHECK_INT_EQ(a->n, 2);
     CHECK_INT_EQ(a->ti[0], 32);
@@ -95,7 +96,7 @@ static void test_parse_values(void) {
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ITERATIONS), 12);
     CHECK_STR_EQ(cfg.origin[CALF_CFG_NUM_ITERATIONS], "--conf_param");
     CHECK_INT_EQ(calf_config_apply_param(&cfg, " PPOLoss.gamma = 0.25 ", &err), CALF_OK);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.25, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.25, 0);
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.num_iteration=3", &err), CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "--conf_param 'TrainerConfig.num_iteration=3': unknown binding "
                           "'TrainerConfig.num_iteration' (did you mean 'TrainerConfig.num_iterations'?)");
@@ -157,7 +158,7 @@ static void test_includes(void) {
     write_file("sub/top.gin", "include 'base.gin'\nPPOLoss.gamma = 0.8\n");
     CHECK_INT_EQ(parse(&cfg, "sub/top.gin", &err), CALF_OK);
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 16);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.8, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.8, 0);
 
     write_file("sub/a.gin", "include 'b.gin'\n");
     write_file("sub/b.gin", "PPOLoss.gamma = 0.7\ninclude \"a.gin\"\n");
@@ -209,7 +210,7 @@ static void test_dump_and_digest(void) {
     /* the dump is valid gin and round-trips every value exactly */
     calf_config_init(&back);
     CHECK_INT_EQ(calf_config_parse_file(&back, path, &err), CALF_OK);
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < calf_binding_count(); i++) {
         char a[800], b[800];
         calf_config_format_value(&cfg, (calf_binding_id)i, a, sizeof a);
         calf_config_format_value(&back, (calf_binding_id)i, b, sizeof b);
@@ -277,7 +278,7 @@ static void check_dump_line(const calf_config *cfg, const char *line) {
  * in issue 16 sit under the ids the trainer uses, and a scoped row's fallback holds
  * values of its kind. */
 static void test_table(void) {
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < calf_binding_count(); i++) {
         const char *name = calf_binding_name((calf_binding_id)i);
         if (calf_binding_find(name) != i) CHECK_INT_EQ(calf_binding_find(name), i);
         CHECK(strchr(name, '.') != NULL && calf_binding_help((calf_binding_id)i)[0]);
@@ -299,12 +300,12 @@ static void test_table(void) {
          CALF_NO_FALLBACK},
         {CALF_CFG_REPLAY_BUFFER_LENGTH, "TrainerConfig.replay_buffer_length", CALF_CFG_INT, 0,
          CALF_NO_FALLBACK},
-        {CALF_CFG_SAC_TAU, "SacAlgorithm.target_update_tau", CALF_CFG_FLOAT, 0, CALF_NO_FALLBACK},
-        {CALF_CFG_SAC_TARGET_PERIOD, "SacAlgorithm.target_update_period", CALF_CFG_INT, 0,
+        {CFG_SAC_TAU, "SacAlgorithm.target_update_tau", CALF_CFG_FLOAT, 0, CALF_NO_FALLBACK},
+        {CFG_SAC_TARGET_PERIOD, "SacAlgorithm.target_update_period", CALF_CFG_INT, 0,
          CALF_NO_FALLBACK},
-        {CALF_CFG_SAC_INITIAL_LOG_ALPHA, "SacAlgorithm.initial_log_alpha", CALF_CFG_FLOAT, 0,
+        {CFG_SAC_INITIAL_LOG_ALPHA, "SacAlgorithm.initial_log_alpha", CALF_CFG_FLOAT, 0,
          CALF_NO_FALLBACK},
-        {CALF_CFG_SAC_TARGET_ENTROPY, "SacAlgorithm.target_entropy", CALF_CFG_FLOAT,
+        {CFG_SAC_TARGET_ENTROPY, "SacAlgorithm.target_entropy", CALF_CFG_FLOAT,
          CALF_BINDING_OPTIONAL, CALF_NO_FALLBACK},
         {CALF_CFG_TD_GAMMA, "OneStepTDLoss.gamma", CALF_CFG_FLOAT, 0, CALF_NO_FALLBACK},
         {CALF_CFG_SAC_ACTOR_LAYERS, "actor/ActorDistributionNetwork.fc_layer_params",
@@ -332,10 +333,10 @@ static void test_table(void) {
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_INITIAL_COLLECT_STEPS), 0);
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_MINI_BATCH_LENGTH), 2);
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_REPLAY_BUFFER_LENGTH), 100000);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_SAC_TAU), 0.05, 0);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_SAC_TARGET_PERIOD), 1);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_SAC_INITIAL_LOG_ALPHA), 0.0, 0);
-    CHECK(calf_config_is_none(&cfg, CALF_CFG_SAC_TARGET_ENTROPY));
+    CHECK_NEAR(calf_config_float(&cfg, CFG_SAC_TAU), 0.05, 0);
+    CHECK_INT_EQ(calf_config_int(&cfg, CFG_SAC_TARGET_PERIOD), 1);
+    CHECK_NEAR(calf_config_float(&cfg, CFG_SAC_INITIAL_LOG_ALPHA), 0.0, 0);
+    CHECK(calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
     CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_TD_GAMMA), 0.99, 0);
     const calf_binding_id sac_layers[] = {CALF_CFG_SAC_ACTOR_LAYERS, CALF_CFG_SAC_CRITIC_LAYERS};
     for (int k = 0; k < 2; k++) {
@@ -538,9 +539,9 @@ static void test_macros(void) {
     CHECK_INT_EQ(v->ti[2], 16);
     CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ENV_NAME), "Pendulum-v1");
     CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ALGORITHM_CTOR), "SacAlgorithm");
-    CHECK(calf_config_is_none(&cfg, CALF_CFG_SAC_TARGET_ENTROPY));
-    CHECK(!calf_config_bool(&cfg, CALF_CFG_NORMALIZE_ADVANTAGES));
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_TD_LOSS_WEIGHT), 32.0, 0);
+    CHECK(calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
+    CHECK(!calf_config_bool(&cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_TD_LOSS_WEIGHT), 32.0, 0);
     CHECK_INT_EQ(cfg.num_macros, 8);
     CHECK_STR_EQ(cfg.macros[7].name, "BETAS");
     CHECK_STR_EQ(cfg.macros[7].text, "(0.5, 32)");
@@ -586,7 +587,7 @@ static void test_macros(void) {
              "PPOLoss.gamma = %INNER\n"
              "T = 2\n");                                  /* the same value again is fine */
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 2);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.25, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.25, 0);
     CHECK_INT_EQ(calf_config_validate(&cfg, &err), CALF_OK);
 
     check_error("mac_undef.gin", "NUM_ENVS = 8\ncreate_environment.num_parallel_environments = %NUM_ENV\n", 2,
@@ -636,10 +637,10 @@ static void test_imports_and_bom(void) {
              "import x\n"
              "PPOLoss.gamma = 0.5\n");
     CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 7);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.5, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.5, 0);
     char want[600];
     snprintf(want, sizeof want, "%s/imports.gin:7", tmpdir);
-    CHECK_STR_EQ(cfg.origin[CALF_CFG_GAMMA], want);
+    CHECK_STR_EQ(cfg.origin[CFG_PPO_GAMMA], want);
     check_error("imp_bare.gin", "import\nPPOLoss.gamma = 0.5\n", 1, "expected 'import module'");
     check_error("imp_two.gin", "import a b\n", 1, "expected 'import module', got 'b' after it");
     check_error("imp_from.gin", "\nfrom a.b imprt c\n", 2, "expected 'from module import name'");
@@ -654,7 +655,7 @@ static void test_imports_and_bom(void) {
     snprintf(want, sizeof want, "%s/bom.gin:2", tmpdir);
     CHECK_STR_EQ(cfg.origin[CALF_CFG_ADAM_LR], want);
     parse_ok(&cfg, "bom2.gin", "\xEF\xBB\xBFPPOLoss.gamma = 0.25\n");
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_GAMMA), 0.25, 0);
+    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.25, 0);
     /* elsewhere it is no letter */
     check_error("bom3.gin", "PPOLoss.gamma = 0.25\n\xEF\xBB\xBF" "Adam.lr = 1\n", 2,
                 "expected 'Scope.param = value', got '\xEF'");
@@ -664,19 +665,19 @@ static void test_none(void) {
     calf_config cfg;
     calf_error err;
     calf_config_init(&cfg);
-    CHECK(calf_config_is_none(&cfg, CALF_CFG_SAC_TARGET_ENTROPY));
-    CHECK(!calf_config_is_none(&cfg, CALF_CFG_GAMMA));
+    CHECK(calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
+    CHECK(!calf_config_is_none(&cfg, CFG_PPO_GAMMA));
     char buf[64];
-    calf_config_format_value(&cfg, CALF_CFG_SAC_TARGET_ENTROPY, buf, sizeof buf);
+    calf_config_format_value(&cfg, CFG_SAC_TARGET_ENTROPY, buf, sizeof buf);
     CHECK_STR_EQ(buf, "None");
     check_dump_line(&cfg, "SacAlgorithm.target_entropy = None");
     uint64_t d_none = calf_config_digest(&cfg);
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "SacAlgorithm.target_entropy=-1.5", &err), CALF_OK);
-    CHECK(!calf_config_is_none(&cfg, CALF_CFG_SAC_TARGET_ENTROPY));
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_SAC_TARGET_ENTROPY), -1.5, 0);
+    CHECK(!calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
+    CHECK_NEAR(calf_config_float(&cfg, CFG_SAC_TARGET_ENTROPY), -1.5, 0);
     CHECK(calf_config_digest(&cfg) != d_none);
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "SacAlgorithm.target_entropy=None", &err), CALF_OK);
-    CHECK(calf_config_is_none(&cfg, CALF_CFG_SAC_TARGET_ENTROPY));
+    CHECK(calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
     CHECK(calf_config_digest(&cfg) == d_none);
     check_dump_line(&cfg, "SacAlgorithm.target_entropy = None  # --conf_param");
 
@@ -704,7 +705,7 @@ static void check_round_trip(const char *name, const char *text) {
     calf_config_init(&back);
     CHECK_INT_EQ(calf_config_parse_file(&back, path, &err), CALF_OK);
     CHECK(calf_config_digest(&cfg) == calf_config_digest(&back));
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < calf_binding_count(); i++) {
         char a[800], b[800];
         calf_config_format_value(&cfg, (calf_binding_id)i, a, sizeof a);
         calf_config_format_value(&back, (calf_binding_id)i, b, sizeof b);

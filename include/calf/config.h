@@ -1,8 +1,11 @@
 /* calf/config.h: gin-style configuration with ALF's binding names.
- * One list of known bindings (CALF_BINDINGS below) makes both the binding ids and the
- * table that drives parsing, validation, --list-bindings and the operative-config dump.
- * Values in a config are global for the whole job; the per-process split is derived
- * (calf_split). */
+ * One list of known bindings (CALF_BINDINGS below) makes both the public binding ids and
+ * the table that drives parsing, validation, --list-bindings and the operative-config dump.
+ * Each algorithm's own rows (PPOLoss.*, SacAlgorithm.*) are not here: they are listed with
+ * the algorithm, in the library's registry (src/algorithms/registry.h), and reached by name
+ * (calf_binding_find), so registering an algorithm leaves every id below and the layout of
+ * calf_config as they are. Values in a config are global for the whole job; the
+ * per-process split is derived (calf_split). */
 #ifndef CALF_CONFIG_H
 #define CALF_CONFIG_H
 
@@ -30,15 +33,26 @@ enum calf_binding_flag {
 
 #define CALF_NO_FALLBACK (-1)
 
-/* The known bindings, one row each, grouped by configurable so the dump reads well:
+/* The public bindings, one row each, grouped by configurable so the dump reads well:
  *   X(ID, name, type, default as gin text, min, max, tuple_len, choices, flags, fallback, help)
- * ID names the enum constant CALF_CFG_<ID>. min and max bound numbers and tuple elements.
+ * ID names the constant CALF_CFG_<ID>. min and max bound numbers and tuple elements.
  * tuple_len > 0: exact tuple length; < 0: at most -tuple_len elements. choices: NULL or
- * '|'-separated allowed strings (for a REF: the allowed names, without '@').
+ * '|'-separated allowed strings. A REF row's choices are NULL here: they are the names of
+ * what it refers to, registered in the library (algorithm_ctor: the algorithms; see
+ * calf_binding_choices).
  * A scoped row (`scope/Configurable.param`) may name the unscoped row it falls back to,
  * as gin's `Configurable.param` sets every scope's default: a scoped row that is not set
- * takes the fallback's value when that one is set, and its own default otherwise. */
-#define CALF_BINDINGS(X)                                                                       \
+ * takes the fallback's value when that one is set, and its own default otherwise.
+ *
+ * Two lists, because the dump, --list-bindings and the digest take the rows in the order
+ * CALF_BINDINGS_TRAINER, then every algorithm's own rows (in the registry's order), then
+ * CALF_BINDINGS_SHARED: what the run is, what the algorithm is, the parts algorithms are
+ * built from. The ids are CALF_BINDINGS_TRAINER's rows, then CALF_BINDINGS_SHARED's, so a
+ * public row may only be appended at the end of CALF_BINDINGS_SHARED: inserted anywhere
+ * else, it would shift the ids after it. */
+#define CALF_BINDINGS(X) CALF_BINDINGS_TRAINER(X) CALF_BINDINGS_SHARED(X)
+
+#define CALF_BINDINGS_TRAINER(X)                                                               \
     X(ENV_NAME, "create_environment.env_name", CALF_CFG_STRING, "'CartPole-v1'", 0, 0, 0, NULL, \
       0, CALF_NO_FALLBACK, "registered environment to train on (see `calf envs`)")             \
     X(NUM_ENVS, "create_environment.num_parallel_environments", CALF_CFG_INT, "64", 1, 1 << 20, \
@@ -90,7 +104,7 @@ enum calf_binding_flag {
       0.01, 1e7, 0, NULL, CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                             \
       "fail a collective whose peers do not arrive within this many seconds")                  \
     X(ALGORITHM_CTOR, "TrainerConfig.algorithm_ctor", CALF_CFG_REF, "@PPOAlgorithm", 0, 0, 0,   \
-      "PPOAlgorithm|SacAlgorithm", 0, CALF_NO_FALLBACK, "the training algorithm")              \
+      NULL, 0, CALF_NO_FALLBACK, "the training algorithm")                                     \
     X(INITIAL_COLLECT_STEPS, "TrainerConfig.initial_collect_steps", CALF_CFG_INT, "0", 0, 1e15, \
       0, NULL, 0, CALF_NO_FALLBACK,                                                            \
       "env steps of the whole job taken with uniform random actions before learning starts "   \
@@ -106,33 +120,9 @@ enum calf_binding_flag {
       "normalize observations by their running mean and variance over all envs, updated "      \
       "once per iteration; kept in checkpoints, applied by play and export; PPO only")         \
     X(OBS_CLIPPING, "ObservationNormalizer.clipping", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL, 0, \
-      CALF_NO_FALLBACK, "clip normalized observations to [-clipping, clipping] (0: no clipping)") \
-                                                                                               \
-    X(GAMMA, "PPOLoss.gamma", CALF_CFG_FLOAT, "0.99", 0, 1, 0, NULL, 0, CALF_NO_FALLBACK,       \
-      "discount factor")                                                                       \
-    X(TD_LAMBDA, "PPOLoss.td_lambda", CALF_CFG_FLOAT, "0.95", 0, 1, 0, NULL, 0,                 \
-      CALF_NO_FALLBACK, "GAE lambda")                                                          \
-    X(RATIO_CLIPPING, "PPOLoss.importance_ratio_clipping", CALF_CFG_FLOAT, "0.2", 0, 10, 0,      \
-      NULL, 0, CALF_NO_FALLBACK, "PPO clipping epsilon of the importance ratio")               \
-    X(TD_LOSS_WEIGHT, "PPOLoss.td_loss_weight", CALF_CFG_FLOAT, "0.5", 0, 1e6, 0, NULL, 0,      \
-      CALF_NO_FALLBACK, "weight of the value (TD) loss")                                       \
-    X(ENTROPY_REG, "PPOLoss.entropy_regularization", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL, 0, \
-      CALF_NO_FALLBACK, "weight of the entropy bonus")                                         \
-    X(NORMALIZE_ADVANTAGES, "PPOLoss.normalize_advantages", CALF_CFG_BOOL, "True", 0, 0, 0,     \
-      NULL, 0, CALF_NO_FALLBACK, "normalise advantages over each iteration's whole batch")     \
-                                                                                               \
-    X(SAC_TAU, "SacAlgorithm.target_update_tau", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,      \
-      CALF_NO_FALLBACK,                                                                        \
-      "soft update of the target critics: target += tau * (critic - target)")                  \
-    X(SAC_TARGET_PERIOD, "SacAlgorithm.target_update_period", CALF_CFG_INT, "1", 1, 1e9, 0,     \
-      NULL, 0, CALF_NO_FALLBACK, "update the target critics every this many training steps")   \
-    X(SAC_INITIAL_LOG_ALPHA, "SacAlgorithm.initial_log_alpha", CALF_CFG_FLOAT, "0.0", -20, 20,  \
-      0, NULL, 0, CALF_NO_FALLBACK, "initial log of the entropy temperature alpha")            \
-    X(SAC_TARGET_ENTROPY, "SacAlgorithm.target_entropy", CALF_CFG_FLOAT, "None", -1e6, 1e6, 0,  \
-      NULL, CALF_BINDING_OPTIONAL, CALF_NO_FALLBACK,                                           \
-      "entropy that alpha is tuned towards (None: chosen by the algorithm from the action "    \
-      "space, -|A| for continuous actions)")                                                   \
-                                                                                               \
+      CALF_NO_FALLBACK, "clip normalized observations to [-clipping, clipping] (0: no clipping)")
+
+#define CALF_BINDINGS_SHARED(X)                                                                \
     X(TD_GAMMA, "OneStepTDLoss.gamma", CALF_CFG_FLOAT, "0.99", 0, 1, 0, NULL, 0,                \
       CALF_NO_FALLBACK, "discount factor of the critics' TD target (off-policy)")              \
                                                                                                \
@@ -179,13 +169,24 @@ enum calf_binding_flag {
     X(SAC_CRITIC_ACTIVATION, "critic/CriticNetwork.activation", CALF_CFG_STRING, "'relu'", 0, 0, \
       0, "tanh|relu", 0, CALF_NO_FALLBACK, "hidden activation of SAC's critic networks")
 
-/* CALF_CFG_<ID> for every row, in table order. */
+/* CALF_CFG_<ID> for every public row, in id order. These numbers are the ABI: a program
+ * compiled against this header keeps them (rows are only appended). */
 #define CALF_BINDING_ENUM_(id, ...) CALF_CFG_##id,
-typedef enum calf_binding_id {
+enum {
     CALF_BINDINGS(CALF_BINDING_ENUM_)
-    CALF_CFG_NUM_BINDINGS
-} calf_binding_id;
+    CALF_CFG_NUM_BINDINGS /* the public rows; every row, the algorithms' too: calf_binding_count */
+};
 #undef CALF_BINDING_ENUM_
+
+/* A binding's id: a CALF_CFG_<ID> above, or, for an algorithm's own row, what
+ * calf_binding_find returns for its name (from CALF_CFG_NUM_BINDINGS up to
+ * calf_binding_count(); those numbers may differ from one release to the next). */
+typedef int calf_binding_id;
+
+/* Rows a calf_config holds, public and the algorithms' together. Fixed, so that adding an
+ * algorithm with rows of its own changes neither sizeof(calf_config) nor an offset in it;
+ * the library does not build when its rows do not fit. */
+#define CALF_CFG_CAPACITY 128
 
 #define CALF_CFG_MAX_TUPLE 16
 #define CALF_CFG_MAX_STRING 256
@@ -211,11 +212,13 @@ typedef struct calf_config_macro {
     char used_at[CALF_CFG_MAX_ORIGIN];    /* its first use, "" while unused */
 } calf_config_macro;
 
+/* A job's configuration. Its layout is fixed by the constants above, none of which an
+ * algorithm's rows change; calf_binding_count() of the slots are used. */
 typedef struct calf_config {
-    calf_config_value values[CALF_CFG_NUM_BINDINGS];
+    calf_config_value values[CALF_CFG_CAPACITY]; /* by id; unused past calf_binding_count() */
     /* where each row was set: "file:line", "--conf_param", or "" when it was not (its
      * default, or for a scoped row its fallback's value: see calf_config_origin) */
-    char origin[CALF_CFG_NUM_BINDINGS][CALF_CFG_MAX_ORIGIN];
+    char origin[CALF_CFG_CAPACITY][CALF_CFG_MAX_ORIGIN];
     int num_macros;
     calf_config_macro macros[CALF_CFG_MAX_MACROS];
 } calf_config;
@@ -258,7 +261,8 @@ bool calf_config_is_none(const calf_config *cfg, calf_binding_id id);
  * row's own default. Points into cfg. */
 const char *calf_config_origin(const calf_config *cfg, calf_binding_id id);
 
-/* Table access for --list-bindings and tools. */
+/* Table access for --list-bindings and tools: every id from 0 to calf_binding_count() - 1. */
+int calf_binding_count(void);
 const char *calf_binding_name(calf_binding_id id);
 calf_config_type calf_binding_type(calf_binding_id id);
 const char *calf_binding_help(calf_binding_id id);
@@ -266,7 +270,11 @@ const char *calf_binding_help(calf_binding_id id);
 int calf_binding_flags(calf_binding_id id);
 /* The unscoped row a scoped row falls back to, or CALF_NO_FALLBACK. */
 int calf_binding_fallback(calf_binding_id id);
-/* Look a binding up by full name; returns -1 if unknown. */
+/* The row's allowed values, '|'-separated (for a REF, the names without '@', e.g.
+ * "PPOAlgorithm|SacAlgorithm"), or NULL when any value in bounds is allowed. Static
+ * storage. */
+const char *calf_binding_choices(calf_binding_id id);
+/* Look a binding up by full name, an algorithm's own rows included; -1 if unknown. */
 int calf_binding_find(const char *name);
 /* Print every binding: name, type, default, bounds, help. */
 void calf_config_list_bindings(FILE *out);

@@ -276,12 +276,12 @@ static void ppo_destroy(algorithm *a);
 static ppo_params ppo_params_of(const calf_config *cfg) {
     const calf_config_value *betas = calf_config_get(cfg, CALF_CFG_ADAM_BETAS);
     return (ppo_params){
-        .gamma = (float)calf_config_float(cfg, CALF_CFG_GAMMA),
-        .lambda = (float)calf_config_float(cfg, CALF_CFG_TD_LAMBDA),
-        .clip = (float)calf_config_float(cfg, CALF_CFG_RATIO_CLIPPING),
-        .td_w = (float)calf_config_float(cfg, CALF_CFG_TD_LOSS_WEIGHT),
-        .ent_w = (float)calf_config_float(cfg, CALF_CFG_ENTROPY_REG),
-        .normalize_advantages = calf_config_bool(cfg, CALF_CFG_NORMALIZE_ADVANTAGES),
+        .gamma = (float)calf_config_float(cfg, CFG_PPO_GAMMA),
+        .lambda = (float)calf_config_float(cfg, CFG_PPO_TD_LAMBDA),
+        .clip = (float)calf_config_float(cfg, CFG_PPO_RATIO_CLIPPING),
+        .td_w = (float)calf_config_float(cfg, CFG_PPO_TD_LOSS_WEIGHT),
+        .ent_w = (float)calf_config_float(cfg, CFG_PPO_ENTROPY_REG),
+        .normalize_advantages = calf_config_bool(cfg, CFG_PPO_NORMALIZE_ADVANTAGES),
         .lr = (float)calf_config_float(cfg, CALF_CFG_ADAM_LR),
         .lr_d = calf_config_float(cfg, CALF_CFG_ADAM_LR),
         .lr_linear = strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "linear") == 0,
@@ -1056,7 +1056,6 @@ static void ppo_destroy(algorithm *a) {
 }
 
 const algorithm_ops ppo_algorithm_ops = {
-    .name = "PPOAlgorithm",
     .create = ppo_create,
     .destroy = ppo_destroy,
     .start = ppo_start,

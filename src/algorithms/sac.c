@@ -281,12 +281,12 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     t->U = (int)calf_config_int(cfg, CALF_CFG_NUM_UPDATES);
     t->initial_collect = calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS);
     t->gamma = (float)calf_config_float(cfg, CALF_CFG_TD_GAMMA);
-    t->tau = (float)calf_config_float(cfg, CALF_CFG_SAC_TAU);
-    t->target_period = (int)calf_config_int(cfg, CALF_CFG_SAC_TARGET_PERIOD);
+    t->tau = (float)calf_config_float(cfg, CFG_SAC_TAU);
+    t->target_period = (int)calf_config_int(cfg, CFG_SAC_TARGET_PERIOD);
     /* None: -|A| (ALF's default) for continuous actions; for discrete ones a fraction of
      * the uniform policy's entropy log(n), low enough that the greedy action can win */
-    if (!calf_config_is_none(cfg, CALF_CFG_SAC_TARGET_ENTROPY))
-        t->target_entropy = (float)calf_config_float(cfg, CALF_CFG_SAC_TARGET_ENTROPY);
+    if (!calf_config_is_none(cfg, CFG_SAC_TARGET_ENTROPY))
+        t->target_entropy = (float)calf_config_float(cfg, CFG_SAC_TARGET_ENTROPY);
     else
         t->target_entropy = t->A > 0 ? -(float)t->A : (float)(0.3 * log((double)t->nA));
     const calf_config_value *betas = calf_config_get(cfg, CALF_CFG_ADAM_BETAS);
@@ -328,7 +328,7 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     fan_in_init(&t->q1, t->critic_g.params, &rng);
     fan_in_init(&t->q2, t->critic_g.params, &rng);
     memcpy(t->target_g.params, t->critic_g.params, t->critic_g.n * sizeof(float));
-    t->alpha_g.params[0] = (float)calf_config_float(cfg, CALF_CFG_SAC_INITIAL_LOG_ALPHA);
+    t->alpha_g.params[0] = (float)calf_config_float(cfg, CFG_SAC_INITIAL_LOG_ALPHA);
     t->actor_ver = t->critic_ver = t->target_ver = 1;
 
     /* caches: a rollout step's rows or an update's, whichever is more */
@@ -1046,7 +1046,6 @@ static void sac_report(const algorithm *a, double run_s, char *text, size_t cap)
 }
 
 const algorithm_ops sac_algorithm_ops = {
-    .name = "SacAlgorithm",
     .create = sac_create,
     .destroy = sac_destroy,
     .check = sac_check,

@@ -1,7 +1,9 @@
 /* config.c: the binding table and a small gin-subset parser.
- * The parser tokenizes the whole file (so tuples may span lines), then reads
- * statements `Scope.param = value`, `MACRO = value`, `include 'file.gin'` and ALF's
- * imports. Nothing is executed: a config is data. Every error names file:line. */
+ * The table is the public rows (include/calf/config.h) and every algorithm's own rows
+ * (algorithms/registry.h, macros only). The parser tokenizes the whole file (so tuples
+ * may span lines), then reads statements `Scope.param = value`, `MACRO = value`,
+ * `include 'file.gin'` and ALF's imports. Nothing is executed: a config is data. Every
+ * error names file:line. */
 #include "calf/config.h"
 
 #include <errno.h>
@@ -12,22 +14,67 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/registry.h"
+
 typedef struct binding_row {
     const char *name;
     calf_config_type type;
     const char *def;      /* default, as gin text */
     double min, max;      /* bounds on numbers and tuple elements */
     int tuple_len;        /* > 0: exact tuple length; < 0: at most -tuple_len elements */
-    const char *choices;  /* STRING, REF: '|'-separated allowed values, or NULL */
+    const char *choices;  /* STRING: '|'-separated allowed values, or NULL (REF: row_choices) */
     int flags;            /* CALF_BINDING_* */
     int fallback;         /* the unscoped row a scoped one falls back to, or CALF_NO_FALLBACK */
     const char *help;
 } binding_row;
 
-#define BINDING_ROW_(id, name, type, def, min, max, tuple_len, choices, flags, fallback, help) \
+/* Every row by id: the public ones (CALF_CFG_<ID>), then each algorithm's (CFG_<ID>). */
+#define PUBLIC_ROW_(id, name, type, def, min, max, tuple_len, choices, flags, fallback, help) \
     [CALF_CFG_##id] = {name, type, def, min, max, tuple_len, choices, flags, fallback, help},
-static const binding_row table[CALF_CFG_NUM_BINDINGS] = {CALF_BINDINGS(BINDING_ROW_)};
-#undef BINDING_ROW_
+#define ALGORITHM_ROW_(id, name, type, def, min, max, tuple_len, choices, flags, fallback, help) \
+    [CFG_##id] = {name, type, def, min, max, tuple_len, choices, flags, fallback, help},
+#define ALGORITHM_ROWS_(name, ops, bindings, in_every_digest) bindings(ALGORITHM_ROW_)
+static const binding_row table[CFG_NUM_ROWS] = {CALF_BINDINGS(PUBLIC_ROW_)
+                                                ALGORITHMS(ALGORITHM_ROWS_)};
+_Static_assert(CFG_NUM_ROWS <= CALF_CFG_CAPACITY,
+               "more rows than a calf_config holds: raising CALF_CFG_CAPACITY changes the ABI");
+
+/* The order of the dump, --list-bindings, the digest and name suggestions: what the run
+ * is, each algorithm's own rows, the parts algorithms are built from (config.h). */
+#define PUBLIC_ID_(id, ...) CALF_CFG_##id,
+#define ALGORITHM_ID_(id, ...) CFG_##id,
+#define ALGORITHM_IDS_(name, ops, bindings, in_every_digest) bindings(ALGORITHM_ID_)
+static const int order[] = {CALF_BINDINGS_TRAINER(PUBLIC_ID_) ALGORITHMS(ALGORITHM_IDS_)
+                            CALF_BINDINGS_SHARED(PUBLIC_ID_)};
+_Static_assert(sizeof order / sizeof order[0] == CFG_NUM_ROWS, "every row once in the order");
+
+/* Which algorithm owns the rows after the public ones: its name, how many rows it has
+ * (they follow the previous algorithm's), and whether they are in every config's digest. */
+typedef struct row_owner {
+    const char *name;
+    int rows;
+    bool in_every_digest;
+} row_owner;
+#define OWNER_ROW_(...) +1
+#define OWNER_(name, ops, bindings, in_every_digest) \
+    {#name, 0 bindings(OWNER_ROW_), in_every_digest},
+static const row_owner owners[] = {ALGORITHMS(OWNER_)};
+
+/* The algorithm whose own row `id` is; NULL for a public row. */
+static const row_owner *owner_of(int id) {
+    int first = CALF_CFG_NUM_BINDINGS;
+    for (size_t k = 0; k < sizeof owners / sizeof owners[0]; k++) {
+        if (id < first + owners[k].rows) return id >= first ? &owners[k] : NULL;
+        first += owners[k].rows;
+    }
+    return NULL;
+}
+
+/* A row's allowed values. A REF row refers to a registered implementation, and calf's
+ * one kind of reference names an algorithm: its choices are the registry's names. */
+static const char *row_choices(const binding_row *r) {
+    return r->type == CALF_CFG_REF ? ALGORITHM_CHOICES : r->choices;
+}
 
 /* ---- tokenizer ------------------------------------------------------------- */
 
@@ -199,7 +246,8 @@ static const char *closest_binding(const char *name) {
     size_t best_d = (size_t)-1, best_full = (size_t)-1;
     const char *dot = strrchr(name, '.');
     const char *param = dot ? dot + 1 : name;
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+    for (int k = 0; k < CFG_NUM_ROWS; k++) {
+        int i = order[k];
         size_t full = edit_distance(name, table[i].name), d = full;
         const char *tdot = strrchr(table[i].name, '.');
         size_t dp = edit_distance(param, tdot + 1);
@@ -331,20 +379,21 @@ static int parse_ref(parse_state *ps, const binding_row *row, calf_config_value 
     token t = ps->tok;
     char buf[300];
     tok_text(&t, buf, sizeof buf);
-    int first = (int)strcspn(row->choices, "|");
+    const char *choices = row_choices(row);
+    int first = (int)strcspn(choices, "|");
     if (t.kind != T_REF)
         return fail(ps, t.line, "'%s' expects a reference like @%.*s, got %s'%s'", row->name, first,
-                    row->choices, t.kind == T_STRING ? "the string " : "", buf);
+                    choices, t.kind == T_STRING ? "the string " : "", buf);
     const char *name = buf + 1;
-    if (t.len >= sizeof buf || !in_choices(row->choices, name, strlen(name))) {
+    if (t.len >= sizeof buf || !in_choices(choices, name, strlen(name))) {
         char near[128];
-        if (closest_choice(row->choices, name, near, sizeof near))
+        if (closest_choice(choices, name, near, sizeof near))
             return fail(ps, t.line, "unknown reference '%s' for '%s' (did you mean '@%s'?)", buf,
                         row->name, near);
         char known[300];
         size_t k = 0;
-        for (const char *c = row->choices; *c && k + 4 < sizeof known; c++) {
-            if (c == row->choices) known[k++] = '@';
+        for (const char *c = choices; *c && k + 4 < sizeof known; c++) {
+            if (c == choices) known[k++] = '@';
             if (*c == '|') { memcpy(known + k, ", @", 3); k += 3; }
             else known[k++] = *c;
         }
@@ -767,15 +816,20 @@ static int parse_text(parse_state *ps, const char *text) {
 
 /* ---- public ---------------------------------------------------------------- */
 
-/* The rows are data, but a scoped row's fallback must always hold a value the scoped
- * row accepts: same type and shape, bounds and choices no wider. */
+/* The rows are data, but every name must be in one row only (the algorithms' tables and
+ * the public one are written apart), a REF row takes its choices from the registry, and a
+ * scoped row's fallback must always hold a value the scoped row accepts: same type and
+ * shape, bounds and choices no wider. */
 static void check_table(void) {
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < CFG_NUM_ROWS; i++) {
         const binding_row *r = &table[i];
         CALF_ASSERT(r->name && strchr(r->name, '.') && r->def && r->help);
-        CALF_ASSERT(r->type != CALF_CFG_REF || r->choices);
+        CALF_ASSERT(r->type != CALF_CFG_REF || !r->choices);
+        for (int j = 0; j < i; j++)
+            if (strcmp(table[j].name, r->name) == 0)
+                calf_panic(__FILE__, __LINE__, "binding %s is in the table twice", r->name);
         if (r->fallback == CALF_NO_FALLBACK) continue;
-        CALF_ASSERT(r->fallback >= 0 && r->fallback < CALF_CFG_NUM_BINDINGS && r->fallback != i);
+        CALF_ASSERT(r->fallback >= 0 && r->fallback < CFG_NUM_ROWS && r->fallback != i);
         const binding_row *f = &table[r->fallback];
         CALF_ASSERT(f->fallback == CALF_NO_FALLBACK && f->type == r->type);
         CALF_ASSERT(f->tuple_len == r->tuple_len && f->min >= r->min && f->max <= r->max);
@@ -787,7 +841,7 @@ static void check_table(void) {
 void calf_config_init(calf_config *cfg) {
     check_table();
     memset(cfg, 0, sizeof *cfg);
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+    for (int i = 0; i < CFG_NUM_ROWS; i++) {
         parse_state ps;
         memset(&ps, 0, sizeof ps);
         calf_error err;
@@ -870,11 +924,16 @@ int calf_config_validate(const calf_config *cfg, calf_error *err) {
     return CALF_OK;
 }
 
+/* The row of an id a caller passes: one out of range is the caller's bug. */
+static const binding_row *row_of(calf_binding_id id) {
+    CALF_ASSERT(id >= 0 && id < CFG_NUM_ROWS);
+    return &table[id];
+}
+
 /* The row whose value is in effect for `id`: a scoped row that is not set takes its
  * fallback's value when that one is set (gin's `Adam.lr` sets every scope's default). */
 static int effective(const calf_config *cfg, calf_binding_id id) {
-    CALF_ASSERT(id >= 0 && id < CALF_CFG_NUM_BINDINGS);
-    int fb = table[id].fallback;
+    int fb = row_of(id)->fallback;
     if (fb != CALF_NO_FALLBACK && !cfg->origin[id][0] && cfg->origin[fb][0]) return fb;
     return (int)id;
 }
@@ -891,22 +950,22 @@ static const calf_config_value *present(const calf_config *cfg, calf_binding_id 
 }
 
 int64_t calf_config_int(const calf_config *cfg, calf_binding_id id) {
-    CALF_ASSERT(table[id].type == CALF_CFG_INT || table[id].type == CALF_CFG_BOOL);
+    CALF_ASSERT(row_of(id)->type == CALF_CFG_INT || row_of(id)->type == CALF_CFG_BOOL);
     return present(cfg, id)->i;
 }
 
 double calf_config_float(const calf_config *cfg, calf_binding_id id) {
-    CALF_ASSERT(table[id].type == CALF_CFG_FLOAT);
+    CALF_ASSERT(row_of(id)->type == CALF_CFG_FLOAT);
     return present(cfg, id)->f;
 }
 
 bool calf_config_bool(const calf_config *cfg, calf_binding_id id) {
-    CALF_ASSERT(table[id].type == CALF_CFG_BOOL);
+    CALF_ASSERT(row_of(id)->type == CALF_CFG_BOOL);
     return present(cfg, id)->i != 0;
 }
 
 const char *calf_config_string(const calf_config *cfg, calf_binding_id id) {
-    CALF_ASSERT(table[id].type == CALF_CFG_STRING || table[id].type == CALF_CFG_REF);
+    CALF_ASSERT(row_of(id)->type == CALF_CFG_STRING || row_of(id)->type == CALF_CFG_REF);
     return present(cfg, id)->s;
 }
 
@@ -918,14 +977,16 @@ const char *calf_config_origin(const calf_config *cfg, calf_binding_id id) {
     return cfg->origin[effective(cfg, id)];
 }
 
-const char *calf_binding_name(calf_binding_id id) { return table[id].name; }
-calf_config_type calf_binding_type(calf_binding_id id) { return table[id].type; }
-const char *calf_binding_help(calf_binding_id id) { return table[id].help; }
-int calf_binding_flags(calf_binding_id id) { return table[id].flags; }
-int calf_binding_fallback(calf_binding_id id) { return table[id].fallback; }
+int calf_binding_count(void) { return CFG_NUM_ROWS; }
+const char *calf_binding_name(calf_binding_id id) { return row_of(id)->name; }
+calf_config_type calf_binding_type(calf_binding_id id) { return row_of(id)->type; }
+const char *calf_binding_help(calf_binding_id id) { return row_of(id)->help; }
+int calf_binding_flags(calf_binding_id id) { return row_of(id)->flags; }
+int calf_binding_fallback(calf_binding_id id) { return row_of(id)->fallback; }
+const char *calf_binding_choices(calf_binding_id id) { return row_choices(row_of(id)); }
 
 int calf_binding_find(const char *name) {
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++)
+    for (int i = 0; i < CFG_NUM_ROWS; i++)
         if (strcmp(table[i].name, name) == 0) return i;
     return -1;
 }
@@ -960,23 +1021,23 @@ static void format_value(const calf_config_value *v, calf_config_type type, char
 }
 
 void calf_config_format_value(const calf_config *cfg, calf_binding_id id, char *buf, size_t cap) {
-    format_value(calf_config_get(cfg, id), table[id].type, buf, cap);
+    format_value(calf_config_get(cfg, id), row_of(id)->type, buf, cap);
 }
 
 void calf_config_list_bindings(FILE *out) {
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
-        const binding_row *r = &table[i];
+    for (int k = 0; k < CFG_NUM_ROWS; k++) {
+        const binding_row *r = &table[order[k]];
         char bounds[160] = "", also[160] = "";
         if (r->type == CALF_CFG_INT || r->type == CALF_CFG_FLOAT || r->type == CALF_CFG_INT_TUPLE ||
             r->type == CALF_CFG_FLOAT_TUPLE) {
             snprintf(bounds, sizeof bounds, " in [%.10g, %.10g]", r->min, r->max);
         } else if (r->type == CALF_CFG_REF) {
-            size_t k = (size_t)snprintf(bounds, sizeof bounds, " one of @");
-            for (const char *c = r->choices; *c && k + 2 < sizeof bounds; c++) {
-                if (*c == '|') { bounds[k++] = '|'; bounds[k++] = '@'; }
-                else bounds[k++] = *c;
+            size_t n = (size_t)snprintf(bounds, sizeof bounds, " one of @");
+            for (const char *c = row_choices(r); *c && n + 2 < sizeof bounds; c++) {
+                if (*c == '|') { bounds[n++] = '|'; bounds[n++] = '@'; }
+                else bounds[n++] = *c;
             }
-            bounds[k] = '\0';
+            bounds[n] = '\0';
         } else if (r->choices) {
             snprintf(bounds, sizeof bounds, " one of %s", r->choices);
         }
@@ -1000,7 +1061,8 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
     }
     const char *group = NULL;
     size_t group_len = 0;
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+    for (int k = 0; k < CFG_NUM_ROWS; k++) {
+        int i = order[k];
         /* a blank line between configurables; a scoped row stays with its configurable */
         const char *name = table[i].name;
         const char *slash = strrchr(name, '/');
@@ -1009,7 +1071,7 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
         if (group && (conf_len != group_len || strncmp(conf, group, conf_len) != 0)) fputc('\n', out);
         group = conf;
         group_len = conf_len;
-        int e = effective(cfg, (calf_binding_id)i);
+        int e = effective(cfg, i);
         char val[700];
         format_value(&cfg->values[e], table[i].type, val, sizeof val);
         fprintf(out, "%s = %s", name, val);
@@ -1020,12 +1082,18 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
     return ferror(out) ? CALF_EIO : CALF_OK;
 }
 
+/* An algorithm's own rows are in the digest of a config that selects it, and of every
+ * config when its registry row says so (PPO's and SAC's: algorithms/registry.h). */
 uint64_t calf_config_digest(const calf_config *cfg) {
+    const char *algorithm = calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR);
     uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over "name=value\n", values in effect */
-    for (int i = 0; i < CALF_CFG_NUM_BINDINGS; i++) {
+    for (int k = 0; k < CFG_NUM_ROWS; k++) {
+        int i = order[k];
         if (table[i].flags & CALF_BINDING_NODIGEST) continue;
+        const row_owner *o = owner_of(i);
+        if (o && !o->in_every_digest && strcmp(o->name, algorithm) != 0) continue;
         char val[700];
-        calf_config_format_value(cfg, (calf_binding_id)i, val, sizeof val);
+        calf_config_format_value(cfg, i, val, sizeof val);
         const char *parts[3] = {table[i].name, "=", val};
         for (int k = 0; k < 3; k++)
             for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)

@@ -254,7 +254,7 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
           " * int calf_policy_act(const float *obs, float *action)\n"
           " *   obs: CALF_POLICY_OBS_DIM floats, as the environment observes them.\n",
           calf_version(), comment_safe(root, rs, sizeof rs), comment_safe(p->path, ps, sizeof ps),
-          (long long)p->iteration, p->ops->name, comment_safe(spec->name, es, sizeof es));
+          (long long)p->iteration, calf_config_string(&p->cfg, CALF_CFG_ALGORITHM_CTOR), comment_safe(spec->name, es, sizeof es));
     if (discrete)
         put_f(b, " *   Returns the action, 0..CALF_POLICY_NUM_ACTIONS-1, and writes it to action[0] as a float.\n");
     else
@@ -295,7 +295,8 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
 
 static int export_text(const play_policy *p, const char *root, bytes_buf *out, calf_error *err) {
     if (!p->ops->export_c)
-        return calf_error_set(err, CALF_EINVAL, "%s cannot be exported (it has no export_c)", p->ops->name);
+        return calf_error_set(err, CALF_EINVAL, "%s cannot be exported (it has no export_c)",
+                              calf_config_string(&p->cfg, CALF_CFG_ALGORITHM_CTOR));
     export_c x;
     memset(&x, 0, sizeof x);
     int rc = p->ops->export_c(p->algo, &x, err);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algorithms/registry.h"
 #include "calf/config.h"
 #include "calf/env.h"
 #include "calf/error.h"
@@ -49,8 +50,8 @@ typedef struct algo_step {
                                  * observation where an episode ended) */
 } algo_step;
 
+/* An algorithm's functions. Its name is its row in ALGORITHMS (algorithms/registry.h). */
 typedef struct algorithm_ops {
-    const char *name;           /* as the config names it: TrainerConfig.algorithm_ctor */
     /* Build the algorithm for this process's envs: layout and initial parameters from
      * the (seed, 0, CALF_RNG_INIT) stream, per-env streams from (seed, global env,
      * purpose). Errors naming the binding's file:line (CALF_EINVAL) for settings this
@@ -107,10 +108,26 @@ typedef struct algorithm_ops {
     int (*export_c)(const algorithm *a, export_c *x, calf_error *err);
 } algorithm_ops;
 
-/* The algorithms calf knows, by config name; NULL if unknown. */
-const algorithm_ops *algorithm_find(const char *name);
+/* One algorithm of the registry. */
+typedef struct algorithm_entry {
+    const char *name;           /* as a config names it: TrainerConfig.algorithm_ctor = @name */
+    const algorithm_ops *ops;
+} algorithm_entry;
 
-extern const algorithm_ops ppo_algorithm_ops;
-extern const algorithm_ops sac_algorithm_ops;
+/* Every algorithm's ops, each defined by its file in src/algorithms/. */
+#define ALGORITHM_OPS_EXTERN_(name, ops, bindings, in_every_digest) extern const algorithm_ops ops;
+ALGORITHMS(ALGORITHM_OPS_EXTERN_)
+#undef ALGORITHM_OPS_EXTERN_
+
+/* The registry, made from ALGORITHMS, in its order (that of algorithm_ctor's choices);
+ * *n is its length. Static storage. */
+const algorithm_entry *algorithm_registry(int *n);
+/* Whether `entries` make a registry: each name a reference a config can write (a letter
+ * or '_', then letters, digits and '_') and no other entry's, each ops with every entry
+ * this header does not call optional. Else CALF_EINVAL naming the entry. */
+int algorithm_registry_check(const algorithm_entry *entries, int n, calf_error *err);
+/* The algorithm a config names (TrainerConfig.algorithm_ctor, whose choices are the
+ * registry's names); NULL if unknown. */
+const algorithm_ops *algorithm_find(const char *name);
 
 #endif

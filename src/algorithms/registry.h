@@ -1,0 +1,76 @@
+/* registry.h: the one table of calf's algorithms, and each algorithm's own config rows.
+ * TrainerConfig.algorithm_ctor's choices, its errors, --list-bindings, the rows' ids and
+ * algorithm_find (training/algorithm.c) are all made from ALGORITHMS below. Macros only:
+ * config.c builds the binding table from them without depending on any algorithm's code. */
+#ifndef CALF_ALGORITHMS_REGISTRY_H
+#define CALF_ALGORITHMS_REGISTRY_H
+
+#include "calf/config.h"
+
+/* A(name, ops, bindings, in_every_digest), in the order of the choices and of the dump:
+ *   name       the reference a config writes: TrainerConfig.algorithm_ctor = @name
+ *   ops        the `const algorithm_ops` its file in src/algorithms/ defines
+ *   bindings   the X-macro list of its own rows below (NO_BINDINGS: it has none)
+ *   in_every_digest  1: its rows enter the digest of every config, whichever algorithm
+ *              it selects. PPO and SAC only: their rows were public rows, and so in every
+ *              digest, before algorithms had rows of their own; this keeps the digest of
+ *              every checkpoint written since. 0 for every algorithm added later: its rows
+ *              enter only the digest of a config that selects it, so adding it changes no
+ *              existing checkpoint.
+ * Adding an algorithm is its file in src/algorithms/ plus one row here (and, when it has
+ * settings, its list of rows beside PPO's and SAC's). */
+#define ALGORITHMS(A)                                  \
+    A(PPOAlgorithm, ppo_algorithm_ops, PPO_BINDINGS, 1) \
+    A(SacAlgorithm, sac_algorithm_ops, SAC_BINDINGS, 1)
+
+/* An algorithm's own rows: the columns of CALF_BINDINGS (include/calf/config.h). Each ID
+ * makes the internal id CFG_<ID>, numbered after the public rows; the public API reaches
+ * a row by its name (calf_binding_find), so these ids may change from release to release
+ * while every public id and sizeof(calf_config) stay as they are. A row's name must be
+ * unknown to every other table (config.c checks). */
+#define NO_BINDINGS(X)
+
+#define PPO_BINDINGS(X)                                                                          \
+    X(PPO_GAMMA, "PPOLoss.gamma", CALF_CFG_FLOAT, "0.99", 0, 1, 0, NULL, 0, CALF_NO_FALLBACK,     \
+      "discount factor")                                                                         \
+    X(PPO_TD_LAMBDA, "PPOLoss.td_lambda", CALF_CFG_FLOAT, "0.95", 0, 1, 0, NULL, 0,               \
+      CALF_NO_FALLBACK, "GAE lambda")                                                            \
+    X(PPO_RATIO_CLIPPING, "PPOLoss.importance_ratio_clipping", CALF_CFG_FLOAT, "0.2", 0, 10, 0,   \
+      NULL, 0, CALF_NO_FALLBACK, "PPO clipping epsilon of the importance ratio")                 \
+    X(PPO_TD_LOSS_WEIGHT, "PPOLoss.td_loss_weight", CALF_CFG_FLOAT, "0.5", 0, 1e6, 0, NULL, 0,    \
+      CALF_NO_FALLBACK, "weight of the value (TD) loss")                                         \
+    X(PPO_ENTROPY_REG, "PPOLoss.entropy_regularization", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL,  \
+      0, CALF_NO_FALLBACK, "weight of the entropy bonus")                                        \
+    X(PPO_NORMALIZE_ADVANTAGES, "PPOLoss.normalize_advantages", CALF_CFG_BOOL, "True", 0, 0, 0,   \
+      NULL, 0, CALF_NO_FALLBACK, "normalise advantages over each iteration's whole batch")
+
+#define SAC_BINDINGS(X)                                                                          \
+    X(SAC_TAU, "SacAlgorithm.target_update_tau", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,        \
+      CALF_NO_FALLBACK,                                                                          \
+      "soft update of the target critics: target += tau * (critic - target)")                    \
+    X(SAC_TARGET_PERIOD, "SacAlgorithm.target_update_period", CALF_CFG_INT, "1", 1, 1e9, 0,       \
+      NULL, 0, CALF_NO_FALLBACK, "update the target critics every this many training steps")     \
+    X(SAC_INITIAL_LOG_ALPHA, "SacAlgorithm.initial_log_alpha", CALF_CFG_FLOAT, "0.0", -20, 20,    \
+      0, NULL, 0, CALF_NO_FALLBACK, "initial log of the entropy temperature alpha")              \
+    X(SAC_TARGET_ENTROPY, "SacAlgorithm.target_entropy", CALF_CFG_FLOAT, "None", -1e6, 1e6, 0,    \
+      NULL, CALF_BINDING_OPTIONAL, CALF_NO_FALLBACK,                                             \
+      "entropy that alpha is tuned towards (None: chosen by the algorithm from the action "      \
+      "space, -|A| for continuous actions)")
+
+/* CFG_<ID> for every algorithm's rows, in ALGORITHMS order, after the public rows. */
+#define ALGORITHM_BINDING_ID_(id, ...) CFG_##id,
+#define ALGORITHM_BINDING_IDS_(name, ops, bindings, in_every_digest) bindings(ALGORITHM_BINDING_ID_)
+enum {
+    CFG_LAST_PUBLIC_ = CALF_CFG_NUM_BINDINGS - 1,
+    ALGORITHMS(ALGORITHM_BINDING_IDS_)
+    CFG_NUM_ROWS /* every row: the public ones and the algorithms' */
+};
+#undef ALGORITHM_BINDING_IDS_
+#undef ALGORITHM_BINDING_ID_
+
+/* The algorithms' names, '|'-separated in ALGORITHMS order ("PPOAlgorithm|SacAlgorithm"):
+ * TrainerConfig.algorithm_ctor's choices. A string constant. */
+#define ALGORITHM_CHOICE_(name, ops, bindings, in_every_digest) "|" #name
+#define ALGORITHM_CHOICES (&(ALGORITHMS(ALGORITHM_CHOICE_))[1])
+
+#endif

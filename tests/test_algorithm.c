@@ -1,0 +1,260 @@
+/* test_algorithm.c: the algorithm registry (training/algorithm.c, algorithms/registry.h)
+ * and what is made from it: algorithm_ctor's choices, its error, --list-bindings,
+ * algorithm_find, the registry check; and the public ids, digests and calf_config layout
+ * that an algorithm's own rows must leave as they are. */
+#include <stddef.h>
+
+#include "calf/config.h"
+#include "training/algorithm.h"
+#include "test_util.h"
+
+/* The registry's names, each after `prefix`, joined by `sep`. */
+static void registry_names(char *out, size_t cap, const char *prefix, const char *sep) {
+    int n;
+    const algorithm_entry *r = algorithm_registry(&n);
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s%s", i ? sep : "", prefix, r[i].name);
+}
+
+static void test_choices_are_the_registry(void) {
+    int n;
+    const algorithm_entry *r = algorithm_registry(&n);
+    CHECK(n >= 2);
+    CHECK_STR_EQ(r[0].name, "PPOAlgorithm");
+    CHECK_STR_EQ(r[1].name, "SacAlgorithm");
+    CHECK(r[0].ops == &ppo_algorithm_ops && r[1].ops == &sac_algorithm_ops);
+    char want[512];
+    registry_names(want, sizeof want, "", "|");
+    CHECK_STR_EQ(calf_binding_choices(CALF_CFG_ALGORITHM_CTOR), want);
+    CHECK_STR_EQ(calf_binding_choices(CALF_CFG_ALGORITHM_CTOR), ALGORITHM_CHOICES);
+    /* every entry is a config's choice and what algorithm_find gives for it */
+    for (int i = 0; i < n; i++) {
+        calf_config cfg;
+        calf_error err;
+        char param[300];
+        calf_config_init(&cfg);
+        snprintf(param, sizeof param, "TrainerConfig.algorithm_ctor=@%s", r[i].name);
+        CHECK_INT_EQ(calf_config_apply_param(&cfg, param, &err), CALF_OK);
+        CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ALGORITHM_CTOR), r[i].name);
+        CHECK(algorithm_find(r[i].name) == r[i].ops);
+    }
+    CHECK(algorithm_find("NoSuchAlgorithm") == NULL);
+    CHECK(algorithm_find("ppoalgorithm") == NULL);
+}
+
+static void test_errors_name_the_registry(void) {
+    calf_config cfg;
+    calf_error err;
+    char known[512], want[1024];
+    registry_names(known, sizeof known, "@", ", ");
+    calf_config_init(&cfg);
+    CHECK_INT_EQ(calf_config_parse_string(&cfg, "TrainerConfig.algorithm_ctor = @Zzzzzzzzzzzz\n",
+                                          "t.gin", &err), CALF_EINVAL);
+    snprintf(want, sizeof want,
+             "t.gin:1: unknown reference '@Zzzzzzzzzzzz' for 'TrainerConfig.algorithm_ctor' "
+             "(known: %s)", known);
+    CHECK_STR_EQ(err.msg, want);
+    CHECK_STR_EQ(known, "@PPOAlgorithm, @SacAlgorithm");
+    /* a near miss names the entry it is near */
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.algorithm_ctor=@SacAlgoritm", &err),
+                 CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "--conf_param 'TrainerConfig.algorithm_ctor=@SacAlgoritm': unknown "
+                          "reference '@SacAlgoritm' for 'TrainerConfig.algorithm_ctor' (did you "
+                          "mean '@SacAlgorithm'?)");
+    /* a string where a reference belongs is shown the registry's first entry */
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.algorithm_ctor='x'", &err),
+                 CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "--conf_param 'TrainerConfig.algorithm_ctor='x'': "
+                          "'TrainerConfig.algorithm_ctor' expects a reference like @PPOAlgorithm, "
+                          "got the string 'x'");
+}
+
+/* --list-bindings: algorithm_ctor's choices are the registry's, and every row (the
+ * algorithms' own ones too) is listed once. */
+static void test_list_bindings(void) {
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    if (!f) return;
+    calf_config_list_bindings(f);
+    rewind(f);
+    char choices[512], want[700], line[1024];
+    registry_names(choices, sizeof choices, "@", "|");
+    snprintf(want, sizeof want, "    reference one of %s, default @PPOAlgorithm\n", choices);
+    int entries = 0, found_ctor = 0, after_ctor = 0;
+    static char seen[CALF_CFG_CAPACITY];
+    while (fgets(line, sizeof line, f)) {
+        if (after_ctor) {
+            CHECK_STR_EQ(line, want);
+            found_ctor++;
+            after_ctor = 0;
+        }
+        if (line[0] == ' ') continue;
+        entries++;
+        line[strcspn(line, "\n")] = '\0';
+        int id = calf_binding_find(line);
+        CHECK(id >= 0 && id < calf_binding_count());
+        if (id >= 0 && id < CALF_CFG_CAPACITY) seen[id]++;
+        after_ctor = id == CALF_CFG_ALGORITHM_CTOR;
+    }
+    fclose(f);
+    CHECK_INT_EQ(found_ctor, 1);
+    CHECK_INT_EQ(entries, calf_binding_count());
+    for (int i = 0; i < calf_binding_count(); i++) CHECK_INT_EQ(seen[i], 1);
+}
+
+static void test_registry_check(void) {
+    int n;
+    const algorithm_entry *r = algorithm_registry(&n);
+    calf_error err;
+    CHECK_INT_EQ(algorithm_registry_check(r, n, &err), CALF_OK);
+
+    algorithm_entry twice[3] = {r[0], r[1], {r[0].name, r[1].ops}};
+    CHECK_INT_EQ(algorithm_registry_check(twice, 3, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "algorithm registry entries 0 and 2 are both named 'PPOAlgorithm'");
+
+    static const char *const bad_names[] = {"", "9Lives", "Sac Algorithm", "alf.Sac", "@Sac"};
+    for (size_t k = 0; k < sizeof bad_names / sizeof bad_names[0]; k++) {
+        algorithm_entry e[1] = {{bad_names[k], r[0].ops}};
+        char want[300];
+        snprintf(want, sizeof want,
+                 "algorithm registry entry 0: '%s' is not a name a config can write as @Name",
+                 bad_names[k]);
+        CHECK_INT_EQ(algorithm_registry_check(e, 1, &err), CALF_EINVAL);
+        CHECK_STR_EQ(err.msg, want);
+    }
+    algorithm_entry nameless[1] = {{NULL, r[0].ops}};
+    CHECK_INT_EQ(algorithm_registry_check(nameless, 1, &err), CALF_EINVAL);
+
+    algorithm_ops half = *r[0].ops;
+    half.train = NULL;
+    algorithm_entry halves[2] = {r[0], {"Half_2", &half}};
+    CHECK_INT_EQ(algorithm_registry_check(halves, 2, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "algorithm registry entry 'Half_2' has no train");
+    half = *r[1].ops;
+    half.start = NULL; /* the optional entries */
+    half.check = NULL;
+    half.check_memory = NULL;
+    half.describe = NULL;
+    half.report = NULL;
+    half.export_c = NULL;
+    CHECK_INT_EQ(algorithm_registry_check(halves, 2, &err), CALF_OK);
+    algorithm_entry no_ops[1] = {{"NoOps", NULL}};
+    CHECK_INT_EQ(algorithm_registry_check(no_ops, 1, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "algorithm registry entry 'NoOps' has no ops");
+}
+
+/* An algorithm's own rows have ids after the public ones, and the public API reaches them
+ * by name. */
+static void test_own_rows_by_name(void) {
+    static const struct { const char *name; int id; } own[] = {
+        {"PPOLoss.gamma", CFG_PPO_GAMMA},
+        {"PPOLoss.td_lambda", CFG_PPO_TD_LAMBDA},
+        {"PPOLoss.importance_ratio_clipping", CFG_PPO_RATIO_CLIPPING},
+        {"PPOLoss.td_loss_weight", CFG_PPO_TD_LOSS_WEIGHT},
+        {"PPOLoss.entropy_regularization", CFG_PPO_ENTROPY_REG},
+        {"PPOLoss.normalize_advantages", CFG_PPO_NORMALIZE_ADVANTAGES},
+        {"SacAlgorithm.target_update_tau", CFG_SAC_TAU},
+        {"SacAlgorithm.target_update_period", CFG_SAC_TARGET_PERIOD},
+        {"SacAlgorithm.initial_log_alpha", CFG_SAC_INITIAL_LOG_ALPHA},
+        {"SacAlgorithm.target_entropy", CFG_SAC_TARGET_ENTROPY},
+    };
+    size_t n = sizeof own / sizeof own[0];
+    CHECK_INT_EQ(calf_binding_count(), CALF_CFG_NUM_BINDINGS + (int)n);
+    CHECK_INT_EQ(calf_binding_count(), CFG_NUM_ROWS);
+    for (size_t k = 0; k < n; k++) {
+        CHECK_INT_EQ(calf_binding_find(own[k].name), own[k].id);
+        CHECK(own[k].id >= CALF_CFG_NUM_BINDINGS && own[k].id < calf_binding_count());
+        CHECK_STR_EQ(calf_binding_name(own[k].id), own[k].name);
+    }
+    calf_config cfg;
+    calf_error err;
+    calf_config_init(&cfg);
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "SacAlgorithm.target_update_tau=0.25", &err), CALF_OK);
+    int tau = calf_binding_find("SacAlgorithm.target_update_tau");
+    CHECK_NEAR(calf_config_float(&cfg, tau), 0.25, 0);
+    CHECK_STR_EQ(calf_config_origin(&cfg, tau), "--conf_param");
+}
+
+/* What a program compiled against 0.1's header depends on: the public ids (rows are only
+ * appended), calf_config's layout, and the digest of a config, which every checkpoint
+ * carries (the values are those calf wrote before algorithms had rows of their own). */
+static void test_abi_and_digest(void) {
+    static const char *const public_rows[] = {
+        "create_environment.env_name",
+        "create_environment.num_parallel_environments",
+        "TrainerConfig.random_seed",
+        "TrainerConfig.num_iterations",
+        "TrainerConfig.num_env_steps",
+        "TrainerConfig.unroll_length",
+        "TrainerConfig.mini_batch_size",
+        "TrainerConfig.num_updates_per_train_iter",
+        "TrainerConfig.num_checkpoints",
+        "TrainerConfig.evaluate",
+        "TrainerConfig.eval_interval",
+        "TrainerConfig.num_eval_episodes",
+        "TrainerConfig.summary_interval",
+        "TrainerConfig.summaries_flush_secs",
+        "TrainerConfig.summarize_grads_and_vars",
+        "TrainerConfig.ddp_paras_check_interval",
+        "TrainerConfig.collective_timeout_secs",
+        "TrainerConfig.algorithm_ctor",
+        "TrainerConfig.initial_collect_steps",
+        "TrainerConfig.mini_batch_length",
+        "TrainerConfig.replay_buffer_length",
+        "TrainerConfig.normalize_observations",
+        "ObservationNormalizer.clipping",
+        "OneStepTDLoss.gamma",
+        "Adam.lr",
+        "Adam.betas",
+        "Adam.eps",
+        "Adam.gradient_clipping",
+        "Adam.lr_schedule",
+        "actor/Adam.lr",
+        "critic/Adam.lr",
+        "alpha/Adam.lr",
+        "ActorDistributionNetwork.fc_layer_params",
+        "ActorDistributionNetwork.activation",
+        "ActorDistributionNetwork.init_log_std",
+        "actor/ActorDistributionNetwork.fc_layer_params",
+        "actor/ActorDistributionNetwork.activation",
+        "ValueNetwork.fc_layer_params",
+        "ValueNetwork.activation",
+        "critic/CriticNetwork.joint_fc_layer_params",
+        "critic/CriticNetwork.activation",
+    };
+    size_t n = sizeof public_rows / sizeof public_rows[0];
+    CHECK(CALF_CFG_NUM_BINDINGS >= (int)n);
+    for (size_t i = 0; i < n; i++) CHECK_STR_EQ(calf_binding_name((calf_binding_id)i), public_rows[i]);
+    CHECK_INT_EQ(CALF_CFG_ALGORITHM_CTOR, 17);
+    CHECK_INT_EQ(CALF_CFG_TD_GAMMA, 23);
+    CHECK_INT_EQ(CALF_CFG_CAPACITY, 128);
+#if defined(__x86_64__) || defined(__aarch64__)
+    CHECK_INT_EQ(sizeof(calf_config), 145416);
+    CHECK_INT_EQ(offsetof(calf_config, origin), 69632);
+    CHECK_INT_EQ(offsetof(calf_config, num_macros), 110592);
+    CHECK_INT_EQ(offsetof(calf_config, macros), 110596);
+#endif
+    calf_config cfg;
+    calf_error err;
+    calf_config_init(&cfg);
+    CHECK(calf_config_digest(&cfg) == 0x7ae10aa87a17c343ULL);
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.algorithm_ctor=@SacAlgorithm", &err),
+                 CALF_OK);
+    CHECK(calf_config_digest(&cfg) == 0x87399da2800ba61fULL);
+    /* PPO's and SAC's rows are in every config's digest (in_every_digest) */
+    uint64_t sac = calf_config_digest(&cfg);
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "PPOLoss.gamma=0.5", &err), CALF_OK);
+    CHECK(calf_config_digest(&cfg) != sac);
+}
+
+int main(void) {
+    test_choices_are_the_registry();
+    test_errors_name_the_registry();
+    test_list_bindings();
+    test_registry_check();
+    test_own_rows_by_name();
+    test_abi_and_digest();
+    return test_report("test_algorithm");
+}
