@@ -118,4 +118,27 @@ else bad "Hopper-v4 finished no episode in 4 iterations (${episodes:-no metric})
     --conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.eval_interval=2 \
     --conf_param TrainerConfig.num_eval_episodes=2 >/dev/null 2>&1)
 expect_same_file "$WORK/HalfCheetah-v4_1/train/algorithm/ckpt-4" "$WORK/rel/train/algorithm/ckpt-4"
+# Many MuJoCo envs are checked against memory before anything is written: each env's
+# simulator data, measured by making one (about 3 MiB resident for Hopper, more mapped).
+# CALF_TEST_MEMORY_BYTES stands in for the machine's memory; ulimit -v bounds the mapping.
+CALF_TEST_MEMORY_BYTES=1000000000 expect_exit 2 "$CALF" train --root_dir "$WORK/many" \
+    --conf "$CONF" --conf_param "create_environment.env_name='Hopper-v4'" \
+    --conf_param create_environment.num_parallel_environments=4096
+expect_in "$WORK/err" "calf: --conf_param: create_environment.num_parallel_environments = 4096: the Hopper-v4 envs need"
+expect_in "$WORK/err" "resident each), more than the 953.7 MiB of this machine's memory"
+if [ -e "$WORK/many" ]; then bad "the refused run left $WORK/many"; else ok; fi
+# 64 of them fit in that memory, and train
+CALF_TEST_MEMORY_BYTES=1000000000 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/fits" \
+    --conf "$CONF" --conf_param "create_environment.env_name='Hopper-v4'" \
+    --conf_param create_environment.num_parallel_environments=64 \
+    --conf_param TrainerConfig.unroll_length=8 --conf_param TrainerConfig.num_iterations=1
+if ldd "$CALF" 2>/dev/null | grep -q libasan; then
+    echo "e2e_mujoco: the ulimit -v case is skipped under AddressSanitizer (its shadow memory is mapped)"
+else
+    (ulimit -v 3000000 && "$CALF" train --root_dir "$WORK/mapped" --conf "$CONF" \
+        --conf_param "create_environment.env_name='Hopper-v4'" \
+        --conf_param create_environment.num_parallel_environments=4096 >"$WORK/out" 2>"$WORK/err")
+    expect_eq "$?" 2 "exit status under ulimit -v"
+    expect_in "$WORK/err" "mapped each), more than the 2.9 GiB of the address-space limit (ulimit -v)"
+fi
 report e2e_mujoco

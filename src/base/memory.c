@@ -2,6 +2,7 @@
  * its cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes, up to the root) and
  * ulimit -v / -d. What refuses a config that cannot fit before anything is written. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +70,9 @@ static uint64_t cgroup_memory_max(void) {
     return least;
 }
 
-int memory_limit(uint64_t *bytes, const char **what, calf_error *err) {
-    uint64_t memory = UINT64_MAX;
-    const char *limit = NULL;
+int memory_limits(memory_bound *resident, memory_bound *address, calf_error *err) {
+    *resident = (memory_bound){UINT64_MAX, NULL};
+    *address = (memory_bound){UINT64_MAX, NULL};
     const char *test = getenv("CALF_TEST_MEMORY_BYTES"); /* tests: the machine's memory */
     if (test && *test) {
         char *end;
@@ -80,20 +81,31 @@ int memory_limit(uint64_t *bytes, const char **what, calf_error *err) {
         if (errno != 0 || *end != '\0')
             return calf_error_set(err, CALF_EINVAL, "CALF_TEST_MEMORY_BYTES='%s' is not a number",
                                   test);
-        lower_bound(&memory, &limit, t, "this machine's memory");
-    } else {
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0)
-            lower_bound(&memory, &limit, (uint64_t)pages * (uint64_t)page, "this machine's memory");
-        lower_bound(&memory, &limit, cgroup_memory_max(), "this process's cgroup (memory.max)");
-        struct rlimit rl;
-        if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-            lower_bound(&memory, &limit, (uint64_t)rl.rlim_cur,
-                        "the address-space limit (ulimit -v)");
-        if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-            lower_bound(&memory, &limit, (uint64_t)rl.rlim_cur, "the data limit (ulimit -d)");
+        lower_bound(&resident->bytes, &resident->what, t, "this machine's memory");
+        return CALF_OK;
     }
-    *bytes = memory;
-    *what = limit;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0)
+        lower_bound(&resident->bytes, &resident->what, (uint64_t)pages * (uint64_t)page,
+                    "this machine's memory");
+    lower_bound(&resident->bytes, &resident->what, cgroup_memory_max(),
+                "this process's cgroup (memory.max)");
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        lower_bound(&address->bytes, &address->what, (uint64_t)rl.rlim_cur,
+                    "the address-space limit (ulimit -v)");
+    if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        lower_bound(&address->bytes, &address->what, (uint64_t)rl.rlim_cur,
+                    "the data limit (ulimit -d)");
+    return CALF_OK;
+}
+
+int memory_limit(uint64_t *bytes, const char **what, calf_error *err) {
+    memory_bound resident, address;
+    int rc = memory_limits(&resident, &address, err);
+    if (rc) return rc;
+    bool res = resident.bytes <= address.bytes;
+    *bytes = res ? resident.bytes : address.bytes;
+    *what = res ? resident.what : address.what;
     return CALF_OK;
 }

@@ -3,6 +3,7 @@
 #ifndef CALF_MEMORY_H
 #define CALF_MEMORY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "calf/error.h"
@@ -13,5 +14,15 @@
  * is known. CALF_TEST_MEMORY_BYTES (tests) stands in for all of them; a value that is
  * not a number is CALF_EINVAL. */
 int memory_limit(uint64_t *bytes, const char **what, calf_error *err);
+
+/* The two kinds of bound, for memory that is reserved before it is touched (a MuJoCo
+ * env's data arena): what may be resident (the machine's memory, the cgroup's limit:
+ * resident) and what may be mapped (ulimit -v and -d: address). Each UINT64_MAX and
+ * NULL when unknown; CALF_TEST_MEMORY_BYTES sets the resident bound alone. */
+typedef struct memory_bound {
+    uint64_t bytes;
+    const char *what;
+} memory_bound;
+int memory_limits(memory_bound *resident, memory_bound *address, calf_error *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "envs/envs.h"
 
 /* The compiled models, one per task, kept for the life of the process (tasks are few,
  * models are read-only, and workers forked later share the pages). Like the env
@@ -140,6 +141,33 @@ int mj_env_create(mj_state *s, const mj_task *task, calf_error *err) {
         return CALF_ENOMEM;
     }
     return CALF_OK;
+}
+
+bool mj_env_measure(const calf_env_class *cls, size_t *mapped, size_t *touched) {
+    static const calf_env_class *const classes[] = {&inverted_pendulum_class, &half_cheetah_class,
+                                                    &hopper_class, &walker2d_class, &ant_class};
+    bool known = false;
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) known |= classes[i] == cls;
+    if (!known) return false;
+    calf_env env;
+    calf_error ignored;
+    float obs[MJ_MAX_OBS], u[MJ_MAX_ACTIONS] = {0};
+    if (cls->spec.obs_dim > MJ_MAX_OBS || cls->spec.action_dim > MJ_MAX_ACTIONS ||
+        calf_env_init(&env, cls->spec.name, 0, 0, &ignored) != CALF_OK)
+        return false;
+    calf_env_reset(&env, obs);
+    for (int k = 0; k < 8; k++) {
+        float r;
+        int term, trunc;
+        calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+        if (term || trunc) calf_env_reset(&env, obs);
+    }
+    const mjData *d = ((const mj_state *)env.state)->d;
+    size_t fixed = sizeof *d + (size_t)d->nbuffer + cls->spec.state_size;
+    *mapped = fixed + (size_t)d->nstack * sizeof(mjtNum);
+    *touched = fixed + (size_t)d->maxuse_stack * sizeof(mjtNum);
+    calf_env_free(&env);
+    return true;
 }
 
 void mj_env_destroy(mj_state *s) {

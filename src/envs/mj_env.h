@@ -6,6 +6,9 @@
 #ifndef CALF_MJ_ENV_H
 #define CALF_MJ_ENV_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include <mujoco/mujoco.h>
 
 #include "calf/env.h"
@@ -58,6 +61,12 @@ typedef struct mj_state {
  * task and MuJoCo's message) and makes the env's mjData. */
 int mj_env_create(mj_state *s, const mj_task *task, calf_error *err);
 void mj_env_destroy(mj_state *s);
+/* For a built-in MuJoCo class: the bytes one more env maps (its mjData: struct, buffer,
+ * the whole stack) and touches (the stack only as deep as a reset and 8 steps used it).
+ * false for any other class. */
+#define MJ_MAX_OBS 128
+#define MJ_MAX_ACTIONS 32
+bool mj_env_measure(const calf_env_class *cls, size_t *mapped, size_t *touched);
 /* The process's compiled model of the task, compiled on first use; NULL with a message
  * when it cannot be. Not owned by the caller. */
 const mjModel *mj_env_model(const mj_task *task, calf_error *err);
