@@ -4,6 +4,8 @@
 #include "envs/vec_env.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,12 +72,75 @@ void vec_env_free(vec_env *ve) {
     memset(ve, 0, sizeof *ve);
 }
 
-void vec_env_reset(vec_env *ve) {
+/* ---- what an env returns must be finite ---------------------------------------
+ * A NaN or an infinity from an env (a plug-in's bug, a simulator that blew up) would
+ * otherwise surface an iteration later as a gradient that is not finite, blamed on the
+ * learning rate. The checks only read the outputs, so no bit changes. */
+
+/* Whether all n floats are finite: the exponent of an infinity or a NaN is all ones.
+ * Integer operations on the bits, so the loop vectorizes and costs next to nothing. */
+static bool floats_finite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        bad |= (~b & 0x7f800000u) == 0;
+    }
+    return bad == 0;
+}
+
+/* Records, if it is the first, that env local_i returned a non-finite value: its
+ * observation row obs (obs_dim) or *reward (NULL after a reset). */
+static void note_fault(vec_env *ve, int local_i, const float *obs, const float *reward) {
+    if (ve->fault.status != CALF_OK) return;
+    const calf_env *env = &ve->envs[local_i];
+    const char *lib = calf_env_class_library(env->cls);
+    char what[96];
+    if (reward && !floats_finite(reward, 1)) {
+        snprintf(what, sizeof what, "a non-finite reward (%g)", (double)*reward);
+    } else {
+        int j = 0;
+        while (j < ve->obs_dim - 1 && floats_finite(obs + j, 1)) j++;
+        snprintf(what, sizeof what, "a non-finite observation (obs[%d] = %g)", j, (double)obs[j]);
+    }
+    char when[64];
+    if (reward) snprintf(when, sizeof when, "step %d of its episode", env->elapsed_steps);
+    else snprintf(when, sizeof when, "its reset");
+    calf_error_set(&ve->fault, CALF_EINVAL,
+                   "environment %s%s%s, env index %lld: %s returned %s; the environment is at "
+                   "fault, not training",
+                   env->cls->spec.name, lib ? " of plug-in " : "", lib ? lib : "",
+                   (long long)ve->begin + local_i, when, what);
+}
+
+/* Checks the rows of envs [0, n) after a step: obs (n, obs_dim), reward (n). */
+static void check_step(vec_env *ve, const float *obs, const float *reward) {
+    const size_t n = (size_t)ve->count, od = (size_t)ve->obs_dim;
+    if (floats_finite(obs, n * od) && floats_finite(reward, n)) return;
+    for (size_t i = 0; i < n; i++)
+        if (!floats_finite(obs + i * od, od) || !floats_finite(&reward[i], 1))
+            note_fault(ve, (int)i, obs + i * od, &reward[i]);
+}
+
+/* Env local_i's observation after a reset, at obs (obs_dim). */
+static void check_reset(vec_env *ve, int local_i, const float *obs) {
+    if (!floats_finite(obs, (size_t)ve->obs_dim)) note_fault(ve, local_i, obs, NULL);
+}
+
+int vec_env_fault(const vec_env *ve, calf_error *err) {
+    if (ve->fault.status == CALF_OK) return CALF_OK;
+    return calf_error_set(err, ve->fault.status, "%s", ve->fault.msg);
+}
+
+int vec_env_reset(vec_env *ve) {
     for (int i = 0; i < ve->count; i++) {
-        calf_env_reset(&ve->envs[i], ve->obs + (size_t)i * (size_t)ve->obs_dim);
+        float *obs = ve->obs + (size_t)i * (size_t)ve->obs_dim;
+        calf_env_reset(&ve->envs[i], obs);
+        check_reset(ve, i, obs);
         ve->episode_return[i] = 0.0;
         ve->episode_length[i] = 0;
     }
+    return ve->fault.status;
 }
 
 /* Same clip as calf_env_step: per-dimension bounds, a NaN stays NaN. */
@@ -90,7 +155,7 @@ static void clip_actions(const calf_env_spec *spec, const float *u, float *out, 
         }
 }
 
-void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
+int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
                   float *restrict reward, uint8_t *restrict terminated,
                   uint8_t *restrict truncated, float *restrict final_obs,
                   double *restrict ep_return, int *restrict ep_length) {
@@ -130,6 +195,7 @@ void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
             truncated[i] = (uint8_t)trunc;
         }
     }
+    check_step(ve, vobs, reward);
     /* Before any reset, the block's observations are exactly the final ones. */
     if (final_obs) memcpy(final_obs, vobs, (size_t)n * (size_t)od * sizeof *vobs);
     for (int i = 0; i < n; i++) {
@@ -142,7 +208,11 @@ void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
         run_length[i] = done ? 0 : len;
     }
     for (int i = 0; i < n; i++)
-        if (terminated[i] | truncated[i]) calf_env_reset(&envs[i], vobs + (size_t)i * (size_t)od);
+        if (terminated[i] | truncated[i]) {
+            calf_env_reset(&envs[i], vobs + (size_t)i * (size_t)od);
+            check_reset(ve, i, vobs + (size_t)i * (size_t)od);
+        }
+    return ve->fault.status;
 }
 
 /* ---- records ---------------------------------------------------------------- */
