@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/bytes.h"
+#include "calf/vec_env.h"
 
 /* The record stores the env's state bytes verbatim, i.e. in host byte order. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -358,4 +359,103 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     ve->episode_return[local_i] = ret;
     memcpy(ve->obs + (size_t)local_i * (size_t)ve->obs_dim, obs, (size_t)ve->obs_dim * sizeof *obs);
     return CALF_OK;
+}
+
+/* ---- the public handle (calf/vec_env.h) -------------------------------------------
+ * A vec_env behind an opaque pointer, stepped by the same vec_env_step the trainer
+ * calls; only the argument checks a library owes its caller are added. */
+
+struct calf_vec_env {
+    vec_env ve;
+    bool fresh; /* neither reset nor stepped since open: reset returns open's episodes */
+};
+
+int calf_vec_env_open(const char *env_name, const char *env_lib, uint64_t seed, int first_index,
+                      int count, calf_vec_env **out, calf_error *err) {
+    CALF_ASSERT(out != NULL);
+    *out = NULL;
+    if (!env_name) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_open: no environment name");
+    if (env_lib) {
+        int rc = calf_env_load_library(env_lib, err);
+        if (rc != CALF_OK) return rc;
+    }
+    calf_vec_env *v = calloc(1, sizeof *v);
+    if (!v) return calf_error_set(err, CALF_ENOMEM, "calf_vec_env_open: out of memory");
+    int rc = vec_env_init(&v->ve, env_name, seed, first_index, count, err);
+    if (rc != CALF_OK) {
+        free(v);
+        return rc;
+    }
+    v->fresh = true;
+    *out = v;
+    return CALF_OK;
+}
+
+void calf_vec_env_close(calf_vec_env *v) {
+    if (!v) return;
+    vec_env_free(&v->ve);
+    free(v);
+}
+
+static const calf_env_spec *handle_spec(const calf_vec_env *v) { return &v->ve.envs[0].cls->spec; }
+
+int calf_vec_env_count(const calf_vec_env *v) { return v->ve.count; }
+int calf_vec_env_first_index(const calf_vec_env *v) { return v->ve.begin; }
+const char *calf_vec_env_name(const calf_vec_env *v) { return handle_spec(v)->name; }
+int calf_vec_env_obs_dim(const calf_vec_env *v) { return v->ve.obs_dim; }
+int calf_vec_env_discrete(const calf_vec_env *v) { return v->ve.action_dim == 0; }
+int calf_vec_env_num_actions(const calf_vec_env *v) { return v->ve.num_actions; }
+int calf_vec_env_action_dim(const calf_vec_env *v) { return v->ve.action_dim; }
+const float *calf_vec_env_action_low(const calf_vec_env *v) {
+    return v->ve.action_dim ? handle_spec(v)->action_low : NULL;
+}
+const float *calf_vec_env_action_high(const calf_vec_env *v) {
+    return v->ve.action_dim ? handle_spec(v)->action_high : NULL;
+}
+int calf_vec_env_max_episode_steps(const calf_vec_env *v) { return handle_spec(v)->max_episode_steps; }
+
+static void copy_obs(const calf_vec_env *v, float *obs) {
+    memcpy(obs, v->ve.obs, (size_t)v->ve.count * (size_t)v->ve.obs_dim * sizeof *obs);
+}
+
+int calf_vec_env_reset(calf_vec_env *v, float *obs, calf_error *err) {
+    if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_reset: obs is NULL");
+    /* open's reset already recorded its own fault, which this call returns */
+    if (!v->fresh) {
+        calf_error_clear(&v->ve.fault);
+        vec_env_reset(&v->ve);
+    }
+    v->fresh = false;
+    copy_obs(v, obs);
+    return vec_env_fault(&v->ve, err);
+}
+
+int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_actions, float *obs,
+                      float *reward, uint8_t *terminated, uint8_t *truncated, float *final_obs,
+                      calf_error *err) {
+    vec_env *ve = &v->ve;
+    if (!obs || !reward || !terminated || !truncated)
+        return calf_error_set(err, CALF_EINVAL, "calf_vec_env_step: an output array is NULL");
+    if (ve->action_dim > 0 && !cont_actions)
+        return calf_error_set(err, CALF_EINVAL,
+                              "calf_vec_env_step: %s has continuous actions: cont_actions is NULL",
+                              handle_spec(v)->name);
+    if (ve->action_dim == 0) {
+        if (!actions)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "calf_vec_env_step: %s has discrete actions: actions is NULL",
+                                  handle_spec(v)->name);
+        for (int i = 0; i < ve->count; i++)
+            if (actions[i] < 0 || actions[i] >= ve->num_actions)
+                return calf_error_set(err, CALF_EINVAL,
+                                      "calf_vec_env_step: action %d of row %d (env index %lld) is "
+                                      "not in 0..%d",
+                                      actions[i], i, (long long)ve->begin + i, ve->num_actions - 1);
+    }
+    calf_error_clear(&ve->fault);
+    vec_env_step(ve, actions, ve->action_dim ? cont_actions : NULL, reward, terminated, truncated,
+                 final_obs, NULL, NULL);
+    v->fresh = false;
+    copy_obs(v, obs);
+    return vec_env_fault(ve, err);
 }
