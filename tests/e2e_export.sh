@@ -131,7 +131,7 @@ expect_not_in "$WORK/out" "average return"
 expect_exit 1 "$CALF" export --root_dir "$WORK/ppo_cartpole" -o /dev/full
 expect_in "$WORK/err" "cannot write /dev/full: No space left on device"
 [ -c /dev/full ] && ok || bad "/dev/full is no longer a device"
-expect_write_fails "cannot write calf play's report: No space left on device" \
+expect_write_fails "error writing output: calf play's report: No space left on device" \
     "$CALF" play --root_dir "$WORK/ppo_cartpole" --num_episodes 2
 SHIM=${CALF_FAULT_SHIM:-}
 if [ -n "$SHIM" ] && [ -f "$SHIM" ] && ! ldd "$CALF" 2>/dev/null | grep -q libasan; then

@@ -189,7 +189,7 @@ int play_write_output(const char *path, const void *data, size_t n, calf_error *
 static int flush_report(FILE *out, calf_error *err) {
     errno = 0;
     if (fflush(out) != 0 || ferror(out))
-        return calf_error_set(err, CALF_EIO, "cannot write calf play's report: %s",
+        return calf_error_set(err, CALF_EIO, "error writing output: calf play's report: %s",
                               errno ? strerror(errno) : "stream error");
     return CALF_OK;
 }
