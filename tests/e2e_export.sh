@@ -9,7 +9,9 @@
 # PPO CartPole and Pendulum (also with observations normalized, clipped or not, and
 # HalfCheetah where MuJoCo is in), SAC Pendulum and CartPole (discrete). The file is also built
 # the ways that would break it if it let the compiler contract a * b + c (GCC's GNU mode
-# with -O3 -march=native; clang, whose default contracts), and with -O0.
+# with -O3 -march=native; clang, whose default contracts), and with -O0. On a full disk
+# (/dev/full, and the fault shim's ENOSPC for a regular file) play's dump and export's
+# file fail naming the file and the reason, and leave no file behind.
 . "$(dirname "$0")/lib_e2e.sh"
 
 if ! command -v cc >/dev/null; then echo "skipped: no C compiler (cc) to build the exported file"; exit 77; fi
@@ -120,5 +122,34 @@ expect_in "$WORK/err" "--observations needs --dump_actions"
 printf '1 2 3\n' >"$WORK/short.obs"
 expect_exit 2 "$CALF" play --root_dir "$WORK/ppo_cartpole" --observations "$WORK/short.obs" --dump_actions "$WORK/x"
 expect_in "$WORK/err" "short.obs:1: expected 4 numbers"
+
+# a full disk: the file is named with the system's reason, and no file (empty or partial)
+# is left; /dev/full, a device, is written straight (never replaced by a rename)
+expect_exit 1 "$CALF" play --root_dir "$WORK/ppo_cartpole" --num_episodes 2 --dump_actions /dev/full
+expect_in "$WORK/err" "cannot write /dev/full: No space left on device"
+expect_not_in "$WORK/out" "average return"
+expect_exit 1 "$CALF" export --root_dir "$WORK/ppo_cartpole" -o /dev/full
+expect_in "$WORK/err" "cannot write /dev/full: No space left on device"
+[ -c /dev/full ] && ok || bad "/dev/full is no longer a device"
+expect_write_fails "error writing output: calf play's report: No space left on device" \
+    "$CALF" play --root_dir "$WORK/ppo_cartpole" --num_episodes 2
+SHIM=${CALF_FAULT_SHIM:-}
+if [ -n "$SHIM" ] && [ -f "$SHIM" ] && ! ldd "$CALF" 2>/dev/null | grep -q libasan; then
+    for out in dump.txt policy.c; do
+        if [ $out = dump.txt ]; then
+            cmd=(play --root_dir "$WORK/ppo_cartpole" --num_episodes 2 --dump_actions "$WORK/full/$out")
+        else
+            cmd=(export --root_dir "$WORK/ppo_cartpole" -o "$WORK/full/$out")
+        fi
+        mkdir -p "$WORK/full"
+        expect_exit 1 env LD_PRELOAD="$SHIM" CALF_FAULT_PATH=/full/ CALF_FAULT_CALLS=write \
+            CALF_FAULT_MODE=persist CALF_FAULT_K=1 "$CALF" "${cmd[@]}"
+        expect_in "$WORK/err" "cannot write $WORK/full/$out: write $WORK/full/$out.tmp."
+        expect_in "$WORK/err" ": No space left on device"
+        expect_eq "$(ls -A "$WORK/full")" "" "files left after a full disk"
+    done
+else
+    echo "the full-disk checks of regular files are skipped: no fault shim (run through ctest) or an ASan build"
+fi
 
 report e2e_export

@@ -1,7 +1,8 @@
 /* test_vec_env.c: a block of envs must step each env exactly as a lone calf_env
  * would (so any split of the global env range gives the same bytes), auto-reset while
- * keeping the pre-reset observation, report finished episodes, and round-trip its
- * state through checkpoint records that reject corrupted input. */
+ * keeping the pre-reset observation, report finished episodes, round-trip its state
+ * through checkpoint records that reject corrupted input, and name the env that returns
+ * a non-finite observation or reward. */
 #include "envs/vec_env.h"
 
 #include <math.h>
@@ -514,6 +515,114 @@ static void test_native_state(void) {
     CHECK_INT_EQ(native_alive, 0);
 }
 
+/* An env that goes bad: reward NaN at one step drawn at reset, the observation infinite
+ * one step later; with faulty_bad_reset its reset observation is NaN. */
+static int faulty_bad_reset = 0;
+typedef struct faulty_state {
+    int t, bad_at;
+} faulty_state;
+static void faulty_reset(void *state, calf_rng *rng, float *obs) {
+    faulty_state *s = state;
+    s->t = 0;
+    s->bad_at = 2 + (int)calf_rng_below(rng, 6);
+    obs[0] = faulty_bad_reset ? NAN : 0.0f;
+}
+static int faulty_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                       float *reward) {
+    (void)rng, (void)action, (void)u;
+    faulty_state *s = state;
+    s->t++;
+    obs[0] = s->t == s->bad_at + 1 ? -INFINITY : (float)s->t;
+    *reward = s->t == s->bad_at ? NAN : 1.0f;
+    return 0;
+}
+static const calf_env_class faulty_class = {
+    .spec = {.name = "Faulty-v0", .obs_dim = 1, .num_actions = 2, .max_episode_steps = 4,
+             .state_size = sizeof(faulty_state)},
+    .reset = faulty_reset,
+    .step = faulty_step,
+};
+
+/* A NaN or infinite reward or observation is recorded as the env's fault, naming the
+ * first env (global index) that returned one, while the block steps on exactly as lone
+ * envs do; well-behaved envs never raise it. */
+static void test_faults(void) {
+    calf_error err;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_env_register(&faulty_class, &err), CALF_OK);
+    enum { N = 6, BEGIN = 5, STEPS = 12 };
+    vec_env ve;
+    calf_env lone[N];
+    CHECK_INT_EQ(vec_env_init(&ve, "Faulty-v0", 3, BEGIN, N, &err), CALF_OK);
+    CHECK_INT_EQ(vec_env_fault(&ve, &err), CALF_OK);
+    float lone_obs[N];
+    for (int i = 0; i < N; i++) {
+        CHECK_INT_EQ(calf_env_init(&lone[i], "Faulty-v0", 3, BEGIN + i, &err), CALF_OK);
+        calf_env_reset(&lone[i], &lone_obs[i]);
+    }
+    int first_t = -1, first_i = -1, first_len = 0;
+    int actions[N] = {0};
+    for (int t = 1; t <= STEPS; t++) {
+        float reward[N], final_obs[N];
+        uint8_t term[N], trunc[N];
+        int rc = vec_env_step(&ve, actions, NULL, reward, term, trunc, final_obs, NULL, NULL);
+        for (int i = 0; i < N; i++) {
+            float r;
+            int te, tr;
+            calf_env_step(&lone[i], 0, NULL, &lone_obs[i], &r, &te, &tr);
+            CHECK(memcmp(&final_obs[i], &lone_obs[i], sizeof r) == 0);
+            CHECK(memcmp(&reward[i], &r, sizeof r) == 0);
+            if (first_t < 0 && (!isfinite(r) || !isfinite(lone_obs[i]))) {
+                first_t = t;
+                first_i = i;
+                first_len = lone[i].elapsed_steps;
+            }
+            if (te || tr) calf_env_reset(&lone[i], &lone_obs[i]);
+        }
+        CHECK(memcmp(ve.obs, lone_obs, sizeof lone_obs) == 0);
+        CHECK_INT_EQ(rc, first_t < 0 ? CALF_OK : CALF_EINVAL);
+    }
+    CHECK(first_t > 0);
+    char want[200];
+    snprintf(want, sizeof want, "environment Faulty-v0, env index %d: step %d of its episode returned a non-finite reward (nan)",
+             BEGIN + first_i, first_len);
+    CHECK_INT_EQ(vec_env_fault(&ve, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, want) == err.msg);
+    CHECK(strstr(err.msg, "the environment is at fault, not training") != NULL);
+    for (int i = 0; i < N; i++) calf_env_free(&lone[i]);
+    vec_env_free(&ve);
+
+    /* an infinite observation names its element; a NaN at reset says so */
+    faulty_bad_reset = 0;
+    CHECK_INT_EQ(vec_env_init(&ve, "Faulty-v0", 3, 0, 1, &err), CALF_OK);
+    ve.envs[0].elapsed_steps = 0;
+    ((faulty_state *)ve.envs[0].state)->bad_at = 10; /* NaN reward at 10, inf obs at 3 */
+    ((faulty_state *)ve.envs[0].state)->t = 1;
+    float reward[1], final_obs[1];
+    uint8_t term[1], trunc[1];
+    CHECK_INT_EQ(vec_env_step(&ve, actions, NULL, reward, term, trunc, final_obs, NULL, NULL), CALF_OK);
+    ((faulty_state *)ve.envs[0].state)->bad_at = 2;
+    CHECK_INT_EQ(vec_env_step(&ve, actions, NULL, reward, term, trunc, final_obs, NULL, NULL), CALF_EINVAL);
+    CHECK(strstr(ve.fault.msg, "env index 0: step 2 of its episode returned a non-finite observation (obs[0] = -inf)") != NULL);
+    vec_env_free(&ve);
+    faulty_bad_reset = 1;
+    CHECK_INT_EQ(vec_env_init(&ve, "Faulty-v0", 3, 7, 2, &err), CALF_OK);
+    CHECK_INT_EQ(vec_env_fault(&ve, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "env index 7: its reset returned a non-finite observation (obs[0] = nan)") != NULL);
+    vec_env_free(&ve);
+    faulty_bad_reset = 0;
+
+    /* the classic envs, driven beyond their bounds for a long while, stay finite */
+    const char *names[] = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
+                           "MountainCarContinuous-v0"};
+    for (int k = 0; k < 5; k++) {
+        CHECK_INT_EQ(vec_env_init(&ve, names[k], 11, 0, 8, &err), CALF_OK);
+        step_n(&ve, 0, 600, NULL);
+        CHECK_INT_EQ(vec_env_fault(&ve, &err), CALF_OK);
+        vec_env_free(&ve);
+    }
+}
+
 int main(void) {
     const char *names[] = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
                            "MountainCarContinuous-v0"};
@@ -525,5 +634,6 @@ int main(void) {
     test_final_obs();
     test_init_errors();
     test_native_state();
+    test_faults();
     return test_report("test_vec_env");
 }

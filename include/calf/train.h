@@ -4,6 +4,7 @@
 #define CALF_TRAIN_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "calf/config.h"
 #include "calf/error.h"
@@ -39,16 +40,31 @@ typedef struct calf_play_options {
     /* With dump_actions: instead of playing episodes, act on these observations (a file
      * of obs_dim numbers a line, as strtof reads them) in one batch. NULL: play. */
     const char *observations;
+    /* Where the report goes (the policy, each episode's return, the average). NULL:
+     * stdout. The caller's stream; calf flushes it and does not close it. */
+    FILE *out;
 } calf_play_options;
 
-/* Run the greedy policy of a checkpoint; prints each episode's return and the average
- * to stdout. Returns a calf_status. */
+/* Growth rule of calf_play_options and calf_export_options: fields are only ever added
+ * at the end, and a new field's 0 or NULL keeps the behaviour of the version before
+ * it. So zero the whole struct (memset, or an initializer that names the fields it
+ * sets) and set what you need: such source compiles and behaves the same against a
+ * newer header. The struct's size grows, so a program is rebuilt against the libcalf
+ * it runs with. */
+
+/* Run the greedy policy of a checkpoint; writes each episode's return and the average
+ * to o->out. The dump_actions file is written atomically when it is a regular file (or
+ * new): after a failure there is no file, not an empty or partial one; a device or
+ * pipe that exists (/dev/stdout) is written straight. Returns a calf_status: a failed
+ * write is CALF_EIO naming the file or stream and the system's reason. */
 int calf_play(const calf_play_options *o, calf_error *err);
 
 typedef struct calf_export_options {
     const char *root_dir;            /* a run's root dir (its config.gin and checkpoints) */
     const char *checkpoint;          /* a checkpoint file; NULL: the newest valid one */
-    const char *output;              /* the C file to write; NULL or "-": stdout */
+    const char *output;              /* the C file to write; NULL or "-": the stream out */
+    FILE *out;                       /* the stream for output NULL or "-"; NULL: stdout.
+                                        The caller's; calf flushes it, never closes it */
 } calf_export_options;
 
 /* Write the greedy policy of a checkpoint as one C99 source file that needs only a C
@@ -58,8 +74,9 @@ typedef struct calf_export_options {
  * macros the file's comment lists. It computes what `calf play` computes, with the
  * same arithmetic (fused multiply-adds where this build uses them, calf's tanh, the
  * same summation order): equal discrete actions, continuous ones within rounding of the
- * last step. The file is written atomically. Returns a calf_status; an algorithm that
- * cannot be exported, a run or checkpoint that does not load, is CALF_EINVAL. */
+ * last step. The file is written atomically (a device or pipe that exists, straight).
+ * Returns a calf_status; an algorithm that cannot be exported, a run or checkpoint that
+ * does not load, is CALF_EINVAL; a failed write CALF_EIO naming the file and reason. */
 int calf_export(const calf_export_options *o, calf_error *err);
 
 #endif

@@ -4,10 +4,13 @@
 #include "envs/vec_env.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/bytes.h"
+#include "calf/vec_env.h"
 
 /* The record stores the env's state bytes verbatim, i.e. in host byte order. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -70,12 +73,75 @@ void vec_env_free(vec_env *ve) {
     memset(ve, 0, sizeof *ve);
 }
 
-void vec_env_reset(vec_env *ve) {
+/* ---- what an env returns must be finite ---------------------------------------
+ * A NaN or an infinity from an env (a plug-in's bug, a simulator that blew up) would
+ * otherwise surface an iteration later as a gradient that is not finite, blamed on the
+ * learning rate. The checks only read the outputs, so no bit changes. */
+
+/* Whether all n floats are finite: the exponent of an infinity or a NaN is all ones.
+ * Integer operations on the bits, so the loop vectorizes and costs next to nothing. */
+static bool floats_finite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        bad |= (~b & 0x7f800000u) == 0;
+    }
+    return bad == 0;
+}
+
+/* Records, if it is the first, that env local_i returned a non-finite value: its
+ * observation row obs (obs_dim) or *reward (NULL after a reset). */
+static void note_fault(vec_env *ve, int local_i, const float *obs, const float *reward) {
+    if (ve->fault.status != CALF_OK) return;
+    const calf_env *env = &ve->envs[local_i];
+    const char *lib = calf_env_class_library(env->cls);
+    char what[96];
+    if (reward && !floats_finite(reward, 1)) {
+        snprintf(what, sizeof what, "a non-finite reward (%g)", (double)*reward);
+    } else {
+        int j = 0;
+        while (j < ve->obs_dim - 1 && floats_finite(obs + j, 1)) j++;
+        snprintf(what, sizeof what, "a non-finite observation (obs[%d] = %g)", j, (double)obs[j]);
+    }
+    char when[64];
+    if (reward) snprintf(when, sizeof when, "step %d of its episode", env->elapsed_steps);
+    else snprintf(when, sizeof when, "its reset");
+    calf_error_set(&ve->fault, CALF_EINVAL,
+                   "environment %s%s%s, env index %lld: %s returned %s; the environment is at "
+                   "fault, not training",
+                   env->cls->spec.name, lib ? " of plug-in " : "", lib ? lib : "",
+                   (long long)ve->begin + local_i, when, what);
+}
+
+/* Checks the rows of envs [0, n) after a step: obs (n, obs_dim), reward (n). */
+static void check_step(vec_env *ve, const float *obs, const float *reward) {
+    const size_t n = (size_t)ve->count, od = (size_t)ve->obs_dim;
+    if (floats_finite(obs, n * od) && floats_finite(reward, n)) return;
+    for (size_t i = 0; i < n; i++)
+        if (!floats_finite(obs + i * od, od) || !floats_finite(&reward[i], 1))
+            note_fault(ve, (int)i, obs + i * od, &reward[i]);
+}
+
+/* Env local_i's observation after a reset, at obs (obs_dim). */
+static void check_reset(vec_env *ve, int local_i, const float *obs) {
+    if (!floats_finite(obs, (size_t)ve->obs_dim)) note_fault(ve, local_i, obs, NULL);
+}
+
+int vec_env_fault(const vec_env *ve, calf_error *err) {
+    if (ve->fault.status == CALF_OK) return CALF_OK;
+    return calf_error_set(err, ve->fault.status, "%s", ve->fault.msg);
+}
+
+int vec_env_reset(vec_env *ve) {
     for (int i = 0; i < ve->count; i++) {
-        calf_env_reset(&ve->envs[i], ve->obs + (size_t)i * (size_t)ve->obs_dim);
+        float *obs = ve->obs + (size_t)i * (size_t)ve->obs_dim;
+        calf_env_reset(&ve->envs[i], obs);
+        check_reset(ve, i, obs);
         ve->episode_return[i] = 0.0;
         ve->episode_length[i] = 0;
     }
+    return ve->fault.status;
 }
 
 /* Same clip as calf_env_step: per-dimension bounds, a NaN stays NaN. */
@@ -90,7 +156,7 @@ static void clip_actions(const calf_env_spec *spec, const float *u, float *out, 
         }
 }
 
-void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
+int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
                   float *restrict reward, uint8_t *restrict terminated,
                   uint8_t *restrict truncated, float *restrict final_obs,
                   double *restrict ep_return, int *restrict ep_length) {
@@ -130,6 +196,7 @@ void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
             truncated[i] = (uint8_t)trunc;
         }
     }
+    check_step(ve, vobs, reward);
     /* Before any reset, the block's observations are exactly the final ones. */
     if (final_obs) memcpy(final_obs, vobs, (size_t)n * (size_t)od * sizeof *vobs);
     for (int i = 0; i < n; i++) {
@@ -142,7 +209,11 @@ void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
         run_length[i] = done ? 0 : len;
     }
     for (int i = 0; i < n; i++)
-        if (terminated[i] | truncated[i]) calf_env_reset(&envs[i], vobs + (size_t)i * (size_t)od);
+        if (terminated[i] | truncated[i]) {
+            calf_env_reset(&envs[i], vobs + (size_t)i * (size_t)od);
+            check_reset(ve, i, vobs + (size_t)i * (size_t)od);
+        }
+    return ve->fault.status;
 }
 
 /* ---- records ---------------------------------------------------------------- */
@@ -288,4 +359,103 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     ve->episode_return[local_i] = ret;
     memcpy(ve->obs + (size_t)local_i * (size_t)ve->obs_dim, obs, (size_t)ve->obs_dim * sizeof *obs);
     return CALF_OK;
+}
+
+/* ---- the public handle (calf/vec_env.h) -------------------------------------------
+ * A vec_env behind an opaque pointer, stepped by the same vec_env_step the trainer
+ * calls; only the argument checks a library owes its caller are added. */
+
+struct calf_vec_env {
+    vec_env ve;
+    bool fresh; /* neither reset nor stepped since open: reset returns open's episodes */
+};
+
+int calf_vec_env_open(const char *env_name, const char *env_lib, uint64_t seed, int first_index,
+                      int count, calf_vec_env **out, calf_error *err) {
+    CALF_ASSERT(out != NULL);
+    *out = NULL;
+    if (!env_name) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_open: no environment name");
+    if (env_lib) {
+        int rc = calf_env_load_library(env_lib, err);
+        if (rc != CALF_OK) return rc;
+    }
+    calf_vec_env *v = calloc(1, sizeof *v);
+    if (!v) return calf_error_set(err, CALF_ENOMEM, "calf_vec_env_open: out of memory");
+    int rc = vec_env_init(&v->ve, env_name, seed, first_index, count, err);
+    if (rc != CALF_OK) {
+        free(v);
+        return rc;
+    }
+    v->fresh = true;
+    *out = v;
+    return CALF_OK;
+}
+
+void calf_vec_env_close(calf_vec_env *v) {
+    if (!v) return;
+    vec_env_free(&v->ve);
+    free(v);
+}
+
+static const calf_env_spec *handle_spec(const calf_vec_env *v) { return &v->ve.envs[0].cls->spec; }
+
+int calf_vec_env_count(const calf_vec_env *v) { return v->ve.count; }
+int calf_vec_env_first_index(const calf_vec_env *v) { return v->ve.begin; }
+const char *calf_vec_env_name(const calf_vec_env *v) { return handle_spec(v)->name; }
+int calf_vec_env_obs_dim(const calf_vec_env *v) { return v->ve.obs_dim; }
+int calf_vec_env_discrete(const calf_vec_env *v) { return v->ve.action_dim == 0; }
+int calf_vec_env_num_actions(const calf_vec_env *v) { return v->ve.num_actions; }
+int calf_vec_env_action_dim(const calf_vec_env *v) { return v->ve.action_dim; }
+const float *calf_vec_env_action_low(const calf_vec_env *v) {
+    return v->ve.action_dim ? handle_spec(v)->action_low : NULL;
+}
+const float *calf_vec_env_action_high(const calf_vec_env *v) {
+    return v->ve.action_dim ? handle_spec(v)->action_high : NULL;
+}
+int calf_vec_env_max_episode_steps(const calf_vec_env *v) { return handle_spec(v)->max_episode_steps; }
+
+static void copy_obs(const calf_vec_env *v, float *obs) {
+    memcpy(obs, v->ve.obs, (size_t)v->ve.count * (size_t)v->ve.obs_dim * sizeof *obs);
+}
+
+int calf_vec_env_reset(calf_vec_env *v, float *obs, calf_error *err) {
+    if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_reset: obs is NULL");
+    /* open's reset already recorded its own fault, which this call returns */
+    if (!v->fresh) {
+        calf_error_clear(&v->ve.fault);
+        vec_env_reset(&v->ve);
+    }
+    v->fresh = false;
+    copy_obs(v, obs);
+    return vec_env_fault(&v->ve, err);
+}
+
+int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_actions, float *obs,
+                      float *reward, uint8_t *terminated, uint8_t *truncated, float *final_obs,
+                      calf_error *err) {
+    vec_env *ve = &v->ve;
+    if (!obs || !reward || !terminated || !truncated)
+        return calf_error_set(err, CALF_EINVAL, "calf_vec_env_step: an output array is NULL");
+    if (ve->action_dim > 0 && !cont_actions)
+        return calf_error_set(err, CALF_EINVAL,
+                              "calf_vec_env_step: %s has continuous actions: cont_actions is NULL",
+                              handle_spec(v)->name);
+    if (ve->action_dim == 0) {
+        if (!actions)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "calf_vec_env_step: %s has discrete actions: actions is NULL",
+                                  handle_spec(v)->name);
+        for (int i = 0; i < ve->count; i++)
+            if (actions[i] < 0 || actions[i] >= ve->num_actions)
+                return calf_error_set(err, CALF_EINVAL,
+                                      "calf_vec_env_step: action %d of row %d (env index %lld) is "
+                                      "not in 0..%d",
+                                      actions[i], i, (long long)ve->begin + i, ve->num_actions - 1);
+    }
+    calf_error_clear(&ve->fault);
+    vec_env_step(ve, actions, ve->action_dim ? cont_actions : NULL, reward, terminated, truncated,
+                 final_obs, NULL, NULL);
+    v->fresh = false;
+    copy_obs(v, obs);
+    return vec_env_fault(ve, err);
 }

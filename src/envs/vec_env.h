@@ -2,8 +2,8 @@
  * job's global env indices. Steps them all with auto-reset and keeps per-episode
  * statistics; env i's trajectory depends only on (seed, i, its actions), so how the
  * global range is split over processes never changes a single bit. */
-#ifndef CALF_VEC_ENV_H
-#define CALF_VEC_ENV_H
+#ifndef CALF_ENVS_VEC_ENV_H
+#define CALF_ENVS_VEC_ENV_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +20,11 @@ typedef struct vec_env {
     int *episode_length;       /* (count) */
     float *clipped;            /* (count, action_dim) scratch for batched continuous classes, or NULL */
     float *scratch_obs;        /* (2, obs_dim) a record's observation and the one its state gives */
+    /* The first non-finite observation or reward an env returned since init (or since
+     * the owner cleared it), naming the env and its global index; status CALF_OK while
+     * there is none. The block steps on after one exactly as before: the check only
+     * reads, and the owner decides when to stop (the trainer after a rollout). */
+    calf_error fault;
 } vec_env;
 
 /* Create envs begin..begin+count-1 of `env_name` seeded with `seed`, and reset each
@@ -30,8 +35,8 @@ int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, in
                  calf_error *err);
 void vec_env_free(vec_env *ve);   /* safe on a zeroed or freed vec_env */
 /* Start a new episode in every env (draws from each env's stream; init already did
- * this once), fill obs, zero the episode accumulators. */
-void vec_env_reset(vec_env *ve);
+ * this once), fill obs, zero the episode accumulators. Returns ve->fault.status. */
+int vec_env_reset(vec_env *ve);
 /* Step every env. actions (count) for discrete, cont_actions (count, action_dim) for
  * continuous (the other may be NULL).
  * Outputs (count): reward, terminated, truncated; final_obs (count, obs_dim, may be
@@ -39,10 +44,16 @@ void vec_env_reset(vec_env *ve);
  * bootstrap on truncation); ve->obs afterwards holds the next observation (the reset
  * one for envs whose episode ended).
  * ep_return/ep_length (count, may be NULL): the finished episode's return/length
- * where the episode ended, else 0. */
-void vec_env_step(vec_env *ve, const int *actions, const float *cont_actions, float *reward,
+ * where the episode ended, else 0.
+ * Returns ve->fault.status: CALF_EINVAL once any env has returned a NaN or infinite
+ * observation (after a step or an auto-reset) or reward, else CALF_OK. */
+int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions, float *reward,
                   uint8_t *terminated, uint8_t *truncated, float *final_obs, double *ep_return,
                   int *ep_length);
+
+/* CALF_OK when no env has returned a non-finite value (ve->fault), else that status
+ * with ve->fault's message copied into err: "environment NAME, env index I: ...". */
+int vec_env_fault(const vec_env *ve, calf_error *err);
 
 /* Checkpoint support: one env's complete state (its saved state, rng, elapsed steps,
  * episode accumulators, current obs, global index) as a fixed-size record of plain

@@ -17,7 +17,6 @@
 #include "base/bytes.h"
 #include "calf/train.h"
 #include "calf/version.h"
-#include "base/fsutil.h"
 #include "tools/play.h"
 
 struct export_c {
@@ -320,10 +319,12 @@ int calf_export(const calf_export_options *o, calf_error *err) {
     if (rc == CALF_OK) rc = export_text(p, o->root_dir, &text, err);
     if (rc == CALF_OK) {
         if (!o->output || strcmp(o->output, "-") == 0) {
-            if (fwrite(text.data, 1, text.len, stdout) != text.len || fflush(stdout) != 0)
-                rc = calf_error_set(err, CALF_EIO, "export: write: %s", strerror(errno));
+            FILE *out = o->out ? o->out : stdout;
+            if (fwrite(text.data, 1, text.len, out) != text.len || fflush(out) != 0)
+                rc = calf_error_set(err, CALF_EIO, "export: cannot write the C file to %s: %s",
+                                    o->out ? "the output stream" : "stdout", strerror(errno));
         } else {
-            rc = fs_write_file_atomic(o->output, text.data, text.len, err);
+            rc = play_write_output(o->output, text.data, text.len, err);
         }
     }
     free(text.data);

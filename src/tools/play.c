@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/fsutil.h"
 #include "calf/train.h"
 #include "records/checkpoint.h"
 #include "training/trainer.h"
@@ -145,66 +147,109 @@ static int read_observations(const char *path, int od, float **obs, int *rows, c
 }
 
 /* Greedy actions for the rows of o->observations, in one call (as evaluation makes
- * them: many rows at once), written to f. */
-static int act_on_file(const calf_play_options *o, play_policy *p, FILE *f, calf_error *err) {
+ * them: many rows at once), written to f; *rows says how many. */
+static int act_on_file(const calf_play_options *o, play_policy *p, FILE *f, int *rows,
+                       calf_error *err) {
     const calf_env_spec *spec = &p->cls->spec;
     float *obs = NULL;
-    int rows = 0;
-    int rc = read_observations(o->observations, spec->obs_dim, &obs, &rows, err);
+    int rc = read_observations(o->observations, spec->obs_dim, &obs, rows, err);
     if (rc) return rc;
     int ad = spec->action_dim;
-    int *act = calf_xcalloc((size_t)rows + 1, sizeof(int));
-    float *u = calf_xcalloc(((size_t)rows + 1) * (size_t)(ad ? ad : 1), sizeof(float));
-    if (rows > 0) p->ops->greedy(p->algo, obs, rows, act, u);
-    dump_rows(f, spec, obs, rows, act, u);
-    printf("policy: %s (iteration %lld), %s, greedy actions for %d observations of %s\n", p->path,
-           (long long)p->iteration, spec->name, rows, o->observations);
+    int *act = calf_xcalloc((size_t)*rows + 1, sizeof(int));
+    float *u = calf_xcalloc(((size_t)*rows + 1) * (size_t)(ad ? ad : 1), sizeof(float));
+    if (*rows > 0) p->ops->greedy(p->algo, obs, *rows, act, u);
+    dump_rows(f, spec, obs, *rows, act, u);
     free(obs);
     free(act);
     free(u);
     return CALF_OK;
 }
 
+int play_write_output(const char *path, const void *data, size_t n, calf_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) {
+        calf_error sub;
+        calf_error_clear(&sub);
+        int rc = fs_write_file_atomic(path, data, n, &sub);
+        if (rc != CALF_OK) return calf_error_set(err, rc, "cannot write %s: %s", path, sub.msg);
+        return CALF_OK;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) return calf_error_set(err, CALF_EIO, "cannot write %s: %s", path, strerror(errno));
+    /* a device's error (ENOSPC from /dev/full) may only come when the buffer is flushed */
+    int saved = 0;
+    if (n > 0 && fwrite(data, 1, n, f) != n) saved = errno;
+    if (!saved && fflush(f) != 0) saved = errno;
+    if (fclose(f) != 0 && !saved) saved = errno;
+    if (saved) return calf_error_set(err, CALF_EIO, "cannot write %s: %s", path, strerror(saved));
+    return CALF_OK;
+}
+
+/* The report stream's state after calf wrote to it: a failure is CALF_EIO. */
+static int flush_report(FILE *out, calf_error *err) {
+    errno = 0;
+    if (fflush(out) != 0 || ferror(out))
+        return calf_error_set(err, CALF_EIO, "error writing output: calf play's report: %s",
+                              errno ? strerror(errno) : "stream error");
+    return CALF_OK;
+}
+
 int calf_play(const calf_play_options *o, calf_error *err) {
     if (o->observations && !o->dump_actions)
         return calf_error_set(err, CALF_EINVAL, "--observations needs --dump_actions FILE");
+    FILE *out = o->out ? o->out : stdout;
     play_policy *p = calf_xcalloc(1, sizeof *p);
     int rc = play_policy_open(p, o->root_dir, o->checkpoint, err);
+    /* The dump is made in memory and written once all of it is there: a failure on the
+     * way leaves no file behind. */
     FILE *dump = NULL;
+    char *dump_text = NULL;
+    size_t dump_len = 0;
     if (rc == CALF_OK && o->dump_actions) {
-        dump = fopen(o->dump_actions, "w");
-        if (!dump)
-            rc = calf_error_set(err, CALF_EIO, "%s: cannot create: %s", o->dump_actions, strerror(errno));
+        dump = open_memstream(&dump_text, &dump_len);
+        if (!dump) rc = calf_error_set(err, CALF_ENOMEM, "%s: %s", o->dump_actions, strerror(errno));
     }
+    double *returns = NULL, avg = 0;
+    int rows = 0;
     if (rc == CALF_OK && o->observations) {
-        rc = act_on_file(o, p, dump, err);
+        rc = act_on_file(o, p, dump, &rows, err);
     } else if (rc == CALF_OK) {
-        const char *env_name = p->cls->spec.name;
-        double *returns = calf_xcalloc((size_t)o->num_episodes, sizeof *returns);
-        double avg = 0;
+        returns = calf_xcalloc((size_t)o->num_episodes, sizeof *returns);
         dumping_policy d = {.ops = p->ops, .algo = p->algo, .spec = &p->cls->spec, .f = dump};
         algorithm_ops dumping_ops = *p->ops;
         dumping_ops.greedy = dumping_greedy;
         if (dump)
-            rc = trainer_evaluate_greedy(&dumping_ops, (algorithm *)&d, env_name, (uint64_t)o->seed,
-                                         o->num_episodes, returns, &avg, err);
+            rc = trainer_evaluate_greedy(&dumping_ops, (algorithm *)&d, p->cls->spec.name,
+                                         (uint64_t)o->seed, o->num_episodes, returns, &avg, err);
         else
-            rc = trainer_evaluate_greedy(p->ops, p->algo, env_name, (uint64_t)o->seed,
+            rc = trainer_evaluate_greedy(p->ops, p->algo, p->cls->spec.name, (uint64_t)o->seed,
                                          o->num_episodes, returns, &avg, err);
-        if (rc == CALF_OK) {
-            printf("policy: %s (iteration %lld), %s, greedy\n", p->path, (long long)p->iteration, env_name);
-            for (int k = 0; k < o->num_episodes; k++)
-                if (o->verbose || o->num_episodes <= 20)
-                    printf("episode %d: return %.3f\n", k + 1, returns[k] + 0.0); /* no "-0.000" */
-            printf("average return over %d episodes: %.3f\n", o->num_episodes, avg + 0.0);
-        }
-        free(returns);
     }
     if (dump) {
         bool failed = ferror(dump) != 0;
         if (fclose(dump) != 0) failed = true;
-        if (failed && rc == CALF_OK) rc = calf_error_set(err, CALF_EIO, "%s: write error", o->dump_actions);
+        if (failed && rc == CALF_OK)
+            rc = calf_error_set(err, CALF_ENOMEM, "%s: out of memory for its rows", o->dump_actions);
+        if (rc == CALF_OK) rc = play_write_output(o->dump_actions, dump_text, dump_len, err);
+        free(dump_text);
     }
+    /* the report, once what it reports is done */
+    if (rc == CALF_OK) {
+        const char *env_name = p->cls->spec.name;
+        if (o->observations) {
+            fprintf(out, "policy: %s (iteration %lld), %s, greedy actions for %d observations of %s\n",
+                    p->path, (long long)p->iteration, env_name, rows, o->observations);
+        } else {
+            fprintf(out, "policy: %s (iteration %lld), %s, greedy\n", p->path, (long long)p->iteration,
+                    env_name);
+            for (int k = 0; k < o->num_episodes; k++)
+                if (o->verbose || o->num_episodes <= 20)
+                    fprintf(out, "episode %d: return %.3f\n", k + 1, returns[k] + 0.0); /* no "-0.000" */
+            fprintf(out, "average return over %d episodes: %.3f\n", o->num_episodes, avg + 0.0);
+        }
+        rc = flush_report(out, err);
+    }
+    free(returns);
     play_policy_close(p);
     free(p);
     return rc;

@@ -28,4 +28,11 @@ int play_policy_open(play_policy *p, const char *root_dir, const char *checkpoin
 /* Release what open made; safe on a zeroed or closed policy. */
 void play_policy_close(play_policy *p);
 
+/* Write the n bytes at data as the file path, for play's dump and export's C file: when
+ * path is a regular file or new, atomically (fs_write_file_atomic: after a failure
+ * there is no new file, not an empty or partial one); when it exists as something a
+ * rename must not replace (/dev/stdout, a pipe, /dev/full), straight into it. A failure
+ * is CALF_EIO "cannot write PATH: ..." ending in the system's reason. */
+int play_write_output(const char *path, const void *data, /* (n) */ size_t n, calf_error *err);
+
 #endif

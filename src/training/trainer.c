@@ -590,6 +590,7 @@ static int train_iteration(trainer *t, bool *stop) {
     calf_error *err = t->err;
     double t0 = calf_monotonic_s();
     rollout(t);
+    if (vec_env_fault(&t->ve, err) != CALF_OK) return err->status;
     int rc = t->ops->train(t->algo, t->iteration, err);
     if (rc) return rc;
     t->iteration++;

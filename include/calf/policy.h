@@ -1,0 +1,55 @@
+/* calf/policy.h: a trained run's greedy policy, opened from its run dir or one of its
+ * checkpoints, acting on batches of observations inside the caller's program. It
+ * computes what `calf play` computes, float for float (observation normalization
+ * included), for any batch of rows. */
+#ifndef CALF_POLICY_H
+#define CALF_POLICY_H
+
+#include <stdint.h>
+
+#include "calf/error.h"
+
+/* Opaque: made by calf_policy_open, released by calf_policy_close. One thread at a time
+ * may use a handle (acting reuses its buffers); different handles are independent. */
+typedef struct calf_policy calf_policy;
+
+/* Open the policy of the run in root_dir (its config.gin, checked against the
+ * checkpoint's config digest) at checkpoint: NULL means the newest valid one in
+ * ROOT/train/algorithm (older ones are tried, with a warning on stderr, when a newer
+ * one is damaged); else that checkpoint file. root_dir NULL with a checkpoint: the run
+ * that holds it, three levels up (ROOT/train/algorithm/ckpt-N). The run's environment
+ * must be registered: a plug-in's, load it first (calf_env_load_library, calf/env.h).
+ * On success *out is the caller's, to release with calf_policy_close. Errors, with *out
+ * NULL and nothing held: CALF_EINVAL naming the file for a missing or bad config, no
+ * checkpoint, a damaged one or one of another config, an unregistered environment (the
+ * message says which --env_lib the run used); CALF_EIO when the checkpoint directory
+ * cannot be read. */
+int calf_policy_open(const char *root_dir, const char *checkpoint, calf_policy **out,
+                     calf_error *err);
+void calf_policy_close(calf_policy *p); /* NULL is fine */
+
+/* ---- what it acts on ------------------------------------------------------------- */
+int calf_policy_obs_dim(const calf_policy *p);     /* floats per observation row */
+/* 1: discrete, one int action per row in 0..calf_policy_num_actions-1; 0: continuous,
+ * calf_policy_action_dim floats per row. */
+int calf_policy_discrete(const calf_policy *p);
+int calf_policy_num_actions(const calf_policy *p); /* discrete: the choices; else 0 */
+int calf_policy_action_dim(const calf_policy *p);  /* continuous: floats; discrete: 0 */
+/* The run's environment name, and the checkpoint file opened (as given, or as found in
+ * the run dir) and its iteration. The strings are the handle's, valid until close. */
+const char *calf_policy_env_name(const calf_policy *p);
+const char *calf_policy_checkpoint(const calf_policy *p);
+int64_t calf_policy_iteration(const calf_policy *p);
+
+/* Greedy actions for rows observations: obs (rows, obs_dim) as the environment returns
+ * them (the policy normalizes them itself when the run did). Writes actions (rows) for
+ * a discrete policy or cont_actions (rows, action_dim) for a continuous one; the other
+ * may be NULL. Continuous actions are the policy's, not clipped: an env clips to its
+ * bounds as it steps (calf_vec_env_step does). Row r's action depends only on row r.
+ * rows 0 writes nothing. CALF_EINVAL for rows < 0 or a NULL array that is needed.
+ * (Not named calf_policy_act: that is the one-row function a `calf export` file
+ * defines, which computes the same actions.) */
+int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
+                       float *cont_actions, calf_error *err);
+
+#endif

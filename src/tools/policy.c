@@ -1,0 +1,102 @@
+/* policy.c: the public calf_policy (calf/policy.h): play_policy, the loaded policy that
+ * `calf play` and `calf export` run, behind an opaque pointer, acting through the same
+ * algorithm greedy, so its floats are calf play's. */
+#include "calf/policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/play.h"
+
+struct calf_policy {
+    play_policy pp;
+    int *act;          /* (cap) scratch for the array the caller need not pass */
+    float *u;          /* (cap, action_dim) */
+    int cap;
+};
+
+/* root of ROOT/train/algorithm/ckpt-N: the path without its last three components. */
+static int run_dir_of(const char *checkpoint, char *root, size_t cap, calf_error *err) {
+    if (snprintf(root, cap, "%s", checkpoint) >= (int)cap)
+        return calf_error_set(err, CALF_EINVAL, "path too long: %s", checkpoint);
+    for (int k = 0; k < 3; k++) {
+        char *slash = strrchr(root, '/');
+        if (!slash || slash == root)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: not in a run dir (ROOT/train/algorithm/ckpt-N): give the "
+                                  "run's root dir",
+                                  checkpoint);
+        *slash = '\0';
+    }
+    return CALF_OK;
+}
+
+int calf_policy_open(const char *root_dir, const char *checkpoint, calf_policy **out,
+                     calf_error *err) {
+    CALF_ASSERT(out != NULL);
+    *out = NULL;
+    char derived[4096];
+    if (!root_dir) {
+        if (!checkpoint)
+            return calf_error_set(err, CALF_EINVAL, "calf_policy_open: neither a run dir nor a checkpoint");
+        int rc = run_dir_of(checkpoint, derived, sizeof derived, err);
+        if (rc != CALF_OK) return rc;
+        root_dir = derived;
+    }
+    calf_policy *p = calloc(1, sizeof *p);
+    if (!p) return calf_error_set(err, CALF_ENOMEM, "calf_policy_open: out of memory");
+    int rc = play_policy_open(&p->pp, root_dir, checkpoint, err);
+    if (rc != CALF_OK) {
+        play_policy_close(&p->pp);
+        free(p);
+        return rc;
+    }
+    *out = p;
+    return CALF_OK;
+}
+
+void calf_policy_close(calf_policy *p) {
+    if (!p) return;
+    play_policy_close(&p->pp);
+    free(p->act);
+    free(p->u);
+    free(p);
+}
+
+static const calf_env_spec *policy_spec(const calf_policy *p) { return &p->pp.cls->spec; }
+
+int calf_policy_obs_dim(const calf_policy *p) { return policy_spec(p)->obs_dim; }
+int calf_policy_discrete(const calf_policy *p) { return policy_spec(p)->action_dim == 0; }
+int calf_policy_num_actions(const calf_policy *p) { return policy_spec(p)->num_actions; }
+int calf_policy_action_dim(const calf_policy *p) { return policy_spec(p)->action_dim; }
+const char *calf_policy_env_name(const calf_policy *p) { return policy_spec(p)->name; }
+const char *calf_policy_checkpoint(const calf_policy *p) { return p->pp.path; }
+int64_t calf_policy_iteration(const calf_policy *p) { return p->pp.iteration; }
+
+int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
+                       float *cont_actions, calf_error *err) {
+    const int ad = policy_spec(p)->action_dim;
+    if (rows < 0) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: rows = %d", rows);
+    if (rows == 0) return CALF_OK;
+    if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: obs is NULL");
+    if (ad == 0 && !actions)
+        return calf_error_set(err, CALF_EINVAL,
+                              "calf_policy_greedy: %s has discrete actions: actions is NULL",
+                              policy_spec(p)->name);
+    if (ad > 0 && !cont_actions)
+        return calf_error_set(err, CALF_EINVAL,
+                              "calf_policy_greedy: %s has continuous actions: cont_actions is NULL",
+                              policy_spec(p)->name);
+    /* greedy writes both arrays; the one the caller did not pass goes to scratch */
+    if (rows > p->cap) {
+        int *act = realloc(p->act, (size_t)rows * sizeof *act);
+        if (act) p->act = act;
+        float *u = act ? realloc(p->u, (size_t)rows * (size_t)(ad ? ad : 1) * sizeof *u) : NULL;
+        if (u) p->u = u;
+        if (!act || !u)
+            return calf_error_set(err, CALF_ENOMEM, "calf_policy_greedy: out of memory for %d rows", rows);
+        p->cap = rows;
+    }
+    p->pp.ops->greedy(p->pp.algo, obs, rows, ad ? p->act : actions, ad ? cont_actions : p->u);
+    return CALF_OK;
+}
