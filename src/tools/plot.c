@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -71,22 +72,31 @@ static int fits(double lo, double hi, int m, int e, bool extend, int max_ticks, 
     return 1;
 }
 
+/* v within the double range: a widened end that overflowed is the largest double. */
+static double clamp_finite(double v) {
+    return isfinite(v) ? v : copysign(DBL_MAX, v);
+}
+
 void plot_axis_nice(double lo, double hi, int max_ticks, bool extend, plot_axis *a) {
-    CALF_ASSERT(a != NULL && max_ticks >= 2 && lo <= hi && isfinite(hi - lo));
+    CALF_ASSERT(a != NULL && max_ticks >= 2 && lo <= hi && isfinite(lo) && isfinite(hi));
     if (lo == hi) {
         double d = lo != 0 ? fabs(lo) * 0.1 : 1;
-        lo -= d;
-        hi += d;
+        lo = clamp_finite(lo - d);
+        hi = clamp_finite(hi + d);
     }
     /* keep k * m (an int64) small: a range far narrower than its magnitude is widened */
     double mag = fmax(fabs(lo), fabs(hi));
     if (hi - lo < mag * 1e-9) {
         double mid = lo / 2 + hi / 2, half = mag * 0.5e-9;
-        lo = mid - half;
-        hi = mid + half;
+        lo = clamp_finite(mid - half);
+        hi = clamp_finite(mid + half);
     }
     static const int ms[3] = {1, 2, 5};
-    int e = (int)floor(log10((hi - lo) / (max_ticks - 1)));
+    /* a range wider than the largest double (-1e308 to 1e308) is divided before the
+     * subtraction, which then cannot overflow */
+    double per_tick = isfinite(hi - lo) ? (hi - lo) / (max_ticks - 1)
+                                        : hi / (max_ticks - 1) - lo / (max_ticks - 1);
+    int e = (int)floor(log10(per_tick));
     int64_t k0 = 0;
     int count = 0, m = 1;
     bool found = false;
@@ -105,6 +115,11 @@ void plot_axis_nice(double lo, double hi, int max_ticks, bool extend, plot_axis 
     a->e = e;
     a->k0 = k0;
     a->count = count;
+    if (extend && !(isfinite(plot_axis_tick(a, 0)) && isfinite(plot_axis_tick(a, count - 1)))) {
+        /* the ticks around lie past the largest double: keep to the ticks inside */
+        plot_axis_nice(lo, hi, max_ticks, false, a);
+        return;
+    }
     a->lo = extend ? plot_axis_tick(a, 0) : lo;
     a->hi = extend ? plot_axis_tick(a, count - 1) : hi;
     /* the suffix: from the digits of the largest |tick| */
@@ -331,12 +346,18 @@ typedef struct frame {
     int px0, px1, py0, py1;    /* where they go: left, right, bottom, top */
 } frame;
 
+/* Where v lies in [lo, hi], 0 to 1; halved first when hi - lo overflows a double. */
+static double fraction_of(double v, double lo, double hi) {
+    if (isfinite(hi - lo)) return (v - lo) / (hi - lo);
+    return (v / 2 - lo / 2) / (hi / 2 - lo / 2);
+}
+
 static double map_x(const frame *f, double x) {
-    return f->px0 + (x - f->xlo) / (f->xhi - f->xlo) * (f->px1 - f->px0);
+    return f->px0 + fraction_of(x, f->xlo, f->xhi) * (f->px1 - f->px0);
 }
 
 static double map_y(const frame *f, double y) {
-    return f->py0 + (y - f->ylo) / (f->yhi - f->ylo) * (f->py1 - f->py0);
+    return f->py0 + fraction_of(y, f->ylo, f->yhi) * (f->py1 - f->py0);
 }
 
 static void put_points(svg *s, const frame *f, const double *x, const double *y, size_t n) {
