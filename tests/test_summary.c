@@ -354,7 +354,7 @@ static void test_round_trip(void) {
     }
     char path[1024];
     snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
-    /* File name: events.out.tfevents.<secs>.<host>.<pid>.<n> */
+    /* File name: events.out.tfevents.<secs>.<usecs>.<host>.<pid>.<n> */
     const char *base = strrchr(path, '/') + 1;
     CHECK(strncmp(base, "events.out.tfevents.", 20) == 0);
     char pid_part[32];
@@ -1322,8 +1322,38 @@ static void test_pipe(void) {
     free(tag);
 }
 
+/* A directory's files sort by name in the order they were opened, as TensorBoard and
+ * the trainer's restart check read them: the process's first 12 writers opened in a row
+ * (their counter reaches 10 and 11, which sort before 2 by digits), and names of the form
+ * events.out.tfevents.<10-digit seconds>.<6-digit microseconds>.<host>.<pid>.<n>. */
+static void test_name_order(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/order", tmp_root);
+    enum { N = 12 };
+    char names[N][256];
+    for (int i = 0; i < N; i++) {
+        calf_error err;
+        calf_error_clear(&err);
+        calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+        CHECK(w != NULL);
+        if (!w) return;
+        const char *base = strrchr(calf_summary_writer_path(w), '/') + 1;
+        snprintf(names[i], sizeof names[i], "%s", base);
+        CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+        const char *t = base + strlen("events.out.tfevents.");
+        bool shaped = strncmp(base, "events.out.tfevents.", 20) == 0;
+        for (int k = 0; k < 17 && shaped; k++)
+            shaped = k == 10 ? t[k] == '.' : t[k] >= '0' && t[k] <= '9';
+        CHECK(shaped && t[17] == '.');
+        if (i > 0) CHECK(strcmp(names[i - 1], names[i]) < 0);
+        if (i > 0 && strcmp(names[i - 1], names[i]) >= 0)
+            fprintf(stderr, "  %s sorts before %s\n", names[i], names[i - 1]);
+    }
+}
+
 int main(void) {
     make_tmp_root();
+    test_name_order(); /* first: the writers' counter starts at 0 */
     build_tf_limits();
     test_crc32c();
     test_mask();

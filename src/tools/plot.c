@@ -618,7 +618,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* DIR's events.out.tfevents.* files, in name order (TensorBoard's; calf's names start
- * with the creation second, so launch by launch). A missing DIR has none. */
+ * with the creation time to the microsecond, so launch by launch). A missing DIR has none. */
 static int list_events(const char *dir, char ***out, size_t *count, calf_error *err) {
     *out = NULL;
     *count = 0;
