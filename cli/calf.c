@@ -291,10 +291,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "--version")) {
         printf("calf %s (MPI backend: %s; MuJoCo envs: %s)\n", calf_version(),
-               calf_has_mpi() ? "built in" : "not built: MPI was not found at build time",
-               calf_has_mujoco() ? "built in"
-                                 : "not built: to get them, apt-get install libmujoco-dev and build "
-                                   "again");
+               calf_feature_note("mpi"), calf_feature_note("mujoco"));
         return output_checked(0);
     }
     static const char *const with_env_libs[] = {"train", "play", "export", "env", "envs"};
