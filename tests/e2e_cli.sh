@@ -33,6 +33,8 @@ expect_exit 2 "$CALF" frobnicate
 expect_in "$WORK/err" "unknown command 'frobnicate'"
 expect_exit 0 "$CALF" train --help
 expect_in "$WORK/out" "--nproc N"
+expect_in "$WORK/out" "Leave it out under mpirun/srun:"
+expect_in "$WORK/out" "(both together are"
 expect_exit 2 "$CALF" train --root_dir "$WORK/r" --bogus
 expect_in "$WORK/err" "unknown option '--bogus'"
 expect_exit 2 "$CALF" train --conf "$SRC/examples/ppo_cartpole.gin"

@@ -273,6 +273,7 @@ static const char *color_of(int i) {
 typedef struct svg {
     FILE *out;
     bool failed; /* a write failed; nothing after it counts */
+    int errnum;  /* the failed write's errno */
 } svg;
 
 static void put(svg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -280,7 +281,10 @@ static void put(svg *s, const char *fmt, ...) {
     if (s->failed) return;
     va_list ap;
     va_start(ap, fmt);
-    if (vfprintf(s->out, fmt, ap) < 0) s->failed = true;
+    if (vfprintf(s->out, fmt, ap) < 0) {
+        s->failed = true;
+        s->errnum = errno;
+    }
     va_end(ap);
 }
 
@@ -527,7 +531,7 @@ int plot_write_svg(const plot_figure *fig, FILE *out, calf_error *err) {
     int lrows = legend_rows(fig, width, xs, rows_of);
     int legend_h = lrows * LEGEND_ROW + (lrows ? 6 : 0);
     int height = 2 * PLOT_PAD + legend_h + rows * PLOT_PANEL_H;
-    svg s = {out, false};
+    svg s = {out, false, 0};
     put(&s, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
@@ -558,8 +562,12 @@ int plot_write_svg(const plot_figure *fig, FILE *out, calf_error *err) {
     put(&s, "</svg>\n");
     free(xs);
     free(rows_of);
-    if (s.failed || fflush(out) != 0 || ferror(out))
-        return calf_error_set(err, CALF_EIO, "plot: write: %s", strerror(errno));
+    if (!s.failed && (fflush(out) != 0 || ferror(out))) {
+        s.failed = true;
+        s.errnum = errno;
+    }
+    if (s.failed) /* the caller knows the file's name and adds it */
+        return calf_error_set(err, CALF_EIO, "writing the SVG: %s", strerror(s.errnum));
     return CALF_OK;
 }
 
