@@ -124,6 +124,7 @@ static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
     }
     calf_context_finalize();
     int rc = worker(c, arg);
+    comm_local_mark_finished(c);
     comm_finalize(c);
     fflush(NULL);
     _exit(rc >= 0 && rc <= 255 ? rc : 1);
@@ -267,7 +268,7 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
     sigset_t nap_mask = saved.old_mask;
     for (int i = 0; i < NSIG_HANDLED; i++) sigdelset(&nap_mask, handled_signals[i]);
 
-    int alive = nproc, first_fail = -1, first_code = 0, forwarded = 0;
+    int alive = nproc, first_fail = -1, first_code = 0, forwarded = 0, unfinished = 0;
     bool interrupted_exit = false, killed_all = false;
     double term_at = -1.0, interrupt_at = -1.0;
     int *newly = calf_xmalloc((size_t)nproc * sizeof *newly);
@@ -324,9 +325,18 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             bool by_signal = WIFSIGNALED(st);
             bool interrupt = code == 130;
             bool ours = ch[r].signalled && by_signal;
-            bool failed = code != 0 && !interrupt && !ours;
+            /* exit status 0 from a rank whose worker never returned: something called
+             * exit() in the middle of the job (a plug-in env); the job did not finish */
+            bool cut_short = code == 0 && !comm_local_finished(sh, r);
+            bool failed = (code != 0 && !interrupt && !ours) || cut_short;
             char why[96];
             describe(st, why, sizeof why);
+            if (cut_short) {
+                unfinished++;
+                snprintf(why, sizeof why, "exit status 0 before its job finished (exit() "
+                         "called by an env or plug-in?)");
+                code = 1;
+            }
             /* An interrupted rank has left: the others stop waiting for it now, interrupted
              * too (it may have been in setup, before it could agree on an iteration) */
             if (interrupt && forwarded > 0) comm_local_stop_after(sh, 0);
@@ -374,6 +384,15 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
          * delays every rank waiting for that one). */
         struct timespec nap = {0, 50 * 1000 * 1000};
         pselect(0, NULL, NULL, NULL, &nap, &nap_mask);
+    }
+    if (unfinished > 1) { /* the first was reported as the failure; name every one */
+        fprintf(stderr, "calf: the job did not finish: %d ranks exited with status 0 in the "
+                "middle of it (ranks", unfinished);
+        for (int r = 0; r < nproc; r++)
+            if (WIFEXITED(ch[r].status) && WEXITSTATUS(ch[r].status) == 0 &&
+                !comm_local_finished(sh, r))
+                fprintf(stderr, " %d", r);
+        fprintf(stderr, ")\n");
     }
     free(newly);
     free(index);
