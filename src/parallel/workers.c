@@ -361,11 +361,20 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
                 comm_local_stop_after(sh, stop_after);
                 interrupt_at = calf_monotonic_s();
                 signal_all(group, ch, nproc, SIGINT, false);
+                /* said once the workers have the signal: what happens, and what a second
+                 * Ctrl-C does (a large checkpoint can take a while to write) */
+                fprintf(stderr, "calf: interrupted: the workers finish this iteration and write "
+                        "its checkpoint if they can within %g s; Ctrl-C again stops them at "
+                        "once, without it\n", stop_after);
+                fflush(stderr);
             }
             if (seen >= 2 && !killed_all) {
                 signal_all(group, ch, nproc, SIGKILL, true);
                 killed_all = true;
                 interrupted_exit = true;
+                fprintf(stderr, "calf: interrupted again: workers stopped at once; a new run "
+                        "resumes from the last checkpoint written\n");
+                fflush(stderr);
             }
             forwarded = seen;
         }
