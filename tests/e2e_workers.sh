@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # e2e_workers.sh: the --nproc launcher's supervision of workers that do something no
 # failure check sees: every worker exiting 0 in the middle of the job (a plug-in env
-# calling exit(0)) is a failed job, exit 1 naming the ranks, no final checkpoint.
+# calling exit(0)) is a failed job, exit 1 naming the ranks, no final checkpoint; a
+# worker stopped by kill -STOP is named at once (the job waits for it, up to the 600 s
+# collective timeout), and after kill -CONT the job ends with the bytes of one process.
+# Event-driven: each wait is for a file's contents, with bounds no machine comes near.
 . "$(dirname "$0")/lib_e2e.sh"
 
 CC=${CC:-cc}
@@ -45,5 +48,35 @@ expect_exit 1 "$CALF" train --quiet --env_lib "$WORK/quitter.so" --root_dir "$WO
 expect_in "$WORK/err" "failed: exit status 0 before its job finished"
 expect_in "$WORK/err" "calf: the job did not finish: 2 ranks exited with status 0 in the middle of it (ranks 0 1)"
 if [ -e "$WORK/q/train/algorithm/ckpt-20" ]; then bad "a final checkpoint of a job that did not finish"; else ok; fi
+
+# wait_for SECONDS COMMAND...: poll (0.05 s) until COMMAND succeeds; fails after SECONDS
+wait_for() {
+    local limit=$1 i
+    shift
+    for ((i = 0; i < limit * 20; i++)); do "$@" && return 0; sleep 0.05; done
+    return 1
+}
+
+# the reference: one process
+CONF=$SRC/examples/ppo_cartpole.gin
+PARAMS=(--conf_param TrainerConfig.num_iterations=150 --conf_param TrainerConfig.evaluate=False)
+expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/ref" --conf "$CONF" "${PARAMS[@]}"
+# a worker stopped as soon as it exists
+"$CALF" train --quiet --root_dir "$WORK/stop" --conf "$CONF" "${PARAMS[@]}" --nproc 2 \
+    > "$WORK/stop.out" 2> "$WORK/stop.err" &
+LAUNCHER=$!
+has_workers() { [ "$(pgrep -P "$LAUNCHER" | wc -l)" -ge 2 ]; }
+if wait_for 120 has_workers; then ok; else bad "no workers under the launcher after 120 s"; fi
+VICTIM=$(pgrep -P "$LAUNCHER" | sort -n | tail -1)
+kill -STOP "$VICTIM"
+said() { grep -q "is stopped" "$WORK/stop.err"; }
+if wait_for 120 said; then ok; else bad "nothing said of a stopped worker in 120 s"; fi
+expect_in "$WORK/stop.err" "(pid $VICTIM) is stopped (SIGSTOP): the other ranks wait for it; kill -CONT $VICTIM resumes the job"
+expect_eq "$(grep -c 'is stopped' "$WORK/stop.err")" 1 "said once"
+if kill -0 "$LAUNCHER" 2>/dev/null; then ok; else bad "the job ended while a worker was stopped"; fi
+kill -CONT "$VICTIM"
+wait "$LAUNCHER"
+expect_eq "$?" 0 "exit status after kill -CONT"
+expect_same_file "$WORK/ref/train/algorithm/ckpt-150" "$WORK/stop/train/algorithm/ckpt-150"
 
 report e2e_workers

@@ -58,6 +58,10 @@ static const char *signal_name(int sig) {
     case SIGPIPE: return "SIGPIPE";
     case SIGALRM: return "SIGALRM";
     case SIGTERM: return "SIGTERM";
+    case SIGSTOP: return "SIGSTOP";
+    case SIGTSTP: return "SIGTSTP";
+    case SIGTTIN: return "SIGTTIN";
+    case SIGTTOU: return "SIGTTOU";
     case SIGXCPU: return "SIGXCPU";
     case SIGXFSZ: return "SIGXFSZ";
     default: return "unknown signal";
@@ -133,6 +137,7 @@ static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
 typedef struct child {
     pid_t pid;
     bool reaped;
+    bool stopped;   /* stopped by a signal (kill -STOP) and not continued since */
     bool signalled; /* we sent it SIGTERM or SIGKILL */
     int status;     /* waitpid status once reaped */
 } child;
@@ -278,9 +283,22 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
         int nnew = 0;
         for (;;) {
             int st;
-            pid_t w = waitpid(-group, &st, WNOHANG);
+            /* stops and continues too: a stopped rank holds every other rank in its next
+             * collective (up to its 600 s timeout), so it is named at once (SIGCHLD ends
+             * the nap for a stop as for an exit) */
+            pid_t w = waitpid(-group, &st, WNOHANG | WUNTRACED | WCONTINUED);
             if (w == 0) break;
             if (w < 0 && errno == EINTR) continue;
+            if (w > 0 && (WIFSTOPPED(st) || WIFCONTINUED(st))) {
+                int r = rank_of(index, nproc, w);
+                if (r < 0 || ch[r].reaped) continue;
+                if (WIFSTOPPED(st) && !ch[r].stopped)
+                    fprintf(stderr, "calf: rank %d (pid %ld) is stopped (%s): the other ranks "
+                            "wait for it; kill -CONT %ld resumes the job\n", r, (long)w,
+                            signal_name(WSTOPSIG(st)), (long)w);
+                ch[r].stopped = WIFSTOPPED(st);
+                continue;
+            }
             if (w < 0) { /* ECHILD: someone else reaped them; we cannot know how they ended */
                 for (int r = 0; r < nproc; r++)
                     if (!ch[r].reaped) {
