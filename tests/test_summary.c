@@ -1340,8 +1340,8 @@ static void test_name_order(void) {
         const char *base = strrchr(calf_summary_writer_path(w), '/') + 1;
         snprintf(names[i], sizeof names[i], "%s", base);
         CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
-        const char *t = base + strlen("events.out.tfevents.");
-        bool shaped = strncmp(base, "events.out.tfevents.", 20) == 0;
+        const char *t = names[i] + strlen("events.out.tfevents.");
+        bool shaped = strncmp(names[i], "events.out.tfevents.", 20) == 0;
         for (int k = 0; k < 17 && shaped; k++)
             shaped = k == 10 ? t[k] == '.' : t[k] >= '0' && t[k] <= '9';
         CHECK(shaped && t[17] == '.');
