@@ -46,8 +46,9 @@ static const char train_usage[] =
     "  --conf FILE         gin config (default: DIR/config.gin of an earlier run)\n"
     "  --conf_param K=V    override one binding (repeatable; wins over the file)\n"
     "  --nproc N           run N local worker processes (default 1); the result is\n"
-    "                      bit-identical to one process. Under mpirun/srun the MPI ranks\n"
-    "                      are used instead\n"
+    "                      bit-identical to one process. Leave it out under mpirun/srun:\n"
+    "                      the MPI ranks are the processes there (both together are\n"
+    "                      refused)\n"
     "  --quiet             no progress output\n"
     "  --list-bindings     print every config binding with type, default and help\n"
     "  --env_lib LIB       load the plug-in library LIB (repeatable) before anything else,\n"
@@ -291,10 +292,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "--version")) {
         printf("calf %s (MPI backend: %s; MuJoCo envs: %s)\n", calf_version(),
-               calf_has_mpi() ? "built in" : "not built: MPI was not found at build time",
-               calf_has_mujoco() ? "built in"
-                                 : "not built: to get them, apt-get install libmujoco-dev and build "
-                                   "again");
+               calf_feature_note("mpi"), calf_feature_note("mujoco"));
         return output_checked(0);
     }
     static const char *const with_env_libs[] = {"train", "play", "export", "env", "envs"};

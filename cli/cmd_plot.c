@@ -55,6 +55,13 @@ static const char *value_of(int argc, char **argv, int *i, const char *name, boo
     return argv[++*i];
 }
 
+/* err's message, which names no file, prefixed by the output's name. */
+static int name_output(calf_error *err, const char *name) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return calf_error_set(err, err->status, "%s: %s", name, msg);
+}
+
 /* Write the plot to path through path.tmp.<pid>, renamed into place on success. */
 static int plot_to_file(const char *const *roots, size_t n, const calf_plot_options *opt,
                         const char *path, calf_error *err) {
@@ -69,8 +76,11 @@ static int plot_to_file(const char *const *roots, size_t n, const calf_plot_opti
         return rc;
     }
     int rc = calf_plot(roots, n, opt, f, err);
+    bool write_failed = ferror(f) != 0;
     if (fclose(f) != 0 && rc == CALF_OK)
-        rc = calf_error_set(err, CALF_EIO, "%s: write: %s", tmp, strerror(errno));
+        rc = calf_error_set(err, CALF_EIO, "%s: writing the SVG: %s", path, strerror(errno));
+    else if (rc != CALF_OK && write_failed)
+        rc = name_output(err, path);
     if (rc == CALF_OK && rename(tmp, path) != 0)
         rc = calf_error_set(err, CALF_EIO, "rename %s to %s: %s", tmp, path, strerror(errno));
     if (rc != CALF_OK) unlink(tmp); /* already failing: its own failure adds nothing */
@@ -143,8 +153,13 @@ int calf_cmd_plot(int argc, char **argv) {
         opt.tags = tags;
         calf_error err;
         calf_error_clear(&err);
-        int st = !strcmp(output, "-") ? calf_plot(roots, nroots, &opt, stdout, &err)
-                                      : plot_to_file(roots, nroots, &opt, output, &err);
+        int st;
+        if (!strcmp(output, "-")) {
+            st = calf_plot(roots, nroots, &opt, stdout, &err);
+            if (st != CALF_OK && ferror(stdout)) st = name_output(&err, "standard output");
+        } else {
+            st = plot_to_file(roots, nroots, &opt, output, &err);
+        }
         if (st != CALF_OK) fprintf(stderr, "calf plot: %s\n", err.msg);
         rc = calf_exit_code(st);
     }

@@ -5,7 +5,8 @@
  *    checking the returns;
  *  - with CALF_EXAMPLE_PLUGIN, a plug-in the stock calf loads (libcustom_env_plugin.so):
  *      cc -shared -fPIC -DCALF_EXAMPLE_PLUGIN -I include examples/custom_env.c -o libcorridor.so
- *      calf train --env_lib ./libcorridor.so --root_dir R --conf my.gin \
+ *      calf train --env_lib ./libcorridor.so --root_dir runs/corridor \
+ *          --conf examples/ppo_cartpole.gin \
  *          --conf_param create_environment.env_name="'Corridor-v0'"   */
 #include <math.h>
 #include <stdio.h>

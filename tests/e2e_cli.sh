@@ -8,11 +8,33 @@ expect_in "$WORK/out" "usage: calf <command>"
 expect_exit 0 "$CALF" --version
 expect_in "$WORK/out" "calf 0.1.0"
 expect_in "$WORK/out" "MPI backend"
+# what --version says of a feature this build lacks: version.c compiled as a build with
+# the feature turned off (-DCALF_WITH_MPI=OFF) and as one that did not find it
+CC=${CC:-cc}
+cat > "$WORK/note_main.c" <<'EOF'
+#include <stdio.h>
+#include "calf/version.h"
+int main(void) {
+    printf("%s|%s\n", calf_feature_note("mpi"), calf_feature_note("mujoco"));
+    return calf_feature_note("gpu") != NULL;
+}
+EOF
+for with in 0 1; do
+    expect_exit 0 "$CC" -std=c11 -I"$SRC/include" -DCALF_HAVE_MPI=0 -DCALF_HAVE_MUJOCO=0 \
+        -DCALF_WITH_MPI=$with -DCALF_WITH_MUJOCO=$with "$SRC/src/base/version.c" \
+        "$WORK/note_main.c" -o "$WORK/note_$with"
+    expect_exit 0 "$WORK/note_$with"
+done
+expect_eq "$("$WORK/note_0")" "not built: turned off at build time (-DCALF_WITH_MPI=OFF)|not built: turned off at build time (-DCALF_WITH_MUJOCO=OFF)" "a feature turned off"
+expect_eq "$("$WORK/note_1" | cut -d'|' -f1)" "not built: MPI was not found at build time" "a feature not found"
+expect_in "$WORK/out" "MuJoCo was not found at build time"
 expect_exit 2 "$CALF"
 expect_exit 2 "$CALF" frobnicate
 expect_in "$WORK/err" "unknown command 'frobnicate'"
 expect_exit 0 "$CALF" train --help
 expect_in "$WORK/out" "--nproc N"
+expect_in "$WORK/out" "Leave it out under mpirun/srun:"
+expect_in "$WORK/out" "(both together are"
 expect_exit 2 "$CALF" train --root_dir "$WORK/r" --bogus
 expect_in "$WORK/err" "unknown option '--bogus'"
 expect_exit 2 "$CALF" train --conf "$SRC/examples/ppo_cartpole.gin"

@@ -135,6 +135,25 @@ expect_exit 0 "$CALF" events --csv "$WORK/cut.tfevents"
 expect_eq "$(tail -n 1 "$WORK/out")" "loss,2,1700000001.25,0.5" "--csv of a cut file"
 expect_in "$WORK/err" "last record cut at offset $LAST"
 
+# ---------------------------------------------------------------- a pipe
+# read as the file is, with no size to go by: the same view, the same cut-tail warning
+"$CALF" events /dev/stdin < <(cat "$RUN") > "$WORK/out" 2> "$WORK/err"
+expect_eq "$? $(cat "$WORK/out")" "0 $VIEW" "a pipe's view"
+expect_eq "$(cat "$WORK/err")" "" "stderr of a clean pipe"
+"$CALF" events /dev/stdin < <(cat "$WORK/cut.tfevents") > "$WORK/out" 2> "$WORK/err"
+expect_eq "$? $(cat "$WORK/out")" "0 $BEFORE_LAST" "a cut pipe's view"
+expect_eq "$(cat "$WORK/err")" \
+    "calf: warning: /dev/stdin: last record cut at offset $LAST (a crash while writing?); ignored" \
+    "a cut pipe's warning"
+# a length of 1 GiB that passes its CRC, then 20 bytes: a cut record, not a 1 GiB buffer
+big_len=$(le_hex $((1 << 30)) 8)
+HEADER=$(ev_version)
+( unhex "$(record "$HEADER")"; unhex "$big_len$(le_hex "$(mask "$(crc32c_hex "$big_len")")" 4)"
+  head -c 20 /dev/zero ) > "$WORK/huge.tfevents"
+"$CALF" events /dev/stdin < <(cat "$WORK/huge.tfevents") > "$WORK/out" 2> "$WORK/err"
+expect_eq "$? $(cat "$WORK/out")" "0 file_version brain.Event:2" "a pipe cut inside a 1 GiB record"
+expect_in "$WORK/err" "/dev/stdin: last record cut at offset $(( ${#HEADER} / 2 + 16 ))"
+
 # ---------------------------------------------------------------- damage: exit 2
 flip() { # FILE OFFSET: flip one bit of the byte there
     local b

@@ -45,9 +45,10 @@ expect_exit 0 "$P/bin/calf" train --quiet --root_dir "$WORK/ref" --conf "$SRC/ex
 REF="$WORK/ref/train/algorithm/ckpt-3"
 if [ -f "$REF" ]; then ok; else bad "installed calf wrote no ckpt-3"; fi
 
-# consumer_run NAME PROGRAM: the program trains and plays; its checkpoint is the reference's
+# consumer_run NAME PROGRAM [LD_LIBRARY_PATH]: the program trains and plays; its
+# checkpoint is the reference's
 consumer_run() {
-    expect_exit 0 env LD_LIBRARY_PATH="$LIBDIR" "$2" "$WORK/run_$1" "$SRC/examples/ppo_cartpole.gin" "${ARGS[@]}"
+    expect_exit 0 env ${3:+LD_LIBRARY_PATH="$3"} "$2" "$WORK/run_$1" "$SRC/examples/ppo_cartpole.gin" "${ARGS[@]}"
     expect_in "$WORK/out" "consumer: calf $VERSION"
     expect_in "$WORK/out" "average return over 2 episodes"
     expect_same_file "$REF" "$WORK/run_$1/train/algorithm/ckpt-3"
@@ -59,12 +60,24 @@ if command -v pkg-config >/dev/null; then
     PKG_CONFIG_PATH=$(dirname "$PC")
     expect_exit 0 pkg-config --exists calf
     expect_eq "$(pkg-config --modversion calf)" "$VERSION" "pkg-config --modversion"
-    # pkg-config escapes blanks in paths with a backslash, for a shell (make's) to read
-    expect_exit 0 eval "cc -std=c11 -Wall -Wextra -Werror $FLAGS $(pkg-config --cflags calf) \
-        $(printf %q "$SRC/tests/consumer/main.c") -o $(printf %q "$WORK/consumer_pc") $(pkg-config --libs calf)"
+    # README's route: its program, built with its command (-rpath to pkg-config's libdir),
+    # runs with no LD_LIBRARY_PATH. pkg-config escapes blanks in paths with a backslash,
+    # for a shell (make's) to read, in its --variable output too.
+    RPATH=$(pkg-config --variable=libdir calf)
+    awk '/^```$/ && on { exit } on { print } /^```c$/ { on = 1 }' "$SRC/README.md" > "$WORK/readme_prog.c"
+    expect_in "$WORK/readme_prog.c" "int main(void)"
+    for prog in "$SRC/tests/consumer/main.c" "$WORK/readme_prog.c"; do
+        out=$WORK/consumer_pc
+        [ "$prog" = "$WORK/readme_prog.c" ] && out=$WORK/readme_prog
+        expect_exit 0 eval "cc -std=c11 -Wall -Wextra -Werror $FLAGS $(pkg-config --cflags calf) \
+            $(printf %q "$prog") -o $(printf %q "$out") $(pkg-config --libs calf) \
+            -Wl,-rpath,$RPATH"
+    done
     if [ -x "$WORK/consumer_pc" ]; then
-        env LD_LIBRARY_PATH="$LIBDIR" ldd "$WORK/consumer_pc" >"$WORK/ldd" 2>&1
-        expect_in "$WORK/ldd" "libcalf.so.${VERSION%.*} => $LIBDIR"
+        env -u LD_LIBRARY_PATH ldd "$WORK/consumer_pc" >"$WORK/ldd" 2>&1
+        expect_in "$WORK/ldd" "libcalf.so.${VERSION%.*} => ${RPATH//\\ / }"
+        env -u LD_LIBRARY_PATH ldd "$WORK/readme_prog" >"$WORK/ldd" 2>&1
+        expect_not_in "$WORK/ldd" "not found"
         consumer_run pc "$WORK/consumer_pc"
     fi
 else
@@ -77,7 +90,7 @@ expect_exit 0 cmake -S "$SRC/tests/consumer" -B "$WORK/consumer_build" -DCMAKE_P
 expect_exit 0 cmake --build "$WORK/consumer_build"
 for kind in shared static; do
     if [ -x "$WORK/consumer_build/consumer_$kind" ]; then ok; else bad "consumer_$kind not built"; continue; fi
-    consumer_run "cmake_$kind" "$WORK/consumer_build/consumer_$kind"
+    consumer_run "cmake_$kind" "$WORK/consumer_build/consumer_$kind" "$LIBDIR"
 done
 # the static program carries the library: no libcalf.so in it
 ldd "$WORK/consumer_build/consumer_static" >"$WORK/ldd_static" 2>&1

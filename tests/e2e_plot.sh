@@ -222,9 +222,16 @@ one_line_error "CRC mismatch" "$WORK/damaged"
 cp "$SVG" "$WORK/keep.svg"
 expect_exit 2 "$CALF" plot "$R1" --tag Nope -o "$WORK/keep.svg"
 expect_same_file "$SVG" "$WORK/keep.svg"
-expect_write_fails "calf plot: plot: write:" "$CALF" plot "$R1" -o -
+expect_write_fails "calf plot: standard output: writing the SVG: No space left on device" \
+    "$CALF" plot "$R1" -o -
 # an output in a directory that does not exist: exit 1 naming the file asked for
 expect_exit 1 "$CALF" plot "$R1" -o "$WORK/nodir/p.svg"
 expect_in "$WORK/err" "calf plot: $WORK/nodir/p.svg: cannot create: No such file or directory"
+
+# a full disk (a file size limit, its signal ignored: writes fail with EFBIG): exit 1,
+# one line naming the file and the errno, no file left behind
+( trap '' XFSZ; ulimit -f 1; exec "$CALF" plot "$R1" -o "$WORK/full.svg" ) > "$WORK/out" 2> "$WORK/err"
+expect_eq "$? $(cat "$WORK/err")" "1 calf plot: $WORK/full.svg: writing the SVG: File too large" "a full disk"
+expect_eq "$(ls "$WORK" | grep -c '^full\.svg')" 0 "no file left by a failed write"
 
 report e2e_plot

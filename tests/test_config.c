@@ -771,6 +771,33 @@ static void test_split(void) {
         }
 }
 
+/* Messages that name the right thing: a number calf cannot read is reported on its own
+ * line as the value it is (not as "x10" starting a statement on the next line), a name
+ * too long for the parser is called too long (cut, it lost its '.' and was called a
+ * macro), and --conf on a directory says so. */
+static void test_messages(void) {
+    check_error("hex.gin", "TrainerConfig.num_iterations = 0x10\n", 1,
+                "'TrainerConfig.num_iterations': cannot read value starting at '0x10'");
+    check_error("hex1.gin", "TrainerConfig.num_iterations = 0x10", 1,
+                "'TrainerConfig.num_iterations': cannot read value starting at '0x10'");
+    check_error("suffix.gin", "\nAdam.lr = 3e-4f\n\n", 2,
+                "'Adam.lr': cannot read value starting at '3e-4f'");
+    check_error("hexmacro.gin", "N = 0x10\nTrainerConfig.num_iterations = %N\n", 1,
+                "macro 'N': cannot read value starting at '0x10'");
+    char text[700], want[200];
+    memset(text, 'a', 320);
+    snprintf(text + 320, sizeof text - 320, ".x = 1\n");
+    snprintf(want, sizeof want, "name '%.40s...' too long (322 characters, at most 299)", text);
+    check_error("longname.gin", text, 1, want);
+    calf_config cfg;
+    calf_error err;
+    calf_config_init(&cfg);
+    CHECK_INT_EQ(calf_config_parse_file(&cfg, tmpdir, &err), CALF_EINVAL);
+    char dir_msg[600];
+    snprintf(dir_msg, sizeof dir_msg, "%s: is a directory, not a config file", tmpdir);
+    CHECK_STR_EQ(err.msg, dir_msg);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/calf_test_config_XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
@@ -787,6 +814,7 @@ int main(void) {
     test_none();
     test_round_trip();
     test_split();
+    test_messages();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmpdir);

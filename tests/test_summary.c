@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -353,7 +354,7 @@ static void test_round_trip(void) {
     }
     char path[1024];
     snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
-    /* File name: events.out.tfevents.<secs>.<host>.<pid>.<n> */
+    /* File name: events.out.tfevents.<secs>.<usecs>.<host>.<pid>.<n> */
     const char *base = strrchr(path, '/') + 1;
     CHECK(strncmp(base, "events.out.tfevents.", 20) == 0);
     char pid_part[32];
@@ -1255,8 +1256,104 @@ static void test_write_error(void) {
     CHECK_INT_EQ(good, first_fail + 1); /* file_version + each successful scalar */
 }
 
+/* A pipe has no size to bound a record by: the reader grows its buffer as the bytes
+ * come and reads a record of 300 KB (a long tag) through it as it reads the file. */
+static void test_pipe(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/pipe", tmp_root);
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    size_t tag_len = 300000;
+    char *tag = malloc(tag_len + 1);
+    CHECK(tag != NULL);
+    if (!tag) return;
+    memset(tag, 't', tag_len);
+    tag[tag_len] = '\0';
+    CHECK_INT_EQ(calf_summary_writer_add_scalar(w, tag, 7, 1.5, 0.25f), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "short", 8, 2.5, 0.5f), CALF_OK);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+    FILE *in = fopen(path, "rb");
+    CHECK(in != NULL);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    if (!in) return;
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) { /* the writer end: the file's bytes, then end of file */
+        close(fds[0]);
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            if (write(fds[1], buf, n) != (ssize_t)n) _exit(1);
+        _exit(0);
+    }
+    fclose(in);
+    close(fds[1]);
+    char fd_path[64];
+    snprintf(fd_path, sizeof fd_path, "/dev/fd/%d", fds[0]);
+    const char *paths[1] = {fd_path};
+    const char *file_paths[1] = {path};
+    calf_events_dump_options opt = {false, true, NULL};
+    FILE *a = tmpfile(), *b = tmpfile();
+    CHECK(a != NULL && b != NULL);
+    if (!a || !b) return;
+    CHECK_INT_EQ(calf_events_dump(paths, 1, &opt, a, &err), CALF_OK);
+    CHECK_INT_EQ(calf_events_dump(file_paths, 1, &opt, b, &err), CALF_OK);
+    close(fds[0]);
+    int status = -1;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    long na = ftell(a), nb = ftell(b);
+    CHECK(na > (long)tag_len && na == nb);
+    rewind(a);
+    rewind(b);
+    bool same = true;
+    for (int ca, cb; same && (ca = fgetc(a)) != EOF;) {
+        cb = fgetc(b);
+        same = ca == cb;
+    }
+    CHECK(same);
+    fclose(a);
+    fclose(b);
+    free(tag);
+}
+
+/* A directory's files sort by name in the order they were opened, as TensorBoard and
+ * the trainer's restart check read them: the process's first 12 writers opened in a row
+ * (their counter reaches 10 and 11, which sort before 2 by digits), and names of the form
+ * events.out.tfevents.<10-digit seconds>.<6-digit microseconds>.<host>.<pid>.<n>. */
+static void test_name_order(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/order", tmp_root);
+    enum { N = 12 };
+    char names[N][256];
+    for (int i = 0; i < N; i++) {
+        calf_error err;
+        calf_error_clear(&err);
+        calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+        CHECK(w != NULL);
+        if (!w) return;
+        const char *base = strrchr(calf_summary_writer_path(w), '/') + 1;
+        snprintf(names[i], sizeof names[i], "%s", base);
+        CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+        const char *t = names[i] + strlen("events.out.tfevents.");
+        bool shaped = strncmp(names[i], "events.out.tfevents.", 20) == 0;
+        for (int k = 0; k < 17 && shaped; k++)
+            shaped = k == 10 ? t[k] == '.' : t[k] >= '0' && t[k] <= '9';
+        CHECK(shaped && t[17] == '.');
+        if (i > 0) CHECK(strcmp(names[i - 1], names[i]) < 0);
+        if (i > 0 && strcmp(names[i - 1], names[i]) >= 0)
+            fprintf(stderr, "  %s sorts before %s\n", names[i], names[i - 1]);
+    }
+}
+
 int main(void) {
     make_tmp_root();
+    test_name_order(); /* first: the writers' counter starts at 0 */
     build_tf_limits();
     test_crc32c();
     test_mask();
@@ -1271,6 +1368,7 @@ int main(void) {
     test_csv();
     test_damage();
     test_write_error();
+    test_pipe();
     rm_rf(tmp_root);
     return test_report("test_summary");
 }

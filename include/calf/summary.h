@@ -14,8 +14,10 @@
 typedef struct calf_summary_writer calf_summary_writer;
 
 /* Create dir (and its parents), open a new file
- * dir/events.out.tfevents.<unix seconds>.<hostname>.<pid>.<n> (n counts writers opened
- * by this process, so two writers never share a file) and write the file_version event.
+ * dir/events.out.tfevents.<unix seconds, 10 digits>.<microseconds, 6>.<hostname>.<pid>.<n>
+ * (the time first, so a directory's files sort by name in the order they were opened;
+ * n counts writers opened by this process, so two writers never share a file) and
+ * write the file_version event.
  * Records reach the file at least every flush_secs seconds (checked on each write;
  * <= 0 flushes after every record), when 1 MiB is waiting, and at flush/close; never in
  * part: a write that fails is cut back to the last whole record (so a full disk leaves
@@ -45,8 +47,8 @@ int calf_summary_writer_add_scalar(calf_summary_writer *w, const char *tag, int6
  * What TensorBoard does with it (plugin_event_accumulator.py, _MaybePurgeOrphanedData
  * with purge_orphaned_data on, its default, in files whose file_version is
  * "brain.Event:2" as all of calf's are): a run is one directory, its events files read
- * in file-name order (calf's names start with the creation second, so launch by
- * launch). The run's first START is its initial start and drops nothing. Every later
+ * in file-name order (calf's names start with the creation time to the microsecond,
+ * so launch by launch). The run's first START is its initial start and drops nothing. Every later
  * START at step K drops, from every tag of the run, the values already read whose step
  * is >= K (steps < K stay), whichever file and launch wrote them; values after the
  * marker are kept whatever their step.

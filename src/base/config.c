@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "algorithms/registry.h"
 
@@ -141,7 +142,14 @@ static token lex_next(lexer *lx) {
             if (*q == '.' || *q == 'e' || *q == 'E') is_float = 1;
             q++;
         }
-        t.kind = is_float ? T_FLOAT : T_INT; t.len = (size_t)(q - s); lx->p = q;
+        t.kind = is_float ? T_FLOAT : T_INT;
+        /* 0x10, 1k, 2.5f: calf's numbers are decimal; the whole word is one bad token,
+         * not a number and then a name that starts the next statement */
+        if (is_name_char((unsigned char)*q)) {
+            while (is_name_char((unsigned char)*q)) q++;
+            t.kind = T_BAD;
+        }
+        t.len = (size_t)(q - s); lx->p = q;
         return t;
     }
     t.kind = T_BAD; t.len = 1; lx->p++;
@@ -665,6 +673,11 @@ static int parse_text(parse_state *ps, const char *text);
 static int read_file(const char *path, char **out, calf_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return calf_error_set(err, CALF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f); /* read-only: nothing to lose */
+        return calf_error_set(err, CALF_EINVAL, "%s: is a directory, not a config file", path);
+    }
     size_t cap = 4096, len = 0;
     char *buf = calf_xmalloc(cap);
     size_t got;
@@ -682,9 +695,9 @@ static int read_file(const char *path, char **out, calf_error *err) {
             buf = nb;
         }
     }
-    int bad = ferror(f);
+    int bad = ferror(f) ? errno : 0;
     fclose(f);
-    if (bad) { free(buf); return calf_error_set(err, CALF_EIO, "%s: read error", path); }
+    if (bad) { free(buf); return calf_error_set(err, CALF_EIO, "%s: read: %s", path, strerror(bad)); }
     if (memchr(buf, '\0', len)) {
         free(buf);
         return calf_error_set(err, CALF_EINVAL, "%s: not a text file (contains NUL bytes)", path);
@@ -750,6 +763,9 @@ static int parse_text(parse_state *ps, const char *text) {
     while (ps->tok.kind != T_EOF) {
         token t = ps->tok;
         tok_text(&t, name, sizeof name);
+        if (t.kind == T_NAME && t.len >= sizeof name)
+            return fail(ps, t.line, "name '%.40s...' too long (%zu characters, at most %zu)",
+                        name, t.len, sizeof name - 1);
         if (t.kind != T_NAME)
             return fail(ps, t.line, "expected 'Scope.param = value', got '%s'", name);
         bool import = strcmp(name, "import") == 0 || strcmp(name, "from") == 0;

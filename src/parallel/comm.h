@@ -348,6 +348,11 @@ int comm_local_attach(comm_local_shared *sh, int rank, comm **out, calf_error *e
  * Collectives waiting for it fail at once; when failed, every wait of every rank fails
  * (the abort flag). */
 void comm_local_mark_exited(comm_local_shared *sh, int rank, bool failed, const char *why);
+/* In a rank: its worker function has returned (whatever it returned), so an exit now is
+ * the end of its job, not an exit() in the middle of it (a plug-in's). */
+void comm_local_mark_finished(comm *c);
+/* Supervisor: whether rank marked itself finished. */
+bool comm_local_finished(const comm_local_shared *sh, int rank);
 /* Supervisor: every rank is forked; comm_local_await_start returns. */
 void comm_local_start(comm_local_shared *sh);
 /* In a rank: sleep until the supervisor has forked every rank, so that the first ones do

@@ -25,6 +25,7 @@ typedef struct local_slot {
     _Alignas(64) _Atomic uint64_t arrived; /* last collective number this rank reached */
     _Atomic int gone;                      /* supervisor: the process has exited */
     _Atomic int msg_ready;                 /* msg holds the rank's failure message */
+    _Atomic int finished;                  /* the rank's worker function returned */
     char why[128];                         /* supervisor: how it exited */
     char msg[512];                         /* comm_report_failure / comm_abort */
     size_t heap_used;                      /* this rank's view of the shared heap */
@@ -478,6 +479,17 @@ void comm_local_mark_exited(comm_local_shared *sh, int rank, bool failed, const 
     atomic_store_explicit(&s->gone, 1, memory_order_release);
     atomic_fetch_add(&sh->exits, 1);
     wake_waiters(sh);
+}
+
+void comm_local_mark_finished(comm *c) {
+    comm_local_shared *sh = c->impl;
+    atomic_store_explicit(&sh->slot[c->rank].finished, 1, memory_order_release);
+}
+
+bool comm_local_finished(const comm_local_shared *sh, int rank) {
+    CALF_ASSERT(rank >= 0 && rank < sh->nproc);
+    return atomic_load_explicit(&((comm_local_shared *)sh)->slot[rank].finished,
+                                memory_order_acquire) != 0;
 }
 
 void comm_local_start(comm_local_shared *sh) {

@@ -58,6 +58,10 @@ static const char *signal_name(int sig) {
     case SIGPIPE: return "SIGPIPE";
     case SIGALRM: return "SIGALRM";
     case SIGTERM: return "SIGTERM";
+    case SIGSTOP: return "SIGSTOP";
+    case SIGTSTP: return "SIGTSTP";
+    case SIGTTIN: return "SIGTTIN";
+    case SIGTTOU: return "SIGTTOU";
     case SIGXCPU: return "SIGXCPU";
     case SIGXFSZ: return "SIGXFSZ";
     default: return "unknown signal";
@@ -124,6 +128,7 @@ static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
     }
     calf_context_finalize();
     int rc = worker(c, arg);
+    comm_local_mark_finished(c);
     comm_finalize(c);
     fflush(NULL);
     _exit(rc >= 0 && rc <= 255 ? rc : 1);
@@ -132,6 +137,7 @@ static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
 typedef struct child {
     pid_t pid;
     bool reaped;
+    bool stopped;   /* stopped by a signal (kill -STOP) and not continued since */
     bool signalled; /* we sent it SIGTERM or SIGKILL */
     int status;     /* waitpid status once reaped */
 } child;
@@ -267,7 +273,7 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
     sigset_t nap_mask = saved.old_mask;
     for (int i = 0; i < NSIG_HANDLED; i++) sigdelset(&nap_mask, handled_signals[i]);
 
-    int alive = nproc, first_fail = -1, first_code = 0, forwarded = 0;
+    int alive = nproc, first_fail = -1, first_code = 0, forwarded = 0, unfinished = 0;
     bool interrupted_exit = false, killed_all = false;
     double term_at = -1.0, interrupt_at = -1.0;
     int *newly = calf_xmalloc((size_t)nproc * sizeof *newly);
@@ -277,9 +283,22 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
         int nnew = 0;
         for (;;) {
             int st;
-            pid_t w = waitpid(-group, &st, WNOHANG);
+            /* stops and continues too: a stopped rank holds every other rank in its next
+             * collective (up to its 600 s timeout), so it is named at once (SIGCHLD ends
+             * the nap for a stop as for an exit) */
+            pid_t w = waitpid(-group, &st, WNOHANG | WUNTRACED | WCONTINUED);
             if (w == 0) break;
             if (w < 0 && errno == EINTR) continue;
+            if (w > 0 && (WIFSTOPPED(st) || WIFCONTINUED(st))) {
+                int r = rank_of(index, nproc, w);
+                if (r < 0 || ch[r].reaped) continue;
+                if (WIFSTOPPED(st) && !ch[r].stopped)
+                    fprintf(stderr, "calf: rank %d (pid %ld) is stopped (%s): the other ranks "
+                            "wait for it; kill -CONT %ld resumes the job\n", r, (long)w,
+                            signal_name(WSTOPSIG(st)), (long)w);
+                ch[r].stopped = WIFSTOPPED(st);
+                continue;
+            }
             if (w < 0) { /* ECHILD: someone else reaped them; we cannot know how they ended */
                 for (int r = 0; r < nproc; r++)
                     if (!ch[r].reaped) {
@@ -324,9 +343,18 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             bool by_signal = WIFSIGNALED(st);
             bool interrupt = code == 130;
             bool ours = ch[r].signalled && by_signal;
-            bool failed = code != 0 && !interrupt && !ours;
+            /* exit status 0 from a rank whose worker never returned: something called
+             * exit() in the middle of the job (a plug-in env); the job did not finish */
+            bool cut_short = code == 0 && !comm_local_finished(sh, r);
+            bool failed = (code != 0 && !interrupt && !ours) || cut_short;
             char why[96];
             describe(st, why, sizeof why);
+            if (cut_short) {
+                unfinished++;
+                snprintf(why, sizeof why, "exit status 0 before its job finished (exit() "
+                         "called by an env or plug-in?)");
+                code = 1;
+            }
             /* An interrupted rank has left: the others stop waiting for it now, interrupted
              * too (it may have been in setup, before it could agree on an iteration) */
             if (interrupt && forwarded > 0) comm_local_stop_after(sh, 0);
@@ -351,11 +379,20 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
                 comm_local_stop_after(sh, stop_after);
                 interrupt_at = calf_monotonic_s();
                 signal_all(group, ch, nproc, SIGINT, false);
+                /* said once the workers have the signal: what happens, and what a second
+                 * Ctrl-C does (a large checkpoint can take a while to write) */
+                fprintf(stderr, "calf: interrupted: the workers finish this iteration and write "
+                        "its checkpoint if they can within %g s; Ctrl-C again stops them at "
+                        "once, without it\n", stop_after);
+                fflush(stderr);
             }
             if (seen >= 2 && !killed_all) {
                 signal_all(group, ch, nproc, SIGKILL, true);
                 killed_all = true;
                 interrupted_exit = true;
+                fprintf(stderr, "calf: interrupted again: workers stopped at once; a new run "
+                        "resumes from the last checkpoint written\n");
+                fflush(stderr);
             }
             forwarded = seen;
         }
@@ -374,6 +411,15 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
          * delays every rank waiting for that one). */
         struct timespec nap = {0, 50 * 1000 * 1000};
         pselect(0, NULL, NULL, NULL, &nap, &nap_mask);
+    }
+    if (unfinished > 1) { /* the first was reported as the failure; name every one */
+        fprintf(stderr, "calf: the job did not finish: %d ranks exited with status 0 in the "
+                "middle of it (ranks", unfinished);
+        for (int r = 0; r < nproc; r++)
+            if (WIFEXITED(ch[r].status) && WEXITSTATUS(ch[r].status) == 0 &&
+                !comm_local_finished(sh, r))
+                fprintf(stderr, " %d", r);
+        fprintf(stderr, ")\n");
     }
     free(newly);
     free(index);

@@ -417,26 +417,39 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
                               r->path, (unsigned long long)len, off);
     size_t need = (size_t)len + 4;
     /* a damaged length that passes its CRC must not drive an allocation larger than
-     * what the file can still hold */
+     * what the file can still hold; a pipe's size is not known, so its buffer grows
+     * only as its bytes arrive */
     struct stat st;
-    if (fstat(fileno(r->f), &st) == 0 && (uint64_t)st.st_size < r->offset + 12 + (uint64_t)need) {
+    bool regular = fstat(fileno(r->f), &st) == 0 && S_ISREG(st.st_mode);
+    uint64_t left = regular && (uint64_t)st.st_size > r->offset + 12
+                        ? (uint64_t)st.st_size - r->offset - 12
+                        : 0;
+    if (regular && left < (uint64_t)need) {
         r->cut = true;
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: truncated record at offset %llu (length %llu, file "
                               "ends %llu bytes after its header)",
-                              r->path, off, (unsigned long long)len,
-                              (unsigned long long)((uint64_t)st.st_size - r->offset - 12));
+                              r->path, off, (unsigned long long)len, (unsigned long long)left);
     }
-    if (need > r->cap) {
-        unsigned char *b = realloc(r->buf, need);
-        if (!b)
-            return calf_error_set(err, CALF_ENOMEM, "events: %s: no memory for a %zu-byte record",
-                                  r->path, need);
-        r->buf = b;
-        r->cap = need;
+    got = 0;
+    while (got < need) {
+        size_t want = regular ? need : (got < 65536 ? 65536 : 2 * got);
+        if (want > need) want = need;
+        if (want > r->cap) {
+            unsigned char *b = realloc(r->buf, want);
+            if (!b)
+                return calf_error_set(err, CALF_ENOMEM,
+                                      "events: %s: no memory for a %zu-byte record", r->path,
+                                      need);
+            r->buf = b;
+            r->cap = want;
+        }
+        size_t more;
+        if ((rc = read_full(r, r->buf + got, want - got, &more, err)) != CALF_OK) return rc;
+        got += more;
+        if (got < want) break; /* end of file */
     }
-    if ((rc = read_full(r, r->buf, need, &got, err)) != CALF_OK) return rc;
-    if (got < need) { /* the file shrank since fstat, or fstat could not tell */
+    if (got < need) { /* the file shrank since fstat, or a pipe ended early */
         r->cut = true;
         return calf_error_set(err, CALF_EINVAL,
                               "events: %s: truncated record at offset %llu (%llu of %zu bytes after the header)",

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -71,22 +72,31 @@ static int fits(double lo, double hi, int m, int e, bool extend, int max_ticks, 
     return 1;
 }
 
+/* v within the double range: a widened end that overflowed is the largest double. */
+static double clamp_finite(double v) {
+    return isfinite(v) ? v : copysign(DBL_MAX, v);
+}
+
 void plot_axis_nice(double lo, double hi, int max_ticks, bool extend, plot_axis *a) {
-    CALF_ASSERT(a != NULL && max_ticks >= 2 && lo <= hi && isfinite(hi - lo));
+    CALF_ASSERT(a != NULL && max_ticks >= 2 && lo <= hi && isfinite(lo) && isfinite(hi));
     if (lo == hi) {
         double d = lo != 0 ? fabs(lo) * 0.1 : 1;
-        lo -= d;
-        hi += d;
+        lo = clamp_finite(lo - d);
+        hi = clamp_finite(hi + d);
     }
     /* keep k * m (an int64) small: a range far narrower than its magnitude is widened */
     double mag = fmax(fabs(lo), fabs(hi));
     if (hi - lo < mag * 1e-9) {
         double mid = lo / 2 + hi / 2, half = mag * 0.5e-9;
-        lo = mid - half;
-        hi = mid + half;
+        lo = clamp_finite(mid - half);
+        hi = clamp_finite(mid + half);
     }
     static const int ms[3] = {1, 2, 5};
-    int e = (int)floor(log10((hi - lo) / (max_ticks - 1)));
+    /* a range wider than the largest double (-1e308 to 1e308) is divided before the
+     * subtraction, which then cannot overflow */
+    double per_tick = isfinite(hi - lo) ? (hi - lo) / (max_ticks - 1)
+                                        : hi / (max_ticks - 1) - lo / (max_ticks - 1);
+    int e = (int)floor(log10(per_tick));
     int64_t k0 = 0;
     int count = 0, m = 1;
     bool found = false;
@@ -105,6 +115,11 @@ void plot_axis_nice(double lo, double hi, int max_ticks, bool extend, plot_axis 
     a->e = e;
     a->k0 = k0;
     a->count = count;
+    if (extend && !(isfinite(plot_axis_tick(a, 0)) && isfinite(plot_axis_tick(a, count - 1)))) {
+        /* the ticks around lie past the largest double: keep to the ticks inside */
+        plot_axis_nice(lo, hi, max_ticks, false, a);
+        return;
+    }
     a->lo = extend ? plot_axis_tick(a, 0) : lo;
     a->hi = extend ? plot_axis_tick(a, count - 1) : hi;
     /* the suffix: from the digits of the largest |tick| */
@@ -258,6 +273,7 @@ static const char *color_of(int i) {
 typedef struct svg {
     FILE *out;
     bool failed; /* a write failed; nothing after it counts */
+    int errnum;  /* the failed write's errno */
 } svg;
 
 static void put(svg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -265,7 +281,10 @@ static void put(svg *s, const char *fmt, ...) {
     if (s->failed) return;
     va_list ap;
     va_start(ap, fmt);
-    if (vfprintf(s->out, fmt, ap) < 0) s->failed = true;
+    if (vfprintf(s->out, fmt, ap) < 0) {
+        s->failed = true;
+        s->errnum = errno;
+    }
     va_end(ap);
 }
 
@@ -331,12 +350,18 @@ typedef struct frame {
     int px0, px1, py0, py1;    /* where they go: left, right, bottom, top */
 } frame;
 
+/* Where v lies in [lo, hi], 0 to 1; halved first when hi - lo overflows a double. */
+static double fraction_of(double v, double lo, double hi) {
+    if (isfinite(hi - lo)) return (v - lo) / (hi - lo);
+    return (v / 2 - lo / 2) / (hi / 2 - lo / 2);
+}
+
 static double map_x(const frame *f, double x) {
-    return f->px0 + (x - f->xlo) / (f->xhi - f->xlo) * (f->px1 - f->px0);
+    return f->px0 + fraction_of(x, f->xlo, f->xhi) * (f->px1 - f->px0);
 }
 
 static double map_y(const frame *f, double y) {
-    return f->py0 + (y - f->ylo) / (f->yhi - f->ylo) * (f->py1 - f->py0);
+    return f->py0 + fraction_of(y, f->ylo, f->yhi) * (f->py1 - f->py0);
 }
 
 static void put_points(svg *s, const frame *f, const double *x, const double *y, size_t n) {
@@ -506,7 +531,7 @@ int plot_write_svg(const plot_figure *fig, FILE *out, calf_error *err) {
     int lrows = legend_rows(fig, width, xs, rows_of);
     int legend_h = lrows * LEGEND_ROW + (lrows ? 6 : 0);
     int height = 2 * PLOT_PAD + legend_h + rows * PLOT_PANEL_H;
-    svg s = {out, false};
+    svg s = {out, false, 0};
     put(&s, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
@@ -537,8 +562,12 @@ int plot_write_svg(const plot_figure *fig, FILE *out, calf_error *err) {
     put(&s, "</svg>\n");
     free(xs);
     free(rows_of);
-    if (s.failed || fflush(out) != 0 || ferror(out))
-        return calf_error_set(err, CALF_EIO, "plot: write: %s", strerror(errno));
+    if (!s.failed && (fflush(out) != 0 || ferror(out))) {
+        s.failed = true;
+        s.errnum = errno;
+    }
+    if (s.failed) /* the caller knows the file's name and adds it */
+        return calf_error_set(err, CALF_EIO, "writing the SVG: %s", strerror(s.errnum));
     return CALF_OK;
 }
 
@@ -597,7 +626,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* DIR's events.out.tfevents.* files, in name order (TensorBoard's; calf's names start
- * with the creation second, so launch by launch). A missing DIR has none. */
+ * with the creation time to the microsecond, so launch by launch). A missing DIR has none. */
 static int list_events(const char *dir, char ***out, size_t *count, calf_error *err) {
     *out = NULL;
     *count = 0;

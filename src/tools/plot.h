@@ -30,12 +30,13 @@ typedef struct plot_axis {
     int unit;         /* label suffix exponent: 0, 3 (k), 6 (M), 9 (G) or 12 (T) */
 } plot_axis;
 
-/* Ticks for the data range [lo, hi] (lo <= hi, hi - lo finite): the smallest step m * 10^e
- * that gives at most max_ticks ticks (max_ticks >= 2). With extend the axis range
- * becomes [first tick, last tick] covering [lo, hi]; without it stays [lo, hi] and the
- * ticks are the multiples of step inside. An empty range (lo == hi) is widened first to
- * lo -+ 10% of |lo| (-+1 when lo is 0). Labels take a suffix (k, M, G, T) when the
- * largest |tick| is 10^4 or more. */
+/* Ticks for the data range [lo, hi] (lo <= hi, both finite; hi - lo may overflow): the
+ * smallest step m * 10^e that gives at most max_ticks ticks (max_ticks >= 2). With extend
+ * the axis range becomes [first tick, last tick] covering [lo, hi] (unless those ticks
+ * lie past the largest double); without it stays [lo, hi] and the ticks are the
+ * multiples of step inside. An empty range (lo == hi) is widened first to lo -+ 10% of
+ * |lo| (-+1 when lo is 0). Labels take a suffix (k, M, G, T) when the largest |tick| is
+ * 10^4 or more. */
 void plot_axis_nice(double lo, double hi, int max_ticks, bool extend, plot_axis *a);
 /* Tick i's value, (k0 + i) * m * 10^e, computed as exactly as a double allows. */
 double plot_axis_tick(const plot_axis *a, int i);
