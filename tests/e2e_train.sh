@@ -130,6 +130,8 @@ expect_eq "$INT_STATUS" 130 "exit status after SIGINT (one process)"
 LAST=$(ls "$I"/train/algorithm | sed 's/ckpt-//' | sort -n | tail -1)
 if [ -n "$LAST" ]; then ok; else bad "no checkpoint after SIGINT"; fi
 expect_in "$I/log/rank-0.log" "interrupted: stopped after iteration $LAST"
+# the first Ctrl-C says what a second one does (it ends the process by the signal)
+expect_in "$WORK/int_err" "calf: interrupted: finishing this iteration and writing its checkpoint; Ctrl-C again stops at once, without it"
 
 # TensorBoard's restart marker: at the start of a run; on a resume only where an earlier
 # launch wrote past the checkpoint it resumes from (here: ckpt-4 lost, resumed from 2),

@@ -45,9 +45,18 @@
  * of process-wide state besides the per-process context: a signal handler can reach
  * nothing else. */
 static volatile sig_atomic_t stop_requested = 0;
+/* Whether the first signal says what happens (this process is the one the user sees: one
+ * process, or MPI rank 0; --nproc workers leave it to their launcher). */
+static volatile sig_atomic_t announce_stop = 0;
 
 static void on_stop_signal(int sig) {
     (void)sig;
+    if (announce_stop && !stop_requested) {
+        static const char msg[] = "calf: interrupted: finishing this iteration and writing its "
+                                  "checkpoint; Ctrl-C again stops at once, without it\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1); /* async-signal-safe */
+        (void)w;
+    }
     stop_requested = 1;
 }
 
@@ -730,7 +739,9 @@ static int write_operative_config(const trainer *t, const char *root, calf_error
 
 /* Agree on stopping after Ctrl-C; a second Ctrl-C gets the default action (SA_RESETHAND),
  * as the launcher's second Ctrl-C kills its workers. */
-static void install_stop_handlers(struct sigaction *old_int, struct sigaction *old_term) {
+static void install_stop_handlers(struct sigaction *old_int, struct sigaction *old_term,
+                                  bool announce) {
+    announce_stop = announce;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
@@ -771,7 +782,8 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     t->log.fd = -1;
     t->stopped_by = -1;
     if (wa->handle_signals) {
-        install_stop_handlers(&t->old_int, &t->old_term);
+        install_stop_handlers(&t->old_int, &t->old_term,
+                              calf_context_is_main() && strcmp(comm_backend_name(c), "local") != 0);
         t->handlers = true;
     }
     comm_set_timeout(c, calf_config_float(wa->cfg, CALF_CFG_COLLECTIVE_TIMEOUT));
