@@ -48,6 +48,11 @@ expect_exit 1 "$CALF" train --quiet --env_lib "$WORK/quitter.so" --root_dir "$WO
 expect_in "$WORK/err" "failed: exit status 0 before its job finished"
 expect_in "$WORK/err" "calf: the job did not finish: 2 ranks exited with status 0 in the middle of it (ranks 0 1)"
 if [ -e "$WORK/q/train/algorithm/ckpt-20" ]; then bad "a final checkpoint of a job that did not finish"; else ok; fi
+# one process: its exit(0) in iteration 3 (8 envs x 16 steps an iteration) is exit 1 too
+expect_exit 1 "$CALF" train --quiet --env_lib "$WORK/quitter.so" --root_dir "$WORK/q1" \
+    --conf "$WORK/quitter.gin"
+expect_in "$WORK/err" "calf: the process exited in the middle of iteration 3 (something it loaded called exit()): the run did not finish"
+if [ -e "$WORK/q1/train/algorithm/ckpt-20" ]; then bad "a final checkpoint of a run that did not finish"; else ok; fi
 
 # wait_for SECONDS COMMAND...: poll (0.05 s) until COMMAND succeeds; fails after SECONDS
 wait_for() {

@@ -223,7 +223,7 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     }
     int code = 0;
     if (!complete) {
-        trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true};
+        trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true, true};
         code = trainer_worker(c, &wa);
     }
     rundir_lock_release(&lock);
@@ -261,8 +261,8 @@ static void stepwise_free(calf_trainer *h) {
 }
 
 /* calf_trainer_open, with the name the root dir's lock gives the job. */
-static int stepwise_open(const calf_trainer_options *o, const char *job, calf_trainer **out,
-                         calf_error *err) {
+static int stepwise_open(const calf_trainer_options *o, const char *job, bool guard_exit,
+                         calf_trainer **out, calf_error *err) {
     calf_error_clear(err);
     *out = NULL;
     if (!o || !HAS_OPTION(o, progress_arg))
@@ -305,7 +305,7 @@ static int stepwise_open(const calf_trainer_options *o, const char *job, calf_tr
     }
     if (rc == CALF_OK) {
         comm_single(&h->c);
-        trainer_args wa = {&h->o, &h->cfg, &h->rs, false, {0, ""}, o->handle_signals};
+        trainer_args wa = {&h->o, &h->cfg, &h->rs, false, {0, ""}, o->handle_signals, guard_exit};
         rc = trainer_open(&h->t, h->c, &wa);
         if (rc) {
             trainer_close(h->t, rc, err);
@@ -321,7 +321,7 @@ static int stepwise_open(const calf_trainer_options *o, const char *job, calf_tr
 }
 
 int calf_trainer_open(const calf_trainer_options *o, calf_trainer **out, calf_error *err) {
-    return stepwise_open(o, "calf_trainer_open", out, err);
+    return stepwise_open(o, "calf_trainer_open", false, out, err);
 }
 
 bool calf_trainer_done(const calf_trainer *h) { return !h->t || trainer_done(h->t); }
@@ -400,7 +400,7 @@ static int train_one(const calf_train_options *o, calf_error *err) {
     to.quiet = o->quiet;
     to.handle_signals = true;
     calf_trainer *h;
-    int rc = stepwise_open(&to, "calf train", &h, err);
+    int rc = stepwise_open(&to, "calf train", true, &h, err);
     if (rc) return rc;
     while (rc == CALF_OK && !calf_trainer_done(h)) rc = calf_trainer_step(h, err);
     /* the CLI prints no message for an interrupt: the log line said it */
@@ -439,7 +439,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
         rundir_lock_release(&lock);
         return rc;
     }
-    trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true};
+    trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true, false}; /* the launcher sees an early exit */
     warn_oversubscribed(nproc);
     int code = launcher_run(nproc, trainer_worker, &wa, err);
     rundir_lock_release(&lock);

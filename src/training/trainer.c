@@ -584,6 +584,24 @@ static int stop_for_io(trainer *t, int who, int ckpt_rc, const calf_error *ckpt_
                           t->io_err.msg, (long long)t->iteration, ckpt_err->msg);
 }
 
+/* The run whose process must not end quietly (trainer_args.guard_exit): a plug-in or
+ * library that calls exit() in the middle of it would otherwise end `calf train` with
+ * the status it chose, 0 for a run that did not finish. */
+static const trainer *guarded_run = NULL;
+
+static void on_exit_mid_run(void) {
+    if (!guarded_run) return;
+    char msg[256];
+    int n = snprintf(msg, sizeof msg, "calf: the process exited in the middle of iteration %lld "
+                     "(something it loaded called exit()): the run did not finish; a new run "
+                     "resumes from the last checkpoint\n", (long long)guarded_run->iteration + 1);
+    if (n > 0) {
+        ssize_t w = write(STDERR_FILENO, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        (void)w;
+    }
+    _exit(1); /* the process is ending already; only its status changes */
+}
+
 /* Metrics: the algorithm's scalars as its summarize writes them (summary_listen). */
 static void listen_metric(void *arg, const char *tag, double value) {
     trainer *t = arg;
@@ -838,6 +856,14 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     t->start_time = calf_monotonic_s();
     t->start_iteration = t->iteration;
     t->last_progress = 0;
+    if (wa->guard_exit) {
+        static bool registered = false;
+        if (!registered) registered = atexit(on_exit_mid_run) == 0;
+        if (registered) {
+            guarded_run = t;
+            t->guards_exit = true;
+        }
+    }
     /* TensorBoard's restart marker: readers drop what an earlier launch wrote for the
      * steps this one writes again (a run that died after its last checkpoint) */
     if (t->train_writer && session_restart_needed(t->root, "train", t->iteration))
@@ -897,6 +923,7 @@ int trainer_close(trainer *t, int rc, calf_error *err_out) {
         if (rc) calf_error_set(err_out, rc, "out of memory allocating the trainer's state");
         return rc;
     }
+    if (t->guards_exit) guarded_run = NULL;
     calf_error *err = t->err;
     /* what the summaries held up to the end, the train writer's failure if it is first */
     if (t->train_writer) {

@@ -32,6 +32,9 @@ typedef struct trainer_args {
     bool report_via_comm;   /* workers of a job: comm_report_failure; one process: err */
     calf_error err;         /* one process: the failure */
     bool handle_signals;    /* SIGINT/SIGTERM stop after the iteration (restored at close) */
+    bool guard_exit;        /* `calf train`'s one process: an exit() from anything it loaded
+                             * before close ends it with status 1 and a message, not the
+                             * status the caller of exit() chose */
 } trainer_args;
 
 /* One process's part of a job, a step at a time (trainer.c). trainer_open always makes

@@ -91,6 +91,7 @@ struct trainer {
     bool report_via_comm;    /* workers of a job: comm_report_failure at close */
     bool ended;              /* the run is complete, stopped or failed: no more steps */
     bool handlers;           /* SIGINT/SIGTERM handlers installed; restored at close */
+    bool guards_exit;        /* an exit() before close is reported (trainer_args.guard_exit) */
     struct sigaction old_int, old_term;
     calf_summary_writer *train_writer; /* main process only */
 
