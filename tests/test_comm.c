@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include "calf/rng.h"
+#include "parallel/claim.h"
 #include "parallel/comm.h"
+#include "parallel/pieces.h"
+#include "parallel/tree_sum.h"
 #include "test_util.h"
 
 /* ---- data and the reference sum ------------------------------------------------------ */

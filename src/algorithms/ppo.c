@@ -18,6 +18,8 @@
 #include "algorithms/model.h"
 #include "algorithms/obs_norm.h"
 #include "algorithms/ppo_math.h"
+#include "parallel/claim.h"
+#include "parallel/pieces.h"
 
 /* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
 enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };

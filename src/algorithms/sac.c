@@ -23,6 +23,8 @@
 #include "base/bytes.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
+#include "parallel/claim.h"
+#include "parallel/pieces.h"
 
 /* Per-env statistics of an iteration's updates, summed over envs in canonical order. */
 enum { SS_SAMPLES, SS_CRITIC, SS_ACTOR, SS_ALPHA, SS_ENTROPY, NUM_SAC_STATS };

@@ -27,6 +27,7 @@
 #include "records/checkpoint.h"
 #include "base/clock.h"
 #include "parallel/comm.h"
+#include "parallel/tree_sum.h"
 #include "records/events_reader.h"
 #include "base/fsutil.h"
 #include "training/trainer.h"
