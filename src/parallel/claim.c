@@ -4,10 +4,9 @@
 #include "parallel/claim.h"
 
 #include <sched.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "base/clock.h"
+#include "calf/error.h"
 
 /* A word is tag (16 bits) | next (24) | limit (24): items [next, limit) are unclaimed. */
 static uint64_t claim_pack(uint32_t tag, uint64_t next, uint64_t limit) {
@@ -87,15 +86,3 @@ int comm_claim_take(comm_claim *const *words, int P, int self, int reach, uint32
         sched_yield();
     }
 }
-
-void comm_share_timing(const comm *c, bool *slow, double *open_wait_s) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    bool core_each = cpus > 0 && c->size <= cpus;
-    const char *env = getenv("CALF_TEST_SLOW_RANK");
-    char *end = NULL;
-    long slow_rank = env && *env ? strtol(env, &end, 10) : -1;
-    bool named = end && *end == '\0';
-    *slow = named && slow_rank == c->index;
-    *open_wait_s = named ? 0.5 : core_each ? COMM_OPEN_WAIT_S : 0.0;
-}
-

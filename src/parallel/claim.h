@@ -4,10 +4,7 @@
 #define CALF_CLAIM_H
 
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
-
-#include "parallel/comm.h"
 
 /* Work claims, for ranks that share memory. In each round (a tag every rank agrees on,
  * e.g. the number of the minibatch) every rank opens its word over its own work items
@@ -32,14 +29,5 @@ int comm_claim_back(comm_claim *const *words, int P, int self, int reach, uint32
  * open_wait_s for it to open, yielding the core meanwhile (0: return at once). */
 int comm_claim_take(comm_claim *const *words, int P, int self, int reach, uint32_t tag,
                     double open_wait_s, int *victim, int *first);
-/* How ranks that share work wait for one another (the same answer on every rank but
- * *slow): *open_wait_s for comm_claim_take, COMM_OPEN_WAIT_S when every rank has a core
- * of its own, else 0 (with more ranks than cores, one that has not opened a round is
- * waiting for a core, and polling would take the core from it or from a rank with
- * work). Tests set CALF_TEST_SLOW_RANK=r: rank r is *slow (it dawdles over its own items
- * so that others certainly take some), and the others wait 0.5 s, enough for it to open
- * a round even on a loaded machine. Results cannot depend on either; only timing does. */
-#define COMM_OPEN_WAIT_S 0.02
-void comm_share_timing(const comm *c, bool *slow, double *open_wait_s);
 
 #endif
