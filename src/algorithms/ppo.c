@@ -54,7 +54,7 @@ enum { STEAL_SETS = 3 };
 
 /* Models of at most this many floats are not shared: with work sharing every rank
  * completes the whole summed gradient and steps its own copy (the same bits everywhere:
- * the same tree, nn_global_norm, the same Adam step), which makes each minibatch one
+ * the same tree, adam_global_norm, the same Adam step), which makes each minibatch one
  * collective instead of three (the gradient; not its norm and the optimiser step). For
  * such models the repeated work (completing ~10^4 floats from a few blocks, one Adam
  * step) costs microseconds, less than two meetings of the ranks; on ppo_halfcheetah's
@@ -63,7 +63,7 @@ enum { STEAL_SETS = 3 };
 enum { PRIVATE_MODEL_MAX = 65536 };
 
 /* A rank's slice of the gradient holds whole norm chunks (see grad_norm). */
-_Static_assert(COMM_SLICE_ELEMS % NN_NORM_CHUNK == 0, "slices must hold whole norm chunks");
+_Static_assert(COMM_SLICE_ELEMS % ADAM_NORM_CHUNK == 0, "slices must hold whole norm chunks");
 
 /* The PPO settings, resolved once from the config. */
 typedef struct ppo_params {
@@ -88,7 +88,6 @@ typedef struct ppo {
     int M;                   /* minibatches per epoch */
     int64_t mini_batch_size; /* as configured, for the layout line in config.gin */
     int64_t total_iterations;/* the run's planned length (the linear schedule) */
-    float lr_now;            /* this iteration's learning rate */
     /* observation normalization (when configured): the rollout, the advantages and the
      * update only ever see normalized observations; the statistics change once per
      * iteration, at the end of train */
@@ -120,7 +119,7 @@ typedef struct ppo {
      * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
     size_t opt_lo, opt_hi;
     unsigned char *shared_state; /* rank 0's region: params, m, v, then norm_parts */
-    double *norm_parts;      /* (chunks of NN_NORM_CHUNK) squared gradient of each */
+    double *norm_parts;      /* (chunks of ADAM_NORM_CHUNK) squared gradient of each */
     int64_t shared_envs;     /* env partials this rank folded for other ranks */
     /* of comm.wait_s, what the update's three collectives per minibatch waited: for the
      * gradient's pieces, for its norm, for the other ranks' optimiser steps */
@@ -204,7 +203,7 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
 enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
 static size_t shared_state_at(const model *md, int part) {
     size_t vec = comm_round64(md->g.n * sizeof(float));
-    size_t chunks = (md->g.n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    size_t chunks = (md->g.n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
 }
 
@@ -291,10 +290,11 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->mini_batch_size = calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
     t->M = minibatches_of(t->E, t->T, t->mini_batch_size);
     t->params_version = 1;
-    model_init(&t->md, cfg, s->spec);
+    adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
+                     .max_norm = t->p.max_norm};
+    model_init(&t->md, cfg, s->spec, opt);
     model_init_params(&t->md, cfg, s->seed);
     t->total_iterations = s->total_iterations;
-    t->lr_now = t->p.lr;
     if (t->p.normalize_obs) obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip);
     int rc = CALF_OK;
     if (t->count == 0) return CALF_OK; /* acting only (calf play) */
@@ -689,21 +689,21 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
     return rc;
 }
 
-/* The norm of the whole gradient (nn_global_norm's bits). Sharing, each rank sums the
+/* The norm of the whole gradient (adam_global_norm's bits). Sharing, each rank sums the
  * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
 static int grad_norm(ppo *t, double *norm, calf_error *err) {
     model *md = &t->md;
-    size_t n = md->g.n, chunks = (n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    size_t n = md->g.n, chunks = (n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     if (!t->shared_model) {
-        *norm = nn_global_norm(md->g.grad, n);
+        *norm = adam_global_norm(md->g.grad, n);
         return CALF_OK;
     }
-    for (size_t at = t->opt_lo; at < t->opt_hi; at += NN_NORM_CHUNK) {
-        size_t len = t->opt_hi - at < NN_NORM_CHUNK ? t->opt_hi - at : NN_NORM_CHUNK;
-        t->norm_parts[at / NN_NORM_CHUNK] = nn_sum_sq(md->g.grad + at, len);
+    for (size_t at = t->opt_lo; at < t->opt_hi; at += ADAM_NORM_CHUNK) {
+        size_t len = t->opt_hi - at < ADAM_NORM_CHUNK ? t->opt_hi - at : ADAM_NORM_CHUNK;
+        t->norm_parts[at / ADAM_NORM_CHUNK] = adam_sum_sq(md->g.grad + at, len);
     }
     int rc = comm_barrier(t->c, err);
-    if (rc == CALF_OK) *norm = nn_norm_of_chunks(t->norm_parts, chunks);
+    if (rc == CALF_OK) *norm = adam_norm_of_chunks(t->norm_parts, chunks);
     return rc;
 }
 
@@ -737,13 +737,9 @@ static int update(ppo *t, calf_error *err) {
                                       (long long)t->iteration + 1);
             t->grad_norm_sum += norm;
             t->num_updates++;
-            md->g.step++;
             t->params_version++;
             /* clip and step this rank's slice (all of it without sharing) */
-            size_t lo = t->opt_lo, cnt = t->opt_hi - t->opt_lo;
-            nn_scale(md->g.grad + lo, cnt, nn_clip_coef(norm, t->p.max_norm));
-            nn_adam_step(md->g.params + lo, md->g.grad + lo, md->g.m + lo, md->g.v + lo, cnt,
-                         md->g.step, t->lr_now, t->p.beta1, t->p.beta2, t->p.eps);
+            param_group_step_slice(&md->g, t->opt_lo, t->opt_hi, norm);
             /* the next forward pass reads every rank's slice */
             waited = t->c->wait_s;
             if (t->shared_model && (rc = comm_barrier(t->c, err))) return rc;
@@ -758,7 +754,7 @@ static int update(ppo *t, calf_error *err) {
 
 /* Iteration k of the run's N: the linear schedule's lr, else the configured one. */
 static float lr_at(const ppo_params *p, int64_t k, int64_t N) {
-    return p->lr_linear ? lr_linear_at(p->lr_d, k, N) : p->lr;
+    return p->lr_linear ? adam_lr_linear_at(p->lr_d, k, N) : p->lr;
 }
 
 /* The iteration's observations into the running statistics: each env's sums, added over
@@ -775,7 +771,7 @@ static int update_obs_norm(ppo *t, calf_error *err) {
 static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
     ppo *t = (ppo *)a;
     t->iteration = iteration;
-    t->lr_now = lr_at(&t->p, iteration, t->total_iterations);
+    t->md.g.opt.lr = lr_at(&t->p, iteration, t->total_iterations);
     memset(t->stats, 0, (size_t)t->count * NUM_STATS * sizeof(double));
     t->grad_norm_sum = 0;
     t->num_updates = 0;
@@ -841,7 +837,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     calf_summary_scalar("PPOLoss/clip_fraction", step, g[ST_CLIP] / samples);
     calf_summary_scalar("Optimizer/grad_norm", step,
                         t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
-    if (t->p.lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->lr_now);
+    if (t->p.lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->md.g.opt.lr);
     if (histograms) {
         model *md = &t->md;
         calf_summary_histogram("Params/actor", step, md->g.params + md->actor.offset,

@@ -838,9 +838,9 @@ static int sac_train(algorithm *a, int64_t iteration, calf_error *err) {
     sac *t = (sac *)a;
     t->iteration = iteration;
     if (t->lr_linear) { /* the three optimizers' lr for this iteration, from the iteration */
-        t->actor_g.opt.lr = lr_linear_at(t->actor_lr, iteration, t->total_iterations);
-        t->critic_g.opt.lr = lr_linear_at(t->critic_lr, iteration, t->total_iterations);
-        t->alpha_g.opt.lr = lr_linear_at(t->alpha_lr, iteration, t->total_iterations);
+        t->actor_g.opt.lr = adam_lr_linear_at(t->actor_lr, iteration, t->total_iterations);
+        t->critic_g.opt.lr = adam_lr_linear_at(t->critic_lr, iteration, t->total_iterations);
+        t->alpha_g.opt.lr = adam_lr_linear_at(t->alpha_lr, iteration, t->total_iterations);
     }
     memset(t->stats, 0, (size_t)t->count * NUM_SAC_STATS * sizeof(double));
     if ((iteration + 1) * (int64_t)t->E * t->T < t->initial_collect) return CALF_OK;
