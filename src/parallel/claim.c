@@ -4,6 +4,7 @@
 #include "parallel/claim.h"
 
 #include <sched.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "calf/error.h"
