@@ -20,6 +20,8 @@
 #include "bench_util.h"
 #include "calf/config.h"
 #include "parallel/comm.h"
+#include "parallel/pieces.h"
+#include "parallel/tree_sum.h"
 #include "parallel/workers.h"
 
 enum { N_FLOATS = 9219, N_ENVS = 64, ITERS = 3000, BARRIERS = 20000 };

@@ -10,6 +10,7 @@
 
 #include "bench_util.h"
 #include "calf/rng.h"
+#include "numerics/adam.h"
 #include "numerics/nn.h"
 
 /* Many short runs (each well inside a scheduler time slice) and their median: on a
@@ -137,7 +138,7 @@ typedef struct {
 
 static void run_adam(void *p) {
     adam_arg *a = p;
-    nn_adam_step(a->p, a->g, a->m, a->v, a->n, 10, 1e-3f, 0.9f, 0.999f, 1e-7f);
+    adam_step(a->p, a->g, a->m, a->v, a->n, 10, 1e-3f, 0.9f, 0.999f, 1e-7f);
     sink = a->p[0];
 }
 

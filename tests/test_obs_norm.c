@@ -9,6 +9,7 @@
 
 #include "algorithms/obs_norm.h"
 #include "parallel/comm.h"
+#include "parallel/tree_sum.h"
 #include "test_util.h"
 
 enum { D = 3, E = 7, T = 5, ITERS = 4 };

@@ -1,12 +1,14 @@
 /* test_params.c: named parameter groups: one optimizer step is clip-then-Adam with the
- * group's own settings and step count, a non-finite gradient changes nothing, the
+ * group's own settings and step count, processes stepping slices of one shared group
+ * make the same bits, a non-finite gradient changes nothing, the
  * checkpoint section round-trips and refuses a step count the iteration does not imply;
  * and SAC's temperature moves the right way under its loss (sac_math's gradient through
  * the group's Adam). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "algorithms/sac_math.h"
-#include "numerics/nn.h"
 #include "numerics/param_group.h"
 #include "test_util.h"
 
@@ -19,8 +21,8 @@ static void test_step(void) {
         g.params[i] = want_p[i] = 0.5f * (float)i - 1.0f;
         g.grad[i] = grad[i] = 3.0f - (float)i; /* norm sqrt(19) > 1: clipped */
     }
-    nn_scale(grad, 5, nn_clip_coef(nn_global_norm(grad, 5), 1.0));
-    nn_adam_step(want_p, grad, want_m, want_v, 5, 1, 0.01f, 0.9f, 0.999f, 1e-8f);
+    adam_scale(grad, 5, adam_clip_coef(adam_global_norm(grad, 5), 1.0));
+    adam_step(want_p, grad, want_m, want_v, 5, 1, 0.01f, 0.9f, 0.999f, 1e-8f);
     CHECK(param_group_step(&g));
     CHECK_INT_EQ(g.step, 1);
     CHECK(memcmp(g.params, want_p, sizeof want_p) == 0);
@@ -74,6 +76,45 @@ static void test_step(void) {
     param_group_free(&g);
     param_group_free(&h);
     param_group_free(&g); /* twice is fine */
+}
+
+/* Processes that hold one group in shared memory (param_group_use) each step their slice
+ * with the norm of the whole gradient, as PPO's ranks do: the bits of one process's
+ * param_group_step, and each process counts the step. Slices of whole norm chunks and a
+ * gradient large enough to be clipped. */
+static void test_step_slices(void) {
+    enum { N = 2 * ADAM_NORM_CHUNK + 45, STEPS = 3 };
+    adam_conf opt = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-7f, .max_norm = 2.0};
+    param_group whole, part[2];
+    param_group_init(&whole, "TEST", N, true, opt);
+    float *shared[4];
+    for (int a = 0; a < 4; a++) shared[a] = calloc(N, sizeof(float));
+    for (int q = 0; q < 2; q++) {
+        param_group_init(&part[q], "TEST", N, true, opt);
+        param_group_use(&part[q], shared[0], shared[1], shared[2], shared[3]);
+    }
+    for (size_t i = 0; i < N; i++) whole.params[i] = shared[0][i] = sinf((float)i);
+    const size_t cut = ADAM_NORM_CHUNK; /* part 0: [0, cut), part 1: [cut, N) */
+    for (int k = 1; k <= STEPS; k++) {
+        for (size_t i = 0; i < N; i++)
+            whole.grad[i] = shared[1][i] = cosf((float)(i * (size_t)k)) * (float)k;
+        double norm = adam_global_norm(shared[1], N);
+        CHECK(norm > opt.max_norm);
+        CHECK(param_group_step(&whole));
+        param_group_step_slice(&part[0], 0, cut, norm);
+        param_group_step_slice(&part[1], cut, N, norm);
+        CHECK_INT_EQ(part[0].step, k);
+        CHECK_INT_EQ(part[1].step, k);
+    }
+    CHECK(memcmp(whole.params, shared[0], N * sizeof(float)) == 0);
+    CHECK(memcmp(whole.grad, shared[1], N * sizeof(float)) == 0); /* clipped alike */
+    CHECK(memcmp(whole.m, shared[2], N * sizeof(float)) == 0);
+    CHECK(memcmp(whole.v, shared[3], N * sizeof(float)) == 0);
+    CHECK(param_group_digest(&whole, 3) == param_group_digest(&part[0], 3));
+    param_group_free(&part[0]);
+    param_group_free(&part[1]); /* the caller's arrays are left alone */
+    for (int a = 0; a < 4; a++) free(shared[a]);
+    param_group_free(&whole);
 }
 
 /* Entropy above the target: alpha must fall; below it: rise. */
@@ -133,6 +174,7 @@ static void test_digest_bits(void) {
 
 int main(void) {
     test_step();
+    test_step_slices();
     test_alpha_moves();
     test_digest_bits();
     return test_report("test_params");

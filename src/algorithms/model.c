@@ -12,7 +12,7 @@ static nn_activation activation_of(const char *name) {
     return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
 }
 
-void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec) {
+void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt) {
     memset(md, 0, sizeof *md);
     md->obs_dim = spec->obs_dim;
     md->num_actions = spec->num_actions;
@@ -31,8 +31,7 @@ void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec) {
                   activation_of(calf_config_string(cfg, CALF_CFG_VALUE_ACTIVATION)), &cursor);
     md->log_std_off = cursor;
     if (md->action_dim > 0) cursor += (size_t)md->action_dim;
-    /* PPO's optimizer settings are resolved by PPO, which steps the group in slices */
-    param_group_init(&md->g, "PRMS", cursor, true, (adam_conf){0});
+    param_group_init(&md->g, "PRMS", cursor, true, opt);
 }
 
 void model_init_params(model *md, const calf_config *cfg, uint64_t seed) {

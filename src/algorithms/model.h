@@ -23,11 +23,13 @@ typedef struct model {
     nn_mlp actor, value;
     size_t log_std_off;     /* continuous: (action_dim) log-stds; unused when discrete */
     param_group g;          /* "PRMS": every parameter, the summed gradient of one update,
-                             * Adam's moments and step count (PPO steps it in slices) */
+                             * Adam's moments, settings and step count (PPO steps it with
+                             * param_group_step_slice, a slice per process when shared) */
 } model;
 
-/* Lay out the networks the config asks for, for an env with spec; all arrays zeroed. */
-void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec);
+/* Lay out the networks the config asks for, for an env with spec; all arrays zeroed;
+ * the group steps with opt (PPO sets opt.lr each iteration, by its schedule). */
+void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt);
 /* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config. */
 void model_init_params(model *md, const calf_config *cfg, uint64_t seed);
 void model_free(model *md);

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "calf/summary.h"
 #include "training/algorithm.h"
@@ -18,6 +17,7 @@
 #include "algorithms/model.h"
 #include "algorithms/obs_norm.h"
 #include "algorithms/ppo_math.h"
+#include "parallel/work_share.h"
 
 /* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
 enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
@@ -29,7 +29,6 @@ enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
  * time-major over the rank's envs: t * count + e. */
 typedef struct rollout_view {
     int begin, count;        /* the rank's envs */
-    comm_claim *claim;       /* who takes which of its envs in the current round */
     float *obs;              /* (T, count, obs_dim) */
     int *act;                /* (T, count) */
     float *u;                /* (T, count, max(action_dim, 1)) continuous actions, unclipped */
@@ -43,13 +42,6 @@ typedef struct rollout_view {
     double *stats;           /* (count, NUM_STATS) */
 } rollout_view;
 
-/* Envs per forward pass, and the most a rank claims of its own at once, when sharing.
- * Claims never take more than half of what is left, so the end of a round is fine
- * grained whatever this is. On ppo_cartpole's --nproc 2, 2 was clearly slower than 4;
- * 6, 8, 12 and 16 were 0-3% faster, about what two identical builds differ by on this
- * machine; 8 keeps a rank's passes long (64 rows here). The bits do not depend on it. */
-enum { SHARE_GROUP_ENVS = 8 };
-
 /* Envs per pass through the value net for advantages without sharing: rows enough for
  * long passes, and a bounded copy of the rollout's observations. */
 enum { ADV_GROUP_ENVS = 64 };
@@ -62,7 +54,7 @@ enum { STEAL_SETS = 3 };
 
 /* Models of at most this many floats are not shared: with work sharing every rank
  * completes the whole summed gradient and steps its own copy (the same bits everywhere:
- * the same tree, nn_global_norm, the same Adam step), which makes each minibatch one
+ * the same tree, adam_global_norm, the same Adam step), which makes each minibatch one
  * collective instead of three (the gradient; not its norm and the optimiser step). For
  * such models the repeated work (completing ~10^4 floats from a few blocks, one Adam
  * step) costs microseconds, less than two meetings of the ranks; on ppo_halfcheetah's
@@ -71,7 +63,7 @@ enum { STEAL_SETS = 3 };
 enum { PRIVATE_MODEL_MAX = 65536 };
 
 /* A rank's slice of the gradient holds whole norm chunks (see grad_norm). */
-_Static_assert(COMM_SLICE_ELEMS % NN_NORM_CHUNK == 0, "slices must hold whole norm chunks");
+_Static_assert(COMM_SLICE_ELEMS % ADAM_NORM_CHUNK == 0, "slices must hold whole norm chunks");
 
 /* The PPO settings, resolved once from the config. */
 typedef struct ppo_params {
@@ -96,7 +88,6 @@ typedef struct ppo {
     int M;                   /* minibatches per epoch */
     int64_t mini_batch_size; /* as configured, for the layout line in config.gin */
     int64_t total_iterations;/* the run's planned length (the linear schedule) */
-    float lr_now;            /* this iteration's learning rate */
     /* observation normalization (when configured): the rollout, the advantages and the
      * update only ever see normalized observations; the statistics change once per
      * iteration, at the end of train */
@@ -119,24 +110,20 @@ typedef struct ppo {
                               * rank completes and steps a slice (PRIVATE_MODEL_MAX) */
     int group_envs;          /* envs per forward pass in the update */
     int adv_group;           /* envs per pass through the value net for advantages */
-    uint32_t round;          /* work-shared rounds so far, advantages and minibatches (the
-                              * claim tag; alike on every rank) */
     uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
-    comm_claim **claims;     /* (size) every rank's claim word, when sharing */
+    work_share share;        /* every rank's claim word and envs, when sharing; its rounds:
+                              * the advantages, then each minibatch */
     comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
     comm_tree steal_tree;    /* and beyond STEAL_SETS of them, private */
     /* sharing: one model for all ranks, in shared memory; each rank clips and steps its
      * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
     size_t opt_lo, opt_hi;
     unsigned char *shared_state; /* rank 0's region: params, m, v, then norm_parts */
-    double *norm_parts;      /* (chunks of NN_NORM_CHUNK) squared gradient of each */
+    double *norm_parts;      /* (chunks of ADAM_NORM_CHUNK) squared gradient of each */
     int64_t shared_envs;     /* env partials this rank folded for other ranks */
     /* of comm.wait_s, what the update's three collectives per minibatch waited: for the
      * gradient's pieces, for its norm, for the other ranks' optimiser steps */
     double wait_grad_s, wait_norm_s, wait_step_s;
-    bool test_slow;          /* CALF_TEST_SLOW_RANK names this rank (tests only) */
-    double open_wait_s;      /* comm_share_timing: how long to wait for a rank to open a
-                              * round (a rollout that ends late, an evaluation on rank 0) */
     float *obs;              /* = own->obs, ... */
     int *act;
     float *u;
@@ -189,7 +176,6 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
 static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
                          int od, int ad) {
     size_t off = 0, nt = (size_t)count * (size_t)T;
-    v->claim = comm_carve(base, &off, sizeof(comm_claim));
     v->obs = comm_carve(base, &off, nt * (size_t)od * sizeof(float));
     v->act = comm_carve(base, &off, nt * sizeof(int));
     v->u = comm_carve(base, &off, nt * (size_t)ad * sizeof(float));
@@ -217,8 +203,15 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
 enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
 static size_t shared_state_at(const model *md, int part) {
     size_t vec = comm_round64(md->g.n * sizeof(float));
-    size_t chunks = (md->g.n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    size_t chunks = (md->g.n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
+}
+
+/* A rank's view in shared memory (work_share_layout). */
+static size_t share_carve(void *view, unsigned char *base, int begin, int count, void *ctx) {
+    const ppo *t = ctx;
+    int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
+    return view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad);
 }
 
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
@@ -227,24 +220,17 @@ static int views_init(ppo *t, calf_error *err) {
     comm *c = t->c;
     int P = comm_size(c), T = t->T, od = t->md.obs_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    rollout_view scratch;
-    t->sharing = P > 1 && comm_shares_memory(c) &&
-                 comm_tree_pieces_supported(c, t->E, t->md.g.n);
-    if (t->sharing) {
-        /* Everything sharing puts in shared memory, every rank's, must fit in what is
-         * left of it (the same sum on every rank, so all decide alike); else each rank
-         * keeps its rollout to itself, as without shared memory. */
-        size_t tree_bytes = comm_round64(comm_tree_shared_bytes(t->E, t->md.g.n, STEAL_SETS));
-        size_t need = comm_round64(shared_state_at(&t->md, SHARED_END));
-        for (int r = 0; r < P; r++) {
-            int b = 0, n = 0;
-            calf_split(t->E, P, r, &b, &n, NULL);
-            size_t v = comm_round64(view_carve(&scratch, NULL, b, n, T, od, ad));
-            need = need > SIZE_MAX - v - tree_bytes ? SIZE_MAX : need + v + tree_bytes;
-        }
-        t->sharing = need <= comm_shared_left(c);
-    }
+    /* Everything sharing puts in shared memory, every rank's, must fit in what is left of
+     * it (all decide alike); else each rank keeps its rollout to itself, as without shared
+     * memory: the views, the model, and every rank's tree buffers. */
+    work_share_layout lay = {sizeof(rollout_view), share_carve, t};
+    size_t state = comm_round64(shared_state_at(&t->md, SHARED_END));
+    size_t trees = comm_round64(comm_tree_shared_bytes(t->E, t->md.g.n, STEAL_SETS));
+    size_t extra = trees > (SIZE_MAX - state) / (size_t)P ? SIZE_MAX : state + (size_t)P * trees;
+    t->sharing = comm_tree_pieces_supported(c, t->E, t->md.g.n) &&
+                 work_share_fits(c, t->E, extra, &lay);
     if (!t->sharing) {
+        rollout_view scratch;
         t->views = calf_xcalloc(1, sizeof *t->views);
         size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);
         t->view_mem = calf_xcalloc(1, bytes);
@@ -253,20 +239,9 @@ static int views_init(ppo *t, calf_error *err) {
         return CALF_OK;
     }
     t->views = calf_xcalloc((size_t)P, sizeof *t->views);
-    t->claims = calf_xcalloc((size_t)P, sizeof *t->claims);
-    void **peers = calf_xcalloc((size_t)P, sizeof *peers);
-    size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);
-    int rc = comm_shared_alloc(c, bytes, peers, err);
-    for (int r = 0; rc == CALF_OK && r < P; r++) {
-        int b, n;
-        if ((rc = calf_split(t->E, P, r, &b, &n, err))) break;
-        view_carve(&t->views[r], peers[r], b, n, T, od, ad);
-        t->claims[r] = t->views[r].claim;
-    }
-    free(peers);
+    int rc = work_share_init(&t->share, c, t->E, &lay, t->views, err);
     t->own = &t->views[c->index];
     comm_tree_init(&t->steal_tree, t->md.g.n, t->E, 0, 0);
-    comm_share_timing(c, &t->test_slow, &t->open_wait_s); /* CALF_TEST_SLOW_RANK: e2e_ddp.sh */
     return rc;
 }
 
@@ -315,10 +290,11 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->mini_batch_size = calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
     t->M = minibatches_of(t->E, t->T, t->mini_batch_size);
     t->params_version = 1;
-    model_init(&t->md, cfg, s->spec);
+    adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
+                     .max_norm = t->p.max_norm};
+    model_init(&t->md, cfg, s->spec, opt);
     model_init_params(&t->md, cfg, s->seed);
     t->total_iterations = s->total_iterations;
-    t->lr_now = t->p.lr;
     if (t->p.normalize_obs) obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip);
     int rc = CALF_OK;
     if (t->count == 0) return CALF_OK; /* acting only (calf play) */
@@ -342,7 +318,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->stats = t->own->stats;
     /* Without sharing a minibatch's rows go through the nets in one pass; with it, a few
      * envs at a time, so that another rank can take what is left. */
-    t->group_envs = t->sharing ? SHARE_GROUP_ENVS : (n > 0 ? n : 1);
+    t->group_envs = t->sharing ? WORK_SHARE_GROUP_ENVS : (n > 0 ? n : 1);
     int max_chunk = (T + t->M - 1) / t->M;
     int cache_envs = n > t->group_envs ? n : t->group_envs;
     t->cache_rows = cache_envs * max_chunk; /* >= n: a minibatch, or one timestep of every env */
@@ -358,7 +334,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     /* advantages: sharing, a few envs at a time (what is left stays fine grained for
      * others to take); alone, many, for long passes through the value net */
     int alone = n < 1 ? 1 : n < ADV_GROUP_ENVS ? n : ADV_GROUP_ENVS;
-    t->adv_group = t->sharing ? SHARE_GROUP_ENVS : alone;
+    t->adv_group = t->sharing ? WORK_SHARE_GROUP_ENVS : alone;
     size_t grp_rows = (size_t)t->adv_group * (size_t)(T + 1);
     t->grp_obs = calf_xcalloc(grp_rows * (size_t)od, sizeof(float));
     t->grp_val = calf_xcalloc(grp_rows, sizeof(float));
@@ -482,22 +458,6 @@ static void ppo_observe(algorithm *a, const algo_step *st) {
     if (st->s == t->T - 1) obs_in(t, st->next_obs, n, t->own->boot_obs);
 }
 
-/* ---- work sharing ----------------------------------------------------------- */
-
-/* How many ranks after itself (cyclically) a rank out of work looks at for envs to take:
- * all of them up to 17 ranks; beyond, a claim's cost stays flat in the number of ranks
- * (a scan of every rank, for every rank, in every round grows as its square), and a slow
- * rank still has STEAL_REACH ranks before it that may take its envs. */
-enum { STEAL_REACH = 16 };
-
-/* Envs of another rank's round tag that are left (0: none), whose in *victim, the first
- * in *first (comm_claim_take: a rank that has not opened the round yet, still in its
- * rollout, say, is waited for, briefly). Who computes what never shows in the bits. */
-static int take_from_others(ppo *t, uint32_t tag, int *victim, int *first) {
-    return comm_claim_take(t->claims, comm_size(t->c), t->c->index, STEAL_REACH, tag,
-                           t->open_wait_s, victim, first);
-}
-
 /* ---- advantages ------------------------------------------------------------- */
 
 /* Values, GAE advantages and returns, and the advantage sums of envs [first, first+cnt)
@@ -568,16 +528,14 @@ static int compute_advantages(ppo *t, calf_error *err) {
     if (!t->sharing) {
         advantages_envs(t, t->own, 0, n);
     } else {
-        uint32_t tag = ++t->round;
-        comm_claim_open(t->own->claim, tag, n);
-        int first, k, victim;
-        while ((k = comm_claim_front(t->own->claim, tag, t->adv_group, &first)) > 0) {
-            /* longer than in a minibatch: the others first finish their own advantages */
-            if (t->test_slow) nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
-            advantages_envs(t, t->own, first, k);
-        }
-        while ((k = take_from_others(t, tag, &victim, &first)) > 0) {
-            advantages_envs(t, &t->views[victim], first, k);
+        /* a slow rank's nap is longer than in a minibatch: the others first finish
+         * their own advantages */
+        work_round r;
+        work_share_open(&t->share, &r, 1000 * 1000);
+        int first, k, rank;
+        while ((k = work_share_own(&r, &first)) > 0) advantages_envs(t, t->own, first, k);
+        while ((k = work_share_other(&r, &rank, &first)) > 0) {
+            advantages_envs(t, &t->views[rank], first, k);
             t->shared_adv_envs += k;
         }
         /* everyone's advantages are in place before any are summed, normalised or read */
@@ -690,6 +648,18 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
     }
 }
 
+/* minibatch_envs as a work_share_pass: one minibatch's envs of a rank's view. */
+typedef struct minibatch_ctx {
+    ppo *t;
+    int off, len;
+    const loss_weights *w;
+} minibatch_ctx;
+
+static void minibatch_pass(void *ctx, int rank, int first, int count, comm_tree *tree) {
+    const minibatch_ctx *m = ctx;
+    minibatch_envs(m->t, &m->t->views[rank], first, count, m->off, m->len, m->w, tree);
+}
+
 /* One minibatch's gradient into md->g.grad. Without shared memory each rank folds its own
  * envs and the tree is completed across ranks. With it, each rank takes its own envs a
  * group at a time and, once out of them, takes the back half of what a slower rank has
@@ -704,30 +674,13 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
         minibatch_envs(t, t->own, 0, t->count, off, len, w, &t->tree);
         return comm_tree_allreduce(t->c, &t->tree, md->g.grad, err);
     }
-    uint32_t tag = ++t->round;
     comm_tree_pieces pieces;
-    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, md->g.n,
-                                   t->shared_model ? &t->tree : NULL, err);
+    minibatch_ctx m = {t, off, len, w};
+    work_share_trees trees = {&t->tree, t->steal_shared, t->shared_model ? STEAL_SETS : 0,
+                              &t->steal_tree};
+    int rc = work_share_sum_round(&t->share, &pieces, md->g.n, &trees, 200 * 1000,
+                                  minibatch_pass, &m, &t->shared_envs, err);
     if (rc) return rc;
-    comm_claim_open(t->own->claim, tag, t->count);
-    comm_tree_restart(&t->tree, t->begin, t->count);
-    int first, k, victim, steals = 0;
-    while ((k = comm_claim_front(t->own->claim, tag, t->group_envs, &first)) > 0) {
-        if (t->test_slow) nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
-        minibatch_envs(t, t->own, first, k, off, len, w, &t->tree);
-    }
-    comm_tree_pieces_put(&pieces, &t->tree);
-    while ((k = take_from_others(t, tag, &victim, &first)) > 0) {
-        const rollout_view *v = &t->views[victim];
-        /* a private tree's blocks are copied when put, so steal_tree serves every piece */
-        comm_tree *st = t->shared_model && steals < STEAL_SETS ? &t->steal_shared[steals]
-                                                               : &t->steal_tree;
-        steals++;
-        comm_tree_restart(st, v->begin + first, k);
-        minibatch_envs(t, v, first, k, off, len, w, st);
-        comm_tree_pieces_put(&pieces, st);
-        t->shared_envs += k;
-    }
     /* a private model: the whole sum on every rank, one collective */
     if (!t->shared_model) return comm_tree_pieces_sum(t->c, &pieces, md->g.grad, err);
     float *sum;
@@ -736,21 +689,21 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
     return rc;
 }
 
-/* The norm of the whole gradient (nn_global_norm's bits). Sharing, each rank sums the
+/* The norm of the whole gradient (adam_global_norm's bits). Sharing, each rank sums the
  * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
 static int grad_norm(ppo *t, double *norm, calf_error *err) {
     model *md = &t->md;
-    size_t n = md->g.n, chunks = (n + NN_NORM_CHUNK - 1) / NN_NORM_CHUNK;
+    size_t n = md->g.n, chunks = (n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     if (!t->shared_model) {
-        *norm = nn_global_norm(md->g.grad, n);
+        *norm = adam_global_norm(md->g.grad, n);
         return CALF_OK;
     }
-    for (size_t at = t->opt_lo; at < t->opt_hi; at += NN_NORM_CHUNK) {
-        size_t len = t->opt_hi - at < NN_NORM_CHUNK ? t->opt_hi - at : NN_NORM_CHUNK;
-        t->norm_parts[at / NN_NORM_CHUNK] = nn_sum_sq(md->g.grad + at, len);
+    for (size_t at = t->opt_lo; at < t->opt_hi; at += ADAM_NORM_CHUNK) {
+        size_t len = t->opt_hi - at < ADAM_NORM_CHUNK ? t->opt_hi - at : ADAM_NORM_CHUNK;
+        t->norm_parts[at / ADAM_NORM_CHUNK] = adam_sum_sq(md->g.grad + at, len);
     }
     int rc = comm_barrier(t->c, err);
-    if (rc == CALF_OK) *norm = nn_norm_of_chunks(t->norm_parts, chunks);
+    if (rc == CALF_OK) *norm = adam_norm_of_chunks(t->norm_parts, chunks);
     return rc;
 }
 
@@ -784,13 +737,9 @@ static int update(ppo *t, calf_error *err) {
                                       (long long)t->iteration + 1);
             t->grad_norm_sum += norm;
             t->num_updates++;
-            md->g.step++;
             t->params_version++;
             /* clip and step this rank's slice (all of it without sharing) */
-            size_t lo = t->opt_lo, cnt = t->opt_hi - t->opt_lo;
-            nn_scale(md->g.grad + lo, cnt, nn_clip_coef(norm, t->p.max_norm));
-            nn_adam_step(md->g.params + lo, md->g.grad + lo, md->g.m + lo, md->g.v + lo, cnt,
-                         md->g.step, t->lr_now, t->p.beta1, t->p.beta2, t->p.eps);
+            param_group_step_slice(&md->g, t->opt_lo, t->opt_hi, norm);
             /* the next forward pass reads every rank's slice */
             waited = t->c->wait_s;
             if (t->shared_model && (rc = comm_barrier(t->c, err))) return rc;
@@ -805,7 +754,7 @@ static int update(ppo *t, calf_error *err) {
 
 /* Iteration k of the run's N: the linear schedule's lr, else the configured one. */
 static float lr_at(const ppo_params *p, int64_t k, int64_t N) {
-    return p->lr_linear ? lr_linear_at(p->lr_d, k, N) : p->lr;
+    return p->lr_linear ? adam_lr_linear_at(p->lr_d, k, N) : p->lr;
 }
 
 /* The iteration's observations into the running statistics: each env's sums, added over
@@ -822,7 +771,7 @@ static int update_obs_norm(ppo *t, calf_error *err) {
 static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
     ppo *t = (ppo *)a;
     t->iteration = iteration;
-    t->lr_now = lr_at(&t->p, iteration, t->total_iterations);
+    t->md.g.opt.lr = lr_at(&t->p, iteration, t->total_iterations);
     memset(t->stats, 0, (size_t)t->count * NUM_STATS * sizeof(double));
     t->grad_norm_sum = 0;
     t->num_updates = 0;
@@ -888,7 +837,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     calf_summary_scalar("PPOLoss/clip_fraction", step, g[ST_CLIP] / samples);
     calf_summary_scalar("Optimizer/grad_norm", step,
                         t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
-    if (t->p.lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->lr_now);
+    if (t->p.lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->md.g.opt.lr);
     if (histograms) {
         model *md = &t->md;
         calf_summary_histogram("Params/actor", step, md->g.params + md->actor.offset,
@@ -1046,7 +995,8 @@ static void ppo_destroy(algorithm *a) {
     comm_tree_free(&t->tree);
     comm_tree_free(&t->steal_tree);
     for (int i = 0; i < STEAL_SETS; i++) comm_tree_free(&t->steal_shared[i]);
-    void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->claims, t->head,
+    work_share_free(&t->share);
+    void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->head,
                     t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val,
                     t->g_next, t->g_adv, t->g_ret, t->g_term, t->g_ended, t->grp_obs,
                     t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val, t->eval_head,

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "calf/summary.h"
 #include "training/algorithm.h"
@@ -23,6 +22,7 @@
 #include "base/bytes.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
+#include "parallel/work_share.h"
 
 /* Per-env statistics of an iteration's updates, summed over envs in canonical order. */
 enum { SS_SAMPLES, SS_CRITIC, SS_ACTOR, SS_ALPHA, SS_ENTROPY, NUM_SAC_STATS };
@@ -36,16 +36,8 @@ typedef struct sac_view {
     int begin, count;        /* the envs */
     double *stats;           /* (count, NUM_SAC_STATS) */
     float *da;               /* (count) */
-    comm_claim *claim;       /* the process's claim word (read only when sharing) */
     void *ring;              /* the rings' memory, when sharing */
 } sac_view;
-
-/* Envs per claim when sharing: whole envs' rows per forward pass, and room to take from
- * a slower process. The bits do not depend on it. */
-enum { SHARE_GROUP_ENVS = 4 };
-
-/* How many processes after itself one out of work looks at (as PPO's). */
-enum { STEAL_REACH = 16 };
 
 typedef struct sac {
     /* the job and the env */
@@ -111,12 +103,9 @@ typedef struct sac {
     int nviews;
     void *own_mem;           /* own's stats and da when private */
     bool sharing;            /* processes share memory: rings there, work shared */
-    comm_claim **claims;     /* (size) every process's claim word, when sharing */
+    work_share share;        /* every process's claim word and envs, when sharing */
     comm_tree critic_steal, actor_steal; /* pieces computed for other processes */
-    uint32_t round;          /* shared rounds so far (the claim tag; alike everywhere) */
     int64_t shared_envs;     /* env partials this process computed for others */
-    bool test_slow;          /* CALF_TEST_SLOW_RANK names this process (tests only) */
-    double open_wait_s;
 } sac;
 
 /* ---- settings ------------------------------------------------------------------- */
@@ -239,14 +228,13 @@ static int sac_check_memory(const calf_config *cfg, const calf_env_spec *spec, i
 static void sac_destroy(algorithm *a);
 
 /* Lay out a view of `count` envs at mem (NULL: only measure, v's pointers NULL) and
- * return its bytes, SIZE_MAX if they do not fit in a size_t: the claim word, statistics,
- * da and, with `rings`, the replay rings. A view in shared memory has rings; a private
+ * return its bytes, SIZE_MAX if they do not fit in a size_t: statistics, da and, with
+ * `rings`, the replay rings. A view in shared memory has rings; a private
  * view's rings are the process's own (t->rb). Every process lays out every peer's view
  * alike from the peer's count. */
 static size_t view_carve(sac_view *v, const sac *t, unsigned char *mem, int begin, int count,
                          bool rings) {
     size_t off = 0;
-    v->claim = comm_carve(mem, &off, sizeof(comm_claim));
     v->stats = comm_carve(mem, &off, (size_t)count * NUM_SAC_STATS * sizeof(double));
     v->da = comm_carve(mem, &off, (size_t)count * sizeof(float));
     if (mem) {
@@ -396,6 +384,11 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
 /* ---- work sharing ----------------------------------------------------------------- */
 
 
+/* A process's view in shared memory, rings and all (work_share_layout). */
+static size_t share_carve(void *view, unsigned char *base, int begin, int count, void *ctx) {
+    return view_carve(view, ctx, base, begin, count, true);
+}
+
 /* Collective, before the first iteration (after a checkpoint filled the rings): where the
  * processes share memory with room for every process's rings, move them there, so that
  * any process can compute any env's partials (shared_pass). Else nothing changes. */
@@ -403,28 +396,13 @@ static int sac_start(algorithm *a, calf_error *err) {
     sac *t = (sac *)a;
     comm *c = t->c;
     int P = comm_size(c);
-    bool share = P > 1 && comm_shares_memory(c) &&
-                 comm_tree_pieces_supported(c, t->E, t->critic_g.n) &&
-                 comm_tree_pieces_supported(c, t->E, t->actor_g.n + 1);
-    size_t need = 0;
-    for (int r = 0; share && r < P; r++) { /* the same sum on every process: all decide alike */
-        int b = 0, n = 0;
-        calf_split(t->E, P, r, &b, &n, NULL);
-        sac_view scratch;
-        size_t v = view_carve(&scratch, t, NULL, 0, n, true);
-        need = need > SIZE_MAX - v ? SIZE_MAX : need + v;
-    }
-    if (!share || need > comm_shared_left(c)) return CALF_OK;
-    void **peers = calf_xcalloc((size_t)P, sizeof *peers);
-    sac_view scratch;
-    int rc = comm_shared_alloc(c, view_carve(&scratch, t, NULL, 0, t->count, true), peers, err);
+    work_share_layout lay = {sizeof(sac_view), share_carve, t};
+    if (!comm_tree_pieces_supported(c, t->E, t->critic_g.n) ||
+        !comm_tree_pieces_supported(c, t->E, t->actor_g.n + 1) ||
+        !work_share_fits(c, t->E, 0, &lay))
+        return CALF_OK;
     sac_view *views = calf_xcalloc((size_t)P, sizeof *views);
-    for (int r = 0; rc == CALF_OK && r < P; r++) {
-        int b, n;
-        if ((rc = calf_split(t->E, P, r, &b, &n, err))) break;
-        view_carve(&views[r], t, peers[r], b, n, true);
-    }
-    free(peers);
+    int rc = work_share_init(&t->share, c, t->E, &lay, views, err);
     if (rc) {
         free(views);
         return rc;
@@ -444,11 +422,8 @@ static int sac_start(algorithm *a, calf_error *err) {
     t->nviews = P;
     t->own = own;
     t->stats = own->stats;
-    t->claims = calf_xcalloc((size_t)P, sizeof *t->claims);
-    for (int r = 0; r < P; r++) t->claims[r] = views[r].claim;
     comm_tree_init(&t->critic_steal, t->critic_g.n, t->E, 0, 0);
     comm_tree_init(&t->actor_steal, t->actor_g.n + 1, t->E, 0, 0);
-    comm_share_timing(c, &t->test_slow, &t->open_wait_s);
     t->sharing = true;
     return CALF_OK;
 }
@@ -481,11 +456,11 @@ static void sac_destroy(algorithm *a) {
     comm_tree_free(&t->actor_tree);
     comm_tree_free(&t->critic_steal);
     comm_tree_free(&t->actor_steal);
+    work_share_free(&t->share);
     void *bufs[] = {t->act_rng, t->s_env, t->s_pos, t->order, t->offsets, t->obs, t->next,
                     t->act, t->rew, t->term, t->eps, t->eps2, t->qin, t->head, t->anew,
                     t->logp, t->y, t->qa, t->qb, t->ta, t->tb, t->dqa, t->dqb, t->dxa,
-                    t->dxb, t->dhead, t->dalpha, t->sum, t->own_mem, t->views, t->claims,
-                    t->row_a};
+                    t->dxb, t->dhead, t->dalpha, t->sum, t->own_mem, t->views, t->row_a};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }
@@ -780,6 +755,17 @@ static void actor_pass(sac *t, const sac_view *v, int first, int k, comm_tree *t
 
 typedef void (*env_pass)(sac *t, const sac_view *v, int first, int k, comm_tree *tree);
 
+/* An env_pass as a work_share_pass: envs of a process's view. */
+typedef struct shared_pass_ctx {
+    sac *t;
+    env_pass pass;
+} shared_pass_ctx;
+
+static void pass_of_view(void *ctx, int rank, int first, int count, comm_tree *tree) {
+    const shared_pass_ctx *pc = ctx;
+    pc->pass(pc->t, &pc->t->views[rank], first, count, tree);
+}
+
 /* One pass over every env of the job, its partials summed in the canonical tree into
  * out (n floats) on every process. Without sharing a process does its own envs. Sharing,
  * it takes its own a few at a time, then the back half of what a slower process has
@@ -790,26 +776,12 @@ static int shared_pass(sac *t, env_pass pass, comm_tree *tree, comm_tree *steal,
         pass(t, t->own, 0, t->count, tree);
         return comm_tree_allreduce(t->c, tree, out, err);
     }
-    uint32_t tag = ++t->round;
     comm_tree_pieces pieces;
-    int rc = comm_tree_pieces_open(t->c, &pieces, t->E, n, NULL, err);
+    shared_pass_ctx pc = {t, pass};
+    work_share_trees trees = {tree, NULL, 0, steal};
+    int rc = work_share_sum_round(&t->share, &pieces, n, &trees, 500 * 1000, pass_of_view, &pc,
+                                  &t->shared_envs, err);
     if (rc) return rc;
-    comm_claim_open(t->own->claim, tag, t->count);
-    comm_tree_restart(tree, t->begin, t->count);
-    int first, k, victim;
-    while ((k = comm_claim_front(t->own->claim, tag, SHARE_GROUP_ENVS, &first)) > 0) {
-        if (t->test_slow) nanosleep(&(struct timespec){0, 500 * 1000}, NULL);
-        pass(t, t->own, first, k, tree);
-    }
-    comm_tree_pieces_put(&pieces, tree);
-    while ((k = comm_claim_take(t->claims, t->nviews, t->c->index, STEAL_REACH, tag,
-                                t->open_wait_s, &victim, &first)) > 0) {
-        const sac_view *v = &t->views[victim];
-        comm_tree_restart(steal, v->begin + first, k);
-        pass(t, v, first, k, steal);
-        comm_tree_pieces_put(&pieces, steal); /* private: copied, so steal is free again */
-        t->shared_envs += k;
-    }
     return comm_tree_pieces_sum(t->c, &pieces, out, err);
 }
 
@@ -866,9 +838,9 @@ static int sac_train(algorithm *a, int64_t iteration, calf_error *err) {
     sac *t = (sac *)a;
     t->iteration = iteration;
     if (t->lr_linear) { /* the three optimizers' lr for this iteration, from the iteration */
-        t->actor_g.opt.lr = lr_linear_at(t->actor_lr, iteration, t->total_iterations);
-        t->critic_g.opt.lr = lr_linear_at(t->critic_lr, iteration, t->total_iterations);
-        t->alpha_g.opt.lr = lr_linear_at(t->alpha_lr, iteration, t->total_iterations);
+        t->actor_g.opt.lr = adam_lr_linear_at(t->actor_lr, iteration, t->total_iterations);
+        t->critic_g.opt.lr = adam_lr_linear_at(t->critic_lr, iteration, t->total_iterations);
+        t->alpha_g.opt.lr = adam_lr_linear_at(t->alpha_lr, iteration, t->total_iterations);
     }
     memset(t->stats, 0, (size_t)t->count * NUM_SAC_STATS * sizeof(double));
     if ((iteration + 1) * (int64_t)t->E * t->T < t->initial_collect) return CALF_OK;

@@ -1,5 +1,5 @@
 /* nn.c: flat-memory MLPs for calf's policies: layout, orthogonal init, forward/backward
- * kernels, activations, Adam and clipping. The kernels block over rows and features for
+ * kernels and activations. The kernels block over rows and features for
  * speed, but every output element is computed in the fixed order documented in nn.h,
  * so a row's bits never depend on the batch size, its position, or its neighbours. */
 #include "numerics/nn.h"
@@ -654,91 +654,4 @@ void nn_mlp_backward_set(const nn_mlp *m, const float *params, nn_cache *c, int 
 void nn_mlp_backward_add(const nn_mlp *m, const float *params, nn_cache *c, int row_begin,
                          int row_count, const float *dy, float *grad, float *dx) {
     mlp_backward(m, params, c, row_begin, row_count, dy, grad, dx, DW_ADD);
-}
-
-/* ---------------------------------------------------------------- optimiser */
-
-#if NN_AVX2
-/* sqrtf in a loop keeps gcc from vectorising (errno); the instruction is the same
- * correctly rounded square root either way. */
-static inline void adam_vec(float *p, const float *g, float *m, float *v, size_t n, float b1,
-                            float b2, float omb1, float omb2, float bc2s, float eps,
-                            float step_size, size_t *done) {
-    size_t i = 0;
-    const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
-    const __m256 vomb1 = _mm256_set1_ps(omb1), vomb2 = _mm256_set1_ps(omb2);
-    const __m256 vbc2s = _mm256_set1_ps(bc2s), veps = _mm256_set1_ps(eps);
-    const __m256 vstep = _mm256_set1_ps(step_size);
-    for (; i + 8 <= n; i += 8) {
-        __m256 gi = _mm256_loadu_ps(g + i);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vomb1, gi));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
-                                  _mm256_mul_ps(vomb2, _mm256_mul_ps(gi, gi)));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc2s), veps);
-        __m256 upd = _mm256_mul_ps(vstep, _mm256_div_ps(mi, denom));
-        _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_loadu_ps(p + i), upd));
-    }
-    *done = i;
-}
-#endif
-
-void nn_adam_step(float *params, const float *grad, float *m, float *v, size_t n, int64_t step,
-                  float lr, float beta1, float beta2, float eps) {
-    CALF_ASSERT(step >= 1);
-    double bc1 = 1.0 - pow((double)beta1, (double)step);
-    double bc2 = 1.0 - pow((double)beta2, (double)step);
-    float step_size = (float)((double)lr / bc1);
-    float bc2s = (float)sqrt(bc2);
-    float omb1 = 1.0f - beta1, omb2 = 1.0f - beta2;
-    size_t i = 0;
-#if NN_AVX2
-    adam_vec(params, grad, m, v, n, beta1, beta2, omb1, omb2, bc2s, eps, step_size, &i);
-#endif
-    for (; i < n; i++) {
-        float g = grad[i];
-        float mi = beta1 * m[i] + omb1 * g;
-        float vi = beta2 * v[i] + omb2 * (g * g);
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) / bc2s + eps;
-        params[i] = params[i] - step_size * (mi / denom);
-    }
-}
-
-double nn_sum_sq(const float *x, size_t n) {
-    /* Eight partial sums (element i goes to lane i % 8), combined in a fixed tree: the
-     * order depends only on n, and the lanes vectorise instead of waiting on one long
-     * chain of dependent additions. */
-    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) lane[k] += (double)x[i + k] * (double)x[i + k];
-    for (int k = 0; i < n; i++, k++) lane[k] += (double)x[i] * (double)x[i];
-    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-}
-
-double nn_norm_of_chunks(const double *chunk_sq, size_t chunks) {
-    double s = 0.0;
-    for (size_t c = 0; c < chunks; c++) s += chunk_sq[c];
-    return sqrt(s);
-}
-
-double nn_global_norm(const float *grad, size_t n) {
-    double s = 0.0;
-    for (size_t at = 0; at < n; at += NN_NORM_CHUNK)
-        s += nn_sum_sq(grad + at, n - at < NN_NORM_CHUNK ? n - at : NN_NORM_CHUNK);
-    return sqrt(s);
-}
-
-float nn_clip_coef(double norm, double max_norm) {
-    if (max_norm <= 0.0) return 1.0f;
-    double coef = max_norm / (norm + 1e-6);
-    return coef < 1.0 ? (float)coef : 1.0f;
-}
-
-void nn_scale(float *x, size_t n, float c) {
-    if (c == 1.0f) return;
-    for (size_t i = 0; i < n; i++) x[i] *= c;
 }

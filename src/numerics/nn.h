@@ -1,5 +1,5 @@
 /* nn.h: the numeric core of calf's policies: flat parameter memory, linear layers,
- * activations, MLP forward/backward, orthogonal init, Adam and global-norm clipping.
+ * activations, MLP forward/backward, orthogonal init (the optimizer is adam.h).
  * Every kernel computes a row's result independently of the batch it sits in (see
  * "Arithmetic order" below), which is what makes N-process training bit-identical. */
 #ifndef CALF_NN_H
@@ -192,29 +192,5 @@ void nn_activate(nn_activation act, float *x, size_t n);
  * dz may alias dh. */
 void nn_activation_backward(nn_activation act, const float *h, const float *dh,
                             float *dz, size_t n);
-
-/* Adam (Kingma & Ba; PyTorch's arrangement of the bias corrections) over n flat floats:
- * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
- * p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), t = step >= 1
- * (the count of updates including this one). Bias corrections in double. */
-void nn_adam_step(float *params,     /* (n) */
-                  const float *grad, /* (n) */
-                  float *m,          /* (n) first moments */
-                  float *v,          /* (n) second moments */
-                  size_t n, int64_t step, float lr, float beta1, float beta2, float eps);
-
-/* The global norm sqrt(sum g^2), in double, is defined over chunks of NN_NORM_CHUNK
- * elements (the last may be short) so that ranks holding whole chunks of a gradient can
- * each sum theirs and get the same bits as one process: nn_sum_sq of every chunk, added
- * in chunk order. Within a chunk element i goes to lane i % 8 in index order and the
- * eight lanes are combined in a fixed tree. */
-enum { NN_NORM_CHUNK = 512 };
-double nn_sum_sq(const float *x, size_t n); /* one chunk: n <= NN_NORM_CHUNK */
-double nn_norm_of_chunks(const double *chunk_sq, size_t chunks);
-double nn_global_norm(const float *grad, size_t n);
-/* PyTorch's clip_grad_norm_ factor: max_norm / (norm + 1e-6) as a float when max_norm >
- * 0 and that is below 1, else 1. nn_scale multiplies (nothing to do for 1). */
-float nn_clip_coef(double norm, double max_norm);
-void nn_scale(float *x, size_t n, float c);
 
 #endif

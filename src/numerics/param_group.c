@@ -1,4 +1,5 @@
-/* param_group.c: named parameter groups with their own Adam (param_group.h). */
+/* param_group.c: named parameter groups (param_group.h): their flat arrays, each group's
+ * optimizer step with its own settings and step count (adam.h), digest and checkpoint. */
 #include "numerics/param_group.h"
 
 #include <math.h>
@@ -47,13 +48,19 @@ void param_group_use(param_group *g, float *params, float *grad, float *m, float
 
 bool param_group_step(param_group *g) {
     CALF_ASSERT(g->grad != NULL);
-    double norm = nn_global_norm(g->grad, g->n);
+    double norm = adam_global_norm(g->grad, g->n);
     if (!isfinite(norm)) return false;
-    nn_scale(g->grad, g->n, nn_clip_coef(norm, g->opt.max_norm));
-    g->step++;
-    nn_adam_step(g->params, g->grad, g->m, g->v, g->n, g->step, g->opt.lr, g->opt.beta1,
-                 g->opt.beta2, g->opt.eps);
+    param_group_step_slice(g, 0, g->n, norm);
     return true;
+}
+
+void param_group_step_slice(param_group *g, size_t lo, size_t hi, double norm) {
+    CALF_ASSERT(g->grad != NULL && lo <= hi && hi <= g->n);
+    size_t n = hi - lo;
+    adam_scale(g->grad + lo, n, adam_clip_coef(norm, g->opt.max_norm));
+    g->step++;
+    adam_step(g->params + lo, g->grad + lo, g->m + lo, g->v + lo, n, g->step, g->opt.lr,
+              g->opt.beta1, g->opt.beta2, g->opt.eps);
 }
 
 /* FNV-1a's step on 64-bit words (two floats each, the odd one out alone) in four lanes,
@@ -102,11 +109,6 @@ void param_group_save(const param_group *g, ckpt_buf *b) {
     ckpt_put_i64(b, g->step);
     ckpt_put_f32s(b, g->m, g->n);
     ckpt_put_f32s(b, g->v, g->n);
-}
-
-float lr_linear_at(double lr, int64_t k, int64_t N) {
-    if (N <= 0 || k >= N) return 0.0f;
-    return (float)(lr * (1.0 - (double)k / (double)N));
 }
 
 static bool all_finite(const float *x, size_t n) {

@@ -1,7 +1,8 @@
 /* param_group.h: named parameter groups, each its own flat float array with (when it is
  * trained) a gradient and Adam moments beside it, and its own optimizer settings and
- * step count: SAC's actor, critics, target critics and temperature are four groups.
- * A target network is a group without an optimizer holding a copy of another's layout. */
+ * step count: SAC's actor, critics, target critics and temperature are four groups, PPO's
+ * actor-critic one. A target network is a group without an optimizer holding a copy of
+ * another's layout. The arithmetic of a step is adam.h's. */
 #ifndef CALF_PARAMS_H
 #define CALF_PARAMS_H
 
@@ -10,12 +11,8 @@
 #include <stdint.h>
 
 #include "calf/error.h"
+#include "numerics/adam.h"
 #include "records/checkpoint.h"
-
-typedef struct adam_conf {
-    float lr, beta1, beta2, eps;
-    double max_norm;         /* clip the group's gradient to this global norm (0: none) */
-} adam_conf;
 
 typedef struct param_group {
     char tag[5];             /* the group's checkpoint section, 4 characters */
@@ -27,11 +24,6 @@ typedef struct param_group {
     bool external;           /* the arrays are the caller's (param_group_use): not freed */
 } param_group;
 
-/* Iteration k of a run of N under Adam.lr_schedule = 'linear': lr * (1 - k / N) in
- * double, rounded to float once (0 from N on, and when N is unknown). Alike on every
- * process. */
-float lr_linear_at(double lr, int64_t k, int64_t N);
-
 /* Zeroed arrays for n floats (64-byte aligned); trained: with grad, m and v. */
 void param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt);
 void param_group_free(param_group *g); /* zeroed or freed g is fine */
@@ -39,10 +31,14 @@ void param_group_free(param_group *g); /* zeroed or freed g is fine */
  * other processes holding the same group, instead of the group's own, which are freed
  * without copying; param_group_free then leaves the caller's alone. */
 void param_group_use(param_group *g, float *params, float *grad, float *m, float *v);
-/* One optimizer step on the group's gradient: clip to opt.max_norm (nn_global_norm
- * order), then Adam (nn_adam_step) with step + 1. False (nothing changed) when the
+/* One optimizer step on the group's gradient: clip to opt.max_norm (adam_global_norm
+ * order), then Adam (adam_step) with step + 1. False (nothing changed) when the
  * gradient is not finite. */
 bool param_group_step(param_group *g);
+/* The same step on elements [lo, hi) only, given the norm of the whole gradient (finite):
+ * processes that hold one group in shared memory each step their slice (comm_slice), and
+ * together they make param_group_step's bits; each counts the step in its own g->step. */
+void param_group_step_slice(param_group *g, size_t lo, size_t hi, double norm);
 /* A 64-bit digest of params, m and v (to prove processes agree). */
 uint64_t param_group_digest(const param_group *g, uint64_t h);
 /* Section `tag`: params, and when trained the step count and both moments. */

@@ -33,6 +33,7 @@
 #endif
 #include "envs/vec_env.h"
 #include "parallel/comm.h"
+#include "parallel/tree_sum.h"
 #include "records/checkpoint.h"
 #include "records/events_writer.h"
 #include "records/session_log.h"
