@@ -8,6 +8,7 @@
 
 #include "calf/config.h"
 #include "calf/env.h"
+#include "calf/testing.h"
 #include "calf/train.h"
 #include "calf/version.h"
 #include "commands.h"
@@ -286,6 +287,13 @@ int main(int argc, char **argv) {
         return EXIT_BAD_INPUT;
     }
     const char *cmd = argv[1];
+    /* calf's own tests set timing and limits through this one variable (calf/testing.h) */
+    const char *hooks = getenv("CALF_TEST_HOOKS");
+    calf_error herr;
+    if (hooks && calf_testing_set(hooks, &herr) != CALF_OK) {
+        fprintf(stderr, "calf: CALF_TEST_HOOKS: %s\n", herr.msg);
+        return EXIT_BAD_INPUT;
+    }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         fputs(usage_text, stdout);
         return output_checked(0);

@@ -64,7 +64,7 @@ expect_same_file "$WORK/pend_1/train/algorithm/ckpt-4" "$WORK/pend_3/train/algor
 
 # work sharing: a slow rank's envs are partly folded by the others, and the bits stay
 # those of one process (discrete and continuous actions)
-CALF_TEST_SLOW_RANK=1 run "$WORK/slow_2" 2
+CALF_TEST_HOOKS=slow_rank=1 run "$WORK/slow_2" 2
 expect_same_file "$WORK/e64_1/train/algorithm/ckpt-4" "$WORK/slow_2/train/algorithm/ckpt-4"
 took=$(sed -n 's/.*this rank folded \([0-9]*\) env partials.*/\1/p' "$WORK/slow_2/log/rank-0.log")
 if [ "${took:-0}" -gt 0 ]; then ok; else bad "rank 0 took no envs from slow rank 1 (${took:-no line})"; fi
@@ -82,7 +82,7 @@ if echo "${waits:-none}" | awk 'NF == 4 && $2 > 0 && $2 + $3 + $4 <= $1 + 0.003 
 else
     bad "rank 0's waits (all, gradient, norm, step) are '${waits:-no line}'"
 fi
-CALF_TEST_SLOW_RANK=0 run "$WORK/pend_slow_3" 3 --conf_param "create_environment.env_name='Pendulum-v1'" \
+CALF_TEST_HOOKS=slow_rank=0 run "$WORK/pend_slow_3" 3 --conf_param "create_environment.env_name='Pendulum-v1'" \
     --conf_param create_environment.num_parallel_environments=10
 expect_same_file "$WORK/pend_1/train/algorithm/ckpt-4" "$WORK/pend_slow_3/train/algorithm/ckpt-4"
 took=$(cat "$WORK"/pend_slow_3/log/rank-[12].log | sed -n 's/.*this rank folded \([0-9]*\) env partials.*/\1/p' | awk '{s += $1} END {print s + 0}')
@@ -92,7 +92,7 @@ if [ "$took" -gt 0 ]; then ok; else bad "ranks 1 and 2 took no envs from slow ra
 # rank 0, with enough envs for many groups, makes that certain) has its final
 # observation's value computed there
 for n in 1 3; do
-    CALF_TEST_SLOW_RANK=0 run "$WORK/cut_$n" $n --conf_param "create_environment.env_name='Pendulum-v1'" \
+    CALF_TEST_HOOKS=slow_rank=0 run "$WORK/cut_$n" $n --conf_param "create_environment.env_name='Pendulum-v1'" \
         --conf_param create_environment.num_parallel_environments=40 \
         --conf_param TrainerConfig.unroll_length=200
 done

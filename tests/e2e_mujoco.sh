@@ -120,15 +120,15 @@ else bad "Hopper-v4 finished no episode in 4 iterations (${episodes:-no metric})
 expect_same_file "$WORK/HalfCheetah-v4_1/train/algorithm/ckpt-4" "$WORK/rel/train/algorithm/ckpt-4"
 # Many MuJoCo envs are checked against memory before anything is written: each env's
 # simulator data, measured by making one (about 3 MiB resident for Hopper, more mapped).
-# CALF_TEST_MEMORY_BYTES stands in for the machine's memory; ulimit -v bounds the mapping.
-CALF_TEST_MEMORY_BYTES=1000000000 expect_exit 2 "$CALF" train --root_dir "$WORK/many" \
+# The memory_bytes test hook stands in for the machine's memory; ulimit -v bounds the mapping.
+CALF_TEST_HOOKS=memory_bytes=1000000000 expect_exit 2 "$CALF" train --root_dir "$WORK/many" \
     --conf "$CONF" --conf_param "create_environment.env_name='Hopper-v4'" \
     --conf_param create_environment.num_parallel_environments=4096
 expect_in "$WORK/err" "calf: --conf_param: create_environment.num_parallel_environments = 4096: the Hopper-v4 envs need"
 expect_in "$WORK/err" "resident each), more than the 953.7 MiB of this machine's memory"
 if [ -e "$WORK/many" ]; then bad "the refused run left $WORK/many"; else ok; fi
 # 64 of them fit in that memory, and train
-CALF_TEST_MEMORY_BYTES=1000000000 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/fits" \
+CALF_TEST_HOOKS=memory_bytes=1000000000 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/fits" \
     --conf "$CONF" --conf_param "create_environment.env_name='Hopper-v4'" \
     --conf_param create_environment.num_parallel_environments=64 \
     --conf_param TrainerConfig.unroll_length=8 --conf_param TrainerConfig.num_iterations=1

@@ -82,12 +82,12 @@ expect_same_file "$WORK/sched1/train/algorithm/ckpt-24" "$WORK/sched_resume/trai
 RC=$WORK/chunks
 for k in 2 3; do
     rm -rf "$RC"
-    CALF_TEST_CKPT_CHUNK_ENVS=$k expect_exit 0 "$CALF" train --quiet --root_dir "$RC" \
+    CALF_TEST_HOOKS=ckpt_chunk_envs=$k expect_exit 0 "$CALF" train --quiet --root_dir "$RC" \
         --conf "$WORK/short.gin" --conf_param create_environment.num_parallel_environments=5 \
         --conf_param TrainerConfig.num_iterations=10 --nproc 3
     [ $k = 2 ] && cp "$RC/train/algorithm/ckpt-10" "$WORK/ckpt-10.k2"
     expect_same_file "$WORK/ckpt-10.k2" "$RC/train/algorithm/ckpt-10"
-    CALF_TEST_CKPT_CHUNK_ENVS=$k expect_exit 0 "$CALF" train --quiet --root_dir "$RC" \
+    CALF_TEST_HOOKS=ckpt_chunk_envs=$k expect_exit 0 "$CALF" train --quiet --root_dir "$RC" \
         --conf "$WORK/short.gin" --conf_param create_environment.num_parallel_environments=5 --nproc 2
     expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$RC/train/algorithm/ckpt-24"
 done
@@ -97,7 +97,7 @@ done
 # discrete
 for slow in 0 1; do
     W=$WORK/steal$slow
-    CALF_TEST_SLOW_RANK=$slow expect_exit 0 "$CALF" train --quiet --root_dir "$W" --conf "$WORK/short.gin" \
+    CALF_TEST_HOOKS=slow_rank=$slow expect_exit 0 "$CALF" train --quiet --root_dir "$W" --conf "$WORK/short.gin" \
         --conf_param create_environment.num_parallel_environments=5 --nproc 2
     expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$W/train/algorithm/ckpt-24"
     other=$((1 - slow))
@@ -123,7 +123,7 @@ for n in 1 3; do
     expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/d$n" --conf "$WORK/disc.gin" --nproc $n
 done
 expect_same_file "$WORK/d1/train/algorithm/ckpt-16" "$WORK/d3/train/algorithm/ckpt-16"
-CALF_TEST_SLOW_RANK=0 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/dsteal" --conf "$WORK/disc.gin" --nproc 2
+CALF_TEST_HOOKS=slow_rank=0 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/dsteal" --conf "$WORK/disc.gin" --nproc 2
 expect_same_file "$WORK/d1/train/algorithm/ckpt-16" "$WORK/dsteal/train/algorithm/ckpt-16"
 took=$(sed -n 's/.*; \([0-9]*\) env partials computed for other processes/\1/p' "$WORK/dsteal/log/rank-1.log")
 if [ -n "$took" ] && [ "$took" -gt 0 ]; then ok; else bad "discrete: rank 1 computed no env partials for the slow rank 0 ('$took')"; fi
@@ -136,7 +136,7 @@ expect_exit 1 "$CALF" train --quiet --root_dir "$WORK/dalpha" --conf "$WORK/disc
 expect_in "$WORK/err" "where alpha = exp(log alpha) is 0 as a float"
 expect_not_in "$WORK/err" "internal error"
 
-# a replay buffer larger than the machine's memory (CALF_TEST_MEMORY_BYTES stands in for
+# a replay buffer larger than the machine's memory (the memory_bytes test hook stands in for
 # it): exit 2 before anything is written, rather than failing when the rings fill up
 no_room() { # ROOT ENVS-ON-ONE-MACHINE: the run was refused and left nothing
     expect_in "$WORK/err" "$WORK/short.gin:8: TrainerConfig.replay_buffer_length = 30: the replay buffer needs"
@@ -144,16 +144,16 @@ no_room() { # ROOT ENVS-ON-ONE-MACHINE: the run was refused and left nothing
     if [ -e "$1" ]; then bad "$1 was created"; else ok; fi
 }
 for n in 1 2; do
-    CALF_TEST_MEMORY_BYTES=2048 expect_exit 2 "$CALF" train --root_dir "$WORK/no_room$n" \
+    CALF_TEST_HOOKS=memory_bytes=2048 expect_exit 2 "$CALF" train --root_dir "$WORK/no_room$n" \
         --conf "$WORK/short.gin" --nproc $n --conf_param create_environment.num_parallel_environments=5
     no_room "$WORK/no_room$n" 5
 done
 # a finished run needs no memory: still "nothing to do", exit 0
-CALF_TEST_MEMORY_BYTES=2048 expect_exit 0 "$CALF" train --root_dir "$WORK/e5.n1" \
+CALF_TEST_HOOKS=memory_bytes=2048 expect_exit 0 "$CALF" train --root_dir "$WORK/e5.n1" \
     --conf "$WORK/short.gin" --conf_param create_environment.num_parallel_environments=5
 expect_in "$WORK/err" "nothing to do: the run in $WORK/e5.n1 is complete at iteration 24"
-CALF_TEST_MEMORY_BYTES=2k expect_exit 2 "$CALF" train --root_dir "$WORK/no_room_k" --conf "$WORK/short.gin"
-expect_in "$WORK/err" "CALF_TEST_MEMORY_BYTES='2k' is not a number"
+CALF_TEST_HOOKS=memory_bytes=2k expect_exit 2 "$CALF" train --root_dir "$WORK/no_room_k" --conf "$WORK/short.gin"
+expect_in "$WORK/err" "calf: CALF_TEST_HOOKS: test hooks: memory_bytes='2k' is not a number in range"
 # the smallest bound counts: here the address space (not under ASan, which reserves more
 # address space than any such limit allows)
 if ldd "$CALF" 2>/dev/null | grep -q libasan; then
@@ -176,16 +176,16 @@ if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/de
     expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$WORK/mpi/train/algorithm/ckpt-24"
     # resume 2 -> 3 ranks, rank 0 sending the records in chunks of 2 envs
     M=$WORK/mpi_resume
-    CALF_TEST_CKPT_CHUNK_ENVS=2 expect_exit 0 timeout 120 mpirun --oversubscribe -np 2 \
-        -x CALF_TEST_CKPT_CHUNK_ENVS "$CALF" train --quiet --root_dir "$M" --conf "$WORK/short.gin" \
+    CALF_TEST_HOOKS=ckpt_chunk_envs=2 expect_exit 0 timeout 120 mpirun --oversubscribe -np 2 \
+        -x CALF_TEST_HOOKS "$CALF" train --quiet --root_dir "$M" --conf "$WORK/short.gin" \
         --conf_param create_environment.num_parallel_environments=5 --conf_param TrainerConfig.num_iterations=10
-    CALF_TEST_CKPT_CHUNK_ENVS=2 expect_exit 0 timeout 120 mpirun --oversubscribe -np 3 \
-        -x CALF_TEST_CKPT_CHUNK_ENVS "$CALF" train --quiet --root_dir "$M" --conf "$WORK/short.gin" \
+    CALF_TEST_HOOKS=ckpt_chunk_envs=2 expect_exit 0 timeout 120 mpirun --oversubscribe -np 3 \
+        -x CALF_TEST_HOOKS "$CALF" train --quiet --root_dir "$M" --conf "$WORK/short.gin" \
         --conf_param create_environment.num_parallel_environments=5
     expect_same_file "$WORK/e5.n1/train/algorithm/ckpt-24" "$M/train/algorithm/ckpt-24"
     # rank 0 checks the envs of every rank on its machine (here both ranks: all 5)
-    CALF_TEST_MEMORY_BYTES=2048 expect_exit 2 timeout 120 mpirun --oversubscribe -np 2 \
-        -x CALF_TEST_MEMORY_BYTES "$CALF" train --root_dir "$WORK/no_room_mpi" --conf "$WORK/short.gin" \
+    CALF_TEST_HOOKS=memory_bytes=2048 expect_exit 2 timeout 120 mpirun --oversubscribe -np 2 \
+        -x CALF_TEST_HOOKS "$CALF" train --root_dir "$WORK/no_room_mpi" --conf "$WORK/short.gin" \
         --conf_param create_environment.num_parallel_environments=5
     no_room "$WORK/no_room_mpi" 5
 else

@@ -61,10 +61,10 @@ expect_in "$R/log/rank-2.log" "on host $TWOHOST_HOST_B"
 expect_in "$R/log/rank-2.log" "rank 2/3: environments 43..63 (21 of 64)"
 expect_in "$R/log/rank-2.log" "MPI: waiting ranks yield the core"
 
-# a replay buffer too large for a machine (CALF_TEST_MEMORY_BYTES stands in for its
+# a replay buffer too large for a machine (the memory_bytes test hook stands in for its
 # memory): rank 0 counts only the ranks on its own machine, here itself on A with 2 of 5
 # envs (ranks 1 and 2 hold the other 3 on B); exit 2, nothing written
-CALF_TEST_MEMORY_BYTES=2048 expect_exit 2 timeout 60 "$TWOHOST_MPIRUN" -np 3 -x CALF_TEST_MEMORY_BYTES \
+CALF_TEST_HOOKS=memory_bytes=2048 expect_exit 2 timeout 60 "$TWOHOST_MPIRUN" -np 3 -x CALF_TEST_HOOKS \
     "$CALF" train --root_dir "$WORK/no_room" --conf "$SRC/examples/sac_pendulum.gin" \
     --conf_param create_environment.num_parallel_environments=5
 expect_in "$WORK/err" "the replay buffer needs"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/memory.h"
+#include "base/testing.h"
 
 /* The smallest of `*memory` and `bytes`; `what` names the bound when it is smaller. */
 static void lower_bound(uint64_t *memory, const char **limit, uint64_t bytes, const char *what) {
@@ -73,15 +74,10 @@ static uint64_t cgroup_memory_max(void) {
 int memory_limits(memory_bound *resident, memory_bound *address, calf_error *err) {
     *resident = (memory_bound){UINT64_MAX, NULL};
     *address = (memory_bound){UINT64_MAX, NULL};
-    const char *test = getenv("CALF_TEST_MEMORY_BYTES"); /* tests: the machine's memory */
-    if (test && *test) {
-        char *end;
-        errno = 0;
-        unsigned long long t = strtoull(test, &end, 10);
-        if (errno != 0 || *end != '\0')
-            return calf_error_set(err, CALF_EINVAL, "CALF_TEST_MEMORY_BYTES='%s' is not a number",
-                                  test);
-        lower_bound(&resident->bytes, &resident->what, t, "this machine's memory");
+    (void)err;
+    uint64_t test = testing_hooks_get()->memory_bytes; /* tests: the machine's memory */
+    if (test) {
+        lower_bound(&resident->bytes, &resident->what, test, "this machine's memory");
         return CALF_OK;
     }
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

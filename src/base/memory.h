@@ -11,14 +11,13 @@
 /* *bytes: the smallest of the machine's memory, this process's cgroup limit and the
  * address-space and data rlimits; *what names the one that applied ("this machine's
  * memory", "the address-space limit (ulimit -v)", ...). UINT64_MAX and NULL when none
- * is known. CALF_TEST_MEMORY_BYTES (tests) stands in for all of them; a value that is
- * not a number is CALF_EINVAL. */
+ * is known. The memory_bytes test hook (calf/testing.h) stands in for all of them. */
 int memory_limit(uint64_t *bytes, const char **what, calf_error *err);
 
 /* The two kinds of bound, for memory that is reserved before it is touched (a MuJoCo
  * env's data arena): what may be resident (the machine's memory, the cgroup's limit:
  * resident) and what may be mapped (ulimit -v and -d: address). Each UINT64_MAX and
- * NULL when unknown; CALF_TEST_MEMORY_BYTES sets the resident bound alone. */
+ * NULL when unknown; the memory_bytes test hook sets the resident bound alone. */
 typedef struct memory_bound {
     uint64_t bytes;
     const char *what;

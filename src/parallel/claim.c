@@ -19,6 +19,11 @@ void comm_claim_open(comm_claim *w, uint32_t tag, int count) {
     atomic_store_explicit(w, claim_pack(tag, 0, (uint64_t)count), memory_order_release);
 }
 
+bool comm_claim_taken(const comm_claim *w, uint32_t tag, int count) {
+    uint64_t cur = atomic_load_explicit(w, memory_order_acquire);
+    return (cur >> 48) != (tag & 0xffff) || (cur & 0xffffff) < (uint64_t)count;
+}
+
 int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first) {
     CALF_ASSERT(max > 0);
     uint64_t cur = atomic_load_explicit(w, memory_order_acquire);

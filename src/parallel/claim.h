@@ -4,6 +4,7 @@
 #define CALF_CLAIM_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Work claims, for ranks that share memory. In each round (a tag every rank agrees on,
@@ -17,6 +18,9 @@ void comm_claim_open(comm_claim *w, uint32_t tag, int count); /* count < 2^24 */
 /* Up to max items, and at most half of what is left (rounded up), from the front of
  * this rank's word: returns how many (0: none left), the first in *first. */
 int comm_claim_front(comm_claim *w, uint32_t tag, int max, int *first);
+/* Whether another rank has taken items from the back of this rank's word, opened over
+ * count items in round tag (or the word has moved on to another round). */
+bool comm_claim_taken(const comm_claim *w, uint32_t tag, int count);
 /* Items from another rank (words: every rank's, P of them): of the `reach` ranks after
  * self (cyclically; P - 1 or more: all others), the one with the most left. Returns how
  * many (0: nothing left to take), whose in *victim, the first in *first. *unopened (if

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "calf/config.h"
+#include "base/clock.h"
+#include "base/testing.h"
 
 /* A rank's region: its claim word, then its view, as a whole number of cache lines
  * (how comm_shared_alloc hands regions out). SIZE_MAX when it cannot be addressed. */
@@ -40,12 +42,11 @@ bool work_share_fits(const comm *c, int E, size_t extra, const work_share_layout
 static void share_timing(work_share *w) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bool core_each = cpus > 0 && w->P <= cpus;
-    const char *env = getenv("CALF_TEST_SLOW_RANK");
-    char *end = NULL;
-    long slow_rank = env && *env ? strtol(env, &end, 10) : -1;
-    bool named = end && *end == '\0';
+    int slow_rank = testing_hooks_get()->slow_rank;
+    bool named = slow_rank >= 0;
     w->slow = named && slow_rank == w->self;
-    w->open_wait_s = named ? 0.5 : core_each ? WORK_SHARE_OPEN_WAIT_S : 0.0;
+    /* with the hook, a rank waits for every rank to open: the slow one waits for a thief */
+    w->open_wait_s = named ? WORK_SHARE_SLOW_WAIT_S : core_each ? WORK_SHARE_OPEN_WAIT_S : 0.0;
 }
 
 int work_share_init(work_share *w, comm *c, int E, const work_share_layout *lay, void *views,
@@ -91,13 +92,27 @@ void work_share_open(work_share *w, work_round *r, long nap_ns) {
     r->w = w;
     r->tag = ++w->round;
     r->nap_ns = nap_ns;
+    r->held = false;
     comm_claim_open(w->claims[w->self], r->tag, w->count[w->self]);
 }
 
 int work_share_own(work_round *r, int *first) {
     work_share *w = r->w;
     int k = comm_claim_front(w->claims[w->self], r->tag, WORK_SHARE_GROUP_ENVS, first);
-    if (k > 0 && w->slow) nanosleep(&(struct timespec){0, r->nap_ns}, NULL);
+    if (k > 0 && w->slow) {
+        /* Event-driven, so that sharing happens however the machine schedules the ranks:
+         * before its first group, hold back until another rank has taken some of this
+         * rank's envs (the others wait for it to open), then nap before each group. */
+        int count = w->count[w->self];
+        if (!r->held && count - k >= 2) {
+            double until = calf_monotonic_s() + WORK_SHARE_SLOW_WAIT_S;
+            while (!comm_claim_taken(w->claims[w->self], r->tag, count) &&
+                   calf_monotonic_s() < until)
+                nanosleep(&(struct timespec){0, 1000000}, NULL);
+        }
+        r->held = true;
+        nanosleep(&(struct timespec){0, r->nap_ns}, NULL);
+    }
     return k;
 }
 

@@ -54,8 +54,8 @@ typedef struct work_share {
     int *begin, *count;   /* (P) every rank's envs (calf_split) */
     comm_claim **claims;  /* (P) every rank's claim word, at the start of its region */
     uint32_t round;       /* rounds so far: the claim tag, alike on every rank */
-    bool slow;            /* CALF_TEST_SLOW_RANK=r names this rank: it naps over its own envs */
-    double open_wait_s;   /* WORK_SHARE_OPEN_WAIT_S, 0, or with CALF_TEST_SLOW_RANK 0.5 s */
+    bool slow;            /* the slow_rank test hook names this rank (calf/testing.h) */
+    double open_wait_s;   /* WORK_SHARE_OPEN_WAIT_S, 0, or with the hook WORK_SHARE_SLOW_WAIT_S */
 } work_share;
 
 /* Whether c can share the work of E envs: more than one rank, shared memory, and room in
@@ -64,10 +64,12 @@ typedef struct work_share {
 bool work_share_fits(const comm *c, int E, size_t extra, const work_share_layout *lay);
 /* Collective: every rank's region in shared memory (its claim word, then its view), and
  * every rank's view carved into views (P structs of lay->size bytes, in rank order).
- * Tests set CALF_TEST_SLOW_RANK=r: rank r naps over its own envs so that others
- * certainly take some, and the others wait 0.5 s for a rank to open a round, enough even
- * on a loaded machine. Results cannot depend on either; only timing does. On failure w
- * still needs work_share_free. */
+ * Tests set the slow_rank=r hook (calf/testing.h): in each round rank r holds back its
+ * own envs until another rank has taken some (up to WORK_SHARE_SLOW_WAIT_S) and naps
+ * before each group, and the others wait as long for a rank to open a round, so that
+ * sharing happens on any machine, however loaded. Results cannot depend on either;
+ * only timing does. On failure w still needs work_share_free. */
+#define WORK_SHARE_SLOW_WAIT_S 30.0
 int work_share_init(work_share *w, comm *c, int E, const work_share_layout *lay, void *views,
                     calf_error *err);
 void work_share_free(work_share *w); /* zeroed w is fine */
@@ -76,11 +78,13 @@ void work_share_free(work_share *w); /* zeroed w is fine */
  * rank its own envs from the front, at most WORK_SHARE_GROUP_ENVS at a time; once it
  * returns 0, work_share_other hands it envs other ranks have left (the back half of the
  * largest remainder), until it returns 0 too. The collective that ends the round is the
- * caller's. A slow rank (CALF_TEST_SLOW_RANK) naps nap_ns before each of its own groups. */
+ * caller's. A slow rank (the slow_rank hook) holds back as work_share_init says, and naps
+ * nap_ns before each of its own groups. */
 typedef struct work_round {
     work_share *w;
     uint32_t tag;
     long nap_ns;
+    bool held;            /* a slow rank has held back its first group this round */
 } work_round;
 void work_share_open(work_share *w, work_round *r, long nap_ns);
 /* How many of this rank's envs (0: none left), the first (an index into its envs). */

@@ -82,7 +82,7 @@ bool trainer_run_complete(const calf_config *cfg, int64_t iteration);
 const algorithm_ops *trainer_algorithm(const calf_config *cfg);
 
 /* Whether what the algorithm keeps for `envs` envs (SAC's replay) fits in this
- * machine's memory (CALF_TEST_MEMORY_BYTES stands in for it in tests), for a config
+ * machine's memory (the memory_bytes test hook stands in for it in tests), for a config
  * that calf_train_load_config accepted; a file:line error, CALF_EINVAL, if not. */
 int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err);
 

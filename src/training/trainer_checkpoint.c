@@ -9,6 +9,7 @@
 #include "base/bytes.h"
 #include "base/fsutil.h"
 #include "base/mem.h"
+#include "base/testing.h"
 #include "records/checkpoint.h"
 #include "training/trainer_state.h"
 
@@ -25,14 +26,12 @@ static size_t env_record_size(const trainer *t) {
     return vec_env_record_size(&t->ve) + t->ops->env_record_size(t->algo);
 }
 
-/* Envs per chunk of records: about 64 MiB, at least one env. CALF_TEST_CKPT_CHUNK_ENVS
- * sets it (tests make chunks small to exercise their edges); the bytes never depend on
- * it. */
+/* Envs per chunk of records: about 64 MiB, at least one env. The ckpt_chunk_envs test
+ * hook sets it (tests make chunks small to exercise their edges); the bytes never depend
+ * on it. */
 static int chunk_envs(size_t rec) {
-    const char *v = getenv("CALF_TEST_CKPT_CHUNK_ENVS");
-    char *end = NULL;
-    long k = v && *v ? strtol(v, &end, 10) : 0;
-    if (end && *end == '\0' && k >= 1 && k <= INT32_MAX) return (int)k;
+    int k = testing_hooks_get()->ckpt_chunk_envs;
+    if (k >= 1) return k;
     size_t per = ((size_t)64 << 20) / (rec ? rec : 1);
     return per < 1 ? 1 : per > INT32_MAX ? INT32_MAX : (int)per;
 }

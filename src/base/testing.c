@@ -1,0 +1,64 @@
+/* testing.c: the test hooks (calf/testing.h): parsed once when the host sets them, read
+ * by the few places that take them; process-wide like the per-process context. */
+#include "calf/testing.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/testing.h"
+
+static testing_hooks hooks = {.slow_rank = -1, .memory_bytes = 0, .ckpt_chunk_envs = 0};
+
+const testing_hooks *testing_hooks_get(void) { return &hooks; }
+
+/* The number of text[0..len), within [lo, hi]; false if it is not one. */
+static int parse_number(const char *text, size_t len, unsigned long long lo, unsigned long long hi,
+                        unsigned long long *out) {
+    char buf[32];
+    if (len == 0 || len >= sizeof buf || text[0] == '-' || text[0] == '+') return 0;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+int calf_testing_set(const char *spec, calf_error *err) {
+    testing_hooks next = {.slow_rank = -1, .memory_bytes = 0, .ckpt_chunk_envs = 0};
+    for (const char *p = spec ? spec : ""; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n);
+        if (!eq)
+            return calf_error_set(err, CALF_EINVAL, "test hooks: '%.*s' is not name=value",
+                                  (int)n, p);
+        size_t name_len = (size_t)(eq - p), value_len = n - name_len - 1;
+        const char *value = eq + 1;
+        unsigned long long v = 0;
+        int ok;
+        if (name_len == 9 && !strncmp(p, "slow_rank", 9)) {
+            ok = parse_number(value, value_len, 0, 1u << 20, &v);
+            if (ok) next.slow_rank = (int)v;
+        } else if (name_len == 12 && !strncmp(p, "memory_bytes", 12)) {
+            ok = parse_number(value, value_len, 1, UINT64_MAX, &v);
+            if (ok) next.memory_bytes = v;
+        } else if (name_len == 15 && !strncmp(p, "ckpt_chunk_envs", 15)) {
+            ok = parse_number(value, value_len, 1, 1u << 30, &v);
+            if (ok) next.ckpt_chunk_envs = (int)v;
+        } else {
+            return calf_error_set(err, CALF_EINVAL, "test hooks: unknown hook '%.*s' (known: "
+                                  "slow_rank, memory_bytes, ckpt_chunk_envs)", (int)name_len, p);
+        }
+        if (!ok)
+            return calf_error_set(err, CALF_EINVAL, "test hooks: %.*s='%.*s' is not a number in "
+                                  "range", (int)name_len, p, (int)value_len, value);
+        p += n;
+        if (*p == ',') p++;
+    }
+    hooks = next;
+    return CALF_OK;
+}
