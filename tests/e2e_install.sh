@@ -73,6 +73,15 @@ if command -v pkg-config >/dev/null; then
             $(printf %q "$prog") -o $(printf %q "$out") $(pkg-config --libs calf) \
             -Wl,-rpath,$RPATH"
     done
+    # examples/embed.c, the three handles of the embedding API, against the installed calf
+    expect_exit 0 eval "cc -std=c11 -Wall -Wextra -Werror $FLAGS $(pkg-config --cflags calf) \
+        $(printf %q "$SRC/examples/embed.c") -o $(printf %q "$WORK/embed") $(pkg-config --libs calf) \
+        -Wl,-rpath,$RPATH"
+    if [ -x "$WORK/embed" ]; then
+        expect_exit 0 env -u LD_LIBRARY_PATH "$WORK/embed" "$WORK/embed_run"
+        expect_in "$WORK/out" "iteration 10  env steps 10240"
+        expect_in "$WORK/out" "embed example OK"
+    fi
     if [ -x "$WORK/consumer_pc" ]; then
         env -u LD_LIBRARY_PATH ldd "$WORK/consumer_pc" >"$WORK/ldd" 2>&1
         expect_in "$WORK/ldd" "libcalf.so.${VERSION%.*} => ${RPATH//\\ / }"
