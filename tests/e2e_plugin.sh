@@ -149,4 +149,35 @@ expect_exit 2 "$CALF" envs --env_lib "$WORK/empty.so"
 expect_in "$WORK/err" "--env_lib $WORK/empty.so: it registered no environment"
 [ ! -e "$WORK/e" ] && ok || bad "a failed --env_lib left $WORK/e behind"
 
+# a plug-in rebuilt with another observation size: the resume says so, not only where the
+# checkpoint's numbers stop fitting
+for obs in 1 2; do
+    build_plugin "grow$obs" <<C
+#include "calf/env.h"
+static void r(void *s, calf_rng *g, float *o) { (void)s; (void)g; for (int i = 0; i < $obs; i++) o[i] = 0; }
+static int st(void *s, calf_rng *g, int a, const float *u, float *o, float *rew) {
+    (void)s; (void)g; (void)u;
+    for (int i = 0; i < $obs; i++) o[i] = (float)a;
+    *rew = (float)a;
+    return 0;
+}
+static const calf_env_class cls = {
+    .spec = {.name = "Grow-v0", .obs_dim = $obs, .num_actions = 2, .max_episode_steps = 20,
+             .state_size = 4},
+    .reset = r, .step = st};
+int calf_plugin_register(int abi_version, calf_error *err) {
+    int rc = CALF_PLUGIN_CHECK_ABI(abi_version, err);
+    return rc != CALF_OK ? rc : calf_env_register(&cls, err);
+}
+C
+done
+cp "$WORK/grow1.so" "$WORK/grow.so"
+expect_exit 0 "$CALF" train --quiet --env_lib "$WORK/grow.so" --root_dir "$WORK/grow" \
+    --conf "$WORK/corridor.gin" --conf_param "create_environment.env_name='Grow-v0'" \
+    --conf_param TrainerConfig.evaluate=False
+cp "$WORK/grow2.so" "$WORK/grow.so"
+expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/grow.so" --root_dir "$WORK/grow" \
+    --conf_param TrainerConfig.num_iterations=4
+expect_in "$WORK/err" "the checkpoint does not fit environment 'Grow-v0' of plug-in $WORK/grow.so as it is now (observation size 2, 2 actions): was the plug-in rebuilt with another observation or action size?"
+
 report e2e_plugin

@@ -76,7 +76,12 @@ expect_in "$WORK/err" "nothing to do"
 
 # a changed config is refused (only run length and cadence may change)
 expect_exit 2 "$CALF" train --root_dir "$B" --conf "$WORK/small.gin" --conf_param PPOLoss.gamma=0.9
-expect_in "$WORK/err" "was written by a different config"
+expect_in "$WORK/err" "was written by a different config: PPOLoss.gamma = 0.9 (was 0.99) (only the run length"
+# without the operative config beside it, which binding changed is not known
+mv "$B/config.gin" "$WORK/b_config.gin"
+expect_exit 2 "$CALF" train --root_dir "$B" --conf "$WORK/small.gin" --conf_param PPOLoss.gamma=0.9
+expect_in "$WORK/err" "was written by a different config (only the run length"
+mv "$WORK/b_config.gin" "$B/config.gin"
 
 # a corrupted newest checkpoint is reported and the previous one used; the rerun
 # iterations reproduce the lost checkpoint exactly

@@ -19,6 +19,51 @@
 #include "records/rundir.h"
 #include "training/trainer.h"
 
+/* What changed between the config that wrote a checkpoint (digest) and cfg, as ": B = NEW
+ * (was OLD), ..." from ROOT/config.gin, the operative config of the launch before; ""
+ * when that file is gone or describes another config. */
+static void config_changes(const char *root, const calf_config *cfg, uint64_t digest, char *buf,
+                           size_t cap) {
+    buf[0] = '\0';
+    char path[4096];
+    calf_error ignored;
+    calf_config *was = malloc(sizeof *was);
+    if (!was || fs_join(path, sizeof path, root, "config.gin", &ignored) != CALF_OK) {
+        free(was);
+        return;
+    }
+    calf_config_init(was);
+    if (calf_config_parse_file(was, path, &ignored) != CALF_OK || calf_config_digest(was) != digest) {
+        free(was);
+        return;
+    }
+    size_t used = 0;
+    int shown = 0, more = 0;
+    for (int id = 0; id < calf_binding_count(); id++) {
+        if (calf_binding_flags(id) & CALF_BINDING_NODIGEST) continue;
+        char now[300], then[300];
+        calf_config_format_value(cfg, id, now, sizeof now);
+        calf_config_format_value(was, id, then, sizeof then);
+        if (!strcmp(now, then)) continue;
+        if (calf_binding_type(id) == CALF_CFG_FLOAT) { /* as a person writes them: 0.9, not
+                                                        * the round-trip 0.90000000000000002 */
+            snprintf(now, sizeof now, "%.9g", calf_config_float(cfg, id));
+            snprintf(then, sizeof then, "%.9g", calf_config_float(was, id));
+        }
+        if (shown == 3) {
+            more++;
+            continue;
+        }
+        int n = snprintf(buf + used, cap - used, "%s%s = %s (was %s)", shown ? ", " : ": ",
+                         calf_binding_name(id), now, then);
+        if (n < 0 || (size_t)n >= cap - used) break;
+        used += (size_t)n;
+        shown++;
+    }
+    if (more && used < cap) snprintf(buf + used, cap - used, ", and %d more", more);
+    free(was);
+}
+
 /* The newest valid checkpoint under root, refused when its config differs in anything
  * but run length and cadence. Warnings about skipped (corrupt) files go to stderr. */
 static int find_resume(const char *root, const calf_config *cfg, resume_state *rs,
@@ -32,11 +77,13 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
     if (rc) return rc;
     if (rs->found && rs->hdr.digest != calf_config_digest(cfg)) {
         rs->found = false;
+        char changed[700];
+        config_changes(root, cfg, rs->hdr.digest, changed, sizeof changed);
         return calf_error_set(err, CALF_EINVAL,
-                              "%s was written by a different config (only the run length, "
+                              "%s was written by a different config%s (only the run length, "
                               "evaluation, summary and checkpoint settings may change when "
                               "resuming); use a fresh --root_dir",
-                              rs->path);
+                              rs->path, changed);
     }
     return CALF_OK;
 }
