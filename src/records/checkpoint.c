@@ -632,6 +632,13 @@ int ckpt_prune(const char *dir, int keep, int64_t newest, calf_error *err) {
 int ckpt_find_latest_valid(const char *dir, char *path_out, size_t cap, ckpt_header *hdr,
                            unsigned char **payload, size_t *n, bool *found, FILE *warn,
                            calf_error *err) {
+    return ckpt_find_latest_usable(dir, path_out, cap, hdr, payload, n, found, NULL, NULL, warn,
+                                   err);
+}
+
+int ckpt_find_latest_usable(const char *dir, char *path_out, size_t cap, ckpt_header *hdr,
+                            unsigned char **payload, size_t *n, bool *found, ckpt_check check,
+                            void *arg, FILE *warn, calf_error *err) {
     CALF_ASSERT(dir != NULL && path_out != NULL && cap > 0 && hdr != NULL && found != NULL &&
                 (payload == NULL) == (n == NULL));
     *found = false;
@@ -649,9 +656,20 @@ int ckpt_find_latest_valid(const char *dir, char *path_out, size_t cap, ckpt_hea
         calf_error e;
         calf_error_clear(&e);
         if (ckpt_read_head(path_out, hdr, SIZE_MAX, payload, n, &e) == CALF_OK) {
-            if (hdr->iteration == iters[i]) {
+            if (hdr->iteration == iters[i] && (!check || check(path_out, hdr, arg, &e) == CALF_OK)) {
                 *found = true;
                 break;
+            }
+            if (hdr->iteration == iters[i]) { /* the check's message, in e */
+                if (payload) {
+                    free(*payload);
+                    *payload = NULL;
+                    *n = 0;
+                }
+                if (first.status == CALF_OK) first = e;
+                if (warn && i > 0)
+                    fprintf(warn, "calf: warning: skipping %s; trying an older checkpoint\n", e.msg);
+                continue;
             }
             /* a file renamed or copied over another: resuming from it would restart the
              * run at another iteration than the directory says */

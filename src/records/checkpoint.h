@@ -142,5 +142,12 @@ int ckpt_prune(const char *dir, int keep, int64_t newest, calf_error *err);
 int ckpt_find_latest_valid(const char *dir, char *path_out, size_t cap, ckpt_header *hdr,
                            unsigned char **payload, size_t *n, bool *found, FILE *warn,
                            calf_error *err);
+/* ckpt_find_latest_valid, where a file that passes ckpt_read must also pass check (its
+ * path and header, arg; a non-OK status with a message in err skips it like a damaged
+ * one: what a CRC cannot see, such as contents no run could have written). */
+typedef int (*ckpt_check)(const char *path, const ckpt_header *hdr, void *arg, calf_error *err);
+int ckpt_find_latest_usable(const char *dir, char *path_out, size_t cap, ckpt_header *hdr,
+                            unsigned char **payload, size_t *n, bool *found, ckpt_check check,
+                            void *arg, FILE *warn, calf_error *err);
 
 #endif

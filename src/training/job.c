@@ -64,6 +64,19 @@ static void config_changes(const char *root, const calf_config *cfg, uint64_t di
     free(was);
 }
 
+/* A checkpoint's head loads into the config's algorithm (a ckpt_check): its counters,
+ * parameters and optimizer state are ones a run could have written. One of another
+ * config passes, to be refused for that below rather than skipped. */
+static int check_head(const char *path, const ckpt_header *hdr, void *arg, calf_error *err) {
+    const calf_config *cfg = arg;
+    if (hdr->digest != calf_config_digest(cfg)) return CALF_OK;
+    const algorithm_ops *ops = NULL;
+    algorithm *algo = NULL;
+    int rc = trainer_load_policy(cfg, path, hdr, &ops, &algo, err);
+    if (rc == CALF_OK) ops->destroy(algo);
+    return rc;
+}
+
 /* The newest valid checkpoint under root, refused when its config differs in anything
  * but run length and cadence. Warnings about skipped (corrupt) files go to stderr. */
 static int find_resume(const char *root, const calf_config *cfg, resume_state *rs,
@@ -72,8 +85,8 @@ static int find_resume(const char *root, const calf_config *cfg, resume_state *r
     char dir[4096];
     int rc = fs_join(dir, sizeof dir, root, "train/algorithm", err);
     if (rc) return rc;
-    rc = ckpt_find_latest_valid(dir, rs->path, sizeof rs->path, &rs->hdr, NULL, NULL,
-                                &rs->found, stderr, err);
+    rc = ckpt_find_latest_usable(dir, rs->path, sizeof rs->path, &rs->hdr, NULL, NULL,
+                                 &rs->found, check_head, (void *)cfg, stderr, err);
     if (rc) return rc;
     if (rs->found && rs->hdr.digest != calf_config_digest(cfg)) {
         rs->found = false;
