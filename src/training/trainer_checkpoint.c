@@ -202,6 +202,24 @@ static int read_meta_algo(ckpt_reader *r, const char *name, int64_t header_itera
     return ops->load(algo, r, m->iteration, err);
 }
 
+/* A plug-in's env whose checkpoint does not load was most likely rebuilt with other
+ * spaces (the config's digest cannot see them): say so first, the reader's detail after. */
+static void plugin_hint(const char *env_name, calf_error *err) {
+    const calf_env_class *cls = calf_env_find(env_name);
+    const char *lib = cls ? calf_env_class_library(cls) : NULL;
+    if (!lib) return;
+    char detail[sizeof err->msg];
+    snprintf(detail, sizeof detail, "%s", err->msg);
+    const calf_env_spec *sp = &cls->spec;
+    calf_error_set(err, CALF_EINVAL,
+                   "the checkpoint does not fit environment '%s' of plug-in %s as it is now "
+                   "(observation size %d, %d %s): was the plug-in rebuilt with another "
+                   "observation or action size? (%s)",
+                   env_name, lib, sp->obs_dim,
+                   sp->action_dim > 0 ? sp->action_dim : sp->num_actions,
+                   sp->action_dim > 0 ? "action dimensions" : "actions", detail);
+}
+
 int trainer_load_policy(const calf_config *cfg, const char *path, const ckpt_header *hdr,
                         const algorithm_ops **ops, algorithm **algo, calf_error *err) {
     *ops = trainer_algorithm(cfg);
@@ -221,6 +239,7 @@ int trainer_load_policy(const calf_config *cfg, const char *path, const ckpt_hea
         ckpt_reader_init(&r, head, n, path, err);
         ckpt_meta m;
         rc = read_meta_algo(&r, path, hdr->iteration, E, T, &m, *ops, *algo, err);
+        if (rc == CALF_EINVAL) plugin_hint(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
     }
     free(head);
     if (rc && *algo) {
@@ -249,23 +268,6 @@ static int load_records(trainer *t, const unsigned char *chunk, int c0, int c1, 
 /* Resume from rs: each process reads the head and its own envs' records from the file,
  * or, where only rank 0 reads files (MPI ranks, which may not share a file system), rank
  * 0 reads and sends the head, then every record chunk by chunk. */
-/* A plug-in's env whose checkpoint does not load was most likely rebuilt with other
- * spaces (the config's digest cannot see them): say so first, the reader's detail after. */
-static void plugin_hint(const trainer *t, calf_error *err) {
-    const char *lib = calf_env_class_library(calf_env_find(t->env_name));
-    if (!lib) return;
-    char detail[sizeof err->msg];
-    snprintf(detail, sizeof detail, "%s", err->msg);
-    const calf_env_spec *sp = t->spec;
-    calf_error_set(err, CALF_EINVAL,
-                   "the checkpoint does not fit environment '%s' of plug-in %s as it is now "
-                   "(observation size %d, %d %s): was the plug-in rebuilt with another "
-                   "observation or action size? (%s)",
-                   t->env_name, lib, sp->obs_dim,
-                   sp->action_dim > 0 ? sp->action_dim : sp->num_actions,
-                   sp->action_dim > 0 ? "action dimensions" : "actions", detail);
-}
-
 int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err) {
     const char *name = rs->path;
     unsigned char *head = NULL;
@@ -293,7 +295,7 @@ int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err)
     ckpt_reader_init(&r, head, n, name, err);
     ckpt_meta m;
     rc = read_meta_algo(&r, name, rs->hdr.iteration, t->E, t->T, &m, t->ops, t->algo, err);
-    if (rc == CALF_EINVAL) plugin_hint(t, err);
+    if (rc == CALF_EINVAL) plugin_hint(t->env_name, err);
     uint64_t rec = 0;
     if (rc == CALF_OK) {
         ckpt_get_tag(&r, "ENVS");
