@@ -160,9 +160,9 @@ if [ $HAVE_XMLLINT = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- a resumed run
-# 3 iterations, then resumed to 6: all 6 points either way (the first launch ended on
-# its checkpoint, so the resume writes no restart marker that would drop the first
-# launch's Metrics_vs_EnvironmentSteps/ values; e2e_events covers a resume that needs one)
+# 3 iterations, then resumed to 6: all 6 points either way (a resume writes no restart
+# marker, which would drop the first launch's Metrics_vs_EnvironmentSteps/ values;
+# e2e_train covers a resume after a crash)
 R3=$WORK/resumed
 expect_exit 0 "$CALF" train --quiet --root_dir "$R3" --conf "$SRC/examples/ppo_cartpole.gin" \
     --conf_param TrainerConfig.num_iterations=3

@@ -138,9 +138,10 @@ expect_in "$I/log/rank-0.log" "interrupted: stopped after iteration $LAST"
 # the first Ctrl-C says what a second one does (it ends the process by the signal)
 expect_in "$WORK/int_err" "calf: interrupted: finishing this iteration and writing its checkpoint; Ctrl-C again stops at once, without it"
 
-# TensorBoard's restart marker: at the start of a run; on a resume only where an earlier
-# launch wrote past the checkpoint it resumes from (here: ckpt-4 lost, resumed from 2),
-# since a marker at K+1 also hides every earlier Metrics_vs_EnvironmentSteps value
+# A resume after a crash: what the dead launch wrote past its last checkpoint is cut from
+# the events files on each tag's own axis (iterations; env steps for
+# Metrics_vs_EnvironmentSteps/*), and no restart marker is written (one at K+1 would also
+# hide every earlier env-step value), so every tag shows each step exactly once
 TB=$WORK/marker
 FOUR=(--conf "$WORK/base.gin" --conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.num_checkpoints=2)
 expect_exit 0 "$CALF" train --quiet --root_dir "$TB" "${FOUR[@]}"
@@ -148,13 +149,32 @@ expect_exit 0 "$CALF" train --quiet --root_dir "$TB" "${FOUR[@]}" --conf_param T
 "$CALF" events "$TB"/train/events.out.tfevents.* >"$WORK/tb" && ok || bad "events unreadable"
 expect_eq "$(grep -c session_start "$WORK/tb")" 1 "markers after a clean resume (the run's start only)"
 expect_eq "$(grep -c ' Metrics_vs_EnvironmentSteps/NumberOfEpisodes ' "$WORK/tb")" 6 "env-step values kept"
-rm "$TB"/train/algorithm/ckpt-6 "$TB"/train/algorithm/ckpt-4 2>/dev/null
-ls "$TB"/train/algorithm >"$WORK/left"
-expect_exit 0 "$CALF" train --quiet --root_dir "$TB" "${FOUR[@]}" --conf_param TrainerConfig.num_iterations=6
-"$CALF" events "$TB"/train/events.out.tfevents.* >"$WORK/tb" && ok || bad "events unreadable"
-K=$(sed 's/ckpt-//' "$WORK/left" | sort -n | tail -1)
-expect_in "$WORK/tb" "$((K + 1)) session_start"
-expect_eq "$(grep -c ' Metrics/NumberOfEpisodes ' "$WORK/tb")" 6 "each iteration shown once after a crash-like resume"
+# the crash: a run of 6 iterations (checkpoints 2, 4, 6, evaluating every iteration)
+# loses ckpt-4 and ckpt-6, and resumes from ckpt-2 over summaries through iteration 6
+TB=$WORK/crash
+SIX=(--conf "$WORK/base.gin" --conf_param TrainerConfig.num_iterations=6 --conf_param TrainerConfig.num_checkpoints=3
+     --conf_param TrainerConfig.eval_interval=1)
+expect_exit 0 "$CALF" train --quiet --root_dir "$TB" "${SIX[@]}"
+rm "$TB"/train/algorithm/ckpt-6 "$TB"/train/algorithm/ckpt-4
+expect_exit 0 "$CALF" train --quiet --root_dir "$TB" "${SIX[@]}"
+expect_in "$TB/log/rank-0.log" "resuming from $TB/train/algorithm/ckpt-2 (iteration 2)"
+for sub in train eval; do
+    "$CALF" events "$TB"/$sub/events.out.tfevents.* >"$WORK/tb" && ok || bad "$sub events unreadable"
+    expect_eq "$(grep -c session_start "$WORK/tb")" 1 "$sub markers after a crash-like resume"
+    # every tag's steps, each once: 1..6 on iterations, 128..768 on env steps (8 envs x 16)
+    awk '$2 != "session_start" && $1 != "file_version" {
+             n[$2]++; if (seen[$2 " " $1]++) dup = dup " " $2 "@" $1 }
+         END { for (t in n) print t, n[t]; if (dup) print "DUPLICATE" dup }' "$WORK/tb" >"$WORK/counts"
+    expect_not_in "$WORK/counts" "DUPLICATE"
+    awk '$1 ~ /^Metrics\/(EnvironmentSteps|NumberOfEpisodes|AverageReturn)$/ && $2 != 6 { print }
+         $1 ~ /^Metrics_vs_EnvironmentSteps\/(NumberOfEpisodes|AverageReturn)$/ && $2 != 6 { print }' \
+        "$WORK/counts" >"$WORK/short"
+    if [ "$sub" = train ]; then
+        expect_eq "$(grep -c '' "$WORK/short")" 0 "train tags with other than 6 steps: $(tr '\n' ' ' <"$WORK/short")"
+    fi
+done
+steps=$(awk '$2 == "Metrics_vs_EnvironmentSteps/AverageReturn" {printf "%s ", $1}' "$WORK/tb")
+expect_eq "$steps" "128 256 384 512 640 768 " "eval's env-step axis after the crash-like resume"
 
 # memory does not grow with the number of iterations (not measurable under ASan)
 if ldd "$CALF" 2>/dev/null | grep -q libasan; then

@@ -1,12 +1,15 @@
-/* session_log.c: TensorBoard's restart marker (SessionLog START) for a launch that
- * resumes a run: whether one is needed, from what the earlier launches' events files
- * hold. */
+/* session_log.c: a resumed launch cuts the events files earlier launches left back to
+ * the checkpoint it resumes from, record by record and on each tag's own step axis,
+ * instead of writing TensorBoard's restart marker (session_log.h says why). */
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "base/fsutil.h"
+#include "base/mem.h"
 #include "records/events_reader.h"
 #include "records/session_log.h"
 
@@ -14,55 +17,94 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-bool session_restart_needed(const char *root, const char *sub, int64_t iteration) {
-    if (iteration == 0) return true;
+/* Whether a record stays after a resume from (iteration, env_steps). */
+static bool keeps(const events_record *rec, int64_t iteration, int64_t env_steps) {
+    if (rec->has_session_log)
+        return rec->session_status != EVENTS_SESSION_START || rec->step <= 1;
+    if (rec->num_values == 0) return rec->step <= iteration; /* file_version: step 0 */
+    const char *tag = rec->values[0].tag;
+    bool env_axis = strncmp(tag, SESSION_ENV_STEP_TAGS, strlen(SESSION_ENV_STEP_TAGS)) == 0;
+    return rec->step <= (env_axis ? env_steps : iteration);
+}
+
+/* Cut one file (session_trim). */
+static int trim_file(const char *path, int64_t iteration, int64_t env_steps, calf_error *err) {
+    FILE *in = fopen(path, "rb");
+    if (!in) return CALF_OK; /* gone since the listing: nothing to keep */
+    events_reader r;
+    calf_error rerr;
+    if (events_reader_open(&r, path, &rerr) != CALF_OK) {
+        fclose(in);
+        return CALF_OK; /* unreadable: left as it is */
+    }
+    bytes_buf kept = {0};
+    bool dropped = false, damaged = false;
+    for (;;) {
+        uint64_t start = r.offset;
+        const events_record *rec;
+        if (events_reader_next(&r, &rec, &rerr) != CALF_OK) {
+            if (r.cut) dropped = true; /* a torn tail: not kept */
+            else damaged = true;
+            break;
+        }
+        if (!rec) break;
+        if (!keeps(rec, iteration, env_steps)) {
+            dropped = true;
+            continue;
+        }
+        /* the record's bytes as they are in the file, framing and CRCs included */
+        size_t n = (size_t)(r.offset - start);
+        unsigned char *at = bytes_buf_room(&kept, n);
+        if (!at) break;
+        if (fseek(in, (long)start, SEEK_SET) != 0 || fread(at, 1, n, in) != n) {
+            damaged = true;
+            break;
+        }
+    }
+    events_reader_close(&r);
+    fclose(in);
+    int rc = CALF_OK;
+    if (kept.failed)
+        rc = calf_error_set(err, CALF_ENOMEM, "%s: out of memory cutting it back", path);
+    else if (damaged)
+        fprintf(stderr, "calf: warning: %s: %s; left as it is\n", path, rerr.msg);
+    else if (dropped)
+        rc = fs_write_file_atomic(path, kept.data ? (const void *)kept.data : "", kept.len, err);
+    free(kept.data);
+    return rc;
+}
+
+int session_trim(const char *root, const char *sub, int64_t iteration, int64_t env_steps,
+                 calf_error *err) {
     char dir[4096], path[4400];
-    calf_error err;
-    if (fs_join(dir, sizeof dir, root, sub, &err) != CALF_OK) return true;
+    int rc = fs_join(dir, sizeof dir, root, sub, err);
+    if (rc) return rc;
     DIR *d = opendir(dir);
-    if (!d) return true;
+    if (!d) return CALF_OK;
     char **names = NULL;
     size_t n = 0, cap = 0;
-    bool short_of_memory = false; /* then as for a file that cannot be read: needed */
-    for (struct dirent *e; !short_of_memory && (e = readdir(d)) != NULL;) {
+    for (struct dirent *e; rc == CALF_OK && (e = readdir(d)) != NULL;) {
         if (strncmp(e->d_name, "events.out.tfevents.", 20) != 0) continue;
         if (n == cap) {
             size_t more = cap ? 2 * cap : 8;
-            char **grown = realloc(names, more * sizeof *grown);
+            char **grown = mem_realloc(names, more * sizeof *grown, err);
             if (!grown) {
-                short_of_memory = true;
+                rc = CALF_ENOMEM;
                 break;
             }
             names = grown;
             cap = more;
         }
-        size_t len = strlen(e->d_name);
-        if (!(names[n] = malloc(len + 1))) {
-            short_of_memory = true;
-            break;
-        }
-        memcpy(names[n++], e->d_name, len + 1);
+        if (!(names[n] = mem_strdup(e->d_name, err))) rc = CALF_ENOMEM;
+        else n++;
     }
     closedir(d);
-    if (short_of_memory) {
-        for (size_t i = 0; i < n; i++) free(names[i]);
-        free(names);
-        return true;
+    if (n) qsort(names, n, sizeof *names, cmp_names); /* launch order: names start with the time */
+    for (size_t i = 0; i < n && rc == CALF_OK; i++) {
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path) continue;
+        rc = trim_file(path, iteration, env_steps, err);
     }
-    qsort(names, n, sizeof *names, cmp_names); /* launch order: names start with the time */
-    events_run run;
-    events_run_init(&run);
-    bool needed = false;
-    for (size_t i = 0; i < n && !needed; i++)
-        needed = snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path ||
-                 events_run_read_file(&run, path, NULL, &err) != CALF_OK;
-    for (size_t i = 0; i < run.num_entries && !needed; i++) {
-        const events_entry *en = &run.entries[i];
-        needed = en->what == EVENTS_ENTRY_VALUE && !en->purged && en->step > iteration &&
-                 strncmp(en->text, "Metrics_vs_", 11) != 0;
-    }
-    events_run_free(&run);
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
-    return needed;
+    return rc;
 }

@@ -837,6 +837,12 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
         t->ended = true;
         return CALF_OK;
     }
+    /* A resume: what earlier launches wrote past the checkpoint goes, on each tag's own
+     * step axis, before this launch writes those steps again (session_log.h) */
+    if (rc == CALF_OK && calf_context_is_main() && t->iteration > 0)
+        rc = session_trim(o->root_dir, "train", t->iteration, t->env_steps, err);
+    if (rc == CALF_OK && calf_context_is_main() && t->iteration > 0)
+        rc = session_trim(o->root_dir, "eval", t->iteration, t->env_steps, err);
     if (rc == CALF_OK && calf_context_is_main() && t->p.evaluate)
         rc = open_eval_writer(t, o->root_dir, err);
     char trdir[4096];
@@ -865,13 +871,12 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
             t->guards_exit = true;
         }
     }
-    /* TensorBoard's restart marker: readers drop what an earlier launch wrote for the
-     * steps this one writes again (a run that died after its last checkpoint) */
-    if (t->train_writer && session_restart_needed(t->root, "train", t->iteration))
-        calf_summary_writer_add_session_start(t->train_writer, t->iteration + 1,
-                                              calf_clock_s(CLOCK_REALTIME));
-    if (t->eval_writer && session_restart_needed(t->root, "eval", t->iteration))
-        calf_summary_writer_add_session_start(t->eval_writer, t->iteration + 1, (double)time(NULL));
+    /* a run's start is a SessionLog START at step 1, as TensorBoard's writers mark it (it
+     * drops nothing: nothing comes before it); a resume writes none (see above) */
+    if (t->train_writer && t->iteration == 0)
+        calf_summary_writer_add_session_start(t->train_writer, 1, calf_clock_s(CLOCK_REALTIME));
+    if (t->eval_writer && t->iteration == 0)
+        calf_summary_writer_add_session_start(t->eval_writer, 1, (double)time(NULL));
     return CALF_OK;
 }
 
