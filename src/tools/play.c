@@ -138,6 +138,10 @@ static int read_observations(const char *path, int od, float **obs, int *rows, c
         if (rc == CALF_OK) ++*rows;
     }
     if (rc == CALF_OK && ferror(f)) rc = calf_error_set(err, CALF_EIO, "%s: read error", path);
+    /* getline's -1 before the end without a read error: no memory for the line */
+    if (rc == CALF_OK && !feof(f))
+        rc = calf_error_set(err, CALF_ENOMEM, "%s:%d: out of memory reading a line", path,
+                            lineno + 1);
     free(line);
     fclose(f);
     if (rc != CALF_OK) {
