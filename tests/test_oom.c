@@ -175,7 +175,8 @@ static long check_call(const char *name, call_fn fn, bool exiting_ok) {
 
 /* ---- the calls ----------------------------------------------------------------- */
 
-static char run_a[512], run_b[512], events_file[1024], gin_file[512], out_file[512];
+static char run_a[512], run_b[512], events_file[1024], gin_file[512], out_file[512],
+    obs_file[512];
 
 static int put_bytes(FILE *out, const void *p, size_t n) {
     return fwrite(p, 1, n, out) == n ? CALF_OK : CALF_EIO;
@@ -335,6 +336,19 @@ static int call_play(FILE *out, calf_error *err) {
     return copy_out_file(calf_play(&o, err), out);
 }
 
+/* calf play --observations: greedy actions for the rows of a file */
+static int call_play_observations(FILE *out, calf_error *err) {
+    calf_play_options o;
+    memset(&o, 0, sizeof o);
+    o.root_dir = run_a;
+    o.num_episodes = 1;
+    o.observations = obs_file;
+    o.dump_actions = out_file;
+    o.out = out;
+    unlink(out_file);
+    return copy_out_file(calf_play(&o, err), out);
+}
+
 static int call_export(FILE *out, calf_error *err) {
     calf_export_options o;
     memset(&o, 0, sizeof o);
@@ -386,6 +400,7 @@ int main(void) {
     join(run_b, sizeof run_b, tmp_root, "cartpole-seed2");
     join(gin_file, sizeof gin_file, tmp_root, "included.gin");
     join(out_file, sizeof out_file, tmp_root, "out.txt");
+    join(obs_file, sizeof obs_file, tmp_root, "observations.txt");
     train(run_a);
     train(run_b);
     find_events_file(run_a);
@@ -394,6 +409,13 @@ int main(void) {
     if (g) {
         fprintf(g, "include '%s/examples/ppo_cartpole.gin'\n", CALF_SOURCE_DIR);
         CHECK_INT_EQ(fclose(g), 0);
+    }
+    FILE *o = fopen(obs_file, "w");
+    CHECK(o != NULL);
+    if (o) {
+        for (int r = 0; r < 70; r++) /* past the reader's first 64 rows */
+            fprintf(o, "%g %g %g %g\n", r * 0.01 - 0.3, 0.5 - r * 0.02, r % 3 * 0.05, -0.1 * (r % 4));
+        CHECK_INT_EQ(fclose(o), 0);
     }
     if (test_failures == 0) {
         /* each converted entry point fails cleanly at each of its allocations */
@@ -408,6 +430,7 @@ int main(void) {
         /* these load the algorithm, whose modules may not all be converted yet */
         CHECK(check_call("calf_policy", call_policy, true) > 0);
         CHECK(check_call("calf_play", call_play, true) > 0);
+        CHECK(check_call("calf_play --observations", call_play_observations, true) > 0);
         CHECK(check_call("calf_export", call_export, true) > 0);
     }
     rm_rf(tmp_root);
