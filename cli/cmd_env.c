@@ -161,14 +161,21 @@ int calf_cmd_env(int argc, char **argv) {
     calf_rng action_rng;
     calf_rng_seed(&action_rng, seed, index, CALF_RNG_ACTION);
 
+    float *obs = calloc((size_t)s->obs_dim, sizeof *obs);
+    float *u = calloc(s->action_dim > 0 ? (size_t)s->action_dim : 1, sizeof *u);
+    double *drawn = calloc(s->reset_state_dim > 0 ? (size_t)s->reset_state_dim : 1, sizeof *drawn);
+    if (!obs || !u || !drawn) {
+        fprintf(stderr, "calf env: out of memory for %s's observation\n", s->name);
+        calf_env_free(&env);
+        free(obs);
+        free(u);
+        free(drawn);
+        return 1;
+    }
     printf("# %s seed=%llu index=%llu\n", s->name, (unsigned long long)seed,
            (unsigned long long)index);
     printf("# step action%s obs[%d] reward terminated truncated\n",
            s->action_dim > 1 ? "[...]" : "", s->obs_dim);
-    float *obs = calf_xcalloc((size_t)s->obs_dim, sizeof *obs);
-    float *u = calf_xcalloc(s->action_dim > 0 ? (size_t)s->action_dim : 1, sizeof *u);
-    double *drawn = calf_xcalloc(s->reset_state_dim > 0 ? (size_t)s->reset_state_dim : 1,
-                                 sizeof *drawn);
     float reward;
     calf_env_reset(&env, obs);
     print_reset(&env, obs, drawn);

@@ -169,7 +169,9 @@ static void test_group(void) {
     plot_points runs[3] = {{sa, xa, ya, 4}, {sb, xb, yb, 5}, {sc, xc, yc, 5}};
     int64_t step[8];
     double x[8], mean[8], mn[8], mx[8];
-    size_t n = plot_group(runs, 3, step, x, mean, mn, mx);
+    size_t n = 0;
+    calf_error err;
+    CHECK_INT_EQ(plot_group(runs, 3, step, x, mean, mn, mx, &n, &err), CALF_OK);
     CHECK_INT_EQ(n, 3); /* steps 2, 3, 4: the ones all three have */
     const int64_t want_step[] = {2, 3, 4};
     const double want_x[] = {20, (30.0 + 32 + 30) / 3, 40};
@@ -183,13 +185,14 @@ static void test_group(void) {
         CHECK(mx[i] == want_max[i]);
     }
     /* one run: its own points by step, min = max = mean */
-    n = plot_group(runs, 1, step, x, mean, mn, mx);
+    CHECK_INT_EQ(plot_group(runs, 1, step, x, mean, mn, mx, &n, &err), CALF_OK);
     CHECK_INT_EQ(n, 4);
     CHECK(mean[3] == 4 && mn[3] == 4 && mx[3] == 4 && x[3] == 40);
     /* no step in common */
     const int64_t sd[] = {7};
     plot_points two[2] = {{sa, xa, ya, 4}, {sd, xa, ya, 1}};
-    CHECK_INT_EQ(plot_group(two, 2, step, x, mean, mn, mx), 0);
+    CHECK_INT_EQ(plot_group(two, 2, step, x, mean, mn, mx, &n, &err), CALF_OK);
+    CHECK_INT_EQ(n, 0);
     /* the EMA is linear: the smoothed mean is the mean of the smoothed runs */
     const double r1[] = {1, 5, 2, 8}, r2[] = {3, -1, 4, 0};
     double m[4], s1[4], s2[4], sm[4];

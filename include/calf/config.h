@@ -226,7 +226,9 @@ typedef struct calf_config {
 /* Every binding at its default, no macros. */
 void calf_config_init(calf_config *cfg);
 /* Parse a gin file (with includes, relative to the including file) into cfg.
- * Errors name file:line and return CALF_EINVAL (CALF_EIO for an unreadable file).
+ * Errors name file:line and return CALF_EINVAL (CALF_EIO for an unreadable file,
+ * CALF_ENOMEM "out of memory allocating ..." when a file's text does not fit; cfg may
+ * then hold the rows parsed before it).
  * Besides `Scope.param = value` and `include 'file.gin'`, calf reads what ALF's configs
  * use: `scope/Scope.param = value` (rows of the table), `@Name` references, None for
  * optional rows, `import x.y` / `from x import y` (ignored: a config is data), a UTF-8
@@ -236,7 +238,8 @@ void calf_config_init(calf_config *cfg);
  * and --conf_params alike: defining it again changes later uses (last wins), and
  * changing it after a use is an error, since gin would change that earlier use too. */
 int calf_config_parse_file(calf_config *cfg, const char *path, calf_error *err);
-/* Parse gin text; `origin` names it in messages and in the operative dump. */
+/* Parse gin text; `origin` names it in messages and in the operative dump. Errors as
+ * calf_config_parse_file's (memory is taken only to read the files it includes). */
 int calf_config_parse_string(calf_config *cfg, const char *text, const char *origin, calf_error *err);
 /* Apply one --conf_param 'Scope.param=value' (or 'NAME=value', a macro). */
 int calf_config_apply_param(calf_config *cfg, const char *assignment, calf_error *err);

@@ -123,8 +123,9 @@ int calf_plugin_check_abi(int loader_abi, int plugin_abi, calf_error *err);
  * classes. CALF_EINVAL with a message naming path when the file is missing or not a
  * shared object, lacks calf_plugin_register, was built for another ABI, registers no
  * class, or a class's name is taken (by a built-in or another library); then nothing
- * of it stays registered or loaded. Not thread-safe: load at start-up, before workers
- * fork (they inherit it). The library stays loaded until the process ends. */
+ * of it stays registered or loaded; CALF_ENOMEM (nothing loaded) when memory runs out.
+ * Not thread-safe: load at start-up, before workers fork (they inherit it). The
+ * library stays loaded until the process ends. */
 int calf_env_load_library(const char *path, calf_error *err);
 int calf_env_library_count(void);
 /* The absolute path of the i-th loaded library, in load order; NULL out of range.
@@ -136,8 +137,9 @@ const char *calf_env_class_library(const calf_env_class *cls);
 
 /* Create env `index` of a job seeded with `seed`. Unknown name -> CALF_EINVAL naming
  * it and listing the known names; a failed create hook -> its status and message (env
- * left zeroed). The state is zeroed, then created: call calf_env_reset before the
- * first step. */
+ * left zeroed); CALF_ENOMEM "out of memory allocating ..." when the state does not
+ * fit (env left zeroed). The state is zeroed, then created: call calf_env_reset before
+ * the first step. */
 int calf_env_init(calf_env *env, const char *name, uint64_t seed, uint64_t index, calf_error *err);
 void calf_env_free(calf_env *env);      /* safe on a zeroed/freed env */
 /* The state's checkpoint form: spec.save_size bytes for classes with save/load, else

@@ -44,7 +44,8 @@ typedef struct calf_plot_options {
  * with 1-2-5 ticks. src/tools/plot.h (plot_write_svg) says how values map to coordinates.
  * Everything is read and checked before the first byte is written: bad options, a ROOT
  * with no events file, a damaged events file or a tag no run has is CALF_EINVAL with a
- * one-line message and nothing written; a failed write is CALF_EIO. */
+ * one-line message and nothing written; so is running out of memory, CALF_ENOMEM "...
+ * out of memory allocating ..."; a failed write is CALF_EIO. */
 int calf_plot(const char *const *roots, /* (num_roots) */ size_t num_roots,
               const calf_plot_options *opt, FILE *out, calf_error *err);
 

@@ -23,7 +23,8 @@ typedef struct calf_policy calf_policy;
  * NULL and nothing held: CALF_EINVAL naming the file for a missing or bad config, no
  * checkpoint, a damaged one or one of another config, an unregistered environment (the
  * message says which --env_lib the run used); CALF_EIO when the checkpoint directory
- * cannot be read. */
+ * cannot be read; CALF_ENOMEM "out of memory allocating ..." when the policy does not
+ * fit. */
 int calf_policy_open(const char *root_dir, const char *checkpoint, calf_policy **out,
                      calf_error *err);
 void calf_policy_close(calf_policy *p); /* NULL is fine */
@@ -46,7 +47,9 @@ int64_t calf_policy_iteration(const calf_policy *p);
  * a discrete policy or cont_actions (rows, action_dim) for a continuous one; the other
  * may be NULL. Continuous actions are the policy's, not clipped: an env clips to its
  * bounds as it steps (calf_vec_env_step does). Row r's action depends only on row r.
- * rows 0 writes nothing. CALF_EINVAL for rows < 0 or a NULL array that is needed.
+ * rows 0 writes nothing. CALF_EINVAL for rows < 0 or a NULL array that is needed;
+ * CALF_ENOMEM when scratch for more rows than before does not fit (the handle stays
+ * usable).
  * (Not named calf_policy_act: that is the one-row function a `calf export` file
  * defines, which computes the same actions.) */
 int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,

@@ -21,15 +21,19 @@ typedef struct calf_summary_writer calf_summary_writer;
  * Records reach the file at least every flush_secs seconds (checked on each write;
  * <= 0 flushes after every record), when 1 MiB is waiting, and at flush/close; never in
  * part: a write that fails is cut back to the last whole record (so a full disk leaves
- * a file that reads cleanly), and nothing more is written after it. Opens regardless of rank: use
- * calf_summary_run for the rank-gated context. Returns NULL and fills err on failure.
+ * a file that reads cleanly), and nothing more is written after it. Running out of
+ * memory for a record is sticky the same way (CALF_ENOMEM; the records before it are
+ * written). Opens regardless of rank: use calf_summary_run for the rank-gated context.
+ * Returns NULL and fills err on failure (CALF_ENOMEM when the writer does not fit;
+ * no file is left then).
  * The caller owns the writer and releases it with calf_summary_writer_close. */
 calf_summary_writer *calf_summary_writer_open(const char *dir, double flush_secs,
                                               calf_error *err);
 /* Path of the events file; owned by the writer. */
 const char *calf_summary_writer_path(const calf_summary_writer *w);
-/* Push buffered records to the file. Reports the first write error since the writer
- * was opened, if any (write errors are sticky: after one, nothing more is written). */
+/* Push buffered records to the file. Reports the first write error (or lost record,
+ * CALF_ENOMEM) since the writer was opened, if any (they are sticky: after one,
+ * nothing more is written). */
 int calf_summary_writer_flush(calf_summary_writer *w, calf_error *err);
 /* The first write error since the writer was opened (filling err), or CALF_OK; writes
  * nothing. */
@@ -123,8 +127,10 @@ typedef struct calf_events_dump_options {
  * writing?); ignored". A damaged record (CRC mismatch, a length over 1 GiB, an Event
  * that does not parse), a file with no complete record, or one that cannot be opened
  * is CALF_EINVAL/CALF_EIO naming the file (and the record's byte offset); what was read
- * before it is printed and the files after it are not read. A failed write on out is
- * CALF_EIO "events: write: ...". opt may be NULL (the defaults). */
+ * before it is printed and the files after it are not read. Running out of memory is
+ * CALF_ENOMEM "events: FILE: record at offset N: out of memory allocating ...", and
+ * nothing is printed. A failed write on out is CALF_EIO "events: write: ...". opt may
+ * be NULL (the defaults). */
 int calf_events_dump(const char *const *paths, /* (num_paths) */ size_t num_paths,
                      const calf_events_dump_options *opt, FILE *out, calf_error *err);
 

@@ -56,7 +56,8 @@ typedef struct calf_play_options {
  * to o->out. The dump_actions file is written atomically when it is a regular file (or
  * new): after a failure there is no file, not an empty or partial one; a device or
  * pipe that exists (/dev/stdout) is written straight. Returns a calf_status: a failed
- * write is CALF_EIO naming the file or stream and the system's reason. */
+ * write is CALF_EIO naming the file or stream and the system's reason; running out of
+ * memory CALF_ENOMEM "... out of memory ...", with nothing written. */
 int calf_play(const calf_play_options *o, calf_error *err);
 
 typedef struct calf_export_options {
@@ -76,7 +77,8 @@ typedef struct calf_export_options {
  * same summation order): equal discrete actions, continuous ones within rounding of the
  * last step. The file is written atomically (a device or pipe that exists, straight).
  * Returns a calf_status; an algorithm that cannot be exported, a run or checkpoint that
- * does not load, is CALF_EINVAL; a failed write CALF_EIO naming the file and reason. */
+ * does not load, is CALF_EINVAL; a failed write CALF_EIO naming the file and reason;
+ * running out of memory CALF_ENOMEM "... out of memory ...", with nothing written. */
 int calf_export(const calf_export_options *o, calf_error *err);
 
 #endif

@@ -22,7 +22,9 @@ typedef struct calf_vec_env calf_vec_env;
  * On success *out is the caller's, to release with calf_vec_env_close. Errors, with
  * *out NULL and nothing held: CALF_EINVAL for an unknown name (the message lists the
  * known ones), a plug-in that does not load, first_index < 0, count < 1 or a range
- * past INT32_MAX; an env class's own create failing gives its status and message. */
+ * past INT32_MAX; CALF_ENOMEM "out of memory allocating ..." when the envs do not fit
+ * (or a plug-in's path cannot be kept); an env class's own create failing gives its
+ * status and message. */
 int calf_vec_env_open(const char *env_name, const char *env_lib, uint64_t seed, int first_index,
                       int count, calf_vec_env **out, calf_error *err);
 void calf_vec_env_close(calf_vec_env *v); /* NULL is fine */

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "algorithms/registry.h"
+#include "base/mem.h"
 
 typedef struct binding_row {
     const char *name;
@@ -679,7 +680,11 @@ static int read_file(const char *path, char **out, calf_error *err) {
         return calf_error_set(err, CALF_EINVAL, "%s: is a directory, not a config file", path);
     }
     size_t cap = 4096, len = 0;
-    char *buf = calf_xmalloc(cap);
+    char *buf = mem_alloc(cap, err);
+    if (!buf) {
+        fclose(f);
+        return CALF_ENOMEM;
+    }
     size_t got;
     while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
         len += got;
@@ -690,8 +695,12 @@ static int read_file(const char *path, char **out, calf_error *err) {
                 return calf_error_set(err, CALF_EINVAL, "%s: config file too large", path);
             }
             cap *= 2;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); return calf_error_set(err, CALF_ENOMEM, "%s: out of memory", path); }
+            char *nb = mem_realloc(buf, cap, err);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return CALF_ENOMEM;
+            }
             buf = nb;
         }
     }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "envs/envs.h"
 
 static const calf_env_class *const builtin_classes[] = {
@@ -202,10 +203,14 @@ int calf_env_load_library(const char *path, calf_error *err) {
     if (num_libs >= CALF_ENV_MAX_LIBRARIES)
         return calf_error_set(err, CALF_EINVAL, "--env_lib %s: more than %d libraries", path,
                               CALF_ENV_MAX_LIBRARIES);
+    /* The name is copied first: nothing of the library is loaded if that fails. */
+    char *kept = mem_strdup(abs, err);
+    if (!kept) return CALF_ENOMEM;
     /* RTLD_LOCAL: two plug-ins may use the same names for their own functions */
     void *h = dlopen(abs, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
+        free(kept);
         return calf_error_set(err, CALF_EINVAL, "--env_lib %s: cannot load it: %s", path,
                               why ? why : "unknown error");
     }
@@ -213,6 +218,7 @@ int calf_env_load_library(const char *path, calf_error *err) {
     void *sym = dlsym(h, CALF_PLUGIN_REGISTER_NAME);
     if (!sym) {
         dlclose(h);
+        free(kept);
         return calf_error_set(err, CALF_EINVAL,
                               "--env_lib %s: not a calf plug-in: it defines no function "
                               CALF_PLUGIN_REGISTER_NAME " (see include/calf/env.h)",
@@ -232,11 +238,11 @@ int calf_env_load_library(const char *path, calf_error *err) {
     if (rc != CALF_OK) {
         num_registered = before; /* nothing of it stays: its classes go with it */
         dlclose(h);
+        free(kept);
         return calf_error_set(err, CALF_EINVAL, "--env_lib %s: %s", path,
                               why.msg[0] ? why.msg : CALF_PLUGIN_REGISTER_NAME " failed");
     }
-    size_t n = strlen(abs) + 1;
-    libs[num_libs].path = memcpy(calf_xcalloc(n, 1), abs, n);
+    libs[num_libs].path = kept;
     libs[num_libs].handle = h;
     num_libs++;
     return CALF_OK;
@@ -247,18 +253,23 @@ int calf_env_init(calf_env *env, const char *name, uint64_t seed, uint64_t index
     memset(env, 0, sizeof *env);
     const calf_env_class *cls = calf_env_lookup(name, err);
     if (!cls) return CALF_EINVAL;
-    env->state = calf_xcalloc(1, cls->spec.state_size);
+    env->state = mem_calloc(1, cls->spec.state_size, err);
+    if (!env->state) return CALF_ENOMEM;
+    if (cls->spec.action_dim > 0) {
+        env->clipped = mem_calloc((size_t)cls->spec.action_dim, sizeof *env->clipped, err);
+        if (!env->clipped) {
+            calf_env_free(env);
+            return CALF_ENOMEM;
+        }
+    }
     if (cls->create) {
         int rc = cls->create(env->state, err);
         if (rc != CALF_OK) {
-            free(env->state);
-            env->state = NULL;
+            calf_env_free(env); /* cls not yet set: no destroy of what was not created */
             return rc;
         }
     }
     env->cls = cls;
-    if (cls->spec.action_dim > 0)
-        env->clipped = calf_xcalloc((size_t)cls->spec.action_dim, sizeof *env->clipped);
     calf_rng_seed(&env->rng, seed, index, CALF_RNG_DYNAMICS);
     env->elapsed_steps = 0;
     return CALF_OK;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/bytes.h"
+#include "base/mem.h"
 #include "calf/vec_env.h"
 
 /* The record stores the env's state bytes verbatim, i.e. in host byte order. */
@@ -41,13 +42,18 @@ int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, in
     ve->obs_dim = cls->spec.obs_dim;
     ve->num_actions = cls->spec.num_actions;
     ve->action_dim = cls->spec.action_dim;
-    ve->envs = calf_xcalloc((size_t)count, sizeof *ve->envs);
-    ve->obs = calf_xcalloc((size_t)count * (size_t)ve->obs_dim, sizeof *ve->obs);
-    ve->episode_return = calf_xcalloc((size_t)count, sizeof *ve->episode_return);
-    ve->episode_length = calf_xcalloc((size_t)count, sizeof *ve->episode_length);
-    if (cls->step_many && ve->action_dim > 0)
-        ve->clipped = calf_xcalloc((size_t)count * (size_t)ve->action_dim, sizeof *ve->clipped);
-    ve->scratch_obs = calf_xcalloc(2 * (size_t)ve->obs_dim, sizeof *ve->scratch_obs);
+    bool ok = (ve->envs = mem_calloc((size_t)count, sizeof *ve->envs, err)) &&
+              (ve->obs = mem_calloc((size_t)count * (size_t)ve->obs_dim, sizeof *ve->obs, err)) &&
+              (ve->episode_return = mem_calloc((size_t)count, sizeof *ve->episode_return, err)) &&
+              (ve->episode_length = mem_calloc((size_t)count, sizeof *ve->episode_length, err)) &&
+              (ve->scratch_obs = mem_calloc(2 * (size_t)ve->obs_dim, sizeof *ve->scratch_obs, err));
+    if (ok && cls->step_many && ve->action_dim > 0)
+        ok = (ve->clipped = mem_calloc((size_t)count * (size_t)ve->action_dim, sizeof *ve->clipped,
+                                       err)) != NULL;
+    if (!ok) {
+        vec_env_free(ve);
+        return CALF_ENOMEM;
+    }
     for (int i = 0; i < count; i++) {
         /* A native env's create may fail (its model, memory); envs made so far go. */
         int rc = calf_env_init(&ve->envs[i], env_name, seed, (uint64_t)begin + (uint64_t)i, err);
@@ -315,7 +321,8 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     }
     /* Aligned copies: the record may not be aligned. */
     const unsigned char *state = p + state_offset(ve);
-    void *tmp = calf_xmalloc(ss);
+    void *tmp = mem_alloc(ss, err);
+    if (!tmp) return CALF_ENOMEM;
     memcpy(tmp, state, ss);
     int rc = CALF_OK;
     if (!env->cls->load) {
@@ -332,7 +339,11 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     } else {
         /* A native state is checked by loading it; the old one, kept aside, comes back
          * if the loaded one does not give the stored observation. */
-        void *old = calf_xmalloc(ss);
+        void *old = mem_alloc(ss, err);
+        if (!old) {
+            free(tmp);
+            return CALF_ENOMEM;
+        }
         calf_env_save_state(env, old);
         calf_error sub;
         calf_error_clear(&sub);
@@ -379,8 +390,8 @@ int calf_vec_env_open(const char *env_name, const char *env_lib, uint64_t seed, 
         int rc = calf_env_load_library(env_lib, err);
         if (rc != CALF_OK) return rc;
     }
-    calf_vec_env *v = calloc(1, sizeof *v);
-    if (!v) return calf_error_set(err, CALF_ENOMEM, "calf_vec_env_open: out of memory");
+    calf_vec_env *v = mem_calloc(1, sizeof *v, err);
+    if (!v) return CALF_ENOMEM;
     int rc = vec_env_init(&v->ve, env_name, seed, first_index, count, err);
     if (rc != CALF_OK) {
         free(v);

@@ -29,8 +29,8 @@ typedef struct vec_env {
 
 /* Create envs begin..begin+count-1 of `env_name` seeded with `seed`, and reset each
  * once (ve->obs then holds the first observations). Errors: unknown env name,
- * begin < 0, count < 1, an env class's create failing. On error nothing is left
- * allocated. */
+ * begin < 0, count < 1, an env class's create failing, CALF_ENOMEM. On error nothing
+ * is left allocated. */
 int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, int count,
                  calf_error *err);
 void vec_env_free(vec_env *ve);   /* safe on a zeroed or freed vec_env */
@@ -62,7 +62,8 @@ size_t vec_env_record_size(const vec_env *ve);
 void vec_env_save_record(const vec_env *ve, int local_i, void *rec);
 /* Validates the record (it may come from a corrupted or foreign file: magic, class
  * state size, global index, elapsed_steps range, finite values, obs consistent with
- * the state) and only then overwrites env local_i. */
+ * the state) and only then overwrites env local_i; CALF_ENOMEM (env untouched) when
+ * the copies it checks with do not fit. */
 int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *err);
 
 #endif

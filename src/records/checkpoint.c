@@ -655,8 +655,25 @@ int ckpt_find_latest_usable(const char *dir, char *path_out, size_t cap, ckpt_he
         if ((rc = ckpt_path(path_out, cap, dir, iters[i], err)) != CALF_OK) break;
         calf_error e;
         calf_error_clear(&e);
-        if (ckpt_read_head(path_out, hdr, SIZE_MAX, payload, n, &e) == CALF_OK) {
-            if (hdr->iteration == iters[i] && (!check || check(path_out, hdr, arg, &e) == CALF_OK)) {
+        int hrc = ckpt_read_head(path_out, hdr, SIZE_MAX, payload, n, &e);
+        if (hrc == CALF_ENOMEM) { /* not a damaged file: an older one would be the wrong one */
+            path_out[0] = '\0';
+            rc = calf_error_set(err, hrc, "%s", e.msg);
+            break;
+        }
+        if (hrc == CALF_OK) {
+            int crc = hdr->iteration == iters[i] && check ? check(path_out, hdr, arg, &e) : CALF_OK;
+            if (crc == CALF_ENOMEM) {
+                if (payload) {
+                    free(*payload);
+                    *payload = NULL;
+                    *n = 0;
+                }
+                path_out[0] = '\0';
+                rc = calf_error_set(err, crc, "%s", e.msg);
+                break;
+            }
+            if (hdr->iteration == iters[i] && crc == CALF_OK) {
                 *found = true;
                 break;
             }

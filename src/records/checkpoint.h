@@ -137,8 +137,9 @@ int ckpt_prune(const char *dir, int keep, int64_t newest, calf_error *err);
  * older one is tried (payload and n NULL: validate only, keep nothing). *found is false
  * and CALF_OK is returned when dir holds no
  * checkpoint at all (a fresh start); if checkpoints exist but none is valid, that is
- * CALF_EINVAL. On success path_out holds the file's path and *payload (malloc'd, the
- * caller frees) its payload. */
+ * CALF_EINVAL. Running out of memory while reading one is CALF_ENOMEM at once, not a
+ * reason to take an older one. On success path_out holds the file's path and *payload
+ * (malloc'd, the caller frees) its payload. */
 int ckpt_find_latest_valid(const char *dir, char *path_out, size_t cap, ckpt_header *hdr,
                            unsigned char **payload, size_t *n, bool *found, FILE *warn,
                            calf_error *err);

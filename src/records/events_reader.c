@@ -10,6 +10,7 @@
 
 #include "calf/summary.h"
 #include "base/bytes.h"
+#include "base/mem.h"
 #include "records/crc32c.h"
 
 enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_FIXED32 = 5 };
@@ -105,22 +106,29 @@ static int want_wt(unsigned field, unsigned wt, unsigned want, const char *msg,
                           field, wt, want);
 }
 
-static char *dup_bytes(const pcur *s) {
+/* The bytes of s as a C string in *out (replacing and freeing what it held). */
+static int dup_bytes(const pcur *s, char **out, calf_error *err) {
     size_t n = (size_t)(s->end - s->p);
-    char *out = calf_xmalloc(n + 1);
-    if (n) memcpy(out, s->p, n);
-    out[n] = '\0';
-    return out;
+    char *d = mem_alloc(n + 1, err);
+    if (!d) return CALF_ENOMEM;
+    if (n) memcpy(d, s->p, n);
+    d[n] = '\0';
+    free(*out);
+    *out = d;
+    return CALF_OK;
 }
 
-static void push_double(double **arr, size_t *n, double v) {
+static int push_double(double **arr, size_t *n, double v, calf_error *err) {
     /* Capacity is 16, 32, 64, ...: grow exactly when n reaches it. The count is bounded
      * by the record size, which is bounded by EVENTS_MAX_RECORD. */
     if (*n == 0 || (*n >= 16 && (*n & (*n - 1)) == 0)) {
         size_t cap = *n ? *n * 2 : 16;
-        *arr = calf_xrealloc(*arr, cap * sizeof **arr);
+        double *grown = mem_realloc(*arr, cap * sizeof **arr, err);
+        if (!grown) return CALF_ENOMEM;
+        *arr = grown;
     }
     (*arr)[(*n)++] = v;
+    return CALF_OK;
 }
 
 /* bucket_limit and bucket are packed doubles, but a parser must also accept the same
@@ -130,7 +138,7 @@ static int rd_doubles(pcur *c, unsigned field, unsigned wt, double **arr, size_t
     double d;
     if (wt == WT_FIXED64) {
         int rc = rd_double(c, &d, err);
-        if (rc == CALF_OK) push_double(arr, n, d);
+        if (rc == CALF_OK) rc = push_double(arr, n, d, err);
         return rc;
     }
     int rc = want_wt(field, wt, WT_LEN, "HistogramProto", err);
@@ -143,7 +151,7 @@ static int rd_doubles(pcur *c, unsigned field, unsigned wt, double **arr, size_t
                               field, (size_t)(sub.end - sub.p));
     while (sub.p < sub.end) {
         if ((rc = rd_double(&sub, &d, err)) != CALF_OK) return rc;
-        push_double(arr, n, d);
+        if ((rc = push_double(arr, n, d, err)) != CALF_OK) return rc;
     }
     return CALF_OK;
 }
@@ -195,8 +203,7 @@ static int decode_value(pcur *c, events_value *v, calf_error *err) {
         case 1: /* tag */
             if ((rc = want_wt(field, wt, WT_LEN, "Summary.Value", err)) != CALF_OK) break;
             if ((rc = rd_len(c, &sub, err)) != CALF_OK) break;
-            free(v->tag);
-            v->tag = dup_bytes(&sub);
+            rc = dup_bytes(&sub, &v->tag, err);
             break;
         case 2: /* simple_value */
             if ((rc = want_wt(field, wt, WT_FIXED32, "Summary.Value", err)) != CALF_OK) break;
@@ -220,7 +227,7 @@ static int decode_value(pcur *c, events_value *v, calf_error *err) {
         default: rc = skip_field(c, wt, err); break;
         }
     }
-    if (rc == CALF_OK && !v->tag) v->tag = dup_bytes(&(pcur){c->end, c->end});
+    if (rc == CALF_OK && !v->tag) rc = dup_bytes(&(pcur){c->end, c->end}, &v->tag, err);
     return rc;
 }
 
@@ -238,7 +245,12 @@ static int decode_summary(pcur *c, events_record *rec, calf_error *err) {
         if ((rc = rd_len(c, &sub, err)) != CALF_OK) break;
         if (rec->num_values == rec->values_cap) {
             size_t cap = rec->values_cap ? rec->values_cap * 2 : 4;
-            rec->values = calf_xrealloc(rec->values, cap * sizeof *rec->values);
+            events_value *grown = mem_realloc(rec->values, cap * sizeof *rec->values, err);
+            if (!grown) {
+                rc = CALF_ENOMEM;
+                break;
+            }
+            rec->values = grown;
             rec->values_cap = cap;
         }
         events_value *v = &rec->values[rec->num_values++];
@@ -330,8 +342,7 @@ int events_decode_event(const unsigned char *data, size_t len, events_record *re
             if ((rc = want_wt(field, wt, WT_LEN, "Event", err)) != CALF_OK) break;
             if ((rc = rd_len(&c, &sub, err)) != CALF_OK) break;
             clear_what_except(rec, WHAT_FILE_VERSION);
-            free(rec->file_version);
-            rec->file_version = dup_bytes(&sub);
+            rc = dup_bytes(&sub, &rec->file_version, err);
             break;
         case 5: /* summary */
             if ((rc = want_wt(field, wt, WT_LEN, "Event", err)) != CALF_OK) break;
@@ -362,9 +373,12 @@ int events_reader_open(events_reader *r, const char *path, calf_error *err) {
     memset(r, 0, sizeof *r);
     r->f = fopen(path, "rb");
     if (!r->f) return calf_error_set(err, CALF_EIO, "events: open %s: %s", path, strerror(errno));
-    size_t n = strlen(path);
-    r->path = calf_xmalloc(n + 1);
-    memcpy(r->path, path, n + 1);
+    r->path = mem_strdup(path, err);
+    if (!r->path) {
+        fclose(r->f); /* read-only: nothing to lose */
+        r->f = NULL;
+        return CALF_ENOMEM;
+    }
     return CALF_OK;
 }
 
@@ -436,11 +450,11 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
         size_t want = regular ? need : (got < 65536 ? 65536 : 2 * got);
         if (want > need) want = need;
         if (want > r->cap) {
-            unsigned char *b = realloc(r->buf, want);
+            calf_error merr;
+            unsigned char *b = mem_realloc(r->buf, want, &merr);
             if (!b)
-                return calf_error_set(err, CALF_ENOMEM,
-                                      "events: %s: no memory for a %zu-byte record", r->path,
-                                      need);
+                return calf_error_set(err, CALF_ENOMEM, "events: %s: record at offset %llu: %s",
+                                      r->path, off, merr.msg);
             r->buf = b;
             r->cap = want;
         }
@@ -462,7 +476,11 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
                               off);
     calf_error derr;
     calf_error_clear(&derr);
-    if (events_decode_event(r->buf, (size_t)len, &r->rec, &derr) != CALF_OK)
+    rc = events_decode_event(r->buf, (size_t)len, &r->rec, &derr);
+    if (rc == CALF_ENOMEM)
+        return calf_error_set(err, rc, "events: %s: record at offset %llu: %s", r->path, off,
+                              derr.msg);
+    if (rc != CALF_OK)
         return calf_error_set(err, CALF_EINVAL, "events: %s: bad Event in record at offset %llu: %s",
                               r->path, off, derr.msg);
     r->rec.offset = r->offset;
@@ -475,10 +493,13 @@ int events_reader_next(events_reader *r, const events_record **out, calf_error *
 
 /* A restart marker drops values read before it, so a run is read whole before anyone
  * (calf events, calf plot) shows it; the entries wait here. */
-static events_entry *run_push(events_run *d, int what, const events_record *rec) {
+static events_entry *run_push(events_run *d, int what, const events_record *rec,
+                              calf_error *err) {
     if (d->num_entries == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 64;
-        d->entries = calf_xrealloc(d->entries, cap * sizeof *d->entries);
+        events_entry *grown = mem_realloc(d->entries, cap * sizeof *d->entries, err);
+        if (!grown) return NULL;
+        d->entries = grown;
         d->cap = cap;
     }
     events_entry *l = &d->entries[d->num_entries++];
@@ -487,13 +508,6 @@ static events_entry *run_push(events_run *d, int what, const events_record *rec)
     l->step = rec->step;
     l->wall_time = rec->wall_time;
     return l;
-}
-
-static char *dup_str(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *out = calf_xmalloc(n);
-    memcpy(out, s, n);
-    return out;
 }
 
 /* event_util.ParseFileVersion: the number after the last "brain.Event:" (the whole
@@ -534,18 +548,35 @@ static void run_purge(events_run *d, const events_record *rec) {
     }
 }
 
-static void run_take(events_run *d, const events_record *rec) {
+/* A new entry whose text is a copy of text. */
+static events_entry *run_push_text(events_run *d, int what, const events_record *rec,
+                                   const char *text, calf_error *err) {
+    events_entry *l = run_push(d, what, rec, err);
+    if (l && !(l->text = mem_strdup(text, err))) {
+        d->num_entries--;
+        return NULL;
+    }
+    return l;
+}
+
+/* Adds rec's entries to the run. Out of memory: CALF_ENOMEM, with the entries taken
+ * before it still in the run (whose reading fails as a whole). */
+static int run_take(events_run *d, const events_record *rec, calf_error *err) {
+    events_entry *l;
     if (rec->file_version) {
         d->file_version = parse_file_version(rec->file_version);
-        run_push(d, EVENTS_ENTRY_VERSION, rec)->text = dup_str(rec->file_version);
+        if (!run_push_text(d, EVENTS_ENTRY_VERSION, rec, rec->file_version, err))
+            return CALF_ENOMEM;
     }
     run_purge(d, rec);
     if (rec->has_summary) d->most_recent_step = rec->step;
-    if (rec->has_session_log) run_push(d, EVENTS_ENTRY_SESSION, rec)->status = rec->session_status;
+    if (rec->has_session_log) {
+        if (!(l = run_push(d, EVENTS_ENTRY_SESSION, rec, err))) return CALF_ENOMEM;
+        l->status = rec->session_status;
+    }
     for (size_t i = 0; i < rec->num_values; i++) {
         const events_value *v = &rec->values[i];
-        events_entry *l = run_push(d, EVENTS_ENTRY_VALUE, rec);
-        l->text = dup_str(v->tag);
+        if (!(l = run_push_text(d, EVENTS_ENTRY_VALUE, rec, v->tag, err))) return CALF_ENOMEM;
         l->kind = v->kind;
         l->simple_value = v->simple_value;
         l->histo_num = v->histo_num;
@@ -553,6 +584,7 @@ static void run_take(events_run *d, const events_record *rec) {
         l->histo_max = v->histo_max;
         l->histo_sum = v->histo_sum;
     }
+    return CALF_OK;
 }
 
 void events_run_init(events_run *run) {
@@ -581,7 +613,12 @@ int events_run_read_file(events_run *d, const char *path, FILE *warn, calf_error
     calf_error_clear(&rerr);
     while ((rc = events_reader_next(&r, &rec, &rerr)) == CALF_OK && rec) {
         records++;
-        run_take(d, rec);
+        calf_error terr;
+        if ((rc = run_take(d, rec, &terr)) != CALF_OK) {
+            calf_error_set(&rerr, rc, "events: %s: record at offset %llu: %s", path,
+                           (unsigned long long)rec->offset, terr.msg);
+            break;
+        }
     }
     if (rc != CALF_OK && r.cut && records > 0) {
         rc = CALF_OK;
@@ -665,8 +702,9 @@ int calf_events_dump(const char *const *paths, size_t num_paths,
     int rc = CALF_OK;
     for (size_t i = 0; i < num_paths && rc == CALF_OK; i++)
         rc = events_run_read_file(&d, paths[i], opt->warn, err);
-    /* what was read before an error is still shown; the first error is the one reported */
-    if (d.num_entries > 0 || rc == CALF_OK) {
+    /* what was read before an error is still shown (but not what memory ran out in the
+     * middle of); the first error is the one reported */
+    if ((d.num_entries > 0 && rc != CALF_ENOMEM) || rc == CALF_OK) {
         calf_error perr;
         calf_error_clear(&perr);
         int prc = dump_print(&d, opt, out, &perr);

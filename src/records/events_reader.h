@@ -62,7 +62,7 @@ typedef struct events_reader {
     size_t cap;
 } events_reader;
 
-/* Open path for reading. On failure r needs no close. */
+/* Open path for reading. On failure (CALF_EIO, CALF_ENOMEM) r needs no close. */
 int events_reader_open(events_reader *r, const char *path, calf_error *err);
 /* Read and validate the next record. On CALF_OK *rec points at it (valid until the
  * next call or close), or is NULL at a clean end of file. A truncated or corrupt
@@ -71,13 +71,14 @@ int events_reader_open(events_reader *r, const char *path, calf_error *err);
  * header bytes, or a length whose CRC checks out but reaches past the end of the
  * file, data and trailing CRC included. Damaged: a CRC that does not match, a length
  * over 1 GiB, an Event that does not parse. Either way r->offset stays at the
- * record's start. */
+ * record's start. Out of memory: CALF_ENOMEM naming the file and offset. */
 int events_reader_next(events_reader *r, const events_record **rec, calf_error *err);
 void events_reader_close(events_reader *r); /* NULL-safe, idempotent */
 
 /* Decode one Event message (no framing) into rec, which must be zeroed or previously
  * filled by this function (its allocations are reused; release them with
- * events_record_free). The message names the problem, not the file. */
+ * events_record_free). The message names the problem, not the file; CALF_ENOMEM when a
+ * copy does not fit (rec holds what was decoded before it). */
 int events_decode_event(const unsigned char *data, size_t len, events_record *rec,
                         calf_error *err);
 void events_record_free(events_record *rec);

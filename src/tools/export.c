@@ -15,14 +15,18 @@
 #include <string.h>
 
 #include "base/bytes.h"
+#include "base/mem.h"
 #include "calf/train.h"
 #include "calf/version.h"
 #include "tools/play.h"
 
+/* Running out of memory is sticky here, as in bytes_buf: the algorithm's calls return
+ * nothing, and export_text checks once, after them. */
 struct export_c {
     bytes_buf nets;      /* file scope: each network's weights and forward function */
     bytes_buf body;      /* calf_policy_act's statements */
     bool uses_tanh, uses_relu;
+    calf_error oom;      /* a scratch allocation that failed; status CALF_OK while none */
 };
 
 /* ---- what algorithms call ------------------------------------------------------ */
@@ -33,7 +37,8 @@ static void put_vf(bytes_buf *b, const char *fmt, va_list ap) {
     int n = vsnprintf(NULL, 0, fmt, ap2);
     va_end(ap2);
     CALF_ASSERT(n >= 0);
-    char *at = (char *)bytes_buf_grow(b, (size_t)n + 1);
+    char *at = (char *)bytes_buf_room(b, (size_t)n + 1);
+    if (!at) return; /* b->failed */
     vsnprintf(at, (size_t)n + 1, fmt, ap);
     b->len--; /* keep the text without its terminator */
 }
@@ -89,7 +94,8 @@ void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *p
     for (int l = 0; l < L; l++) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         /* transposed, so that each output's chain reads its weights in order */
-        float *wt = calf_xmalloc((size_t)in * (size_t)out * sizeof *wt);
+        float *wt = mem_alloc((size_t)in * (size_t)out * sizeof *wt, &x->oom);
+        if (!wt) return;
         nn_transpose(params + m->w_off[l], in, out, wt);
         char arr[96];
         snprintf(arr, sizeof arr, "%s_w%d", name, l);
@@ -298,14 +304,23 @@ static int export_text(const play_policy *p, const char *root, bytes_buf *out, c
                               calf_config_string(&p->cfg, CALF_CFG_ALGORITHM_CTOR));
     export_c x;
     memset(&x, 0, sizeof x);
+    calf_error_clear(&x.oom);
     int rc = p->ops->export_c(p->algo, &x, err);
+    if (rc == CALF_OK && x.oom.status != CALF_OK)
+        rc = calf_error_set(err, x.oom.status, "export: %s", x.oom.msg);
     if (rc == CALF_OK) {
         put_head(out, p, root);
         put_prelude(out, &x);
-        if (x.nets.len) memcpy(bytes_buf_grow(out, x.nets.len), x.nets.data, x.nets.len);
+        unsigned char *at = x.nets.len ? bytes_buf_room(out, x.nets.len) : NULL;
+        if (at) memcpy(at, x.nets.data, x.nets.len);
         put_f(out, "\nint calf_policy_act(const float *obs, float *action) {\n");
-        if (x.body.len) memcpy(bytes_buf_grow(out, x.body.len), x.body.data, x.body.len);
+        at = x.body.len ? bytes_buf_room(out, x.body.len) : NULL;
+        if (at) memcpy(at, x.body.data, x.body.len);
         put_f(out, "}\n");
+        if (x.nets.failed || x.body.failed || out->failed)
+            rc = calf_error_set(err, CALF_ENOMEM,
+                                "export: out of memory writing the C file of %s (%zu bytes so far)",
+                                p->path, x.nets.len + x.body.len + out->len);
     }
     free(x.nets.data);
     free(x.body.data);
@@ -313,7 +328,8 @@ static int export_text(const play_policy *p, const char *root, bytes_buf *out, c
 }
 
 int calf_export(const calf_export_options *o, calf_error *err) {
-    play_policy *p = calf_xcalloc(1, sizeof *p);
+    play_policy *p = mem_calloc(1, sizeof *p, err);
+    if (!p) return CALF_ENOMEM;
     int rc = play_policy_open(p, o->root_dir, o->checkpoint, err);
     bytes_buf text = {0};
     if (rc == CALF_OK) rc = export_text(p, o->root_dir, &text, err);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "base/fsutil.h"
+#include "base/mem.h"
 #include "calf/train.h"
 #include "records/checkpoint.h"
 #include "training/trainer.h"
@@ -25,7 +26,7 @@ int play_policy_open(play_policy *p, const char *root, const char *checkpoint, c
         return calf_error_set(err, CALF_EINVAL, "path too long: %s", root);
     calf_config_init(&p->cfg);
     int rc = calf_config_parse_file(&p->cfg, conf, err);
-    if (rc) return CALF_EINVAL;
+    if (rc) return rc == CALF_ENOMEM ? rc : CALF_EINVAL;
     const char *env_name = calf_config_string(&p->cfg, CALF_CFG_ENV_NAME);
     calf_error why;
     calf_error_clear(&why);
@@ -114,9 +115,10 @@ static int read_observations(const char *path, int od, float **obs, int *rows, c
         if (*s == '\n' || *s == '\0') continue;
         if ((size_t)*rows == cap) {
             cap = cap ? 2 * cap : 64;
-            float *grown = realloc(*obs, cap * (size_t)od * sizeof(float));
+            calf_error merr;
+            float *grown = mem_realloc(*obs, cap * (size_t)od * sizeof(float), &merr);
             if (!grown) {
-                rc = calf_error_set(err, CALF_ENOMEM, "out of memory reading %s", path);
+                rc = calf_error_set(err, CALF_ENOMEM, "reading %s: %s", path, merr.msg);
                 break;
             }
             *obs = grown;
@@ -136,6 +138,10 @@ static int read_observations(const char *path, int od, float **obs, int *rows, c
         if (rc == CALF_OK) ++*rows;
     }
     if (rc == CALF_OK && ferror(f)) rc = calf_error_set(err, CALF_EIO, "%s: read error", path);
+    /* getline's -1 before the end without a read error: no memory for the line */
+    if (rc == CALF_OK && !feof(f))
+        rc = calf_error_set(err, CALF_ENOMEM, "%s:%d: out of memory reading a line", path,
+                            lineno + 1);
     free(line);
     fclose(f);
     if (rc != CALF_OK) {
@@ -155,8 +161,14 @@ static int act_on_file(const calf_play_options *o, play_policy *p, FILE *f, int 
     int rc = read_observations(o->observations, spec->obs_dim, &obs, rows, err);
     if (rc) return rc;
     int ad = spec->action_dim;
-    int *act = calf_xcalloc((size_t)*rows + 1, sizeof(int));
-    float *u = calf_xcalloc(((size_t)*rows + 1) * (size_t)(ad ? ad : 1), sizeof(float));
+    int *act = mem_calloc((size_t)*rows + 1, sizeof(int), err);
+    float *u = act ? mem_calloc(((size_t)*rows + 1) * (size_t)(ad ? ad : 1), sizeof(float), err)
+                   : NULL;
+    if (!u) {
+        free(obs);
+        free(act);
+        return CALF_ENOMEM;
+    }
     if (*rows > 0) p->ops->greedy(p->algo, obs, *rows, act, u);
     dump_rows(f, spec, obs, *rows, act, u);
     free(obs);
@@ -198,7 +210,8 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     if (o->observations && !o->dump_actions)
         return calf_error_set(err, CALF_EINVAL, "--observations needs --dump_actions FILE");
     FILE *out = o->out ? o->out : stdout;
-    play_policy *p = calf_xcalloc(1, sizeof *p);
+    play_policy *p = mem_calloc(1, sizeof *p, err);
+    if (!p) return CALF_ENOMEM;
     int rc = play_policy_open(p, o->root_dir, o->checkpoint, err);
     /* The dump is made in memory and written once all of it is there: a failure on the
      * way leaves no file behind. */
@@ -207,14 +220,19 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     size_t dump_len = 0;
     if (rc == CALF_OK && o->dump_actions) {
         dump = open_memstream(&dump_text, &dump_len);
-        if (!dump) rc = calf_error_set(err, CALF_ENOMEM, "%s: %s", o->dump_actions, strerror(errno));
+        if (!dump)
+            rc = calf_error_set(err, CALF_ENOMEM, "%s: out of memory for its rows: %s",
+                                o->dump_actions, strerror(errno));
     }
     double *returns = NULL, avg = 0;
     int rows = 0;
     if (rc == CALF_OK && o->observations) {
         rc = act_on_file(o, p, dump, &rows, err);
     } else if (rc == CALF_OK) {
-        returns = calf_xcalloc((size_t)o->num_episodes, sizeof *returns);
+        returns = mem_calloc((size_t)o->num_episodes, sizeof *returns, err);
+        if (!returns) rc = CALF_ENOMEM;
+    }
+    if (rc == CALF_OK && !o->observations) {
         dumping_policy d = {.ops = p->ops, .algo = p->algo, .spec = &p->cls->spec, .f = dump};
         algorithm_ops dumping_ops = *p->ops;
         dumping_ops.greedy = dumping_greedy;

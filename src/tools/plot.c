@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/mem.h"
 #include "calf/plot.h"
 #include "records/events_reader.h"
 
@@ -214,19 +215,22 @@ static size_t sorted_steps(const plot_points *r, step_ref *out) {
     return m;
 }
 
-size_t plot_group(const plot_points *runs, size_t num_runs, int64_t *step, double *x,
-                  double *mean, double *min, double *max) {
-    CALF_ASSERT(runs != NULL && num_runs > 0);
-    step_ref **sorted = calf_xcalloc(num_runs, sizeof *sorted);
-    size_t *len = calf_xcalloc(num_runs, sizeof *len);
-    size_t *at = calf_xcalloc(num_runs, sizeof *at);
-    size_t *pick = calf_xcalloc(num_runs, sizeof *pick);
-    for (size_t r = 0; r < num_runs; r++) {
-        sorted[r] = calf_xcalloc(runs[r].n ? runs[r].n : 1, sizeof **sorted);
-        len[r] = sorted_steps(&runs[r], sorted[r]);
+int plot_group(const plot_points *runs, size_t num_runs, int64_t *step, double *x,
+               double *mean, double *min, double *max, size_t *count, calf_error *err) {
+    CALF_ASSERT(runs != NULL && num_runs > 0 && count != NULL);
+    *count = 0;
+    step_ref **sorted = mem_calloc(num_runs, sizeof *sorted, err);
+    size_t *len = sorted ? mem_calloc(num_runs, sizeof *len, err) : NULL;
+    size_t *at = len ? mem_calloc(num_runs, sizeof *at, err) : NULL;
+    size_t *pick = at ? mem_calloc(num_runs, sizeof *pick, err) : NULL;
+    bool ok = pick != NULL;
+    for (size_t r = 0; r < num_runs && ok; r++) {
+        sorted[r] = mem_calloc(runs[r].n ? runs[r].n : 1, sizeof **sorted, err);
+        ok = sorted[r] != NULL;
+        if (ok) len[r] = sorted_steps(&runs[r], sorted[r]);
     }
     size_t out = 0;
-    for (size_t i = 0; i < len[0]; i++) {
+    for (size_t i = 0; ok && i < len[0]; i++) {
         int64_t s = sorted[0][i].step;
         bool everywhere = true;
         pick[0] = sorted[0][i].index;
@@ -251,12 +255,14 @@ size_t plot_group(const plot_points *runs, size_t num_runs, int64_t *step, doubl
         max[out] = hi;
         out++;
     }
-    for (size_t r = 0; r < num_runs; r++) free(sorted[r]);
+    for (size_t r = 0; sorted && r < num_runs; r++) free(sorted[r]);
     free(sorted);
     free(len);
     free(at);
     free(pick);
-    return out;
+    if (!ok) return CALF_ENOMEM;
+    *count = out;
+    return CALF_OK;
 }
 
 /* ------------------------------------------------------------------ SVG */
@@ -274,6 +280,9 @@ typedef struct svg {
     FILE *out;
     bool failed; /* a write failed; nothing after it counts */
     int errnum;  /* the failed write's errno */
+    /* put_line's scratch, for the longest line (n), taken before anything is written */
+    double *sm, *slo, *shi; /* (n) the smoothed y, lo and hi */
+    double *bx, *by;        /* (2n) a band's outline */
 } svg;
 
 static void put(svg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -383,19 +392,17 @@ static size_t finite_points(const double *x, const double *y, size_t n) {
 
 static void put_line(svg *s, const frame *f, const plot_line *l, double w) {
     const char *c = color_of(l->color);
-    double *sm = calf_xcalloc(l->n ? l->n : 1, sizeof *sm);
+    double *sm = s->sm;
     plot_smooth(l->y, l->n, w, sm);
     put(s, "<g class=\"run\"><title>");
     put_text(s, l->label);
     put(s, "</title>\n");
     if (l->lo && l->hi) {
-        double *slo = calf_xcalloc(l->n ? l->n : 1, sizeof *slo);
-        double *shi = calf_xcalloc(l->n ? l->n : 1, sizeof *shi);
+        double *slo = s->slo, *shi = s->shi;
         plot_smooth(l->lo, l->n, w, slo);
         plot_smooth(l->hi, l->n, w, shi);
         /* the band: lo forwards, then hi backwards */
-        double *bx = calf_xcalloc(2 * l->n + 1, sizeof *bx);
-        double *by = calf_xcalloc(2 * l->n + 1, sizeof *by);
+        double *bx = s->bx, *by = s->by;
         for (size_t i = 0; i < l->n; i++) {
             bx[i] = l->x[i];
             by[i] = slo[i];
@@ -405,10 +412,6 @@ static void put_line(svg *s, const frame *f, const plot_line *l, double w) {
         put(s, "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" points=\"", c);
         put_points(s, f, bx, by, 2 * l->n);
         put(s, "\"/>\n");
-        free(bx);
-        free(by);
-        free(slo);
-        free(shi);
     }
     put(s, "<polyline class=\"raw\" fill=\"none\" stroke=\"%s\" stroke-opacity=\"0.3\" "
            "stroke-width=\"1\" points=\"", c);
@@ -425,7 +428,6 @@ static void put_line(svg *s, const frame *f, const plot_line *l, double w) {
                     coord(map_x(f, l->x[i]), a, sizeof a), coord(map_y(f, sm[i]), b, sizeof b), c);
     }
     put(s, "</g>\n");
-    free(sm);
 }
 
 /* The ranges a panel's axes must cover: every finite raw point and band edge; x from 0
@@ -506,6 +508,14 @@ static void put_panel(svg *s, const plot_figure *fig, const plot_panel *p, int o
 /* Legend entries flow left to right in rows of LEGEND_ROW units. */
 enum { LEGEND_ROW = 20, LEGEND_SWATCH = 18, LEGEND_GAP = 18 };
 
+static void svg_free(svg *s) {
+    free(s->sm);
+    free(s->slo);
+    free(s->shi);
+    free(s->bx);
+    free(s->by);
+}
+
 static int legend_rows(const plot_figure *fig, int width, int *xs, int *rows_of) {
     int x = PLOT_PAD + PLOT_MARGIN_L, row = 0, right = width - PLOT_PAD;
     for (size_t i = 0; i < fig->num_legend; i++) {
@@ -526,12 +536,27 @@ int plot_write_svg(const plot_figure *fig, FILE *out, calf_error *err) {
     int cols = fig->num_panels >= 2 ? 2 : 1;
     int rows = (int)((fig->num_panels + (size_t)cols - 1) / (size_t)cols);
     int width = 2 * PLOT_PAD + cols * PLOT_PANEL_W;
-    int *xs = calf_xcalloc(fig->num_legend + 1, sizeof *xs);
-    int *rows_of = calf_xcalloc(fig->num_legend + 1, sizeof *rows_of);
+    size_t longest = 0;
+    for (size_t p = 0; p < fig->num_panels; p++)
+        for (size_t j = 0; j < fig->panels[p].num_lines; j++)
+            if (fig->panels[p].lines[j].n > longest) longest = fig->panels[p].lines[j].n;
+    svg s = {out, false, 0, NULL, NULL, NULL, NULL, NULL};
+    int *xs = mem_calloc(fig->num_legend + 1, sizeof *xs, err);
+    int *rows_of = xs ? mem_calloc(fig->num_legend + 1, sizeof *rows_of, err) : NULL;
+    bool ok = rows_of && (s.sm = mem_calloc(longest + 1, sizeof *s.sm, err)) &&
+              (s.slo = mem_calloc(longest + 1, sizeof *s.slo, err)) &&
+              (s.shi = mem_calloc(longest + 1, sizeof *s.shi, err)) &&
+              (s.bx = mem_calloc(2 * longest + 1, sizeof *s.bx, err)) &&
+              (s.by = mem_calloc(2 * longest + 1, sizeof *s.by, err));
+    if (!ok) {
+        free(xs);
+        free(rows_of);
+        svg_free(&s);
+        return CALF_ENOMEM; /* nothing written */
+    }
     int lrows = legend_rows(fig, width, xs, rows_of);
     int legend_h = lrows * LEGEND_ROW + (lrows ? 6 : 0);
     int height = 2 * PLOT_PAD + legend_h + rows * PLOT_PANEL_H;
-    svg s = {out, false, 0};
     put(&s, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
@@ -562,6 +587,7 @@ int plot_write_svg(const plot_figure *fig, FILE *out, calf_error *err) {
     put(&s, "</svg>\n");
     free(xs);
     free(rows_of);
+    svg_free(&s);
     if (!s.failed && (fflush(out) != 0 || ferror(out))) {
         s.failed = true;
         s.errnum = errno;
@@ -593,15 +619,17 @@ typedef struct plot_series {
     size_t n;
 } plot_series;
 
-static char *dup_n(const char *s, size_t n) {
-    char *out = calf_xmalloc(n + 1);
+static char *dup_n(const char *s, size_t n, calf_error *err) {
+    char *out = mem_alloc(n + 1, err);
+    if (!out) return NULL;
     memcpy(out, s, n);
     out[n] = '\0';
     return out;
 }
 
-/* ROOT's last path component; for ".", ".." or "/" the resolved directory's. */
-static char *run_name(const char *root) {
+/* ROOT's last path component; for ".", ".." or "/" the resolved directory's. NULL (err
+ * set) when memory runs out. */
+static char *run_name(const char *root, calf_error *err) {
     size_t n = strlen(root);
     while (n > 1 && root[n - 1] == '/') n--;
     size_t b = n;
@@ -613,12 +641,12 @@ static char *run_name(const char *root) {
         if (real) {
             char *slash = strrchr(real, '/');
             char *name = dup_n(slash && slash[1] ? slash + 1 : real,
-                               strlen(slash && slash[1] ? slash + 1 : real));
+                               strlen(slash && slash[1] ? slash + 1 : real), err);
             free(real);
             return name;
         }
     }
-    return dup_n(base, len);
+    return dup_n(base, len, err);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -648,7 +676,11 @@ static int list_events(const char *dir, char ***out, size_t *count, calf_error *
         }
         if (strncmp(e->d_name, prefix, sizeof prefix - 1) != 0) continue;
         size_t len = strlen(dir) + 1 + strlen(e->d_name);
-        char *path = calf_xmalloc(len + 1);
+        char *path = mem_alloc(len + 1, err);
+        if (!path) {
+            rc = CALF_ENOMEM;
+            break;
+        }
         snprintf(path, len + 1, "%s/%s", dir, e->d_name);
         struct stat st;
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -656,14 +688,23 @@ static int list_events(const char *dir, char ***out, size_t *count, calf_error *
             continue;
         }
         if (n == cap) {
+            char **a = mem_realloc(names, (cap ? 2 * cap : 8) * sizeof *a, err);
+            if (!a) {
+                free(path);
+                rc = CALF_ENOMEM;
+                break;
+            }
             cap = cap ? 2 * cap : 8;
-            char **a = realloc(names, cap * sizeof *a);
-            if (!a) calf_panic(__FILE__, __LINE__, "out of memory listing %s", dir);
             names = a;
         }
         names[n++] = path;
     }
     closedir(d); /* read-only: nothing to lose if it fails */
+    if (rc == CALF_ENOMEM) {
+        for (size_t i = 0; i < n; i++) free(names[i]);
+        free(names);
+        return rc;
+    }
     if (n > 1) qsort(names, n, sizeof *names, cmp_str);
     *out = names;
     *count = n;
@@ -672,8 +713,9 @@ static int list_events(const char *dir, char ***out, size_t *count, calf_error *
 
 static int read_run(plot_run *r, const char *root, FILE *warn, calf_error *err) {
     r->root = root;
-    r->name = run_name(root);
     r->t0 = INFINITY;
+    r->name = run_name(root, err);
+    if (!r->name) return CALF_ENOMEM;
     struct stat st;
     if (stat(root, &st) != 0)
         return calf_error_set(err, CALF_EINVAL, "%s: %s", root, strerror(errno));
@@ -683,7 +725,11 @@ static int read_run(plot_run *r, const char *root, FILE *warn, calf_error *err) 
     for (int d = 0; d < NUM_DIRS && rc == CALF_OK; d++) {
         events_run_init(&r->ev[d]);
         size_t len = strlen(root) + 1 + strlen(dir_names[d]);
-        char *dir = calf_xmalloc(len + 1);
+        char *dir = mem_alloc(len + 1, err);
+        if (!dir) {
+            rc = CALF_ENOMEM;
+            break;
+        }
         snprintf(dir, len + 1, "%s/%s", root, dir_names[d]);
         char **files;
         size_t nfiles;
@@ -734,11 +780,13 @@ static int cmp_step_value(const void *a, const void *b) {
     return (x->step > y->step) - (x->step < y->step);
 }
 
-/* The scalar tag's values in ev by step (the last one read of each step). Returns how
- * many; *out is the caller's to free. */
-static size_t values_by_step(const events_run *ev, const char *tag, step_value **out) {
+/* The scalar tag's values in ev by step (the last one read of each step), *count of
+ * them; *out is the caller's to free. */
+static int values_by_step(const events_run *ev, const char *tag, step_value **out,
+                          size_t *count, calf_error *err) {
     size_t n = 0;
-    step_value *v = calf_xcalloc(ev->num_entries + 1, sizeof *v);
+    step_value *v = mem_calloc(ev->num_entries + 1, sizeof *v, err);
+    if (!v) return CALF_ENOMEM;
     for (size_t i = 0; i < ev->num_entries; i++) {
         const events_entry *e = &ev->entries[i];
         if (visible_scalar(e) && !strcmp(e->text, tag)) v[n++] = (step_value){e->step, e->simple_value};
@@ -759,23 +807,27 @@ static size_t values_by_step(const events_run *ev, const char *tag, step_value *
         v[m++] = v[i];
     }
     *out = v;
-    return m;
+    *count = m;
+    return CALF_OK;
 }
 
 /* Run r's points of tag in directory d, on the x the options ask for. *dropped counts
- * the values left out for want of an env-step count at their step. */
-static void extract(const plot_run *r, int d, const char *tag, int xmode, plot_series *s,
-                    size_t *dropped) {
+ * the values left out for want of an env-step count at their step. Out of memory: s
+ * holds what free_series frees. */
+static int extract(const plot_run *r, int d, const char *tag, int xmode, plot_series *s,
+                   size_t *dropped, calf_error *err) {
     const events_run *ev = &r->ev[d];
     memset(s, 0, sizeof *s);
     *dropped = 0;
-    s->step = calf_xcalloc(ev->num_entries + 1, sizeof *s->step);
-    s->x = calf_xcalloc(ev->num_entries + 1, sizeof *s->x);
-    s->y = calf_xcalloc(ev->num_entries + 1, sizeof *s->y);
+    if (!(s->step = mem_calloc(ev->num_entries + 1, sizeof *s->step, err)) ||
+        !(s->x = mem_calloc(ev->num_entries + 1, sizeof *s->x, err)) ||
+        !(s->y = mem_calloc(ev->num_entries + 1, sizeof *s->y, err)))
+        return CALF_ENOMEM;
     step_value *env = NULL;
     size_t nenv = 0;
     bool map_steps = xmode == CALF_PLOT_X_STEPS && !against_env_steps(tag);
-    if (map_steps) nenv = values_by_step(ev, "Metrics/EnvironmentSteps", &env);
+    if (map_steps && values_by_step(ev, "Metrics/EnvironmentSteps", &env, &nenv, err) != CALF_OK)
+        return CALF_ENOMEM;
     for (size_t i = 0; i < ev->num_entries; i++) {
         const events_entry *e = &ev->entries[i];
         if (!visible_scalar(e) || strcmp(e->text, tag) != 0) continue;
@@ -798,6 +850,7 @@ static void extract(const plot_run *r, int d, const char *tag, int xmode, plot_s
         s->n++;
     }
     free(env);
+    return CALF_OK;
 }
 
 static void free_series(plot_series *s) {
@@ -837,31 +890,37 @@ typedef struct figure_store {
     size_t num_strings, strings_cap;
 } figure_store;
 
-static void *store_keep(void ***list, size_t *n, size_t *cap, void *p) {
+/* Keeps p (NULL: an allocation that failed) in the list; NULL, with p freed, when
+ * either memory ran out. */
+static void *store_keep(void ***list, size_t *n, size_t *cap, void *p, calf_error *err) {
+    if (!p) return NULL;
     if (*n == *cap) {
+        void **a = mem_realloc(*list, (*cap ? 2 * *cap : 16) * sizeof *a, err);
+        if (!a) {
+            free(p);
+            return NULL;
+        }
         *cap = *cap ? 2 * *cap : 16;
-        void **a = realloc(*list, *cap * sizeof *a);
-        if (!a) calf_panic(__FILE__, __LINE__, "out of memory (%zu items)", *cap);
         *list = a;
     }
     (*list)[(*n)++] = p;
     return p;
 }
 
-static double *store_array(figure_store *fs, size_t n) {
+static double *store_array(figure_store *fs, size_t n, calf_error *err) {
     return store_keep((void ***)&fs->arrays, &fs->num_arrays, &fs->arrays_cap,
-                      calf_xcalloc(n ? n : 1, sizeof(double)));
+                      mem_calloc(n ? n : 1, sizeof(double), err), err);
 }
 
-static char *store_string(figure_store *fs, const char *a, const char *b) {
+static char *store_string(figure_store *fs, const char *a, const char *b, calf_error *err) {
     size_t n = strlen(a) + strlen(b);
-    char *s = calf_xmalloc(n + 1);
-    snprintf(s, n + 1, "%s%s", a, b);
-    return store_keep((void ***)&fs->strings, &fs->num_strings, &fs->strings_cap, s);
+    char *s = mem_alloc(n + 1, err);
+    if (s) snprintf(s, n + 1, "%s%s", a, b);
+    return store_keep((void ***)&fs->strings, &fs->num_strings, &fs->strings_cap, s, err);
 }
 
 static void store_free(figure_store *fs) {
-    for (size_t i = 0; i < fs->num_panels; i++) free((void *)fs->panels[i].lines);
+    for (size_t i = 0; fs->panels && i < fs->num_panels; i++) free((void *)fs->panels[i].lines);
     free(fs->panels);
     for (size_t i = 0; i < fs->num_series; i++) free_series(&fs->series[i]);
     free(fs->series);
@@ -893,13 +952,19 @@ static size_t make_groups(const plot_run *runs, size_t n, bool group, size_t *gr
     return g;
 }
 
-/* One panel: every group's line that has points there. */
-static void build_panel(figure_store *fs, plot_series *ser, size_t nruns, const size_t *group_of,
-                        size_t ngroups, const size_t *size_of, char **glabel, plot_panel *p) {
-    plot_line *lines = calf_xcalloc(ngroups + 1, sizeof *lines);
+/* One panel: every group's line that has points there. p->lines is store_free's to
+ * free, also when memory runs out on the way. */
+static int build_panel(figure_store *fs, plot_series *ser, size_t nruns, const size_t *group_of,
+                       size_t ngroups, const size_t *size_of, char **glabel, plot_panel *p,
+                       calf_error *err) {
+    plot_line *lines = mem_calloc(ngroups + 1, sizeof *lines, err);
+    if (!lines) return CALF_ENOMEM;
+    p->lines = lines;
+    p->num_lines = 0;
     size_t nl = 0;
-    plot_points *members = calf_xcalloc(nruns + 1, sizeof *members);
-    for (size_t g = 0; g < ngroups; g++) {
+    plot_points *members = mem_calloc(nruns + 1, sizeof *members, err);
+    int rc = members ? CALF_OK : CALF_ENOMEM;
+    for (size_t g = 0; g < ngroups && rc == CALF_OK; g++) {
         size_t nm = 0, last = 0;
         for (size_t r = 0; r < nruns; r++)
             if (group_of[r] == g && ser[r].n > 0) {
@@ -917,10 +982,12 @@ static void build_panel(figure_store *fs, plot_series *ser, size_t nruns, const 
             continue;
         }
         size_t cap = members[0].n;
-        int64_t *steps = calf_xcalloc(cap + 1, sizeof *steps);
-        double *x = store_array(fs, cap), *mean = store_array(fs, cap);
-        double *lo = store_array(fs, cap), *hi = store_array(fs, cap);
-        l->n = plot_group(members, nm, steps, x, mean, lo, hi);
+        int64_t *steps = mem_calloc(cap + 1, sizeof *steps, err);
+        double *x = steps ? store_array(fs, cap, err) : NULL;
+        double *mean = x ? store_array(fs, cap, err) : NULL;
+        double *lo = mean ? store_array(fs, cap, err) : NULL;
+        double *hi = lo ? store_array(fs, cap, err) : NULL;
+        rc = hi ? plot_group(members, nm, steps, x, mean, lo, hi, &l->n, err) : CALF_ENOMEM;
         free(steps);
         l->x = x;
         l->y = mean;
@@ -928,8 +995,8 @@ static void build_panel(figure_store *fs, plot_series *ser, size_t nruns, const 
         l->hi = hi;
     }
     free(members);
-    p->lines = lines;
     p->num_lines = nl;
+    return rc;
 }
 
 static const char *x_label(int xmode) {
@@ -945,28 +1012,35 @@ static int plot_runs(plot_run *runs, size_t nruns, const calf_plot_options *opt,
     static const char *const default_tags[] = {"Metrics/AverageReturn"};
     const char *const *tags = opt->num_tags ? opt->tags : default_tags;
     size_t ntags = opt->num_tags ? opt->num_tags : 1;
-    size_t *group_of = calf_xcalloc(nruns, sizeof *group_of);
-    size_t *first_of = calf_xcalloc(nruns, sizeof *first_of);
-    size_t *size_of = calf_xcalloc(nruns, sizeof *size_of);
-    char **glabel = calf_xcalloc(nruns, sizeof *glabel);
-    size_t ngroups = make_groups(runs, nruns, opt->group, group_of, first_of, size_of);
     figure_store fs = {0};
-    plot_legend_entry *legend = calf_xcalloc(ngroups, sizeof *legend);
-    for (size_t g = 0; g < ngroups; g++) {
+    plot_legend_entry *legend = NULL;
+    size_t *group_of = mem_calloc(nruns, sizeof *group_of, err);
+    size_t *first_of = group_of ? mem_calloc(nruns, sizeof *first_of, err) : NULL;
+    size_t *size_of = first_of ? mem_calloc(nruns, sizeof *size_of, err) : NULL;
+    char **glabel = size_of ? mem_calloc(nruns, sizeof *glabel, err) : NULL;
+    size_t ngroups = 0;
+    int rc = glabel ? CALF_OK : CALF_ENOMEM;
+    if (rc == CALF_OK) {
+        ngroups = make_groups(runs, nruns, opt->group, group_of, first_of, size_of);
+        legend = mem_calloc(ngroups, sizeof *legend, err);
+        if (!legend) rc = CALF_ENOMEM;
+    }
+    for (size_t g = 0; g < ngroups && rc == CALF_OK; g++) {
         const char *name = runs[first_of[g]].name;
         if (size_of[g] > 1) {
             char tail[64];
             snprintf(tail, sizeof tail, " (%zu runs: mean, min to max)", size_of[g]);
-            char *key = store_string(&fs, "", name);
-            key[plot_seed_key_len(name)] = '\0';
-            glabel[g] = store_string(&fs, key, tail);
+            char *key = store_string(&fs, "", name, err);
+            if (key) key[plot_seed_key_len(name)] = '\0';
+            glabel[g] = key ? store_string(&fs, key, tail, err) : NULL;
+            if (!glabel[g]) rc = CALF_ENOMEM;
         } else {
             glabel[g] = (char *)name;
         }
         legend[g] = (plot_legend_entry){glabel[g], (int)g, size_of[g] > 1};
     }
-    fs.panels = calf_xcalloc(ntags * NUM_DIRS, sizeof *fs.panels);
-    int rc = CALF_OK;
+    if (rc == CALF_OK && !(fs.panels = mem_calloc(ntags * NUM_DIRS, sizeof *fs.panels, err)))
+        rc = CALF_ENOMEM;
     for (size_t t = 0; t < ntags && rc == CALF_OK; t++) {
         tag_spec spec;
         if ((rc = parse_spec(tags[t], &spec, err)) != CALF_OK) break;
@@ -977,13 +1051,23 @@ static int plot_runs(plot_run *runs, size_t nruns, const calf_plot_options *opt,
             break;
         }
         size_t panels_before = fs.num_panels, values = 0, dropped = 0;
-        for (int d = 0; d < NUM_DIRS; d++) {
+        for (int d = 0; d < NUM_DIRS && rc == CALF_OK; d++) {
             if (spec.dir >= 0 && spec.dir != d) continue;
-            plot_series *ser = calf_xcalloc(nruns, sizeof *ser);
+            /* kept at once (the panel points into them), so store_free frees them */
+            plot_series *all = mem_realloc(fs.series, (fs.num_series + nruns) * sizeof *all, err);
+            if (!all) {
+                rc = CALF_ENOMEM;
+                break;
+            }
+            fs.series = all;
+            plot_series *ser = fs.series + fs.num_series;
+            memset(ser, 0, nruns * sizeof *ser);
+            fs.num_series += nruns;
             size_t points = 0;
-            for (size_t r = 0; r < nruns; r++) {
+            for (size_t r = 0; r < nruns && rc == CALF_OK; r++) {
                 size_t drop;
-                extract(&runs[r], d, spec.tag, opt->x, &ser[r], &drop);
+                if ((rc = extract(&runs[r], d, spec.tag, opt->x, &ser[r], &drop, err)) != CALF_OK)
+                    break;
                 points += ser[r].n;
                 values += ser[r].n + drop;
                 dropped += drop;
@@ -993,23 +1077,18 @@ static int plot_runs(plot_run *runs, size_t nruns, const calf_plot_options *opt,
                             "Metrics/EnvironmentSteps at their step; left out\n",
                             runs[r].root, dir_names[d], drop, spec.tag);
             }
-            if (points > 0) {
+            if (rc == CALF_OK && points > 0) {
                 plot_panel *p = &fs.panels[fs.num_panels++];
-                p->title = store_string(&fs, dir_names[d], ":");
-                p->title = store_string(&fs, p->title, spec.tag);
+                const char *head = store_string(&fs, dir_names[d], ":", err);
+                p->title = head ? store_string(&fs, head, spec.tag, err) : NULL;
                 const char *slash = strrchr(spec.tag, '/');
                 p->y_label = slash && slash[1] ? slash + 1 : spec.tag;
-                build_panel(&fs, ser, nruns, group_of, ngroups, size_of, glabel, p);
+                rc = p->title ? build_panel(&fs, ser, nruns, group_of, ngroups, size_of, glabel, p,
+                                            err)
+                              : CALF_ENOMEM;
             }
-            /* keep the series (the panel points into them) */
-            plot_series *all = realloc(fs.series, (fs.num_series + nruns) * sizeof *all);
-            if (!all) calf_panic(__FILE__, __LINE__, "out of memory (%zu series)", fs.num_series);
-            fs.series = all;
-            memcpy(fs.series + fs.num_series, ser, nruns * sizeof *ser);
-            fs.num_series += nruns;
-            free(ser);
         }
-        if (fs.num_panels == panels_before) {
+        if (rc == CALF_OK && fs.num_panels == panels_before) {
             if (values > 0 && values == dropped)
                 rc = calf_error_set(err, CALF_EINVAL,
                                     "%s: no value has a Metrics/EnvironmentSteps at its step "
@@ -1044,7 +1123,8 @@ int calf_plot(const char *const *roots, size_t num_roots, const calf_plot_option
     if (opt->x != CALF_PLOT_X_STEPS && opt->x != CALF_PLOT_X_ITERATIONS &&
         opt->x != CALF_PLOT_X_SECONDS)
         return calf_error_set(err, CALF_EINVAL, "unknown x axis %d", opt->x);
-    plot_run *runs = calf_xcalloc(num_roots, sizeof *runs);
+    plot_run *runs = mem_calloc(num_roots, sizeof *runs, err);
+    if (!runs) return CALF_ENOMEM;
     int rc = CALF_OK;
     size_t nread = 0;
     for (; nread < num_roots && rc == CALF_OK; nread++)

@@ -62,9 +62,11 @@ typedef struct plot_points {
 /* A group's curve: at each step every one of runs[0..num_runs) has (in increasing step
  * order; where a run has a step more than once, its last one counts), the mean of the
  * runs' x, and the mean, minimum and maximum of their y, the mean summed in run order.
- * Writes up to runs[0].n entries of each output and returns how many. */
-size_t plot_group(const plot_points *runs, /* (num_runs) */ size_t num_runs,
-                  int64_t *step, double *x, double *mean, double *min, double *max);
+ * Writes up to runs[0].n entries of each output and *count, how many; CALF_ENOMEM
+ * (*count 0) when its scratch does not fit. */
+int plot_group(const plot_points *runs, /* (num_runs) */ size_t num_runs, int64_t *step,
+               double *x, double *mean, double *min, double *max, size_t *count,
+               calf_error *err);
 
 /* One curve of a panel: a run, or a group (mean with its min-max band). */
 typedef struct plot_line {
@@ -124,7 +126,8 @@ enum {
  * holds the points as given, the smoothed one plot_smooth(y, smooth) at the same x, a
  * band the smoothed lo forwards then the smoothed hi backwards. Points whose x or y is
  * not finite are left out. Nothing depends on the time, the locale or an address, so
- * the same figure is the same bytes. A failed write is CALF_EIO. */
+ * the same figure is the same bytes. A failed write is CALF_EIO; CALF_ENOMEM, with
+ * nothing written, when the scratch for the longest line does not fit. */
 int plot_write_svg(const plot_figure *fig, FILE *out, calf_error *err);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "tools/play.h"
 
 struct calf_policy {
@@ -43,8 +44,8 @@ int calf_policy_open(const char *root_dir, const char *checkpoint, calf_policy *
         if (rc != CALF_OK) return rc;
         root_dir = derived;
     }
-    calf_policy *p = calloc(1, sizeof *p);
-    if (!p) return calf_error_set(err, CALF_ENOMEM, "calf_policy_open: out of memory");
+    calf_policy *p = mem_calloc(1, sizeof *p, err);
+    if (!p) return CALF_ENOMEM;
     int rc = play_policy_open(&p->pp, root_dir, checkpoint, err);
     if (rc != CALF_OK) {
         play_policy_close(&p->pp);
@@ -89,12 +90,15 @@ int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
                               policy_spec(p)->name);
     /* greedy writes both arrays; the one the caller did not pass goes to scratch */
     if (rows > p->cap) {
-        int *act = realloc(p->act, (size_t)rows * sizeof *act);
+        calf_error merr;
+        int *act = mem_realloc(p->act, (size_t)rows * sizeof *act, &merr);
         if (act) p->act = act;
-        float *u = act ? realloc(p->u, (size_t)rows * (size_t)(ad ? ad : 1) * sizeof *u) : NULL;
+        float *u = act ? mem_realloc(p->u, (size_t)rows * (size_t)(ad ? ad : 1) * sizeof *u, &merr)
+                       : NULL;
         if (u) p->u = u;
         if (!act || !u)
-            return calf_error_set(err, CALF_ENOMEM, "calf_policy_greedy: out of memory for %d rows", rows);
+            return calf_error_set(err, CALF_ENOMEM, "calf_policy_greedy: %d rows: %s", rows,
+                                  merr.msg);
         p->cap = rows;
     }
     p->pp.ops->greedy(p->pp.algo, obs, rows, ad ? p->act : actions, ad ? cont_actions : p->u);
