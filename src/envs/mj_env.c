@@ -85,8 +85,9 @@ static mjModel *compile(const mj_task *t, calf_error *err) {
                        guard_msg);
         return NULL;
     }
-    if (!m) {
-        calf_error_set(err, CALF_EIO, "%s: MuJoCo cannot compile %s: %s", t->name, t->file, msg);
+    if (!m) { /* MuJoCo catches its own errors while compiling, out of memory too */
+        calf_error_set(err, strstr(msg, "allocate") ? CALF_ENOMEM : CALF_EIO,
+                       "%s: MuJoCo cannot compile %s: %s", t->name, t->file, msg);
         return NULL;
     }
     /* The code below indexes qpos, qvel and ctrl by Gymnasium's layout, and the class
