@@ -17,9 +17,9 @@
 #include <stdbool.h>
 
 #define CALF_VERSION_MAJOR 0
-#define CALF_VERSION_MINOR 1
+#define CALF_VERSION_MINOR 2
 #define CALF_VERSION_PATCH 0
-#define CALF_VERSION_STRING "0.1.0"
+#define CALF_VERSION_STRING "0.2.0"
 /* One number that orders versions, for #if: 0.1.0 is 1000, 1.2.3 is 1002003. */
 #define CALF_VERSION_NUMBER \
     ((CALF_VERSION_MAJOR * 1000 + CALF_VERSION_MINOR) * 1000 + CALF_VERSION_PATCH)
