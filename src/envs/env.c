@@ -3,6 +3,7 @@
  * registered at run time follow in registration order, some of them by plug-in
  * libraries loaded here (calf_env_load_library). */
 #include "calf/env.h"
+#include "calf/version.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -72,10 +73,9 @@ const calf_env_class *calf_env_lookup(const char *name, calf_error *err) {
 #if !CALF_HAVE_MUJOCO
     for (size_t i = 0; name && i < sizeof mujoco_names / sizeof mujoco_names[0]; i++)
         if (strcmp(name, mujoco_names[i]) == 0) {
-            calf_error_set(err, CALF_EINVAL,
-                           "environment '%s' needs MuJoCo, which this calf was built without: "
-                           "install it (apt-get install libmujoco-dev) and build calf again",
-                           name);
+            /* what the build did: turned off (-DCALF_WITH_MUJOCO=OFF) or did not find it */
+            calf_error_set(err, CALF_EINVAL, "environment '%s' needs MuJoCo, which this calf "
+                           "was built without (%s)", name, calf_feature_note("mujoco"));
             return NULL;
         }
 #endif
