@@ -154,17 +154,12 @@ static void mujoco_out_of_memory(void) {
 #elif defined(__SANITIZE_ADDRESS__)
     printf("MuJoCo case skipped under AddressSanitizer (its shadow memory is mapped)\n");
 #else
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
-    if (f) fclose(f);
-    CHECK(kb > 0);
+    unsigned long long vm = vm_size();
+    CHECK(vm > 0);
     struct rlimit old, low;
     CHECK(getrlimit(RLIMIT_AS, &old) == 0);
     low = old;
-    low.rlim_cur = (rlim_t)(kb * 1024 + (8u << 20)); /* room for a few of Hopper's 13 MiB */
+    low.rlim_cur = (rlim_t)(vm + (8u << 20)); /* room for a few of Hopper's 13 MiB */
     calf_vec_env *v = NULL;
     calf_error err;
     /* first while MuJoCo compiles the model (the process's first Hopper), then while it

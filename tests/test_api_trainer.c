@@ -37,15 +37,6 @@ static void on_progress(const calf_trainer_metrics *m, void *arg) {
     progress_last = m->iteration;
 }
 
-static bool same_file(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    unsigned char *pa = read_file(a, &na), *pb = read_file(b, &nb);
-    bool same = pa && pb && na == nb && memcmp(pa, pb, na) == 0;
-    free(pa);
-    free(pb);
-    return same;
-}
-
 static const double *metric(const calf_trainer_metrics *m, const char *name) {
     for (int k = 0; k < m->num_algorithm_metrics; k++)
         if (!strcmp(m->algorithm_metric_names[k], name)) return &m->algorithm_metric_values[k];

@@ -66,4 +66,26 @@ static inline int write_file(const char *path, const unsigned char *p, size_t n)
     return (fclose(f) == 0 && w == n) ? 0 : -1;
 }
 
+/* Whether files a and b both read and hold the same bytes. */
+static inline int same_file(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    unsigned char *pa = read_file(a, &na), *pb = read_file(b, &nb);
+    int same = pa && pb && na == nb && memcmp(pa, pb, na) == 0;
+    free(pa);
+    free(pb);
+    return same;
+}
+
+/* Bytes of this process's address space (VmSize), 0 when unknown: for tests that lower
+ * RLIMIT_AS just above it. */
+static inline unsigned long long vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
 #endif

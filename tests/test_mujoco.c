@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "calf/env.h"
+#include "test_files.h"
 #include "test_util.h"
 
 #if !CALF_HAVE_MUJOCO
@@ -445,17 +446,6 @@ static void test_model_faults(void) {
     CHECK_INT_EQ(mj_env_create(&s, &u, &err), CALF_EIO); /* nu 0, not HalfCheetah's 6 */
     CHECK(strstr(err.msg, "Tiny-v0") && strstr(err.msg, "expected layout"));
     CHECK(s.d == NULL);
-}
-
-/* Bytes of this process's address space (VmSize), 0 when unknown. */
-static unsigned long long vm_size(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
-    if (f) fclose(f);
-    return kb * 1024;
 }
 
 /* MuJoCo out of memory (ulimit -v reached while making an env's data) is a status with
