@@ -948,17 +948,7 @@ static int sac_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
 
 /* Each env's record: its action stream, then its replay ring, oldest first. The rings
  * all hold `stored` transitions, so the records of one checkpoint have one size. */
-static size_t ring_record_size(const sac *t) {
-    ckpt_buf b;
-    ckpt_buf_init(&b);
-    replay r = t->rb;
-    r.stored = 0; /* measure the fixed part, then add the stored transitions */
-    replay_save_env(&r, t->begin, &b);
-    size_t fixed = b.len;
-    ckpt_buf_free(&b);
-    size_t per = (size_t)(2 * t->od + t->rb.act_dim + 1) * sizeof(float) + 1;
-    return fixed + (size_t)t->rb.stored * per;
-}
+static size_t ring_record_size(const sac *t) { return replay_env_record_bytes(&t->rb); }
 
 static size_t sac_env_record_size(const algorithm *a) {
     const sac *t = (const sac *)a;
@@ -968,12 +958,7 @@ static size_t sac_env_record_size(const algorithm *a) {
 static void sac_save_env(const algorithm *a, int e, unsigned char *rec) {
     const sac *t = (const sac *)a;
     bytes_put_rng(rec, &t->act_rng[e]);
-    ckpt_buf b;
-    ckpt_buf_init(&b);
-    replay_save_env(&t->rb, t->begin + e, &b);
-    CALF_ASSERT(b.len == ring_record_size(t));
-    memcpy(rec + BYTES_RNG, b.data, b.len);
-    ckpt_buf_free(&b);
+    replay_save_env(&t->rb, t->begin + e, rec + BYTES_RNG);
 }
 
 static int sac_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
