@@ -92,7 +92,8 @@ bool comm_same_machine(const comm *c, int r);
  * single and MPI print it to stderr now. The first message wins. */
 void comm_report_failure(comm *c, const char *msg);
 /* Stop the whole job with exit status 1 (local: record msg, raise the abort flag every
- * peer's wait watches, exit; MPI: MPI_Abort). Never returns. */
+ * peer's wait watches, exit; MPI: MPI_Abort). Never returns. The library never calls it
+ * (its failures are statuses): it is for programs that run their own workers. */
 _Noreturn void comm_abort(comm *c, const char *msg);
 /* Release c (NULL is fine). MPI: MPI_Finalize, or MPI_Abort when this rank reported a
  * failure, so that its peers never wait forever. */
