@@ -269,8 +269,12 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             return 1;
         }
         pid_t group = r == 0 ? 0 : ch[0].pid;
-        if (pid == 0)
+        if (pid == 0) { /* a worker has no use for the supervisor's tables: its copies go */
+            free(newly);
+            free(index);
+            free(ch);
             child_main(sh, r, nproc, worker, arg, parent, group, nproc > cpus, &saved);
+        }
         ch[r].pid = pid;
         setpgid(pid, r == 0 ? pid : group); /* also done by the child; whichever runs first wins */
     }
