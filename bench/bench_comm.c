@@ -46,7 +46,7 @@ static int bench_rank(comm *c, void *arg) {
         return 1;
     }
     comm_tree t;
-    comm_tree_init(&t, N_FLOATS, N_ENVS, begin, count);
+    comm_tree_init(&t, N_FLOATS, N_ENVS, begin, count, NULL);
     float *out = malloc(N_FLOATS * sizeof *out);
     double *sample = malloc((ITERS > BARRIERS ? ITERS : BARRIERS) * sizeof *sample);
     int rc = 0;
@@ -152,18 +152,18 @@ static int bench_shared_sum(comm *c, void *arg) {
     calf_error err;
     calf_error_clear(&err);
     comm_tree own, steal;
-    comm_tree_init(&own, N_FLOATS, N_ENVS, own_begin, own_count);
-    comm_tree_init(&steal, N_FLOATS, N_ENVS, 0, 0);
+    comm_tree_init(&own, N_FLOATS, N_ENVS, own_begin, own_count, NULL);
+    comm_tree_init(&steal, N_FLOATS, N_ENVS, 0, 0, NULL);
     float *out = malloc(N_FLOATS * sizeof *out);
     double *sample = malloc(ITERS * sizeof *sample);
     int rc = comm_tree_share_buffers(c, &own, 0, &err);
     for (int i = 0; i < 300 + ITERS && rc == 0; i++) {
         comm_tree_pieces p;
         if ((rc = comm_tree_pieces_open(c, &p, N_ENVS, N_FLOATS, &own, &err))) break;
-        comm_tree_restart(&own, own_begin, own_count);
+        comm_tree_restart(&own, own_begin, own_count, NULL);
         fold_envs(&own, own_count);
         comm_tree_pieces_put(&p, &own);
-        comm_tree_restart(&steal, steal_begin, 4);
+        comm_tree_restart(&steal, steal_begin, 4, NULL);
         fold_envs(&steal, 4);
         comm_tree_pieces_put(&p, &steal);
         double t0 = bench_now_us();
@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
         return rc;
     }
     comm *single = NULL;
-    comm_single(&single);
+    comm_single(&single, NULL);
     int rc = bench_rank(single, NULL);
     comm_finalize(single);
     int lrc = launcher_run(2, bench_rank, NULL, &err);

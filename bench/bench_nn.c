@@ -48,7 +48,7 @@ typedef struct {
 
 static void layer_forward(void *p) {
     layer_arg *a = p;
-    nn_linear_forward(a->x, a->w, a->b, a->B, a->in, a->out, a->y);
+    nn_linear_forward(a->x, a->w, a->b, a->B, a->in, a->out, a->y, NULL);
     sink = a->y[0];
 }
 
@@ -147,15 +147,15 @@ int main(void) {
     calf_rng_seed(&rng, 1, 0, CALF_RNG_INIT);
 
     layer_arg L = {.B = 512, .in = 64, .out = 64};
-    L.x = nn_alloc_floats(512 * 64);
-    L.w = nn_alloc_floats(64 * 64);
-    L.wt = nn_alloc_floats(64 * 64);
-    L.b = nn_alloc_floats(64);
-    L.y = nn_alloc_floats(512 * 64);
-    L.dy = nn_alloc_floats(512 * 64);
-    L.dw = nn_alloc_floats(64 * 64);
-    L.db = nn_alloc_floats(64);
-    L.dx = nn_alloc_floats(512 * 64);
+    L.x = nn_alloc_floats(512 * 64, NULL);
+    L.w = nn_alloc_floats(64 * 64, NULL);
+    L.wt = nn_alloc_floats(64 * 64, NULL);
+    L.b = nn_alloc_floats(64, NULL);
+    L.y = nn_alloc_floats(512 * 64, NULL);
+    L.dy = nn_alloc_floats(512 * 64, NULL);
+    L.dw = nn_alloc_floats(64 * 64, NULL);
+    L.db = nn_alloc_floats(64, NULL);
+    L.dx = nn_alloc_floats(512 * 64, NULL);
     fill(&rng, L.x, 512 * 64, 1.0f);
     fill(&rng, L.w, 64 * 64, 0.2f);
     fill(&rng, L.dy, 512 * 64, 1e-3f);
@@ -177,17 +177,17 @@ int main(void) {
     const int hidden[2] = {64, 64};
     nn_mlp_layout(&M.actor, 4, hidden, 2, 2, NN_ACT_TANH, &cursor);
     nn_mlp_layout(&M.critic, 4, hidden, 2, 1, NN_ACT_TANH, &cursor);
-    M.params = nn_alloc_floats(cursor);
-    M.grad = nn_alloc_floats(cursor);
-    nn_mlp_init(&M.actor, M.params, sqrtf(2.0f), 0.01f, &rng);
-    nn_mlp_init(&M.critic, M.params, sqrtf(2.0f), 1.0f, &rng);
-    nn_cache_init(&M.ca, &M.actor, M.B);
-    nn_cache_init(&M.cc, &M.critic, M.B);
-    M.x = nn_alloc_floats(512 * 4);
-    M.ya = nn_alloc_floats(512 * 2);
-    M.yc = nn_alloc_floats(512);
-    M.dya = nn_alloc_floats(512 * 2);
-    M.dyc = nn_alloc_floats(512);
+    M.params = nn_alloc_floats(cursor, NULL);
+    M.grad = nn_alloc_floats(cursor, NULL);
+    nn_mlp_init(&M.actor, M.params, sqrtf(2.0f), 0.01f, &rng, NULL);
+    nn_mlp_init(&M.critic, M.params, sqrtf(2.0f), 1.0f, &rng, NULL);
+    nn_cache_init(&M.ca, &M.actor, M.B, NULL);
+    nn_cache_init(&M.cc, &M.critic, M.B, NULL);
+    M.x = nn_alloc_floats(512 * 4, NULL);
+    M.ya = nn_alloc_floats(512 * 2, NULL);
+    M.yc = nn_alloc_floats(512, NULL);
+    M.dya = nn_alloc_floats(512 * 2, NULL);
+    M.dyc = nn_alloc_floats(512, NULL);
     fill(&rng, M.x, 512 * 4, 1.0f);
     fill(&rng, M.dya, 512 * 2, 1e-2f);
     fill(&rng, M.dyc, 512, 1e-2f);
@@ -211,8 +211,8 @@ int main(void) {
            2.0 * bwd_madds * 512 / tmb * 1e-9, 2.0 * bwd_madds * 512 / b2 * 1e-9, tmb / 512 * 1e9);
 
     vec_arg V = {.n = 512 * 64};
-    V.x = nn_alloc_floats(V.n);
-    V.y = nn_alloc_floats(V.n);
+    V.x = nn_alloc_floats(V.n, NULL);
+    V.y = nn_alloc_floats(V.n, NULL);
     fill(&rng, V.x, V.n, 4.0f);
     double tt = median_time(run_tanh, &V, 2, &b1);
     double ttf = median_time(run_tanhf, &V, 1, &b2);
@@ -222,8 +222,8 @@ int main(void) {
     adam_arg A = {.n = cursor};
     A.p = M.params;
     A.g = M.grad;
-    A.m = nn_alloc_floats(cursor);
-    A.v = nn_alloc_floats(cursor);
+    A.m = nn_alloc_floats(cursor, NULL);
+    A.v = nn_alloc_floats(cursor, NULL);
     fill(&rng, A.g, cursor, 1e-2f);
     double ta = median_time(run_adam, &A, 4, &b1);
     printf("adam: %zu params, %.2f us/step\n", cursor, ta * 1e6);

@@ -100,7 +100,7 @@ static int split_sum(const float *leaves, int E, size_t n, int P, const int *cou
     comm_tree *trees = malloc((size_t)P * sizeof *trees);
     int begin = 0;
     for (int r = 0; r < P; r++) {
-        comm_tree_init(&trees[r], n, E, begin, counts[r]);
+        comm_tree_init(&trees[r], n, E, begin, counts[r], NULL);
         for (int i = begin; i < begin + counts[r]; i++) {
             memcpy(comm_tree_leaf(&trees[r]), leaves + (size_t)i * n, n * sizeof(float));
             comm_tree_push(&trees[r]);
@@ -132,7 +132,7 @@ static int split_sum_sliced(const float *leaves, int E, size_t n, int P, const i
     size_t *sizes = malloc((size_t)P * sizeof *sizes);
     int begin = 0, rc = CALF_OK;
     for (int r = 0; r < P; r++) {
-        comm_tree_init(&trees[r], n, E, begin, counts[r]);
+        comm_tree_init(&trees[r], n, E, begin, counts[r], NULL);
         for (int i = begin; i < begin + counts[r]; i++) {
             memcpy(comm_tree_leaf(&trees[r]), leaves + (size_t)i * n, n * sizeof(float));
             comm_tree_push(&trees[r]);
@@ -356,8 +356,8 @@ static void test_tree_edges(void) {
 
     /* Ranges out of rank order are refused, not silently summed in another order. */
     comm_tree a, b;
-    comm_tree_init(&a, 2, 4, 0, 2);
-    comm_tree_init(&b, 2, 4, 2, 2);
+    comm_tree_init(&a, 2, 4, 0, 2, NULL);
+    comm_tree_init(&b, 2, 4, 2, 2, NULL);
     for (int i = 0; i < 2; i++) {
         float *l = comm_tree_leaf(&a);
         l[0] = (float)i;
@@ -403,7 +403,7 @@ static void test_tree_f64_splits(void) {
                 int b, c;
                 even_split(E, P, r, &b, &c);
                 comm_tree t;
-                comm_tree_init_f64(&t, n, E, b, c);
+                comm_tree_init_f64(&t, n, E, b, c, NULL);
                 for (int i = b; i < b + c; i++) {
                     memcpy(comm_tree_leaf_f64(&t), leaves + (size_t)i * n, n * sizeof(double));
                     comm_tree_push(&t);
@@ -432,7 +432,7 @@ static void test_single(void) {
     comm *c = NULL;
     calf_error err;
     calf_error_clear(&err);
-    CHECK_INT_EQ(comm_single(&c), CALF_OK);
+    CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
     CHECK_INT_EQ(comm_rank(c), -1);
     CHECK_INT_EQ(comm_size(c), 1);
     CHECK_STR_EQ(comm_backend_name(c), "single");
@@ -444,7 +444,7 @@ static void test_single(void) {
     for (int i = 0; i < E; i++) fill_leaf(leaves + (size_t)i * n, n, 5, i);
     ref_sum(leaves, E, n, ref);
     comm_tree t;
-    comm_tree_init(&t, n, E, 0, E);
+    comm_tree_init(&t, n, E, 0, E, NULL);
     for (int iter = 0; iter < 3; iter++) { /* the tree is reused across iterations */
         for (int i = 0; i < E; i++) {
             memcpy(comm_tree_leaf(&t), leaves + (size_t)i * n, n * sizeof(float));
@@ -607,7 +607,7 @@ static int rank_parity(comm *c, report *rep, const void *argp) {
     float *leaves = malloc((size_t)a->E * a->n * sizeof *leaves);
     float *ref = malloc(a->n * sizeof *ref), *out = malloc(a->n * sizeof *out);
     comm_tree t;
-    comm_tree_init(&t, a->n, a->E, begin, count);
+    comm_tree_init(&t, a->n, a->E, begin, count, NULL);
     for (int it = 0; it < a->iters; it++) {
         for (int i = 0; i < a->E; i++) fill_leaf(leaves + (size_t)i * a->n, a->n, 77 + (uint64_t)it, i);
         ref_sum(leaves, a->E, a->n, ref);
@@ -789,7 +789,7 @@ static void put_leaf(comm_tree *t, const float *leaf, size_t n) {
 
 /* Fold envs [first, first+k) of the global leaves into t as the piece starting there. */
 static void fold_piece(comm_tree *t, const float *leaves, size_t n, int first, int k) {
-    comm_tree_restart(t, first, k);
+    comm_tree_restart(t, first, k, NULL);
     for (int i = first; i < first + k; i++) put_leaf(t, leaves + (size_t)i * n, n);
 }
 
@@ -808,12 +808,12 @@ static int rank_share(comm *c, report *rep, const void *argp) {
     float *leaves = malloc((size_t)a->E * a->n * sizeof *leaves);
     float *ref = malloc(a->n * sizeof *ref), *out = malloc(a->n * sizeof *out);
     comm_tree own, other, lent[LENT_SETS];
-    comm_tree_init(&own, a->n, a->E, begin, count);
-    comm_tree_init(&other, a->n, a->E, 0, 0);
-    for (int s = 0; s < LENT_SETS; s++) comm_tree_init(&lent[s], a->n, a->E, 0, 0);
+    comm_tree_init(&own, a->n, a->E, begin, count, NULL);
+    comm_tree_init(&other, a->n, a->E, 0, 0, NULL);
+    for (int s = 0; s < LENT_SETS; s++) comm_tree_init(&lent[s], a->n, a->E, 0, 0, NULL);
     if (a->by_reference) {
         CHECK_INT_EQ(comm_tree_share_buffers(c, &own, LENT_SETS, &err), CALF_OK);
-        for (int s = 0; s < LENT_SETS; s++) comm_tree_share_set(&lent[s], &own, s + 1);
+        for (int s = 0; s < LENT_SETS; s++) comm_tree_share_set(&lent[s], &own, s + 1, NULL);
     }
     int taken = 0, mismatches = 0, copied = 0, by_ref = 0;
     CHECK(comm_tree_pieces_supported(c, a->E, a->n));
@@ -828,7 +828,7 @@ static int rank_share(comm *c, report *rep, const void *argp) {
         CHECK_INT_EQ(comm_tree_pieces_open(c, &pc, a->E, a->n, a->by_reference ? &own : NULL, &err),
                      CALF_OK);
         comm_claim_open(words[r], (uint32_t)round, count);
-        comm_tree_restart(&own, begin, count);
+        comm_tree_restart(&own, begin, count, NULL);
         /* An event, not a delay, makes sure sharing happens: in the first round the slow
          * rank starts on its envs only once another rank has taken some (the back half,
          * at least one, and every env of it a piece when by reference). */
@@ -948,9 +948,9 @@ static void test_leaf_raw(void) {
     comm *c = NULL;
     calf_error err;
     calf_error_clear(&err);
-    CHECK_INT_EQ(comm_single(&c), CALF_OK);
+    CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
     comm_tree t;
-    comm_tree_init(&t, n, E, 0, E);
+    comm_tree_init(&t, n, E, 0, E, NULL);
     int exact = 1, zeros = 1;
     for (int round = 0; round < 4; round++) {
         for (int i = 0; i < E; i++) {
@@ -1016,12 +1016,12 @@ static int rank_missing_piece(comm *c, report *rep, const void *arg) {
     int r = comm_rank(c), E = 8, begin = 4 * r;
     size_t n = 50;
     comm_tree t;
-    comm_tree_init(&t, n, E, begin, 4);
+    comm_tree_init(&t, n, E, begin, 4, NULL);
     float out[50];
     for (int round = 0; round < 2; round++) {
         comm_tree_pieces pc;
         CHECK_INT_EQ(comm_tree_pieces_open(c, &pc, E, n, NULL, &err), CALF_OK);
-        comm_tree_restart(&t, begin, 4);
+        comm_tree_restart(&t, begin, 4, NULL);
         for (int i = 0; i < 4; i++) {
             float *leaf = comm_tree_leaf(&t);
             leaf[0] = (float)(begin + i);
@@ -1052,7 +1052,7 @@ static void test_shared_heap(void) {
 /* The single and MPI backends share no memory: no piece sums there. */
 static void test_sharing_unsupported(void) {
     comm *c = NULL;
-    CHECK_INT_EQ(comm_single(&c), CALF_OK);
+    CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
     CHECK(!comm_shares_memory(c));
     CHECK(!comm_tree_pieces_supported(c, 8, 10));
     CHECK_INT_EQ((long long)comm_shared_left(c), 0);
@@ -1067,7 +1067,7 @@ static int rank_too_big(comm *c, report *rep, const void *arg) {
     int begin, count;
     even_split(4, comm_size(c), comm_rank(c), &begin, &count);
     comm_tree t;
-    comm_tree_init(&t, 10000, 4, begin, count);
+    comm_tree_init(&t, 10000, 4, begin, count, NULL);
     for (int i = 0; i < count; i++) {
         comm_tree_leaf(&t);
         comm_tree_push(&t);

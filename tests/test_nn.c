@@ -95,7 +95,7 @@ static void test_linear_order(void) {
         memcpy(dwr, dw, nw * 4);
         memcpy(dbr, db, out * 4);
 
-        nn_linear_forward(x, w, b, B, in, out, y);
+        nn_linear_forward(x, w, b, B, in, out, y, NULL);
         ref_forward(x, w, b, B, in, out, yr);
         CHECK(bits_equal(y, yr, ny));
         /* and the value is right: compare with a double dot product */
@@ -233,18 +233,18 @@ static void test_layout_init(void) {
     }
     CHECK(critic.w_off[0] >= actor_end);
 
-    float *p = nn_alloc_floats(cursor);
+    float *p = nn_alloc_floats(cursor, NULL);
     CHECK(((uintptr_t)p % 64) == 0);
     for (size_t i = 0; i < cursor; i++) p[i] = 42.0f;
     calf_rng rng;
     calf_rng_seed(&rng, 7, 0, CALF_RNG_INIT);
-    nn_mlp_init(&critic, p, sqrtf(2.0f), 1.0f, &rng);
+    nn_mlp_init(&critic, p, sqrtf(2.0f), 1.0f, &rng, NULL);
     /* nothing outside the critic's span touched, biases and padding zero */
     CHECK(p[actor_end - 1] == 42.0f && p[log_std_off] == 42.0f);
     for (size_t i = critic.offset; i < critic.w_off[0]; i++) CHECK(p[i] == 0.0f);
     for (int l = 0; l < 3; l++)
         for (int o = 0; o < critic.sizes[l + 1]; o++) CHECK(p[critic.b_off[l] + o] == 0.0f);
-    nn_mlp_init(&actor, p, sqrtf(2.0f), 0.01f, &rng);
+    nn_mlp_init(&actor, p, sqrtf(2.0f), 0.01f, &rng, NULL);
     /* the policy head's columns have norm 0.01 */
     for (int o = 0; o < 2; o++) {
         double s = 0.0;
@@ -255,10 +255,10 @@ static void test_layout_init(void) {
         CHECK_NEAR(sqrt(s), 0.01, 1e-7);
     }
     /* same stream, same bits */
-    float *q = nn_alloc_floats(cursor);
+    float *q = nn_alloc_floats(cursor, NULL);
     calf_rng_seed(&rng, 7, 0, CALF_RNG_INIT);
-    nn_mlp_init(&critic, q, sqrtf(2.0f), 1.0f, &rng);
-    nn_mlp_init(&actor, q, sqrtf(2.0f), 0.01f, &rng);
+    nn_mlp_init(&critic, q, sqrtf(2.0f), 1.0f, &rng, NULL);
+    nn_mlp_init(&actor, q, sqrtf(2.0f), 0.01f, &rng, NULL);
     CHECK(bits_equal(p, q, log_std_off));
     free(p);
     free(q);
@@ -275,7 +275,7 @@ static void test_orthogonal(void) {
         int rows = cases[c].rows, cols = cases[c].cols;
         double g2 = (double)cases[c].gain * cases[c].gain;
         float *w = malloc((size_t)rows * cols * sizeof *w);
-        nn_orthogonal_init(w, rows, cols, cases[c].gain, &rng);
+        nn_orthogonal_init(w, rows, cols, cases[c].gain, &rng, NULL);
         /* W^T W (cols x cols) when rows >= cols, else W W^T (rows x rows) */
         int ns = rows >= cols ? cols : rows, nb = rows >= cols ? rows : cols;
         double maxerr = 0.0;
@@ -300,12 +300,12 @@ static void test_orthogonal(void) {
     /* deterministic per stream, different across streams */
     float a[64 * 64], b[64 * 64];
     calf_rng_seed(&rng, 1, 0, CALF_RNG_INIT);
-    nn_orthogonal_init(a, 64, 64, 1.0f, &rng);
+    nn_orthogonal_init(a, 64, 64, 1.0f, &rng, NULL);
     calf_rng_seed(&rng, 1, 0, CALF_RNG_INIT);
-    nn_orthogonal_init(b, 64, 64, 1.0f, &rng);
+    nn_orthogonal_init(b, 64, 64, 1.0f, &rng, NULL);
     CHECK(bits_equal(a, b, 64 * 64));
     calf_rng_seed(&rng, 2, 0, CALF_RNG_INIT);
-    nn_orthogonal_init(b, 64, 64, 1.0f, &rng);
+    nn_orthogonal_init(b, 64, 64, 1.0f, &rng, NULL);
     CHECK(!bits_equal(a, b, 64 * 64));
 }
 
@@ -316,10 +316,10 @@ static void check_row_independence(int in, const int *hidden, int nh, int out,
     size_t cursor = 5; /* an MLP need not start at 0 */
     nn_mlp m;
     nn_mlp_layout(&m, in, hidden, nh, out, act, &cursor);
-    float *p = nn_alloc_floats(cursor);
+    float *p = nn_alloc_floats(cursor, NULL);
     calf_rng rng;
     calf_rng_seed(&rng, 11, 0, CALF_RNG_INIT);
-    nn_mlp_init(&m, p, sqrtf(2.0f), 1.0f, &rng);
+    nn_mlp_init(&m, p, sqrtf(2.0f), 1.0f, &rng, NULL);
     for (int l = 0; l < m.num_layers; l++) fill(p + m.b_off[l], m.sizes[l + 1], -0.2f, 0.2f);
 
     enum { N = 37 };
@@ -327,7 +327,7 @@ static void check_row_independence(int in, const int *hidden, int nh, int out,
     float *Z = malloc(N * in * 4);
     fill(X, (size_t)N * in, -2, 2);
     nn_cache c;
-    nn_cache_init(&c, &m, N);
+    nn_cache_init(&c, &m, N, NULL);
     nn_mlp_forward(&m, p, X, N, &c, Y);
     CHECK(bits_equal(Y, c.act[m.num_layers], (size_t)N * out));
 
@@ -357,9 +357,9 @@ static void check_row_independence(int in, const int *hidden, int nh, int out,
     const int a = 3, cnt = 8;
     float *dy = malloc(cnt * out * 4);
     fill(dy, (size_t)cnt * out, -1, 1);
-    float *g1 = nn_alloc_floats(cursor), *g2 = nn_alloc_floats(cursor),
-          *g3 = nn_alloc_floats(cursor), *g4 = nn_alloc_floats(cursor),
-          *g5 = nn_alloc_floats(cursor);
+    float *g1 = nn_alloc_floats(cursor, NULL), *g2 = nn_alloc_floats(cursor, NULL),
+          *g3 = nn_alloc_floats(cursor, NULL), *g4 = nn_alloc_floats(cursor, NULL),
+          *g5 = nn_alloc_floats(cursor, NULL);
     float *dx1 = malloc(cnt * in * 4), *dx2 = malloc(cnt * in * 4), *dx3 = malloc(cnt * in * 4),
           *dx4 = malloc(cnt * in * 4);
     nn_mlp_forward(&m, p, X, N, &c, NULL);
@@ -423,7 +423,7 @@ static void check_row_independence(int in, const int *hidden, int nh, int out,
     CHECK(same_inside);
     CHECK(kept_outside);
     /* _add over a "left sibling": left + g1 in the MLP's ranges, nothing else touched */
-    float *left = nn_alloc_floats(cursor);
+    float *left = nn_alloc_floats(cursor, NULL);
     fill(left, cursor, -1, 1);
     memcpy(g5, left, cursor * 4);
     nn_mlp_forward(&m, p, X, N, &c, NULL);
@@ -487,17 +487,17 @@ static void check_fd(int in, const int *hidden, int nh, int out, nn_activation a
     size_t cursor = 0;
     nn_mlp m;
     nn_mlp_layout(&m, in, hidden, nh, out, act, &cursor);
-    float *p = nn_alloc_floats(cursor), *grad = nn_alloc_floats(cursor);
+    float *p = nn_alloc_floats(cursor, NULL), *grad = nn_alloc_floats(cursor, NULL);
     calf_rng rng;
     calf_rng_seed(&rng, 5, 0, CALF_RNG_INIT);
-    nn_mlp_init(&m, p, 1.0f, 1.0f, &rng);
+    nn_mlp_init(&m, p, 1.0f, 1.0f, &rng, NULL);
     for (int l = 0; l < m.num_layers; l++) fill(p + m.b_off[l], m.sizes[l + 1], -0.3f, 0.3f);
     float *x = malloc((size_t)B * in * 4), *g = malloc((size_t)B * out * 4),
           *dx = malloc((size_t)B * in * 4);
     fill(x, (size_t)B * in, -1.5f, 1.5f);
     fill(g, (size_t)B * out, -1, 1);
     nn_cache c;
-    nn_cache_init(&c, &m, B);
+    nn_cache_init(&c, &m, B, NULL);
     nn_mlp_forward(&m, p, x, B, &c, NULL);
     nn_mlp_backward(&m, p, &c, 0, B, g, grad, dx);
 

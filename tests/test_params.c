@@ -15,7 +15,7 @@
 static void test_step(void) {
     adam_conf opt = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0};
     param_group g;
-    param_group_init(&g, "TEST", 5, true, opt);
+    param_group_init(&g, "TEST", 5, true, opt, NULL);
     float want_p[5], want_m[5] = {0}, want_v[5] = {0}, grad[5];
     for (int i = 0; i < 5; i++) {
         g.params[i] = want_p[i] = 0.5f * (float)i - 1.0f;
@@ -38,7 +38,7 @@ static void test_step(void) {
     ckpt_buf_init(&b);
     param_group_save(&g, &b);
     param_group h;
-    param_group_init(&h, "TEST", 5, true, opt);
+    param_group_init(&h, "TEST", 5, true, opt, NULL);
     calf_error err;
     ckpt_reader r;
     ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
@@ -66,7 +66,7 @@ static void test_step(void) {
 
     /* a group without an optimizer (a target network) saves only its parameters */
     param_group t;
-    param_group_init(&t, "TARG", 3, false, opt);
+    param_group_init(&t, "TARG", 3, false, opt, NULL);
     CHECK(t.grad == NULL && t.m == NULL);
     ckpt_buf_init(&b);
     param_group_save(&t, &b);
@@ -86,11 +86,11 @@ static void test_step_slices(void) {
     enum { N = 2 * ADAM_NORM_CHUNK + 45, STEPS = 3 };
     adam_conf opt = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-7f, .max_norm = 2.0};
     param_group whole, part[2];
-    param_group_init(&whole, "TEST", N, true, opt);
+    param_group_init(&whole, "TEST", N, true, opt, NULL);
     float *shared[4];
     for (int a = 0; a < 4; a++) shared[a] = calloc(N, sizeof(float));
     for (int q = 0; q < 2; q++) {
-        param_group_init(&part[q], "TEST", N, true, opt);
+        param_group_init(&part[q], "TEST", N, true, opt, NULL);
         param_group_use(&part[q], shared[0], shared[1], shared[2], shared[3]);
     }
     for (size_t i = 0; i < N; i++) whole.params[i] = shared[0][i] = sinf((float)i);
@@ -122,7 +122,7 @@ static void test_alpha_moves(void) {
     adam_conf opt = {.lr = 0.05f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     for (int side = 0; side < 2; side++) {
         param_group a;
-        param_group_init(&a, "SACL", 1, true, opt);
+        param_group_init(&a, "SACL", 1, true, opt, NULL);
         float target = -1.0f;
         float logp = side == 0 ? -3.0f : 2.0f; /* entropy -logp: 3 or -2, target -1 */
         for (int k = 0; k < 20; k++) {
@@ -143,7 +143,7 @@ static void test_digest_bits(void) {
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         size_t n = sizes[si];
         param_group g;
-        param_group_init(&g, "TEST", n, true, opt);
+        param_group_init(&g, "TEST", n, true, opt, NULL);
         for (size_t i = 0; i < n; i++) {
             g.params[i] = 0.25f * (float)i - 1.0f;
             g.m[i] = 1e-3f * (float)i;

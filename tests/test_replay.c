@@ -405,8 +405,11 @@ static void test_select_owned(void) {
 static void save_split(replay *procs, int nprocs, ckpt_buf *b) {
     replay_save_counters(&procs[0], b);
     for (int p = 0; p < nprocs; p++)
-        for (int e = 0; e < procs[p].env_count; e++)
-            replay_save_env(&procs[p], procs[p].env_begin + e, b);
+        for (int e = 0; e < procs[p].env_count; e++) {
+            unsigned char *at = bytes_buf_room(b, replay_env_record_bytes(&procs[p]));
+            CHECK(at != NULL);
+            if (at) replay_save_env(&procs[p], procs[p].env_begin + e, at);
+        }
 }
 
 /* Every process reads the whole section, keeping its own envs. */

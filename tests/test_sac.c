@@ -273,7 +273,7 @@ static void one_case(bool terminated, int64_t sched_n) {
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(&cfg, text, "test", &err), CALF_OK);
     comm *c = NULL;
-    CHECK_INT_EQ(comm_single(&c), CALF_OK);
+    CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
     const algorithm_ops *ops = algorithm_find("SacAlgorithm");
     CHECK(ops != NULL);
     algo_setup s = {.cfg = &cfg, .spec = &cls->spec, .c = c, .E = E, .begin = 0, .count = E,

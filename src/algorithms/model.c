@@ -12,7 +12,8 @@ static nn_activation activation_of(const char *name) {
     return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
 }
 
-void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt) {
+int model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
+               calf_error *err) {
     memset(md, 0, sizeof *md);
     md->obs_dim = spec->obs_dim;
     md->num_actions = spec->num_actions;
@@ -31,17 +32,19 @@ void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, ad
                   activation_of(calf_config_string(cfg, CALF_CFG_VALUE_ACTIVATION)), &cursor);
     md->log_std_off = cursor;
     if (md->action_dim > 0) cursor += (size_t)md->action_dim;
-    param_group_init(&md->g, "PRMS", cursor, true, opt);
+    return param_group_init(&md->g, "PRMS", cursor, true, opt, err);
 }
 
-void model_init_params(model *md, const calf_config *cfg, uint64_t seed) {
+int model_init_params(model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
     calf_rng rng;
     calf_rng_seed(&rng, seed, 0, CALF_RNG_INIT);
     /* CleanRL / SB3: sqrt(2) hidden, 0.01 policy head, 1 value head */
-    nn_mlp_init(&md->actor, md->g.params, sqrtf(2.0f), 0.01f, &rng);
-    nn_mlp_init(&md->value, md->g.params, sqrtf(2.0f), 1.0f, &rng);
+    int rc = nn_mlp_init(&md->actor, md->g.params, sqrtf(2.0f), 0.01f, &rng, err);
+    if (rc == CALF_OK) rc = nn_mlp_init(&md->value, md->g.params, sqrtf(2.0f), 1.0f, &rng, err);
+    if (rc) return rc;
     for (int k = 0; k < md->action_dim; k++)
         md->g.params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);
+    return CALF_OK;
 }
 
 void model_free(model *md) {

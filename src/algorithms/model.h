@@ -28,10 +28,13 @@ typedef struct model {
 } model;
 
 /* Lay out the networks the config asks for, for an env with spec; all arrays zeroed;
- * the group steps with opt (PPO sets opt.lr each iteration, by its schedule). */
-void model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt);
-/* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config. */
-void model_init_params(model *md, const calf_config *cfg, uint64_t seed);
+ * the group steps with opt (PPO sets opt.lr each iteration, by its schedule). CALF_ENOMEM
+ * when memory runs out (model_free frees what was made). */
+int model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
+               calf_error *err);
+/* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config.
+ * CALF_ENOMEM when the init's scratch cannot be allocated. */
+int model_init_params(model *md, const calf_config *cfg, uint64_t seed, calf_error *err);
 void model_free(model *md);
 /* The model's arrays in memory the caller owns (param_group_use). */
 void model_use_state(model *md, float *params, float *m, float *v, float *grad);

@@ -7,6 +7,8 @@
 
 #include "algorithms/obs_norm.h"
 
+#include "base/mem.h"
+
 static void refresh(obs_norm *z) {
     for (int i = 0; i < z->dim; i++) {
         if (z->count == 0) {
@@ -20,16 +22,20 @@ static void refresh(obs_norm *z) {
     }
 }
 
-void obs_norm_init(obs_norm *z, int dim, float clip) {
+int obs_norm_init(obs_norm *z, int dim, float clip, calf_error *err) {
     memset(z, 0, sizeof *z);
     z->dim = dim;
     z->clip = clip;
     size_t n = dim > 0 ? (size_t)dim : 1;
-    z->mean = calf_xcalloc(n, sizeof(double));
-    z->m2 = calf_xcalloc(n, sizeof(double));
-    z->shift = calf_xcalloc(n, sizeof(float));
-    z->scale = calf_xcalloc(n, sizeof(float));
+    if (!(z->mean = mem_calloc(n, sizeof(double), err)) ||
+        !(z->m2 = mem_calloc(n, sizeof(double), err)) ||
+        !(z->shift = mem_calloc(n, sizeof(float), err)) ||
+        !(z->scale = mem_calloc(n, sizeof(float), err))) {
+        obs_norm_free(z);
+        return CALF_ENOMEM;
+    }
     refresh(z);
+    return CALF_OK;
 }
 
 void obs_norm_free(obs_norm *z) {
@@ -103,8 +109,12 @@ int obs_norm_load(obs_norm *z, ckpt_reader *r, int64_t want_count, calf_error *e
                               "%s: ONRM: %lld observations merged, the iteration implies %lld",
                               r->name, (long long)count, (long long)want_count);
     size_t n = (size_t)z->dim;
-    double *mean = calf_xcalloc(n ? n : 1, sizeof(double));
-    double *m2 = calf_xcalloc(n ? n : 1, sizeof(double));
+    double *mean = mem_calloc(n ? n : 1, sizeof(double), err);
+    double *m2 = mean ? mem_calloc(n ? n : 1, sizeof(double), err) : NULL;
+    if (!m2) {
+        free(mean);
+        return CALF_ENOMEM;
+    }
     for (size_t i = 0; i < n; i++) ckpt_get_f64(r, &mean[i]);
     for (size_t i = 0; i < n; i++) ckpt_get_f64(r, &m2[i]);
     int rc = r->status;

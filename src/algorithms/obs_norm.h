@@ -29,8 +29,9 @@ typedef struct obs_norm {
     float *scale;     /* (dim) (float)(1 / sqrt(m2 / count + OBS_NORM_EPS)); 1 while count 0 */
 } obs_norm;
 
-/* Statistics of no observations: obs_norm_apply only clips. */
-void obs_norm_init(obs_norm *z, int dim, float clip);
+/* Statistics of no observations: obs_norm_apply only clips. CALF_ENOMEM when memory runs
+ * out (z is then zeroed, nothing held). */
+int obs_norm_init(obs_norm *z, int dim, float clip, calf_error *err);
 void obs_norm_free(obs_norm *z); /* zeroed z is fine */
 
 /* Add observation x to an env's accumulator acc (OBS_NORM_ACC(dim) doubles, zeroed at the

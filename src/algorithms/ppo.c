@@ -14,6 +14,7 @@
 #include "calf/summary.h"
 #include "training/algorithm.h"
 #include "base/bytes.h"
+#include "base/mem.h"
 #include "algorithms/model.h"
 #include "algorithms/obs_norm.h"
 #include "algorithms/ppo_math.h"
@@ -45,6 +46,11 @@ typedef struct rollout_view {
 /* Envs per pass through the value net for advantages without sharing: rows enough for
  * long passes, and a bounded copy of the rollout's observations. */
 enum { ADV_GROUP_ENVS = 64 };
+
+/* Rows of greedy actions per pass through the actor (evaluation, play, a policy handle):
+ * the cache for them is made with the algorithm, so that acting never allocates. Rows
+ * are independent (numerics/nn.h), so the slicing never shows in the actions. */
+enum { EVAL_ROWS = 64 };
 
 
 /* Pieces a rank takes from others in one minibatch that are published where they lie
@@ -156,11 +162,10 @@ typedef struct ppo {
     double grad_norm_sum;
     int num_updates;
     int64_t iteration;       /* the iteration being trained (for messages) */
-    /* evaluation and play: a cache for rows of greedy actions */
+    /* evaluation and play: a cache for EVAL_ROWS rows of greedy actions */
     nn_cache eval_cache;
-    float *eval_head;
-    float *eval_in;          /* (eval_rows, obs_dim) normalized rows, when normalizing */
-    int eval_rows;
+    float *eval_head;        /* (EVAL_ROWS, head_dim) */
+    float *eval_in;          /* (EVAL_ROWS, obs_dim) normalized rows, when normalizing */
 } ppo;
 
 
@@ -231,17 +236,19 @@ static int views_init(ppo *t, calf_error *err) {
                  work_share_fits(c, t->E, extra, &lay);
     if (!t->sharing) {
         rollout_view scratch;
-        t->views = calf_xcalloc(1, sizeof *t->views);
         size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);
-        t->view_mem = calf_xcalloc(1, bytes);
+        if (!(t->views = mem_calloc(1, sizeof *t->views, err)) ||
+            !(t->view_mem = mem_calloc(1, bytes, err)))
+            return CALF_ENOMEM; /* ppo_destroy frees what was made */
         view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad);
         t->own = &t->views[0];
         return CALF_OK;
     }
-    t->views = calf_xcalloc((size_t)P, sizeof *t->views);
-    int rc = work_share_init(&t->share, c, t->E, &lay, t->views, err);
+    /* what this rank needs before work_share_init's collective */
+    if (!(t->views = mem_calloc((size_t)P, sizeof *t->views, err))) return CALF_ENOMEM;
     t->own = &t->views[c->index];
-    comm_tree_init(&t->steal_tree, t->md.g.n, t->E, 0, 0);
+    int rc = comm_tree_init(&t->steal_tree, t->md.g.n, t->E, 0, 0, err);
+    if (rc == CALF_OK) rc = work_share_init(&t->share, c, t->E, &lay, t->views, err);
     return rc;
 }
 
@@ -292,17 +299,24 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->params_version = 1;
     adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
                      .max_norm = t->p.max_norm};
-    model_init(&t->md, cfg, s->spec, opt);
-    model_init_params(&t->md, cfg, s->seed);
     t->total_iterations = s->total_iterations;
-    if (t->p.normalize_obs) obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip);
-    int rc = CALF_OK;
-    if (t->count == 0) return CALF_OK; /* acting only (calf play) */
-    if (t->p.normalize_obs)
-        t->norm_acc = calf_xcalloc((size_t)t->count * OBS_NORM_ACC(t->md.obs_dim), sizeof(double));
-
+    int rc = model_init(&t->md, cfg, s->spec, opt, err);
+    if (rc == CALF_OK) rc = model_init_params(&t->md, cfg, s->seed, err);
+    if (rc == CALF_OK && t->p.normalize_obs)
+        rc = obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip, err);
     int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
+    if (rc == CALF_OK) rc = nn_cache_init(&t->eval_cache, &t->md.actor, EVAL_ROWS, err);
+    if (rc == CALF_OK &&
+        (!(t->eval_head = mem_calloc((size_t)EVAL_ROWS * hd, sizeof(float), err)) ||
+         !(t->eval_in = mem_calloc((size_t)EVAL_ROWS * od, sizeof(float), err))))
+        rc = CALF_ENOMEM;
+    if (rc || t->count == 0) return rc; /* count 0: acting only (calf play) */
+    if (t->p.normalize_obs &&
+        !(t->norm_acc = mem_calloc((size_t)t->count * OBS_NORM_ACC(t->md.obs_dim), sizeof(double),
+                                   err)))
+        return CALF_ENOMEM;
+
     if ((rc = views_init(t, err))) return rc;
     t->obs = t->own->obs;
     t->act = t->own->act;
@@ -322,11 +336,13 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     int max_chunk = (T + t->M - 1) / t->M;
     int cache_envs = n > t->group_envs ? n : t->group_envs;
     t->cache_rows = cache_envs * max_chunk; /* >= n: a minibatch, or one timestep of every env */
-    nn_cache_init(&t->a_cache, &t->md.actor, t->cache_rows);
-    nn_cache_init(&t->v_cache, &t->md.value, t->cache_rows);
+    if ((rc = nn_cache_init(&t->a_cache, &t->md.actor, t->cache_rows, err)) ||
+        (rc = nn_cache_init(&t->v_cache, &t->md.value, t->cache_rows, err)))
+        return rc;
 
-    t->act_rng = calf_xcalloc((size_t)n, sizeof *t->act_rng);
-    t->shuf_rng = calf_xcalloc((size_t)n, sizeof *t->shuf_rng);
+    if (!(t->act_rng = mem_calloc((size_t)n, sizeof *t->act_rng, err)) ||
+        !(t->shuf_rng = mem_calloc((size_t)n, sizeof *t->shuf_rng, err)))
+        return CALF_ENOMEM;
     for (int e = 0; e < n; e++) {
         calf_rng_seed(&t->act_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_ACTION);
         calf_rng_seed(&t->shuf_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_SHUFFLE);
@@ -336,35 +352,40 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     int alone = n < 1 ? 1 : n < ADV_GROUP_ENVS ? n : ADV_GROUP_ENVS;
     t->adv_group = t->sharing ? WORK_SHARE_GROUP_ENVS : alone;
     size_t grp_rows = (size_t)t->adv_group * (size_t)(T + 1);
-    t->grp_obs = calf_xcalloc(grp_rows * (size_t)od, sizeof(float));
-    t->grp_val = calf_xcalloc(grp_rows, sizeof(float));
-    t->grp_next = calf_xcalloc(grp_rows, sizeof(float));
-    t->grp_trunc = calf_xcalloc(grp_rows, sizeof(int));
-    t->grp_cut_val = calf_xcalloc(grp_rows, sizeof(float));
     size_t rows = (size_t)t->cache_rows;
-    t->head = calf_xcalloc(rows * (size_t)hd, sizeof(float));
-    t->vout = calf_xcalloc(rows, sizeof(float));
-    t->rows_in = calf_xcalloc(rows * (size_t)od, sizeof(float));
-    t->dhead = calf_xcalloc(rows * (size_t)hd, sizeof(float));
-    t->dval = calf_xcalloc(rows, sizeof(float));
-    t->dlogstd = calf_xcalloc(rows * (size_t)ad, sizeof(float));
+    if (!(t->grp_obs = mem_calloc(grp_rows * (size_t)od, sizeof(float), err)) ||
+        !(t->grp_val = mem_calloc(grp_rows, sizeof(float), err)) ||
+        !(t->grp_next = mem_calloc(grp_rows, sizeof(float), err)) ||
+        !(t->grp_trunc = mem_calloc(grp_rows, sizeof(int), err)) ||
+        !(t->grp_cut_val = mem_calloc(grp_rows, sizeof(float), err)) ||
+        !(t->head = mem_calloc(rows * (size_t)hd, sizeof(float), err)) ||
+        !(t->vout = mem_calloc(rows, sizeof(float), err)) ||
+        !(t->rows_in = mem_calloc(rows * (size_t)od, sizeof(float), err)) ||
+        !(t->dhead = mem_calloc(rows * (size_t)hd, sizeof(float), err)) ||
+        !(t->dval = mem_calloc(rows, sizeof(float), err)) ||
+        !(t->dlogstd = mem_calloc(rows * (size_t)ad, sizeof(float), err)))
+        return CALF_ENOMEM;
     float **g[] = {&t->g_rew, &t->g_val, &t->g_next, &t->g_adv, &t->g_ret};
-    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) *g[k] = calf_xcalloc((size_t)T, sizeof(float));
-    t->g_term = calf_xcalloc((size_t)T, 1);
-    t->g_ended = calf_xcalloc((size_t)T, 1);
-    comm_tree_init(&t->tree, t->md.g.n, t->E, t->begin, t->count);
+    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++)
+        if (!(*g[k] = mem_calloc((size_t)T, sizeof(float), err))) return CALF_ENOMEM;
+    if (!(t->g_term = mem_calloc((size_t)T, 1, err)) ||
+        !(t->g_ended = mem_calloc((size_t)T, 1, err)))
+        return CALF_ENOMEM;
+    if ((rc = comm_tree_init(&t->tree, t->md.g.n, t->E, t->begin, t->count, err))) return rc;
     t->opt_lo = 0;
     t->opt_hi = t->md.g.n;
     /* sharing: the other ranks read this rank's blocks where they are folded, its own
      * envs' and the first ones it takes from others */
     t->shared_model = t->sharing && t->md.g.n > PRIVATE_MODEL_MAX;
     if (!t->shared_model) return CALF_OK;
-    rc = comm_tree_share_buffers(c, &t->tree, STEAL_SETS, err);
-    for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++) {
-        comm_tree_init(&t->steal_shared[i], t->md.g.n, t->E, 0, 0);
-        comm_tree_share_set(&t->steal_shared[i], &t->tree, i + 1);
-    }
-    void **all = calf_xcalloc((size_t)c->size, sizeof *all);
+    /* what can be, before the collectives */
+    void **all = mem_calloc((size_t)c->size, sizeof *all, err);
+    if (!all) return CALF_ENOMEM;
+    for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++)
+        rc = comm_tree_init(&t->steal_shared[i], t->md.g.n, t->E, 0, 0, err);
+    if (rc == CALF_OK) rc = comm_tree_share_buffers(c, &t->tree, STEAL_SETS, err);
+    for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++)
+        rc = comm_tree_share_set(&t->steal_shared[i], &t->tree, i + 1, err);
     if (rc == CALF_OK)
         rc = comm_shared_alloc(c, c->index == 0 ? shared_state_at(&t->md, SHARED_END) : 0, all,
                                err);
@@ -761,7 +782,8 @@ static float lr_at(const ppo_params *p, int64_t k, int64_t N) {
  * envs in canonical order, are merged once (collective). */
 static int update_obs_norm(ppo *t, calf_error *err) {
     size_t acc = OBS_NORM_ACC(t->md.obs_dim);
-    double *sum = calf_xcalloc(acc, sizeof(double));
+    double *sum = mem_calloc(acc, sizeof(double), err);
+    if (!sum) return CALF_ENOMEM; /* before the collective */
     int rc = comm_tree_sum_f64(t->c, t->E, t->begin, t->count, t->norm_acc, acc, sum, err);
     if (rc == CALF_OK) obs_norm_merge(&t->onorm, (int64_t)t->E * t->T, sum);
     free(sum);
@@ -781,28 +803,23 @@ static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
     return rc;
 }
 
-/* Greedy actions, in slices of the evaluation cache (grown to the largest call). */
+/* Greedy actions, in slices of EVAL_ROWS rows (the evaluation cache). */
 static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
     ppo *t = (ppo *)a;
     model *md = &t->md;
     int od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
-    if (rows > t->eval_rows) {
-        nn_cache_free(&t->eval_cache);
-        free(t->eval_head);
-        free(t->eval_in);
-        nn_cache_init(&t->eval_cache, &md->actor, rows);
-        t->eval_head = calf_xcalloc((size_t)rows * hd, sizeof(float));
-        t->eval_in = calf_xcalloc((size_t)rows * od, sizeof(float));
-        t->eval_rows = rows;
+    for (int r0 = 0; r0 < rows; r0 += EVAL_ROWS) {
+        int b = rows - r0 < EVAL_ROWS ? rows - r0 : EVAL_ROWS;
+        const float *x = obs + (size_t)r0 * od;
+        if (t->p.normalize_obs) {
+            obs_norm_apply(&t->onorm, x, b, t->eval_in);
+            x = t->eval_in;
+        }
+        nn_mlp_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
+        for (int k = 0; k < b; k++)
+            model_mode(md, t->eval_head + (size_t)k * hd, &act[r0 + k],
+                       ad ? u + (size_t)(r0 + k) * ad : NULL);
     }
-    const float *x = obs;
-    if (t->p.normalize_obs) {
-        obs_norm_apply(&t->onorm, obs, rows, t->eval_in);
-        x = t->eval_in;
-    }
-    nn_mlp_forward(&md->actor, md->g.params, x, rows, &t->eval_cache, t->eval_head);
-    for (int k = 0; k < rows; k++)
-        model_mode(md, t->eval_head + (size_t)k * hd, &act[k], ad ? u + (size_t)k * ad : NULL);
 }
 
 /* The actor and its distribution's mode, as ppo_greedy and model_mode compute them (on
@@ -974,7 +991,9 @@ static int ppo_start(algorithm *a, calf_error *err) {
 }
 
 static int ppo_create(const algo_setup *s, algorithm **out, calf_error *err) {
-    ppo *t = calf_xcalloc(1, sizeof *t);
+    ppo *t = mem_calloc(1, sizeof *t, err);
+    *out = (algorithm *)t;
+    if (!t) return CALF_ENOMEM;
     int rc = trainer_init(t, s, err);
     if (rc) {
         ppo_destroy((algorithm *)t);

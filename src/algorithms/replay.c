@@ -89,7 +89,7 @@ int replay_create(replay *rb, int num_envs, int env_begin, int env_count, int64_
     void *mem = aligned_alloc(64, n); /* n is a multiple of 64, as C11 asks */
     if (!mem)
         return calf_error_set(err, CALF_ENOMEM,
-                              "replay buffer: cannot allocate %zu bytes (%d envs x %" PRId64
+                              "replay buffer: out of memory allocating %zu bytes (%d envs x %" PRId64
                               " transitions)",
                               n, env_count, capacity);
     replay_init(rb, num_envs, env_begin, env_count, capacity, obs_dim, act_dim, mem);
@@ -226,10 +226,18 @@ void replay_save_counters(const replay *rb, ckpt_buf *b) {
     ckpt_put_u32(b, (uint32_t)rb->act_dim);
 }
 
-/* width floats of each of the env's stored rows, oldest first, as little-endian bits */
-static void put_rows(const replay *rb, ckpt_buf *b, const float *base, size_t width) {
-    size_t n = (size_t)rb->stored * width;
-    unsigned char *p = bytes_buf_grow(b, n * 4);
+/* The fixed part of an env's record: tag, env, stored, obs_dim, act_dim. */
+enum { ENV_HEAD_BYTES = 4 + 8 + 8 + 4 + 4 };
+
+size_t replay_env_record_bytes(const replay *rb) {
+    size_t per = (size_t)(2 * rb->obs_dim + rb->act_dim + 1) * sizeof(float) + 1;
+    return ENV_HEAD_BYTES + (size_t)rb->stored * per;
+}
+
+/* width floats of each of the env's stored rows, oldest first, as little-endian bits at
+ * p; returns the end */
+static unsigned char *put_rows(const replay *rb, unsigned char *p, const float *base,
+                               size_t width) {
     for (int64_t pos = 0; pos < rb->stored; pos++) {
         const float *src = base + (size_t)replay_slot(rb, pos) * width;
         for (size_t k = 0; k < width; k++, p += 4) {
@@ -238,24 +246,27 @@ static void put_rows(const replay *rb, ckpt_buf *b, const float *base, size_t wi
             bytes_put_le(p, bits, 4);
         }
     }
+    return p;
 }
 
-void replay_save_env(const replay *rb, int env, ckpt_buf *b) {
+void replay_save_env(const replay *rb, int env, unsigned char *out) {
     CALF_ASSERT(env >= rb->env_begin && env - rb->env_begin < rb->env_count);
     const size_t ring = (size_t)(env - rb->env_begin) * (size_t)rb->capacity;
     const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim;
-    ckpt_put_tag(b, ENV_TAG);
-    ckpt_put_u64(b, (uint64_t)env);
-    ckpt_put_u64(b, (uint64_t)rb->stored);
-    ckpt_put_u32(b, (uint32_t)rb->obs_dim);
-    ckpt_put_u32(b, (uint32_t)rb->act_dim);
-    put_rows(rb, b, rb->obs + ring * od, od);
-    put_rows(rb, b, rb->act + ring * ad, ad);
-    put_rows(rb, b, rb->reward + ring, 1);
-    unsigned char *t = bytes_buf_grow(b, (size_t)rb->stored);
+    unsigned char *p = out;
+    memcpy(p, ENV_TAG, 4);
+    bytes_put_le(p + 4, (uint64_t)env, 8);
+    bytes_put_le(p + 12, (uint64_t)rb->stored, 8);
+    bytes_put_le(p + 20, (uint32_t)rb->obs_dim, 4);
+    bytes_put_le(p + 24, (uint32_t)rb->act_dim, 4);
+    p += ENV_HEAD_BYTES;
+    p = put_rows(rb, p, rb->obs + ring * od, od);
+    p = put_rows(rb, p, rb->act + ring * ad, ad);
+    p = put_rows(rb, p, rb->reward + ring, 1);
     for (int64_t pos = 0; pos < rb->stored; pos++)
-        t[pos] = rb->terminated[ring + (size_t)replay_slot(rb, pos)];
-    put_rows(rb, b, rb->next_obs + ring * od, od);
+        *p++ = rb->terminated[ring + (size_t)replay_slot(rb, pos)];
+    p = put_rows(rb, p, rb->next_obs + ring * od, od);
+    CALF_ASSERT((size_t)(p - out) == replay_env_record_bytes(rb));
 }
 
 /* Fail r (stickily, keeping the first message) with a formatted reason. */

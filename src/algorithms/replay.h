@@ -145,7 +145,10 @@ int replay_select_owned(int B, const int *env, /* (B) */
  *              next_obs (stored * obs_dim f32)
  * The write slot is not kept: a loaded ring holds position p in slot p. */
 void replay_save_counters(const replay *rb, ckpt_buf *b);
-void replay_save_env(const replay *rb, int env, /* global, owned */ ckpt_buf *b);
+/* An env's record is replay_env_record_bytes long (the same for every env of rb);
+ * replay_save_env writes env's at out, which has room for it (nothing is allocated). */
+size_t replay_env_record_bytes(const replay *rb);
+void replay_save_env(const replay *rb, int env, /* global, owned */ unsigned char *out);
 /* Read the counters record; its num_envs, capacity and dims must equal rb's. Sets
  * stored (and the write slot); the rings are then to be filled by replay_load_env for
  * every owned env. Errors are CALF_EINVAL through the reader (sticky, the first message

@@ -20,6 +20,7 @@
 #include "algorithms/replay.h"
 #include "algorithms/sac_math.h"
 #include "base/bytes.h"
+#include "base/mem.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
 #include "parallel/work_share.h"
@@ -300,15 +301,17 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     if (t->A > 0)
         nn_mlp_layout(&t->actor, t->od, ah, na, 2 * t->A,
                       activation_of(calf_config_string(cfg, CALF_CFG_SAC_ACTOR_ACTIVATION)), &cursor);
-    param_group_init(&t->actor_g, "SACA", cursor, true, actor_opt);
+    int rc = param_group_init(&t->actor_g, "SACA", cursor, true, actor_opt, err);
+    if (rc) return rc; /* sac_destroy frees what was made, here and below */
     cursor = 0;
     int qin = t->A > 0 ? t->od + t->A : t->od, qout = t->A > 0 ? 1 : t->nA;
     nn_activation cact = activation_of(calf_config_string(cfg, CALF_CFG_SAC_CRITIC_ACTIVATION));
     nn_mlp_layout(&t->q1, qin, ch, nc, qout, cact, &cursor);
     nn_mlp_layout(&t->q2, qin, ch, nc, qout, cact, &cursor);
-    param_group_init(&t->critic_g, "SACQ", cursor, true, critic_opt);
-    param_group_init(&t->target_g, "SACT", cursor, false, opt);
-    param_group_init(&t->alpha_g, "SACL", 1, true, alpha_opt);
+    if ((rc = param_group_init(&t->critic_g, "SACQ", cursor, true, critic_opt, err)) ||
+        (rc = param_group_init(&t->target_g, "SACT", cursor, false, opt, err)) ||
+        (rc = param_group_init(&t->alpha_g, "SACL", 1, true, alpha_opt, err)))
+        return rc;
     /* init from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1, q2 */
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
@@ -324,57 +327,57 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     t->cache_rows = t->count > B ? t->count : B;
     if (t->cache_rows < 1) t->cache_rows = 1;
     int rows = t->cache_rows;
-    if (t->A > 0) nn_cache_init(&t->actor_cache, &t->actor, rows);
-    nn_cache_init(&t->qa_cache, &t->q1, rows);
-    nn_cache_init(&t->qb_cache, &t->q2, rows);
-    nn_cache_init(&t->ta_cache, &t->q1, rows);
-    nn_cache_init(&t->tb_cache, &t->q2, rows);
+    if ((t->A > 0 && (rc = nn_cache_init(&t->actor_cache, &t->actor, rows, err))) ||
+        (rc = nn_cache_init(&t->qa_cache, &t->q1, rows, err)) ||
+        (rc = nn_cache_init(&t->qb_cache, &t->q2, rows, err)) ||
+        (rc = nn_cache_init(&t->ta_cache, &t->q1, rows, err)) ||
+        (rc = nn_cache_init(&t->tb_cache, &t->q2, rows, err)))
+        return rc;
     size_t R = (size_t)rows, od = (size_t)t->od, A = (size_t)t->A;
     size_t ad = A > 0 ? A : 1, qo = (size_t)qout, qi = (size_t)qin;
-    t->obs = calf_xcalloc(R * od, sizeof(float));
-    t->next = calf_xcalloc(R * od, sizeof(float));
-    t->act = calf_xcalloc(R * ad, sizeof(float));
-    t->rew = calf_xcalloc(R, sizeof(float));
-    t->term = calf_xcalloc(R, 1);
-    t->eps = calf_xcalloc(R * ad, sizeof(float));
-    t->eps2 = calf_xcalloc(R * ad, sizeof(float));
-    t->qin = calf_xcalloc(R * qi, sizeof(float));
-    t->head = calf_xcalloc(R * 2 * ad, sizeof(float));
-    t->anew = calf_xcalloc(R * ad, sizeof(float));
-    t->logp = calf_xcalloc(R, sizeof(float));
-    t->y = calf_xcalloc(R, sizeof(float));
-    t->qa = calf_xcalloc(R * qo, sizeof(float));
-    t->qb = calf_xcalloc(R * qo, sizeof(float));
-    t->ta = calf_xcalloc(R * qo, sizeof(float));
-    t->tb = calf_xcalloc(R * qo, sizeof(float));
-    t->dqa = calf_xcalloc(R * qo, sizeof(float));
-    t->dqb = calf_xcalloc(R * qo, sizeof(float));
-    t->dxa = calf_xcalloc(R * qi, sizeof(float));
-    t->dxb = calf_xcalloc(R * qi, sizeof(float));
-    t->dhead = calf_xcalloc(R * 2 * ad, sizeof(float));
-    t->dalpha = calf_xcalloc(R, sizeof(float));
-    t->row_a = calf_xcalloc(ad, sizeof(float));
+    struct {
+        void **p;
+        size_t n, size;
+    } bufs[] = {
+        {(void **)&t->obs, R * od, sizeof(float)},   {(void **)&t->next, R * od, sizeof(float)},
+        {(void **)&t->act, R * ad, sizeof(float)},   {(void **)&t->rew, R, sizeof(float)},
+        {(void **)&t->term, R, 1},                   {(void **)&t->eps, R * ad, sizeof(float)},
+        {(void **)&t->eps2, R * ad, sizeof(float)},  {(void **)&t->qin, R * qi, sizeof(float)},
+        {(void **)&t->head, R * 2 * ad, sizeof(float)}, {(void **)&t->anew, R * ad, sizeof(float)},
+        {(void **)&t->logp, R, sizeof(float)},       {(void **)&t->y, R, sizeof(float)},
+        {(void **)&t->qa, R * qo, sizeof(float)},    {(void **)&t->qb, R * qo, sizeof(float)},
+        {(void **)&t->ta, R * qo, sizeof(float)},    {(void **)&t->tb, R * qo, sizeof(float)},
+        {(void **)&t->dqa, R * qo, sizeof(float)},   {(void **)&t->dqb, R * qo, sizeof(float)},
+        {(void **)&t->dxa, R * qi, sizeof(float)},   {(void **)&t->dxb, R * qi, sizeof(float)},
+        {(void **)&t->dhead, R * 2 * ad, sizeof(float)}, {(void **)&t->dalpha, R, sizeof(float)},
+        {(void **)&t->row_a, ad, sizeof(float)},
+    };
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+        if (!(*bufs[k].p = mem_calloc(bufs[k].n, bufs[k].size, err))) return CALF_ENOMEM;
     if (t->count == 0) return CALF_OK; /* acting only (calf play) */
 
-    t->s_env = calf_xcalloc((size_t)B, sizeof(int));
-    t->s_pos = calf_xcalloc((size_t)B, sizeof(int64_t));
-    t->order = calf_xcalloc((size_t)B, sizeof(int));
-    t->offsets = calf_xcalloc((size_t)t->E + 1, sizeof(int));
-    t->act_rng = calf_xcalloc((size_t)t->count, sizeof *t->act_rng);
+    size_t sum_n = t->critic_g.n > t->actor_g.n + 1 ? t->critic_g.n : t->actor_g.n + 1;
+    if (!(t->s_env = mem_calloc((size_t)B, sizeof(int), err)) ||
+        !(t->s_pos = mem_calloc((size_t)B, sizeof(int64_t), err)) ||
+        !(t->order = mem_calloc((size_t)B, sizeof(int), err)) ||
+        !(t->offsets = mem_calloc((size_t)t->E + 1, sizeof(int), err)) ||
+        !(t->act_rng = mem_calloc((size_t)t->count, sizeof *t->act_rng, err)) ||
+        !(t->sum = mem_calloc(sum_n, sizeof(float), err)))
+        return CALF_ENOMEM;
     for (int e = 0; e < t->count; e++)
         calf_rng_seed(&t->act_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_ACTION);
-    comm_tree_init(&t->critic_tree, t->critic_g.n, t->E, t->begin, t->count);
-    comm_tree_init(&t->actor_tree, t->actor_g.n + 1, t->E, t->begin, t->count);
-    size_t sum_n = t->critic_g.n > t->actor_g.n + 1 ? t->critic_g.n : t->actor_g.n + 1;
-    t->sum = calf_xcalloc(sum_n, sizeof(float));
+    if ((rc = comm_tree_init(&t->critic_tree, t->critic_g.n, t->E, t->begin, t->count, err)) ||
+        (rc = comm_tree_init(&t->actor_tree, t->actor_g.n + 1, t->E, t->begin, t->count, err)))
+        return rc;
     int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
-    int rc = replay_create(&t->rb, t->E, t->begin, t->count, cap, t->od, (int)ad, err);
+    rc = replay_create(&t->rb, t->E, t->begin, t->count, cap, t->od, (int)ad, err);
     if (rc) return rc;
     /* this process's view, private until sac_start finds memory to share */
     t->nviews = 1;
-    t->views = calf_xcalloc(1, sizeof *t->views);
+    if (!(t->views = mem_calloc(1, sizeof *t->views, err))) return CALF_ENOMEM;
     t->own = &t->views[0];
-    t->own_mem = calf_xcalloc(1, view_carve(t->own, t, NULL, t->begin, t->count, false));
+    t->own_mem = mem_calloc(1, view_carve(t->own, t, NULL, t->begin, t->count, false), err);
+    if (!t->own_mem) return CALF_ENOMEM;
     view_carve(t->own, t, t->own_mem, t->begin, t->count, false);
     t->own->rb = t->rb; /* its rings; update() copies the counters */
     t->stats = t->own->stats;
@@ -401,10 +404,14 @@ static int sac_start(algorithm *a, calf_error *err) {
         !comm_tree_pieces_supported(c, t->E, t->actor_g.n + 1) ||
         !work_share_fits(c, t->E, 0, &lay))
         return CALF_OK;
-    sac_view *views = calf_xcalloc((size_t)P, sizeof *views);
-    int rc = work_share_init(&t->share, c, t->E, &lay, views, err);
+    /* what this process needs, before the collective */
+    sac_view *views = mem_calloc((size_t)P, sizeof *views, err);
+    if (!views) return CALF_ENOMEM;
+    int rc = comm_tree_init(&t->critic_steal, t->critic_g.n, t->E, 0, 0, err);
+    if (rc == CALF_OK) rc = comm_tree_init(&t->actor_steal, t->actor_g.n + 1, t->E, 0, 0, err);
+    if (rc == CALF_OK) rc = work_share_init(&t->share, c, t->E, &lay, views, err);
     if (rc) {
-        free(views);
+        free(views); /* the steal trees and the share: sac_destroy */
         return rc;
     }
     sac_view *own = &views[c->index];
@@ -422,14 +429,14 @@ static int sac_start(algorithm *a, calf_error *err) {
     t->nviews = P;
     t->own = own;
     t->stats = own->stats;
-    comm_tree_init(&t->critic_steal, t->critic_g.n, t->E, 0, 0);
-    comm_tree_init(&t->actor_steal, t->actor_g.n + 1, t->E, 0, 0);
     t->sharing = true;
     return CALF_OK;
 }
 
 static int sac_create(const algo_setup *s, algorithm **out, calf_error *err) {
-    sac *t = calf_xcalloc(1, sizeof *t);
+    sac *t = mem_calloc(1, sizeof *t, err);
+    *out = (algorithm *)t;
+    if (!t) return CALF_ENOMEM;
     int rc = sac_init(t, s, err);
     if (rc) {
         sac_destroy((algorithm *)t);
@@ -941,17 +948,7 @@ static int sac_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
 
 /* Each env's record: its action stream, then its replay ring, oldest first. The rings
  * all hold `stored` transitions, so the records of one checkpoint have one size. */
-static size_t ring_record_size(const sac *t) {
-    ckpt_buf b;
-    ckpt_buf_init(&b);
-    replay r = t->rb;
-    r.stored = 0; /* measure the fixed part, then add the stored transitions */
-    replay_save_env(&r, t->begin, &b);
-    size_t fixed = b.len;
-    ckpt_buf_free(&b);
-    size_t per = (size_t)(2 * t->od + t->rb.act_dim + 1) * sizeof(float) + 1;
-    return fixed + (size_t)t->rb.stored * per;
-}
+static size_t ring_record_size(const sac *t) { return replay_env_record_bytes(&t->rb); }
 
 static size_t sac_env_record_size(const algorithm *a) {
     const sac *t = (const sac *)a;
@@ -961,12 +958,7 @@ static size_t sac_env_record_size(const algorithm *a) {
 static void sac_save_env(const algorithm *a, int e, unsigned char *rec) {
     const sac *t = (const sac *)a;
     bytes_put_rng(rec, &t->act_rng[e]);
-    ckpt_buf b;
-    ckpt_buf_init(&b);
-    replay_save_env(&t->rb, t->begin + e, &b);
-    CALF_ASSERT(b.len == ring_record_size(t));
-    memcpy(rec + BYTES_RNG, b.data, b.len);
-    ckpt_buf_free(&b);
+    replay_save_env(&t->rb, t->begin + e, rec + BYTES_RNG);
 }
 
 static int sac_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,

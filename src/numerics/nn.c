@@ -5,9 +5,11 @@
 #include "numerics/nn.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "calf/error.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -21,11 +23,15 @@
 
 /* ---------------------------------------------------------------- memory, layout */
 
-float *nn_alloc_floats(size_t n) {
-    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+float *nn_alloc_floats_at(size_t n, calf_error *err, const char *file, int line) {
+    bool fits = n <= (SIZE_MAX - 63) / sizeof(float);
+    size_t bytes = fits ? (n * sizeof(float) + 63) / 64 * 64 : 0;
     if (bytes == 0) bytes = 64;
-    float *p = aligned_alloc(64, bytes);
-    if (!p) calf_out_of_memory(n, sizeof(float));
+    float *p = fits ? aligned_alloc(64, bytes) : NULL;
+    if (!p) {
+        mem_failed(err, n, sizeof(float), file, line);
+        return NULL;
+    }
     memset(p, 0, bytes);
     return p;
 }
@@ -58,13 +64,15 @@ void nn_mlp_layout(nn_mlp *m, int in, const int *hidden, int num_hidden, int out
 
 /* ---------------------------------------------------------------- orthogonal init */
 
-void nn_orthogonal_init(float *w, int rows, int cols, float gain, calf_rng *rng) {
+int nn_orthogonal_init(float *w, int rows, int cols, float gain, calf_rng *rng,
+                       calf_error *err) {
     CALF_ASSERT(rows > 0 && cols > 0);
     int nb = rows > cols ? rows : cols; /* vector length */
     int ns = rows > cols ? cols : rows; /* number of orthonormal vectors */
     /* v holds the ns vectors as contiguous rows: v[j][k] is element (k, j) of the
      * Gaussian (nb, ns) matrix, drawn row-major from rng */
-    double *v = calf_xmalloc((size_t)nb * (size_t)ns * sizeof *v); /* (ns, nb) */
+    double *v = mem_alloc((size_t)nb * (size_t)ns * sizeof *v, err); /* (ns, nb) */
+    if (!v) return CALF_ENOMEM;
     for (size_t k = 0; k < (size_t)nb; k++)
         for (size_t j = 0; j < (size_t)ns; j++) v[j * nb + k] = calf_rng_normal(rng);
     /* Modified Gram-Schmidt on the columns, twice per column ("twice is enough") so the
@@ -93,15 +101,19 @@ void nn_orthogonal_init(float *w, int rows, int cols, float gain, calf_rng *rng)
         }
     }
     free(v);
+    return CALF_OK;
 }
 
-void nn_mlp_init(const nn_mlp *m, float *params, float hidden_gain, float out_gain,
-                 calf_rng *rng) {
+int nn_mlp_init(const nn_mlp *m, float *params, float hidden_gain, float out_gain,
+                calf_rng *rng, calf_error *err) {
     memset(params + m->offset, 0, m->num_params * sizeof(float));
     for (int l = 0; l < m->num_layers; l++) {
         float gain = l + 1 < m->num_layers ? hidden_gain : out_gain;
-        nn_orthogonal_init(params + m->w_off[l], m->sizes[l], m->sizes[l + 1], gain, rng);
+        int rc = nn_orthogonal_init(params + m->w_off[l], m->sizes[l], m->sizes[l + 1], gain, rng,
+                                    err);
+        if (rc) return rc;
     }
+    return CALF_OK;
 }
 
 /* ---------------------------------------------------------------- kernels */
@@ -404,17 +416,19 @@ static void small_dw(const float *x, int K, const float *dy, int N, int R, float
     }
 }
 
-void nn_linear_forward(const float *x, const float *w, const float *b, int B, int in, int out,
-                       float *y) {
+int nn_linear_forward(const float *x, const float *w, const float *b, int B, int in, int out,
+                      float *y, calf_error *err) {
     CALF_ASSERT(B >= 0 && in > 0 && out > 0);
     if (out < NN_SMALL_OUT) {
-        float *wt = calf_xmalloc((size_t)in * (size_t)out * sizeof *wt);
+        float *wt = mem_alloc((size_t)in * (size_t)out * sizeof *wt, err);
+        if (!wt) return CALF_ENOMEM;
         nn_transpose(w, in, out, wt);
         small_forward(x, wt, b, in, out, y, B);
         free(wt);
     } else {
         gemm_rows(x, (size_t)in, w, (size_t)out, in, out, b, y, (size_t)out, B);
     }
+    return CALF_OK;
 }
 
 static void backward_params(const float *x, const float *dy, int B, int in, int out,
@@ -553,7 +567,7 @@ void nn_activation_backward(nn_activation act, const float *h, const float *dh, 
 
 /* ---------------------------------------------------------------- MLP */
 
-void nn_cache_init(nn_cache *c, const nn_mlp *m, int max_rows) {
+int nn_cache_init(nn_cache *c, const nn_mlp *m, int max_rows, calf_error *err) {
     CALF_ASSERT(max_rows > 0 && m->num_layers > 0 && m->num_layers <= NN_MAX_LAYERS);
     memset(c, 0, sizeof *c);
     c->max_rows = max_rows;
@@ -562,11 +576,16 @@ void nn_cache_init(nn_cache *c, const nn_mlp *m, int max_rows) {
     for (int l = 0; l <= m->num_layers; l++) {
         c->sizes[l] = m->sizes[l];
         if (m->sizes[l] > maxw) maxw = m->sizes[l];
-        c->act[l] = nn_alloc_floats((size_t)max_rows * (size_t)m->sizes[l]);
+        if (!(c->act[l] = nn_alloc_floats((size_t)max_rows * (size_t)m->sizes[l], err)))
+            return CALF_ENOMEM;
     }
     for (int l = 0; l < m->num_layers; l++)
-        c->wt[l] = nn_alloc_floats((size_t)m->sizes[l] * (size_t)m->sizes[l + 1]);
-    for (int i = 0; i < 2; i++) c->scratch[i] = nn_alloc_floats((size_t)max_rows * (size_t)maxw);
+        if (!(c->wt[l] = nn_alloc_floats((size_t)m->sizes[l] * (size_t)m->sizes[l + 1], err)))
+            return CALF_ENOMEM;
+    for (int i = 0; i < 2; i++)
+        if (!(c->scratch[i] = nn_alloc_floats((size_t)max_rows * (size_t)maxw, err)))
+            return CALF_ENOMEM;
+    return CALF_OK;
 }
 
 void nn_cache_free(nn_cache *c) {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calf/error.h"
 #include "calf/rng.h"
 
 /* Arithmetic order (part of the result, like the seed):
@@ -60,17 +61,20 @@ void nn_mlp_layout(nn_mlp *m, int in, const int *hidden, int num_hidden, int out
 /* Orthogonal init (PyTorch orthogonal_ semantics on the (out, in) weight): hidden layers
  * get gain hidden_gain (sqrt 2 for tanh/relu PPO), the output layer out_gain (0.01 for
  * a policy head, 1 for a value head); biases 0. Draws only from rng, layer by layer. */
-void nn_mlp_init(const nn_mlp *m, float *params, float hidden_gain, float out_gain,
-                 calf_rng *rng);
+int nn_mlp_init(const nn_mlp *m, float *params, float hidden_gain, float out_gain,
+                calf_rng *rng, calf_error *err);
 
 /* w (rows, cols) := gain * Q, where Q has orthonormal columns if rows >= cols, else
  * orthonormal rows: Q from the QR (modified Gram-Schmidt in double, positive diagonal
  * of R) of a Gaussian (max, min) matrix drawn row-major from rng. */
-void nn_orthogonal_init(float *w, int rows, int cols, float gain, calf_rng *rng);
+int nn_orthogonal_init(float *w, int rows, int cols, float gain, calf_rng *rng,
+                       calf_error *err);
 
 /* Zeroed float array aligned to 64 bytes, for flat parameter/gradient/moment arrays.
- * Caller owns it; release with free(). Panics on allocation failure. */
-float *nn_alloc_floats(size_t n);
+ * Caller owns it; release with free(). NULL with CALF_ENOMEM in err (err may be NULL)
+ * when memory runs out, naming the caller's line. */
+#define nn_alloc_floats(n, err) nn_alloc_floats_at((n), (err), __FILE__, __LINE__)
+float *nn_alloc_floats_at(size_t n, calf_error *err, const char *file, int line);
 
 /* Activations of the last forward (kept for backward) plus backward scratch space. */
 typedef struct nn_cache {
@@ -89,8 +93,9 @@ typedef struct nn_cache {
     float *small;                     /* (max in * out of layers with out < NN_SMALL_OUT) */
 } nn_cache;
 
-/* Allocate activations for up to max_rows rows of m. nn_cache_free(NULL) is safe. */
-void nn_cache_init(nn_cache *c, const nn_mlp *m, int max_rows);
+/* Allocate activations for up to max_rows rows of m: CALF_ENOMEM when memory runs out
+ * (then nn_cache_free frees what was made). nn_cache_free(NULL) is safe. */
+int nn_cache_init(nn_cache *c, const nn_mlp *m, int max_rows, calf_error *err);
 void nn_cache_free(nn_cache *c);
 
 /* y = MLP(x) for B <= c->max_rows rows; keeps the activations in c for backward.
@@ -140,12 +145,13 @@ void nn_mlp_backward_add(const nn_mlp *m, const float *params, nn_cache *c,
 
 /* Layer kernels (the MLP is built from these; exposed for tests and other heads).
  * y = x W + b, order as above (b may be NULL: zero). With out < NN_SMALL_OUT this one
- * allocates a temporary W^T (the MLP keeps its own). */
-void nn_linear_forward(const float *x, /* (B, in) */
-                       const float *w, /* (in, out) */
-                       const float *b, /* (out) or NULL */
-                       int B, int in, int out,
-                       float *y);      /* (B, out) */
+ * allocates a temporary W^T (the MLP keeps its own): CALF_ENOMEM if it cannot. */
+int nn_linear_forward(const float *x, /* (B, in) */
+                      const float *w, /* (in, out) */
+                      const float *b, /* (out) or NULL */
+                      int B, int in, int out,
+                      float *y,       /* (B, out) */
+                      calf_error *err);
 /* dw += x^T dy, db += column sums of dy (db may be NULL), rows ascending. */
 void nn_linear_backward_params(const float *x,  /* (B, in) */
                                const float *dy, /* (B, out) */

@@ -8,18 +8,19 @@
 
 #include "numerics/nn.h"
 
-void param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt) {
+int param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt,
+                     calf_error *err) {
     memset(g, 0, sizeof *g);
     CALF_ASSERT(strlen(tag) == 4);
     memcpy(g->tag, tag, 5);
     g->n = n;
     g->opt = opt;
-    g->params = nn_alloc_floats(n ? n : 1);
-    if (trained) {
-        g->grad = nn_alloc_floats(n ? n : 1);
-        g->m = nn_alloc_floats(n ? n : 1);
-        g->v = nn_alloc_floats(n ? n : 1);
-    }
+    if (!(g->params = nn_alloc_floats(n ? n : 1, err))) return CALF_ENOMEM;
+    if (trained && (!(g->grad = nn_alloc_floats(n ? n : 1, err)) ||
+                    !(g->m = nn_alloc_floats(n ? n : 1, err)) ||
+                    !(g->v = nn_alloc_floats(n ? n : 1, err))))
+        return CALF_ENOMEM; /* param_group_free frees what was made */
+    return CALF_OK;
 }
 
 static void free_arrays(param_group *g) {

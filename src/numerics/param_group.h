@@ -24,8 +24,10 @@ typedef struct param_group {
     bool external;           /* the arrays are the caller's (param_group_use): not freed */
 } param_group;
 
-/* Zeroed arrays for n floats (64-byte aligned); trained: with grad, m and v. */
-void param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt);
+/* Zeroed arrays for n floats (64-byte aligned); trained: with grad, m and v. CALF_ENOMEM
+ * when memory runs out (param_group_free frees what was made). */
+int param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt,
+                     calf_error *err);
 void param_group_free(param_group *g); /* zeroed or freed g is fine */
 /* Use params, grad, m and v (n floats each) that the caller owns, e.g. memory shared with
  * other processes holding the same group, instead of the group's own, which are freed

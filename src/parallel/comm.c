@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/mem.h"
+
 /* ---- the comm object ---------------------------------------------------------------- */
 
 int comm_rank(const comm *c) { return c->rank; }
@@ -50,9 +52,9 @@ int comm_gathered_status(const calf_error *err) {
 }
 
 /* Every rank's blob is `bytes` long: a (size) array for the primitives, caller frees. */
-size_t *comm_equal_sizes(const comm *c, size_t bytes) {
-    size_t *sizes = calf_xmalloc((size_t)c->size * sizeof *sizes);
-    for (int r = 0; r < c->size; r++) sizes[r] = bytes;
+size_t *comm_equal_sizes(const comm *c, size_t bytes, calf_error *err) {
+    size_t *sizes = mem_alloc((size_t)c->size * sizeof *sizes, err);
+    for (int r = 0; sizes && r < c->size; r++) sizes[r] = bytes;
     return sizes;
 }
 
@@ -108,14 +110,15 @@ static const comm_ops single_ops = {
     .finalize = single_finalize,
 };
 
-int comm_single(comm **out) {
-    comm *c = calf_xcalloc(1, sizeof *c);
+int comm_single(comm **out, calf_error *err) {
+    comm *c = mem_calloc(1, sizeof *c, err);
+    *out = c;
+    if (!c) return CALF_ENOMEM;
     c->ops = &single_ops;
     c->rank = -1;
     c->size = 1;
     c->index = 0;
     c->timeout_s = 600.0;
-    *out = c;
     return CALF_OK;
 }
 
@@ -130,9 +133,10 @@ int comm_broadcast(comm *c, void *buf, size_t n, int root, calf_error *err) {
 
 int comm_any(comm *c, int flag, int *out, calf_error *err) {
     int32_t mine = flag != 0;
-    int32_t *all = calf_xmalloc((size_t)c->size * sizeof *all);
-    size_t *sizes = comm_equal_sizes(c, sizeof mine);
-    int rc = c->ops->allgatherv(c, &mine, all, sizes, err);
+    /* both arrays before the exchange: a rank without them takes no part in it */
+    int32_t *all = mem_alloc((size_t)c->size * sizeof *all, err);
+    size_t *sizes = all ? comm_equal_sizes(c, sizeof mine, err) : NULL;
+    int rc = sizes ? c->ops->allgatherv(c, &mine, all, sizes, err) : CALF_ENOMEM;
     if (rc == CALF_OK) {
         int any = 0;
         for (int r = 0; r < c->size; r++) any |= all[r] != 0;
@@ -146,9 +150,10 @@ int comm_any(comm *c, int flag, int *out, calf_error *err) {
 int comm_agree(comm *c, int stop, int failed, int *any_stop, int *first_failed,
                calf_error *err) {
     int32_t mine = (stop != 0) | (failed != 0) << 1;
-    int32_t *all = calf_xmalloc((size_t)c->size * sizeof *all);
-    size_t *sizes = comm_equal_sizes(c, sizeof mine);
-    int rc = c->ops->allgatherv(c, &mine, all, sizes, err);
+    /* both arrays before the exchange: a rank without them takes no part in it */
+    int32_t *all = mem_alloc((size_t)c->size * sizeof *all, err);
+    size_t *sizes = all ? comm_equal_sizes(c, sizeof mine, err) : NULL;
+    int rc = sizes ? c->ops->allgatherv(c, &mine, all, sizes, err) : CALF_ENOMEM;
     if (rc == CALF_OK) {
         *any_stop = 0;
         *first_failed = -1;
@@ -163,9 +168,9 @@ int comm_agree(comm *c, int stop, int failed, int *any_stop, int *first_failed,
 }
 
 int comm_check_equal(comm *c, const void *digest, size_t n, calf_error *err) {
-    unsigned char *all = calf_xmalloc((size_t)c->size * (n ? n : 1));
-    size_t *sizes = comm_equal_sizes(c, n);
-    int rc = c->ops->allgatherv(c, digest, all, sizes, err);
+    unsigned char *all = mem_alloc((size_t)c->size * (n ? n : 1), err);
+    size_t *sizes = all ? comm_equal_sizes(c, n, err) : NULL;
+    int rc = sizes ? c->ops->allgatherv(c, digest, all, sizes, err) : CALF_ENOMEM;
     if (rc == CALF_OK) {
         char list[256] = "";
         size_t used = 0;
@@ -193,9 +198,9 @@ int comm_gather_records(comm *c, const void *local, size_t rec_size, int count, 
                         void *all, calf_error *err) {
     CALF_ASSERT(count >= 0 && total >= 0);
     int64_t mine = count;
-    int64_t *counts = calf_xmalloc((size_t)c->size * sizeof *counts);
-    size_t *sizes = comm_equal_sizes(c, sizeof mine);
-    int rc = c->ops->allgatherv(c, &mine, counts, sizes, err);
+    int64_t *counts = mem_alloc((size_t)c->size * sizeof *counts, err);
+    size_t *sizes = counts ? comm_equal_sizes(c, sizeof mine, err) : NULL;
+    int rc = sizes ? c->ops->allgatherv(c, &mine, counts, sizes, err) : CALF_ENOMEM;
     if (rc == CALF_OK) {
         int64_t sum = 0;
         for (int r = 0; r < c->size; r++) {

@@ -76,8 +76,9 @@ struct comm {
 /* ---- the comm object ---------------------------------------------------------------- */
 
 /* The one-process communicator (rank -1, size 1): everything is local, no shared memory.
- * *out is owned by the caller: release with comm_finalize. Always returns CALF_OK. */
-int comm_single(comm **out);
+ * *out is owned by the caller: release with comm_finalize. Fails only with CALF_ENOMEM
+ * (*out NULL). */
+int comm_single(comm **out, calf_error *err);
 int comm_rank(const comm *c);  /* -1 for single */
 int comm_size(const comm *c);
 const char *comm_backend_name(const comm *c);
@@ -91,7 +92,8 @@ bool comm_same_machine(const comm *c, int r);
  * single and MPI print it to stderr now. The first message wins. */
 void comm_report_failure(comm *c, const char *msg);
 /* Stop the whole job with exit status 1 (local: record msg, raise the abort flag every
- * peer's wait watches, exit; MPI: MPI_Abort). Never returns. */
+ * peer's wait watches, exit; MPI: MPI_Abort). Never returns. The library never calls it
+ * (its failures are statuses): it is for programs that run their own workers. */
 _Noreturn void comm_abort(comm *c, const char *msg);
 /* Release c (NULL is fine). MPI: MPI_Finalize, or MPI_Abort when this rank reported a
  * failure, so that its peers never wait forever. */
@@ -150,8 +152,9 @@ size_t comm_shared_left(const comm *c);
 
 /* ---- for the modules built on the primitives (tree_sum.c, pieces.c) ----------------- */
 
-/* A (size) array of `bytes` for every rank, as the primitives take sizes; caller frees. */
-size_t *comm_equal_sizes(const comm *c, size_t bytes);
+/* A (size) array of `bytes` for every rank, as the primitives take sizes; caller frees.
+ * NULL (CALF_ENOMEM in err) when memory runs out. */
+size_t *comm_equal_sizes(const comm *c, size_t bytes, calf_error *err);
 /* What a failed ops->gathered said: CALF_ECOMM, or CALF_EINTR when the job was stopped. */
 int comm_gathered_status(const calf_error *err);
 

@@ -18,6 +18,8 @@
 
 #include "parallel/comm.h"
 
+#include "base/mem.h"
+
 #define LOCAL_MAGIC 0x4c41434f4c464c43ULL /* "CLFLOCAL" */
 
 /* One rank's place in the shared region, on its own cache lines. */
@@ -452,7 +454,8 @@ int comm_local_attach(comm_local_shared *sh, int rank, comm **out, calf_error *e
     if (rank < 0 || rank >= sh->nproc)
         return calf_error_set(err, CALF_EINVAL, "comm: rank %d out of range [0, %d)", rank,
                               sh->nproc);
-    comm *c = calf_xcalloc(1, sizeof *c);
+    comm *c = mem_calloc(1, sizeof *c, err);
+    if (!c) return CALF_ENOMEM;
     c->ops = &local_ops;
     c->rank = rank;
     c->size = sh->nproc;

@@ -31,6 +31,7 @@ bool comm_mpi_launched(void) {
 #include <limits.h>
 #include <mpi.h>
 
+#include "base/mem.h"
 #include "calf/context.h"
 
 /* Turn a failed MPI call into a one-line CALF_ECOMM naming the call. */
@@ -46,8 +47,13 @@ static int mpi_check(int mpi_rc, const char *call, const comm *c, calf_error *er
 /* MPI counts are int: derive counts and displacements, refusing what does not fit. */
 static int mpi_counts(const comm *c, const size_t *sizes, int **counts, int **displs,
                       calf_error *err) {
-    *counts = calf_xmalloc((size_t)c->size * sizeof **counts);
-    *displs = calf_xmalloc((size_t)c->size * sizeof **displs);
+    *counts = mem_alloc((size_t)c->size * sizeof **counts, err);
+    *displs = *counts ? mem_alloc((size_t)c->size * sizeof **displs, err) : NULL;
+    if (!*displs) {
+        free(*counts);
+        *counts = NULL;
+        return CALF_ENOMEM;
+    }
     size_t off = 0;
     for (int r = 0; r < c->size; r++) {
         if (sizes[r] > INT_MAX || off > INT_MAX) {
@@ -208,7 +214,14 @@ static int machine_ranks(MPI_Comm node, int **ranks, int *count, calf_error *err
         MPI_Group_free(&local);
         return rc;
     }
-    int *in = calf_xmalloc((size_t)n * sizeof *in), *out = calf_xmalloc((size_t)n * sizeof *out);
+    int *in = mem_alloc((size_t)n * sizeof *in, err);
+    int *out = in ? mem_alloc((size_t)n * sizeof *out, err) : NULL;
+    if (!out) {
+        free(in);
+        MPI_Group_free(&local);
+        MPI_Group_free(&world);
+        return CALF_ENOMEM;
+    }
     for (int i = 0; i < n; i++) in[i] = i;
     rc = mpi_check(MPI_Group_translate_ranks(local, n, in, world, out),
                    "MPI_Group_translate_ranks", NULL, err);
@@ -261,12 +274,18 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
         free(machine);
         return rc;
     }
+    /* before the context is set, which can be set only once */
+    comm *c = mem_calloc(1, sizeof *c, err);
+    if (!c) {
+        free(machine);
+        return CALF_ENOMEM;
+    }
     if ((rc = calf_context_set_distributed(rank, size, local_rank, err)) != CALF_OK) {
+        free(c);
         free(machine);
         return rc;
     }
     calf_context_finalize();
-    comm *c = calf_xcalloc(1, sizeof *c);
     c->ops = &mpi_ops;
     c->rank = rank;
     c->size = size;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
+
 /* ---- tree buffers in shared memory ---------------------------------------------------- */
 
 static size_t shared_vec_bytes(const comm_tree *t) { return comm_round64(t->n * t->elem); }
@@ -41,7 +43,8 @@ int comm_tree_share_buffers(comm *c, comm_tree *t, int spare, calf_error *err) {
     CALF_ASSERT(!t->shared && t->pushed == 0 && comm_shares_memory(c));
     CALF_ASSERT(t->elem == sizeof(float) && spare >= 0);
     size_t bytes = comm_tree_shared_bytes(t->E, t->n, spare);
-    void **peers = calf_xcalloc((size_t)c->size, sizeof *peers);
+    void **peers = mem_calloc((size_t)c->size, sizeof *peers, err);
+    if (!peers) return CALF_ENOMEM;
     int rc = comm_shared_alloc(c, bytes, peers, err); /* zeroed, as leaves need */
     if (rc != CALF_OK) {
         free(peers);
@@ -51,14 +54,16 @@ int comm_tree_share_buffers(comm *c, comm_tree *t, int spare, calf_error *err) {
     return CALF_OK;
 }
 
-void comm_tree_share_set(comm_tree *t, const comm_tree *owner, int set) {
+int comm_tree_share_set(comm_tree *t, const comm_tree *owner, int set, calf_error *err) {
     CALF_ASSERT(owner->shared && set >= 1);
     CALF_ASSERT(t->E == owner->E && t->n == owner->n && t->elem == owner->elem &&
                 t->cap == owner->cap);
-    unsigned char **peer_base = calf_xmalloc((size_t)owner->peers * sizeof *peer_base);
+    unsigned char **peer_base = mem_alloc((size_t)owner->peers * sizeof *peer_base, err);
+    if (!peer_base) return CALF_ENOMEM;
     memcpy(peer_base, owner->peer_base, (size_t)owner->peers * sizeof *peer_base);
     tree_use_region(t, peer_base, owner->peers, owner->self, owner->peer_bytes, owner->sets,
                     set);
+    return CALF_OK;
 }
 
 size_t comm_tree_shared_bytes(int E, size_t n, int spare) {
@@ -191,7 +196,8 @@ static int push_pieces(comm_tree_fold *f, const comm_tree_pieces *p, const unsig
             if (!comm_tree_block_at(w[0], w[1], at, z, p->E))
                 return calf_error_set(err, CALF_ECOMM,
                                       "comm: shared sum: bad block in the piece at env %d", y);
-            comm_tree_fold_push(f, vecp, (int)w[0], w[1]);
+            int rc = comm_tree_fold_push(f, vecp, (int)w[0], w[1], err);
+            if (rc) return rc;
             at += (int64_t)1 << w[0];
         }
         y = (int)z;
@@ -209,7 +215,7 @@ static int fold_pieces(comm *c, comm_tree_pieces *p, size_t lo, size_t hi, void 
     f.lo = lo;
     f.hi = hi;
     int rc = push_pieces(&f, p, all, err);
-    if (rc == CALF_OK) comm_tree_fold_finish(&f);
+    if (rc == CALF_OK) rc = comm_tree_fold_finish(&f, err);
     comm_tree_fold_free(&f);
     return rc;
 }

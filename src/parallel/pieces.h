@@ -63,7 +63,7 @@ int comm_tree_share_buffers(comm *c, comm_tree *t, int spare, calf_error *err);
 /* Point t (a private, empty tree of owner's n and E) at spare set `set` (1..spare) of
  * owner's region, so that its pieces too are published where they lie. Pieces of one
  * sum must each have their own set. */
-void comm_tree_share_set(comm_tree *t, const comm_tree *owner, int set);
+int comm_tree_share_set(comm_tree *t, const comm_tree *owner, int set, calf_error *err);
 /* What comm_tree_share_buffers asks of the shared memory on each rank, for a float tree
  * over E envs of n elements with `spare` further sets. */
 size_t comm_tree_shared_bytes(int E, size_t n, int spare);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 
 /* Smallest L with 2^L >= E. */
 static int ceil_log2(int64_t E) {
@@ -70,7 +71,42 @@ static void add_f64(void *dst, const void *src, size_t n) {
 /* Stack depth a tree over E envs can reach: a binary counter's blocks plus the leaf. */
 int comm_tree_cap(int E) { return 2 * ceil_log2(E) + 2; }
 
-static void tree_init(comm_tree *t, size_t n, size_t elem, int E, int begin, int count) {
+/* The stack positions pushing envs [begin, begin + count) one at a time puts a leaf at:
+ * 0 .. the result - 1. The binary counter of comm_tree_push on levels and indices alone
+ * (push_into_left puts no leaf, so it needs no more). */
+static int tree_leaf_depth(int64_t begin, int count) {
+    int level[66], depth = 0, most = 0;
+    int64_t index[66];
+    for (int i = 0; i < count; i++) {
+        if (depth + 1 > most) most = depth + 1;
+        level[depth] = 0;
+        index[depth] = begin + i;
+        depth++;
+        while (depth >= 2 && level[depth - 1] == level[depth - 2] &&
+               (index[depth - 2] & 1) == 0 && index[depth - 1] == index[depth - 2] + 1) {
+            level[depth - 2]++;
+            index[depth - 2] >>= 1;
+            depth--;
+        }
+    }
+    return most;
+}
+
+/* Buffers for every leaf of [t->begin, t->begin + t->count), so that no leaf allocates:
+ * a shared tree has all of its own. Buffers start zeroed and every merge writes left +
+ * right over all n elements, so an element no leaf ever writes stays zero in every
+ * buffer: comm_tree_leaf_raw relies on it. */
+static int tree_reserve(comm_tree *t, calf_error *err) {
+    if (t->shared) return CALF_OK;
+    int need = tree_leaf_depth(t->begin, t->count);
+    CALF_ASSERT(need <= t->cap);
+    for (int d = 0; d < need; d++)
+        if (!t->buf[d] && !(t->buf[d] = mem_calloc(t->n, t->elem, err))) return CALF_ENOMEM;
+    return CALF_OK;
+}
+
+static int tree_init(comm_tree *t, size_t n, size_t elem, int E, int begin, int count,
+                     calf_error *err) {
     CALF_ASSERT(E >= 1 && begin >= 0 && count >= 0 && (int64_t)begin + count <= E);
     memset(t, 0, sizeof *t);
     t->n = n;
@@ -79,24 +115,23 @@ static void tree_init(comm_tree *t, size_t n, size_t elem, int E, int begin, int
     t->begin = begin;
     t->count = count;
     t->cap = comm_tree_cap(E);
-    t->level = calf_xcalloc((size_t)t->cap, sizeof *t->level);
-    t->index = calf_xcalloc((size_t)t->cap, sizeof *t->index);
-    t->buf = calf_xcalloc((size_t)t->cap, sizeof *t->buf);
+    if (!(t->level = mem_calloc((size_t)t->cap, sizeof *t->level, err)) ||
+        !(t->index = mem_calloc((size_t)t->cap, sizeof *t->index, err)) ||
+        !(t->buf = mem_calloc((size_t)t->cap, sizeof *t->buf, err)))
+        return CALF_ENOMEM; /* comm_tree_free frees what was made */
+    return tree_reserve(t, err);
 }
 
-void comm_tree_init(comm_tree *t, size_t n, int E, int begin, int count) {
-    tree_init(t, n, sizeof(float), E, begin, count);
+int comm_tree_init(comm_tree *t, size_t n, int E, int begin, int count, calf_error *err) {
+    return tree_init(t, n, sizeof(float), E, begin, count, err);
 }
 
-void comm_tree_init_f64(comm_tree *t, size_t n, int E, int begin, int count) {
-    tree_init(t, n, sizeof(double), E, begin, count);
+int comm_tree_init_f64(comm_tree *t, size_t n, int E, int begin, int count, calf_error *err) {
+    return tree_init(t, n, sizeof(double), E, begin, count, err);
 }
 
-/* Buffers start zeroed and every merge writes left + right over all n elements, so an
- * element no leaf ever writes stays zero in every buffer: comm_tree_leaf_raw relies on it. */
 static void *tree_leaf_raw(comm_tree *t) {
-    CALF_ASSERT(t->pushed < t->count && t->depth < t->cap);
-    if (!t->buf[t->depth]) t->buf[t->depth] = calf_xcalloc(t->n, t->elem);
+    CALF_ASSERT(t->pushed < t->count && t->depth < t->cap && t->buf[t->depth]);
     t->leaf_out = true;
     return t->buf[t->depth];
 }
@@ -174,11 +209,12 @@ void comm_tree_reset(comm_tree *t) {
 /* A shared tree's buffers are rewritten right away: the caller has passed a barrier
  * after every rank's last read of them (comm_tree_pieces_sum ends with one; after
  * comm_tree_pieces_fold it is the caller's). */
-void comm_tree_restart(comm_tree *t, int begin, int count) {
+int comm_tree_restart(comm_tree *t, int begin, int count, calf_error *err) {
     CALF_ASSERT(begin >= 0 && count >= 0 && (int64_t)begin + count <= t->E);
     comm_tree_reset(t);
     t->begin = begin;
     t->count = count;
+    return tree_reserve(t, err);
 }
 
 void comm_tree_free(comm_tree *t) {
@@ -279,16 +315,21 @@ void comm_tree_fold_free(comm_tree_fold *f) {
     f->ops = f->local_ops;
 }
 
-static void fold_grow(comm_tree_fold *f) {
+static int fold_grow(comm_tree_fold *f, calf_error *err) {
     int room = f->room * 2;
-    const void **vec = calf_xmalloc((size_t)room * sizeof *vec);
-    comm_tree_fold_op *ops = calf_xmalloc((size_t)room * sizeof *ops);
+    const void **vec = mem_alloc((size_t)room * sizeof *vec, err);
+    comm_tree_fold_op *ops = vec ? mem_alloc((size_t)room * sizeof *ops, err) : NULL;
+    if (!ops) {
+        free((void *)vec);
+        return CALF_ENOMEM;
+    }
     memcpy(vec, f->vec, (size_t)f->count * sizeof *vec);
     memcpy(ops, f->ops, (size_t)f->nops * sizeof *ops);
     comm_tree_fold_free(f);
     f->vec = vec;
     f->ops = ops;
     f->room = room;
+    return CALF_OK;
 }
 
 static void fold_merge(comm_tree_fold *f, int b) {
@@ -296,9 +337,10 @@ static void fold_merge(comm_tree_fold *f, int b) {
     f->code[b] = -1 - b;
 }
 
-void comm_tree_fold_push(comm_tree_fold *f, const void *vec, int level, int64_t index) {
+int comm_tree_fold_push(comm_tree_fold *f, const void *vec, int level, int64_t index,
+                        calf_error *err) {
     CALF_ASSERT(f->depth < 66 && f->count < (1 << 30));
-    if (f->count == f->room) fold_grow(f);
+    if (f->count == f->room && fold_grow(f, err) != CALF_OK) return CALF_ENOMEM;
     int d = f->depth;
     f->vec[f->count] = vec;
     f->code[d] = f->count++;
@@ -314,6 +356,7 @@ void comm_tree_fold_push(comm_tree_fold *f, const void *vec, int level, int64_t 
     }
     f->depth = d;
     if (d - 1 > f->max_pos) f->max_pos = d - 1;
+    return CALF_OK;
 }
 
 static const unsigned char *fold_operand(const comm_tree_fold *f, int code, unsigned char *out,
@@ -326,20 +369,21 @@ static const unsigned char *fold_operand(const comm_tree_fold *f, int code, unsi
  * spine of the tree each node is left block + (everything to its right), and a node with
  * nothing to its right is its left half unchanged. Then the recorded merges run over
  * [lo, hi) a chunk at a time. */
-void comm_tree_fold_finish(comm_tree_fold *f) {
+int comm_tree_fold_finish(comm_tree_fold *f, calf_error *err) {
     CALF_ASSERT(f->depth >= 1);
     for (int b = f->depth - 2; b >= 0; b--) fold_merge(f, b);
     size_t e = f->elem, at = f->lo * e, end = f->hi * e;
     if (f->nops == 0) { /* one block: the sum is that block */
         if (f->out != f->vec[0] && end > at)
             memcpy((unsigned char *)f->out + at, (const unsigned char *)f->vec[0] + at, end - at);
-        return;
+        return CALF_OK;
     }
     /* stack positions 1.. hold partial sums of the current chunk; 0 is out itself */
     _Alignas(64) unsigned char local[FOLD_LOCAL_TEMPS * FOLD_CHUNK];
     unsigned char *temp = f->max_pos <= FOLD_LOCAL_TEMPS
                               ? local
-                              : calf_xmalloc((size_t)f->max_pos * FOLD_CHUNK);
+                              : mem_alloc((size_t)f->max_pos * FOLD_CHUNK, err);
+    if (!temp) return CALF_ENOMEM;
     void (*add3)(void *, const void *, const void *, size_t) =
         e == sizeof(float) ? add3_f32 : add3_f64;
     for (; at < end; at += FOLD_CHUNK) {
@@ -353,6 +397,7 @@ void comm_tree_fold_finish(comm_tree_fold *f) {
         }
     }
     if (temp != local) free(temp);
+    return CALF_OK;
 }
 
 /* Checks the blobs (one per rank, in rank order, rank r's at blobs + offset) and pushes
@@ -393,7 +438,8 @@ static int push_blobs(comm_tree_fold *f, const unsigned char *packed, const size
                                       "comm: rank %d sent block (level %lld, index %lld) "
                                       "where env %lld was expected",
                                       r, (long long)li[0], (long long)li[1], (long long)p);
-            comm_tree_fold_push(f, data + (size_t)b * vec, (int)li[0], li[1]);
+            int rc = comm_tree_fold_push(f, data + (size_t)b * vec, (int)li[0], li[1], err);
+            if (rc) return rc;
             p += (int64_t)1 << li[0];
         }
         off += sizes[r];
@@ -409,15 +455,17 @@ int comm_tree_finish(const void *packed, const size_t *sizes, int nranks, size_t
     comm_tree_fold f;
     comm_tree_fold_init(&f, n, elem, out);
     int rc = push_blobs(&f, packed, sizes, nranks, E, err);
-    if (rc == CALF_OK) comm_tree_fold_finish(&f);
+    if (rc == CALF_OK) rc = comm_tree_fold_finish(&f, err);
     comm_tree_fold_free(&f);
     return rc;
 }
 
-static unsigned char *grow(unsigned char **buf, size_t *cap, size_t need) {
+/* *buf with room for need bytes (its contents are not kept), or NULL with err set. */
+static unsigned char *grow(unsigned char **buf, size_t *cap, size_t need, calf_error *err) {
     if (need > *cap) {
         free(*buf);
-        *buf = calf_xmalloc(need);
+        *cap = 0;
+        if (!(*buf = mem_alloc(need, err))) return NULL;
         *cap = need;
     }
     return *buf;
@@ -426,9 +474,9 @@ static unsigned char *grow(unsigned char **buf, size_t *cap, size_t need) {
 /* Learn (and check) every rank's range once per comm: one small allgather. */
 static int tree_exchange_ranges(comm *c, comm_tree *t, calf_error *err) {
     int64_t mine[5] = {t->E, (int64_t)t->n, (int64_t)t->elem, t->begin, t->count};
-    int64_t *all = calf_xmalloc((size_t)c->size * sizeof mine);
-    size_t *sizes = comm_equal_sizes(c, sizeof mine);
-    int rc = c->ops->allgatherv(c, mine, all, sizes, err);
+    int64_t *all = mem_alloc((size_t)c->size * sizeof mine, err);
+    size_t *sizes = all ? comm_equal_sizes(c, sizeof mine, err) : NULL;
+    int rc = sizes ? c->ops->allgatherv(c, mine, all, sizes, err) : CALF_ENOMEM;
     int64_t p = 0;
     for (int r = 0; rc == CALF_OK && r < c->size; r++) {
         const int64_t *o = all + 5 * r;
@@ -473,10 +521,11 @@ static int finish_alone(comm *c, comm_tree *t, void *out, calf_error *err) {
     if (rc != CALF_OK) return rc;
     comm_tree_fold f;
     comm_tree_fold_init(&f, t->n, t->elem, out);
-    for (int b = 0; b < t->depth; b++) comm_tree_fold_push(&f, t->buf[b], t->level[b], t->index[b]);
-    comm_tree_fold_finish(&f);
+    for (int b = 0; rc == CALF_OK && b < t->depth; b++)
+        rc = comm_tree_fold_push(&f, t->buf[b], t->level[b], t->index[b], err);
+    if (rc == CALF_OK) rc = comm_tree_fold_finish(&f, err);
     comm_tree_fold_free(&f);
-    return CALF_OK;
+    return rc;
 }
 
 /* The number of blocks in a blob of `bytes` for n-element vectors (the inverse of
@@ -508,9 +557,15 @@ static bool slices_pay(const comm *c, const comm_tree *t) {
  * element is summed over the same tree in the same order as a whole completion. */
 static int allreduce_in_slices(comm *c, comm_tree *t, void *out, calf_error *err) {
     int P = c->size;
-    size_t *scounts = calf_xmalloc((size_t)P * sizeof *scounts);
-    size_t *rcounts = calf_xmalloc((size_t)P * sizeof *rcounts);
-    size_t *slices = calf_xmalloc((size_t)P * sizeof *slices);
+    /* everything before the first exchange: a rank without it takes no part */
+    size_t *scounts = mem_alloc((size_t)P * sizeof *scounts, err);
+    size_t *rcounts = scounts ? mem_alloc((size_t)P * sizeof *rcounts, err) : NULL;
+    size_t *slices = rcounts ? mem_alloc((size_t)P * sizeof *slices, err) : NULL;
+    if (!slices) {
+        free(rcounts);
+        free(scounts);
+        return CALF_ENOMEM;
+    }
     size_t stotal = 0, rtotal = 0, lo, hi, mine_lo, mine_hi;
     comm_slice(c, t->n, &mine_lo, &mine_hi);
     for (int q = 0; q < P; q++) {
@@ -522,14 +577,14 @@ static int allreduce_in_slices(comm *c, comm_tree *t, void *out, calf_error *err
                                               mine_hi - mine_lo, t->elem);
         rtotal += rcounts[q];
     }
-    unsigned char *p = grow(&t->send, &t->send_cap, stotal);
-    for (int q = 0; q < P; q++) {
+    unsigned char *p = grow(&t->send, &t->send_cap, stotal, err);
+    int rc = p && grow(&t->recv, &t->recv_cap, rtotal, err) ? CALF_OK : CALF_ENOMEM;
+    for (int q = 0; rc == CALF_OK && q < P; q++) {
         comm_slice_of(P, q, t->n, &lo, &hi);
         comm_tree_pack_slice(t, lo, hi, p);
         p += scounts[q];
     }
-    grow(&t->recv, &t->recv_cap, rtotal);
-    int rc = c->ops->alltoallv(c, t->send, scounts, t->recv, rcounts, err);
+    if (rc == CALF_OK) rc = c->ops->alltoallv(c, t->send, scounts, t->recv, rcounts, err);
     /* the send buffer is free again: the slice goes there (the allgatherv's send and
      * receive buffers must not overlap), and it is no larger than what was sent */
     if (rc == CALF_OK)
@@ -573,10 +628,14 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
         } else {
             size_t total = 0;
             for (int r = 0; r < c->size; r++) total += t->sizes[r];
-            comm_tree_pack(t, grow(&t->send, &t->send_cap, mine));
-            grow(&t->recv, &t->recv_cap, total);
-            rc = c->ops->allgatherv(c, t->send, t->recv, t->sizes, err);
-            all = t->recv;
+            unsigned char *send = grow(&t->send, &t->send_cap, mine, err);
+            if (!send || !grow(&t->recv, &t->recv_cap, total, err)) {
+                rc = CALF_ENOMEM;
+            } else {
+                comm_tree_pack(t, send);
+                rc = c->ops->allgatherv(c, t->send, t->recv, t->sizes, err);
+                all = t->recv;
+            }
         }
         if (rc == CALF_OK && all)
             rc = comm_tree_finish(all, t->sizes, c->size, t->n, t->elem, t->E, out, err);
@@ -588,20 +647,24 @@ int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err) {
 
 int comm_tree_sum_f64(comm *c, int E, int begin, int count, const double *per_env, size_t n,
                       double *out, calf_error *err) {
+    /* everything before the exchange: a rank without it takes no part */
     comm_tree t;
-    comm_tree_init_f64(&t, n, E, begin, count);
-    for (int i = 0; i < count; i++) {
+    int rc = comm_tree_init_f64(&t, n, E, begin, count, err);
+    for (int i = 0; rc == CALF_OK && i < count; i++) {
         memcpy(comm_tree_leaf_f64(&t), per_env + (size_t)i * n, n * sizeof(double));
         comm_tree_push(&t);
     }
     /* Pad every blob to the largest any range can need: one collective, no range exchange. */
     size_t blob = comm_tree_blob_bytes_max(E, n, sizeof(double));
-    CALF_ASSERT(comm_tree_packed_bytes(&t) <= blob);
-    unsigned char *send = calf_xcalloc(1, blob);
-    unsigned char *recv = calf_xmalloc((size_t)c->size * blob);
-    size_t *sizes = comm_equal_sizes(c, blob);
-    comm_tree_pack(&t, send);
-    int rc = c->ops->allgatherv(c, send, recv, sizes, err);
+    CALF_ASSERT(rc != CALF_OK || comm_tree_packed_bytes(&t) <= blob);
+    unsigned char *send = rc == CALF_OK ? mem_calloc(1, blob, err) : NULL;
+    unsigned char *recv = send ? mem_alloc((size_t)c->size * blob, err) : NULL;
+    size_t *sizes = recv ? comm_equal_sizes(c, blob, err) : NULL;
+    if (!sizes) rc = CALF_ENOMEM;
+    if (rc == CALF_OK) {
+        comm_tree_pack(&t, send);
+        rc = c->ops->allgatherv(c, send, recv, sizes, err);
+    }
     if (rc == CALF_OK) rc = comm_tree_finish(recv, sizes, c->size, n, sizeof(double), E, out, err);
     free(sizes);
     free(recv);

@@ -47,10 +47,12 @@ typedef struct comm_tree {
     size_t peer_bytes;           /* bytes of each rank's region */
 } comm_tree;
 
-/* Float tree for n-element vectors; E >= 1, 0 <= begin, count >= 0, begin+count <= E. */
-void comm_tree_init(comm_tree *t, size_t n, int E, int begin, int count);
+/* Float tree for n-element vectors; E >= 1, 0 <= begin, count >= 0, begin+count <= E.
+ * Every buffer its leaves need is made here (leaves never allocate). CALF_ENOMEM when
+ * memory runs out: comm_tree_free frees what was made. */
+int comm_tree_init(comm_tree *t, size_t n, int E, int begin, int count, calf_error *err);
 /* The same with double elements (use comm_tree_leaf_f64). */
-void comm_tree_init_f64(comm_tree *t, size_t n, int E, int begin, int count);
+int comm_tree_init_f64(comm_tree *t, size_t n, int E, int begin, int count, calf_error *err);
 /* Zeroed buffer (n elements, owned by t) for the next env's partial, envs in order
  * begin..begin+count-1. Valid until the matching comm_tree_push. */
 float *comm_tree_leaf(comm_tree *t);
@@ -79,8 +81,9 @@ void comm_tree_push(comm_tree *t);
 int comm_tree_allreduce(comm *c, comm_tree *t, void *out, calf_error *err);
 /* Discard pushed leaves; buffers are kept. */
 void comm_tree_reset(comm_tree *t);
-/* The same, and from now on the tree holds envs [begin, begin+count) of the same E. */
-void comm_tree_restart(comm_tree *t, int begin, int count);
+/* The same, and from now on the tree holds envs [begin, begin+count) of the same E; the
+ * buffers that range needs beyond those t has are made (CALF_ENOMEM if they cannot be). */
+int comm_tree_restart(comm_tree *t, int begin, int count, calf_error *err);
 void comm_tree_free(comm_tree *t); /* zeroed t is fine */
 
 /* Canonical sum of small double vectors (statistics: sums of advantages, returns,
@@ -146,10 +149,13 @@ typedef struct comm_tree_fold {
     comm_tree_fold_op local_ops[COMM_TREE_FOLD_LOCAL];
 } comm_tree_fold;
 void comm_tree_fold_init(comm_tree_fold *f, size_t n, size_t elem, void *out);
-/* The next block in env order: the aligned block (level, index), n elements at vec. */
-void comm_tree_fold_push(comm_tree_fold *f, const void *vec, int level, int64_t index);
-/* Every block pushed: complete [lo, hi) of the sum into out. */
-void comm_tree_fold_finish(comm_tree_fold *f);
+/* The next block in env order: the aligned block (level, index), n elements at vec.
+ * CALF_ENOMEM when the record of blocks cannot grow (f stays as it was). */
+int comm_tree_fold_push(comm_tree_fold *f, const void *vec, int level, int64_t index,
+                        calf_error *err);
+/* Every block pushed: complete [lo, hi) of the sum into out; CALF_ENOMEM when a deep
+ * stack's temporaries cannot be allocated. */
+int comm_tree_fold_finish(comm_tree_fold *f, calf_error *err);
 void comm_tree_fold_free(comm_tree_fold *f);
 
 #endif

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/mem.h"
 #include "calf/config.h"
 #include "base/clock.h"
 #include "base/testing.h"
@@ -26,7 +27,10 @@ static size_t region_bytes(const work_share_layout *lay, void *view, unsigned ch
 bool work_share_fits(const comm *c, int E, size_t extra, const work_share_layout *lay) {
     int P = comm_size(c);
     if (P < 2 || !comm_shares_memory(c)) return false;
-    void *scratch = calf_xcalloc(1, lay->size);
+    /* a view to measure with, on the stack: views are small structs of pointers */
+    _Alignas(max_align_t) unsigned char scratch[WORK_SHARE_VIEW_MAX];
+    CALF_ASSERT(lay->size <= sizeof scratch);
+    memset(scratch, 0, lay->size);
     size_t need = extra;
     for (int r = 0; r < P; r++) { /* the same sum on every rank: all decide alike */
         int b = 0, n = 0;
@@ -34,7 +38,6 @@ bool work_share_fits(const comm *c, int E, size_t extra, const work_share_layout
         size_t v = region_bytes(lay, scratch, NULL, b, n);
         need = need > SIZE_MAX - v ? SIZE_MAX : need + v;
     }
-    free(scratch);
     return need <= comm_shared_left(c);
 }
 
@@ -56,18 +59,24 @@ int work_share_init(work_share *w, comm *c, int E, const work_share_layout *lay,
     w->E = E;
     w->P = comm_size(c);
     w->self = c->index;
-    w->begin = calf_xcalloc((size_t)w->P, sizeof *w->begin);
-    w->count = calf_xcalloc((size_t)w->P, sizeof *w->count);
-    w->claims = calf_xcalloc((size_t)w->P, sizeof *w->claims);
+    void **peers = NULL;
+    if (!(w->begin = mem_calloc((size_t)w->P, sizeof *w->begin, err)) ||
+        !(w->count = mem_calloc((size_t)w->P, sizeof *w->count, err)) ||
+        !(w->claims = mem_calloc((size_t)w->P, sizeof *w->claims, err)) ||
+        !(peers = mem_calloc((size_t)w->P, sizeof *peers, err)))
+        return CALF_ENOMEM; /* before the collective; work_share_free frees what was made */
     share_timing(w);
     int rc = CALF_OK;
     for (int r = 0; rc == CALF_OK && r < w->P; r++) /* alike on every rank: all fail alike */
         rc = calf_split(E, w->P, r, &w->begin[r], &w->count[r], err);
-    if (rc) return rc;
-    void *scratch = calf_xcalloc(1, lay->size);
+    if (rc) {
+        free(peers);
+        return rc;
+    }
+    _Alignas(max_align_t) unsigned char scratch[WORK_SHARE_VIEW_MAX];
+    CALF_ASSERT(lay->size <= sizeof scratch);
+    memset(scratch, 0, lay->size);
     size_t bytes = region_bytes(lay, scratch, NULL, w->begin[w->self], w->count[w->self]);
-    free(scratch);
-    void **peers = calf_xcalloc((size_t)w->P, sizeof *peers);
     rc = comm_shared_alloc(c, bytes, peers, err);
     for (int r = 0; rc == CALF_OK && r < w->P; r++) {
         unsigned char *base = peers[r];
@@ -130,13 +139,16 @@ int work_share_sum_round(work_share *w, comm_tree_pieces *p, size_t n,
     if (rc) return rc;
     work_round r;
     work_share_open(w, &r, nap_ns);
-    comm_tree_restart(own, w->begin[w->self], w->count[w->self]);
+    rc = comm_tree_restart(own, w->begin[w->self], w->count[w->self], err);
+    if (rc) return rc;
     int first, k, rank, lent = 0;
     while ((k = work_share_own(&r, &first)) > 0) pass(ctx, w->self, first, k, own);
     comm_tree_pieces_put(p, own);
     while ((k = work_share_other(&r, &rank, &first)) > 0) {
         comm_tree *tree = lent < trees->nlent ? &trees->lent[lent++] : trees->spare;
-        comm_tree_restart(tree, w->begin[rank] + first, k);
+        /* a lent or spare tree's buffers, made on the first range that needs them: a
+         * failure here leaves the other ranks to the fail-fast of this rank's exit */
+        if ((rc = comm_tree_restart(tree, w->begin[rank] + first, k, err)) != CALF_OK) return rc;
         pass(ctx, rank, first, k, tree);
         comm_tree_pieces_put(p, tree);
         *taken += k;

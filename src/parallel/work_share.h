@@ -37,12 +37,13 @@ enum { WORK_SHARE_REACH = 16 };
  * rank with work. */
 #define WORK_SHARE_OPEN_WAIT_S 0.02
 
+enum { WORK_SHARE_VIEW_MAX = 1024 };
 /* What an algorithm keeps per rank in shared memory, after the rank's claim word: carve
  * lays out a view (a struct of `size` bytes) of `count` envs starting at env `begin` at
  * base (NULL: only measure) and returns its bytes (SIZE_MAX: too many to address), laying
  * parts out in comm_carve steps. Every rank lays out every rank's view alike. */
 typedef struct work_share_layout {
-    size_t size;
+    size_t size; /* at most WORK_SHARE_VIEW_MAX: a view is measured on the stack */
     size_t (*carve)(void *view, unsigned char *base, int begin, int count, void *ctx);
     void *ctx;
 } work_share_layout;

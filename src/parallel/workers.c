@@ -17,6 +17,7 @@
 
 #include "calf/context.h"
 #include "base/clock.h"
+#include "base/mem.h"
 
 /* Interrupts (SIGINT/SIGTERM) received while supervising. A signal handler can only
  * talk to the supervision loop through a static, so this is the one exception to
@@ -220,7 +221,16 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
     comm_local_shared *sh = NULL;
     if (comm_local_create(&sh, nproc, arena_bytes, err) != CALF_OK) return 1;
 
-    child *ch = calf_xcalloc((size_t)nproc, sizeof *ch);
+    /* everything the supervision loop needs, before any worker is forked */
+    child *ch = mem_calloc((size_t)nproc, sizeof *ch, err);
+    pid_rank *index = ch ? mem_alloc((size_t)nproc * sizeof *index, err) : NULL;
+    int *newly = index ? mem_alloc((size_t)nproc * sizeof *newly, err) : NULL;
+    if (!newly) {
+        free(index);
+        free(ch);
+        comm_local_destroy(sh);
+        return 1;
+    }
     saved_signals saved;
     sigset_t block;
     sigemptyset(&block);
@@ -250,6 +260,8 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             if (r > 0) signal_all(ch[0].pid, ch, r, SIGKILL, true);
             reap_all_blocking(ch, r);
             restore_signals(&saved);
+            free(newly);
+            free(index);
             free(ch);
             comm_local_destroy(sh);
             calf_error_set(err, CALF_EIO, "launcher: fork of worker %d of %d failed: %s", r,
@@ -257,14 +269,17 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
             return 1;
         }
         pid_t group = r == 0 ? 0 : ch[0].pid;
-        if (pid == 0)
+        if (pid == 0) { /* a worker has no use for the supervisor's tables: its copies go */
+            free(newly);
+            free(index);
+            free(ch);
             child_main(sh, r, nproc, worker, arg, parent, group, nproc > cpus, &saved);
+        }
         ch[r].pid = pid;
         setpgid(pid, r == 0 ? pid : group); /* also done by the child; whichever runs first wins */
     }
     const pid_t group = ch[0].pid;
     comm_local_start(sh);
-    pid_rank *index = calf_xmalloc((size_t)nproc * sizeof *index);
     for (int r = 0; r < nproc; r++) index[r] = (pid_rank){ch[r].pid, r};
     qsort(index, (size_t)nproc, sizeof *index, by_pid);
     /* The handled signals stay blocked while the loop sweeps and are let in only by the
@@ -276,7 +291,6 @@ int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena
     int alive = nproc, first_fail = -1, first_code = 0, forwarded = 0, unfinished = 0;
     bool interrupted_exit = false, killed_all = false;
     double term_at = -1.0, interrupt_at = -1.0;
-    int *newly = calf_xmalloc((size_t)nproc * sizeof *newly);
     while (alive > 0) {
         /* Collect everything that exited since the last sweep, then judge it, so that a
          * rank that raised the abort flag is blamed before the ranks that obeyed it. */

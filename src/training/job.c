@@ -363,8 +363,8 @@ static int stepwise_open(const calf_trainer_options *o, const char *job, bool gu
         *out = h;
         return CALF_OK;
     }
+    if (rc == CALF_OK) rc = comm_single(&h->c, err);
     if (rc == CALF_OK) {
-        comm_single(&h->c);
         trainer_args wa = {&h->o, &h->cfg, &h->rs, false, {0, ""}, o->handle_signals, guard_exit};
         rc = trainer_open(&h->t, h->c, &wa);
         if (rc) {
