@@ -370,7 +370,8 @@ static int native_create(void *state, calf_error *err) {
         return calf_error_set(err, CALF_EIO, "native: no simulator left");
     if (native_creates_left > 0) native_creates_left--;
     native_state *s = state;
-    s->pos = calf_xcalloc(2, sizeof *s->pos);
+    s->pos = calloc(2, sizeof *s->pos);
+    if (!s->pos) return calf_error_set(err, CALF_ENOMEM, "native: out of memory");
     native_alive++;
     return CALF_OK;
 }

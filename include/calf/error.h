@@ -43,13 +43,7 @@ _Noreturn void calf_panic(const char *file, int line, const char *fmt, ...)
         if (!(cond)) calf_panic(__FILE__, __LINE__, "assertion failed: %s", #cond); \
     } while (0)
 
-/* malloc/calloc that never return NULL: allocation sizes in calf are fixed at start-up,
- * so running out of memory there is not recoverable; they print one line and exit 1. */
-void *calf_xmalloc(size_t n);
-void *calf_xcalloc(size_t count, size_t size);
-void *calf_xrealloc(void *p, size_t n);
-/* What the three do when memory runs out: "calf: out of memory allocating COUNT x SIZE
- * bytes" on stderr, exit 1 (an ordinary failure, not an abort). */
-_Noreturn void calf_out_of_memory(size_t count, size_t size);
+/* Running out of memory is an ordinary failure: CALF_ENOMEM with a message saying how
+ * many bytes and where, from whatever call ran out; calf never ends the process for it. */
 
 #endif

@@ -44,27 +44,6 @@ static inline unsigned char *bytes_buf_room(bytes_buf *b, size_t n) {
     return at;
 }
 
-/* Room for n more bytes at the end: returns where they go and counts them in len. The
- * buffer doubles as it grows; running out of memory ends the process (calf_xmalloc). */
-static inline unsigned char *bytes_buf_grow(bytes_buf *b, size_t n) {
-    CALF_ASSERT(n <= SIZE_MAX - b->len);
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) {
-            CALF_ASSERT(cap <= SIZE_MAX / 2);
-            cap *= 2;
-        }
-        unsigned char *d = calf_xmalloc(cap);
-        if (b->len) memcpy(d, b->data, b->len);
-        free(b->data);
-        b->data = d;
-        b->cap = cap;
-    }
-    unsigned char *at = b->data + b->len;
-    b->len += n;
-    return at;
-}
-
 /* Append the bytes of a C string (without its terminator); sticky on failure. */
 static inline void bytes_buf_put_str(bytes_buf *b, const char *s) {
     size_t n = strlen(s);

@@ -87,28 +87,3 @@ _Noreturn void calf_panic(const char *file, int line, const char *fmt, ...) {
     fputc('\n', stderr);
     abort();
 }
-
-/* Running out of memory is the machine's limit, not a bug: say so and exit 1 (no core
- * dump, no abort message that reads like a crash). */
-_Noreturn void calf_out_of_memory(size_t count, size_t size) {
-    fprintf(stderr, "calf: out of memory allocating %zu x %zu bytes\n", count, size);
-    exit(1);
-}
-
-void *calf_xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) calf_out_of_memory(1, n);
-    return p;
-}
-
-void *calf_xcalloc(size_t count, size_t size) {
-    void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) calf_out_of_memory(count, size);
-    return p;
-}
-
-void *calf_xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n ? n : 1);
-    if (!q) calf_out_of_memory(1, n);
-    return q;
-}
