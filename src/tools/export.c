@@ -17,6 +17,7 @@
 #include "base/bytes.h"
 #include "calf/train.h"
 #include "calf/version.h"
+#include "numerics/cmath.h"
 #include "tools/play.h"
 
 struct export_c {
@@ -164,6 +165,14 @@ static const char prelude_linear[] =
     "    }\n"
     "}\n";
 
+/* Whether the body's text holds name. */
+static bool body_calls(const bytes_buf *body, const char *name) {
+    size_t n = strlen(name);
+    for (size_t i = 0; i + n <= body->len; i++)
+        if (memcmp(body->data + i, name, n) == 0) return true;
+    return false;
+}
+
 static void put_prelude(bytes_buf *b, const export_c *x) {
     bytes_buf_put_str(b, prelude_pragmas);
     put_f(b, "\n/* calf fuses its multiply-adds (fmaf, one rounding) on every CPU; this file does the\n"
@@ -212,6 +221,11 @@ static void put_prelude(bytes_buf *b, const export_c *x) {
               export_c_float(NN_TANH_CLAMP, c), p[0], p[1], p[2], p[3], p[4], p[5], p[6], q[0], q[1],
               q[2], q[3]);
     }
+    /* cm_tanh's own source, for an algorithm whose greedy action calls tanh in double */
+    if (body_calls(&x->body, "calf_tanhd(")) {
+        bytes_buf_put_str(b, "\n");
+        bytes_buf_put_str(b, cm_src_cmath_tanh);
+    }
     if (x->uses_relu)
         put_f(b, "\nstatic void calf_relu(float *x, int n) {\n"
                  "    for (int i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;\n"
@@ -258,8 +272,7 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
     put_f(b,
           " *\n"
           " * It computes what `calf play` computes for obs, operation for operation: discrete\n"
-          " * actions are the same, continuous ones the same floats (libm's tanh aside, where\n"
-          " * one is used). Compile it with any C99 compiler and link libm (cc -std=c99 -c\n"
+          " * actions are the same, continuous ones the same floats, on every CPU. Compile it with any C99 compiler and link libm (cc -std=c99 -c\n"
           " * policy.c ... -lm), without -ffast-math or anything else that reorders float\n"
           " * arithmetic; the file turns off contraction of a * b + c itself. Either #include\n"
           " * it in one file, or compile it alone and declare calf_policy_act where it is used.\n"
