@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "calf/error.h"
+#include "numerics/cmath.h"
 
 void ppo_gae(int T, const float *rewards, const float *values, const float *next_values,
              const uint8_t *terminated, const uint8_t *ended, float gamma, float lambda,
@@ -27,7 +28,7 @@ void ppo_sample_loss(float new_logp, float old_logp, float adv, float entropy, f
                      float entropy_regularization, float scale, ppo_sample_result *out) {
     double A = adv, eps = clip_eps;
     double log_r = (double)new_logp - (double)old_logp;
-    double r = exp(log_r);
+    double r = cm_exp(log_r);
     double lo = 1.0 - eps, hi = 1.0 + eps;
     double rc = r < lo ? lo : (r > hi ? hi : r);
     double s1 = r * A, s2 = rc * A;

@@ -21,6 +21,7 @@
 #include "algorithms/sac_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
+#include "numerics/cmath.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
 #include "parallel/work_share.h"
@@ -277,7 +278,7 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     if (!calf_config_is_none(cfg, CFG_SAC_TARGET_ENTROPY))
         t->target_entropy = (float)calf_config_float(cfg, CFG_SAC_TARGET_ENTROPY);
     else
-        t->target_entropy = t->A > 0 ? -(float)t->A : (float)(0.3 * log((double)t->nA));
+        t->target_entropy = t->A > 0 ? -(float)t->A : (float)(0.3 * cm_log((double)t->nA));
     const calf_config_value *betas = calf_config_get(cfg, CALF_CFG_ADAM_BETAS);
     adam_conf opt = {.beta1 = (float)betas->tf[0], .beta2 = (float)betas->tf[1],
                      .eps = (float)calf_config_float(cfg, CALF_CFG_ADAM_EPS),
@@ -479,7 +480,7 @@ static void min_rows(const float *qa, const float *qb, int rows, int n, float *o
     for (size_t i = 0; i < (size_t)rows * n; i++) out[i] = qa[i] < qb[i] ? qa[i] : qb[i];
 }
 
-static float alpha_of(const sac *t) { return (float)exp((double)t->alpha_g.params[0]); }
+static float alpha_of(const sac *t) { return (float)cm_exp((double)t->alpha_g.params[0]); }
 
 static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
                     float *u) {
@@ -547,7 +548,7 @@ static void sac_greedy(algorithm *a, const float *obs, int rows, int *act, float
 }
 
 /* What sac_greedy computes: continuous, the actor's mean squashed onto the bounds
- * (sac_squashed_greedy: libm's tanh in double); discrete, the argmax of min(Q1, Q2) of
+ * (sac_squashed_greedy: cm_tanh in double, written out as calf_tanhd); discrete, the argmax of min(Q1, Q2) of
  * the online critics (min_rows, sac_discrete_greedy). */
 static int sac_export_c(const algorithm *a, export_c *x, calf_error *err) {
     (void)err;
@@ -567,7 +568,7 @@ static int sac_export_c(const algorithm *a, export_c *x, calf_error *err) {
         export_c_body(x,
                       "    float head[%d]; /* means, then log-stds */\n"
                       "    actor_forward(obs, head);\n"
-                      "    for (int i = 0; i < %d; i++) action[i] = (float)(scale[i] * tanh((double)head[i]) + bias[i]);\n"
+                      "    for (int i = 0; i < %d; i++) action[i] = (float)(scale[i] * calf_tanhd((double)head[i]) + bias[i]);\n"
                       "    return 0;\n",
                       2 * t->A, t->A);
         return CALF_OK;

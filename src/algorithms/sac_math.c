@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "calf/error.h"
+#include "numerics/cmath.h"
 
 #define LOG_2PI 1.8378770664093454835606594728112
 
@@ -29,8 +30,8 @@ void sac_squash_affine(float lo, float hi, double *scale, double *bias) {
 static squash_dim squash_eval(float mu, float log_std_raw, float eps, float lo, float hi) {
     squash_dim d;
     d.log_std = clamp_log_std(log_std_raw);
-    d.std = exp(d.log_std);
-    d.y = tanh((double)mu + d.std * (double)eps);
+    d.std = cm_exp(d.log_std);
+    d.y = cm_tanh((double)mu + d.std * (double)eps);
     sac_squash_affine(lo, hi, &d.scale, &d.bias);
     return d;
 }
@@ -44,7 +45,7 @@ void sac_squashed_sample(int A, const float *head, const float *eps, const float
         action[i] = (float)(d.scale * d.y + d.bias);
         double e = eps[i];
         lp += (-0.5 * e * e - d.log_std - 0.5 * LOG_2PI) -
-              log(d.scale * (1.0 - d.y * d.y) + SAC_SQUASH_EPS);
+              cm_log(d.scale * (1.0 - d.y * d.y) + SAC_SQUASH_EPS);
     }
     if (logp) *logp = (float)lp;
 }
@@ -55,7 +56,7 @@ void sac_squashed_greedy(int A, const float *head, const float *lo, const float 
     for (int i = 0; i < A; i++) {
         double scale, bias;
         sac_squash_affine(lo[i], hi[i], &scale, &bias);
-        action[i] = (float)(scale * tanh((double)head[i]) + bias);
+        action[i] = (float)(scale * cm_tanh((double)head[i]) + bias);
     }
 }
 
@@ -121,8 +122,8 @@ static double discrete_lse(int n, const float *q, double alpha) {
         if (z > m) m = z;
     }
     double s = 0.0;
-    for (int a = 0; a < n; a++) s += exp((double)q[a] / alpha - m);
-    return m + log(s);
+    for (int a = 0; a < n; a++) s += cm_exp((double)q[a] / alpha - m);
+    return m + cm_log(s);
 }
 
 void sac_discrete_policy(int n, const float *q, float alpha, float *probs, float *logp) {
@@ -131,7 +132,7 @@ void sac_discrete_policy(int n, const float *q, float alpha, float *probs, float
     for (int a = 0; a < n; a++) {
         double lp = (double)q[a] / al - lse;
         if (logp) logp[a] = (float)lp;
-        if (probs) probs[a] = (float)exp(lp);
+        if (probs) probs[a] = (float)cm_exp(lp);
     }
 }
 
@@ -140,7 +141,7 @@ float sac_discrete_entropy(int n, const float *q, float alpha) {
     double lse = discrete_lse(n, q, al), h = 0.0;
     for (int a = 0; a < n; a++) {
         double lp = (double)q[a] / al - lse;
-        double p = exp(lp);
+        double p = cm_exp(lp);
         if (p > 0.0) h -= p * lp;
     }
     return (float)h;
@@ -152,7 +153,7 @@ float sac_discrete_next_value(int n, const float *q, float alpha, const float *q
     double lse = discrete_lse(n, q, al), v = 0.0;
     for (int a = 0; a < n; a++) {
         double lp = (double)q[a] / al - lse;
-        double p = exp(lp);
+        double p = cm_exp(lp);
         double qmin = q1t[a] <= q2t[a] ? q1t[a] : q2t[a];
         /* a zero-probability action adds nothing (and cannot turn an inf target into NaN) */
         if (p > 0.0) v += p * (qmin - al * lp);
@@ -178,7 +179,7 @@ int sac_discrete_sample(int n, const float *q, float alpha, double u) {
     const double al = alpha;
     double lse = discrete_lse(n, q, al), c = 0.0;
     for (int a = 0; a < n; a++) {
-        c += exp((double)q[a] / al - lse);
+        c += cm_exp((double)q[a] / al - lse);
         if (u < c) return a;
     }
     return n - 1;

@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 /* Arithmetic (part of the result, like the seed): every function below widens its float
- * inputs to double, evaluates the formula in its comment in double with libm's exp, log
- * and tanh (the double ones: near saturation 1 - y^2 needs more than a float y holds),
+ * inputs to double, evaluates the formula in its comment in double with calf's cm_exp,
+ * cm_log and cm_tanh (numerics/cmath.h; double ones: near saturation 1 - y^2 needs more than a float y holds),
  * sums over action dimensions or actions in ascending index order into one double
  * accumulator, and rounds each output to float once, at the end. No function keeps
  * state, reads a global or draws a random number: the caller supplies the noise. */
@@ -28,7 +28,7 @@
  * eps are standard normals the caller draws; (x - mu) / std is written as eps itself.
  * The sum adds the bracket of dim 0, then dim 1, ... into one double. The 1e-6 inside
  * the log keeps it finite at saturation (the PyTorch anchor's form; ALF's StableTanh
- * has no epsilon). tanh here is libm's double tanh, for sampling, greedy actions and
+ * has no epsilon). tanh here is cm_tanh, in double, for sampling, greedy actions and
  * backward alike. */
 #define SAC_LOG_STD_MIN (-5.0f)
 #define SAC_LOG_STD_MAX 2.0f
@@ -45,8 +45,8 @@ void sac_squashed_sample(int A,
 /* The affine map of tanh's (-1, 1) onto [lo, hi] that every squashed action takes:
  * scale = (hi - lo) * 0.5, bias = (hi + lo) * 0.5, in double from the float bounds. */
 void sac_squash_affine(float lo, float hi, double *scale, double *bias);
-/* The greedy action: action_i = (float)(scale_i tanh(mu_i) + bias_i), tanh libm's, in
- * double. */
+/* The greedy action: action_i = (float)(scale_i tanh(mu_i) + bias_i), tanh cm_tanh,
+ * in double. */
 void sac_squashed_greedy(int A, const float *head, /* (2A) */
                          const float *lo, const float *hi, /* (A) each */
                          float *action);                    /* (A) out */

@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "numerics/cmath.h"
+
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -70,5 +72,5 @@ double calf_rng_normal(calf_rng *r) {
     /* 1 - u lies in (0, 1], so the log is finite. */
     double u1 = 1.0 - calf_rng_uniform_double(r);
     double u2 = calf_rng_uniform_double(r);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    return sqrt(-2.0 * cm_log(u1)) * cm_cos(6.283185307179586 * u2);
 }

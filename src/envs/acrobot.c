@@ -6,6 +6,8 @@
 
 #include <math.h>
 
+#include "numerics/cmath.h"
+
 #define AC_PI 3.14159265358979323846
 
 static const double dt = 0.2;
@@ -25,13 +27,13 @@ static void dsdt(const double s[4], double a, double ds[4]) {
     const double lc1 = link_com_pos_1, lc2 = link_com_pos_2;
     const double I1 = link_moi, I2 = link_moi, g = 9.8;
     double theta1 = s[0], theta2 = s[1], dtheta1 = s[2], dtheta2 = s[3];
-    double cos2 = cos(theta2), sin2 = sin(theta2);
+    double cos2 = cm_cos(theta2), sin2 = cm_sin(theta2);
     double d1 = m1 * (lc1 * lc1) + m2 * (l1 * l1 + lc2 * lc2 + 2 * l1 * lc2 * cos2) + I1 + I2;
     double d2 = m2 * (lc2 * lc2 + l1 * lc2 * cos2) + I2;
-    double phi2 = m2 * lc2 * g * cos(theta1 + theta2 - AC_PI / 2.0);
+    double phi2 = m2 * lc2 * g * cm_cos(theta1 + theta2 - AC_PI / 2.0);
     double phi1 = -m2 * l1 * lc2 * (dtheta2 * dtheta2) * sin2 -
                   2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2 +
-                  (m1 * lc1 + m2 * l1) * g * cos(theta1 - AC_PI / 2) + phi2;
+                  (m1 * lc1 + m2 * l1) * g * cm_cos(theta1 - AC_PI / 2) + phi2;
     double ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * (dtheta1 * dtheta1) * sin2 - phi2) /
                       (m2 * (lc2 * lc2) + I2 - (d2 * d2) / d1);
     double ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
@@ -59,10 +61,10 @@ static double bound(double x, double lo, double hi) {
 
 static void acrobot_observe(const void *state, float *obs) {
     const acrobot_state *s = state;
-    obs[0] = (float)cos(s->theta1);
-    obs[1] = (float)sin(s->theta1);
-    obs[2] = (float)cos(s->theta2);
-    obs[3] = (float)sin(s->theta2);
+    obs[0] = (float)cm_cos(s->theta1);
+    obs[1] = (float)cm_sin(s->theta1);
+    obs[2] = (float)cm_cos(s->theta2);
+    obs[3] = (float)cm_sin(s->theta2);
     obs[4] = (float)s->dtheta1;
     obs[5] = (float)s->dtheta2;
 }
@@ -102,7 +104,7 @@ static int acrobot_step(void *state, calf_rng *rng, int action, const float *u, 
     st->dtheta1 = bound(ns[2], -max_vel_1, max_vel_1);
     st->dtheta2 = bound(ns[3], -max_vel_2, max_vel_2);
     acrobot_observe(st, obs);
-    int terminated = -cos(st->theta1) - cos(st->theta2 + st->theta1) > 1.0;
+    int terminated = -cm_cos(st->theta1) - cm_cos(st->theta2 + st->theta1) > 1.0;
     *reward = terminated ? 0.0f : -1.0f;
     return terminated;
 }

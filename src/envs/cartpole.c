@@ -5,6 +5,8 @@
 
 #include <math.h>
 
+#include "numerics/cmath.h"
+
 #define CP_PI 3.14159265358979323846
 
 /* Constants written as Gymnasium derives them so each rounds to the same double. */
@@ -59,8 +61,8 @@ static int cartpole_step(void *state, calf_rng *rng, int action, const float *u,
     (void)u;
     cartpole_state *s = state;
     double thetaacc, xacc;
-    cartpole_accel(s->theta_dot, action == 1 ? force_mag : -force_mag, sin(s->theta),
-                   cos(s->theta), &thetaacc, &xacc);
+    cartpole_accel(s->theta_dot, action == 1 ? force_mag : -force_mag, cm_sin(s->theta),
+                   cm_cos(s->theta), &thetaacc, &xacc);
     s->x = s->x + tau * s->x_dot;
     s->x_dot = s->x_dot + tau * xacc;
     s->theta = s->theta + tau * s->theta_dot;
@@ -70,7 +72,7 @@ static int cartpole_step(void *state, calf_rng *rng, int action, const float *u,
     return cartpole_terminated(s->x, s->theta);
 }
 
-/* Batched: gather a group of envs into arrays, make their libm calls back to back,
+/* Batched: gather a group of envs into arrays, make their cm_sin/cm_cos calls back to back,
  * then run the arithmetic as loops over the group, which the compiler turns into
  * SIMD across envs (each lane rounds exactly as the scalar code), so the divider
  * and the calls of independent envs overlap instead of queueing. */
@@ -90,8 +92,8 @@ static void cartpole_step_many(calf_env *envs, int n, const int *actions, const 
             f[k] = actions[b + k] == 1 ? force_mag : -force_mag;
         }
         for (int k = 0; k < m; k++) {
-            sn[k] = sin(th[k]);
-            cs[k] = cos(th[k]);
+            sn[k] = cm_sin(th[k]);
+            cs[k] = cm_cos(th[k]);
         }
         for (int k = 0; k < GROUP; k++) cartpole_accel(thd[k], f[k], sn[k], cs[k], &ta[k], &xa[k]);
         for (int k = 0; k < GROUP; k++) {

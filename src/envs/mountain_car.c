@@ -5,6 +5,8 @@
 
 #include <math.h>
 
+#include "numerics/cmath.h"
+
 static const double min_position = -1.2;
 static const double max_position = 0.6;
 static const double max_speed = 0.07;
@@ -37,7 +39,7 @@ static int mountain_car_step(void *state, calf_rng *rng, int action, const float
     (void)u;
     mountain_car_state *s = state;
     double position = s->position, velocity = s->velocity;
-    velocity = velocity + ((action - 1) * force + cos(3 * position) * (-gravity));
+    velocity = velocity + ((action - 1) * force + cm_cos(3 * position) * (-gravity));
     velocity = clip(velocity, -max_speed, max_speed);
     position = position + velocity;
     position = clip(position, min_position, max_position);

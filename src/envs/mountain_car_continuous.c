@@ -5,6 +5,8 @@
 
 #include <math.h>
 
+#include "numerics/cmath.h"
+
 static const double min_action = -1.0;
 static const double max_action = 1.0;
 static const double min_position = -1.2;
@@ -36,7 +38,7 @@ static int mcc_step(void *state, calf_rng *rng, int action, const float *u, floa
     /* min(max(a, -1), 1): a NaN passes through as in Python. */
     double f = a < min_action ? min_action : a > max_action ? max_action : a;
     double position = s->position, velocity = s->velocity;
-    velocity = velocity + (f * power - 0.0025 * cos(3 * position));
+    velocity = velocity + (f * power - 0.0025 * cm_cos(3 * position));
     if (velocity > max_speed) velocity = max_speed;
     if (velocity < -max_speed) velocity = -max_speed;
     position = position + velocity;

@@ -5,6 +5,8 @@
 
 #include <math.h>
 
+#include "numerics/cmath.h"
+
 #define PD_PI 3.14159265358979323846
 
 static const double max_speed = 8.0;
@@ -41,8 +43,8 @@ static double angle_normalize(double x) {
 
 static void pendulum_observe(const void *state, float *obs) {
     const pendulum_state *s = state;
-    obs[0] = (float)cos(s->th);
-    obs[1] = (float)sin(s->th);
+    obs[0] = (float)cm_cos(s->th);
+    obs[1] = (float)cm_sin(s->th);
     obs[2] = (float)s->thdot;
 }
 
@@ -66,7 +68,7 @@ static int pendulum_step(void *state, calf_rng *rng, int action, const float *u_
     double th = s->th, thdot = s->thdot;
     double an = angle_normalize(th);
     double costs = an * an + 0.1 * (thdot * thdot) + 0.001 * (u * u);
-    double newthdot = thdot + (3 * g / (2 * l) * sin(th) + 3.0 / (m * (l * l)) * u) * dt;
+    double newthdot = thdot + (3 * g / (2 * l) * cm_sin(th) + 3.0 / (m * (l * l)) * u) * dt;
     if (newthdot < -max_speed) newthdot = -max_speed;
     if (newthdot > max_speed) newthdot = max_speed;
     s->th = th + newthdot * dt;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "calf/error.h"
+#include "numerics/cmath.h"
 
 #define LOG_2PI 1.8378770664093454835606594728112
 
@@ -17,9 +18,9 @@ static void log_sum_exp(const float *z, int n, double *max_out, double *lse_out)
     for (int j = 1; j < n; j++)
         if (z[j] > m) m = z[j];
     double s = 0.0;
-    for (int j = 0; j < n; j++) s += exp((double)z[j] - m);
+    for (int j = 0; j < n; j++) s += cm_exp((double)z[j] - m);
     *max_out = m;
-    *lse_out = m + log(s);
+    *lse_out = m + cm_log(s);
 }
 
 /* entropy -sum p log p given the log-sum-exp; terms with p == 0 contribute 0. The
@@ -28,7 +29,7 @@ static double entropy_of(const float *z, int n, double lse, double *p_out) {
     double h = 0.0;
     for (int j = 0; j < n; j++) {
         double lp = (double)z[j] - lse;
-        double p = exp(lp);
+        double p = cm_exp(lp);
         if (p_out) p_out[j] = p;
         if (p > 0.0) h -= p * lp;
     }
@@ -83,12 +84,12 @@ void dist_categorical_eval(const float *logits, int n, int action, float *logp, 
 int dist_categorical_sample(const float *logits, int n, calf_rng *rng) {
     double m, lse;
     log_sum_exp(logits, n, &m, &lse);
-    double total = exp(lse - m); /* sum of exp(z_j - m) */
+    double total = cm_exp(lse - m); /* sum of exp(z_j - m) */
     double target = calf_rng_uniform_double(rng) * total;
     double c = 0.0;
     int last = 0;
     for (int j = 0; j < n; j++) {
-        double w = exp((double)logits[j] - m);
+        double w = cm_exp((double)logits[j] - m);
         if (w > 0.0) last = j;
         c += w;
         if (target < c) return j;
@@ -127,7 +128,7 @@ void dist_categorical_grad_cached(const float *logits, int n, int action, float 
     }
     for (int j = 0; j < n; j++) {
         double lp = (double)logits[j] - lse;
-        double p = pc ? pc[j] : exp(lp);
+        double p = pc ? pc[j] : cm_exp(lp);
         double g = (double)c_logp * ((j == action ? 1.0 : 0.0) - p);
         if (p > 0.0) g -= (double)c_ent * p * (lp + h);
         dlogits[j] = (float)g;
@@ -138,7 +139,7 @@ void dist_gaussian_sample(const float *mean, const float *log_std, int d, calf_r
                           float *action) {
     for (int i = 0; i < d; i++) {
         double z = calf_rng_normal(rng);
-        action[i] = (float)((double)mean[i] + exp((double)log_std[i]) * z);
+        action[i] = (float)((double)mean[i] + cm_exp((double)log_std[i]) * z);
     }
 }
 
@@ -146,7 +147,7 @@ float dist_gaussian_log_prob(const float *mean, const float *log_std, int d,
                              const float *action) {
     double s = 0.0;
     for (int i = 0; i < d; i++) {
-        double z = ((double)action[i] - (double)mean[i]) * exp(-(double)log_std[i]);
+        double z = ((double)action[i] - (double)mean[i]) * cm_exp(-(double)log_std[i]);
         s += -0.5 * z * z - (double)log_std[i] - 0.5 * LOG_2PI;
     }
     return (float)s;
@@ -165,7 +166,7 @@ void dist_gaussian_mode(const float *mean, int d, float *action) {
 void dist_gaussian_grad(const float *mean, const float *log_std, int d, const float *action,
                         float c_logp, float c_ent, float *dmean, float *dlog_std) {
     for (int i = 0; i < d; i++) {
-        double inv_std = exp(-(double)log_std[i]);
+        double inv_std = cm_exp(-(double)log_std[i]);
         double z = ((double)action[i] - (double)mean[i]) * inv_std;
         dmean[i] = (float)((double)c_logp * z * inv_std);
         dlog_std[i] += (float)((double)c_logp * (z * z - 1.0) + (double)c_ent);

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "calf/error.h"
+#include "numerics/cmath.h"
 
 #if defined(__AVX2__) && defined(__FMA__) /* as nn.c's kernels, whose builds this follows */
 #include <immintrin.h>
@@ -43,8 +44,8 @@ static inline void adam_vec(float *p, const float *g, float *m, float *v, size_t
 void adam_step(float *params, const float *grad, float *m, float *v, size_t n, int64_t step,
                float lr, float beta1, float beta2, float eps) {
     CALF_ASSERT(step >= 1);
-    double bc1 = 1.0 - pow((double)beta1, (double)step);
-    double bc2 = 1.0 - pow((double)beta2, (double)step);
+    double bc1 = 1.0 - cm_powi((double)beta1, step);
+    double bc2 = 1.0 - cm_powi((double)beta2, step);
     float step_size = (float)((double)lr / bc1);
     float bc2s = (float)sqrt(bc2);
     float omb1 = 1.0f - beta1, omb2 = 1.0f - beta2;

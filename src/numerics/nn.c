@@ -11,6 +11,7 @@
 
 #include "base/mem.h"
 #include "calf/error.h"
+#include "numerics/cmath.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -485,7 +486,7 @@ void nn_linear_backward_input(const float *dy, const float *wt, int B, int in, i
 /* ---------------------------------------------------------------- activations */
 
 /* Clamped odd rational minimax approximation (the coefficients of Eigen's float tanh):
- * |error| < 2.6e-7 on the whole line (3.6e-7 without FMA); beyond +-7.9053 the clamp
+ * |error| < 2.6e-7 on the whole line (its multiply-adds fused); beyond +-7.9053 the clamp
  * saturates it at +-(1 - 2.4e-7), within 2.4e-7 of tanh there. Every element runs the same
  * instructions. The clamp and the NaN pass-through are done on the bits as integers:
  * gcc will not if-convert a float select that feeds more float arithmetic (it might

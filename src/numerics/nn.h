@@ -21,16 +21,12 @@
  * - dX: dx[r][i] = 0, then for o ascending: dx[r][i] = madd(dy[r][o], W[i][o], dx[r][i]).
  * - dW, db: for r = row_begin.. ascending: dW[i][o] = madd(x[r][i], dy[r][o], dW[i][o]);
  *     db[o] = db[o] + dy[r][o].
- * madd is a fused multiply-add when the build targets FMA hardware, else a*b+c rounded
- * twice; either way it is the same for every element, row and batch size. Kernels block
- * over rows and features only to reuse loads; the blocking never changes the order. */
-#if defined(__FMA__)
-#define NN_FMA 1 /* for `calf export`, which must fuse exactly where calf does */
+ * madd is fmaf, a fused multiply-add (one rounding) on every target: one instruction where
+ * the target has FMA (x86-64 with -mfma or -march=native, every aarch64), glibc's exact
+ * emulation elsewhere; so it is the same bits for every element, row, batch size and CPU.
+ * Kernels block over rows and features only to reuse loads; the blocking never changes
+ * the order. */
 static inline float nn_madd(float a, float b, float c) { return fmaf(a, b, c); }
-#else
-#define NN_FMA 0
-static inline float nn_madd(float a, float b, float c) { return a * b + c; }
-#endif
 
 #define NN_SMALL_OUT 8
 
@@ -171,7 +167,7 @@ void nn_linear_backward_input(const float *dy, /* (B, out) */
 /* wt (cols, rows) := w (rows, cols) transposed. */
 void nn_transpose(const float *w, int rows, int cols, float *wt);
 
-/* tanh to within 4e-7 absolute (2.6e-7 with FMA) over the whole real line: a clamped
+/* tanh to within 2.6e-7 absolute over the whole real line: a clamped
  * rational approximation, branch-free, the same code for every element, saturating at
  * +-(1 - 2.4e-7); NaN propagates. In place is allowed. nn_tanh1 is one element. */
 void nn_tanh(const float *x, float *y, size_t n);

@@ -2,7 +2,7 @@
  * C99 file. The file repeats calf's arithmetic element for element: each layer's output
  * is the chain src/numerics/nn.h writes down (from the bias over the inputs in ascending order, or
  * eight lanes and a fixed tree for a head narrower than NN_SMALL_OUT), each multiply-add
- * fused exactly when this build's nn_madd is, hidden tanh is nn_tanh's approximation with
+ * fused as nn_madd is (always: fmaf), hidden tanh is nn_tanh's approximation with
  * its constants, and every constant is written in hex so it reads back as the same bits.
  * The algorithm says what runs between the networks and the action (export_c_body). */
 #include "tools/export.h"
@@ -18,6 +18,7 @@
 #include "base/mem.h"
 #include "calf/train.h"
 #include "calf/version.h"
+#include "numerics/cmath.h"
 #include "tools/play.h"
 
 /* Running out of memory is sticky here, as in bytes_buf: the algorithm's calls return
@@ -170,16 +171,19 @@ static const char prelude_linear[] =
     "    }\n"
     "}\n";
 
+/* Whether the body's text holds name. */
+static bool body_calls(const bytes_buf *body, const char *name) {
+    size_t n = strlen(name);
+    for (size_t i = 0; i + n <= body->len; i++)
+        if (memcmp(body->data + i, name, n) == 0) return true;
+    return false;
+}
+
 static void put_prelude(bytes_buf *b, const export_c *x) {
     bytes_buf_put_str(b, prelude_pragmas);
-    put_f(b, "\n/* calf's build %s its multiply-adds (fmaf, one rounding); this file does the same.\n"
-             " * fmaf is exact on any machine; with hardware FMA (e.g. -mfma) it is also fast. */\n"
-             "#define CALF_POLICY_FMA %d\n",
-          NN_FMA ? "fuses" : "does not fuse", NN_FMA);
-    if (NN_FMA)
-        put_f(b, "static float calf_madd(float a, float b, float c) { return fmaf(a, b, c); }\n");
-    else
-        put_f(b, "static float calf_madd(float a, float b, float c) { return a * b + c; } /* two roundings */\n");
+    put_f(b, "\n/* calf fuses its multiply-adds (fmaf, one rounding) on every CPU; this file does the\n"
+             " * same. fmaf is exact on any machine; with hardware FMA (e.g. -mfma) it is also fast. */\n"
+             "static float calf_madd(float a, float b, float c) { return fmaf(a, b, c); }\n");
     if (x->uses_tanh) {
         char c[EXPORT_C_NUM], p[7][EXPORT_C_NUM], q[4][EXPORT_C_NUM];
         const float pv[7] = {NN_TANH_P0, NN_TANH_P1, NN_TANH_P2, NN_TANH_P3,
@@ -188,7 +192,7 @@ static void put_prelude(bytes_buf *b, const export_c *x) {
         for (int k = 0; k < 7; k++) export_c_float(pv[k], p[k]);
         for (int k = 0; k < 4; k++) export_c_float(qv[k], q[k]);
         put_f(b,
-              "\n/* calf's tanh (nn_tanh): a clamped rational approximation, within 4e-7 of tanh;\n"
+              "\n/* calf's tanh (nn_tanh): a clamped rational approximation, within 2.6e-7 of tanh;\n"
               " * the clamp and the NaN pass-through work on the bits. */\n"
               "static float calf_tanh1(float v) {\n"
               "    const float c = %s;\n"
@@ -222,6 +226,11 @@ static void put_prelude(bytes_buf *b, const export_c *x) {
               "}\n",
               export_c_float(NN_TANH_CLAMP, c), p[0], p[1], p[2], p[3], p[4], p[5], p[6], q[0], q[1],
               q[2], q[3]);
+    }
+    /* cm_tanh's own source, for an algorithm whose greedy action calls tanh in double */
+    if (body_calls(&x->body, "calf_tanhd(")) {
+        bytes_buf_put_str(b, "\n");
+        bytes_buf_put_str(b, cm_src_cmath_tanh);
     }
     if (x->uses_relu)
         put_f(b, "\nstatic void calf_relu(float *x, int n) {\n"
@@ -269,8 +278,7 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
     put_f(b,
           " *\n"
           " * It computes what `calf play` computes for obs, operation for operation: discrete\n"
-          " * actions are the same, continuous ones the same floats (libm's tanh aside, where\n"
-          " * one is used). Compile it with any C99 compiler and link libm (cc -std=c99 -c\n"
+          " * actions are the same, continuous ones the same floats, on every CPU. Compile it with any C99 compiler and link libm (cc -std=c99 -c\n"
           " * policy.c ... -lm), without -ffast-math or anything else that reorders float\n"
           " * arithmetic; the file turns off contraction of a * b + c itself. Either #include\n"
           " * it in one file, or compile it alone and declare calf_policy_act where it is used.\n"

@@ -1,0 +1,84 @@
+# e2e_cross.sh: calf's own arithmetic gives the same bits on every CPU. Builds the calf
+# program three ways (native x86-64, generic x86-64, aarch64 run under qemu-user), runs
+# the generic one a second time with glibc's FMA/AVX2 variants turned off, trains short
+# ppo_cartpole, ppo_pendulum and sac_pendulum runs with each and compares every
+# checkpoint byte for byte. MuJoCo envs stay per-platform and are not part of it.
+# Needs gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user; skipped without.
+# Before nn_madd fused everywhere and calf had its own transcendentals, all 33 of the
+# native build's checkpoints here differed from the other builds'. A few minutes on 2 cores.
+source "$(dirname "$0")/lib_e2e.sh"
+
+AARCH64_CC=aarch64-linux-gnu-gcc
+AARCH64_SYSROOT=/usr/aarch64-linux-gnu
+missing=""
+command -v cmake >/dev/null || missing="$missing cmake"
+command -v "$AARCH64_CC" >/dev/null || missing="$missing $AARCH64_CC (gcc-aarch64-linux-gnu)"
+[ -e "$AARCH64_SYSROOT/lib/libm.so.6" ] || missing="$missing $AARCH64_SYSROOT (libc6-dev-arm64-cross)"
+command -v qemu-aarch64 >/dev/null || missing="$missing qemu-aarch64 (qemu-user)"
+# It builds its own three programs, so the sanitizer suite's run would repeat the release
+# suite's exactly.
+if ldd "$CALF" 2>/dev/null | grep -q libasan; then missing=" a release build (this CALF is the sanitizer build's; the check builds its own)"; fi
+if [ -n "$missing" ]; then
+    echo "skipped: the cross-CPU check needs$missing"
+    exit 77
+fi
+
+# build NAME CMAKE_ARGS...: the calf program alone, without MPI or MuJoCo (neither takes
+# part in the arithmetic compared here)
+build() {
+    local name=$1; shift
+    if ! cmake -S "$SRC" -B "$WORK/$name" -DCALF_WITH_MPI=OFF -DCALF_WITH_MUJOCO=OFF "$@" \
+            >"$WORK/$name.log" 2>&1 ||
+        ! cmake --build "$WORK/$name" --target calf -j2 >>"$WORK/$name.log" 2>&1; then
+        bad "build $name failed:"; tail -20 "$WORK/$name.log" >&2
+        return 1
+    fi
+    ok
+}
+build native -DCALF_NATIVE=ON || exit 1
+build generic -DCALF_NATIVE=OFF || exit 1
+build aarch64 -DCALF_NATIVE=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+    -DCMAKE_C_COMPILER="$AARCH64_CC" || exit 1
+
+# Each run: one short job per config, small nets, no evaluation.
+small_nets=(--conf_param 'ActorDistributionNetwork.fc_layer_params=(16,16)'
+            --conf_param 'ValueNetwork.fc_layer_params=(16,16)'
+            --conf_param TrainerConfig.evaluate=False)
+# train_all NAME cmd...: the three jobs with the calf program cmd..., into $WORK/run-NAME
+train_all() {
+    local name=$1; shift
+    local out="$WORK/run-$name"
+    "$@" train --quiet --root_dir "$out/ppo_cartpole" --conf "$SRC/examples/ppo_cartpole.gin" \
+        "${small_nets[@]}" --conf_param TrainerConfig.num_iterations=4 >"$out.err" 2>&1 &&
+    "$@" train --quiet --root_dir "$out/ppo_pendulum" --conf "$SRC/examples/ppo_pendulum.gin" \
+        "${small_nets[@]}" --conf_param TrainerConfig.num_env_steps=0 \
+        --conf_param TrainerConfig.num_iterations=3 >>"$out.err" 2>&1 &&
+    "$@" train --quiet --root_dir "$out/sac_pendulum" --conf "$SRC/examples/sac_pendulum.gin" \
+        --conf_param 'actor/ActorDistributionNetwork.fc_layer_params=(16,16)' \
+        --conf_param 'critic/CriticNetwork.joint_fc_layer_params=(16,16)' \
+        --conf_param TrainerConfig.evaluate=False --conf_param TrainerConfig.num_env_steps=0 \
+        --conf_param TrainerConfig.initial_collect_steps=200 \
+        --conf_param TrainerConfig.num_iterations=600 >>"$out.err" 2>&1
+    local rc=$?
+    if [ $rc = 0 ]; then ok; else bad "training with the $name build: exit $rc"; tail -5 "$out.err" >&2; fi
+}
+train_all native "$WORK/native/calf"
+train_all generic "$WORK/generic/calf"
+GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA train_all generic-nofma "$WORK/generic/calf"
+train_all aarch64 qemu-aarch64 -L "$AARCH64_SYSROOT" "$WORK/aarch64/calf"
+
+# Every checkpoint of every job, byte for byte, against the native build's.
+for job in ppo_cartpole ppo_pendulum sac_pendulum; do
+    ckpts=$(cd "$WORK/run-native/$job/train/algorithm" 2>/dev/null && ls ckpt-*)
+    [ -n "$ckpts" ] || { bad "$job: the native build wrote no checkpoint"; continue; }
+    for other in generic generic-nofma aarch64; do
+        for c in $ckpts; do
+            if cmp -s "$WORK/run-native/$job/train/algorithm/$c" \
+                      "$WORK/run-$other/$job/train/algorithm/$c"; then ok; else
+                bad "$job/$c: the $other build's checkpoint differs from the native build's"
+            fi
+        done
+    done
+done
+
+report e2e_cross
