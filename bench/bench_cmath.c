@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "bench_util.h"
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 enum { N = 4096 };
 

@@ -24,7 +24,7 @@ typedef struct mj_expect {
 /* Recorded with test_mj_reference on MuJoCo 2.2.2 (Debian's libmujoco-dev), where
  * Gymnasium's model files gave the same digest step for step. Ant-v4's reset draws
  * normal qvel noise: its digest was recorded again when calf_rng_normal moved to calf's
- * own log and cos (numerics/cmath.h), by test_mujoco on calf's model. */
+ * own log and cos (base/cmath.h), by test_mujoco on calf's model. */
 static const mj_expect mj_expected[] = {
     {"InvertedPendulum-v4", "inverted_pendulum.xml", 2, 2, 1, 0.02, mjINT_RK4, 2,
      0x2a6d86d5bbb5e97aULL},

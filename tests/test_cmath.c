@@ -5,7 +5,7 @@
 #include <float.h>
 #include <stdint.h>
 
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 #include "test_util.h"
 
 static uint64_t mix_state = 0x9e3779b97f4a7c15ULL;

@@ -1,6 +1,6 @@
 /* test_ppo.c: PPO's results are part of calf's contract. examples/ppo_cartpole.gin's
  * parameters after its 150 iterations hash to the value recorded when calf's own
- * transcendentals (numerics/cmath.h) replaced libm's, the same for every build and CPU
+ * transcendentals (base/cmath.h) replaced libm's, the same for every build and CPU
  * (x86-64 native and generic, aarch64: tests/e2e_cross.sh), on one process and on
  * --nproc 2. */
 #include <stdint.h>

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "calf/error.h"
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 void ppo_gae(int T, const float *rewards, const float *values, const float *next_values,
              const uint8_t *terminated, const uint8_t *ended, float gamma, float lambda,

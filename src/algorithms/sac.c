@@ -21,7 +21,7 @@
 #include "algorithms/sac_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
 #include "parallel/work_share.h"

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "calf/error.h"
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 #define LOG_2PI 1.8378770664093454835606594728112
 

@@ -11,7 +11,7 @@
 
 /* Arithmetic (part of the result, like the seed): every function below widens its float
  * inputs to double, evaluates the formula in its comment in double with calf's cm_exp,
- * cm_log and cm_tanh (numerics/cmath.h; double ones: near saturation 1 - y^2 needs more than a float y holds),
+ * cm_log and cm_tanh (base/cmath.h; double ones: near saturation 1 - y^2 needs more than a float y holds),
  * sums over action dimensions or actions in ascending index order into one double
  * accumulator, and rounds each output to float once, at the end. No function keeps
  * state, reads a global or draws a random number: the caller supplies the noise. */

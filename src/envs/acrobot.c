@@ -6,7 +6,7 @@
 
 #include <math.h>
 
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 #define AC_PI 3.14159265358979323846
 

@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 #define CP_PI 3.14159265358979323846
 

@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 static const double min_position = -1.2;
 static const double max_position = 0.6;

@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 static const double min_action = -1.0;
 static const double max_action = 1.0;

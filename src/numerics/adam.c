@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "calf/error.h"
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 #if defined(__AVX2__) && defined(__FMA__) /* as nn.c's kernels, whose builds this follows */
 #include <immintrin.h>

@@ -11,7 +11,7 @@
 
 #include "base/mem.h"
 #include "calf/error.h"
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>

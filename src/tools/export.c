@@ -18,7 +18,7 @@
 #include "base/mem.h"
 #include "calf/train.h"
 #include "calf/version.h"
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 #include "tools/play.h"
 
 /* Running out of memory is sticky here, as in bytes_buf: the algorithm's calls return

@@ -3,11 +3,11 @@
  * to use, copy, modify, and distribute this software is freely granted, provided that
  * this notice is preserved"), the large-argument reduction Payne-Hanek's; every line is
  * plain double arithmetic, so the order written is the order run. */
-#include "numerics/cmath.h"
+#include "base/cmath.h"
 
 #include <string.h>
 
-#include "numerics/cmath_tanh.inc"
+#include "base/cmath_tanh.inc"
 
 #define CM_INF calf_of_bits(0x7ff0000000000000ULL)
 #define CM_NAN calf_of_bits(0x7ff8000000000000ULL)

@@ -26,7 +26,7 @@ double cm_cos(double x);
 double cm_tanh(double x);
 double cm_powi(double x, int64_t n);
 
-/* The text of src/numerics/cmath_tanh.inc (NUL-terminated; embedded at build time), which
+/* The text of src/base/cmath_tanh.inc (NUL-terminated; embedded at build time), which
  * defines cm_tanh's code as calf_tanhd: `calf export` writes it into a policy whose greedy
  * action calls tanh in double, the same operations in the same order. */
 extern const char cm_src_cmath_tanh[];
