@@ -31,6 +31,15 @@ static const char conf_text[] =
     "ActorDistributionNetwork.fc_layer_params = (8,)\n"
     "ValueNetwork.fc_layer_params = (8,)\n";
 
+/* Options for a quiet run of conf_text in dir. */
+static calf_trainer_options run_options(const char *dir) {
+    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
+    o.root_dir = dir;
+    o.conf_text = conf_text;
+    o.quiet = true;
+    return o;
+}
+
 static unsigned char *reference = NULL;
 static size_t reference_len = 0;
 
@@ -39,10 +48,7 @@ static size_t reference_len = 0;
 static void good_job(const char *why) {
     char dir[512], ckpt[600];
     snprintf(dir, sizeof dir, "%s/good_%d", root, runs++);
-    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
-    o.root_dir = dir;
-    o.conf_text = conf_text;
-    o.quiet = true;
+    calf_trainer_options o = run_options(dir);
     calf_trainer *t = NULL;
     calf_error err;
     int rc = calf_trainer_open(&o, &t, &err);
@@ -75,10 +81,7 @@ static void good_job(const char *why) {
 static void unknown_env(void) {
     char dir[512];
     join(dir, sizeof dir, root, "unknown");
-    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
-    o.root_dir = dir;
-    o.conf_text = conf_text;
-    o.quiet = true;
+    calf_trainer_options o = run_options(dir);
     const char *p[] = {"create_environment.env_name='Nowhere-v9'"};
     o.conf_params = p;
     o.num_conf_params = 1;
@@ -120,10 +123,7 @@ static void plugin_without_register(void) {
 static void damaged_checkpoint(void) {
     char dir[512], ckpt[600];
     join(dir, sizeof dir, root, "damaged");
-    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
-    o.root_dir = dir;
-    o.conf_text = conf_text;
-    o.quiet = true;
+    calf_trainer_options o = run_options(dir);
     calf_trainer *t = NULL;
     calf_error err;
     CHECK_INT_EQ(calf_trainer_open(&o, &t, &err), CALF_OK);

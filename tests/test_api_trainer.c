@@ -28,6 +28,15 @@ static const char conf_text[] =
     "ActorDistributionNetwork.fc_layer_params = (16,)\n"
     "ValueNetwork.fc_layer_params = (16,)\n";
 
+/* Options for a quiet run of conf_text in dir. */
+static calf_trainer_options run_options(const char *dir) {
+    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
+    o.root_dir = dir;
+    o.conf_text = conf_text;
+    o.quiet = true;
+    return o;
+}
+
 static int progress_calls = 0;
 static int64_t progress_last = 0;
 
@@ -62,10 +71,7 @@ static void reference_run(char *ckpt, size_t cap) {
 static void test_steps_and_bytes(const char *reference) {
     char dir[512];
     join(dir, sizeof dir, root, "stepwise");
-    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
-    o.root_dir = dir;
-    o.conf_text = conf_text;
-    o.quiet = true;
+    calf_trainer_options o = run_options(dir);
     o.progress = on_progress;
     o.progress_arg = &progress_calls;
     calf_trainer *t = NULL;
@@ -129,10 +135,7 @@ static void test_steps_and_bytes(const char *reference) {
 static void test_checkpoint_and_resume(const char *reference) {
     char dir[512];
     join(dir, sizeof dir, root, "by_hand");
-    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
-    o.root_dir = dir;
-    o.conf_text = conf_text;
-    o.quiet = true;
+    calf_trainer_options o = run_options(dir);
     calf_trainer *t = NULL;
     calf_error err;
     CHECK_INT_EQ(calf_trainer_open(&o, &t, &err), CALF_OK);
@@ -228,10 +231,7 @@ static void test_signals(void) {
 
     char dir[512];
     join(dir, sizeof dir, root, "signals");
-    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
-    o.root_dir = dir;
-    o.conf_text = conf_text;
-    o.quiet = true;
+    calf_trainer_options o = run_options(dir);
     calf_trainer *t = NULL;
     calf_error err;
     CHECK_INT_EQ(calf_trainer_open(&o, &t, &err), CALF_OK);

@@ -801,8 +801,11 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     t->log.fd = -1;
     t->stopped_by = -1;
     if (wa->handle_signals) {
+        /* the notice comes from the process the user sees: calf train's own (never its
+         * --nproc workers, whose launcher says it), or a quiet-less stepwise trainer */
         install_stop_handlers(&t->old_int, &t->old_term,
-                              calf_context_is_main() && strcmp(comm_backend_name(c), "local") != 0);
+                              calf_context_is_main() && strcmp(comm_backend_name(c), "local") != 0 &&
+                                  (wa->guard_exit || !o->quiet));
         t->handlers = true;
     }
     comm_set_timeout(c, calf_config_float(wa->cfg, CALF_CFG_COLLECTIVE_TIMEOUT));
