@@ -259,3 +259,25 @@ def test_minimal_spaces_without_gymnasium() -> None:
     md = envs.action_space
     assert md.shape == (3,) and list(md.nvec) == [2, 2, 2] and md.dtype == np.int64
     assert md.contains(md.sample()) and not md.contains(np.array([0, 2, 0]))
+
+
+def test_threads_step_their_own_envs_as_one_thread_does() -> None:
+    import threading
+
+    def run(out: list, seed: int) -> None:
+        envs = calf.make_vec("Pendulum-v1", 16, seed=seed)
+        rows = [envs.step(np.full((16, 1), 0.5))[0] for _ in range(300)]
+        out.append(np.stack(rows))
+        envs.close()
+
+    alone: list = []
+    run(alone, 1)
+    run(alone, 2)
+    together: list = [[], []]
+    threads = [threading.Thread(target=run, args=(together[k], k + 1)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_array_equal(together[0][0], alone[0])
+    np.testing.assert_array_equal(together[1][0], alone[1])
