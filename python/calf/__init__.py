@@ -222,6 +222,8 @@ class VecEnv(_VectorEnvBase):
         first_index: int = 0,
     ) -> None:
         self._name, self._env_lib, self._first_index = name, env_lib, first_index
+        if env_lib is not None:
+            _export_calf_to_plugins()
         self._raw = _calf.VecEnv(name, num_envs, _check_seed(seed), first_index, env_lib)
         self.num_envs: int = self._raw.num_envs
         self.obs_dim: int = self._raw.obs_dim
@@ -336,6 +338,27 @@ class VecEnv(_VectorEnvBase):
 
     def __repr__(self) -> str:
         return f"calf.VecEnv({self._name}, num_envs={self.num_envs})"
+
+
+def _export_calf_to_plugins() -> None:
+    """Make the extension's calf_* functions visible to the plug-ins calf loads.
+
+    Python loads extension modules with RTLD_LOCAL, so a plug-in's calls into calf
+    (calf_env_register, ...) would not resolve; reopening the loaded module with
+    RTLD_GLOBAL | RTLD_NOLOAD adds it to the global scope (it exports only calf_* and its
+    init function, python/calf/_calf.map). Done once, on the first env_lib.
+    """
+    global _calf_exported
+    if _calf_exported:
+        return
+    import ctypes
+    import os
+
+    ctypes.CDLL(_calf.__file__, mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+    _calf_exported = True
+
+
+_calf_exported = False
 
 
 def _check_seed(seed: int) -> int:

@@ -19,13 +19,18 @@ import calf
 CALF = os.environ.get("CALF_BINARY", "calf")
 
 
-def calf_env(name: str, seed: int, index: int, steps: int) -> dict[str, list]:
+PLUGIN = os.environ.get("CALF_PLUGIN_EXAMPLE")  # examples/custom_env.c as a plug-in
+
+
+def calf_env(
+    name: str, seed: int, index: int, steps: int, env_lib: str | None = None
+) -> dict[str, list]:
     """Run `calf env` and parse it: the first obs, then per step its action, obs,
     reward, terminated, truncated and the obs of the reset that follows (None if none)."""
-    out = subprocess.run(
-        [CALF, "env", name, "--seed", str(seed), "--index", str(index), "--steps", str(steps)],
-        check=True, capture_output=True, text=True,
-    ).stdout
+    cmd = [CALF, "env", name, "--seed", str(seed), "--index", str(index), "--steps", str(steps)]
+    if env_lib is not None:
+        cmd += ["--env_lib", env_lib]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rec: dict[str, list] = {k: [] for k in ("action", "obs", "reward", "term", "trunc", "reset")}
     first = None
     for line in out.splitlines():
@@ -47,11 +52,17 @@ def calf_env(name: str, seed: int, index: int, steps: int) -> dict[str, list]:
     return rec
 
 
-@pytest.mark.parametrize("name,steps", [("CartPole-v1", 300), ("Pendulum-v1", 450)])
-def test_trajectories_equal_calf_env(name: str, steps: int) -> None:
+@pytest.mark.parametrize(
+    "name,steps,plugin",
+    [("CartPole-v1", 300, False), ("Pendulum-v1", 450, False), ("Corridor-v0", 100, True)],
+)
+def test_trajectories_equal_calf_env(name: str, steps: int, plugin: bool) -> None:
+    if plugin and not PLUGIN:
+        pytest.skip("CALF_PLUGIN_EXAMPLE (the plug-in built from examples/custom_env.c) not set")
+    env_lib = PLUGIN if plugin else None
     seed, n = 7, 3
-    refs = [calf_env(name, seed, i, steps) for i in range(n)]
-    envs = calf.make_vec(name, n, seed=seed)
+    refs = [calf_env(name, seed, i, steps, env_lib) for i in range(n)]
+    envs = calf.make_vec(name, n, seed=seed, env_lib=env_lib)
     obs, infos = envs.reset()
     assert infos == {}
     for i in range(n):
@@ -174,6 +185,8 @@ def test_seeding() -> None:
 def test_errors_are_exceptions_with_calf_messages() -> None:
     with pytest.raises(ValueError, match=r"unknown environment 'NoSuchEnv-v9'.*CartPole-v1"):
         calf.make_vec("NoSuchEnv-v9", 2)
+    with pytest.raises(ValueError, match=r"no/such/plugin\.so"):
+        calf.make_vec("Corridor-v0", 2, env_lib="no/such/plugin.so")
     with pytest.raises(ValueError, match="count"):
         calf.make_vec("CartPole-v1", 0)
     with pytest.raises(ValueError, match="out of range"):
