@@ -1,0 +1,383 @@
+"""calf from Python: calf's environments as a Gymnasium 1.x vector environment.
+
+``calf.make_vec(name, num_envs, seed)`` returns a vector env stepped by calf's C library
+into NumPy arrays (``calf._calf``), auto-resetting in the same step as calf's trainer
+does (Gymnasium's SAME_STEP mode). When Gymnasium is importable it is a
+``gymnasium.vector.VectorEnv`` with ``gymnasium.spaces``; when it is not, calf's own
+minimal ``Box``/``Discrete``/``MultiDiscrete`` carry the same attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from calf import _calf
+
+__version__: str = _calf.__version__
+__all__ = [
+    "Box",
+    "Discrete",
+    "MultiDiscrete",
+    "VecEnv",
+    "env_names",
+    "features",
+    "make_vec",
+    "__version__",
+]
+
+try:
+    import gymnasium as _gym
+    from gymnasium.vector import VectorEnv as _VectorEnvBase
+    from gymnasium.vector.utils import batch_space as _batch_space
+
+    _AUTORESET_SAME_STEP: Any = _gym.vector.AutoresetMode.SAME_STEP
+except ImportError:
+    _gym = None
+    _VectorEnvBase = object
+    _batch_space = None
+    _AUTORESET_SAME_STEP = "SameStep"
+
+
+def features() -> dict[str, str]:
+    """What this build holds, as ``calf --version`` says.
+
+    Returns ``{"mpi": note, "mujoco": note}``; each note is ``"built in"`` or
+    ``"not built: ..."`` saying why and how to get it.
+    """
+    return _calf.features()
+
+
+def env_names() -> list[str]:
+    """The registered environment names, built-ins first."""
+    return _calf.env_names()
+
+
+# ---- calf's minimal spaces, used when Gymnasium is not installed ----------------------
+
+
+class _Space:
+    """What calf's minimal spaces share: shape, dtype and a seedable generator."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, seed: int | None = None) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.np_random = np.random.default_rng(seed)
+
+    def seed(self, seed: int | None = None) -> list[int | None]:
+        """Reseed the generator that ``sample()`` draws from."""
+        self.np_random = np.random.default_rng(seed)
+        return [seed]
+
+    def __contains__(self, x: Any) -> bool:
+        return self.contains(x)
+
+    def contains(self, x: Any) -> bool:  # pragma: no cover - every space overrides it
+        raise NotImplementedError
+
+
+class Box(_Space):
+    """A box of reals: ``low <= x <= high`` elementwise, of ``shape`` and ``dtype``.
+
+    ``low``, ``high``: arrays of ``shape`` and ``dtype`` (float32 in calf); infinite
+    bounds are allowed.
+    """
+
+    def __init__(
+        self,
+        low: Any,
+        high: Any,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = np.float32,
+        seed: int | None = None,
+    ) -> None:
+        if shape is None:
+            shape = np.shape(low)
+        super().__init__(shape, dtype, seed)
+        self.low = np.broadcast_to(np.asarray(low, dtype=self.dtype), self.shape).copy()
+        self.high = np.broadcast_to(np.asarray(high, dtype=self.dtype), self.shape).copy()
+
+    def sample(self) -> np.ndarray:
+        """A point of the box: uniform where both bounds are finite, else normal
+        (shifted exponential on a half-bounded side), as Gymnasium draws."""
+        low = self.low.astype(np.float64)
+        high = self.high.astype(np.float64)
+        out = self.np_random.normal(size=self.shape)
+        lo_fin, hi_fin = np.isfinite(low), np.isfinite(high)
+        both = lo_fin & hi_fin
+        out[both] = self.np_random.uniform(low[both], high[both])
+        lower_only = lo_fin & ~hi_fin
+        out[lower_only] = low[lower_only] + self.np_random.exponential(size=lower_only.sum())
+        upper_only = ~lo_fin & hi_fin
+        out[upper_only] = high[upper_only] - self.np_random.exponential(size=upper_only.sum())
+        return np.clip(out, low, high).astype(self.dtype)
+
+    def contains(self, x: Any) -> bool:
+        """Whether x has this shape and lies within the bounds."""
+        x = np.asarray(x)
+        return bool(
+            x.shape == self.shape
+            and np.can_cast(x.dtype, self.dtype)
+            and np.all(x >= self.low)
+            and np.all(x <= self.high)
+        )
+
+    def __repr__(self) -> str:
+        return f"Box({self.low.min()}, {self.high.max()}, {self.shape}, {self.dtype})"
+
+
+class Discrete(_Space):
+    """The integers ``0 .. n-1`` (dtype int64, shape ``()``)."""
+
+    def __init__(self, n: int, seed: int | None = None) -> None:
+        super().__init__((), np.int64, seed)
+        self.n = int(n)
+        self.start = 0
+
+    def sample(self) -> np.int64:
+        """A uniformly drawn integer in ``0 .. n-1``."""
+        return np.int64(self.np_random.integers(self.n))
+
+    def contains(self, x: Any) -> bool:
+        """Whether x is an integer in ``0 .. n-1``."""
+        x = np.asarray(x)
+        return bool(x.shape == () and x.dtype.kind in "iu" and 0 <= int(x) < self.n)
+
+    def __repr__(self) -> str:
+        return f"Discrete({self.n})"
+
+
+class MultiDiscrete(_Space):
+    """A vector of integers, element i in ``0 .. nvec[i]-1`` (dtype int64)."""
+
+    def __init__(self, nvec: Any, seed: int | None = None) -> None:
+        self.nvec = np.asarray(nvec, dtype=np.int64)
+        super().__init__(self.nvec.shape, np.int64, seed)
+        self.start = np.zeros_like(self.nvec)
+
+    def sample(self) -> np.ndarray:
+        """A uniformly drawn vector, shape ``nvec.shape``, int64."""
+        return self.np_random.integers(self.nvec).astype(np.int64)
+
+    def contains(self, x: Any) -> bool:
+        """Whether x has this shape and each element lies in its range."""
+        x = np.asarray(x)
+        return bool(
+            x.shape == self.shape
+            and x.dtype.kind in "iu"
+            and np.all(x >= 0)
+            and np.all(x < self.nvec)
+        )
+
+    def __repr__(self) -> str:
+        return f"MultiDiscrete({self.nvec})"
+
+
+def _spaces(raw: _calf.VecEnv) -> tuple[Any, Any, Any, Any]:
+    """(single obs, single action, batched obs, batched action) spaces of a block."""
+    n, od = raw.num_envs, raw.obs_dim
+    box = _gym.spaces.Box if _gym is not None else Box
+    # calf's public API gives no observation bounds: the whole real line, as a Box.
+    single_obs = box(-np.inf, np.inf, (od,), np.float32)
+    if raw.discrete:
+        single_act = _gym.spaces.Discrete(raw.num_actions) if _gym else Discrete(raw.num_actions)
+    else:
+        single_act = box(raw.action_low, raw.action_high, (raw.action_dim,), np.float32)
+    if _batch_space is not None:
+        return single_obs, single_act, _batch_space(single_obs, n), _batch_space(single_act, n)
+    batch_obs = Box(-np.inf, np.inf, (n, od), np.float32)
+    if raw.discrete:
+        batch_act: Any = MultiDiscrete(np.full(n, raw.num_actions))
+    else:
+        batch_act = Box(
+            np.tile(raw.action_low, (n, 1)), np.tile(raw.action_high, (n, 1)),
+            (n, raw.action_dim), np.float32,
+        )
+    return single_obs, single_act, batch_obs, batch_act
+
+
+class VecEnv(_VectorEnvBase):
+    """A block of calf's environments as a Gymnasium 1.x vector env (SAME_STEP autoreset).
+
+    Env i of the block is env ``first_index + i`` of a calf job of ``name`` seeded with
+    ``seed``: its stream is calf's stream of (seed, first_index + i), the same as
+    ``calf env NAME --seed S --index I`` and the trainer's env of that index.
+
+    Arrays: ``obs``: (num_envs, obs_dim) float32; ``rewards``: (num_envs,) float64;
+    ``terminations``, ``truncations``: (num_envs,) bool; actions: (num_envs,) integers for
+    a discrete env, (num_envs, action_dim) floats for a continuous one (clipped to the
+    action bounds by calf). The returned arrays are new on every call.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        num_envs: int,
+        seed: int = 0,
+        env_lib: str | None = None,
+        first_index: int = 0,
+    ) -> None:
+        self._name, self._env_lib, self._first_index = name, env_lib, first_index
+        if env_lib is not None:
+            _export_calf_to_plugins()
+        self._raw = _calf.VecEnv(name, num_envs, _check_seed(seed), first_index, env_lib)
+        self.num_envs: int = self._raw.num_envs
+        self.obs_dim: int = self._raw.obs_dim
+        self.max_episode_steps: int = self._raw.max_episode_steps
+        (
+            self.single_observation_space,
+            self.single_action_space,
+            self.observation_space,
+            self.action_space,
+        ) = _spaces(self._raw)
+        self.metadata: dict[str, Any] = {"autoreset_mode": _AUTORESET_SAME_STEP}
+        self.render_mode = None
+        self.closed = False
+        if _gym is not None:
+            self.autoreset_mode = _AUTORESET_SAME_STEP
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start new episodes in every env.
+
+        With ``seed``: the block is reopened as a job seeded with ``seed`` (env i's
+        stream from (seed, first_index + i), as calf's trainer seeds its envs), so the
+        episodes are those of ``make_vec(name, num_envs, seed)``. Without: each env's
+        next episode from its own stream (the first call after opening returns the
+        episodes the open started). ``options`` is not supported (None or empty).
+
+        Returns ``(obs, infos)``: obs (num_envs, obs_dim) float32, infos ``{}``.
+        """
+        if options:
+            raise ValueError(f"calf.VecEnv.reset: options are not supported, got {options!r}")
+        if seed is not None:
+            raw = _calf.VecEnv(
+                self._name, self.num_envs, _check_seed(seed), self._first_index, self._env_lib
+            )
+            self._raw.close()
+            self._raw = raw
+            if _gym is not None:
+                super().reset(seed=seed)
+        obs = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
+        self._raw.reset(obs)
+        return obs, {}
+
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every env once; an episode that ends is reset in the same step.
+
+        Returns ``(obs, rewards, terminations, truncations, infos)``. For an env whose
+        episode ended, obs holds the new episode's first observation and
+        ``infos["final_obs"][i]`` the ended one's last ((obs_dim,) float32), with
+        ``infos["_final_obs"][i]`` True; ``final_obs`` is an object array holding None for
+        the other envs, and ``final_info``/``_final_info`` go with it, as Gymnasium's
+        SyncVectorEnv in SAME_STEP mode. infos is ``{}`` when no episode ended.
+        """
+        n = self.num_envs
+        a = np.asarray(actions)
+        if self._raw.discrete:
+            if a.shape != (n,):
+                raise ValueError(f"calf.VecEnv.step: actions must have shape ({n},), got {a.shape}")
+            if a.dtype.kind not in "iu":
+                raise TypeError(f"calf.VecEnv.step: discrete actions must be integers, got {a.dtype}")
+            if a.dtype.itemsize > 4 or a.dtype == np.uint32:
+                bad = np.flatnonzero((a < 0) | (a > np.iinfo(np.int32).max))
+                if bad.size:
+                    raise ValueError(
+                        f"calf.VecEnv.step: action {a[bad[0]]} of env {bad[0]} is out of range "
+                        f"0..{self._raw.num_actions - 1}"
+                    )
+            a = np.ascontiguousarray(a, dtype=np.int32)
+        else:
+            want = (n, self._raw.action_dim)
+            if a.shape != want:
+                raise ValueError(f"calf.VecEnv.step: actions must have shape {want}, got {a.shape}")
+            a = np.ascontiguousarray(a, dtype=np.float32)
+        obs = np.empty((n, self.obs_dim), dtype=np.float32)
+        final_obs = np.empty((n, self.obs_dim), dtype=np.float32)
+        rewards = np.empty(n, dtype=np.float64)
+        terminations = np.empty(n, dtype=np.bool_)
+        truncations = np.empty(n, dtype=np.bool_)
+        self._raw.step(a, obs, rewards, terminations, truncations, final_obs)
+        ended = terminations | truncations
+        infos: dict[str, Any] = {}
+        if ended.any():
+            rows = np.full(n, None, dtype=object)
+            for i in np.flatnonzero(ended):
+                rows[i] = final_obs[i]
+            infos = {
+                "final_obs": rows,
+                "_final_obs": ended,
+                "final_info": {},
+                "_final_info": ended.copy(),
+            }
+        return obs, rewards, terminations, truncations, infos
+
+    def close(self, **kwargs: Any) -> None:
+        """Release the envs; closing twice does nothing."""
+        if self.closed:
+            return
+        self.close_extras(**kwargs)
+        self.closed = True
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Release calf's envs (Gymnasium calls this from close())."""
+        self._raw.close()
+
+    def __enter__(self) -> VecEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"calf.VecEnv({self._name}, num_envs={self.num_envs})"
+
+
+def _export_calf_to_plugins() -> None:
+    """Make the extension's calf_* functions visible to the plug-ins calf loads.
+
+    Python loads extension modules with RTLD_LOCAL, so a plug-in's calls into calf
+    (calf_env_register, ...) would not resolve; reopening the loaded module with
+    RTLD_GLOBAL | RTLD_NOLOAD adds it to the global scope (it exports only calf_* and its
+    init function, python/calf/_calf.map). Done once, on the first env_lib.
+    """
+    global _calf_exported
+    if _calf_exported:
+        return
+    import ctypes
+    import os
+
+    ctypes.CDLL(_calf.__file__, mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+    _calf_exported = True
+
+
+_calf_exported = False
+
+
+def _check_seed(seed: int) -> int:
+    """A seed as calf takes it: an integer in 0 .. 2**64 - 1."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"calf: seed must be an integer, got {seed!r}")
+    if not 0 <= int(seed) < 2**64:
+        raise ValueError(f"calf: seed {seed} is out of range 0..2**64-1")
+    return int(seed)
+
+
+def make_vec(
+    name: str, num_envs: int, seed: int = 0, env_lib: str | None = None
+) -> VecEnv:
+    """``num_envs`` envs of calf's environment ``name`` as a Gymnasium vector env.
+
+    ``name``: a built-in env (``env_names()``) or one the plug-in ``env_lib`` registers.
+    Env i is env i of a calf job seeded with ``seed`` (``calf env NAME --seed S --index
+    i``). Raises ValueError with calf's message for an unknown name (the message lists
+    the known ones) or a bad count, MemoryError when the envs do not fit.
+    """
+    return VecEnv(name, num_envs, seed, env_lib)
