@@ -1,14 +1,18 @@
-"""calf from Python: calf's environments as a Gymnasium 1.x vector environment.
+"""calf from Python: calf's environments as a Gymnasium 1.x vector environment, and
+trained policies acting on NumPy arrays.
 
 ``calf.make_vec(name, num_envs, seed)`` returns a vector env stepped by calf's C library
 into NumPy arrays (``calf._calf``), auto-resetting in the same step as calf's trainer
 does (Gymnasium's SAME_STEP mode). When Gymnasium is importable it is a
 ``gymnasium.vector.VectorEnv`` with ``gymnasium.spaces``; when it is not, calf's own
 minimal ``Box``/``Discrete``/``MultiDiscrete`` carry the same attributes.
+
+``calf.load_policy(root_dir)`` opens a run's greedy policy, the one ``calf play`` runs.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -20,9 +24,11 @@ __all__ = [
     "Box",
     "Discrete",
     "MultiDiscrete",
+    "Policy",
     "VecEnv",
     "env_names",
     "features",
+    "load_policy",
     "make_vec",
     "__version__",
 ]
@@ -352,7 +358,6 @@ def _export_calf_to_plugins() -> None:
     if _calf_exported:
         return
     import ctypes
-    import os
 
     ctypes.CDLL(_calf.__file__, mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
     _calf_exported = True
@@ -381,3 +386,96 @@ def make_vec(
     the known ones) or a bad count, MemoryError when the envs do not fit.
     """
     return VecEnv(name, num_envs, seed, env_lib)
+
+
+# ---- policies -------------------------------------------------------------------------
+
+
+class Policy:
+    """A trained run's greedy policy: ``pol(obs)`` computes what ``calf play`` computes.
+
+    Attributes: ``obs_dim``; ``discrete``; ``num_actions`` (discrete: the choices, else
+    0); ``action_dim`` (continuous: floats per action, else 0); ``env_name``;
+    ``checkpoint`` (the file opened); ``iteration`` (its iteration). One thread at a
+    time may call a policy; different policies are independent.
+    """
+
+    def __init__(
+        self, root_dir: str | os.PathLike | None, checkpoint: str | os.PathLike | None = None
+    ) -> None:
+        self._raw = _calf.Policy(_fspath(root_dir), _fspath(checkpoint))
+        self.obs_dim: int = self._raw.obs_dim
+        self.discrete: bool = self._raw.discrete
+        self.num_actions: int = self._raw.num_actions
+        self.action_dim: int = self._raw.action_dim
+        self.env_name: str = self._raw.env_name
+        self.checkpoint: str = self._raw.checkpoint
+        self.iteration: int = self._raw.iteration
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        """The greedy actions for ``obs``: (B, obs_dim) floats (converted to float32), or
+        one (obs_dim,) row.
+
+        Returns (B,) int64 for a discrete policy, (B, action_dim) float32 for a
+        continuous one (the policy's actions, not clipped to the env's bounds); for a
+        single row, () int64 or (action_dim,) float32. Row r's action depends only on
+        row r. Observations are those the env returns: the policy normalizes them
+        itself when the run did.
+        """
+        o = np.asarray(obs)
+        one_row = o.ndim == 1
+        if one_row:
+            o = o[np.newaxis]
+        if o.ndim != 2 or o.shape[1] != self.obs_dim:
+            raise ValueError(
+                f"calf.Policy: obs must have shape (B, {self.obs_dim}) or ({self.obs_dim},), "
+                f"got {np.shape(obs)}"
+            )
+        if o.dtype.kind not in "fiub":
+            raise TypeError(f"calf.Policy: obs must be numbers, got dtype {o.dtype}")
+        o = np.ascontiguousarray(o, dtype=np.float32)
+        if self.discrete:
+            out = np.empty(o.shape[0], dtype=np.int32)
+        else:
+            out = np.empty((o.shape[0], self.action_dim), dtype=np.float32)
+        self._raw.greedy(o, out)
+        actions = out.astype(np.int64) if self.discrete else out
+        return actions[0] if one_row else actions
+
+    def close(self) -> None:
+        """Release the policy; closing twice does nothing."""
+        self._raw.close()
+
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._raw.closed
+
+    def __enter__(self) -> Policy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"calf.Policy({self.env_name}, checkpoint={self.checkpoint!r})"
+
+
+def _fspath(path: str | os.PathLike | None) -> str | None:
+    """A path argument as the str calf takes (None stays None)."""
+    return None if path is None else os.fsdecode(os.fspath(path))
+
+
+def load_policy(
+    root_dir: str | os.PathLike | None, checkpoint: str | os.PathLike | None = None
+) -> Policy:
+    """The greedy policy of the run in ``root_dir``, as ``calf play --root_dir`` runs it.
+
+    ``checkpoint``: None for the newest valid checkpoint in ROOT/train/algorithm (older
+    ones are tried, with a warning on stderr, when a newer one is damaged), else that
+    checkpoint file (``root_dir`` None: the run that holds it). A plug-in env's run needs
+    the plug-in loaded first (``make_vec(..., env_lib=...)``). Raises ValueError with
+    calf's message for a missing or bad config, no checkpoint or a damaged one, an
+    unregistered env; OSError when the checkpoint directory cannot be read.
+    """
+    return Policy(root_dir, checkpoint)

@@ -1,16 +1,19 @@
 /* _calf.c: the CPython extension module calf._calf, a thin layer over calf's public API
- * (calf/vec_env.h, version.h, error.h). VecEnv steps a block of calf's envs into NumPy
- * arrays the caller allocates, so the hot path makes no Python object per env; the
- * Gymnasium-shaped API is the pure-Python layer's (calf/__init__.py). */
+ * (calf/vec_env.h, policy.h, version.h, error.h). VecEnv steps a block of calf's envs
+ * into NumPy arrays the caller allocates, so the hot path makes no Python object per env;
+ * Policy acts greedily on a batch of rows. The Gymnasium-shaped API and the argument
+ * checking that reads better in Python are the pure-Python layer's (calf/__init__.py). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <limits.h>
 #include <stdint.h>
 
 #include "calf/env.h"
 #include "calf/error.h"
+#include "calf/policy.h"
 #include "calf/vec_env.h"
 #include "calf/version.h"
 
@@ -25,6 +28,8 @@ static PyObject *raise_calf(const calf_error *err) {
     PyErr_SetString(type, err->msg[0] ? err->msg : "calf: unknown error");
     return NULL;
 }
+
+#define VECENV "calf.VecEnv" /* the type's name in messages */
 
 typedef struct {
     PyObject_HEAD
@@ -50,18 +55,19 @@ static int vecenv_usable(VecEnvObject *self) {
 }
 
 /* Whether obj is a C-contiguous ndarray of dtype `type` and the given shape (ndim 1 or
- * 2; cols ignored for ndim 1), writable when `writable`; else raises naming `what`. */
-static int check_array(PyObject *obj, const char *what, int type, int ndim, npy_intp rows,
-                       npy_intp cols, int writable) {
+ * 2; cols ignored for ndim 1), writable when `writable`; else raises naming `who` (the
+ * type) and `what`. */
+static int check_array(const char *who, PyObject *obj, const char *what, int type,
+                       int ndim, npy_intp rows, npy_intp cols, int writable) {
     if (!PyArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "calf.VecEnv: %s must be a numpy.ndarray", what);
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a numpy.ndarray", who, what);
         return 0;
     }
     PyArrayObject *a = (PyArrayObject *)obj; /* borrowed, as obj */
     if (PyArray_TYPE(a) != type) {
         PyArray_Descr *want = PyArray_DescrFromType(type); /* new reference */
         if (!want) return 0;
-        PyErr_Format(PyExc_TypeError, "calf.VecEnv: %s must have dtype %S, got %S", what,
+        PyErr_Format(PyExc_TypeError, "%s: %s must have dtype %S, got %S", who, what,
                      (PyObject *)want, (PyObject *)PyArray_DESCR(a));
         Py_DECREF(want);
         return 0;
@@ -70,15 +76,15 @@ static int check_array(PyObject *obj, const char *what, int type, int ndim, npy_
                    (ndim == 1 || PyArray_DIMS(a)[1] == cols);
     if (!shape_ok) {
         if (ndim == 1)
-            PyErr_Format(PyExc_ValueError, "calf.VecEnv: %s must have shape (%zd,)", what,
+            PyErr_Format(PyExc_ValueError, "%s: %s must have shape (%zd,)", who, what,
                          (Py_ssize_t)rows);
         else
-            PyErr_Format(PyExc_ValueError, "calf.VecEnv: %s must have shape (%zd, %zd)", what,
-                         (Py_ssize_t)rows, (Py_ssize_t)cols);
+            PyErr_Format(PyExc_ValueError, "%s: %s must have shape (%zd, %zd)", who,
+                         what, (Py_ssize_t)rows, (Py_ssize_t)cols);
         return 0;
     }
     if (!PyArray_IS_C_CONTIGUOUS(a) || (writable && !PyArray_ISWRITEABLE(a))) {
-        PyErr_Format(PyExc_ValueError, "calf.VecEnv: %s must be C-contiguous%s", what,
+        PyErr_Format(PyExc_ValueError, "%s: %s must be C-contiguous%s", who, what,
                      writable ? " and writable" : "");
         return 0;
     }
@@ -149,7 +155,8 @@ PyDoc_STRVAR(vecenv_reset_doc,
              "obs: (num_envs, obs_dim) float32, C-contiguous.");
 static PyObject *vecenv_reset(VecEnvObject *self, PyObject *obs) {
     if (!vecenv_usable(self)) return NULL;
-    if (!check_array(obs, "obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1)) return NULL;
+    if (!check_array(VECENV, obs, "obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1))
+        return NULL;
     float *out = PyArray_DATA((PyArrayObject *)obs);
     calf_error err = {0};
     int rc;
@@ -177,14 +184,15 @@ static PyObject *vecenv_step(VecEnvObject *self, PyObject *args) {
         return NULL;
     if (!vecenv_usable(self)) return NULL;
     int discrete = calf_vec_env_discrete(self->v);
-    int ok = discrete ? check_array(actions, "actions", NPY_INT32, 1, self->n, 0, 0)
-                      : check_array(actions, "actions", NPY_FLOAT32, 2, self->n,
+    int ok = discrete ? check_array(VECENV, actions, "actions", NPY_INT32, 1, self->n, 0, 0)
+                      : check_array(VECENV, actions, "actions", NPY_FLOAT32, 2, self->n,
                                     calf_vec_env_action_dim(self->v), 0);
-    ok = ok && check_array(obs, "obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1) &&
-         check_array(rewards, "rewards", NPY_FLOAT64, 1, self->n, 0, 1) &&
-         check_array(term, "terminated", NPY_BOOL, 1, self->n, 0, 1) &&
-         check_array(trunc, "truncated", NPY_BOOL, 1, self->n, 0, 1) &&
-         check_array(final_obs, "final_obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1);
+    ok = ok && check_array(VECENV, obs, "obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1) &&
+         check_array(VECENV, rewards, "rewards", NPY_FLOAT64, 1, self->n, 0, 1) &&
+         check_array(VECENV, term, "terminated", NPY_BOOL, 1, self->n, 0, 1) &&
+         check_array(VECENV, trunc, "truncated", NPY_BOOL, 1, self->n, 0, 1) &&
+         check_array(VECENV, final_obs, "final_obs", NPY_FLOAT32, 2, self->n, self->obs_dim,
+                     1);
     if (!ok) return NULL;
     const void *act = PyArray_DATA((PyArrayObject *)actions);
     float *o = PyArray_DATA((PyArrayObject *)obs);
@@ -301,6 +309,180 @@ static PyTypeObject VecEnvType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- Policy: a run's greedy policy (calf/policy.h) ------------------------------- */
+
+#define POLICY "calf.Policy"
+
+typedef struct {
+    PyObject_HEAD
+    calf_policy *p; /* NULL once closed */
+    int busy;       /* set while calf_policy_greedy runs without the GIL, as VecEnv's */
+} PolicyObject;
+
+static int policy_usable(PolicyObject *self) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "calf.Policy: used from two threads at once (one thread at a time)");
+        return 0;
+    }
+    if (!self->p) {
+        PyErr_SetString(PyExc_ValueError, "calf.Policy: the policy is closed");
+        return 0;
+    }
+    return 1;
+}
+
+static int policy_init(PolicyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"root_dir", "checkpoint", NULL};
+    const char *root_dir = NULL, *checkpoint = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "z|z:Policy", kwlist, &root_dir,
+                                     &checkpoint))
+        return -1;
+    if (self->p || self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "calf.Policy: already open");
+        return -1;
+    }
+    calf_error err = {0};
+    calf_policy *p = NULL;
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS /* reads the config and the checkpoint */
+    rc = calf_policy_open(root_dir, checkpoint, &p, &err);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc != CALF_OK) {
+        raise_calf(&err);
+        return -1;
+    }
+    self->p = p;
+    return 0;
+}
+
+static void policy_dealloc(PolicyObject *self) {
+    calf_policy_close(self->p);
+    self->p = NULL;
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(policy_close_doc, "close()\n\nRelease the policy; a second call does nothing.");
+static PyObject *policy_close(PolicyObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "calf.Policy: close() while another thread acts with the policy");
+        return NULL;
+    }
+    calf_policy_close(self->p);
+    self->p = NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(policy_greedy_doc,
+             "greedy(obs, actions)\n\n"
+             "Greedy actions for obs: (rows, obs_dim) float32 (calf_policy_greedy), written\n"
+             "to actions: (rows,) int32 for a discrete policy, (rows, action_dim) float32\n"
+             "for a continuous one. All arrays C-contiguous.");
+static PyObject *policy_greedy(PolicyObject *self, PyObject *args) {
+    PyObject *obs, *actions; /* borrowed */
+    if (!PyArg_ParseTuple(args, "OO:greedy", &obs, &actions)) return NULL;
+    if (!policy_usable(self)) return NULL;
+    if (!PyArray_Check(obs)) {
+        PyErr_SetString(PyExc_TypeError, "calf.Policy: obs must be a numpy.ndarray");
+        return NULL;
+    }
+    npy_intp rows = PyArray_NDIM((PyArrayObject *)obs) == 2
+                        ? PyArray_DIMS((PyArrayObject *)obs)[0] : -1;
+    if (rows > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "calf.Policy: %zd rows are more than %d",
+                     (Py_ssize_t)rows, INT_MAX);
+        return NULL;
+    }
+    int discrete = calf_policy_discrete(self->p), obs_dim = calf_policy_obs_dim(self->p);
+    int ok = check_array(POLICY, obs, "obs", NPY_FLOAT32, 2, rows, obs_dim, 0) &&
+             (discrete ? check_array(POLICY, actions, "actions", NPY_INT32, 1, rows, 0, 1)
+                       : check_array(POLICY, actions, "actions", NPY_FLOAT32, 2, rows,
+                                     calf_policy_action_dim(self->p), 1));
+    if (!ok) return NULL;
+    const float *o = PyArray_DATA((PyArrayObject *)obs);
+    void *a = PyArray_DATA((PyArrayObject *)actions);
+    calf_error err = {0};
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = calf_policy_greedy(self->p, o, (int)rows, discrete ? a : NULL, discrete ? NULL : a,
+                            &err);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc != CALF_OK) return raise_calf(&err);
+    Py_RETURN_NONE;
+}
+
+#define POLICY_INT_GETTER(field, call)                                      \
+    static PyObject *policy_get_##field(PolicyObject *self, void *closure) { \
+        (void)closure;                                                      \
+        if (!policy_usable(self)) return NULL;                              \
+        return PyLong_FromLongLong((long long)call(self->p));               \
+    }
+POLICY_INT_GETTER(obs_dim, calf_policy_obs_dim)
+POLICY_INT_GETTER(num_actions, calf_policy_num_actions)
+POLICY_INT_GETTER(action_dim, calf_policy_action_dim)
+POLICY_INT_GETTER(iteration, calf_policy_iteration)
+
+static PyObject *policy_get_discrete(PolicyObject *self, void *closure) {
+    (void)closure;
+    if (!policy_usable(self)) return NULL;
+    return PyBool_FromLong(calf_policy_discrete(self->p));
+}
+static PyObject *policy_get_env_name(PolicyObject *self, void *closure) {
+    (void)closure;
+    if (!policy_usable(self)) return NULL;
+    return PyUnicode_FromString(calf_policy_env_name(self->p));
+}
+static PyObject *policy_get_checkpoint(PolicyObject *self, void *closure) {
+    (void)closure;
+    if (!policy_usable(self)) return NULL;
+    return PyUnicode_DecodeFSDefault(calf_policy_checkpoint(self->p));
+}
+static PyObject *policy_get_closed(PolicyObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->p == NULL);
+}
+
+static PyGetSetDef policy_getset[] = {
+    {"obs_dim", (getter)policy_get_obs_dim, NULL, "floats per observation row", NULL},
+    {"discrete", (getter)policy_get_discrete, NULL, "True when actions are discrete", NULL},
+    {"num_actions", (getter)policy_get_num_actions, NULL, "discrete: choices; else 0", NULL},
+    {"action_dim", (getter)policy_get_action_dim, NULL, "continuous: floats; else 0", NULL},
+    {"env_name", (getter)policy_get_env_name, NULL, "the run's environment", NULL},
+    {"checkpoint", (getter)policy_get_checkpoint, NULL, "the checkpoint file opened", NULL},
+    {"iteration", (getter)policy_get_iteration, NULL, "the checkpoint's iteration", NULL},
+    {"closed", (getter)policy_get_closed, NULL, "True after close()", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef policy_methods[] = {
+    {"greedy", (PyCFunction)policy_greedy, METH_VARARGS, policy_greedy_doc},
+    {"close", (PyCFunction)policy_close, METH_NOARGS, policy_close_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(policy_doc,
+             "Policy(root_dir, checkpoint=None)\n\n"
+             "The greedy policy of the run in root_dir at its newest valid checkpoint, or at\n"
+             "`checkpoint` (calf_policy_open; root_dir None: the run holding it).");
+
+static PyTypeObject PolicyType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "calf._calf.Policy",
+    .tp_basicsize = sizeof(PolicyObject),
+    .tp_dealloc = (destructor)policy_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = policy_doc,
+    .tp_methods = policy_methods,
+    .tp_getset = policy_getset,
+    .tp_init = (initproc)policy_init,
+    .tp_new = PyType_GenericNew,
+};
+
 /* ---- module functions ------------------------------------------------------------ */
 
 PyDoc_STRVAR(features_doc,
@@ -365,19 +547,25 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef calf_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "calf._calf",
-    .m_doc = "calf's C library: environments stepped into NumPy arrays.",
+    .m_doc = "calf's C library: envs stepped into NumPy arrays, policies acting on them.",
     .m_size = -1,
     .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__calf(void) {
     import_array(); /* NumPy's C API; returns NULL with an ImportError when it fails */
-    if (PyType_Ready(&VecEnvType) < 0) return NULL;
+    if (PyType_Ready(&VecEnvType) < 0 || PyType_Ready(&PolicyType) < 0) return NULL;
     PyObject *m = PyModule_Create(&calf_module); /* new reference, returned */
     if (!m) return NULL;
     Py_INCREF(&VecEnvType); /* PyModule_AddObject steals one on success */
     if (PyModule_AddObject(m, "VecEnv", (PyObject *)&VecEnvType) < 0) {
         Py_DECREF(&VecEnvType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&PolicyType);
+    if (PyModule_AddObject(m, "Policy", (PyObject *)&PolicyType) < 0) {
+        Py_DECREF(&PolicyType);
         Py_DECREF(m);
         return NULL;
     }
