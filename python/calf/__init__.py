@@ -1,5 +1,5 @@
-"""calf from Python: calf's environments as a Gymnasium 1.x vector environment, and
-trained policies acting on NumPy arrays.
+"""calf from Python: calf's environments as a Gymnasium 1.x vector environment, the
+stepwise trainer, and trained policies acting on NumPy arrays.
 
 ``calf.make_vec(name, num_envs, seed)`` returns a vector env stepped by calf's C library
 into NumPy arrays (``calf._calf``), auto-resetting in the same step as calf's trainer
@@ -7,12 +7,15 @@ does (Gymnasium's SAME_STEP mode). When Gymnasium is importable it is a
 ``gymnasium.vector.VectorEnv`` with ``gymnasium.spaces``; when it is not, calf's own
 minimal ``Box``/``Discrete``/``MultiDiscrete`` carry the same attributes.
 
-``calf.load_policy(root_dir)`` opens a run's greedy policy, the one ``calf play`` runs.
+``calf.load_policy(root_dir)`` opens a run's greedy policy, the one ``calf play`` runs;
+``calf.Trainer(conf, root_dir=...)`` trains one iteration at a time, as ``calf train``.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,7 @@ __all__ = [
     "Discrete",
     "MultiDiscrete",
     "Policy",
+    "Trainer",
     "VecEnv",
     "env_names",
     "features",
@@ -479,3 +483,118 @@ def load_policy(
     unregistered env; OSError when the checkpoint directory cannot be read.
     """
     return Policy(root_dir, checkpoint)
+
+
+# ---- the stepwise trainer -------------------------------------------------------------
+
+
+def _gin_value(binding: str, value: Any) -> str:
+    """A Python value as gin text: bools True/False, strs quoted, tuples and lists as gin
+    tuples, numbers by repr; raises ValueError naming the binding for anything else."""
+    if isinstance(value, (bool, np.bool_)):
+        return "True" if value else "False"
+    if isinstance(value, str):
+        if "\n" in value or ('"' in value and "'" in value):
+            raise ValueError(
+                f"calf: override {binding}: a gin string cannot hold a newline or both "
+                f"quote characters, got {value!r}"
+            )
+        return f"'{value}'" if '"' in value else f'"{value}"'
+    if isinstance(value, (int, np.integer)):
+        return repr(int(value))
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            raise ValueError(f"calf: override {binding}: {value!r} is not a finite number")
+        return repr(float(value))
+    if isinstance(value, (tuple, list)):
+        items = [_gin_value(binding, v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    raise ValueError(
+        f"calf: override {binding}: cannot write a {type(value).__name__} as gin "
+        f"(bool, int, float, str or a tuple of them; or pass gin text as a str)"
+    )
+
+
+def _conf_params(overrides: Mapping[str, Any] | Iterable[str] | None) -> list[str]:
+    """Overrides as calf's --conf_param strings ('Scope.param=value')."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping):
+        return [f"{binding}={_gin_value(binding, v)}" for binding, v in overrides.items()]
+    if isinstance(overrides, str):
+        return [overrides]
+    return list(overrides)
+
+
+class Trainer:
+    """A training run stepped one iteration at a time (calf's stepwise trainer).
+
+    ``conf``: a gin file; or ``conf_text``: the config as gin text (errors name it
+    ``<conf_text>:LINE``); neither: ROOT/config.gin of an earlier run. ``overrides``: a
+    dict of binding -> Python value (bool, int, float, str, tuples of them), written as
+    gin, or an iterable of ``"Scope.param=value"`` gin text strings, both as
+    ``--conf_param``. The run resumes from the newest valid checkpoint in ``root_dir``
+    and holds its lock until ``close()``; stepped to the end it writes the files
+    ``calf train`` writes for the same config, byte for byte. ``quiet``: no progress
+    lines on stderr. Raises ValueError with calf's message ("file:line: ...") for bad
+    input, OSError for I/O failures. One thread at a time may use a trainer.
+    """
+
+    def __init__(
+        self,
+        conf: str | os.PathLike | None = None,
+        *,
+        root_dir: str | os.PathLike,
+        conf_text: str | None = None,
+        overrides: Mapping[str, Any] | Iterable[str] | None = None,
+        quiet: bool = True,
+    ) -> None:
+        self.root_dir: str = _fspath(root_dir)
+        self._raw = _calf.Trainer(
+            self.root_dir, _fspath(conf), conf_text, _conf_params(overrides), bool(quiet)
+        )
+
+    def step(self) -> dict[str, float | int]:
+        """Run one iteration and return its metrics.
+
+        Keys: ``iteration`` (completed, this one included), ``env_steps`` (of the whole
+        run), ``episodes`` (ended in this iteration), ``total_episodes``: ints;
+        ``average_return``, ``average_episode_length`` (over this iteration's ended
+        episodes, NaN when none), ``eval_return`` (NaN when this iteration did not
+        evaluate), ``steps_per_sec``: floats; and on iterations that write summaries the
+        algorithm's scalars by their tag names (``"PPOLoss/pg_loss"``, ...), floats.
+        Raises ValueError when the run is already done.
+        """
+        return self._raw.step()
+
+    @property
+    def done(self) -> bool:
+        """True when the run has reached its end (num_iterations or num_env_steps)."""
+        return self._raw.done
+
+    @property
+    def iteration(self) -> int:
+        """Iterations completed so far, those a resume started from included."""
+        return self._raw.iteration
+
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._raw.closed
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint of the current iteration now (ROOT/train/algorithm/ckpt-N)."""
+        self._raw.checkpoint()
+
+    def close(self) -> None:
+        """Close the run (flush its summaries, release the lock); twice does nothing."""
+        self._raw.close()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"calf.Trainer(root_dir={self.root_dir!r}, iteration={self.iteration})"

@@ -1,7 +1,8 @@
 /* _calf.c: the CPython extension module calf._calf, a thin layer over calf's public API
- * (calf/vec_env.h, policy.h, version.h, error.h). VecEnv steps a block of calf's envs
- * into NumPy arrays the caller allocates, so the hot path makes no Python object per env;
- * Policy acts greedily on a batch of rows. The Gymnasium-shaped API and the argument
+ * (calf/vec_env.h, policy.h, trainer.h, version.h, error.h). VecEnv steps a block of
+ * calf's envs into NumPy arrays the caller allocates, so the hot path makes no Python
+ * object per env; Policy acts greedily on a batch of rows; Trainer runs a training job
+ * one iteration at a time. The Gymnasium-shaped API and the argument
  * checking that reads better in Python are the pure-Python layer's (calf/__init__.py). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -14,6 +15,7 @@
 #include "calf/env.h"
 #include "calf/error.h"
 #include "calf/policy.h"
+#include "calf/trainer.h"
 #include "calf/vec_env.h"
 #include "calf/version.h"
 
@@ -483,6 +485,251 @@ static PyTypeObject PolicyType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- Trainer: the stepwise trainer (calf/trainer.h) ------------------------------ */
+
+#define TRAINER "calf.Trainer"
+
+typedef struct {
+    PyObject_HEAD
+    calf_trainer *t; /* NULL once closed */
+    int busy;        /* set while a call runs without the GIL, as VecEnv's */
+} TrainerObject;
+
+static int trainer_usable(TrainerObject *self) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        TRAINER ": used from two threads at once (one thread at a time)");
+        return 0;
+    }
+    if (!self->t) {
+        PyErr_SetString(PyExc_ValueError, TRAINER ": the run is closed");
+        return 0;
+    }
+    return 1;
+}
+
+static int trainer_init(TrainerObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"root_dir", "conf", "conf_text", "conf_params", "quiet", NULL};
+    const char *root_dir = NULL, *conf = NULL, *conf_text = NULL;
+    PyObject *params_arg = NULL; /* borrowed */
+    int quiet = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zzOp:Trainer", kwlist, &root_dir, &conf,
+                                     &conf_text, &params_arg, &quiet))
+        return -1;
+    if (self->t || self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, TRAINER ": already open");
+        return -1;
+    }
+    /* A tuple of our own keeps the strings alive, and unchanged, while the GIL is
+     * released: a list the caller holds could be mutated by another thread. */
+    PyObject *params = params_arg && params_arg != Py_None
+                           ? PySequence_Tuple(params_arg) /* new reference */
+                           : PyTuple_New(0);              /* new reference */
+    if (!params) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(params);
+    if (n > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, TRAINER ": too many conf_params");
+        Py_DECREF(params);
+        return -1;
+    }
+    const char **texts = PyMem_Calloc(n ? (size_t)n : 1, sizeof *texts);
+    if (!texts) {
+        Py_DECREF(params);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(params, i); /* borrowed from params */
+        if (!PyUnicode_Check(item)) {
+            PyErr_Format(PyExc_TypeError, TRAINER ": conf_params[%zd] must be a str, got %R",
+                         i, item);
+            PyMem_Free(texts);
+            Py_DECREF(params);
+            return -1;
+        }
+        texts[i] = PyUnicode_AsUTF8(item); /* the str's own buffer, alive with params */
+        if (!texts[i]) {
+            PyMem_Free(texts);
+            Py_DECREF(params);
+            return -1;
+        }
+    }
+    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
+    o.root_dir = root_dir;
+    o.conf_path = conf;
+    o.conf_text = conf_text;
+    o.conf_params = texts;
+    o.num_conf_params = (int)n;
+    o.quiet = quiet;
+    calf_error err = {0};
+    calf_trainer *t = NULL;
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS /* reads the config, resumes, builds the envs */
+    rc = calf_trainer_open(&o, &t, &err);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    PyMem_Free(texts);
+    Py_DECREF(params);
+    if (rc != CALF_OK) {
+        raise_calf(&err);
+        return -1;
+    }
+    self->t = t;
+    return 0;
+}
+
+/* Close the run; returns calf's status of the final writes, err filled on failure. */
+static int trainer_release(TrainerObject *self, calf_error *err) {
+    calf_trainer *t = self->t;
+    self->t = NULL;
+    if (!t) return CALF_OK;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* flushes the summaries and the log */
+    rc = calf_trainer_close(t, err);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+static void trainer_dealloc(TrainerObject *self) {
+    calf_error err = {0};
+    if (trainer_release(self, &err) != CALF_OK) /* no caller to raise to */
+        PySys_WriteStderr("calf.Trainer: closing the run: %.900s\n", err.msg);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(trainer_close_doc,
+             "close()\n\nClose the run: flush its summaries and log, release the root dir's\n"
+             "lock. Raises when those final writes fail; a second call does nothing.");
+static PyObject *trainer_close(TrainerObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        TRAINER ": close() while another thread steps the run");
+        return NULL;
+    }
+    calf_error err = {0};
+    self->busy = 1;
+    int rc = trainer_release(self, &err);
+    self->busy = 0;
+    if (rc != CALF_OK) return raise_calf(&err);
+    Py_RETURN_NONE;
+}
+
+/* d[key] = value, consuming the new reference value (NULL: an error already set). */
+static int dict_put(PyObject *d, const char *key, PyObject *value) {
+    if (!value) return -1;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* The metrics of the last step as a new dict. */
+static PyObject *metrics_dict(const calf_trainer_metrics *m) {
+    PyObject *d = PyDict_New(); /* new reference, returned */
+    if (!d) return NULL;
+    int bad = dict_put(d, "iteration", PyLong_FromLongLong(m->iteration)) < 0 ||
+              dict_put(d, "env_steps", PyLong_FromLongLong(m->env_steps)) < 0 ||
+              dict_put(d, "episodes", PyLong_FromLongLong(m->episodes)) < 0 ||
+              dict_put(d, "total_episodes", PyLong_FromLongLong(m->total_episodes)) < 0 ||
+              dict_put(d, "average_return", PyFloat_FromDouble(m->average_return)) < 0 ||
+              dict_put(d, "average_episode_length",
+                       PyFloat_FromDouble(m->average_episode_length)) < 0 ||
+              dict_put(d, "eval_return", PyFloat_FromDouble(m->eval_return)) < 0 ||
+              dict_put(d, "steps_per_sec", PyFloat_FromDouble(m->steps_per_sec)) < 0;
+    for (int k = 0; !bad && k < m->num_algorithm_metrics; k++)
+        bad = dict_put(d, m->algorithm_metric_names[k],
+                       PyFloat_FromDouble(m->algorithm_metric_values[k])) < 0;
+    if (bad) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+PyDoc_STRVAR(trainer_step_doc,
+             "step() -> dict\n\nRun one iteration (calf_trainer_step) and return its metrics.");
+static PyObject *trainer_step(TrainerObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (!trainer_usable(self)) return NULL;
+    calf_error err = {0};
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = calf_trainer_step(self->t, &err);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc != CALF_OK) return raise_calf(&err);
+    const calf_trainer_metrics *m = calf_trainer_metrics_last(self->t); /* the trainer's */
+    if (!m) {
+        PyErr_SetString(PyExc_RuntimeError, TRAINER ": a step left no metrics");
+        return NULL;
+    }
+    return metrics_dict(m);
+}
+
+PyDoc_STRVAR(trainer_checkpoint_doc,
+             "checkpoint()\n\nWrite a checkpoint of the current iteration now "
+             "(calf_trainer_checkpoint).");
+static PyObject *trainer_checkpoint(TrainerObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (!trainer_usable(self)) return NULL;
+    calf_error err = {0};
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = calf_trainer_checkpoint(self->t, &err);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc != CALF_OK) return raise_calf(&err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *trainer_get_done(TrainerObject *self, void *closure) {
+    (void)closure;
+    if (!trainer_usable(self)) return NULL;
+    return PyBool_FromLong(calf_trainer_done(self->t));
+}
+static PyObject *trainer_get_iteration(TrainerObject *self, void *closure) {
+    (void)closure;
+    if (!trainer_usable(self)) return NULL;
+    return PyLong_FromLongLong((long long)calf_trainer_iteration(self->t));
+}
+static PyObject *trainer_get_closed(TrainerObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->t == NULL);
+}
+
+static PyGetSetDef trainer_getset[] = {
+    {"done", (getter)trainer_get_done, NULL, "True when the run has reached its end", NULL},
+    {"iteration", (getter)trainer_get_iteration, NULL, "iterations completed so far", NULL},
+    {"closed", (getter)trainer_get_closed, NULL, "True after close()", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef trainer_methods[] = {
+    {"step", (PyCFunction)trainer_step, METH_NOARGS, trainer_step_doc},
+    {"checkpoint", (PyCFunction)trainer_checkpoint, METH_NOARGS, trainer_checkpoint_doc},
+    {"close", (PyCFunction)trainer_close, METH_NOARGS, trainer_close_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(trainer_doc,
+             "Trainer(root_dir, conf=None, conf_text=None, conf_params=(), quiet=True)\n\n"
+             "A run opened with calf_trainer_open: a gin file `conf`, or gin text\n"
+             "`conf_text`, or neither (ROOT/config.gin of an earlier run), then the\n"
+             "'Scope.param=value' strings of conf_params, as --conf_param.");
+
+static PyTypeObject TrainerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "calf._calf.Trainer",
+    .tp_basicsize = sizeof(TrainerObject),
+    .tp_dealloc = (destructor)trainer_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = trainer_doc,
+    .tp_methods = trainer_methods,
+    .tp_getset = trainer_getset,
+    .tp_init = (initproc)trainer_init,
+    .tp_new = PyType_GenericNew,
+};
+
 /* ---- module functions ------------------------------------------------------------ */
 
 PyDoc_STRVAR(features_doc,
@@ -547,14 +794,16 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef calf_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "calf._calf",
-    .m_doc = "calf's C library: envs stepped into NumPy arrays, policies acting on them.",
+    .m_doc = "calf's C library: envs stepped into NumPy arrays, policies, the trainer.",
     .m_size = -1,
     .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__calf(void) {
     import_array(); /* NumPy's C API; returns NULL with an ImportError when it fails */
-    if (PyType_Ready(&VecEnvType) < 0 || PyType_Ready(&PolicyType) < 0) return NULL;
+    if (PyType_Ready(&VecEnvType) < 0 || PyType_Ready(&PolicyType) < 0 ||
+        PyType_Ready(&TrainerType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&calf_module); /* new reference, returned */
     if (!m) return NULL;
     Py_INCREF(&VecEnvType); /* PyModule_AddObject steals one on success */
@@ -566,6 +815,12 @@ PyMODINIT_FUNC PyInit__calf(void) {
     Py_INCREF(&PolicyType);
     if (PyModule_AddObject(m, "Policy", (PyObject *)&PolicyType) < 0) {
         Py_DECREF(&PolicyType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&TrainerType);
+    if (PyModule_AddObject(m, "Trainer", (PyObject *)&TrainerType) < 0) {
+        Py_DECREF(&TrainerType);
         Py_DECREF(m);
         return NULL;
     }

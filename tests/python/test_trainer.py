@@ -1,0 +1,176 @@
+"""calf.Trainer: the stepwise trainer from Python.
+
+A tiny CartPole run stepped to its end from Python must write the checkpoint bytes
+`calf train` writes for the same config (the program ctest names in CALF_BINARY); the
+metrics are checked on their values; bad configs and overrides raise with calf's message.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pathlib
+import subprocess
+import threading
+
+import pytest
+
+import calf
+
+CALF = os.environ.get("CALF_BINARY", "calf")
+SRC = pathlib.Path(__file__).resolve().parents[2]
+CARTPOLE = SRC / "examples" / "ppo_cartpole.gin"
+E, T = 64, 32  # ppo_cartpole.gin's envs and unroll length
+
+# four iterations, evaluations on 2 and 4, checkpoints spread over the run
+OVERRIDES = {
+    "TrainerConfig.num_iterations": 4,
+    "TrainerConfig.eval_interval": 2,
+    "TrainerConfig.num_eval_episodes": 2,
+    "TrainerConfig.num_checkpoints": 2,
+    "Adam.lr": 3e-4,
+}
+# the same, as written for `calf train --conf_param`
+CONF_PARAMS = [
+    "TrainerConfig.num_iterations=4",
+    "TrainerConfig.eval_interval=2",
+    "TrainerConfig.num_eval_episodes=2",
+    "TrainerConfig.num_checkpoints=2",
+    "Adam.lr=3e-4",
+]
+
+
+def calf_train(root: pathlib.Path, conf: pathlib.Path, params: list[str]) -> None:
+    cmd = [CALF, "train", "--quiet", "--root_dir", str(root), "--conf", str(conf)]
+    for p in params:
+        cmd += ["--conf_param", p]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def checkpoints(root: pathlib.Path) -> dict[str, bytes]:
+    d = root / "train" / "algorithm"
+    return {p.name: p.read_bytes() for p in sorted(d.glob("ckpt-*"))}
+
+
+def test_stepped_run_writes_calf_train_bytes(tmp_path: pathlib.Path) -> None:
+    calf_train(tmp_path / "cli", CARTPOLE, CONF_PARAMS)
+    metrics = []
+    with calf.Trainer(CARTPOLE, root_dir=tmp_path / "py", overrides=OVERRIDES) as t:
+        assert (t.iteration, t.done) == (0, False)
+        while not t.done:
+            metrics.append(t.step())
+            assert t.iteration == len(metrics)
+        with pytest.raises(ValueError):
+            t.step()  # the run is done
+    assert t.closed
+    want, got = checkpoints(tmp_path / "cli"), checkpoints(tmp_path / "py")
+    assert len(want) >= 2 and got.keys() == want.keys()
+    for name in want:
+        assert got[name] == want[name], name
+    assert (tmp_path / "py" / "config.gin").read_bytes() == (
+        tmp_path / "cli" / "config.gin"
+    ).read_bytes()
+
+    assert [m["iteration"] for m in metrics] == [1, 2, 3, 4]
+    assert [m["env_steps"] for m in metrics] == [E * T * k for k in (1, 2, 3, 4)]
+    total = 0
+    for m in metrics:
+        total += m["episodes"]
+        assert m["total_episodes"] == total
+        assert m["episodes"] > 0  # CartPole's early episodes are short
+        assert 8 <= m["average_return"] <= 500
+        assert m["average_episode_length"] == m["average_return"]  # reward 1 a step
+        assert m["steps_per_sec"] > 0
+        assert isinstance(m["PPOLoss/pg_loss"], float) and math.isfinite(m["PPOLoss/pg_loss"])
+        assert 0 < m["PPOLoss/entropy"] <= math.log(2) + 1e-6
+    assert [math.isnan(m["eval_return"]) for m in metrics] == [True, False, True, False]
+    assert 8 <= metrics[1]["eval_return"] <= 500
+
+
+def test_resume_and_checkpoint(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "run"
+    with calf.Trainer(CARTPOLE, root_dir=root, overrides=OVERRIDES) as t:
+        t.step()
+        t.checkpoint()
+    assert "ckpt-1" in checkpoints(root)
+    # neither conf nor conf_text: ROOT/config.gin, resumed at ckpt-1
+    with calf.Trainer(root_dir=root) as t:
+        assert t.iteration == 1
+        while not t.done:
+            t.step()
+    calf_train(tmp_path / "cli", CARTPOLE, CONF_PARAMS)
+    assert checkpoints(root)["ckpt-4"] == checkpoints(tmp_path / "cli")["ckpt-4"]
+
+
+def test_conf_text_and_gin_strings(tmp_path: pathlib.Path) -> None:
+    text = CARTPOLE.read_text()
+    with calf.Trainer(
+        conf_text=text,
+        root_dir=tmp_path / "py",
+        overrides=CONF_PARAMS,
+    ) as t:
+        while not t.done:
+            t.step()
+    calf_train(tmp_path / "cli", CARTPOLE, CONF_PARAMS)
+    assert checkpoints(tmp_path / "py") == checkpoints(tmp_path / "cli")
+
+
+def test_gin_values() -> None:
+    gin = calf._gin_value
+    assert gin("b", True) == "True" and gin("b", False) == "False"
+    assert gin("s", "CartPole-v1") == '"CartPole-v1"'
+    assert gin("s", 'say "hi"') == "'say \"hi\"'"
+    assert gin("t", (64, 64)) == "(64, 64)" and gin("t", (3,)) == "(3,)"
+    assert gin("n", 3e-4) == "0.0003" and gin("n", 150) == "150"
+    with pytest.raises(ValueError, match="x.y: nan is not a finite number"):
+        gin("x.y", float("nan"))
+    with pytest.raises(ValueError, match="x.y: cannot write a dict"):
+        gin("x.y", {})
+
+
+def test_errors(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(ValueError, match="unknown binding 'TrainerConfig.nonsense'"):
+        calf.Trainer(CARTPOLE, root_dir=tmp_path / "a", overrides={"TrainerConfig.nonsense": 3})
+    with pytest.raises(ValueError, match="'TrainerConfig.num_iterations' expects a number"):
+        calf.Trainer(CARTPOLE, root_dir=tmp_path / "b",
+                     overrides={"TrainerConfig.num_iterations": "many"})
+    with pytest.raises(ValueError, match=r"<conf_text>:2: "):
+        calf.Trainer(conf_text="TrainerConfig.num_iterations = 3\nnot gin at all (\n",
+                     root_dir=tmp_path / "c")
+    bad = tmp_path / "bad.gin"
+    bad.write_text(CARTPOLE.read_text() + "TrainerConfig.unroll_length = -5\n")
+    with pytest.raises(ValueError, match=f"{bad}:"):
+        calf.Trainer(bad, root_dir=tmp_path / "d")
+    with pytest.raises(TypeError, match=r"conf_params\[0\] must be a str"):
+        calf._calf.Trainer(str(tmp_path / "e"), str(CARTPOLE), None, [3])
+    # a failed open leaves nothing locked: the same root opens now
+    with calf.Trainer(CARTPOLE, root_dir=tmp_path / "a", overrides=OVERRIDES) as t:
+        # the root dir is locked while a run is open
+        with pytest.raises(ValueError, match="is in use by another run"):
+            calf.Trainer(CARTPOLE, root_dir=tmp_path / "a", overrides=OVERRIDES)
+        t.close()
+        with pytest.raises(ValueError, match="closed"):
+            t.step()
+
+
+def test_other_thread_steps_while_gil_released(tmp_path: pathlib.Path) -> None:
+    """step() releases the GIL: a Python thread keeps running while it trains."""
+    ticks = 0
+    stop = threading.Event()
+
+    def count() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+
+    with calf.Trainer(CARTPOLE, root_dir=tmp_path / "run", overrides=OVERRIDES) as t:
+        th = threading.Thread(target=count)
+        th.start()
+        try:
+            before = ticks
+            t.step()
+            during = ticks - before
+        finally:
+            stop.set()
+            th.join()
+    assert during > 0
