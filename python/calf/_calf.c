@@ -489,6 +489,13 @@ static PyTypeObject PolicyType = {
 
 #define TRAINER "calf.Trainer"
 
+/* Held around every calf_trainer_* call, taken with the GIL released: a trainer's step
+ * writes its summaries through process-wide state (the current summary writer, the
+ * metrics listener), so two trainers may not step at once; one after the other is
+ * fine (each step sets that state and restores it). Made by PyInit__calf, never freed
+ * (the module is never unloaded). */
+static PyThread_type_lock trainer_lock;
+
 typedef struct {
     PyObject_HEAD
     calf_trainer *t; /* NULL once closed */
@@ -566,7 +573,9 @@ static int trainer_init(TrainerObject *self, PyObject *args, PyObject *kwds) {
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS /* reads the config, resumes, builds the envs */
+    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
     rc = calf_trainer_open(&o, &t, &err);
+    PyThread_release_lock(trainer_lock);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     PyMem_Free(texts);
@@ -586,7 +595,9 @@ static int trainer_release(TrainerObject *self, calf_error *err) {
     if (!t) return CALF_OK;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* flushes the summaries and the log */
+    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
     rc = calf_trainer_close(t, err);
+    PyThread_release_lock(trainer_lock);
     Py_END_ALLOW_THREADS
     return rc;
 }
@@ -654,7 +665,9 @@ static PyObject *trainer_step(TrainerObject *self, PyObject *Py_UNUSED(ignored))
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
     rc = calf_trainer_step(self->t, &err);
+    PyThread_release_lock(trainer_lock);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != CALF_OK) return raise_calf(&err);
@@ -675,7 +688,9 @@ static PyObject *trainer_checkpoint(TrainerObject *self, PyObject *Py_UNUSED(ign
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
     rc = calf_trainer_checkpoint(self->t, &err);
+    PyThread_release_lock(trainer_lock);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != CALF_OK) return raise_calf(&err);
@@ -804,6 +819,10 @@ PyMODINIT_FUNC PyInit__calf(void) {
     if (PyType_Ready(&VecEnvType) < 0 || PyType_Ready(&PolicyType) < 0 ||
         PyType_Ready(&TrainerType) < 0)
         return NULL;
+    if (!trainer_lock) {
+        trainer_lock = PyThread_allocate_lock();
+        if (!trainer_lock) return PyErr_NoMemory();
+    }
     PyObject *m = PyModule_Create(&calf_module); /* new reference, returned */
     if (!m) return NULL;
     Py_INCREF(&VecEnvType); /* PyModule_AddObject steals one on success */
