@@ -34,8 +34,17 @@ static double ns_per_call(double (*f)(double), const double *x, int reps) {
 }
 
 int main(int argc, char **argv) {
-    int reps = argc > 1 ? atoi(argv[1]) : 100;
-    if (reps < 1) reps = 1;
+    int reps = 100;
+    if (argc > 1) {
+        char *end;
+        long r = strtol(argv[1], &end, 10);
+        if (end == argv[1] || *end != '\0' || r > 1000000) {
+            fprintf(stderr, "bench_cmath: REPS must be a number up to 1000000, not '%s'\n",
+                    argv[1]);
+            return 2;
+        }
+        reps = r < 1 ? 1 : (int)r;
+    }
     const pair p[] = {
         {"exp", cm_exp, exp, -20, 20},      {"log", cm_log, log, 1e-6, 4},
         {"sin", cm_sin, sin, -80, 80},      {"cos", cm_cos, cos, -80, 80},
