@@ -21,6 +21,7 @@
 #include "algorithms/sac_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
+#include "base/memory.h"
 #include "base/cmath.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
@@ -196,15 +197,6 @@ static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
     return CALF_OK;
 }
 
-/* "1.2 GiB", "12.3 MiB", "45.6 KiB" or "789 bytes" */
-static void format_bytes(double bytes, char *buf, size_t cap) {
-    if (bytes >= 1024.0 * 1024.0 * 1024.0)
-        snprintf(buf, cap, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-    else if (bytes >= 1024.0 * 1024.0) snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0));
-    else if (bytes >= 1024.0) snprintf(buf, cap, "%.1f KiB", bytes / 1024.0);
-    else snprintf(buf, cap, "%.0f bytes", bytes);
-}
-
 /* The rings are allocated whole at the start but filled as the run goes: one larger
  * than the machine would only fail hours in, when the kernel ends the process. This
  * refuses what cannot fit at all; it does not count the moment of a --nproc resume when
@@ -216,8 +208,8 @@ static int sac_check_memory(const calf_config *cfg, const calf_env_spec *spec, i
     size_t need = replay_bytes(envs, cap, spec->obs_dim, ad);
     if (need != 0 && (uint64_t)need <= memory) return CALF_OK;
     char want[32] = "more than a size_t holds", have[32];
-    if (need) format_bytes((double)need, want, sizeof want);
-    format_bytes((double)memory, have, sizeof have);
+    if (need) memory_format((double)need, want, sizeof want);
+    memory_format((double)memory, have, sizeof have);
     return calf_error_set(err, CALF_EINVAL,
                           "%s: TrainerConfig.replay_buffer_length = %lld: the replay buffer needs %s "
                           "for the %d env%s on one machine, more than the %s of %s",
@@ -978,8 +970,8 @@ static void sac_describe(const algorithm *a, char *text, size_t cap) {
     const sac *t = (const sac *)a;
     char all[32], per[32];
     double per_env = (double)replay_bytes(1, t->rb.capacity, t->od, t->rb.act_dim);
-    format_bytes(per_env * t->E, all, sizeof all);
-    format_bytes(per_env, per, sizeof per);
+    memory_format(per_env * t->E, all, sizeof all);
+    memory_format(per_env, per, sizeof per);
     snprintf(text, cap,
              "replay buffer: %lld transitions per env, %d envs: %s in all (%s per env); each "
              "update samples %d of them uniformly",
@@ -995,7 +987,7 @@ static void sac_describe(const algorithm *a, char *text, size_t cap) {
 static void sac_report(const algorithm *a, double run_s, char *text, size_t cap) {
     const sac *t = (const sac *)a;
     char mine[32];
-    format_bytes((double)replay_bytes(t->count, t->rb.capacity, t->od, t->rb.act_dim), mine,
+    memory_format((double)replay_bytes(t->count, t->rb.capacity, t->od, t->rb.act_dim), mine,
                  sizeof mine);
     snprintf(text, cap,
              "replay: %lld transitions stored per env (capacity %lld, %s on this process); "

@@ -105,3 +105,11 @@ int memory_limit(uint64_t *bytes, const char **what, calf_error *err) {
     *what = res ? resident.what : address.what;
     return CALF_OK;
 }
+
+void memory_format(double bytes, char *buf, size_t cap) {
+    if (bytes >= 1024.0 * 1024.0 * 1024.0)
+        snprintf(buf, cap, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    else if (bytes >= 1024.0 * 1024.0) snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    else if (bytes >= 1024.0) snprintf(buf, cap, "%.1f KiB", bytes / 1024.0);
+    else snprintf(buf, cap, "%.0f bytes", bytes);
+}

@@ -24,4 +24,8 @@ typedef struct memory_bound {
 } memory_bound;
 int memory_limits(memory_bound *resident, memory_bound *address, calf_error *err);
 
+/* bytes as the memory checks' messages write them: "12.4 GiB", "953.7 MiB", "2.0 KiB",
+ * "512 bytes" (cap bytes of buf). */
+void memory_format(double bytes, char *buf, size_t cap);
+
 #endif

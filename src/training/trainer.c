@@ -251,17 +251,6 @@ static void native_env_bytes(const calf_env_class *cls, size_t *mapped, size_t *
     if (*mapped < cls->spec.state_size) *mapped = cls->spec.state_size;
 }
 
-static void format_size(double b, char *buf, size_t cap) {
-    const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    if (u == 0) snprintf(buf, cap, "%.0f bytes", b);
-    else snprintf(buf, cap, "%.1f %s", b, unit[u]);
-}
-
 /* The envs of a native class need envs x per_env bytes of `bound`: a file:line error
  * naming num_parallel_environments when they do not fit. */
 static int check_envs(const calf_config *cfg, const calf_env_class *cls, int envs,
@@ -269,9 +258,9 @@ static int check_envs(const calf_config *cfg, const calf_env_class *cls, int env
                       calf_error *err) {
     if (per_env == 0 || !bound->what || (uint64_t)envs <= bound->bytes / per_env) return CALF_OK;
     char want[32], each[32], have[32];
-    format_size((double)per_env * envs, want, sizeof want);
-    format_size((double)per_env, each, sizeof each);
-    format_size((double)bound->bytes, have, sizeof have);
+    memory_format((double)per_env * envs, want, sizeof want);
+    memory_format((double)per_env, each, sizeof each);
+    memory_format((double)bound->bytes, have, sizeof have);
     const char *where = cfg->origin[CALF_CFG_NUM_ENVS];
     return calf_error_set(err, CALF_EINVAL,
                           "%s%screate_environment.num_parallel_environments = %d: the %s envs "
