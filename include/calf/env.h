@@ -39,7 +39,9 @@ typedef struct calf_env_class {
     /* state points to spec.state_size bytes (created, for classes with create).
      * Draws the initial state from rng and writes the first observation (obs_dim). */
     void (*reset)(void *state, calf_rng *rng, float *obs);
-    /* Advance one step; returns terminated (0/1). Discrete envs read `action`
+    /* Advance one step; returns 1 when the episode terminated, 0 when it goes on, or
+     * CALF_ENV_TRUNCATED when the env itself ended it without a terminal state (its own
+     * time limit: a Python env's `truncated`). Discrete envs read `action`
      * (0..num_actions-1), continuous ones read `u` (action_dim, already clipped to
      * bounds). Writes the next observation (obs_dim) and the reward. */
     int (*step)(void *state, calf_rng *rng, int action, const float *u, float *obs, float *reward);
@@ -70,7 +72,25 @@ typedef struct calf_env_class {
      * spec.reset_state_dim doubles (MuJoCo: qpos then qvel, as handed to the physics),
      * so an episode can be replayed against another implementation. */
     void (*reset_state)(const void *state, double *out);
+
+    /* ---- since ABI version 2 ---- */
+    /* Optional (may be NULL): create told its class object, the job's seed and the env's
+     * global index; used instead of create when set (destroy pairs with it). For classes
+     * made at run time, one object each (a Python env factory), and for envs that seed a
+     * generator of their own once from (seed, index) (Gymnasium's reset(seed=...)). */
+    int (*create_at)(void *state, const struct calf_env_class *cls, uint64_t seed,
+                     uint64_t index, calf_error *err);
+    /* Optional: after reset or step wrote a non-finite observation because the env
+     * failed (an exception in a Python env), writes one line saying how into buf and
+     * returns 1; the job's fault message then names that instead of the value. */
+    int (*failure)(const void *state, char *buf, size_t size);
+    /* Optional: after a successful load, 1 when the saved bytes held no state to continue
+     * (a Python env that could not be pickled): the env then starts a new episode there
+     * instead of continuing the stored one. */
+    int (*load_restarts)(const void *state);
 } calf_env_class;
+
+#define CALF_ENV_TRUNCATED 2 /* step's return when the env ended the episode itself */
 
 typedef struct calf_env {
     const calf_env_class *cls;
@@ -107,7 +127,7 @@ void calf_env_list_names(char *buf, size_t size);
  *      first failure's status, err set, or CALF_OK once all are registered.
  * examples/custom_env.c is one. `calf train|play|export|env|envs --env_lib PATH` loads
  * them; a config file never does (a config is data, and cannot make calf run code). */
-#define CALF_PLUGIN_ABI_VERSION 1  /* changes when calf_env_class, calf_env_spec, calf_env,
+#define CALF_PLUGIN_ABI_VERSION 2  /* changes when calf_env_class, calf_env_spec, calf_env,
                                       calf_rng or calf_error change their layout */
 #define CALF_PLUGIN_REGISTER_NAME "calf_plugin_register"
 typedef int (*calf_plugin_register_fn)(int abi_version, calf_error *err);

@@ -140,8 +140,10 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
     if (s->state_size < 1 || s->state_size > (1u << 20))
         return calf_error_set(err, CALF_EINVAL, "env '%s': state_size %zu not in [1, 1 MiB]", n,
                               s->state_size);
-    if (cls->destroy && !cls->create)
+    if (cls->destroy && !cls->create && !cls->create_at)
         return calf_error_set(err, CALF_EINVAL, "env '%s': destroy without create", n);
+    if (cls->create && cls->create_at)
+        return calf_error_set(err, CALF_EINVAL, "env '%s': both create and create_at", n);
     if (!cls->save != !cls->load || (cls->save != NULL) != (s->save_size > 0))
         return calf_error_set(err, CALF_EINVAL,
                               "env '%s': save, load and save_size go together", n);
@@ -262,8 +264,9 @@ int calf_env_init(calf_env *env, const char *name, uint64_t seed, uint64_t index
             return CALF_ENOMEM;
         }
     }
-    if (cls->create) {
-        int rc = cls->create(env->state, err);
+    if (cls->create || cls->create_at) {
+        int rc = cls->create ? cls->create(env->state, err)
+                             : cls->create_at(env->state, cls, seed, index, err);
         if (rc != CALF_OK) {
             calf_env_free(env); /* cls not yet set: no destroy of what was not created */
             return rc;
@@ -329,8 +332,9 @@ void calf_env_step(calf_env *env, int action, const float *u, float *obs, float 
     } else {
         CALF_ASSERT(action >= 0 && action < spec->num_actions);
     }
-    int term = cls->step(env->state, &env->rng, action, uc, obs, reward) != 0;
+    int r = cls->step(env->state, &env->rng, action, uc, obs, reward);
+    int term = r != 0 && r != CALF_ENV_TRUNCATED;
     env->elapsed_steps++;
     *terminated = term;
-    *truncated = !term && env->elapsed_steps >= spec->max_episode_steps;
+    *truncated = !term && (r == CALF_ENV_TRUNCATED || env->elapsed_steps >= spec->max_episode_steps);
 }

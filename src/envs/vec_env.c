@@ -102,20 +102,23 @@ static void note_fault(vec_env *ve, int local_i, const float *obs, const float *
     if (ve->fault.status != CALF_OK) return;
     const calf_env *env = &ve->envs[local_i];
     const char *lib = calf_env_class_library(env->cls);
-    char what[96];
-    if (reward && !floats_finite(reward, 1)) {
-        snprintf(what, sizeof what, "a non-finite reward (%g)", (double)*reward);
+    char what[512]; /* what the env did: "returned a non-finite reward (nan)" */
+    if (env->cls->failure && env->cls->failure(env->state, what, sizeof what)) {
+        /* the env says how it failed (a Python env: "raised ValueError: ...") */
+    } else if (reward && !floats_finite(reward, 1)) {
+        snprintf(what, sizeof what, "returned a non-finite reward (%g)", (double)*reward);
     } else {
         int j = 0;
         while (j < ve->obs_dim - 1 && floats_finite(obs + j, 1)) j++;
-        snprintf(what, sizeof what, "a non-finite observation (obs[%d] = %g)", j, (double)obs[j]);
+        snprintf(what, sizeof what, "returned a non-finite observation (obs[%d] = %g)", j,
+                 (double)obs[j]);
     }
     char when[64];
     if (reward) snprintf(when, sizeof when, "step %d of its episode", env->elapsed_steps);
     else snprintf(when, sizeof when, "its reset");
     calf_error_set(&ve->fault, CALF_EINVAL,
-                   "environment %s%s%s, env index %lld: %s returned %s; the environment is at "
-                   "fault, not training",
+                   "environment %s%s%s, env index %lld: %s %s; the environment is at fault, "
+                   "not training",
                    env->cls->spec.name, lib ? " of plug-in " : "", lib ? lib : "",
                    (long long)ve->begin + local_i, when, what);
 }
@@ -365,6 +368,15 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     free(tmp);
     if (rc != CALF_OK) return rc;
     env->rng = rng;
+    if (env->cls->load_restarts && env->cls->load_restarts(env->state)) {
+        /* nothing to continue: a new episode, drawn from the stored stream */
+        float *row = ve->obs + (size_t)local_i * (size_t)ve->obs_dim;
+        calf_env_reset(env, row);
+        check_reset(ve, local_i, row);
+        ve->episode_length[local_i] = 0;
+        ve->episode_return[local_i] = 0.0;
+        return CALF_OK;
+    }
     env->elapsed_steps = elapsed;
     ve->episode_length[local_i] = length;
     ve->episode_return[local_i] = ret;
