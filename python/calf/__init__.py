@@ -21,11 +21,13 @@ from typing import Any
 import numpy as np
 
 from calf import _calf
+from calf._envs import EnvError, register_env, raise_env_error
 
 __version__: str = _calf.__version__
 __all__ = [
     "Box",
     "Discrete",
+    "EnvError",
     "MultiDiscrete",
     "Policy",
     "Trainer",
@@ -34,6 +36,7 @@ __all__ = [
     "features",
     "load_policy",
     "make_vec",
+    "register_env",
     "__version__",
 ]
 
@@ -76,11 +79,23 @@ class _Space:
     def __init__(self, shape: tuple[int, ...], dtype: Any, seed: int | None = None) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
-        self.np_random = np.random.default_rng(seed)
+        # As Gymnasium's spaces: no generator until one is asked for, so an unseeded
+        # space holds no entropy (and pickles to the same bytes in every process).
+        self._np_random: np.random.Generator | None = None
+        if seed is not None:
+            self.seed(seed)
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The generator ``sample()`` draws from; made from OS entropy when first used
+        unless ``seed()`` made it."""
+        if self._np_random is None:
+            self._np_random = np.random.default_rng()
+        return self._np_random
 
     def seed(self, seed: int | None = None) -> list[int | None]:
         """Reseed the generator that ``sample()`` draws from."""
-        self.np_random = np.random.default_rng(seed)
+        self._np_random = np.random.default_rng(seed)
         return [seed]
 
     def __contains__(self, x: Any) -> bool:
@@ -526,6 +541,13 @@ def _conf_params(overrides: Mapping[str, Any] | Iterable[str] | None) -> list[st
     return list(overrides)
 
 
+def _env_binding(env: Any) -> str:
+    """The --conf_param naming the env class of ``env``: a factory of Python envs
+    (registered here) or a registered class's name."""
+    name = env if isinstance(env, str) else register_env(env)
+    return "create_environment.env_name=" + _gin_value("create_environment.env_name", name)
+
+
 class Trainer:
     """A training run stepped one iteration at a time (calf's stepwise trainer).
 
@@ -548,11 +570,13 @@ class Trainer:
         conf_text: str | None = None,
         overrides: Mapping[str, Any] | Iterable[str] | None = None,
         quiet: bool = True,
+        env: Any = None,
     ) -> None:
         self.root_dir: str = _fspath(root_dir)
-        self._raw = _calf.Trainer(
-            self.root_dir, _fspath(conf), conf_text, _conf_params(overrides), bool(quiet)
-        )
+        params = _conf_params(overrides)
+        if env is not None:
+            params.append(_env_binding(env))
+        self._raw = _calf.Trainer(self.root_dir, _fspath(conf), conf_text, params, bool(quiet))
 
     def step(self) -> dict[str, float | int]:
         """Run one iteration and return its metrics.
@@ -565,7 +589,11 @@ class Trainer:
         algorithm's scalars by their tag names (``"PPOLoss/pg_loss"``, ...), floats.
         Raises ValueError when the run is already done.
         """
-        return self._raw.step()
+        try:
+            return self._raw.step()
+        except ValueError as e:
+            raise_env_error(e)
+            raise
 
     @property
     def done(self) -> bool:

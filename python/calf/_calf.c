@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL calf_numpy_api /* shared with _pyenv.c */
 #include <numpy/arrayobject.h>
 
 #include <limits.h>
@@ -18,6 +19,7 @@
 #include "calf/trainer.h"
 #include "calf/vec_env.h"
 #include "calf/version.h"
+#include "_pyenv.h"
 
 /* Raise the Python exception for a calf status, carrying calf's message. Returns NULL so
  * callers can `return raise_calf(&err);`. */
@@ -803,6 +805,14 @@ static PyMethodDef module_methods[] = {
     {"has_mpi", calf_py_has_mpi, METH_NOARGS, has_mpi_doc},
     {"has_mujoco", calf_py_has_mujoco, METH_NOARGS, has_mujoco_doc},
     {"env_names", calf_py_env_names, METH_NOARGS, env_names_doc},
+    {"register_env", (PyCFunction)(void (*)(void))pyenv_register, METH_VARARGS | METH_KEYWORDS,
+     "register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,\n"
+     "state_bytes) -> name\n\nRegister a Python env class (calf.register_env checks the "
+     "spaces)."},
+    {"take_env_error", pyenv_take_error, METH_NOARGS,
+     "take_env_error() -> the first exception an env raised in this process, or None"},
+    {"set_print_tracebacks", pyenv_set_print_tracebacks, METH_O,
+     "set_print_tracebacks(on): print an env's traceback on stderr when it raises"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -816,6 +826,7 @@ static struct PyModuleDef calf_module = {
 
 PyMODINIT_FUNC PyInit__calf(void) {
     import_array(); /* NumPy's C API; returns NULL with an ImportError when it fails */
+    if (pyenv_init() < 0) return NULL;
     if (PyType_Ready(&VecEnvType) < 0 || PyType_Ready(&PolicyType) < 0 ||
         PyType_Ready(&TrainerType) < 0)
         return NULL;

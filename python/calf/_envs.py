@@ -1,0 +1,150 @@
+"""Python environments trained by calf's C trainer.
+
+``register_env(make_env)`` turns a factory of Gymnasium-API environments into a calf env
+class (C hooks in _pyenv.c): each of a job's envs is a ``make_env()`` object created by
+the process that owns it, seeded once with ``reset(seed=random_seed + i)`` for global env
+index i (evaluation envs: ``random_seed + 2**40 + k``) and reset unseeded afterwards, so
+its trajectory depends on (seed, i, actions) only. Checkpoints hold each env's pickle.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from calf import _calf
+
+_NO_LIMIT = 2**31 - 1  # the longest time limit calf's step counters hold
+_MIN_STATE_BYTES = 4096
+_MAX_STATE_BYTES = 1 << 20
+
+
+class EnvError(RuntimeError):
+    """A Python environment raised (or returned a wrong value) while calf stepped it.
+
+    The message names the env's class and global index; ``__cause__`` is the env's own
+    exception, with its traceback, when it was raised in this process.
+    """
+
+
+def _factory_name(make_env: Callable[[], Any]) -> str:
+    module = getattr(make_env, "__module__", None) or "?"
+    qual = getattr(make_env, "__qualname__", None) or type(make_env).__qualname__
+    return f"py:{module}:{qual}"
+
+
+def _describe(space: Any) -> str:
+    return f"{type(space).__name__}{getattr(space, 'shape', '')}"
+
+
+def _spaces(name: str, env: Any) -> tuple[int, int, Any, Any]:
+    """(obs_dim, num_actions, low, high) from env's spaces, or ValueError saying what is
+    supported. Spaces are read by their Gymnasium class names and attributes, so
+    Gymnasium need not be importable here."""
+    supported = (
+        "calf trains envs with a 1-D Box observation space and a Discrete (start 0) or "
+        "1-D Box action space with finite bounds"
+    )
+    obs_space = getattr(env, "observation_space", None)
+    act_space = getattr(env, "action_space", None)
+    shape = getattr(obs_space, "shape", None)
+    if type(obs_space).__name__ != "Box" or shape is None or len(shape) != 1 or shape[0] < 1:
+        raise ValueError(
+            f"{name}: observation_space {_describe(obs_space)} is not supported; {supported}"
+        )
+    obs_dim = int(shape[0])
+    kind = type(act_space).__name__
+    if kind == "Discrete":
+        n, start = int(act_space.n), int(getattr(act_space, "start", 0))
+        if start != 0 or n < 1:
+            raise ValueError(
+                f"{name}: action_space Discrete({n}, start={start}) is not supported; {supported}"
+            )
+        return obs_dim, n, None, None
+    ashape = getattr(act_space, "shape", None)
+    if kind == "Box" and ashape is not None and len(ashape) == 1 and ashape[0] >= 1:
+        low = np.asarray(act_space.low, dtype=np.float32).reshape(-1)
+        high = np.asarray(act_space.high, dtype=np.float32).reshape(-1)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
+            raise ValueError(
+                f"{name}: action_space bounds must be finite with low < high (calf clips "
+                f"actions to them); {supported}"
+            )
+        return obs_dim, 0, low, high
+    raise ValueError(f"{name}: action_space {_describe(act_space)} is not supported; {supported}")
+
+
+def register_env(
+    make_env: Callable[[], Any],
+    name: str | None = None,
+    *,
+    max_episode_steps: int | None = None,
+    state_bytes: int | None = None,
+    quiet: bool = False,
+) -> str:
+    """Make ``make_env`` (a callable with no arguments returning a new Gymnasium-API env)
+    a calf environment class and return its name, to put in a config's
+    ``create_environment.env_name`` (``calf.train(env=...)`` and ``calf.Trainer(env=...)``
+    do this for you).
+
+    ``name``: default ``"py:MODULE:QUALNAME"`` of the factory. ``max_episode_steps``:
+    default the env's ``spec.max_episode_steps`` (``gymnasium.make`` sets it); an env
+    with neither is refused. ``state_bytes``: room each env's pickle has in a
+    checkpoint; default eight times a fresh env's pickle, at least 4 KiB. One env is made,
+    reset and pickled here to read its spaces and size; an env that cannot be pickled is
+    said so on stderr (a resume then starts new episodes in its envs). Registering the
+    same name again with the same spaces replaces the factory.
+    """
+    if not callable(make_env):
+        raise TypeError(f"calf.register_env: make_env must be callable, got {make_env!r}")
+    name = name or _factory_name(make_env)
+    try:
+        env = make_env()
+    except Exception as e:
+        raise EnvError(f"{name}: the env factory raised {type(e).__name__}: {e}") from e
+    try:
+        obs_dim, num_actions, low, high = _spaces(name, env)
+        if max_episode_steps is None:
+            limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+            if not limit:
+                raise ValueError(
+                    f"{name}: the env has no time limit (spec.max_episode_steps, which "
+                    "gymnasium.make sets): pass max_episode_steps= (calf's evaluation runs "
+                    "whole episodes)"
+                )
+            max_episode_steps = int(limit)
+        if not 1 <= max_episode_steps <= _NO_LIMIT:
+            raise ValueError(f"{name}: max_episode_steps {max_episode_steps} not in [1, 2^31)")
+        if state_bytes is None:
+            try:
+                env.reset(seed=0)
+                size = len(pickle.dumps(env, protocol=4))
+            except Exception as e:  # an env that cannot be pickled still trains
+                if not quiet:
+                    print(
+                        f"calf: env {name} cannot be pickled ({type(e).__name__}: {e}): "
+                        "checkpoints will not hold its state, and a resume starts new "
+                        "episodes in its envs",
+                        file=sys.stderr,
+                    )
+                size = 0
+            state_bytes = min(_MAX_STATE_BYTES, max(_MIN_STATE_BYTES, -(-8 * size // 4096) * 4096))
+    finally:
+        close = getattr(env, "close", None)
+        if close:
+            close()
+    return _calf.register_env(
+        name, make_env, obs_dim, num_actions, low, high, max_episode_steps, int(state_bytes)
+    )
+
+
+def raise_env_error(err: BaseException) -> None:
+    """Re-raise calf's error ``err`` as EnvError chained to the env's own exception when
+    an env in this process raised one; else do nothing."""
+    cause = _calf.take_env_error()
+    if cause is not None:
+        raise EnvError(str(err)) from cause

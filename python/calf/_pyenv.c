@@ -1,0 +1,516 @@
+/* _pyenv.c: Gymnasium-API Python environments as calf env classes, so calf's C trainer
+ * steps them like its own: one class object per factory (calf.register_env), one Python
+ * env object per calf env, created by the process that owns the env and seeded once
+ * with reset(seed=job seed + global index); checkpoints hold each env's pickled state. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL calf_numpy_api
+#define NO_IMPORT_ARRAY
+#include <numpy/arrayobject.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "_pyenv.h"
+#include "calf/env.h"
+#include "calf/error.h"
+
+/* Saved state: u32 magic, u32 length (NOT_SAVED: the env could not be pickled), then
+ * the pickle's bytes and zeros up to the class's save_size. */
+#define SAVE_MAGIC 0x31595043u /* "CPY1" read as little-endian bytes */
+#define SAVE_HEADER 8
+#define NOT_SAVED 0xFFFFFFFFu
+#define PICKLE_PROTOCOL 4      /* fixed, so the bytes do not follow Python's default */
+#define MAX_CLASSES 16
+
+typedef struct pyenv_class {
+    calf_env_class cls;  /* first: hooks get &cls and cast back */
+    char name[200];
+    PyObject *factory;   /* strong; replaced when the same name is registered again */
+    float *low, *high;   /* (action_dim) continuous bounds, or NULL */
+    int unsaved_said;    /* an env's state did not fit or pickle: said once */
+} pyenv_class;
+
+typedef struct pyenv_state {
+    const pyenv_class *pc;
+    PyObject *env;        /* strong: the env object */
+    PyObject *first_seed; /* strong: the seed of the first reset, NULL once used */
+    uint64_t index;       /* global env index */
+    int restarted;        /* the last load found no saved state */
+    int failed;           /* reset/step raised or returned a wrong value (failure) */
+    char failure[400];
+} pyenv_state;
+
+static pyenv_class *classes[MAX_CLASSES]; /* never freed: the registry keeps them */
+static int num_classes;
+static int print_tracebacks;           /* set by the CLI (python -m calf) */
+static pid_t module_pid;               /* the process that imported the module */
+static PyObject *first_error;          /* the first exception an env raised, for the API */
+static PyObject *pickle_dumps, *pickle_loads;
+
+/* ---- failures ------------------------------------------------------------------- */
+
+/* Record the pending Python exception (or, with no exception, `what`) as env s's
+ * failure: one line for calf's fault message; the exception object is kept for
+ * calf.train to chain, and its traceback printed where no caller will see it. */
+static void env_fail(pyenv_state *s, const char *where, const char *what) {
+    if (s->failed) {
+        PyErr_Clear();
+        return;
+    }
+    s->failed = 1;
+    if (!PyErr_Occurred()) {
+        snprintf(s->failure, sizeof s->failure, "%s %s", where, what);
+        return;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb && value) PyException_SetTraceback(value, tb);
+    const char *tname = type ? ((PyTypeObject *)type)->tp_name : "an exception";
+    PyObject *str = value ? PyObject_Str(value) : NULL;
+    const char *msg = str ? PyUnicode_AsUTF8(str) : NULL;
+    if (!msg) PyErr_Clear();
+    /* where the exception came from: the innermost frame */
+    char at[160] = "";
+    PyTracebackObject *t = (PyTracebackObject *)tb;
+    while (t && t->tb_next) t = t->tb_next;
+    if (t && t->tb_frame) {
+        PyCodeObject *code = PyFrame_GetCode(t->tb_frame);
+        const char *file = code ? PyUnicode_AsUTF8(code->co_filename) : NULL;
+        if (file) snprintf(at, sizeof at, " (%s:%d)", file, t->tb_lineno);
+        else PyErr_Clear();
+        Py_XDECREF(code);
+    }
+    snprintf(s->failure, sizeof s->failure, "%s raised %s: %s%s", where, tname,
+             msg ? msg : "?", at);
+    Py_XDECREF(str);
+    if (print_tracebacks || getpid() != module_pid) {
+        PySys_WriteStderr("calf: env %llu (%s): %s raised:\n", (unsigned long long)s->index,
+                          s->pc->name, where);
+        Py_XINCREF(type);
+        Py_XINCREF(value);
+        Py_XINCREF(tb);
+        PyErr_Restore(type, value, tb);
+        PyErr_PrintEx(0);
+    }
+    if (!first_error && value) {
+        first_error = value;
+        value = NULL;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+static void fill_nan(float *x, int n) {
+    for (int j = 0; j < n; j++) x[j] = NAN;
+}
+
+/* obs (any array-like) into out (obs_dim float32, NumPy's cast); 0 with s failed. */
+static int read_obs(pyenv_state *s, const char *where, PyObject *obj, float *out) {
+    const int dim = s->pc->cls.spec.obs_dim;
+    PyObject *a = PyArray_FromAny(obj, PyArray_DescrFromType(NPY_FLOAT32), 0, 0,
+                                  NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST, NULL);
+    if (!a) {
+        env_fail(s, where, "");
+        return 0;
+    }
+    PyArrayObject *arr = (PyArrayObject *)a;
+    if (PyArray_NDIM(arr) != 1 || PyArray_DIMS(arr)[0] != dim) {
+        char what[160];
+        int nd = PyArray_NDIM(arr);
+        snprintf(what, sizeof what,
+                 "returned an observation of %d dimension%s (first %ld), not shape (%d,) as "
+                 "its observation_space",
+                 nd, nd == 1 ? "" : "s", nd > 0 ? (long)PyArray_DIMS(arr)[0] : 0L, dim);
+        Py_DECREF(a);
+        env_fail(s, where, what);
+        return 0;
+    }
+    memcpy(out, PyArray_DATA(arr), (size_t)dim * sizeof *out);
+    Py_DECREF(a);
+    return 1;
+}
+
+/* ---- the hooks -------------------------------------------------------------------- */
+
+static int pyenv_create_at(void *state, const calf_env_class *cls, uint64_t seed,
+                           uint64_t index, calf_error *err) {
+    pyenv_state *s = state;
+    const pyenv_class *pc = (const pyenv_class *)cls;
+    s->pc = pc;
+    s->index = index;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = CALF_OK;
+    PyObject *base = PyLong_FromUnsignedLongLong(seed), *idx = PyLong_FromUnsignedLongLong(index);
+    s->first_seed = base && idx ? PyNumber_Add(base, idx) : NULL;
+    Py_XDECREF(base);
+    Py_XDECREF(idx);
+    s->env = s->first_seed ? PyObject_CallNoArgs(pc->factory) : NULL;
+    if (!s->env) {
+        pyenv_state tmp = *s;
+        env_fail(&tmp, "its factory", "");
+        rc = calf_error_set(err, CALF_EINVAL, "environment %s, env index %llu: %s", pc->name,
+                            (unsigned long long)index, tmp.failure);
+        Py_CLEAR(s->first_seed);
+    }
+    PyGILState_Release(g);
+    return rc;
+}
+
+static void pyenv_destroy(void *state) {
+    pyenv_state *s = state;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (s->env) {
+        PyObject *r = PyObject_CallMethod(s->env, "close", NULL);
+        if (!r) {
+            PySys_WriteStderr("calf: env %llu (%s): close() raised; ignored\n",
+                              (unsigned long long)s->index, s->pc->name);
+            PyErr_Clear();
+        }
+        Py_XDECREF(r);
+    }
+    Py_CLEAR(s->env);
+    Py_CLEAR(s->first_seed);
+    PyGILState_Release(g);
+}
+
+static void pyenv_reset(void *state, calf_rng *rng, float *obs) {
+    (void)rng; /* the env draws from its own generator, seeded once */
+    pyenv_state *s = state;
+    const int dim = s->pc->cls.spec.obs_dim;
+    if (s->failed) {
+        fill_nan(obs, dim);
+        return;
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = NULL;
+    if (s->first_seed) {
+        PyObject *args = PyTuple_New(0), *kw = Py_BuildValue("{s:O}", "seed", s->first_seed);
+        PyObject *f = PyObject_GetAttrString(s->env, "reset");
+        if (args && kw && f) r = PyObject_Call(f, args, kw);
+        Py_XDECREF(args);
+        Py_XDECREF(kw);
+        Py_XDECREF(f);
+        Py_CLEAR(s->first_seed);
+    } else {
+        r = PyObject_CallMethod(s->env, "reset", NULL);
+    }
+    int ok = 0;
+    if (!r) {
+        env_fail(s, "reset()", "");
+    } else if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+        env_fail(s, "reset()", "returned something other than a tuple (obs, info)");
+    } else {
+        ok = read_obs(s, "reset()", PyTuple_GET_ITEM(r, 0), obs);
+    }
+    if (!ok) fill_nan(obs, dim);
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+}
+
+static int pyenv_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                      float *reward) {
+    (void)rng;
+    pyenv_state *s = state;
+    const calf_env_spec *spec = &s->pc->cls.spec;
+    if (s->failed) {
+        fill_nan(obs, spec->obs_dim);
+        *reward = NAN;
+        return 1;
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *a;
+    if (spec->action_dim > 0) {
+        npy_intp dims[1] = {spec->action_dim};
+        a = PyArray_SimpleNew(1, dims, NPY_FLOAT32);
+        if (a) memcpy(PyArray_DATA((PyArrayObject *)a), u, (size_t)spec->action_dim * sizeof *u);
+    } else {
+        a = PyLong_FromLong(action);
+    }
+    PyObject *r = a ? PyObject_CallMethod(s->env, "step", "O", a) : NULL;
+    Py_XDECREF(a);
+    int ret = 1, ok = 0;
+    if (!r) {
+        env_fail(s, "step()", "");
+    } else if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5) {
+        env_fail(s, "step()",
+                 "returned something other than Gymnasium's 5-tuple (obs, reward, "
+                 "terminated, truncated, info)");
+    } else if (read_obs(s, "step()", PyTuple_GET_ITEM(r, 0), obs)) {
+        double rew = PyFloat_AsDouble(PyTuple_GET_ITEM(r, 1));
+        int term = PyObject_IsTrue(PyTuple_GET_ITEM(r, 2));
+        int trunc = PyObject_IsTrue(PyTuple_GET_ITEM(r, 3));
+        if (PyErr_Occurred() || term < 0 || trunc < 0) {
+            env_fail(s, "step()", "");
+        } else {
+            *reward = (float)rew;
+            ret = term ? 1 : trunc ? CALF_ENV_TRUNCATED : 0;
+            ok = 1;
+        }
+    }
+    if (!ok) {
+        fill_nan(obs, spec->obs_dim);
+        *reward = NAN;
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return ret;
+}
+
+static int pyenv_failure(const void *state, char *buf, size_t size) {
+    const pyenv_state *s = state;
+    if (!s->failed) return 0;
+    snprintf(buf, size, "%s", s->failure);
+    return 1;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void pyenv_save(const void *state, void *buf) {
+    const pyenv_state *s = state;
+    const size_t cap = s->pc->cls.spec.save_size;
+    unsigned char *p = buf;
+    memset(p, 0, cap);
+    put_u32(p, SAVE_MAGIC);
+    put_u32(p + 4, NOT_SAVED);
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *b = PyObject_CallFunction(pickle_dumps, "Oi", s->env, PICKLE_PROTOCOL);
+    /* said once per class and process: register_env already warned of an env that
+     * cannot be pickled at all */
+    int *said = &((pyenv_class *)s->pc)->unsaved_said;
+    if (!b) {
+        if (!*said)
+            PySys_WriteStderr("calf: env %llu (%s): cannot be pickled; checkpoints do not hold "
+                              "its state, and a resume starts a new episode there\n",
+                              (unsigned long long)s->index, s->pc->name);
+        *said = 1;
+        PyErr_Clear();
+    } else if ((size_t)PyBytes_GET_SIZE(b) > cap - SAVE_HEADER) {
+        if (!*said)
+            PySys_WriteStderr("calf: env %llu (%s): its pickle (%zd bytes) exceeds the %zu "
+                              "bytes checkpoints keep for it (register_env(state_bytes=...)); "
+                              "checkpoints do not hold its state\n",
+                              (unsigned long long)s->index, s->pc->name, PyBytes_GET_SIZE(b),
+                              cap - SAVE_HEADER);
+        *said = 1;
+    } else {
+        put_u32(p + 4, (uint32_t)PyBytes_GET_SIZE(b));
+        memcpy(p + SAVE_HEADER, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+    }
+    Py_XDECREF(b);
+    PyGILState_Release(g);
+}
+
+static int pyenv_load(void *state, const void *buf, calf_error *err) {
+    pyenv_state *s = state;
+    const size_t cap = s->pc->cls.spec.save_size;
+    const unsigned char *p = buf;
+    if (get_u32(p) != SAVE_MAGIC)
+        return calf_error_set(err, CALF_EINVAL, "not a saved Python env (bad magic)");
+    uint32_t len = get_u32(p + 4);
+    if (len == NOT_SAVED) {
+        s->restarted = 1;
+        PyGILState_STATE g = PyGILState_Ensure();
+        PySys_WriteStderr("calf: env %llu (%s): the checkpoint holds no state for it (it "
+                          "could not be pickled); it starts a new episode\n",
+                          (unsigned long long)s->index, s->pc->name);
+        PyGILState_Release(g);
+        return CALF_OK;
+    }
+    if (len > cap - SAVE_HEADER)
+        return calf_error_set(err, CALF_EINVAL, "saved Python env of %u bytes exceeds %zu",
+                              (unsigned)len, cap - SAVE_HEADER);
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = CALF_OK;
+    PyObject *env = PyObject_CallFunction(pickle_loads, "y#", (const char *)p + SAVE_HEADER,
+                                          (Py_ssize_t)len);
+    if (!env) {
+        pyenv_state tmp = *s;
+        tmp.failed = 0;
+        env_fail(&tmp, "unpickling it", "");
+        rc = calf_error_set(err, CALF_EINVAL, "%s", tmp.failure);
+    } else {
+        PyObject *old = s->env;
+        s->env = env;
+        Py_CLEAR(s->first_seed); /* it continues: no seeded reset */
+        s->restarted = 0;
+        PyObject *r = PyObject_CallMethod(old, "close", NULL);
+        if (!r) PyErr_Clear();
+        Py_XDECREF(r);
+        Py_DECREF(old);
+    }
+    PyGILState_Release(g);
+    return rc;
+}
+
+static int pyenv_load_restarts(const void *state) { return ((const pyenv_state *)state)->restarted; }
+
+/* ---- the module's functions ----------------------------------------------------------- */
+
+PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    static char *kwlist[] = {"name", "factory", "obs_dim", "num_actions", "low", "high",
+                             "max_episode_steps", "state_bytes", NULL};
+    const char *name;
+    PyObject *factory, *low = Py_None, *high = Py_None;
+    int obs_dim, num_actions, max_steps;
+    Py_ssize_t state_bytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOin:register_env", kwlist, &name,
+                                     &factory, &obs_dim, &num_actions, &low, &high, &max_steps,
+                                     &state_bytes))
+        return NULL;
+    if (!PyCallable_Check(factory)) {
+        PyErr_SetString(PyExc_TypeError, "calf.register_env: the factory is not callable");
+        return NULL;
+    }
+    if (strlen(name) >= sizeof classes[0]->name) {
+        PyErr_Format(PyExc_ValueError, "calf.register_env: name '%s' is too long", name);
+        return NULL;
+    }
+    if (state_bytes < SAVE_HEADER + 1 || state_bytes > (1 << 20)) {
+        PyErr_Format(PyExc_ValueError, "calf.register_env: state_bytes %zd not in [%d, 1 MiB]",
+                     state_bytes, SAVE_HEADER + 1);
+        return NULL;
+    }
+    int action_dim = 0;
+    PyArrayObject *lo = NULL, *hi = NULL;
+    if (num_actions == 0) {
+        lo = (PyArrayObject *)PyArray_FROMANY(low, NPY_FLOAT32, 1, 1, NPY_ARRAY_CARRAY_RO);
+        hi = lo ? (PyArrayObject *)PyArray_FROMANY(high, NPY_FLOAT32, 1, 1, NPY_ARRAY_CARRAY_RO)
+                : NULL;
+        if (!hi) {
+            Py_XDECREF(lo);
+            return NULL;
+        }
+        action_dim = (int)PyArray_DIMS(lo)[0];
+        if (PyArray_DIMS(hi)[0] != action_dim) {
+            PyErr_SetString(PyExc_ValueError, "calf.register_env: low and high differ in size");
+            Py_DECREF(lo);
+            Py_DECREF(hi);
+            return NULL;
+        }
+    }
+    /* The same name again: the same spec reuses its class with the new factory (a run
+     * resumed in the same process); another spec cannot take the name. */
+    for (int i = 0; i < num_classes; i++) {
+        pyenv_class *pc = classes[i];
+        if (strcmp(pc->name, name) != 0) continue;
+        const calf_env_spec *sp = &pc->cls.spec;
+        int same = sp->obs_dim == obs_dim && sp->num_actions == num_actions &&
+                   sp->action_dim == action_dim && sp->max_episode_steps == max_steps &&
+                   sp->save_size == (size_t)state_bytes &&
+                   (action_dim == 0 ||
+                    (memcmp(pc->low, PyArray_DATA(lo), (size_t)action_dim * sizeof(float)) == 0 &&
+                     memcmp(pc->high, PyArray_DATA(hi), (size_t)action_dim * sizeof(float)) == 0));
+        Py_XDECREF(lo);
+        Py_XDECREF(hi);
+        if (!same) {
+            PyErr_Format(PyExc_ValueError,
+                         "calf.register_env: '%s' is already registered with other spaces, "
+                         "time limit or state_bytes in this process; give it another name",
+                         name);
+            return NULL;
+        }
+        Py_INCREF(factory);
+        Py_SETREF(pc->factory, factory);
+        return PyUnicode_FromString(name);
+    }
+    if (num_classes >= MAX_CLASSES) {
+        Py_XDECREF(lo);
+        Py_XDECREF(hi);
+        PyErr_Format(PyExc_ValueError, "calf.register_env: more than %d Python env classes",
+                     MAX_CLASSES);
+        return NULL;
+    }
+    pyenv_class *pc = PyMem_RawCalloc(1, sizeof *pc);
+    if (pc && action_dim > 0) {
+        pc->low = PyMem_RawCalloc((size_t)action_dim, sizeof *pc->low);
+        pc->high = PyMem_RawCalloc((size_t)action_dim, sizeof *pc->high);
+        if (pc->low && pc->high) {
+            memcpy(pc->low, PyArray_DATA(lo), (size_t)action_dim * sizeof *pc->low);
+            memcpy(pc->high, PyArray_DATA(hi), (size_t)action_dim * sizeof *pc->high);
+        }
+    }
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    if (!pc || (action_dim > 0 && (!pc->low || !pc->high))) {
+        if (pc) {
+            PyMem_RawFree(pc->low);
+            PyMem_RawFree(pc->high);
+        }
+        PyMem_RawFree(pc);
+        return PyErr_NoMemory();
+    }
+    snprintf(pc->name, sizeof pc->name, "%s", name);
+    calf_env_class *c = &pc->cls;
+    c->spec = (calf_env_spec){
+        .name = pc->name,
+        .obs_dim = obs_dim,
+        .num_actions = num_actions,
+        .action_dim = action_dim,
+        .action_low = pc->low,
+        .action_high = pc->high,
+        .max_episode_steps = max_steps,
+        .state_size = sizeof(pyenv_state),
+        .save_size = (size_t)state_bytes,
+    };
+    c->reset = pyenv_reset;
+    c->step = pyenv_step;
+    c->create_at = pyenv_create_at;
+    c->destroy = pyenv_destroy;
+    c->save = pyenv_save;
+    c->load = pyenv_load;
+    c->failure = pyenv_failure;
+    c->load_restarts = pyenv_load_restarts;
+    calf_error err = {0};
+    if (calf_env_register(c, &err) != CALF_OK) {
+        PyMem_RawFree(pc->low);
+        PyMem_RawFree(pc->high);
+        PyMem_RawFree(pc);
+        PyErr_SetString(PyExc_ValueError, err.msg);
+        return NULL;
+    }
+    Py_INCREF(factory);
+    pc->factory = factory;
+    classes[num_classes++] = pc;
+    return PyUnicode_FromString(name);
+}
+
+PyObject *pyenv_take_error(PyObject *module, PyObject *Py_UNUSED(ignored)) {
+    (void)module;
+    PyObject *e = first_error;
+    first_error = NULL;
+    if (!e) Py_RETURN_NONE;
+    return e;
+}
+
+PyObject *pyenv_set_print_tracebacks(PyObject *module, PyObject *arg) {
+    (void)module;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    print_tracebacks = on;
+    Py_RETURN_NONE;
+}
+
+int pyenv_init(void) {
+    module_pid = getpid();
+    if (pickle_dumps) return 0;
+    PyObject *pickle = PyImport_ImportModule("pickle");
+    if (!pickle) return -1;
+    pickle_dumps = PyObject_GetAttrString(pickle, "dumps");
+    pickle_loads = PyObject_GetAttrString(pickle, "loads");
+    Py_DECREF(pickle);
+    return pickle_dumps && pickle_loads ? 0 : -1;
+}
