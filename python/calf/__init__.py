@@ -486,17 +486,23 @@ def _fspath(path: str | os.PathLike | None) -> str | None:
 
 
 def load_policy(
-    root_dir: str | os.PathLike | None, checkpoint: str | os.PathLike | None = None
+    root_dir: str | os.PathLike | None,
+    checkpoint: str | os.PathLike | None = None,
+    *,
+    env: Any = None,
 ) -> Policy:
     """The greedy policy of the run in ``root_dir``, as ``calf play --root_dir`` runs it.
 
     ``checkpoint``: None for the newest valid checkpoint in ROOT/train/algorithm (older
     ones are tried, with a warning on stderr, when a newer one is damaged), else that
     checkpoint file (``root_dir`` None: the run that holds it). A plug-in env's run needs
-    the plug-in loaded first (``make_vec(..., env_lib=...)``). Raises ValueError with
+    the plug-in loaded first (``make_vec(..., env_lib=...)``), a Python env's its factory
+    (``env=make_env``, registered as ``register_env`` does). Raises ValueError with
     calf's message for a missing or bad config, no checkpoint or a damaged one, an
     unregistered env; OSError when the checkpoint directory cannot be read.
     """
+    if env is not None and not isinstance(env, str):
+        register_env(env)
     return Policy(root_dir, checkpoint)
 
 

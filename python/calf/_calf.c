@@ -811,6 +811,8 @@ static PyMethodDef module_methods[] = {
      "spaces)."},
     {"take_env_error", pyenv_take_error, METH_NOARGS,
      "take_env_error() -> the first exception an env raised in this process, or None"},
+    {"set_fork_guard", pyenv_set_fork_guard, METH_O,
+     "set_fork_guard(on): run Python's fork steps around calf's forks (GIL held)"},
     {"set_print_tracebacks", pyenv_set_print_tracebacks, METH_O,
      "set_print_tracebacks(on): print an env's traceback on stderr when it raises"},
     {NULL, NULL, 0, NULL},

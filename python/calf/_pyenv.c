@@ -11,6 +11,7 @@
 #include <numpy/arrayobject.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +40,7 @@ typedef struct pyenv_class {
 typedef struct pyenv_state {
     const pyenv_class *pc;
     PyObject *env;        /* strong: the env object */
+    PyObject *step_fn;    /* strong: env.step, looked up once */
     PyObject *first_seed; /* strong: the seed of the first reset, NULL once used */
     uint64_t index;       /* global env index */
     int restarted;        /* the last load found no saved state */
@@ -52,6 +54,9 @@ static int print_tracebacks;           /* set by the CLI (python -m calf) */
 static pid_t module_pid;               /* the process that imported the module */
 static PyObject *first_error;          /* the first exception an env raised, for the API */
 static PyObject *pickle_dumps, *pickle_loads;
+/* Set while calf.train runs a job that forks --nproc workers with the GIL held: the
+ * fork then gets the steps os.fork takes around a fork, so the workers' Python is sound. */
+static int fork_guard;
 
 /* ---- failures ------------------------------------------------------------------- */
 
@@ -115,6 +120,23 @@ static void fill_nan(float *x, int n) {
 /* obs (any array-like) into out (obs_dim float32, NumPy's cast); 0 with s failed. */
 static int read_obs(pyenv_state *s, const char *where, PyObject *obj, float *out) {
     const int dim = s->pc->cls.spec.obs_dim;
+    /* The common cases without a temporary array: float64 rows (Gymnasium's
+     * classic-control and MuJoCo envs) rounded to float32 as NumPy's cast rounds, and
+     * float32 rows copied. */
+    if (PyArray_CheckExact(obj) && PyArray_NDIM((PyArrayObject *)obj) == 1 &&
+        PyArray_DIMS((PyArrayObject *)obj)[0] == dim &&
+        PyArray_ISCARRAY_RO((PyArrayObject *)obj) && PyArray_ISNOTSWAPPED((PyArrayObject *)obj)) {
+        PyArrayObject *arr = (PyArrayObject *)obj;
+        if (PyArray_TYPE(arr) == NPY_FLOAT64) {
+            const double *d = PyArray_DATA(arr);
+            for (int j = 0; j < dim; j++) out[j] = (float)d[j];
+            return 1;
+        }
+        if (PyArray_TYPE(arr) == NPY_FLOAT32) {
+            memcpy(out, PyArray_DATA(arr), (size_t)dim * sizeof *out);
+            return 1;
+        }
+    }
     PyObject *a = PyArray_FromAny(obj, PyArray_DescrFromType(NPY_FLOAT32), 0, 0,
                                   NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST, NULL);
     if (!a) {
@@ -176,6 +198,7 @@ static void pyenv_destroy(void *state) {
         }
         Py_XDECREF(r);
     }
+    Py_CLEAR(s->step_fn);
     Py_CLEAR(s->env);
     Py_CLEAR(s->first_seed);
     PyGILState_Release(g);
@@ -234,7 +257,8 @@ static int pyenv_step(void *state, calf_rng *rng, int action, const float *u, fl
     } else {
         a = PyLong_FromLong(action);
     }
-    PyObject *r = a ? PyObject_CallMethod(s->env, "step", "O", a) : NULL;
+    if (!s->step_fn) s->step_fn = PyObject_GetAttrString(s->env, "step");
+    PyObject *r = a && s->step_fn ? PyObject_CallOneArg(s->step_fn, a) : NULL;
     Py_XDECREF(a);
     int ret = 1, ok = 0;
     if (!r) {
@@ -344,6 +368,7 @@ static int pyenv_load(void *state, const void *buf, calf_error *err) {
     } else {
         PyObject *old = s->env;
         s->env = env;
+        Py_CLEAR(s->step_fn);
         Py_CLEAR(s->first_seed); /* it continues: no seeded reset */
         s->restarted = 0;
         PyObject *r = PyObject_CallMethod(old, "close", NULL);
@@ -504,9 +529,32 @@ PyObject *pyenv_set_print_tracebacks(PyObject *module, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static void fork_prepare(void) {
+    if (fork_guard) PyOS_BeforeFork();
+}
+static void fork_parent(void) {
+    if (fork_guard) PyOS_AfterFork_Parent();
+}
+static void fork_child(void) {
+    if (fork_guard) PyOS_AfterFork_Child();
+}
+
+PyObject *pyenv_set_fork_guard(PyObject *module, PyObject *arg) {
+    (void)module;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    fork_guard = on;
+    Py_RETURN_NONE;
+}
+
 int pyenv_init(void) {
     module_pid = getpid();
     if (pickle_dumps) return 0;
+    int rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
+    if (rc != 0) {
+        PyErr_Format(PyExc_OSError, "calf: pthread_atfork: %s", strerror(rc));
+        return -1;
+    }
     PyObject *pickle = PyImport_ImportModule("pickle");
     if (!pickle) return -1;
     pickle_dumps = PyObject_GetAttrString(pickle, "dumps");

@@ -79,6 +79,16 @@ const calf_env_class *calf_env_lookup(const char *name, calf_error *err) {
             return NULL;
         }
 #endif
+    if (name && strncmp(name, "py:", 3) == 0) {
+        /* a Python env: its code comes from the command line or the API, never a config */
+        const char *fn = name + 3;
+        calf_error_set(err, CALF_EINVAL,
+                       "environment '%s' is a Python env factory, which only the command line "
+                       "or the API can load: run `python3 -m calf ... --env_py %s`, or pass "
+                       "env=%s to calf.train / calf.Trainer / calf.load_policy",
+                       name, fn, strchr(fn, ':') ? strchr(fn, ':') + 1 : fn);
+        return NULL;
+    }
     char known[768];
     calf_env_list_names(known, sizeof known);
     calf_error_set(err, CALF_EINVAL, "unknown environment '%s' (known: %s)",
