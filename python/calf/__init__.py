@@ -8,7 +8,9 @@ does (Gymnasium's SAME_STEP mode). When Gymnasium is importable it is a
 minimal ``Box``/``Discrete``/``MultiDiscrete`` carry the same attributes.
 
 ``calf.load_policy(root_dir)`` opens a run's greedy policy, the one ``calf play`` runs;
-``calf.Trainer(conf, root_dir=...)`` trains one iteration at a time, as ``calf train``.
+``calf.train(conf, root_dir=...)`` runs the job ``calf train`` runs, and
+``calf.Trainer(conf, root_dir=...)`` trains it one iteration at a time;
+``python3 -m calf`` is the ``calf`` program.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "features",
     "load_policy",
     "make_vec",
+    "train",
     "__version__",
 ]
 
@@ -598,3 +601,39 @@ class Trainer:
 
     def __repr__(self) -> str:
         return f"calf.Trainer(root_dir={self.root_dir!r}, iteration={self.iteration})"
+
+
+# ---- the whole job --------------------------------------------------------------------
+
+
+def train(
+    conf: str | os.PathLike | None = None,
+    *,
+    root_dir: str | os.PathLike,
+    nproc: int = 1,
+    overrides: Mapping[str, Any] | Iterable[str] | None = None,
+    seed: int | None = None,
+    quiet: bool = False,
+) -> None:
+    """Run the training job ``calf train`` runs, to its end, in this process.
+
+    ``conf``: a gin file (None: ROOT/config.gin of an earlier run); ``overrides``: as
+    ``Trainer``'s (a dict of binding -> Python value, or ``"Scope.param=value"`` gin text
+    strings), applied as ``--conf_param`` after the file; ``seed``: the run's
+    ``TrainerConfig.random_seed``, over both. ``nproc``: local worker processes (forked
+    from this one; they run calf's C code only), bit-identical to one. A ``root_dir``
+    that holds checkpoints resumes from the newest valid one. The files written are
+    ``calf train``'s for the same arguments, byte for byte. ``quiet``: no progress lines
+    on stderr.
+
+    Raises ValueError with calf's message ("file:line: ...") for bad input, OSError for
+    I/O failures, RuntimeError when a worker fails (its message on stderr), and
+    KeyboardInterrupt on Ctrl-C (SIGINT or SIGTERM) once the iteration under way has
+    finished and its checkpoint is written, as ``calf train`` stops.
+    """
+    params = _conf_params(overrides)
+    if seed is not None:
+        params.append(f"TrainerConfig.random_seed={_check_seed(seed)}")
+    if isinstance(nproc, bool) or not isinstance(nproc, (int, np.integer)):
+        raise TypeError(f"calf.train: nproc must be an integer, got {nproc!r}")
+    _calf.train(_fspath(root_dir), _fspath(conf), params, int(nproc), bool(quiet))
