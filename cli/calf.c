@@ -281,7 +281,7 @@ static int load_env_libs(const char *cmd, int *argc, char **argv) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+int calf_cli_main(int argc, char **argv) {
     if (argc < 2) {
         fputs(usage_text, stderr);
         return EXIT_BAD_INPUT;

@@ -10,6 +10,7 @@ installed, calf's minimal ones (the same attributes) when not.
 from __future__ import annotations
 
 import math
+import pathlib
 import sys
 
 import numpy as np
@@ -64,7 +65,8 @@ def main() -> None:
     root = sys.argv[1] if len(sys.argv) > 1 else "runs/py_cartpole"
     # the factory becomes calf env class "py:__main__:make_env"; 500 steps per episode
     name = calf.register_env(make_env, max_episode_steps=500)
-    with calf.Trainer("examples/ppo_cartpole.gin", root_dir=root, env=name,
+    conf = pathlib.Path(__file__).resolve().parents[1] / "ppo_cartpole.gin"
+    with calf.Trainer(conf, root_dir=root, env=name,
                       overrides={"TrainerConfig.num_iterations": 100}) as trainer:
         while not trainer.done:
             m = trainer.step()

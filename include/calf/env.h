@@ -81,8 +81,10 @@ typedef struct calf_env_class {
     int (*create_at)(void *state, const struct calf_env_class *cls, uint64_t seed,
                      uint64_t index, calf_error *err);
     /* Optional: after reset or step wrote a non-finite observation because the env
-     * failed (an exception in a Python env), writes one line saying how into buf and
-     * returns 1; the job's fault message then names that instead of the value. */
+     * failed, writes one line saying how into buf and returns the failure's calf_status
+     * (CALF_EIO for a Python env's exception, a runtime failure: exit 1; CALF_EINVAL for
+     * a wrong return value: exit 2); the job's fault message then names that instead of
+     * the value. Returns CALF_OK when the env did not fail. */
     int (*failure)(const void *state, char *buf, size_t size);
     /* Optional: after a successful load, 1 when the saved bytes held no state to continue
      * (a Python env that could not be pickled): the env then starts a new episode there

@@ -8,15 +8,21 @@ does (Gymnasium's SAME_STEP mode). When Gymnasium is importable it is a
 minimal ``Box``/``Discrete``/``MultiDiscrete`` carry the same attributes.
 
 ``calf.load_policy(root_dir)`` opens a run's greedy policy, the one ``calf play`` runs;
-``calf.Trainer(conf, root_dir=...)`` trains one iteration at a time, as ``calf train``.
+``calf.train(conf, root_dir=...)`` runs the job ``calf train`` runs, and
+``calf.Trainer(conf, root_dir=...)`` trains it one iteration at a time;
+``calf.read_scalars(root_dir)`` reads a run's summaries as NumPy arrays, as TensorBoard
+reads them. ``python3 -m calf`` is the ``calf`` program.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import os
+import warnings
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,6 +36,7 @@ __all__ = [
     "EnvError",
     "MultiDiscrete",
     "Policy",
+    "Scalars",
     "Trainer",
     "VecEnv",
     "env_names",
@@ -37,6 +44,8 @@ __all__ = [
     "load_policy",
     "make_vec",
     "register_env",
+    "read_scalars",
+    "train",
     "__version__",
 ]
 
@@ -597,7 +606,7 @@ class Trainer:
         """
         try:
             return self._raw.step()
-        except ValueError as e:
+        except (ValueError, OSError, RuntimeError) as e:
             raise_env_error(e)
             raise
 
@@ -632,3 +641,122 @@ class Trainer:
 
     def __repr__(self) -> str:
         return f"calf.Trainer(root_dir={self.root_dir!r}, iteration={self.iteration})"
+
+
+# ---- the whole job --------------------------------------------------------------------
+
+
+def train(
+    conf: str | os.PathLike | None = None,
+    *,
+    root_dir: str | os.PathLike,
+    nproc: int = 1,
+    overrides: Mapping[str, Any] | Iterable[str] | None = None,
+    seed: int | None = None,
+    quiet: bool = False,
+    env: Any = None,
+) -> None:
+    """Run the training job ``calf train`` runs, to its end, in this process.
+
+    ``conf``: a gin file (None: ROOT/config.gin of an earlier run); ``overrides``: as
+    ``Trainer``'s (a dict of binding -> Python value, or ``"Scope.param=value"`` gin text
+    strings), applied as ``--conf_param`` after the file; ``seed``: the run's
+    ``TrainerConfig.random_seed``, over both. ``nproc``: local worker processes (forked
+    from this one; they run calf's C code only), bit-identical to one. A ``root_dir``
+    that holds checkpoints resumes from the newest valid one. The files written are
+    ``calf train``'s for the same arguments, byte for byte. ``quiet``: no progress lines
+    on stderr.
+
+    Raises ValueError with calf's message ("file:line: ...") for bad input, OSError for
+    I/O failures, RuntimeError when a worker fails (its message on stderr), and
+    KeyboardInterrupt on Ctrl-C (SIGINT or SIGTERM) once the iteration under way has
+    finished and its checkpoint is written, as ``calf train`` stops.
+
+    ``env``: a factory of Python envs (``lambda: gymnasium.make("CartPole-v1")``,
+    registered as ``register_env`` does) or a registered env's name, in place of the
+    config's ``create_environment.env_name``. Each process makes its own envs with it
+    (nproc workers are forked holding the GIL: other Python threads wait for the job).
+    An env that raises stops the job: EnvError chained to its exception on one process,
+    RuntimeError with the env's message and traceback on stderr from workers.
+    """
+    params = _conf_params(overrides)
+    if env is not None:
+        params.append(_env_binding(env))
+    if seed is not None:
+        params.append(f"TrainerConfig.random_seed={_check_seed(seed)}")
+    if isinstance(nproc, bool) or not isinstance(nproc, (int, np.integer)):
+        raise TypeError(f"calf.train: nproc must be an integer, got {nproc!r}")
+    try:
+        _calf.train(
+            _fspath(root_dir), _fspath(conf), params, int(nproc), bool(quiet), env is not None
+        )
+    except (ValueError, OSError, RuntimeError) as e:
+        raise_env_error(e)
+        raise
+
+
+# ---- summaries ------------------------------------------------------------------------
+
+
+class Scalars(NamedTuple):
+    """One tag's scalar summaries, in the order TensorBoard shows them.
+
+    ``steps``: (N,) int64; ``wall_times``: (N,) float64 seconds since the epoch;
+    ``values``: (N,) float32 (the events files' simple_value, exactly).
+    """
+
+    steps: np.ndarray
+    wall_times: np.ndarray
+    values: np.ndarray
+
+
+_EVENTS_PREFIX = "events.out.tfevents."
+
+
+def _scalars_of_csv(text: str) -> dict[str, Scalars]:
+    """``calf events --csv`` text as {tag: Scalars}, tags in order of first appearance."""
+    rows = csv.reader(io.StringIO(text, newline=""))
+    header = next(rows, None)
+    if header != ["tag", "step", "wall_time", "value"]:
+        raise RuntimeError(f"calf.read_scalars: unexpected header {header!r}")
+    cols: dict[str, tuple[list[int], list[float], list[float]]] = {}
+    for tag, step, wall_time, value in rows:
+        c = cols.setdefault(tag, ([], [], []))
+        c[0].append(int(step))
+        c[1].append(float(wall_time))
+        c[2].append(float(value))
+    return {
+        tag: Scalars(
+            np.array(st, dtype=np.int64), np.array(wt, dtype=np.float64),
+            np.array(va, dtype=np.float32),
+        )
+        for tag, (st, wt, va) in cols.items()
+    }
+
+
+def read_scalars(root_dir: str | os.PathLike) -> dict[str, dict[str, Scalars]]:
+    """A run's scalar summaries as NumPy arrays, read as TensorBoard reads them.
+
+    As TensorBoard's ``--logdir root_dir``: each directory under ``root_dir`` (itself
+    included) that holds events files is a run, named by its path relative to
+    ``root_dir`` (``"train"``, ``"eval"`` for a calf run; ``"."`` for root_dir itself),
+    its files read in name order as one, with the values a resume wrote again shown
+    once (``calf events --csv``). Returns {run: {tag: Scalars}}, runs in name order.
+    A file cut inside its last record (a crash while writing) is read up to it with a
+    RuntimeWarning. Raises ValueError with calf's message for a damaged file, OSError
+    for an unreadable one, FileNotFoundError when root_dir is not a directory.
+    """
+    root = _fspath(root_dir)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"calf.read_scalars: {root}: not a directory")
+    runs: dict[str, dict[str, Scalars]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        files = sorted(f for f in filenames if f.startswith(_EVENTS_PREFIX))
+        if not files:
+            continue
+        text, warned = _calf.events_csv([os.path.join(dirpath, f) for f in files])
+        for line in warned.splitlines():
+            warnings.warn(line, RuntimeWarning, stacklevel=2)
+        runs[os.path.relpath(dirpath, root)] = _scalars_of_csv(text)
+    return dict(sorted(runs.items()))

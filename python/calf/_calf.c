@@ -19,11 +19,10 @@
 #include "calf/trainer.h"
 #include "calf/vec_env.h"
 #include "calf/version.h"
+#include "_calf.h"
 #include "_pyenv.h"
 
-/* Raise the Python exception for a calf status, carrying calf's message. Returns NULL so
- * callers can `return raise_calf(&err);`. */
-static PyObject *raise_calf(const calf_error *err) {
+PyObject *raise_calf(const calf_error *err) {
     PyObject *type = PyExc_RuntimeError;
     if (err->status == CALF_EINVAL) type = PyExc_ValueError;
     else if (err->status == CALF_ENOMEM) type = PyExc_MemoryError;
@@ -31,6 +30,52 @@ static PyObject *raise_calf(const calf_error *err) {
     else if (err->status == CALF_EINTR) type = PyExc_KeyboardInterrupt;
     PyErr_SetString(type, err->msg[0] ? err->msg : "calf: unknown error");
     return NULL;
+}
+
+int conf_texts_init(conf_texts *ct, const char *who, PyObject *params) {
+    ct->tuple = NULL;
+    ct->texts = NULL;
+    ct->n = 0;
+    /* A tuple of our own keeps the strings alive, and unchanged, while the GIL is
+     * released: a list the caller holds could be mutated by another thread. */
+    ct->tuple = params && params != Py_None ? PySequence_Tuple(params) /* new reference */
+                                            : PyTuple_New(0);         /* new reference */
+    if (!ct->tuple) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(ct->tuple);
+    if (n > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s: too many conf_params", who);
+        conf_texts_free(ct);
+        return -1;
+    }
+    ct->texts = PyMem_Calloc(n ? (size_t)n : 1, sizeof *ct->texts);
+    if (!ct->texts) {
+        conf_texts_free(ct);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(ct->tuple, i); /* borrowed from the tuple */
+        if (!PyUnicode_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "%s: conf_params[%zd] must be a str, got %R", who, i,
+                         item);
+            conf_texts_free(ct);
+            return -1;
+        }
+        ct->texts[i] = PyUnicode_AsUTF8(item); /* the str's own buffer, alive with the tuple */
+        if (!ct->texts[i]) {
+            conf_texts_free(ct);
+            return -1;
+        }
+    }
+    ct->n = (int)n;
+    return 0;
+}
+
+void conf_texts_free(conf_texts *ct) {
+    PyMem_Free(ct->texts);
+    ct->texts = NULL;
+    Py_CLEAR(ct->tuple);
+    ct->n = 0;
 }
 
 #define VECENV "calf.VecEnv" /* the type's name in messages */
@@ -491,12 +536,7 @@ static PyTypeObject PolicyType = {
 
 #define TRAINER "calf.Trainer"
 
-/* Held around every calf_trainer_* call, taken with the GIL released: a trainer's step
- * writes its summaries through process-wide state (the current summary writer, the
- * metrics listener), so two trainers may not step at once; one after the other is
- * fine (each step sets that state and restores it). Made by PyInit__calf, never freed
- * (the module is never unloaded). */
-static PyThread_type_lock trainer_lock;
+PyThread_type_lock trainer_lock; /* see _calf.h */
 
 typedef struct {
     PyObject_HEAD
@@ -529,46 +569,14 @@ static int trainer_init(TrainerObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, TRAINER ": already open");
         return -1;
     }
-    /* A tuple of our own keeps the strings alive, and unchanged, while the GIL is
-     * released: a list the caller holds could be mutated by another thread. */
-    PyObject *params = params_arg && params_arg != Py_None
-                           ? PySequence_Tuple(params_arg) /* new reference */
-                           : PyTuple_New(0);              /* new reference */
-    if (!params) return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(params);
-    if (n > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, TRAINER ": too many conf_params");
-        Py_DECREF(params);
-        return -1;
-    }
-    const char **texts = PyMem_Calloc(n ? (size_t)n : 1, sizeof *texts);
-    if (!texts) {
-        Py_DECREF(params);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(params, i); /* borrowed from params */
-        if (!PyUnicode_Check(item)) {
-            PyErr_Format(PyExc_TypeError, TRAINER ": conf_params[%zd] must be a str, got %R",
-                         i, item);
-            PyMem_Free(texts);
-            Py_DECREF(params);
-            return -1;
-        }
-        texts[i] = PyUnicode_AsUTF8(item); /* the str's own buffer, alive with params */
-        if (!texts[i]) {
-            PyMem_Free(texts);
-            Py_DECREF(params);
-            return -1;
-        }
-    }
+    conf_texts ct;
+    if (conf_texts_init(&ct, TRAINER, params_arg) < 0) return -1;
     calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
     o.root_dir = root_dir;
     o.conf_path = conf;
     o.conf_text = conf_text;
-    o.conf_params = texts;
-    o.num_conf_params = (int)n;
+    o.conf_params = ct.texts;
+    o.num_conf_params = ct.n;
     o.quiet = quiet;
     calf_error err = {0};
     calf_trainer *t = NULL;
@@ -580,8 +588,7 @@ static int trainer_init(TrainerObject *self, PyObject *args, PyObject *kwds) {
     PyThread_release_lock(trainer_lock);
     Py_END_ALLOW_THREADS
     self->busy = 0;
-    PyMem_Free(texts);
-    Py_DECREF(params);
+    conf_texts_free(&ct);
     if (rc != CALF_OK) {
         raise_calf(&err);
         return -1;
@@ -811,8 +818,6 @@ static PyMethodDef module_methods[] = {
      "spaces)."},
     {"take_env_error", pyenv_take_error, METH_NOARGS,
      "take_env_error() -> the first exception an env raised in this process, or None"},
-    {"set_fork_guard", pyenv_set_fork_guard, METH_O,
-     "set_fork_guard(on): run Python's fork steps around calf's forks (GIL held)"},
     {"set_print_tracebacks", pyenv_set_print_tracebacks, METH_O,
      "set_print_tracebacks(on): print an env's traceback on stderr when it raises"},
     {NULL, NULL, 0, NULL},
@@ -856,7 +861,8 @@ PyMODINIT_FUNC PyInit__calf(void) {
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddStringConstant(m, "__version__", calf_version()) < 0) {
+    if (PyModule_AddFunctions(m, job_methods) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", calf_version()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -44,7 +44,8 @@ typedef struct pyenv_state {
     PyObject *first_seed; /* strong: the seed of the first reset, NULL once used */
     uint64_t index;       /* global env index */
     int restarted;        /* the last load found no saved state */
-    int failed;           /* reset/step raised or returned a wrong value (failure) */
+    int failed;           /* a calf_status: reset/step raised (CALF_EIO) or returned a
+                             wrong value (CALF_EINVAL); CALF_OK while it has not */
     char failure[400];
 } pyenv_state;
 
@@ -68,11 +69,12 @@ static void env_fail(pyenv_state *s, const char *where, const char *what) {
         PyErr_Clear();
         return;
     }
-    s->failed = 1;
     if (!PyErr_Occurred()) {
+        s->failed = CALF_EINVAL;
         snprintf(s->failure, sizeof s->failure, "%s %s", where, what);
         return;
     }
+    s->failed = CALF_EIO;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
@@ -290,9 +292,8 @@ static int pyenv_step(void *state, calf_rng *rng, int action, const float *u, fl
 
 static int pyenv_failure(const void *state, char *buf, size_t size) {
     const pyenv_state *s = state;
-    if (!s->failed) return 0;
-    snprintf(buf, size, "%s", s->failure);
-    return 1;
+    if (s->failed != CALF_OK) snprintf(buf, size, "%s", s->failure);
+    return s->failed;
 }
 
 static void put_u32(unsigned char *p, uint32_t v) {
@@ -362,7 +363,7 @@ static int pyenv_load(void *state, const void *buf, calf_error *err) {
                                           (Py_ssize_t)len);
     if (!env) {
         pyenv_state tmp = *s;
-        tmp.failed = 0;
+        tmp.failed = CALF_OK;
         env_fail(&tmp, "unpickling it", "");
         rc = calf_error_set(err, CALF_EINVAL, "%s", tmp.failure);
     } else {
@@ -539,13 +540,7 @@ static void fork_child(void) {
     if (fork_guard) PyOS_AfterFork_Child();
 }
 
-PyObject *pyenv_set_fork_guard(PyObject *module, PyObject *arg) {
-    (void)module;
-    int on = PyObject_IsTrue(arg);
-    if (on < 0) return NULL;
-    fork_guard = on;
-    Py_RETURN_NONE;
-}
+void pyenv_fork_guard(int on) { fork_guard = on; }
 
 int pyenv_init(void) {
     module_pid = getpid();

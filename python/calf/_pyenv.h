@@ -12,9 +12,9 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *pyenv_take_error(PyObject *module, PyObject *ignored);
 /* set_print_tracebacks(on): print an env's traceback on stderr when it raises */
 PyObject *pyenv_set_print_tracebacks(PyObject *module, PyObject *arg);
-/* set_fork_guard(on): while on, a fork (calf's --nproc workers, made with the GIL held)
- * runs Python's before/after-fork steps, as os.fork does */
-PyObject *pyenv_set_fork_guard(PyObject *module, PyObject *arg);
+/* While on, a fork (calf's --nproc workers, made with the GIL held) runs Python's
+ * before/after-fork steps, as os.fork does. */
+void pyenv_fork_guard(int on);
 /* At import: pickle's functions. 0, or -1 with an exception set. */
 int pyenv_init(void);
 

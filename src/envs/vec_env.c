@@ -103,8 +103,10 @@ static void note_fault(vec_env *ve, int local_i, const float *obs, const float *
     const calf_env *env = &ve->envs[local_i];
     const char *lib = calf_env_class_library(env->cls);
     char what[512]; /* what the env did: "returned a non-finite reward (nan)" */
-    if (env->cls->failure && env->cls->failure(env->state, what, sizeof what)) {
-        /* the env says how it failed (a Python env: "raised ValueError: ...") */
+    int status = CALF_EINVAL;
+    int said = env->cls->failure ? env->cls->failure(env->state, what, sizeof what) : CALF_OK;
+    if (said != CALF_OK) {
+        status = said; /* the env says how it failed (a Python env: "raised ValueError: ...") */
     } else if (reward && !floats_finite(reward, 1)) {
         snprintf(what, sizeof what, "returned a non-finite reward (%g)", (double)*reward);
     } else {
@@ -116,7 +118,7 @@ static void note_fault(vec_env *ve, int local_i, const float *obs, const float *
     char when[64];
     if (reward) snprintf(when, sizeof when, "step %d of its episode", env->elapsed_steps);
     else snprintf(when, sizeof when, "its reset");
-    calf_error_set(&ve->fault, CALF_EINVAL,
+    calf_error_set(&ve->fault, status,
                    "environment %s%s%s, env index %lld: %s %s; the environment is at fault, "
                    "not training",
                    env->cls->spec.name, lib ? " of plug-in " : "", lib ? lib : "",

@@ -1,0 +1,41 @@
+/* _calf.h: what the extension module's C files share (_calf.c holds them): calf's
+ * errors as Python exceptions, the conf_params argument as C strings, and the lock
+ * that keeps two trainings from running in one process at once. */
+#ifndef CALF_PY_CALF_H
+#define CALF_PY_CALF_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "calf/error.h"
+
+/* Raise the Python exception for a calf status, carrying calf's message: ValueError
+ * (CALF_EINVAL), MemoryError, OSError (CALF_EIO), KeyboardInterrupt (CALF_EINTR), else
+ * RuntimeError. Returns NULL so callers can `return raise_calf(&err);`. */
+PyObject *raise_calf(const calf_error *err);
+
+/* Held around every calf_trainer_* and calf_train call, taken with the GIL released: a
+ * training writes its summaries through process-wide state (the current summary
+ * writer, the metrics listener), so two may not run at once; one after the other is
+ * fine (each sets that state and restores it). Made by PyInit__calf, never freed (the
+ * module is never unloaded). */
+extern PyThread_type_lock trainer_lock;
+
+/* A sequence of str (or None) as the const char * array calf's options take. */
+typedef struct conf_texts {
+    PyObject *tuple;    /* a tuple of our own holding the strs: their buffers stay valid,
+                           and unchanged, while the GIL is released */
+    const char **texts; /* (n) UTF-8, the strs' own buffers */
+    int n;
+} conf_texts;
+
+/* Fill ct from params (an iterable of str, or NULL/None: none). Returns 0, or -1 with a
+ * Python exception naming `who` (ct then needs no free). */
+int conf_texts_init(conf_texts *ct, const char *who, PyObject *params);
+void conf_texts_free(conf_texts *ct); /* idempotent */
+
+/* The module functions of _job.c (calf.train, python3 -m calf, the events reader),
+ * added to the module by PyInit__calf. */
+extern PyMethodDef job_methods[];
+
+#endif

@@ -1,0 +1,190 @@
+/* _job.c: the extension's whole-job functions: calf.train (calf_train, the job `calf
+ * train` runs, --nproc workers included), python3 -m calf (the calf program's own
+ * calf_cli_main, in this process), and a run's events files as CSV text for
+ * calf.read_scalars (calf_events_dump, the reader `calf events` uses). */
+#include "_calf.h"
+#include "_pyenv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/summary.h"
+#include "calf/train.h"
+#include "commands.h"
+
+/* Run fn(arg) holding calf's training lock. Without Python envs the GIL is released
+ * meanwhile; with them the job keeps it, so that --nproc workers are forked holding it
+ * and run Python's fork steps (pyenv's fork guard), as os.fork's children do, and
+ * other Python threads wait until the job ends. */
+static int run_locked(int python_env, int (*fn)(void *), void *arg) {
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
+    if (!python_env) rc = fn(arg);
+    Py_END_ALLOW_THREADS
+    if (python_env) {
+        pyenv_fork_guard(1);
+        rc = fn(arg);
+        pyenv_fork_guard(0);
+    }
+    PyThread_release_lock(trainer_lock);
+    return rc;
+}
+
+typedef struct {
+    const calf_train_options *o;
+    calf_error *err;
+} train_args;
+static int train_call(void *arg) {
+    train_args *a = arg;
+    return calf_train(a->o, a->err);
+}
+
+typedef struct {
+    int argc;
+    char **argv;
+} cli_args;
+static int cli_call(void *arg) {
+    cli_args *a = arg;
+    int rc = calf_cli_main(a->argc, a->argv);
+    fflush(NULL); /* the program's output before Python writes anything more */
+    return rc;
+}
+
+PyDoc_STRVAR(train_doc,
+             "train(root_dir, conf=None, conf_params=(), nproc=1, quiet=False)\n\n"
+             "Run the training job `calf train` runs (calf_train): --root_dir, --conf, the\n"
+             "'Scope.param=value' strings of conf_params as --conf_param, --nproc workers.\n"
+             "Raises ValueError with calf's message for bad input, KeyboardInterrupt after\n"
+             "the checkpoint a Ctrl-C makes calf write, RuntimeError when a worker fails\n"
+             "(its message is on stderr, as the CLI prints it).");
+static PyObject *job_train(PyObject *module, PyObject *args, PyObject *kwds) {
+    (void)module;
+    static char *kwlist[] = {"root_dir", "conf", "conf_params", "nproc", "quiet", "python_env",
+                             NULL};
+    const char *root_dir = NULL, *conf = NULL;
+    PyObject *params_arg = NULL; /* borrowed */
+    int nproc = 1, quiet = 0, python_env = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zOipp:train", kwlist, &root_dir, &conf,
+                                     &params_arg, &nproc, &quiet, &python_env))
+        return NULL;
+    if (nproc < 1 || nproc > 1024) /* the CLI's bounds for --nproc */
+        return PyErr_Format(PyExc_ValueError, "calf.train: nproc must be in [1, 1024], got %d",
+                            nproc);
+    conf_texts ct;
+    if (conf_texts_init(&ct, "calf.train", params_arg) < 0) return NULL;
+    calf_train_options o;
+    memset(&o, 0, sizeof o);
+    o.root_dir = root_dir;
+    o.conf_path = conf;
+    o.conf_params = ct.texts;
+    o.num_conf_params = ct.n;
+    o.nproc = nproc;
+    o.quiet = quiet;
+    calf_error err;
+    calf_error_clear(&err);
+    int rc;
+    /* calf installs its own SIGINT/SIGTERM handlers for the job and puts Python's back
+     * when it returns, so a Ctrl-C stops the job the way it stops `calf train` */
+    rc = run_locked(python_env, train_call, &(train_args){&o, &err});
+    conf_texts_free(&ct);
+    if (rc == CALF_OK) Py_RETURN_NONE;
+    if (rc == CALF_EINTR) {
+        PyErr_SetString(PyExc_KeyboardInterrupt,
+                        "calf.train: interrupted: stopped after an iteration, its checkpoint "
+                        "written (calling train again resumes from it)");
+        return NULL;
+    }
+    if (!err.msg[0]) /* --nproc workers report their failures on stderr themselves */
+        calf_error_set(&err, rc, "calf.train: the job in %s failed (`calf train` would exit "
+                       "%d); the workers' messages are on stderr above", root_dir,
+                       calf_exit_code(rc));
+    return raise_calf(&err);
+}
+
+PyDoc_STRVAR(cli_main_doc,
+             "cli_main(argv, python_env=False) -> int\n\nRun the calf program in this process "
+             "on argv (argv[0] the program's name,\nargv[1] the subcommand) and return its exit "
+             "status; its output goes to this\nprocess's stdout and stderr file descriptors. "
+             "python_env: Python envs are\nregistered (the GIL is kept, as calf.train keeps it).");
+static PyObject *job_cli_main(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *arg; /* borrowed */
+    int python_env = 0;
+    if (!PyArg_ParseTuple(args, "O|p:cli_main", &arg, &python_env)) return NULL;
+    conf_texts ct;
+    if (conf_texts_init(&ct, "calf.cli_main", arg) < 0) return NULL;
+    /* the program may reorder its argv (the --env_lib options are taken out) */
+    char **argv = PyMem_Calloc((size_t)ct.n + 1, sizeof *argv);
+    if (!argv) {
+        conf_texts_free(&ct);
+        return PyErr_NoMemory();
+    }
+    for (int i = 0; i < ct.n; i++) argv[i] = (char *)ct.texts[i];
+    int rc = run_locked(python_env, cli_call, &(cli_args){ct.n, argv});
+    PyMem_Free(argv);
+    conf_texts_free(&ct);
+    return PyLong_FromLong(rc);
+}
+
+/* Close a memory stream and take its text as a new str; NULL with an exception set
+ * when it cannot be closed or decoded. Frees the buffer either way. */
+static PyObject *memstream_text(FILE *f, char **buf, size_t *len) {
+    int bad = fclose(f) != 0;
+    PyObject *s = bad ? PyErr_NoMemory()
+                      : PyUnicode_DecodeUTF8(*buf ? *buf : "", *buf ? (Py_ssize_t)*len : 0,
+                                             "replace"); /* new reference */
+    free(*buf);
+    *buf = NULL;
+    return s;
+}
+
+PyDoc_STRVAR(events_csv_doc,
+             "events_csv(paths) -> (csv, warnings)\n\n"
+             "Read the events files `paths` as one run, as TensorBoard reads them, and\n"
+             "return `calf events --csv`'s text and the warnings it would print (a cut last\n"
+             "record). Raises ValueError or OSError with calf's message for a damaged or\n"
+             "unreadable file.");
+static PyObject *job_events_csv(PyObject *module, PyObject *arg) {
+    (void)module;
+    conf_texts ct;
+    if (conf_texts_init(&ct, "calf.read_scalars", arg) < 0) return NULL;
+    char *out_buf = NULL, *warn_buf = NULL;
+    size_t out_len = 0, warn_len = 0;
+    FILE *out = open_memstream(&out_buf, &out_len);
+    FILE *warn = out ? open_memstream(&warn_buf, &warn_len) : NULL;
+    if (!warn) {
+        if (out) fclose(out);
+        free(out_buf);
+        conf_texts_free(&ct);
+        return PyErr_NoMemory();
+    }
+    calf_events_dump_options opt = {.raw = false, .csv = true, .warn = warn};
+    calf_error err;
+    calf_error_clear(&err);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* reads the files */
+    rc = calf_events_dump(ct.texts, (size_t)ct.n, &opt, out, &err);
+    Py_END_ALLOW_THREADS
+    conf_texts_free(&ct);
+    PyObject *csv = memstream_text(out, &out_buf, &out_len);       /* new reference */
+    PyObject *warnings = memstream_text(warn, &warn_buf, &warn_len); /* new reference */
+    if (!csv || !warnings || rc != CALF_OK) {
+        Py_XDECREF(csv);
+        Py_XDECREF(warnings);
+        if (rc != CALF_OK) {
+            PyErr_Clear(); /* calf's failure is the one to report */
+            return raise_calf(&err);
+        }
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", csv, warnings); /* steals both */
+}
+
+PyMethodDef job_methods[] = {
+    {"train", (PyCFunction)(void (*)(void))job_train, METH_VARARGS | METH_KEYWORDS, train_doc},
+    {"cli_main", job_cli_main, METH_VARARGS, cli_main_doc},
+    {"events_csv", job_events_csv, METH_O, events_csv_doc},
+    {NULL, NULL, 0, NULL},
+};
