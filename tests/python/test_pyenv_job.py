@@ -172,3 +172,21 @@ def test_an_exception_exits_1_from_the_cli(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "env index 0: step" in r.stderr and "raised ValueError: corridor broke" in r.stderr
     assert "Traceback (most recent call last)" in r.stderr
+
+
+def make_gymnasium_cartpole():
+    import gymnasium
+
+    return gymnasium.make("CartPole-v1")
+
+
+def test_gymnasium_envs_train_and_match_across_processes(tmp_path):
+    gymnasium = pytest.importorskip("gymnasium", reason="Gymnasium is not importable here")
+    name = calf.register_env(make_gymnasium_cartpole)  # 500 steps: its spec's limit
+    assert name == "py:test_pyenv_job:make_gymnasium_cartpole"
+    assert isinstance(make_gymnasium_cartpole().action_space, gymnasium.spaces.Discrete)
+    for n in (1, 2):
+        calf.train(PPO, root_dir=tmp_path / f"g{n}", env=name, overrides=OVERRIDES, nproc=n,
+                   quiet=True)
+    assert same(tmp_path / "g1", tmp_path / "g2")
+    assert b"CartPoleEnv" in ckpt(tmp_path / "g1").read_bytes()
