@@ -146,5 +146,7 @@ def raise_env_error(err: BaseException) -> None:
     """Re-raise calf's error ``err`` as EnvError chained to the env's own exception when
     an env in this process raised one; else do nothing."""
     cause = _calf.take_env_error()
+    if isinstance(cause, KeyboardInterrupt):  # Ctrl-C while an env's Python code ran
+        raise KeyboardInterrupt(f"interrupted inside an env: {err}") from cause
     if cause is not None:
         raise EnvError(str(err)) from cause
