@@ -12,6 +12,8 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "calf/env.h"
 #include "calf/error.h"
@@ -78,6 +80,14 @@ void conf_texts_free(conf_texts *ct) {
     ct->n = 0;
 }
 
+/* d[key] = value, consuming the new reference value (NULL: an error already set). */
+static int dict_put(PyObject *d, const char *key, PyObject *value) {
+    if (!value) return -1;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
 #define VECENV "calf.VecEnv" /* the type's name in messages */
 
 typedef struct {
@@ -86,7 +96,13 @@ typedef struct {
     /* set while a call runs without the GIL: calf allows one thread per handle */
     int busy;
     int n, obs_dim;
-    float *reward; /* (n) scratch: calf writes float32, Gymnasium returns float64 */
+    int discrete, action_dim;
+    /* scratch of step_gym, allocated with the block: calf writes float32 rewards,
+     * Gymnasium returns float64 */
+    float *reward;    /* (n) */
+    int *act;         /* (n) discrete actions as calf takes them */
+    float *cont;      /* (n, action_dim) continuous actions as calf takes them */
+    float *final_obs; /* (n, obs_dim); the ended envs' rows are copied out */
 } VecEnvObject;
 
 /* Fails with a Python exception when the env is closed or in use by another thread. */
@@ -140,6 +156,8 @@ static int check_array(const char *who, PyObject *obj, const char *what, int typ
     return 1;
 }
 
+static void vecenv_release(VecEnvObject *self);
+
 static int vecenv_init(VecEnvObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"name", "num_envs", "seed", "first_index", "env_lib", NULL};
     const char *name = NULL, *env_lib = NULL;
@@ -164,15 +182,21 @@ static int vecenv_init(VecEnvObject *self, PyObject *args, PyObject *kwds) {
         raise_calf(&err);
         return -1;
     }
+    self->v = v;
     self->n = calf_vec_env_count(v);
     self->obs_dim = calf_vec_env_obs_dim(v);
-    self->reward = PyMem_Malloc(sizeof(float) * (size_t)self->n);
-    if (!self->reward) {
-        calf_vec_env_close(v);
+    self->discrete = calf_vec_env_discrete(v);
+    self->action_dim = calf_vec_env_action_dim(v);
+    size_t n = (size_t)self->n;
+    self->reward = PyMem_Malloc(sizeof(float) * n);
+    self->act = PyMem_Malloc(sizeof(int) * n);
+    self->cont = PyMem_Malloc(sizeof(float) * n * (size_t)(self->action_dim ? self->action_dim : 1));
+    self->final_obs = PyMem_Malloc(sizeof(float) * n * (size_t)self->obs_dim);
+    if (!self->reward || !self->act || !self->cont || !self->final_obs) {
+        vecenv_release(self);
         PyErr_NoMemory();
         return -1;
     }
-    self->v = v;
     return 0;
 }
 
@@ -180,7 +204,13 @@ static void vecenv_release(VecEnvObject *self) {
     calf_vec_env_close(self->v);
     self->v = NULL;
     PyMem_Free(self->reward);
+    PyMem_Free(self->act);
+    PyMem_Free(self->cont);
+    PyMem_Free(self->final_obs);
     self->reward = NULL;
+    self->act = NULL;
+    self->cont = NULL;
+    self->final_obs = NULL;
 }
 
 static void vecenv_dealloc(VecEnvObject *self) {
@@ -218,6 +248,27 @@ static PyObject *vecenv_reset(VecEnvObject *self, PyObject *obs) {
     Py_RETURN_NONE;
 }
 
+/* One calf_vec_env_step with the GIL released, act the discrete or continuous actions
+ * as the block takes them; the float32 rewards widened into r. Returns 0, or -1 with
+ * calf's exception set (the outputs written all the same). */
+static int vecenv_run_step(VecEnvObject *self, const void *act, float *o, double *r,
+                           uint8_t *te, uint8_t *tr, float *fo) {
+    calf_error err = {0};
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = calf_vec_env_step(self->v, self->discrete ? act : NULL, self->discrete ? NULL : act,
+                           o, self->reward, te, tr, fo, &err);
+    for (int e = 0; e < self->n; e++) r[e] = (double)self->reward[e];
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc != CALF_OK) {
+        raise_calf(&err);
+        return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(vecenv_step_doc,
              "step(actions, obs, rewards, terminated, truncated, final_obs)\n\n"
              "Step every env once (calf_vec_env_step), auto-resetting in the same step.\n"
@@ -232,10 +283,9 @@ static PyObject *vecenv_step(VecEnvObject *self, PyObject *args) {
                           &final_obs))
         return NULL;
     if (!vecenv_usable(self)) return NULL;
-    int discrete = calf_vec_env_discrete(self->v);
-    int ok = discrete ? check_array(VECENV, actions, "actions", NPY_INT32, 1, self->n, 0, 0)
+    int ok = self->discrete ? check_array(VECENV, actions, "actions", NPY_INT32, 1, self->n, 0, 0)
                       : check_array(VECENV, actions, "actions", NPY_FLOAT32, 2, self->n,
-                                    calf_vec_env_action_dim(self->v), 0);
+                                    self->action_dim, 0);
     ok = ok && check_array(VECENV, obs, "obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1) &&
          check_array(VECENV, rewards, "rewards", NPY_FLOAT64, 1, self->n, 0, 1) &&
          check_array(VECENV, term, "terminated", NPY_BOOL, 1, self->n, 0, 1) &&
@@ -250,17 +300,170 @@ static PyObject *vecenv_step(VecEnvObject *self, PyObject *args) {
     uint8_t *te = PyArray_DATA((PyArrayObject *)term);
     uint8_t *tr = PyArray_DATA((PyArrayObject *)trunc);
     float *fo = PyArray_DATA((PyArrayObject *)final_obs);
-    calf_error err = {0};
-    int rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    rc = calf_vec_env_step(self->v, discrete ? act : NULL, discrete ? NULL : act, o,
-                           self->reward, te, tr, fo, &err);
-    for (int e = 0; e < self->n; e++) r[e] = (double)self->reward[e];
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    if (rc != CALF_OK) return raise_calf(&err);
+    if (vecenv_run_step(self, act, o, r, te, tr, fo) < 0) return NULL;
     Py_RETURN_NONE;
+}
+
+/* The shape of a as a Python tuple, for messages (a new reference, or NULL). */
+static PyObject *shape_of(PyArrayObject *a) {
+    return PyObject_GetAttrString((PyObject *)a, "shape");
+}
+
+/* Raise "calf.VecEnv.step: actions must have shape WANT, got (a's shape)". */
+static const void *actions_shape_error(PyArrayObject *a, const char *want) {
+    PyObject *got = shape_of(a); /* new reference */
+    if (got) PyErr_Format(PyExc_ValueError, VECENV ".step: actions must have shape %s, got %S",
+                          want, got);
+    Py_XDECREF(got);
+    return NULL;
+}
+
+/* step_gym's actions as calf takes them: a's own data when it is that already (int32
+ * or float32, C-contiguous), else converted into the block's scratch, as the pure-Python
+ * layer converted them (integers for a discrete env, checked to fit calf's int; any
+ * numbers cast to float32 for a continuous one). NULL with an exception set when a
+ * has the wrong shape or kind. */
+static const void *gym_actions(VecEnvObject *self, PyArrayObject *a) {
+    npy_intp n = self->n;
+    char want[64];
+    if (self->discrete) {
+        if (PyArray_NDIM(a) != 1 || PyArray_DIMS(a)[0] != n) {
+            snprintf(want, sizeof want, "(%d,)", self->n);
+            return actions_shape_error(a, want);
+        }
+        if (!PyArray_ISINTEGER(a)) {
+            PyErr_Format(PyExc_TypeError, VECENV ".step: discrete actions must be integers, got %S",
+                         (PyObject *)PyArray_DESCR(a));
+            return NULL;
+        }
+        if (PyArray_TYPE(a) == NPY_INT32 && PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a))
+            return PyArray_DATA(a);
+        int is_unsigned = PyArray_ISUNSIGNED(a);
+        /* new reference: a itself when it is int64/uint64 C-contiguous already */
+        PyArrayObject *w = (PyArrayObject *)PyArray_FromArray(
+            a, PyArray_DescrFromType(is_unsigned ? NPY_UINT64 : NPY_INT64),
+            NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
+        if (!w) return NULL;
+        const int64_t *si = PyArray_DATA(w);
+        const uint64_t *ui = PyArray_DATA(w);
+        for (npy_intp e = 0; e < n; e++) {
+            int fits = is_unsigned ? ui[e] <= (uint64_t)INT_MAX : si[e] >= 0 && si[e] <= INT_MAX;
+            if (!fits) {
+                if (is_unsigned)
+                    PyErr_Format(PyExc_ValueError, VECENV ".step: action %llu of env %zd is out "
+                                 "of range 0..%d", (unsigned long long)ui[e], (Py_ssize_t)e,
+                                 calf_vec_env_num_actions(self->v) - 1);
+                else
+                    PyErr_Format(PyExc_ValueError, VECENV ".step: action %lld of env %zd is out "
+                                 "of range 0..%d", (long long)si[e], (Py_ssize_t)e,
+                                 calf_vec_env_num_actions(self->v) - 1);
+                Py_DECREF(w);
+                return NULL;
+            }
+            self->act[e] = (int)(is_unsigned ? (int64_t)ui[e] : si[e]);
+        }
+        Py_DECREF(w);
+        return self->act;
+    }
+    if (PyArray_NDIM(a) != 2 || PyArray_DIMS(a)[0] != n || PyArray_DIMS(a)[1] != self->action_dim) {
+        snprintf(want, sizeof want, "(%d, %d)", self->n, self->action_dim);
+        return actions_shape_error(a, want);
+    }
+    if (PyArray_TYPE(a) == NPY_FLOAT32 && PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a))
+        return PyArray_DATA(a);
+    PyArrayObject *w = (PyArrayObject *)PyArray_FromArray( /* new reference */
+        a, PyArray_DescrFromType(NPY_FLOAT32),
+        NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
+    if (!w) return NULL;
+    memcpy(self->cont, PyArray_DATA(w), sizeof(float) * (size_t)n * (size_t)self->action_dim);
+    Py_DECREF(w);
+    return self->cont;
+}
+
+/* Gymnasium's SAME_STEP infos for a step that ended the envs marked in te | tr, as
+ * SyncVectorEnv builds them: {} when none ended; else final_obs, an object array
+ * holding a new (obs_dim,) float32 copy of the ended episode's last observation for
+ * each env that ended and None for the others, the "_final_obs" mask, an empty
+ * final_info and its own "_final_info" mask. A new dict, or NULL. */
+static PyObject *gym_infos(VecEnvObject *self, const uint8_t *te, const uint8_t *tr) {
+    PyObject *infos = PyDict_New(); /* new reference, returned */
+    if (!infos) return NULL;
+    int ended = 0;
+    for (int e = 0; e < self->n; e++) ended |= te[e] | tr[e];
+    if (!ended) return infos;
+    npy_intp n = self->n, od = self->obs_dim;
+    /* new references; an object array from PyArray_Empty holds None in every slot */
+    PyObject *final_obs = PyArray_Empty(1, &n, PyArray_DescrFromType(NPY_OBJECT), 0);
+    PyObject *mask = PyArray_SimpleNew(1, &n, NPY_BOOL);
+    PyObject *mask_info = PyArray_SimpleNew(1, &n, NPY_BOOL);
+    int bad = !final_obs || !mask || !mask_info;
+    for (npy_intp e = 0; !bad && e < n; e++) {
+        uint8_t end = te[e] | tr[e];
+        ((uint8_t *)PyArray_DATA((PyArrayObject *)mask))[e] = end;
+        ((uint8_t *)PyArray_DATA((PyArrayObject *)mask_info))[e] = end;
+        if (!end) continue;
+        PyObject *row = PyArray_SimpleNew(1, &od, NPY_FLOAT32); /* new reference */
+        if (!row) {
+            bad = 1;
+            break;
+        }
+        memcpy(PyArray_DATA((PyArrayObject *)row), self->final_obs + e * od,
+               sizeof(float) * (size_t)od);
+        PyObject **slot = (PyObject **)PyArray_GETPTR1((PyArrayObject *)final_obs, e);
+        Py_XSETREF(*slot, row); /* the array takes row's reference, drops its None */
+    }
+    if (bad) {
+        Py_XDECREF(final_obs);
+        Py_XDECREF(mask);
+        Py_XDECREF(mask_info);
+        Py_DECREF(infos);
+        return NULL;
+    }
+    if (dict_put(infos, "final_obs", final_obs) < 0 || dict_put(infos, "_final_obs", mask) < 0 ||
+        dict_put(infos, "final_info", PyDict_New()) < 0 ||
+        dict_put(infos, "_final_info", mask_info) < 0) {
+        Py_DECREF(infos);
+        return NULL;
+    }
+    return infos;
+}
+
+PyDoc_STRVAR(vecenv_step_gym_doc,
+             "step_gym(actions) -> (obs, rewards, terminations, truncations, infos)\n\n"
+             "Gymnasium's step in SAME_STEP mode in one call: actions an ndarray, (num_envs,)\n"
+             "integers for a discrete env or (num_envs, action_dim) numbers for a continuous\n"
+             "one; returns new arrays, obs (num_envs, obs_dim) float32, rewards float64,\n"
+             "terminations and truncations bool, and the infos SyncVectorEnv returns.");
+static PyObject *vecenv_step_gym(VecEnvObject *self, PyObject *arg) {
+    if (!vecenv_usable(self)) return NULL;
+    if (!PyArray_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, VECENV ".step_gym: actions must be a numpy.ndarray");
+        return NULL;
+    }
+    const void *act = gym_actions(self, (PyArrayObject *)arg); /* arg's or the scratch */
+    if (!act) return NULL;
+    npy_intp dims[2] = {self->n, self->obs_dim};
+    /* new references, returned */
+    PyObject *obs = PyArray_SimpleNew(2, dims, NPY_FLOAT32);
+    PyObject *rewards = PyArray_SimpleNew(1, dims, NPY_FLOAT64);
+    PyObject *term = PyArray_SimpleNew(1, dims, NPY_BOOL);
+    PyObject *trunc = PyArray_SimpleNew(1, dims, NPY_BOOL);
+    PyObject *infos = NULL;
+    if (obs && rewards && term && trunc) {
+        uint8_t *te = PyArray_DATA((PyArrayObject *)term);
+        uint8_t *tr = PyArray_DATA((PyArrayObject *)trunc);
+        if (vecenv_run_step(self, act, PyArray_DATA((PyArrayObject *)obs),
+                            PyArray_DATA((PyArrayObject *)rewards), te, tr, self->final_obs) == 0)
+            infos = gym_infos(self, te, tr);
+    }
+    if (!infos) {
+        Py_XDECREF(obs);
+        Py_XDECREF(rewards);
+        Py_XDECREF(term);
+        Py_XDECREF(trunc);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNNN)", obs, rewards, term, trunc, infos); /* steals all five */
 }
 
 /* ---- the block's spaces, read once by the Python layer -------------------------- */
@@ -335,6 +538,7 @@ static PyGetSetDef vecenv_getset[] = {
 static PyMethodDef vecenv_methods[] = {
     {"reset", (PyCFunction)vecenv_reset, METH_O, vecenv_reset_doc},
     {"step", (PyCFunction)vecenv_step, METH_VARARGS, vecenv_step_doc},
+    {"step_gym", (PyCFunction)vecenv_step_gym, METH_O, vecenv_step_gym_doc},
     {"close", (PyCFunction)vecenv_close, METH_NOARGS, vecenv_close_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -633,14 +837,6 @@ static PyObject *trainer_close(TrainerObject *self, PyObject *Py_UNUSED(ignored)
     self->busy = 0;
     if (rc != CALF_OK) return raise_calf(&err);
     Py_RETURN_NONE;
-}
-
-/* d[key] = value, consuming the new reference value (NULL: an error already set). */
-static int dict_put(PyObject *d, const char *key, PyObject *value) {
-    if (!value) return -1;
-    int rc = PyDict_SetItemString(d, key, value);
-    Py_DECREF(value);
-    return rc;
 }
 
 /* The metrics of the last step as a new dict. */

@@ -13,9 +13,8 @@ import sys
 
 import pytest
 
-CALF = os.environ.get("CALF_BINARY", "calf")
-SRC = pathlib.Path(__file__).resolve().parents[2]
-CARTPOLE = SRC / "examples" / "ppo_cartpole.gin"
+from calf_runs import CALF, CARTPOLE, checkpoints
+
 PLUGIN = os.environ.get("CALF_PLUGIN_EXAMPLE")
 
 
@@ -72,11 +71,7 @@ def test_train_play_export_events(tmp_path: pathlib.Path) -> None:
             capture_output=True, text=True,
         )
         assert r.returncode == 0, r.stderr
-    ck = {
-        name: {p.name: p.read_bytes()
-               for p in (tmp_path / name / "train" / "algorithm").glob("ckpt-*")}
-        for name in ("cli", "py")
-    }
+    ck = {name: checkpoints(tmp_path / name) for name in ("cli", "py")}
     assert ck["cli"] and ck["py"] == ck["cli"]
     root = str(tmp_path / "cli")
     cli, py = both(["play", "--root_dir", root, "--num_episodes", "3"])

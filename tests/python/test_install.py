@@ -15,9 +15,7 @@ import pytest
 
 import calf
 
-CALF = os.environ.get("CALF_BINARY", "calf")
-SRC = pathlib.Path(__file__).resolve().parents[2]
-CARTPOLE = SRC / "examples" / "ppo_cartpole.gin"
+from calf_runs import CALF, CARTPOLE, SRC, checkpoints
 
 
 def clean_env() -> dict[str, str]:
@@ -71,9 +69,7 @@ def test_pip_install_offline(tmp_path: pathlib.Path) -> None:
     subprocess.run([CALF, "train", "--quiet", "--root_dir", str(tmp_path / "cli"), "--conf",
                     str(CARTPOLE), "--conf_param", "TrainerConfig.num_iterations=3"],
                    check=True, capture_output=True)
-    ck = {name: {p.name: p.read_bytes()
-                 for p in (tmp_path / name / "train" / "algorithm").glob("ckpt-*")}
-          for name in ("cli", "py")}
+    ck = {name: checkpoints(tmp_path / name) for name in ("cli", "py")}
     assert ck["cli"] and ck["py"] == ck["cli"]
     version = [subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path).stdout
                for cmd in ([CALF, "--version"], [py, "-m", "calf", "--version"])]

@@ -8,7 +8,6 @@ file cut inside its last record, and on a damaged one.
 from __future__ import annotations
 
 import csv
-import os
 import pathlib
 import subprocess
 
@@ -17,9 +16,7 @@ import pytest
 
 import calf
 
-CALF = os.environ.get("CALF_BINARY", "calf")
-SRC = pathlib.Path(__file__).resolve().parents[2]
-CARTPOLE = SRC / "examples" / "ppo_cartpole.gin"
+from calf_runs import CALF, CARTPOLE
 
 
 def events_files(d: pathlib.Path) -> list[str]:

@@ -9,7 +9,6 @@ calf writes, as the CLI stops.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 import signal
@@ -21,36 +20,7 @@ import pytest
 
 import calf
 
-CALF = os.environ.get("CALF_BINARY", "calf")
-SRC = pathlib.Path(__file__).resolve().parents[2]
-CARTPOLE = SRC / "examples" / "ppo_cartpole.gin"
-
-OVERRIDES = {
-    "TrainerConfig.num_iterations": 4,
-    "TrainerConfig.eval_interval": 2,
-    "TrainerConfig.num_eval_episodes": 2,
-    "TrainerConfig.num_checkpoints": 2,
-    "Adam.lr": 3e-4,
-}
-CONF_PARAMS = [
-    "TrainerConfig.num_iterations=4",
-    "TrainerConfig.eval_interval=2",
-    "TrainerConfig.num_eval_episodes=2",
-    "TrainerConfig.num_checkpoints=2",
-    "Adam.lr=3e-4",
-]
-
-
-def calf_train(root: pathlib.Path, params: list[str], nproc: int = 1) -> None:
-    cmd = [CALF, "train", "--quiet", "--root_dir", str(root), "--conf", str(CARTPOLE)]
-    cmd += ["--nproc", str(nproc)]
-    for p in params:
-        cmd += ["--conf_param", p]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
-def checkpoints(root: pathlib.Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((root / "train" / "algorithm").glob("ckpt-*"))}
+from calf_runs import CARTPOLE, CONF_PARAMS, OVERRIDES, calf_train, checkpoints
 
 
 @pytest.fixture(scope="module")

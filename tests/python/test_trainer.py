@@ -8,52 +8,20 @@ metrics are checked on their values; bad configs and overrides raise with calf's
 from __future__ import annotations
 
 import math
-import os
 import pathlib
-import subprocess
 import threading
 
 import pytest
 
 import calf
 
-CALF = os.environ.get("CALF_BINARY", "calf")
-SRC = pathlib.Path(__file__).resolve().parents[2]
-CARTPOLE = SRC / "examples" / "ppo_cartpole.gin"
+from calf_runs import CARTPOLE, CONF_PARAMS, OVERRIDES, calf_train, checkpoints
+
 E, T = 64, 32  # ppo_cartpole.gin's envs and unroll length
-
-# four iterations, evaluations on 2 and 4, checkpoints spread over the run
-OVERRIDES = {
-    "TrainerConfig.num_iterations": 4,
-    "TrainerConfig.eval_interval": 2,
-    "TrainerConfig.num_eval_episodes": 2,
-    "TrainerConfig.num_checkpoints": 2,
-    "Adam.lr": 3e-4,
-}
-# the same, as written for `calf train --conf_param`
-CONF_PARAMS = [
-    "TrainerConfig.num_iterations=4",
-    "TrainerConfig.eval_interval=2",
-    "TrainerConfig.num_eval_episodes=2",
-    "TrainerConfig.num_checkpoints=2",
-    "Adam.lr=3e-4",
-]
-
-
-def calf_train(root: pathlib.Path, conf: pathlib.Path, params: list[str]) -> None:
-    cmd = [CALF, "train", "--quiet", "--root_dir", str(root), "--conf", str(conf)]
-    for p in params:
-        cmd += ["--conf_param", p]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
-def checkpoints(root: pathlib.Path) -> dict[str, bytes]:
-    d = root / "train" / "algorithm"
-    return {p.name: p.read_bytes() for p in sorted(d.glob("ckpt-*"))}
 
 
 def test_stepped_run_writes_calf_train_bytes(tmp_path: pathlib.Path) -> None:
-    calf_train(tmp_path / "cli", CARTPOLE, CONF_PARAMS)
+    calf_train(tmp_path / "cli", CONF_PARAMS)
     metrics = []
     with calf.Trainer(CARTPOLE, root_dir=tmp_path / "py", overrides=OVERRIDES) as t:
         assert (t.iteration, t.done) == (0, False)
@@ -98,7 +66,7 @@ def test_resume_and_checkpoint(tmp_path: pathlib.Path) -> None:
         assert t.iteration == 1
         while not t.done:
             t.step()
-    calf_train(tmp_path / "cli", CARTPOLE, CONF_PARAMS)
+    calf_train(tmp_path / "cli", CONF_PARAMS)
     assert checkpoints(root)["ckpt-4"] == checkpoints(tmp_path / "cli")["ckpt-4"]
 
 
@@ -111,7 +79,7 @@ def test_conf_text_and_gin_strings(tmp_path: pathlib.Path) -> None:
     ) as t:
         while not t.done:
             t.step()
-    calf_train(tmp_path / "cli", CARTPOLE, CONF_PARAMS)
+    calf_train(tmp_path / "cli", CONF_PARAMS)
     assert checkpoints(tmp_path / "py") == checkpoints(tmp_path / "cli")
 
 
@@ -172,7 +140,7 @@ def test_two_threads_train_their_own_runs(tmp_path: pathlib.Path) -> None:
     for th in threads:
         th.join()
     assert errors == []
-    calf_train(tmp_path / "cli", CARTPOLE, CONF_PARAMS)
+    calf_train(tmp_path / "cli", CONF_PARAMS)
     want = checkpoints(tmp_path / "cli")
     assert checkpoints(tmp_path / "t0") == want and checkpoints(tmp_path / "t1") == want
     for i in range(2):  # each run's summaries in its own events file

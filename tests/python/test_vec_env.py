@@ -294,3 +294,48 @@ def test_threads_step_their_own_envs_as_one_thread_does() -> None:
         t.join()
     np.testing.assert_array_equal(together[0][0], alone[0])
     np.testing.assert_array_equal(together[1][0], alone[1])
+
+
+def first_steps(name: str, seed: int, forms: list) -> list[tuple]:
+    """(obs, rewards, terminations, truncations) of the first step of a fresh block of
+    len(forms[0]) envs, for each form of the actions."""
+    out = []
+    for a in forms:
+        envs = calf.make_vec(name, len(forms[0]), seed=seed)
+        envs.reset()
+        out.append(envs.step(a)[:4])
+    return out
+
+
+def assert_steps_alike(results: list[tuple]) -> None:
+    for r in results[1:]:
+        for got, want in zip(r, results[0]):
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype
+
+
+def test_action_forms_step_alike() -> None:
+    """Every form of actions step_gym converts in C (int32 taken as is; other integer
+    dtypes, strided views, lists; float64 and integer actions of a continuous env) gives
+    the same step as int32/float32, and values that do not fit calf's int are refused."""
+    base = np.array([0, 1, 1, 0, 1], dtype=np.int32)
+    assert_steps_alike(first_steps("CartPole-v1", 3, [
+        base, base.astype(np.int64), base.astype(np.uint8), base.astype(np.uint64),
+        np.repeat(base.astype(np.int64), 2)[::2], base.tolist(),
+    ]))
+    envs = calf.make_vec("CartPole-v1", 5, seed=3)
+    with pytest.raises(ValueError, match=f"action {2**64 - 1} of env 2 is out of range 0..1"):
+        envs.step(np.array([0, 1, 2**64 - 1, 0, 0], dtype=np.uint64))
+    with pytest.raises(ValueError, match="action -1 of env 0 is out of range"):
+        envs.step(np.array([-1, 1, 1, 0, 0], dtype=np.int8))
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        envs._raw.step_gym([0, 1, 1, 0, 1])
+
+    cont = np.array([[-0.5], [1.5], [2.0], [-3.0], [0.25]], dtype=np.float32)
+    assert_steps_alike(first_steps("Pendulum-v1", 4, [
+        cont, cont.astype(np.float64), np.asfortranarray(np.repeat(cont, 2, axis=1))[:, :1],
+        cont.tolist(),
+    ]))
+    whole = np.array([[0.0], [1.0], [2.0], [-3.0], [0.0]], dtype=np.float32)
+    # integers, cast to float32
+    assert_steps_alike(first_steps("Pendulum-v1", 4, [whole, whole.astype(np.int64)]))
