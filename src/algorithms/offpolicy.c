@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "algorithms/offpolicy.h"
+#include "algorithms/sac_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 #include "base/memory.h"
@@ -115,6 +116,27 @@ adam_conf offpolicy_adam(const calf_config *cfg, double lr) {
                      .max_norm = calf_config_float(cfg, CALF_CFG_GRADIENT_CLIPPING)};
     opt.lr = (float)lr;
     return opt;
+}
+
+void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *params, int A,
+                                 int head, const char *what, const float *lo, const float *hi) {
+    char num[EXPORT_C_NUM];
+    export_c_mlp(x, "actor", actor, params);
+    for (int side = 0; side < 2; side++) {
+        export_c_body(x, "    static const double %s[%d] = {", side ? "bias" : "scale", A);
+        for (int i = 0; i < A; i++) {
+            double scale, bias;
+            sac_squash_affine(lo[i], hi[i], &scale, &bias);
+            export_c_body(x, "%s%s", i ? ", " : "", export_c_double(side ? bias : scale, num));
+        }
+        export_c_body(x, "};\n");
+    }
+    export_c_body(x,
+                  "    float head[%d]; /* %s */\n"
+                  "    actor_forward(obs, head);\n"
+                  "    for (int i = 0; i < %d; i++) action[i] = (float)(scale[i] * calf_tanhd((double)head[i]) + bias[i]);\n"
+                  "    return 0;\n",
+                  head, what, A);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------ */

@@ -20,6 +20,7 @@
 #include "numerics/adam.h"
 #include "numerics/nn.h"
 #include "parallel/work_share.h"
+#include "tools/export.h"
 #include "training/algorithm.h"
 
 /* What a process's envs hold for an update: the rings, and per env the algorithm's
@@ -108,6 +109,12 @@ int offpolicy_tuple_ints(const calf_config *cfg, calf_binding_id id, int *out);
 void offpolicy_fan_in_init(const nn_mlp *m, float *params, calf_rng *rng);
 /* The config's Adam (betas, eps, gradient clipping) with learning rate lr. */
 adam_conf offpolicy_adam(const calf_config *cfg, double lr);
+
+/* `calf export` of a tanh actor: the actor network (as "actor"), whose first A outputs x
+ * of a head of `head` floats (`what`: a comment saying what they are) map onto the bounds
+ * as scale * tanh(x) + bias (sac_squash_affine; cm_tanh in double, calf_tanhd there). */
+void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *params, int A,
+                                 int head, const char *what, const float *lo, const float *hi);
 
 /* ---- lifecycle ---- */
 

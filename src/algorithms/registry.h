@@ -21,7 +21,8 @@
  * settings, its list of rows beside PPO's and SAC's). */
 #define ALGORITHMS(A)                                  \
     A(PPOAlgorithm, ppo_algorithm_ops, PPO_BINDINGS, 1) \
-    A(SacAlgorithm, sac_algorithm_ops, SAC_BINDINGS, 1)
+    A(SacAlgorithm, sac_algorithm_ops, SAC_BINDINGS, 1) \
+    A(Td3Algorithm, td3_algorithm_ops, TD3_BINDINGS, 0)
 
 /* An algorithm's own rows: the columns of CALF_BINDINGS (include/calf/config.h). Each ID
  * makes the internal id CFG_<ID>, numbered after the public rows; the public API reaches
@@ -56,6 +57,24 @@
       NULL, CALF_BINDING_OPTIONAL, CALF_NO_FALLBACK,                                             \
       "entropy that alpha is tuned towards (None: chosen by the algorithm from the action "      \
       "space, -|A| for continuous actions)")
+
+/* TD3's own settings, CleanRL's td3_continuous_action names and defaults (its networks,
+ * learning rates and gamma are the rows SAC reads: actor/ActorDistributionNetwork.*,
+ * critic/CriticNetwork.*, actor/Adam.lr, critic/Adam.lr, OneStepTDLoss.gamma). */
+#define TD3_BINDINGS(X)                                                                          \
+    X(TD3_TAU, "Td3Algorithm.target_update_tau", CALF_CFG_FLOAT, "0.005", 0, 1, 0, NULL, 0,       \
+      CALF_NO_FALLBACK, "soft update of the target actor and critics: target += tau * (online - target)") \
+    X(TD3_POLICY_DELAY, "Td3Algorithm.policy_delay", CALF_CFG_INT, "2", 1, 1e9, 0, NULL, 0,       \
+      CALF_NO_FALLBACK,                                                                          \
+      "update the actor and the targets after every this many critic updates")                   \
+    X(TD3_POLICY_NOISE, "Td3Algorithm.policy_noise", CALF_CFG_FLOAT, "0.2", 0, 1e6, 0, NULL, 0,   \
+      CALF_NO_FALLBACK,                                                                          \
+      "target policy smoothing: std of the target action's noise, a fraction of the action range's half") \
+    X(TD3_NOISE_CLIP, "Td3Algorithm.noise_clip", CALF_CFG_FLOAT, "0.5", 0, 1e6, 0, NULL, 0,       \
+      CALF_NO_FALLBACK, "target policy smoothing: the noise is clipped to +-this before scaling")   \
+    X(TD3_EXPLORATION_NOISE, "Td3Algorithm.exploration_noise", CALF_CFG_FLOAT, "0.1", 0, 1e6, 0,  \
+      NULL, 0, CALF_NO_FALLBACK,                                                                 \
+      "std of the Gaussian exploration noise, a fraction of the action range's half")
 
 /* CFG_<ID> for every algorithm's rows, in ALGORITHMS order, after the public rows. */
 #define ALGORITHM_BINDING_ID_(id, ...) CFG_##id,

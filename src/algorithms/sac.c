@@ -254,23 +254,8 @@ static int sac_export_c(const algorithm *a, export_c *x, calf_error *err) {
     (void)err;
     const sac *t = (const sac *)a;
     if (t->o.A > 0) {
-        char num[EXPORT_C_NUM];
-        export_c_mlp(x, "actor", &t->actor, t->actor_g.params);
-        for (int side = 0; side < 2; side++) {
-            export_c_body(x, "    static const double %s[%d] = {", side ? "bias" : "scale", t->o.A);
-            for (int i = 0; i < t->o.A; i++) {
-                double scale, bias;
-                sac_squash_affine(t->o.lo[i], t->o.hi[i], &scale, &bias);
-                export_c_body(x, "%s%s", i ? ", " : "", export_c_double(side ? bias : scale, num));
-            }
-            export_c_body(x, "};\n");
-        }
-        export_c_body(x,
-                      "    float head[%d]; /* means, then log-stds */\n"
-                      "    actor_forward(obs, head);\n"
-                      "    for (int i = 0; i < %d; i++) action[i] = (float)(scale[i] * calf_tanhd((double)head[i]) + bias[i]);\n"
-                      "    return 0;\n",
-                      2 * t->o.A, t->o.A);
+        offpolicy_export_tanh_actor(x, &t->actor, t->actor_g.params, t->o.A, 2 * t->o.A,
+                                    "means, then log-stds", t->o.lo, t->o.hi);
         return CALF_OK;
     }
     export_c_mlp(x, "q1", &t->q1, t->critic_g.params);

@@ -1,0 +1,372 @@
+/* test_td3.c: TD3's first four updates, driven through the algorithm interface as the
+ * trainer drives them (act, observe, train), checked against what an update must do, with
+ * the networks recomputed here in double. Adam's first moment after a step, 0.9 m_before
+ * + 0.1 g, gives the gradient g each step used:
+ * - every update, the critics' gradient equals central differences of
+ *   mean_j [(Q1(s_j, a_j) - y_j)^2 + (Q2(s_j, a_j) - y_j)^2], y_j = r_j for a terminated
+ *   transition, else r_j + gamma min(Q1', Q2')(s'_j, a'_j) of the TARGET critics, a'_j the
+ *   TARGET actor's action at s'_j plus clip(eps_j policy_noise, +-noise_clip) * scale,
+ *   clipped to the bounds (eps_j the sample's CALF_RNG_NOISE stream);
+ * - after updates 2 and 4 only (policy_delay 2), the actor's gradient equals central
+ *   differences of mean_j -Q1(s_j, pi(s_j)) through the just-stepped critics, and both
+ *   targets move tau of the way (in float); after updates 1 and 3 neither moves.
+ * Update 2 is the first where the critic targets differ from the critics, update 4 the
+ * first where the actor's target differs from the actor. Each check counts its misses,
+ * and the test also plants the mistakes an implementation could make in the reference
+ * (targets from the online networks, the delay off by one) to show that the same check
+ * then misses: it could catch them. */
+#include <stdint.h>
+
+#include "training/algorithm.h"
+#include "algorithms/replay.h"
+#include "calf/rng.h"
+#include "parallel/comm.h"
+#include "numerics/nn.h"
+#include "test_util.h"
+
+enum { E = 2, STEPS = 6, B = 16, OD = 3, A = 1, H = 8, UPDATES = 4 };
+static const double LR = 3e-2, TAU = 0.25, GAMMA = 0.9, POLICY_NOISE = 0.6, NOISE_CLIP = 0.5;
+static const uint64_t SEED = 11;
+
+/* The reference's planted mistakes (NONE: the reference as the algorithm must be). */
+typedef enum { NONE, TARGET_FROM_ONLINE, DELAY_OFF_BY_ONE } mistake;
+
+/* The four groups as the checkpoint section holds them, and the trained ones' first
+ * moments (after a step: 0.9 m_before + 0.1 gradient). */
+typedef struct groups {
+    float *actor, *actor_t, *critic, *critic_t, *actor_m, *critic_m;
+    size_t na, nc;
+} groups;
+
+static void read_group(ckpt_reader *r, const char *tag, float *p, size_t n, bool trained, float *m) {
+    ckpt_get_tag(r, tag);
+    ckpt_get_f32s(r, p, n);
+    if (!trained) return;
+    int64_t step;
+    ckpt_get_i64(r, &step);
+    float *skip = calloc(n, sizeof(float));
+    ckpt_get_f32s(r, m, n);
+    ckpt_get_f32s(r, skip, n); /* v */
+    free(skip);
+}
+
+static void read_groups(const algorithm_ops *ops, const algorithm *a, groups *g) {
+    ckpt_buf b;
+    ckpt_buf_init(&b);
+    ops->save(a, &b);
+    calf_error err;
+    ckpt_reader r;
+    ckpt_reader_init(&r, b.data, b.len, "td3", &err);
+    int64_t updates;
+    ckpt_get_tag(&r, "TD3U");
+    ckpt_get_i64(&r, &updates);
+    read_group(&r, "TD3A", g->actor, g->na, true, g->actor_m);
+    read_group(&r, "TD3B", g->actor_t, g->na, false, NULL);
+    read_group(&r, "TD3Q", g->critic, g->nc, true, g->critic_m);
+    read_group(&r, "TD3T", g->critic_t, g->nc, false, NULL);
+    CHECK_INT_EQ(r.status, CALF_OK);
+    ckpt_buf_free(&b);
+}
+
+/* An MLP in double on float parameters laid out as nn_mlp_layout lays them; ReLU after
+ * every hidden layer. */
+static void mlp_forward(const nn_mlp *m, const float *p, const double *x, double *out) {
+    double buf[2][64];
+    const double *in = x;
+    for (int l = 0; l < m->num_layers; l++) {
+        int ni = m->sizes[l], no = m->sizes[l + 1];
+        double *o = l == m->num_layers - 1 ? out : buf[l & 1];
+        for (int j = 0; j < no; j++) {
+            double s = p[m->b_off[l] + (size_t)j];
+            for (int k = 0; k < ni; k++) s += in[k] * (double)p[m->w_off[l] + (size_t)k * no + (size_t)j];
+            o[j] = l == m->num_layers - 1 || s > 0.0 ? s : 0.0;
+        }
+        in = o;
+    }
+}
+
+static void transition(int e, int t, bool terminated, float *obs, float *u, float *r,
+                       uint8_t *term, float *next) {
+    for (int i = 0; i < OD; i++) {
+        obs[i] = (float)sin(1.3 * e + 0.7 * t + 0.9 * i);
+        next[i] = (float)cos(0.4 * e + 1.1 * t + 0.5 * i);
+    }
+    u[0] = (float)(1.5 * sin(2.1 * e + 0.3 * t));
+    *r = (float)(-1.0 - 0.5 * cos(0.8 * e + t));
+    *term = terminated;
+}
+
+typedef struct nets {
+    nn_mlp actor, q1, q2;
+    double lo, hi; /* Pendulum's bounds, -2 and 2 */
+} nets;
+
+static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The actor's action at o: scale tanh(x) + bias. */
+static double action_at(const nets *n, const float *actor, const double *o) {
+    double x;
+    mlp_forward(&n->actor, actor, o, &x);
+    double scale = (n->hi - n->lo) / 2, bias = (n->hi + n->lo) / 2;
+    return scale * tanh(x) + bias;
+}
+
+static double q_at(const nn_mlp *q, const float *p, const double *o, double a) {
+    double x[OD + A], y;
+    for (int i = 0; i < OD; i++) x[i] = o[i];
+    x[OD] = a;
+    mlp_forward(q, p, x, &y);
+    return y;
+}
+
+typedef struct transitions {
+    float obs[E][STEPS][OD], u[E][STEPS], r[E][STEPS], next[E][STEPS][OD];
+    uint8_t term[E][STEPS];
+} transitions;
+
+/* The update of iteration `it`: its samples' obs, actions and targets y. */
+typedef struct batch {
+    double obs[B][OD], u[B], y[B];
+} batch;
+
+static void make_batch(const nets *n, const transitions *tr, int it, const groups *b,
+                       mistake planted, batch *out) {
+    int env[B];
+    int64_t pos[B];
+    replay_sample(SEED, it, 0, E, it + 1, B, env, pos);
+    const float *actor = planted == TARGET_FROM_ONLINE ? b->actor : b->actor_t;
+    const float *critic = planted == TARGET_FROM_ONLINE ? b->critic : b->critic_t;
+    double scale = (n->hi - n->lo) / 2;
+    for (int j = 0; j < B; j++) {
+        int e = env[j], t = (int)pos[j];
+        double next[OD];
+        for (int i = 0; i < OD; i++) out->obs[j][i] = tr->obs[e][t][i], next[i] = tr->next[e][t][i];
+        out->u[j] = tr->u[e][t];
+        if (tr->term[e][t]) {
+            out->y[j] = tr->r[e][t];
+            continue;
+        }
+        calf_rng rng;
+        calf_rng_seed(&rng, SEED, replay_stream_index(it, 0) * 0x9E3779B97F4A7C15ULL + (uint64_t)j,
+                      CALF_RNG_NOISE);
+        double eps = (float)calf_rng_normal(&rng);
+        double noise = clampd(eps * POLICY_NOISE, -NOISE_CLIP, NOISE_CLIP) * scale;
+        double a = clampd(action_at(n, actor, next) + noise, n->lo, n->hi);
+        double q1 = q_at(&n->q1, critic, next, a), q2 = q_at(&n->q2, critic, next, a);
+        out->y[j] = tr->r[e][t] + GAMMA * (q1 < q2 ? q1 : q2);
+    }
+}
+
+static double critic_loss(const nets *n, const float *critic, const batch *bt) {
+    double loss = 0;
+    for (int j = 0; j < B; j++) {
+        double a = q_at(&n->q1, critic, bt->obs[j], bt->u[j]) - bt->y[j];
+        double b = q_at(&n->q2, critic, bt->obs[j], bt->u[j]) - bt->y[j];
+        loss += a * a + b * b;
+    }
+    return loss / B;
+}
+
+static double actor_loss(const nets *n, const float *actor, const float *critic, const batch *bt) {
+    double loss = 0;
+    for (int j = 0; j < B; j++) loss -= q_at(&n->q1, critic, bt->obs[j], action_at(n, actor, bt->obs[j]));
+    return loss / B;
+}
+
+/* Misses of a group's gradient: the one Adam's moment says the step used (from m_b to m_f)
+ * against central differences of loss(params) at b's params; counts the parameters with
+ * a clear gradient into *checked. */
+typedef double (*loss_fn)(const nets *n, const float *p, const float *other, const batch *bt);
+static double critic_loss_fn(const nets *n, const float *p, const float *other, const batch *bt) {
+    (void)other;
+    return critic_loss(n, p, bt);
+}
+static double actor_loss_fn(const nets *n, const float *p, const float *other, const batch *bt) {
+    return actor_loss(n, p, other, bt);
+}
+
+static int gradient_misses(const nets *n, loss_fn loss, const float *p0, size_t np,
+                           const float *other, const batch *bt, const float *m_b,
+                           const float *m_f, int *checked) {
+    float *p = malloc(np * sizeof(float));
+    int misses = 0;
+    for (size_t i = 0; i < np; i++) {
+        memcpy(p, p0, np * sizeof(float));
+        const float hp = p0[i] + 1e-4f, hm = p0[i] - 1e-4f;
+        p[i] = hp;
+        double lp = loss(n, p, other, bt);
+        p[i] = hm;
+        double lm = loss(n, p, other, bt);
+        double g = (lp - lm) / ((double)hp - (double)hm);
+        double used = ((double)m_f[i] - 0.9 * (double)m_b[i]) / 0.1;
+        if (fabs(g) > 1e-3) ++*checked;
+        if (fabs(used - g) > 2e-3 * (fabs(g) + 1e-2)) misses++;
+    }
+    free(p);
+    return misses;
+}
+
+/* Misses of target == (1 - tau) before + tau online, in float, element by element. */
+static int polyak_misses(const float *before, const float *online, const float *after, size_t n) {
+    int misses = 0;
+    for (size_t i = 0; i < n; i++) {
+        float t = (1.0f - (float)TAU) * before[i];
+        float q = (float)TAU * online[i];
+        misses += memcmp(&(float){t + q}, &after[i], sizeof(float)) != 0;
+    }
+    return misses;
+}
+
+/* Every check of update k (1-based) of iteration it, from groups b to f, against the
+ * reference with `planted`; returns the misses. */
+static int update_misses(const nets *n, const transitions *tr, int it, int k, const groups *b,
+                         const groups *f, mistake planted) {
+    batch bt;
+    make_batch(n, tr, it, b, planted, &bt);
+    int checked = 0, misses = 0;
+    misses += gradient_misses(n, critic_loss_fn, b->critic, b->nc, NULL, &bt, b->critic_m,
+                              f->critic_m, &checked);
+    if (checked < 32) misses++; /* enough parameters to mean something */
+    bool actor_due = (planted == DELAY_OFF_BY_ONE ? k + 1 : k) % 2 == 0;
+    if (actor_due) {
+        checked = 0;
+        misses += gradient_misses(n, actor_loss_fn, b->actor, b->na, f->critic, &bt, b->actor_m,
+                                  f->actor_m, &checked);
+        if (checked < 8) misses++;
+        misses += polyak_misses(b->actor_t, f->actor, f->actor_t, b->na);
+        misses += polyak_misses(b->critic_t, f->critic, f->critic_t, b->nc);
+    } else {
+        misses += memcmp(b->actor, f->actor, b->na * sizeof(float)) != 0;
+        misses += memcmp(b->actor_t, f->actor_t, b->na * sizeof(float)) != 0;
+        misses += memcmp(b->critic_t, f->critic_t, b->nc * sizeof(float)) != 0;
+    }
+    return misses;
+}
+
+static void one_case(bool terminated) {
+    const calf_env_class *cls = calf_env_find("Pendulum-v1");
+    CHECK(cls != NULL);
+    if (!cls) return;
+    calf_config cfg;
+    calf_config_init(&cfg);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "TrainerConfig.algorithm_ctor = @Td3Algorithm\n"
+             "create_environment.env_name = 'Pendulum-v1'\n"
+             "create_environment.num_parallel_environments = %d\n"
+             "TrainerConfig.unroll_length = 1\n"
+             "TrainerConfig.num_updates_per_train_iter = 1\n"
+             "TrainerConfig.mini_batch_size = %d\n"
+             "TrainerConfig.initial_collect_steps = %d\n"
+             "TrainerConfig.replay_buffer_length = 100\n"
+             "actor/ActorDistributionNetwork.fc_layer_params = (%d, %d)\n"
+             "critic/CriticNetwork.joint_fc_layer_params = (%d, %d)\n"
+             "actor/Adam.lr = %g\ncritic/Adam.lr = %g\n"
+             "Adam.eps = 1e-8\n"
+             "Td3Algorithm.target_update_tau = %g\n"
+             "Td3Algorithm.policy_noise = %g\n"
+             "Td3Algorithm.noise_clip = %g\n"
+             "OneStepTDLoss.gamma = %g\n",
+             E, B, E * (STEPS - UPDATES + 1), H, H, H, H, LR, LR, TAU, POLICY_NOISE, NOISE_CLIP, GAMMA);
+    calf_error err;
+    CHECK_INT_EQ(calf_config_parse_string(&cfg, text, "test", &err), CALF_OK);
+    comm *c = NULL;
+    CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
+    const algorithm_ops *ops = algorithm_find("Td3Algorithm");
+    CHECK(ops != NULL);
+    if (!ops) return;
+    CHECK_INT_EQ(ops->check(&cfg, &cls->spec, &err), CALF_OK);
+    algo_setup s = {.cfg = &cfg, .spec = &cls->spec, .c = c, .E = E, .begin = 0, .count = E,
+                    .T = 1, .seed = SEED};
+    algorithm *a = NULL;
+    CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK);
+    if (!a) return;
+
+    nets n = {.lo = cls->spec.action_low[0], .hi = cls->spec.action_high[0]};
+    int hidden[2] = {H, H};
+    size_t cur = 0;
+    nn_mlp_layout(&n.actor, OD, hidden, 2, A, NN_ACT_RELU, &cur);
+    size_t na = cur;
+    cur = 0;
+    nn_mlp_layout(&n.q1, OD + A, hidden, 2, 1, NN_ACT_RELU, &cur);
+    nn_mlp_layout(&n.q2, OD + A, hidden, 2, 1, NN_ACT_RELU, &cur);
+    size_t nc = cur;
+    groups snap[UPDATES + 1];
+    for (int k = 0; k <= UPDATES; k++)
+        snap[k] = (groups){calloc(na, 4), calloc(na, 4), calloc(nc, 4), calloc(nc, 4),
+                           calloc(na, 4), calloc(nc, 4), na, nc};
+
+    transitions tr;
+    int first = STEPS - UPDATES;
+    for (int t = 0; t < STEPS; t++) {
+        float o[E * OD], act_u[E * A], rew[E], nx[E * OD], sampled[E * A];
+        int act[E];
+        uint8_t te[E], trunc[E] = {0};
+        for (int e = 0; e < E; e++) {
+            transition(e, t, terminated, tr.obs[e][t], &tr.u[e][t], &tr.r[e][t], &tr.term[e][t],
+                       tr.next[e][t]);
+            memcpy(o + e * OD, tr.obs[e][t], sizeof tr.obs[e][t]);
+            memcpy(nx + e * OD, tr.next[e][t], sizeof tr.next[e][t]);
+            act_u[e] = tr.u[e][t];
+            rew[e] = tr.r[e][t];
+            te[e] = tr.term[e][t];
+        }
+        ops->act(a, t, 0, o, act, sampled);
+        for (int e = 0; e < E; e++) CHECK(sampled[e] >= -2.0f && sampled[e] <= 2.0f);
+        algo_step st = {.s = 0, .obs = o, .act = act, .u = act_u, .reward = rew,
+                        .terminated = te, .truncated = trunc, .final_obs = nx, .next_obs = nx};
+        ops->observe(a, &st);
+        if (t == first) read_groups(ops, a, &snap[0]);
+        CHECK_INT_EQ(ops->train(a, t, &err), CALF_OK);
+        if (t >= first) read_groups(ops, a, &snap[t - first + 1]);
+    }
+    for (int k = 1; k <= UPDATES; k++) {
+        int it = first + k - 1;
+        int misses = update_misses(&n, &tr, it, k, &snap[k - 1], &snap[k], NONE);
+        if (misses) fprintf(stderr, "terminated=%d, update %d: %d misses\n", terminated, k, misses);
+        CHECK_INT_EQ(misses, 0);
+    }
+    /* the planted mistakes: the same checks against a wrong reference miss, so an
+     * implementation with the mistake would fail them. A terminated batch has no
+     * bootstrap, so its targets do not show which networks formed them. */
+    if (!terminated) {
+        CHECK(update_misses(&n, &tr, first + 1, 2, &snap[1], &snap[2], TARGET_FROM_ONLINE) > 0);
+        CHECK(update_misses(&n, &tr, first + 3, 4, &snap[3], &snap[4], TARGET_FROM_ONLINE) > 0);
+    }
+    for (int k = 1; k <= UPDATES; k++)
+        CHECK(update_misses(&n, &tr, first + k - 1, k, &snap[k - 1], &snap[k], DELAY_OFF_BY_ONE) > 0);
+
+    for (int k = 0; k <= UPDATES; k++) {
+        groups *g = &snap[k];
+        free(g->actor), free(g->actor_t), free(g->critic), free(g->critic_t);
+        free(g->actor_m), free(g->critic_m);
+    }
+    ops->destroy(a);
+    comm_finalize(c);
+}
+
+/* A discrete env is refused before anything is built, naming where the algorithm was
+ * chosen and the env. */
+static void refuses_discrete(void) {
+    const calf_env_class *cls = calf_env_find("CartPole-v1");
+    CHECK(cls != NULL);
+    if (!cls) return;
+    calf_config cfg;
+    calf_config_init(&cfg);
+    calf_error err;
+    CHECK_INT_EQ(calf_config_parse_string(&cfg,
+                                          "create_environment.env_name = 'CartPole-v1'\n"
+                                          "TrainerConfig.algorithm_ctor = @Td3Algorithm\n",
+                                          "t.gin", &err), CALF_OK);
+    const algorithm_ops *ops = algorithm_find("Td3Algorithm");
+    CHECK_INT_EQ(ops->check(&cfg, &cls->spec, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "t.gin:2: Td3Algorithm needs continuous actions; CartPole-v1 "
+                          "(create_environment.env_name, set at t.gin:1) has 2 discrete ones");
+}
+
+int main(void) {
+    one_case(false);
+    one_case(true);
+    refuses_discrete();
+    return test_report("test_td3");
+}
