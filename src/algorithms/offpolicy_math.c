@@ -1,5 +1,7 @@
 /* offpolicy_math.c: the per-sample arithmetic of offpolicy_math.h, in the order and
  * precision its comments state, so a sample's result depends on its inputs alone. */
+#include <string.h>
+
 #include "algorithms/offpolicy_math.h"
 #include "algorithms/sac_math.h"
 #include "base/cmath.h"
@@ -16,6 +18,13 @@ void offpolicy_polyak_update(float *target, const float *param, size_t n, float 
         float p = tau * param[i];
         target[i] = t + p;
     }
+}
+
+void offpolicy_target_update(float *target, const float *param, size_t n, float tau) {
+    if (tau == 1.0f)
+        memcpy(target, param, n * sizeof(float));
+    else
+        offpolicy_polyak_update(target, param, n, tau);
 }
 
 float offpolicy_mse_loss(float q, float target, float scale, float *dq) {

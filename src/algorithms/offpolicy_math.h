@@ -25,6 +25,10 @@ void offpolicy_polyak_update(float *target,      /* (n) */
                              const float *param, /* (n) */
                              size_t n, float tau);
 
+/* A target network's update: a copy where tau is 1 (a hard update, DQN's), else
+ * offpolicy_polyak_update. */
+void offpolicy_target_update(float *target, const float *param, size_t n, float tau);
+
 /* The TD losses of one prediction q against its target y, d = q - y (returned unscaled:
  * sum and divide for a mean), and *dq = scale * d(loss)/dq:
  *   squared (PyTorch's mse_loss, CleanRL's): d^2,             dq = scale * 2 d
