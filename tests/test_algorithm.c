@@ -56,7 +56,7 @@ static void test_errors_name_the_registry(void) {
              "t.gin:1: unknown reference '@Zzzzzzzzzzzz' for 'TrainerConfig.algorithm_ctor' "
              "(known: %s)", known);
     CHECK_STR_EQ(err.msg, want);
-    CHECK_STR_EQ(known, "@PPOAlgorithm, @SacAlgorithm, @Td3Algorithm, @DqnAlgorithm");
+    CHECK_STR_EQ(known, "@PPOAlgorithm, @SacAlgorithm, @Td3Algorithm, @DqnAlgorithm, @DdpgAlgorithm");
     /* a near miss names the entry it is near */
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.algorithm_ctor=@SacAlgoritm", &err),
                  CALF_EINVAL);
@@ -172,6 +172,11 @@ static void test_own_rows_by_name(void) {
         {"DqnAlgorithm.end_epsilon", CFG_DQN_END_EPSILON},
         {"DqnAlgorithm.exploration_fraction", CFG_DQN_EXPLORATION_FRACTION},
         {"DqnAlgorithm.td_loss", CFG_DQN_TD_LOSS},
+        {"DdpgAlgorithm.target_update_tau", CFG_DDPG_TAU},
+        {"DdpgAlgorithm.target_update_period", CFG_DDPG_TARGET_PERIOD},
+        {"DdpgAlgorithm.exploration_noise", CFG_DDPG_NOISE},
+        {"DdpgAlgorithm.ou_stddev", CFG_DDPG_OU_STDDEV},
+        {"DdpgAlgorithm.ou_damping", CFG_DDPG_OU_DAMPING},
     };
     size_t n = sizeof own / sizeof own[0];
     CHECK_INT_EQ(calf_binding_count(), CALF_CFG_NUM_BINDINGS + (int)n);

@@ -98,10 +98,11 @@ float offpolicy_max_q(int n, const float *q, int *arg) {
     return q[best];
 }
 
-void offpolicy_ou_step(int A, float *x, const float *n, float theta, float sigma) {
+void offpolicy_ou_step(int A, float *x, const float *n, float damping, float stddev) {
+    const float keep = 1.0f - damping;
     for (int i = 0; i < A; i++) {
-        float pull = theta * (0.0f - x[i]);
-        float kick = sigma * n[i];
-        x[i] = (x[i] + pull) + kick;
+        float held = keep * x[i];
+        float kick = stddev * n[i];
+        x[i] = held + kick;
     }
 }

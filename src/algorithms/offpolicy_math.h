@@ -71,10 +71,11 @@ double offpolicy_linear_epsilon(double start, double end, int64_t duration, int6
 float offpolicy_max_q(int n, const float *q /* (n) */, int *arg);
 
 /* ---- DDPG ----
- * One step of Ornstein-Uhlenbeck noise per dim (ALF's OUProcess, dt 1):
- *   x_i = x_i + theta (0 - x_i) + sigma n_i
- * n standard normals. In float, as ALF's torch does: (theta * (0 - x)) rounded, added,
- * then sigma * n rounded and added. */
-void offpolicy_ou_step(int A, float *x, /* (A) in/out */ const float *n, float theta, float sigma);
+ * One step of Ornstein-Uhlenbeck noise per dim (ALF's OUProcess, after tf_agents'):
+ *   x_i = (1 - damping) x_i + stddev n_i
+ * n standard normals. In float: (1 - damping) rounded once, the two products each
+ * rounded, then added. */
+void offpolicy_ou_step(int A, float *x, /* (A) in/out */ const float *n, float damping,
+                       float stddev);
 
 #endif

@@ -23,7 +23,8 @@
     A(PPOAlgorithm, ppo_algorithm_ops, PPO_BINDINGS, 1) \
     A(SacAlgorithm, sac_algorithm_ops, SAC_BINDINGS, 1) \
     A(Td3Algorithm, td3_algorithm_ops, TD3_BINDINGS, 0) \
-    A(DqnAlgorithm, dqn_algorithm_ops, DQN_BINDINGS, 0)
+    A(DqnAlgorithm, dqn_algorithm_ops, DQN_BINDINGS, 0) \
+    A(DdpgAlgorithm, ddpg_algorithm_ops, DDPG_BINDINGS, 0)
 
 /* An algorithm's own rows: the columns of CALF_BINDINGS (include/calf/config.h). Each ID
  * makes the internal id CFG_<ID>, numbered after the public rows; the public API reaches
@@ -99,6 +100,22 @@
       "epsilon decays linearly over this fraction of the run's env steps")                       \
     X(DQN_TD_LOSS, "DqnAlgorithm.td_loss", CALF_CFG_STRING, "'mse'", 0, 0, 0, "mse|huber", 0,      \
       CALF_NO_FALLBACK, "the TD loss: squared error (CleanRL's) or Huber (smooth L1, delta 1)")
+
+/* DDPG's own settings, ALF's DdpgAlgorithm names and defaults (its networks, learning
+ * rates and gamma are the rows TD3 reads). */
+#define DDPG_BINDINGS(X)                                                                         \
+    X(DDPG_TAU, "DdpgAlgorithm.target_update_tau", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,      \
+      CALF_NO_FALLBACK, "soft update of the target actor and critic: target += tau * (online - target)") \
+    X(DDPG_TARGET_PERIOD, "DdpgAlgorithm.target_update_period", CALF_CFG_INT, "1", 1, 1e9, 0,     \
+      NULL, 0, CALF_NO_FALLBACK, "update the targets every this many training steps")            \
+    X(DDPG_NOISE, "DdpgAlgorithm.exploration_noise", CALF_CFG_STRING, "'ou'", 0, 0, 0,            \
+      "ou|gaussian", 0, CALF_NO_FALLBACK,                                                        \
+      "exploration: Ornstein-Uhlenbeck noise (ALF's) or independent Gaussian noise")             \
+    X(DDPG_OU_STDDEV, "DdpgAlgorithm.ou_stddev", CALF_CFG_FLOAT, "0.2", 0, 1e6, 0, NULL, 0,       \
+      CALF_NO_FALLBACK,                                                                          \
+      "std of the exploration noise's kick (Gaussian: of the noise), a fraction of the action range's half") \
+    X(DDPG_OU_DAMPING, "DdpgAlgorithm.ou_damping", CALF_CFG_FLOAT, "0.15", 0, 1, 0, NULL, 0,      \
+      CALF_NO_FALLBACK, "Ornstein-Uhlenbeck noise: x = (1 - damping) x + stddev * normal")
 
 /* CFG_<ID> for every algorithm's rows, in ALGORITHMS order, after the public rows. */
 #define ALGORITHM_BINDING_ID_(id, ...) CFG_##id,

@@ -1,20 +1,23 @@
-/* test_td3.c: TD3's first four updates, driven through the algorithm interface as the
- * trainer drives them (act, observe, train), checked against what an update must do, with
- * the networks recomputed here in double. Adam's first moment after a step, 0.9 m_before
- * + 0.1 g, gives the gradient g each step used:
- * - every update, the critics' gradient equals central differences of
- *   mean_j [(Q1(s_j, a_j) - y_j)^2 + (Q2(s_j, a_j) - y_j)^2], y_j = r_j for a terminated
- *   transition, else r_j + gamma min(Q1', Q2')(s'_j, a'_j) of the TARGET critics, a'_j the
- *   TARGET actor's action at s'_j plus clip(eps_j policy_noise, +-noise_clip) * scale,
- *   clipped to the bounds (eps_j the sample's CALF_RNG_NOISE stream);
- * - after updates 2 and 4 only (policy_delay 2), the actor's gradient equals central
- *   differences of mean_j -Q1(s_j, pi(s_j)) through the just-stepped critics, and both
- *   targets move tau of the way (in float); after updates 1 and 3 neither moves.
- * Update 2 is the first where the critic targets differ from the critics, update 4 the
- * first where the actor's target differs from the actor. Each check counts its misses,
- * and the test also plants the mistakes an implementation could make in the reference
- * (targets from the online networks, the delay off by one) to show that the same check
- * then misses: it could catch them. */
+/* test_dpg.c: TD3's and DDPG's first four updates (src/algorithms/dpg.c), driven through
+ * the algorithm interface as the trainer drives them (act, observe, train), checked
+ * against what an update must do, with the networks recomputed here in double. Adam's
+ * first moment after a step, 0.9 m_before + 0.1 g, gives the gradient g each step used:
+ * - every update, the critics' gradient equals central differences of the mean over the
+ *   update's samples of (Q1(s_j, a_j) - y_j)^2 (+ (Q2(s_j, a_j) - y_j)^2 for TD3), y_j =
+ *   r_j for a terminated transition, else r_j + gamma Q'(s'_j, a'_j) of the TARGET critics
+ *   (TD3: the min of both), a'_j the TARGET actor's action at s'_j (TD3: plus
+ *   clip(eps_j policy_noise, +-noise_clip) * scale, clipped to the bounds, eps_j the
+ *   sample's CALF_RNG_NOISE stream);
+ * - TD3 (policy_delay 2): after updates 2 and 4 only, the actor's gradient equals central
+ *   differences of mean_j -Q1(s_j, pi(s_j)) through the just-stepped critics and both
+ *   targets move tau of the way (in float); after updates 1 and 3 neither moves. DDPG
+ *   (target_update_period 2): the actor steps every update, the targets after 2 and 4.
+ * - DDPG's Ornstein-Uhlenbeck exploration: each env's noise follows its own process from
+ *   its own stream, and the process's state survives a checkpoint.
+ * Each check counts its misses, and the test also plants the mistakes an implementation
+ * could make in the reference (targets from the online networks, the delay or period off
+ * by one, OU noise that forgets its state) to show that the same check then misses: it
+ * could catch them. */
 #include <stdint.h>
 
 #include "training/algorithm.h"
@@ -29,7 +32,16 @@ static const double LR = 3e-2, TAU = 0.25, GAMMA = 0.9, POLICY_NOISE = 0.6, NOIS
 static const uint64_t SEED = 11;
 
 /* The reference's planted mistakes (NONE: the reference as the algorithm must be). */
-typedef enum { NONE, TARGET_FROM_ONLINE, DELAY_OFF_BY_ONE } mistake;
+typedef enum { NONE, TARGET_FROM_ONLINE, DELAY_OFF_BY_ONE, OU_FORGETS } mistake;
+
+/* Which algorithm, and its checkpoint tags. */
+typedef struct flavor {
+    const char *name;
+    const char *tags[5];
+    bool td3;
+} flavor;
+static const flavor TD3 = {"Td3Algorithm", {"TD3U", "TD3A", "TD3B", "TD3Q", "TD3T"}, true};
+static const flavor DDPG = {"DdpgAlgorithm", {"DDPU", "DDPA", "DDPB", "DDPQ", "DDPT"}, false};
 
 /* The four groups as the checkpoint section holds them, and the trained ones' first
  * moments (after a step: 0.9 m_before + 0.1 gradient). */
@@ -50,7 +62,7 @@ static void read_group(ckpt_reader *r, const char *tag, float *p, size_t n, bool
     free(skip);
 }
 
-static void read_groups(const algorithm_ops *ops, const algorithm *a, groups *g) {
+static void read_groups(const flavor *fl, const algorithm_ops *ops, const algorithm *a, groups *g) {
     ckpt_buf b;
     ckpt_buf_init(&b);
     ops->save(a, &b);
@@ -58,12 +70,12 @@ static void read_groups(const algorithm_ops *ops, const algorithm *a, groups *g)
     ckpt_reader r;
     ckpt_reader_init(&r, b.data, b.len, "td3", &err);
     int64_t updates;
-    ckpt_get_tag(&r, "TD3U");
+    ckpt_get_tag(&r, fl->tags[0]);
     ckpt_get_i64(&r, &updates);
-    read_group(&r, "TD3A", g->actor, g->na, true, g->actor_m);
-    read_group(&r, "TD3B", g->actor_t, g->na, false, NULL);
-    read_group(&r, "TD3Q", g->critic, g->nc, true, g->critic_m);
-    read_group(&r, "TD3T", g->critic_t, g->nc, false, NULL);
+    read_group(&r, fl->tags[1], g->actor, g->na, true, g->actor_m);
+    read_group(&r, fl->tags[2], g->actor_t, g->na, false, NULL);
+    read_group(&r, fl->tags[3], g->critic, g->nc, true, g->critic_m);
+    read_group(&r, fl->tags[4], g->critic_t, g->nc, false, NULL);
     CHECK_INT_EQ(r.status, CALF_OK);
     ckpt_buf_free(&b);
 }
@@ -97,6 +109,7 @@ static void transition(int e, int t, bool terminated, float *obs, float *u, floa
 }
 
 typedef struct nets {
+    const flavor *fl;
     nn_mlp actor, q1, q2;
     double lo, hi; /* Pendulum's bounds, -2 and 2 */
 } nets;
@@ -149,10 +162,14 @@ static void make_batch(const nets *n, const transitions *tr, int it, const group
         calf_rng rng;
         calf_rng_seed(&rng, SEED, replay_stream_index(it, 0) * 0x9E3779B97F4A7C15ULL + (uint64_t)j,
                       CALF_RNG_NOISE);
-        double eps = (float)calf_rng_normal(&rng);
-        double noise = clampd(eps * POLICY_NOISE, -NOISE_CLIP, NOISE_CLIP) * scale;
-        double a = clampd(action_at(n, actor, next) + noise, n->lo, n->hi);
-        double q1 = q_at(&n->q1, critic, next, a), q2 = q_at(&n->q2, critic, next, a);
+        double a = action_at(n, actor, next);
+        if (n->fl->td3) {
+            double eps = (float)calf_rng_normal(&rng);
+            double noise = clampd(eps * POLICY_NOISE, -NOISE_CLIP, NOISE_CLIP) * scale;
+            a = clampd(a + noise, n->lo, n->hi);
+        }
+        double q1 = q_at(&n->q1, critic, next, a);
+        double q2 = n->fl->td3 ? q_at(&n->q2, critic, next, a) : q1;
         out->y[j] = tr->r[e][t] + GAMMA * (q1 < q2 ? q1 : q2);
     }
 }
@@ -161,7 +178,7 @@ static double critic_loss(const nets *n, const float *critic, const batch *bt) {
     double loss = 0;
     for (int j = 0; j < B; j++) {
         double a = q_at(&n->q1, critic, bt->obs[j], bt->u[j]) - bt->y[j];
-        double b = q_at(&n->q2, critic, bt->obs[j], bt->u[j]) - bt->y[j];
+        double b = n->fl->td3 ? q_at(&n->q2, critic, bt->obs[j], bt->u[j]) - bt->y[j] : 0.0;
         loss += a * a + b * b;
     }
     return loss / B;
@@ -227,31 +244,42 @@ static int update_misses(const nets *n, const transitions *tr, int it, int k, co
     misses += gradient_misses(n, critic_loss_fn, b->critic, b->nc, NULL, &bt, b->critic_m,
                               f->critic_m, &checked);
     if (checked < 32) misses++; /* enough parameters to mean something */
-    bool actor_due = (planted == DELAY_OFF_BY_ONE ? k + 1 : k) % 2 == 0;
+    /* TD3: the actor and the targets every 2nd update; DDPG: the actor every update, the
+     * targets every 2nd */
+    bool second = (planted == DELAY_OFF_BY_ONE ? k + 1 : k) % 2 == 0;
+    bool actor_due = n->fl->td3 ? second : true;
     if (actor_due) {
         checked = 0;
         misses += gradient_misses(n, actor_loss_fn, b->actor, b->na, f->critic, &bt, b->actor_m,
                                   f->actor_m, &checked);
         if (checked < 8) misses++;
+    } else {
+        misses += memcmp(b->actor, f->actor, b->na * sizeof(float)) != 0;
+    }
+    if (second) {
         misses += polyak_misses(b->actor_t, f->actor, f->actor_t, b->na);
         misses += polyak_misses(b->critic_t, f->critic, f->critic_t, b->nc);
     } else {
-        misses += memcmp(b->actor, f->actor, b->na * sizeof(float)) != 0;
         misses += memcmp(b->actor_t, f->actor_t, b->na * sizeof(float)) != 0;
         misses += memcmp(b->critic_t, f->critic_t, b->nc * sizeof(float)) != 0;
     }
     return misses;
 }
 
-static void one_case(bool terminated) {
+static void one_case(const flavor *fl, bool terminated) {
     const calf_env_class *cls = calf_env_find("Pendulum-v1");
     CHECK(cls != NULL);
     if (!cls) return;
     calf_config cfg;
     calf_config_init(&cfg);
-    char text[1024];
+    char own[128], text[1024];
+    if (fl->td3)
+        snprintf(own, sizeof own, "Td3Algorithm.policy_noise = %g\nTd3Algorithm.noise_clip = %g",
+                 POLICY_NOISE, NOISE_CLIP);
+    else
+        snprintf(own, sizeof own, "DdpgAlgorithm.target_update_period = 2");
     snprintf(text, sizeof text,
-             "TrainerConfig.algorithm_ctor = @Td3Algorithm\n"
+             "TrainerConfig.algorithm_ctor = @%s\n"
              "create_environment.env_name = 'Pendulum-v1'\n"
              "create_environment.num_parallel_environments = %d\n"
              "TrainerConfig.unroll_length = 1\n"
@@ -263,16 +291,16 @@ static void one_case(bool terminated) {
              "critic/CriticNetwork.joint_fc_layer_params = (%d, %d)\n"
              "actor/Adam.lr = %g\ncritic/Adam.lr = %g\n"
              "Adam.eps = 1e-8\n"
-             "Td3Algorithm.target_update_tau = %g\n"
-             "Td3Algorithm.policy_noise = %g\n"
-             "Td3Algorithm.noise_clip = %g\n"
+             "%s.target_update_tau = %g\n"
+             "%s\n"
              "OneStepTDLoss.gamma = %g\n",
-             E, B, E * (STEPS - UPDATES + 1), H, H, H, H, LR, LR, TAU, POLICY_NOISE, NOISE_CLIP, GAMMA);
+             fl->name, E, B, E * (STEPS - UPDATES + 1), H, H, H, H, LR, LR, fl->name, TAU,
+             own, GAMMA);
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(&cfg, text, "test", &err), CALF_OK);
     comm *c = NULL;
     CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
-    const algorithm_ops *ops = algorithm_find("Td3Algorithm");
+    const algorithm_ops *ops = algorithm_find(fl->name);
     CHECK(ops != NULL);
     if (!ops) return;
     CHECK_INT_EQ(ops->check(&cfg, &cls->spec, &err), CALF_OK);
@@ -282,14 +310,14 @@ static void one_case(bool terminated) {
     CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK);
     if (!a) return;
 
-    nets n = {.lo = cls->spec.action_low[0], .hi = cls->spec.action_high[0]};
+    nets n = {.fl = fl, .lo = cls->spec.action_low[0], .hi = cls->spec.action_high[0]};
     int hidden[2] = {H, H};
     size_t cur = 0;
     nn_mlp_layout(&n.actor, OD, hidden, 2, A, NN_ACT_RELU, &cur);
     size_t na = cur;
     cur = 0;
     nn_mlp_layout(&n.q1, OD + A, hidden, 2, 1, NN_ACT_RELU, &cur);
-    nn_mlp_layout(&n.q2, OD + A, hidden, 2, 1, NN_ACT_RELU, &cur);
+    if (fl->td3) nn_mlp_layout(&n.q2, OD + A, hidden, 2, 1, NN_ACT_RELU, &cur);
     size_t nc = cur;
     groups snap[UPDATES + 1];
     for (int k = 0; k <= UPDATES; k++)
@@ -316,14 +344,16 @@ static void one_case(bool terminated) {
         algo_step st = {.s = 0, .obs = o, .act = act, .u = act_u, .reward = rew,
                         .terminated = te, .truncated = trunc, .final_obs = nx, .next_obs = nx};
         ops->observe(a, &st);
-        if (t == first) read_groups(ops, a, &snap[0]);
+        if (t == first) read_groups(fl, ops, a, &snap[0]);
         CHECK_INT_EQ(ops->train(a, t, &err), CALF_OK);
-        if (t >= first) read_groups(ops, a, &snap[t - first + 1]);
+        if (t >= first) read_groups(fl, ops, a, &snap[t - first + 1]);
     }
     for (int k = 1; k <= UPDATES; k++) {
         int it = first + k - 1;
         int misses = update_misses(&n, &tr, it, k, &snap[k - 1], &snap[k], NONE);
-        if (misses) fprintf(stderr, "terminated=%d, update %d: %d misses\n", terminated, k, misses);
+        if (misses)
+            fprintf(stderr, "%s, terminated=%d, update %d: %d misses\n", fl->name, terminated, k,
+                    misses);
         CHECK_INT_EQ(misses, 0);
     }
     /* the planted mistakes: the same checks against a wrong reference miss, so an
@@ -343,6 +373,71 @@ static void one_case(bool terminated) {
     }
     ops->destroy(a);
     comm_finalize(c);
+}
+
+/* DDPG's exploration over 10 steps of 2 envs from the start (no uniform collection),
+ * cut by a checkpoint after 5: each env's action is clamp(greedy + 2 x, -2, 2), x its
+ * OU state, x = (1 - 0.15) x + 0.2 n with n from its own action stream. Returns the
+ * actions that differ from the reference's. */
+static int ou_misses(mistake planted) {
+    const calf_env_class *cls = calf_env_find("Pendulum-v1");
+    calf_config cfg;
+    calf_config_init(&cfg);
+    calf_error err;
+    CHECK_INT_EQ(calf_config_parse_string(&cfg,
+                                          "TrainerConfig.algorithm_ctor = @DdpgAlgorithm\n"
+                                          "create_environment.env_name = 'Pendulum-v1'\n"
+                                          "create_environment.num_parallel_environments = 2\n"
+                                          "actor/ActorDistributionNetwork.fc_layer_params = (8,)\n"
+                                          "critic/CriticNetwork.joint_fc_layer_params = (8,)\n",
+                                          "t.gin", &err), CALF_OK);
+    const algorithm_ops *ops = algorithm_find("DdpgAlgorithm");
+    comm *c = NULL;
+    CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
+    algo_setup s = {.cfg = &cfg, .spec = &cls->spec, .c = c, .E = E, .begin = 0, .count = E,
+                    .T = 1, .seed = SEED};
+    algorithm *a = NULL;
+    CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK);
+    if (!a) return -1;
+    calf_rng rng[E];
+    float x[E] = {0};
+    for (int e = 0; e < E; e++) calf_rng_seed(&rng[e], SEED, (uint64_t)e, CALF_RNG_ACTION);
+    int misses = 0;
+    for (int t = 0; t < 10; t++) {
+        if (t == 5) { /* a checkpoint: the main section and the env records, into a new one */
+            ckpt_buf b;
+            ckpt_buf_init(&b);
+            ops->save(a, &b);
+            size_t rs = ops->env_record_size(a);
+            unsigned char *rec = malloc(rs * E);
+            for (int e = 0; e < E; e++) ops->save_env(a, e, rec + rs * e);
+            ops->destroy(a);
+            a = NULL;
+            CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK);
+            ckpt_reader r;
+            ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
+            CHECK_INT_EQ(ops->load(a, &r, 0, &err), CALF_OK);
+            for (int e = 0; e < E; e++) CHECK_INT_EQ(ops->load_env(a, e, rec + rs * e, "t.ckpt", &err), CALF_OK);
+            free(rec);
+            ckpt_buf_free(&b);
+        }
+        float o[E * OD], u[E], best[E];
+        int act[E];
+        for (int i = 0; i < E * OD; i++) o[i] = (float)sin(0.4 * t + 1.1 * i);
+        ops->act(a, t, 0, o, act, u);
+        ops->greedy(a, o, E, act, best);
+        for (int e = 0; e < E; e++) {
+            float n = (float)calf_rng_normal(&rng[e]);
+            float keep = 1.0f - 0.15f;
+            x[e] = (planted == OU_FORGETS ? 0.0f : keep * x[e]) + 0.2f * n;
+            float noise = (float)((double)x[e] * 2.0);
+            float want = (float)clampd((double)best[e] + (double)noise, -2.0, 2.0);
+            misses += memcmp(&want, &u[e], sizeof want) != 0;
+        }
+    }
+    ops->destroy(a);
+    comm_finalize(c);
+    return misses;
 }
 
 /* A discrete env is refused before anything is built, naming where the algorithm was
@@ -365,8 +460,12 @@ static void refuses_discrete(void) {
 }
 
 int main(void) {
-    one_case(false);
-    one_case(true);
+    one_case(&TD3, false);
+    one_case(&TD3, true);
+    one_case(&DDPG, false);
+    one_case(&DDPG, true);
+    CHECK_INT_EQ(ou_misses(NONE), 0);
+    CHECK(ou_misses(OU_FORGETS) > 0);
     refuses_discrete();
-    return test_report("test_td3");
+    return test_report("test_dpg");
 }

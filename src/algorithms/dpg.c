@@ -1,8 +1,12 @@
-/* td3.c: TD3 (Fujimoto et al. 2018, as CleanRL's td3_continuous_action): a deterministic
- * tanh actor, twin critics trained towards r + gamma min(Q1', Q2')(s', a') with target
- * policy smoothing, the actor and the Polyak-averaged targets updated every policy_delay
- * critic updates, Gaussian exploration from per-env streams. The replay, sampling,
- * per-env partials and work sharing are the off-policy core's (offpolicy.h). */
+/* dpg.c: the deterministic policy gradient algorithms, a tanh actor and Q critics on the
+ * off-policy core (offpolicy.h; the replay, sampling, per-env partials and work sharing
+ * are its). DDPG (ALF's DdpgAlgorithm): one critic towards r + gamma Q'(s', mu'(s')),
+ * Polyak targets every target_update_period updates, Ornstein-Uhlenbeck (each env's
+ * state in its checkpoint record) or Gaussian exploration. TD3 (Fujimoto et al. 2018, as
+ * CleanRL's td3_continuous_action) is DDPG with its three changes: twin critics and the
+ * min of their targets, target policy smoothing, and the actor and targets updated every
+ * policy_delay critic updates. Exploration draws come from the per-env action streams. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +15,7 @@
 #include "training/algorithm.h"
 #include "algorithms/offpolicy.h"
 #include "algorithms/offpolicy_math.h"
+#include "base/bytes.h"
 #include "base/mem.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
@@ -19,10 +24,26 @@
 enum { TS_SAMPLES, TS_CRITIC, TS_Q, TS_ACTOR_SAMPLES, TS_ACTOR, NUM_TD3_STATS };
 enum { TREE_CRITIC, TREE_ACTOR };
 
-typedef struct td3 {
+/* What tells the two apart. */
+typedef struct flavor {
+    const char *name;          /* the registry's */
+    const char *tags[5];       /* checkpoint: counter, actor, actor target, critics, targets */
+    bool td3;                  /* twin critics, target smoothing, policy delay */
+} flavor;
+static const flavor TD3 = {"Td3Algorithm", {"TD3U", "TD3A", "TD3B", "TD3Q", "TD3T"}, true};
+static const flavor DDPG = {"DdpgAlgorithm", {"DDPU", "DDPA", "DDPB", "DDPQ", "DDPT"}, false};
+
+typedef struct dpg {
     offpolicy o;
-    float gamma, tau, policy_noise, noise_clip, expl_noise;
-    int policy_delay;
+    const flavor *f;
+    float gamma, tau, policy_noise, noise_clip;
+    float noise_std;          /* exploration: Gaussian std or the OU kick's, of the range's half */
+    bool ou;                  /* Ornstein-Uhlenbeck exploration (DDPG's default) */
+    float ou_damping;
+    int policy_delay;         /* TD3: actor and targets every this many critic updates */
+    int target_period;        /* DDPG: the targets every this many updates */
+    int ncritics;             /* 2 for TD3, 1 for DDPG */
+    float *ou_x;              /* (count, A) each env's OU state */
     nn_mlp actor, q1, q2;
     /* the actor and its target; q1 and q2 in the critic group, whose layout the critic
      * target copies */
@@ -41,34 +62,57 @@ typedef struct td3 {
     nn_cache target_actor_cache, ta_cache, tb_cache; /* the targets' (their own transposes) */
     float *sum;               /* (actor n) */
     int64_t iteration;
-} td3;
+} dpg;
 
-static int td3_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+static int dpg_check(const flavor *f, const calf_config *cfg, const calf_env_spec *spec,
+                     calf_error *err) {
     if (spec->action_dim == 0) {
         const char *env_at = cfg->origin[CALF_CFG_ENV_NAME];
         return calf_error_set(err, CALF_EINVAL,
-                              "%s: Td3Algorithm needs continuous actions; %s (create_environment."
+                              "%s: %s needs continuous actions; %s (create_environment."
                               "env_name%s%s) has %d discrete ones",
-                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), spec->name,
+                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), f->name, spec->name,
                               env_at[0] ? ", set at " : ", its default", env_at, spec->num_actions);
     }
-    return offpolicy_check(cfg, "Td3Algorithm", err);
+    return offpolicy_check(cfg, f->name, err);
 }
 
-static void td3_destroy(algorithm *a);
+static int td3_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+    return dpg_check(&TD3, cfg, spec, err);
+}
 
-static int td3_init(td3 *t, const algo_setup *s, calf_error *err) {
+static int ddpg_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+    return dpg_check(&DDPG, cfg, spec, err);
+}
+
+static void dpg_destroy(algorithm *a);
+
+static int dpg_init(dpg *t, const algo_setup *s, const flavor *f, calf_error *err) {
     const calf_config *cfg = s->cfg;
     offpolicy *o = &t->o;
-    CALF_ASSERT(s->spec->action_dim > 0); /* td3_check refuses discrete envs */
-    int rc = offpolicy_init(o, s, NUM_TD3_STATS, s->spec->action_dim, err);
+    CALF_ASSERT(s->spec->action_dim > 0); /* dpg_check refuses discrete envs */
+    t->f = f;
+    /* TD3's samples draw their target smoothing noise */
+    int rc = offpolicy_init(o, s, NUM_TD3_STATS, f->td3 ? s->spec->action_dim : 0, err);
     if (rc) return rc;
     t->gamma = (float)calf_config_float(cfg, CALF_CFG_TD_GAMMA);
-    t->tau = (float)calf_config_float(cfg, CFG_TD3_TAU);
-    t->policy_delay = (int)calf_config_int(cfg, CFG_TD3_POLICY_DELAY);
-    t->policy_noise = (float)calf_config_float(cfg, CFG_TD3_POLICY_NOISE);
-    t->noise_clip = (float)calf_config_float(cfg, CFG_TD3_NOISE_CLIP);
-    t->expl_noise = (float)calf_config_float(cfg, CFG_TD3_EXPLORATION_NOISE);
+    if (f->td3) {
+        t->tau = (float)calf_config_float(cfg, CFG_TD3_TAU);
+        t->policy_delay = (int)calf_config_int(cfg, CFG_TD3_POLICY_DELAY);
+        t->target_period = 1;
+        t->policy_noise = (float)calf_config_float(cfg, CFG_TD3_POLICY_NOISE);
+        t->noise_clip = (float)calf_config_float(cfg, CFG_TD3_NOISE_CLIP);
+        t->noise_std = (float)calf_config_float(cfg, CFG_TD3_EXPLORATION_NOISE);
+        t->ncritics = 2;
+    } else {
+        t->tau = (float)calf_config_float(cfg, CFG_DDPG_TAU);
+        t->policy_delay = 1;
+        t->target_period = (int)calf_config_int(cfg, CFG_DDPG_TARGET_PERIOD);
+        t->noise_std = (float)calf_config_float(cfg, CFG_DDPG_OU_STDDEV);
+        t->ou = strcmp(calf_config_string(cfg, CFG_DDPG_NOISE), "ou") == 0;
+        t->ou_damping = (float)calf_config_float(cfg, CFG_DDPG_OU_DAMPING);
+        t->ncritics = 1;
+    }
 
     int ah[CALF_CFG_MAX_TUPLE], ch[CALF_CFG_MAX_TUPLE];
     int na = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_ACTOR_LAYERS, ah);
@@ -81,22 +125,22 @@ static int td3_init(td3 *t, const algo_setup *s, calf_error *err) {
                   &cursor);
     adam_conf actor_opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_ACTOR_LR));
     adam_conf critic_opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_CRITIC_LR));
-    if ((rc = param_group_init(&t->actor_g, "TD3A", cursor, true, actor_opt, err)) ||
-        (rc = param_group_init(&t->actor_target_g, "TD3B", cursor, false, actor_opt, err)))
+    if ((rc = param_group_init(&t->actor_g, f->tags[1], cursor, true, actor_opt, err)) ||
+        (rc = param_group_init(&t->actor_target_g, f->tags[2], cursor, false, actor_opt, err)))
         return rc;
     cursor = 0;
     nn_activation cact = offpolicy_activation(calf_config_string(cfg, CALF_CFG_SAC_CRITIC_ACTIVATION));
     nn_mlp_layout(&t->q1, od + A, ch, nc, 1, cact, &cursor);
-    nn_mlp_layout(&t->q2, od + A, ch, nc, 1, cact, &cursor);
-    if ((rc = param_group_init(&t->critic_g, "TD3Q", cursor, true, critic_opt, err)) ||
-        (rc = param_group_init(&t->critic_target_g, "TD3T", cursor, false, critic_opt, err)))
+    if (t->ncritics == 2) nn_mlp_layout(&t->q2, od + A, ch, nc, 1, cact, &cursor);
+    if ((rc = param_group_init(&t->critic_g, f->tags[3], cursor, true, critic_opt, err)) ||
+        (rc = param_group_init(&t->critic_target_g, f->tags[4], cursor, false, critic_opt, err)))
         return rc;
-    /* init from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1, q2 */
+    /* init from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1 (and q2) */
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
     offpolicy_fan_in_init(&t->actor, t->actor_g.params, &rng);
     offpolicy_fan_in_init(&t->q1, t->critic_g.params, &rng);
-    offpolicy_fan_in_init(&t->q2, t->critic_g.params, &rng);
+    if (t->ncritics == 2) offpolicy_fan_in_init(&t->q2, t->critic_g.params, &rng);
     memcpy(t->actor_target_g.params, t->actor_g.params, t->actor_g.n * sizeof(float));
     memcpy(t->critic_target_g.params, t->critic_g.params, t->critic_g.n * sizeof(float));
     t->actor_ver = t->critic_ver = t->target_ver = 1;
@@ -104,10 +148,11 @@ static int td3_init(td3 *t, const algo_setup *s, calf_error *err) {
     int rows = o->rows;
     if ((rc = nn_cache_init(&t->actor_cache, &t->actor, rows, err)) ||
         (rc = nn_cache_init(&t->qa_cache, &t->q1, rows, err)) ||
-        (rc = nn_cache_init(&t->qb_cache, &t->q2, rows, err)) ||
         (rc = nn_cache_init(&t->target_actor_cache, &t->actor, rows, err)) ||
-        (rc = nn_cache_init(&t->ta_cache, &t->q1, rows, err)) ||
-        (rc = nn_cache_init(&t->tb_cache, &t->q2, rows, err)))
+        (rc = nn_cache_init(&t->ta_cache, &t->q1, rows, err)))
+        return rc;
+    if (t->ncritics == 2 && ((rc = nn_cache_init(&t->qb_cache, &t->q2, rows, err)) ||
+                             (rc = nn_cache_init(&t->tb_cache, &t->q2, rows, err))))
         return rc;
     size_t R = (size_t)rows, qi = (size_t)(od + A), a = (size_t)A;
     struct {
@@ -121,28 +166,38 @@ static int td3_init(td3 *t, const algo_setup *s, calf_error *err) {
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (!(*bufs[k].p = mem_calloc(bufs[k].n, sizeof(float), err))) return CALF_ENOMEM;
     if (o->count == 0) return CALF_OK; /* acting only */
-    if (!(t->sum = mem_calloc(t->actor_g.n, sizeof(float), err))) return CALF_ENOMEM;
+    if (!(t->sum = mem_calloc(t->actor_g.n, sizeof(float), err)) ||
+        !(t->ou_x = mem_calloc(a * (size_t)o->count, sizeof(float), err)))
+        return CALF_ENOMEM;
     if ((rc = offpolicy_add_tree(o, t->critic_g.n, err)) ||
         (rc = offpolicy_add_tree(o, t->actor_g.n, err)))
         return rc;
     return CALF_OK;
 }
 
-static int td3_create(const algo_setup *s, algorithm **out, calf_error *err) {
-    td3 *t = mem_calloc(1, sizeof *t, err);
+static int dpg_create(const flavor *f, const algo_setup *s, algorithm **out, calf_error *err) {
+    dpg *t = mem_calloc(1, sizeof *t, err);
     *out = (algorithm *)t;
     if (!t) return CALF_ENOMEM;
-    int rc = td3_init(t, s, err);
+    int rc = dpg_init(t, s, f, err);
     if (rc) {
-        td3_destroy((algorithm *)t);
+        dpg_destroy((algorithm *)t);
         t = NULL;
     }
     *out = (algorithm *)t;
     return rc;
 }
 
-static void td3_destroy(algorithm *a) {
-    td3 *t = (td3 *)a;
+static int td3_create(const algo_setup *s, algorithm **out, calf_error *err) {
+    return dpg_create(&TD3, s, out, err);
+}
+
+static int ddpg_create(const algo_setup *s, algorithm **out, calf_error *err) {
+    return dpg_create(&DDPG, s, out, err);
+}
+
+static void dpg_destroy(algorithm *a) {
+    dpg *t = (dpg *)a;
     if (!t) return;
     offpolicy_free(&t->o);
     param_group_free(&t->actor_g);
@@ -156,18 +211,18 @@ static void td3_destroy(algorithm *a) {
     nn_cache_free(&t->ta_cache);
     nn_cache_free(&t->tb_cache);
     void *bufs[] = {t->x, t->anew, t->qin, t->qa, t->qb, t->y, t->dqa, t->dqb,
-                    t->dxa, t->dx, t->row_a, t->sum};
+                    t->dxa, t->dx, t->row_a, t->sum, t->ou_x};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }
 
-static int td3_start(algorithm *a, calf_error *err) { return offpolicy_start(&((td3 *)a)->o, err); }
+static int dpg_start(algorithm *a, calf_error *err) { return offpolicy_start(&((dpg *)a)->o, err); }
 
 /* ---- acting --------------------------------------------------------------------- */
 
-static void td3_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
+static void dpg_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
                     float *u) {
-    td3 *t = (td3 *)a;
+    dpg *t = (dpg *)a;
     offpolicy *o = &t->o;
     int A = o->A;
     if (offpolicy_act_random(o, iteration, s, act, u)) return;
@@ -175,18 +230,26 @@ static void td3_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     for (int e = 0; e < o->count; e++) {
         float *noise = t->row_a;
         offpolicy_tanh_action(A, t->x + (size_t)e * A, o->lo, o->hi, t->anew);
-        for (int i = 0; i < A; i++) /* CleanRL: normal(0, action_scale * exploration_noise) */
-            noise[i] = (float)(calf_rng_normal(&o->act_rng[e]) * 0.5 *
-                               ((double)o->hi[i] - (double)o->lo[i]) * (double)t->expl_noise);
+        if (t->ou) { /* the env's OU state moves one step; the noise is that state */
+            float *x = t->ou_x + (size_t)e * A;
+            for (int i = 0; i < A; i++) noise[i] = (float)calf_rng_normal(&o->act_rng[e]);
+            offpolicy_ou_step(A, x, noise, t->ou_damping, t->noise_std);
+            for (int i = 0; i < A; i++)
+                noise[i] = (float)((double)x[i] * 0.5 * ((double)o->hi[i] - (double)o->lo[i]));
+        } else { /* CleanRL: normal(0, action_scale * exploration_noise) */
+            for (int i = 0; i < A; i++)
+                noise[i] = (float)(calf_rng_normal(&o->act_rng[e]) * 0.5 *
+                                   ((double)o->hi[i] - (double)o->lo[i]) * (double)t->noise_std);
+        }
         act[e] = 0;
         offpolicy_explore(A, t->anew, noise, o->lo, o->hi, u + (size_t)e * A);
     }
 }
 
-static void td3_observe(algorithm *a, const algo_step *st) { offpolicy_observe(&((td3 *)a)->o, st); }
+static void dpg_observe(algorithm *a, const algo_step *st) { offpolicy_observe(&((dpg *)a)->o, st); }
 
-static void td3_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
-    td3 *t = (td3 *)a;
+static void dpg_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+    dpg *t = (dpg *)a;
     const offpolicy *o = &t->o;
     for (int r0 = 0; r0 < rows; r0 += o->rows) {
         int b = rows - r0 < o->rows ? rows - r0 : o->rows;
@@ -200,10 +263,10 @@ static void td3_greedy(algorithm *a, const float *obs, int rows, int *act, float
     }
 }
 
-/* What td3_greedy computes: the actor's output squashed onto the bounds. */
-static int td3_export_c(const algorithm *a, export_c *x, calf_error *err) {
+/* What dpg_greedy computes: the actor's output squashed onto the bounds. */
+static int dpg_export_c(const algorithm *a, export_c *x, calf_error *err) {
     (void)err;
-    const td3 *t = (const td3 *)a;
+    const dpg *t = (const dpg *)a;
     offpolicy_export_tanh_actor(x, &t->actor, t->actor_g.params, t->o.A, t->o.A,
                                 "pre-tanh actions", t->o.lo, t->o.hi);
     return CALF_OK;
@@ -219,11 +282,12 @@ static void join_rows(const float *x, int od, const float *u, int A, int rows, f
     }
 }
 
-/* The critics' pass: y = r + gamma min(Q1', Q2')(s', a') with a' the target actor's action
- * at s' smoothed by the sample's noise, then (Q1(s, a) - y)^2 + (Q2(s, a) - y)^2, the
- * mean over the job's batch; each env's partial into tree. */
+/* The critics' pass: TD3, y = r + gamma min(Q1', Q2')(s', a') with a' the target actor's
+ * action at s' smoothed by the sample's noise, then (Q1(s, a) - y)^2 + (Q2(s, a) - y)^2;
+ * DDPG, y = r + gamma Q1'(s', mu'(s')) and (Q1(s, a) - y)^2. The mean over the job's
+ * batch; each env's partial into tree. */
 static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, comm_tree *tree) {
-    td3 *t = ctx;
+    dpg *t = ctx;
     offpolicy *o = &t->o;
     int od = o->od, A = o->A;
     int n = offpolicy_gather(o, v, first, k);
@@ -231,29 +295,35 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
     const float *cp = t->critic_g.params, *tp = t->critic_target_g.params;
     nn_mlp_forward_v(&t->actor, t->actor_target_g.params, t->target_ver, o->next, n,
                      &t->target_actor_cache, t->x);
+    bool twin = t->ncritics == 2;
     for (int r = 0; r < n; r++) {
         float *an = t->anew + (size_t)r * A;
         offpolicy_tanh_action(A, t->x + (size_t)r * A, o->lo, o->hi, an);
-        offpolicy_smoothed_action(A, an, o->noise + (size_t)r * A, t->policy_noise,
-                                  t->noise_clip, o->lo, o->hi, an);
+        if (t->f->td3)
+            offpolicy_smoothed_action(A, an, o->noise + (size_t)r * A, t->policy_noise,
+                                      t->noise_clip, o->lo, o->hi, an);
     }
     join_rows(o->next, od, t->anew, A, n, t->qin);
     nn_mlp_forward_v(&t->q1, tp, t->target_ver, t->qin, n, &t->ta_cache, t->qa);
-    nn_mlp_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->qb);
+    if (twin) nn_mlp_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->qb);
     for (int r = 0; r < n; r++) {
-        float m = t->qa[r] <= t->qb[r] ? t->qa[r] : t->qb[r];
+        float m = !twin || t->qa[r] <= t->qb[r] ? t->qa[r] : t->qb[r];
         t->y[r] = offpolicy_td_target(o->rew[r], t->gamma, o->term[r], m);
     }
     join_rows(o->obs, od, o->act, A, n, t->qin);
     nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
-    nn_mlp_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
+    if (twin) nn_mlp_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
     for (int e = 0; e < k; e++) {
         double *st = v->stats + (size_t)(first + e) * NUM_TD3_STATS;
         for (int r = o->offsets[e]; r < o->offsets[e + 1]; r++) {
             float la = offpolicy_mse_loss(t->qa[r], t->y[r], scale, &t->dqa[r]);
-            float lb = offpolicy_mse_loss(t->qb[r], t->y[r], scale, &t->dqb[r]);
             st[TS_SAMPLES] += 1;
-            st[TS_CRITIC] += (double)la + lb;
+            if (twin) {
+                float lb = offpolicy_mse_loss(t->qb[r], t->y[r], scale, &t->dqb[r]);
+                st[TS_CRITIC] += (double)la + lb;
+            } else {
+                st[TS_CRITIC] += la;
+            }
             st[TS_Q] += t->qa[r];
         }
     }
@@ -261,7 +331,7 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
         int r0 = o->offsets[e], cnt = o->offsets[e + 1] - r0;
         float *leaf = comm_tree_leaf(tree);
         nn_mlp_backward(&t->q1, cp, &t->qa_cache, r0, cnt, t->dqa + r0, leaf, NULL);
-        nn_mlp_backward(&t->q2, cp, &t->qb_cache, r0, cnt, t->dqb + r0, leaf, NULL);
+        if (twin) nn_mlp_backward(&t->q2, cp, &t->qb_cache, r0, cnt, t->dqb + r0, leaf, NULL);
         comm_tree_push(tree);
     }
 }
@@ -269,7 +339,7 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
 /* The actor's pass (after the critics' step): -Q1(s, pi(s)), the mean over the batch,
  * through the stepped critic's action input into the actor; each env's partial. */
 static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, comm_tree *tree) {
-    td3 *t = ctx;
+    dpg *t = ctx;
     offpolicy *o = &t->o;
     int od = o->od, A = o->A, qi = od + A;
     int n = offpolicy_gather(o, v, first, k);
@@ -301,7 +371,7 @@ static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, com
     }
 }
 
-static int diverged(const td3 *t, const char *what, calf_error *err) {
+static int diverged(const dpg *t, const char *what, calf_error *err) {
     return calf_error_set(err, CALF_EIO,
                           "iteration %lld: the %s gradient is not finite (training diverged); try "
                           "smaller learning rates (actor/Adam.lr, critic/Adam.lr)",
@@ -309,10 +379,14 @@ static int diverged(const td3 *t, const char *what, calf_error *err) {
 }
 
 /* Whether the critic update numbered `updates` (1-based over the run) is followed by the
- * actor's and the targets' (CleanRL: global_step % policy_frequency == 0). */
-static bool actor_due(const td3 *t, int64_t updates) { return updates % t->policy_delay == 0; }
+ * actor's (TD3's delay, CleanRL's global_step % policy_frequency == 0; DDPG: always), and
+ * by the targets' (TD3: with the actor; DDPG: every target_update_period updates). */
+static bool actor_due(const dpg *t, int64_t updates) { return updates % t->policy_delay == 0; }
+static bool targets_due(const dpg *t, int64_t updates) {
+    return actor_due(t, updates) && updates % t->target_period == 0;
+}
 
-static int update(td3 *t, int u, calf_error *err) {
+static int update(dpg *t, int u, calf_error *err) {
     offpolicy *o = &t->o;
     offpolicy_sample(o, t->iteration, u);
     int rc = offpolicy_pass(o, TREE_CRITIC, critic_pass, t, t->critic_g.grad, err);
@@ -325,14 +399,15 @@ static int update(td3 *t, int u, calf_error *err) {
     if (rc) return rc;
     if (!param_group_step(&t->actor_g)) return diverged(t, "actor", err);
     t->actor_ver++;
+    if (!targets_due(t, t->updates)) return CALF_OK;
     offpolicy_polyak_update(t->actor_target_g.params, t->actor_g.params, t->actor_g.n, t->tau);
     offpolicy_polyak_update(t->critic_target_g.params, t->critic_g.params, t->critic_g.n, t->tau);
     t->target_ver++;
     return CALF_OK;
 }
 
-static int td3_train(algorithm *a, int64_t iteration, calf_error *err) {
-    td3 *t = (td3 *)a;
+static int dpg_train(algorithm *a, int64_t iteration, calf_error *err) {
+    dpg *t = (dpg *)a;
     t->iteration = iteration;
     offpolicy_clear_stats(&t->o);
     if (!offpolicy_learning(&t->o, iteration)) return CALF_OK;
@@ -345,17 +420,23 @@ static int td3_train(algorithm *a, int64_t iteration, calf_error *err) {
 
 /* ---- summaries, digest, checkpoints ---------------------------------------------- */
 
-static int td3_summarize(algorithm *a, int64_t step, bool histograms, calf_error *err) {
-    td3 *t = (td3 *)a;
+static int dpg_summarize(algorithm *a, int64_t step, bool histograms, calf_error *err) {
+    dpg *t = (dpg *)a;
     double g[NUM_TD3_STATS];
     int rc = offpolicy_sum_stats(&t->o, g, err);
     if (rc) return rc;
+    char tag[64];
+    const char *loss = t->f->td3 ? "Td3Loss" : "DdpgLoss";
     if (g[TS_SAMPLES] > 0) {
-        calf_summary_scalar("Td3Loss/critic_loss", step, g[TS_CRITIC] / g[TS_SAMPLES]);
-        calf_summary_scalar("Td3Algorithm/q1", step, g[TS_Q] / g[TS_SAMPLES]);
+        snprintf(tag, sizeof tag, "%s/critic_loss", loss);
+        calf_summary_scalar(tag, step, g[TS_CRITIC] / g[TS_SAMPLES]);
+        snprintf(tag, sizeof tag, "%s/q1", t->f->name);
+        calf_summary_scalar(tag, step, g[TS_Q] / g[TS_SAMPLES]);
     }
-    if (g[TS_ACTOR_SAMPLES] > 0)
-        calf_summary_scalar("Td3Loss/actor_loss", step, g[TS_ACTOR] / g[TS_ACTOR_SAMPLES]);
+    if (g[TS_ACTOR_SAMPLES] > 0) {
+        snprintf(tag, sizeof tag, "%s/actor_loss", loss);
+        calf_summary_scalar(tag, step, g[TS_ACTOR] / g[TS_ACTOR_SAMPLES]);
+    }
     if (histograms) {
         calf_summary_histogram("Params/actor", step, t->actor_g.params, t->actor_g.n);
         calf_summary_histogram("Params/critic", step, t->critic_g.params, t->critic_g.n);
@@ -364,8 +445,8 @@ static int td3_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     return CALF_OK;
 }
 
-static uint64_t td3_digest(const algorithm *a) {
-    const td3 *t = (const td3 *)a;
+static uint64_t dpg_digest(const algorithm *a) {
+    const dpg *t = (const dpg *)a;
     uint64_t h = 0xcbf29ce484222325ULL;
     h = param_group_digest(&t->actor_g, h);
     h = param_group_digest(&t->actor_target_g, h);
@@ -373,10 +454,11 @@ static uint64_t td3_digest(const algorithm *a) {
     return param_group_digest(&t->critic_target_g, h);
 }
 
-/* "TD3U" the critic updates done, the four groups, then the replay counters. */
-static void td3_save(const algorithm *a, ckpt_buf *b) {
-    const td3 *t = (const td3 *)a;
-    ckpt_put_tag(b, "TD3U");
+/* The flavor's counter tag ("TD3U", "DDPU") and the critic updates done, the four
+ * groups, then the replay counters. */
+static void dpg_save(const algorithm *a, ckpt_buf *b) {
+    const dpg *t = (const dpg *)a;
+    ckpt_put_tag(b, t->f->tags[0]);
     ckpt_put_i64(b, t->updates);
     param_group_save(&t->actor_g, b);
     param_group_save(&t->actor_target_g, b);
@@ -385,10 +467,10 @@ static void td3_save(const algorithm *a, ckpt_buf *b) {
     offpolicy_save_counters(&t->o, b);
 }
 
-static int td3_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
-    td3 *t = (td3 *)a;
+static int dpg_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
+    dpg *t = (dpg *)a;
     int64_t updates = 0, want = offpolicy_updates_after(&t->o, iteration);
-    ckpt_get_tag(r, "TD3U");
+    ckpt_get_tag(r, t->f->tags[0]);
     ckpt_get_i64(r, &updates);
     if (r->status) return r->status;
     if (updates != want)
@@ -405,54 +487,77 @@ static int td3_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
     return offpolicy_load_counters(&t->o, r, iteration, err);
 }
 
-static size_t td3_env_record_size(const algorithm *a) {
-    return offpolicy_env_record_size(&((const td3 *)a)->o);
+/* Each env's record: the core's (its action stream, its ring), then for DDPG its OU
+ * state, A floats as little-endian bit patterns. */
+static size_t ou_bytes(const dpg *t) { return t->f->td3 ? 0 : (size_t)t->o.A * 4; }
+
+static size_t dpg_env_record_size(const algorithm *a) {
+    const dpg *t = (const dpg *)a;
+    return offpolicy_env_record_size(&t->o) + ou_bytes(t);
 }
 
-static void td3_save_env(const algorithm *a, int e, unsigned char *rec) {
-    offpolicy_save_env(&((const td3 *)a)->o, e, rec);
+static void dpg_save_env(const algorithm *a, int e, unsigned char *rec) {
+    const dpg *t = (const dpg *)a;
+    offpolicy_save_env(&t->o, e, rec);
+    unsigned char *p = rec + offpolicy_env_record_size(&t->o);
+    for (size_t i = 0; i < ou_bytes(t) / 4; i++) {
+        uint32_t bits;
+        memcpy(&bits, &t->ou_x[(size_t)e * t->o.A + i], 4);
+        bytes_put_le(p + 4 * i, bits, 4);
+    }
 }
 
-static int td3_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
+static int dpg_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
                         calf_error *err) {
-    return offpolicy_load_env(&((td3 *)a)->o, e, rec, name, err);
+    dpg *t = (dpg *)a;
+    int rc = offpolicy_load_env(&t->o, e, rec, name, err);
+    if (rc) return rc;
+    const unsigned char *p = rec + offpolicy_env_record_size(&t->o);
+    for (size_t i = 0; i < ou_bytes(t) / 4; i++) {
+        uint32_t bits = (uint32_t)bytes_get_le(p + 4 * i, 4);
+        float x;
+        memcpy(&x, &bits, 4);
+        if (!isfinite(x))
+            return calf_error_set(err, CALF_EINVAL, "%s: env %d's exploration noise is not finite",
+                                  name, t->o.begin + e);
+        t->ou_x[(size_t)e * t->o.A + i] = x;
+    }
+    return CALF_OK;
 }
 
-static void td3_describe(const algorithm *a, char *text, size_t cap) {
-    const td3 *t = (const td3 *)a;
+static void dpg_describe(const algorithm *a, char *text, size_t cap) {
+    const dpg *t = (const dpg *)a;
     offpolicy_describe(&t->o, text, cap);
     size_t off = strlen(text);
-    if (off < cap)
+    if (off >= cap) return;
+    if (t->f->td3)
         snprintf(text + off, cap - off,
                  "\nTd3Algorithm: the actor and the targets every %d critic updates; target "
                  "smoothing noise %g clipped at %g, exploration noise %g (of the action range's half)",
                  t->policy_delay, (double)t->policy_noise, (double)t->noise_clip,
-                 (double)t->expl_noise);
+                 (double)t->noise_std);
+    else
+        snprintf(text + off, cap - off,
+                 "\nDdpgAlgorithm: the targets every %d updates (tau %g); %s exploration noise, "
+                 "std %g of the action range's half%s",
+                 t->target_period, (double)t->tau, t->ou ? "Ornstein-Uhlenbeck" : "Gaussian",
+                 (double)t->noise_std, t->ou ? " per step" : "");
 }
 
-static void td3_report(const algorithm *a, double run_s, char *text, size_t cap) {
-    const td3 *t = (const td3 *)a;
+static void dpg_report(const algorithm *a, double run_s, char *text, size_t cap) {
+    const dpg *t = (const dpg *)a;
     offpolicy_report(&t->o, t->updates, run_s, text, cap);
 }
 
-const algorithm_ops td3_algorithm_ops = {
-    .create = td3_create,
-    .destroy = td3_destroy,
-    .check = td3_check,
-    .check_memory = offpolicy_check_memory,
-    .start = td3_start,
-    .act = td3_act,
-    .observe = td3_observe,
-    .train = td3_train,
-    .greedy = td3_greedy,
-    .export_c = td3_export_c,
-    .summarize = td3_summarize,
-    .digest = td3_digest,
-    .save = td3_save,
-    .load = td3_load,
-    .env_record_size = td3_env_record_size,
-    .save_env = td3_save_env,
-    .load_env = td3_load_env,
-    .describe = td3_describe,
-    .report = td3_report,
-};
+#define DPG_OPS(create_fn, check_fn)                                                       \
+    {                                                                                      \
+        .create = create_fn, .destroy = dpg_destroy, .check = check_fn,                   \
+        .check_memory = offpolicy_check_memory, .start = dpg_start, .act = dpg_act,        \
+        .observe = dpg_observe, .train = dpg_train, .greedy = dpg_greedy,                  \
+        .export_c = dpg_export_c, .summarize = dpg_summarize, .digest = dpg_digest,        \
+        .save = dpg_save, .load = dpg_load, .env_record_size = dpg_env_record_size,        \
+        .save_env = dpg_save_env, .load_env = dpg_load_env, .describe = dpg_describe,      \
+        .report = dpg_report,                                                              \
+    }
+const algorithm_ops td3_algorithm_ops = DPG_OPS(td3_create, td3_check);
+const algorithm_ops ddpg_algorithm_ops = DPG_OPS(ddpg_create, ddpg_check);
