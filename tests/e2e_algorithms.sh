@@ -5,8 +5,9 @@
 # default algorithm's may name none), shrunk to a few iterations of 5 envs with a replay
 # buffer that wraps, writes the same checkpoint bytes on --nproc 1..4 and under MPI (when
 # built with it), resumes from the 2-process run's middle checkpoint onto 3 processes to
-# the same bytes, plays, exports a C file whose actions are play's, and refuses a
-# misspelled setting of its own with exit 2 and file:line.
+# the same bytes, plays, exports a C file whose actions are play's, refuses a misspelled
+# setting of its own with exit 2 and file:line, and on the other kind of action space
+# either trains or is refused with exit 2 naming the line that chose it.
 . "$(dirname "$0")/lib_e2e.sh"
 
 "$CALF" train --list-bindings >"$WORK/bindings" 2>&1 || bad "--list-bindings failed"
@@ -91,5 +92,18 @@ GIN
     expect_exit 2 "$CALF" train --quiet --root_dir "$D/typo" --conf "$D/typo.gin"
     expect_in "$WORK/err" "$D/typo.gin:2:"
     [ ! -e "$D/typo/train" ] && ok || bad "$NAME: a refused config left files"
+    # the other kind of action space: it trains, or it is refused with exit 2 naming the
+    # line that chose the algorithm, before anything is written
+    ENV=$(sed -n "s/^create_environment.env_name = '\([^']*\)'.*/\1/p" "$D/n1/config.gin")
+    [ -n "$ENV" ] && ok || bad "$NAME: no env name in config.gin"
+    if "$CALF" envs | grep -q "^$ENV .*Discrete("; then OTHER=Pendulum-v1; else OTHER=CartPole-v1; fi
+    printf "include '%s'\ncreate_environment.env_name = '%s'\n" "$D/short.gin" "$OTHER" >"$D/other.gin"
+    "$CALF" train --quiet --root_dir "$D/other" --conf "$D/other.gin" \
+        --conf_param TrainerConfig.num_iterations=3 >"$WORK/out" 2>"$WORK/err"
+    code=$?
+    if [ $code = 0 ]; then ok
+    elif [ $code = 2 ] && grep -qF "$EX:" "$WORK/err" && [ ! -e "$D/other/train" ]; then
+        ok; echo "   $OTHER refused: $(head -1 "$WORK/err")"
+    else bad "$NAME on $OTHER: exit $code"; sed 's/^/  | /' "$WORK/err" >&2; fi
 done
 report e2e_algorithms
