@@ -25,6 +25,7 @@
 #include "calf/rng.h"
 #include "parallel/comm.h"
 #include "numerics/nn.h"
+#include "offpolicy_ref.h"
 #include "test_util.h"
 
 enum { E = 2, STEPS = 6, B = 16, OD = 3, A = 1, H = 8, UPDATES = 4 };
@@ -50,62 +51,18 @@ typedef struct groups {
     size_t na, nc;
 } groups;
 
-static void read_group(ckpt_reader *r, const char *tag, float *p, size_t n, bool trained, float *m) {
-    ckpt_get_tag(r, tag);
-    ckpt_get_f32s(r, p, n);
-    if (!trained) return;
-    int64_t step;
-    ckpt_get_i64(r, &step);
-    float *skip = calloc(n, sizeof(float));
-    ckpt_get_f32s(r, m, n);
-    ckpt_get_f32s(r, skip, n); /* v */
-    free(skip);
-}
-
 static void read_groups(const flavor *fl, const algorithm_ops *ops, const algorithm *a, groups *g) {
     ckpt_buf b;
-    ckpt_buf_init(&b);
-    ops->save(a, &b);
-    calf_error err;
     ckpt_reader r;
-    ckpt_reader_init(&r, b.data, b.len, "td3", &err);
+    calf_error err;
     int64_t updates;
-    ckpt_get_tag(&r, fl->tags[0]);
-    ckpt_get_i64(&r, &updates);
-    read_group(&r, fl->tags[1], g->actor, g->na, true, g->actor_m);
-    read_group(&r, fl->tags[2], g->actor_t, g->na, false, NULL);
-    read_group(&r, fl->tags[3], g->critic, g->nc, true, g->critic_m);
-    read_group(&r, fl->tags[4], g->critic_t, g->nc, false, NULL);
+    ref_section_open(ops, a, fl->tags[0], &b, &r, &err, &updates);
+    ref_read_group(&r, fl->tags[1], g->actor, g->na, true, g->actor_m);
+    ref_read_group(&r, fl->tags[2], g->actor_t, g->na, false, NULL);
+    ref_read_group(&r, fl->tags[3], g->critic, g->nc, true, g->critic_m);
+    ref_read_group(&r, fl->tags[4], g->critic_t, g->nc, false, NULL);
     CHECK_INT_EQ(r.status, CALF_OK);
     ckpt_buf_free(&b);
-}
-
-/* An MLP in double on float parameters laid out as nn_mlp_layout lays them; ReLU after
- * every hidden layer. */
-static void mlp_forward(const nn_mlp *m, const float *p, const double *x, double *out) {
-    double buf[2][64];
-    const double *in = x;
-    for (int l = 0; l < m->num_layers; l++) {
-        int ni = m->sizes[l], no = m->sizes[l + 1];
-        double *o = l == m->num_layers - 1 ? out : buf[l & 1];
-        for (int j = 0; j < no; j++) {
-            double s = p[m->b_off[l] + (size_t)j];
-            for (int k = 0; k < ni; k++) s += in[k] * (double)p[m->w_off[l] + (size_t)k * no + (size_t)j];
-            o[j] = l == m->num_layers - 1 || s > 0.0 ? s : 0.0;
-        }
-        in = o;
-    }
-}
-
-static void transition(int e, int t, bool terminated, float *obs, float *u, float *r,
-                       uint8_t *term, float *next) {
-    for (int i = 0; i < OD; i++) {
-        obs[i] = (float)sin(1.3 * e + 0.7 * t + 0.9 * i);
-        next[i] = (float)cos(0.4 * e + 1.1 * t + 0.5 * i);
-    }
-    u[0] = (float)(1.5 * sin(2.1 * e + 0.3 * t));
-    *r = (float)(-1.0 - 0.5 * cos(0.8 * e + t));
-    *term = terminated;
 }
 
 typedef struct nets {
@@ -119,7 +76,7 @@ static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > 
 /* The actor's action at o: scale tanh(x) + bias. */
 static double action_at(const nets *n, const float *actor, const double *o) {
     double x;
-    mlp_forward(&n->actor, actor, o, &x);
+    ref_mlp_forward(&n->actor, actor, o, &x);
     double scale = (n->hi - n->lo) / 2, bias = (n->hi + n->lo) / 2;
     return scale * tanh(x) + bias;
 }
@@ -128,7 +85,7 @@ static double q_at(const nn_mlp *q, const float *p, const double *o, double a) {
     double x[OD + A], y;
     for (int i = 0; i < OD; i++) x[i] = o[i];
     x[OD] = a;
-    mlp_forward(q, p, x, &y);
+    ref_mlp_forward(q, p, x, &y);
     return y;
 }
 
@@ -331,7 +288,7 @@ static void one_case(const flavor *fl, bool terminated) {
         int act[E];
         uint8_t te[E], trunc[E] = {0};
         for (int e = 0; e < E; e++) {
-            transition(e, t, terminated, tr.obs[e][t], &tr.u[e][t], &tr.r[e][t], &tr.term[e][t],
+            ref_transition(e, t, OD, terminated, tr.obs[e][t], &tr.u[e][t], &tr.r[e][t], &tr.term[e][t],
                        tr.next[e][t]);
             memcpy(o + e * OD, tr.obs[e][t], sizeof tr.obs[e][t]);
             memcpy(nx + e * OD, tr.next[e][t], sizeof tr.next[e][t]);

@@ -19,6 +19,7 @@
 #include "calf/rng.h"
 #include "parallel/comm.h"
 #include "numerics/nn.h"
+#include "offpolicy_ref.h"
 #include "test_util.h"
 
 enum { E = 2, STEPS = 6, B = 16, OD = 4, NA = 2, H = 8, UPDATES = 3 };
@@ -56,21 +57,6 @@ static void losses(void) {
 
 typedef enum { NONE, TARGET_FROM_ONLINE, EPSILON_CONSTANT } mistake;
 
-static void mlp_forward(const nn_mlp *m, const float *p, const double *x, double *out) {
-    double buf[2][64];
-    const double *in = x;
-    for (int l = 0; l < m->num_layers; l++) {
-        int ni = m->sizes[l], no = m->sizes[l + 1];
-        double *o = l == m->num_layers - 1 ? out : buf[l & 1];
-        for (int j = 0; j < no; j++) {
-            double s = p[m->b_off[l] + (size_t)j];
-            for (int k = 0; k < ni; k++) s += in[k] * (double)p[m->w_off[l] + (size_t)k * no + (size_t)j];
-            o[j] = l == m->num_layers - 1 || s > 0.0 ? s : 0.0;
-        }
-        in = o;
-    }
-}
-
 typedef struct groups {
     float *q, *target, *m;
     size_t n;
@@ -78,23 +64,12 @@ typedef struct groups {
 
 static void read_groups(const algorithm_ops *ops, const algorithm *a, groups *g) {
     ckpt_buf b;
-    ckpt_buf_init(&b);
-    ops->save(a, &b);
-    calf_error err;
     ckpt_reader r;
-    ckpt_reader_init(&r, b.data, b.len, "dqn", &err);
-    int64_t updates, step;
-    ckpt_get_tag(&r, "DQNU");
-    ckpt_get_i64(&r, &updates);
-    ckpt_get_tag(&r, "DQNQ");
-    ckpt_get_f32s(&r, g->q, g->n);
-    ckpt_get_i64(&r, &step);
-    ckpt_get_f32s(&r, g->m, g->n);
-    float *v = calloc(g->n, sizeof(float));
-    ckpt_get_f32s(&r, v, g->n);
-    free(v);
-    ckpt_get_tag(&r, "DQNT");
-    ckpt_get_f32s(&r, g->target, g->n);
+    calf_error err;
+    int64_t updates;
+    ref_section_open(ops, a, "DQNU", &b, &r, &err, &updates);
+    ref_read_group(&r, "DQNQ", g->q, g->n, true, g->m);
+    ref_read_group(&r, "DQNT", g->target, g->n, false, NULL);
     CHECK_INT_EQ(r.status, CALF_OK);
     ckpt_buf_free(&b);
 }
@@ -114,7 +89,7 @@ static double loss_at(const nn_mlp *q, const float *p, const batch *bt) {
     double loss = 0;
     for (int j = 0; j < B; j++) {
         double v[NA];
-        mlp_forward(q, p, bt->obs[j], v);
+        ref_mlp_forward(q, p, bt->obs[j], v);
         loss += (v[bt->a[j]] - bt->y[j]) * (v[bt->a[j]] - bt->y[j]);
     }
     return loss / B;
@@ -132,7 +107,7 @@ static int update_misses(const nn_mlp *q, const transitions *tr, int it, int k, 
         double next[OD], v[NA];
         for (int i = 0; i < OD; i++) bt.obs[j][i] = tr->obs[e][t][i], next[i] = tr->next[e][t][i];
         bt.a[j] = tr->a[e][t];
-        mlp_forward(q, tp, next, v);
+        ref_mlp_forward(q, tp, next, v);
         bt.y[j] = tr->term[e][t] ? tr->r[e][t] : tr->r[e][t] + GAMMA * (v[0] > v[1] ? v[0] : v[1]);
     }
     int misses = 0, checked = 0;

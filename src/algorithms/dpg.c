@@ -34,7 +34,7 @@ static const flavor TD3 = {"Td3Algorithm", {"TD3U", "TD3A", "TD3B", "TD3Q", "TD3
 static const flavor DDPG = {"DdpgAlgorithm", {"DDPU", "DDPA", "DDPB", "DDPQ", "DDPT"}, false};
 
 typedef struct dpg {
-    offpolicy o;
+    offpolicy o;              /* first: the core's ops take the struct as it */
     const flavor *f;
     float gamma, tau, policy_noise, noise_clip;
     float noise_std;          /* exploration: Gaussian std or the OU kick's, of the range's half */
@@ -48,7 +48,6 @@ typedef struct dpg {
     /* the actor and its target; q1 and q2 in the critic group, whose layout the critic
      * target copies */
     param_group actor_g, actor_target_g, critic_g, critic_target_g;
-    int64_t updates;          /* critic updates over the whole run */
     uint64_t actor_ver, critic_ver, target_ver; /* nn_mlp_forward_v's cache keys */
     float *x;                 /* (rows, A) actor outputs */
     float *anew;              /* (rows, A) actions */
@@ -61,7 +60,6 @@ typedef struct dpg {
     nn_cache actor_cache, qa_cache, qb_cache;
     nn_cache target_actor_cache, ta_cache, tb_cache; /* the targets' (their own transposes) */
     float *sum;               /* (actor n) */
-    int64_t iteration;
 } dpg;
 
 static int dpg_check(const flavor *f, const calf_config *cfg, const calf_env_spec *spec,
@@ -87,11 +85,12 @@ static int ddpg_check(const calf_config *cfg, const calf_env_spec *spec, calf_er
 
 static void dpg_destroy(algorithm *a);
 
-static int dpg_init(dpg *t, const algo_setup *s, const flavor *f, calf_error *err) {
+static int dpg_init(algorithm *a, const algo_setup *s, calf_error *err) {
+    dpg *t = (dpg *)a;
+    const flavor *f = t->f;
     const calf_config *cfg = s->cfg;
     offpolicy *o = &t->o;
     CALF_ASSERT(s->spec->action_dim > 0); /* dpg_check refuses discrete envs */
-    t->f = f;
     /* TD3's samples draw their target smoothing noise */
     int rc = offpolicy_init(o, s, NUM_TD3_STATS, f->td3 ? s->spec->action_dim : 0, err);
     if (rc) return rc;
@@ -154,20 +153,20 @@ static int dpg_init(dpg *t, const algo_setup *s, const flavor *f, calf_error *er
     if (t->ncritics == 2 && ((rc = nn_cache_init(&t->qb_cache, &t->q2, rows, err)) ||
                              (rc = nn_cache_init(&t->tb_cache, &t->q2, rows, err))))
         return rc;
-    size_t R = (size_t)rows, qi = (size_t)(od + A), a = (size_t)A;
+    size_t R = (size_t)rows, qi = (size_t)(od + A), ad = (size_t)A;
     struct {
         float **p;
         size_t n;
     } bufs[] = {
-        {&t->x, R * a},   {&t->anew, R * a}, {&t->qin, R * qi}, {&t->qa, R},
+        {&t->x, R * ad},   {&t->anew, R * ad}, {&t->qin, R * qi}, {&t->qa, R},
         {&t->qb, R},      {&t->y, R},        {&t->dqa, R},      {&t->dqb, R},
-        {&t->dxa, R * qi}, {&t->dx, R * a},  {&t->row_a, a},
+        {&t->dxa, R * qi}, {&t->dx, R * ad},  {&t->row_a, ad},
     };
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (!(*bufs[k].p = mem_calloc(bufs[k].n, sizeof(float), err))) return CALF_ENOMEM;
     if (o->count == 0) return CALF_OK; /* acting only */
     if (!(t->sum = mem_calloc(t->actor_g.n, sizeof(float), err)) ||
-        !(t->ou_x = mem_calloc(a * (size_t)o->count, sizeof(float), err)))
+        !(t->ou_x = mem_calloc(ad * (size_t)o->count, sizeof(float), err)))
         return CALF_ENOMEM;
     if ((rc = offpolicy_add_tree(o, t->critic_g.n, err)) ||
         (rc = offpolicy_add_tree(o, t->actor_g.n, err)))
@@ -175,25 +174,24 @@ static int dpg_init(dpg *t, const algo_setup *s, const flavor *f, calf_error *er
     return CALF_OK;
 }
 
-static int dpg_create(const flavor *f, const algo_setup *s, algorithm **out, calf_error *err) {
-    dpg *t = mem_calloc(1, sizeof *t, err);
-    *out = (algorithm *)t;
-    if (!t) return CALF_ENOMEM;
-    int rc = dpg_init(t, s, f, err);
-    if (rc) {
-        dpg_destroy((algorithm *)t);
-        t = NULL;
-    }
-    *out = (algorithm *)t;
-    return rc;
+/* The flavor is the init's: offpolicy_create zeroes the struct, so init tells the two
+ * apart by the function it was called through. */
+static int td3_init(algorithm *a, const algo_setup *s, calf_error *err) {
+    ((dpg *)a)->f = &TD3;
+    return dpg_init(a, s, err);
+}
+
+static int ddpg_init(algorithm *a, const algo_setup *s, calf_error *err) {
+    ((dpg *)a)->f = &DDPG;
+    return dpg_init(a, s, err);
 }
 
 static int td3_create(const algo_setup *s, algorithm **out, calf_error *err) {
-    return dpg_create(&TD3, s, out, err);
+    return offpolicy_create(sizeof(dpg), td3_init, dpg_destroy, s, out, err);
 }
 
 static int ddpg_create(const algo_setup *s, algorithm **out, calf_error *err) {
-    return dpg_create(&DDPG, s, out, err);
+    return offpolicy_create(sizeof(dpg), ddpg_init, dpg_destroy, s, out, err);
 }
 
 static void dpg_destroy(algorithm *a) {
@@ -215,8 +213,6 @@ static void dpg_destroy(algorithm *a) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }
-
-static int dpg_start(algorithm *a, calf_error *err) { return offpolicy_start(&((dpg *)a)->o, err); }
 
 /* ---- acting --------------------------------------------------------------------- */
 
@@ -246,8 +242,6 @@ static void dpg_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     }
 }
 
-static void dpg_observe(algorithm *a, const algo_step *st) { offpolicy_observe(&((dpg *)a)->o, st); }
-
 static void dpg_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
     dpg *t = (dpg *)a;
     const offpolicy *o = &t->o;
@@ -274,14 +268,6 @@ static int dpg_export_c(const algorithm *a, export_c *x, calf_error *err) {
 
 /* ---- one update ------------------------------------------------------------------- */
 
-/* Critic input rows (obs | action). */
-static void join_rows(const float *x, int od, const float *u, int A, int rows, float *out) {
-    for (int r = 0; r < rows; r++) {
-        memcpy(out + (size_t)r * (od + A), x + (size_t)r * od, (size_t)od * sizeof(float));
-        memcpy(out + (size_t)r * (od + A) + od, u + (size_t)r * A, (size_t)A * sizeof(float));
-    }
-}
-
 /* The critics' pass: TD3, y = r + gamma min(Q1', Q2')(s', a') with a' the target actor's
  * action at s' smoothed by the sample's noise, then (Q1(s, a) - y)^2 + (Q2(s, a) - y)^2;
  * DDPG, y = r + gamma Q1'(s', mu'(s')) and (Q1(s, a) - y)^2. The mean over the job's
@@ -303,14 +289,14 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
             offpolicy_smoothed_action(A, an, o->noise + (size_t)r * A, t->policy_noise,
                                       t->noise_clip, o->lo, o->hi, an);
     }
-    join_rows(o->next, od, t->anew, A, n, t->qin);
+    offpolicy_join_rows(o->next, od, t->anew, A, n, t->qin);
     nn_mlp_forward_v(&t->q1, tp, t->target_ver, t->qin, n, &t->ta_cache, t->qa);
     if (twin) nn_mlp_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->qb);
     for (int r = 0; r < n; r++) {
         float m = !twin || t->qa[r] <= t->qb[r] ? t->qa[r] : t->qb[r];
         t->y[r] = offpolicy_td_target(o->rew[r], t->gamma, o->term[r], m);
     }
-    join_rows(o->obs, od, o->act, A, n, t->qin);
+    offpolicy_join_rows(o->obs, od, o->act, A, n, t->qin);
     nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
     if (twin) nn_mlp_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
     for (int e = 0; e < k; e++) {
@@ -348,7 +334,7 @@ static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, com
     nn_mlp_forward_v(&t->actor, t->actor_g.params, t->actor_ver, o->obs, n, &t->actor_cache, t->x);
     for (int r = 0; r < n; r++)
         offpolicy_tanh_action(A, t->x + (size_t)r * A, o->lo, o->hi, t->anew + (size_t)r * A);
-    join_rows(o->obs, od, t->anew, A, n, t->qin);
+    offpolicy_join_rows(o->obs, od, t->anew, A, n, t->qin);
     nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
     for (int e = 0; e < k; e++) {
         double *st = v->stats + (size_t)(first + e) * NUM_TD3_STATS;
@@ -375,7 +361,7 @@ static int diverged(const dpg *t, const char *what, calf_error *err) {
     return calf_error_set(err, CALF_EIO,
                           "iteration %lld: the %s gradient is not finite (training diverged); try "
                           "smaller learning rates (actor/Adam.lr, critic/Adam.lr)",
-                          (long long)t->iteration + 1, what);
+                          (long long)t->o.iteration + 1, what);
 }
 
 /* Whether the critic update numbered `updates` (1-based over the run) is followed by the
@@ -386,20 +372,21 @@ static bool targets_due(const dpg *t, int64_t updates) {
     return actor_due(t, updates) && updates % t->target_period == 0;
 }
 
-static int update(dpg *t, int u, calf_error *err) {
+static int update(void *ctx, int u, calf_error *err) {
+    dpg *t = ctx;
     offpolicy *o = &t->o;
-    offpolicy_sample(o, t->iteration, u);
+    offpolicy_sample(o, o->iteration, u);
     int rc = offpolicy_pass(o, TREE_CRITIC, critic_pass, t, t->critic_g.grad, err);
     if (rc) return rc;
     if (!param_group_step(&t->critic_g)) return diverged(t, "critic", err);
     t->critic_ver++;
-    t->updates++;
-    if (!actor_due(t, t->updates)) return CALF_OK;
+    t->o.updates++;
+    if (!actor_due(t, t->o.updates)) return CALF_OK;
     rc = offpolicy_pass(o, TREE_ACTOR, actor_pass, t, t->actor_g.grad, err);
     if (rc) return rc;
     if (!param_group_step(&t->actor_g)) return diverged(t, "actor", err);
     t->actor_ver++;
-    if (!targets_due(t, t->updates)) return CALF_OK;
+    if (!targets_due(t, t->o.updates)) return CALF_OK;
     offpolicy_polyak_update(t->actor_target_g.params, t->actor_g.params, t->actor_g.n, t->tau);
     offpolicy_polyak_update(t->critic_target_g.params, t->critic_g.params, t->critic_g.n, t->tau);
     t->target_ver++;
@@ -407,15 +394,7 @@ static int update(dpg *t, int u, calf_error *err) {
 }
 
 static int dpg_train(algorithm *a, int64_t iteration, calf_error *err) {
-    dpg *t = (dpg *)a;
-    t->iteration = iteration;
-    offpolicy_clear_stats(&t->o);
-    if (!offpolicy_learning(&t->o, iteration)) return CALF_OK;
-    for (int u = 0; u < t->o.U; u++) {
-        int rc = update(t, u, err);
-        if (rc) return rc;
-    }
-    return CALF_OK;
+    return offpolicy_train(&((dpg *)a)->o, iteration, update, a, err);
 }
 
 /* ---- summaries, digest, checkpoints ---------------------------------------------- */
@@ -445,46 +424,31 @@ static int dpg_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     return CALF_OK;
 }
 
+/* The four groups in the order of the digest and of the section. */
+#define DPG_GROUPS(t) {&(t)->actor_g, &(t)->actor_target_g, &(t)->critic_g, &(t)->critic_target_g}
+
 static uint64_t dpg_digest(const algorithm *a) {
-    const dpg *t = (const dpg *)a;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    h = param_group_digest(&t->actor_g, h);
-    h = param_group_digest(&t->actor_target_g, h);
-    h = param_group_digest(&t->critic_g, h);
-    return param_group_digest(&t->critic_target_g, h);
+    dpg *t = (dpg *)a;
+    param_group *g[] = DPG_GROUPS(t);
+    return offpolicy_digest(g, 4);
 }
 
 /* The flavor's counter tag ("TD3U", "DDPU") and the critic updates done, the four
  * groups, then the replay counters. */
 static void dpg_save(const algorithm *a, ckpt_buf *b) {
-    const dpg *t = (const dpg *)a;
-    ckpt_put_tag(b, t->f->tags[0]);
-    ckpt_put_i64(b, t->updates);
-    param_group_save(&t->actor_g, b);
-    param_group_save(&t->actor_target_g, b);
-    param_group_save(&t->critic_g, b);
-    param_group_save(&t->critic_target_g, b);
-    offpolicy_save_counters(&t->o, b);
+    dpg *t = (dpg *)a;
+    param_group *g[] = DPG_GROUPS(t);
+    offpolicy_save(&t->o, t->f->tags[0], g, 4, b);
 }
 
 static int dpg_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
     dpg *t = (dpg *)a;
-    int64_t updates = 0, want = offpolicy_updates_after(&t->o, iteration);
-    ckpt_get_tag(r, t->f->tags[0]);
-    ckpt_get_i64(r, &updates);
-    if (r->status) return r->status;
-    if (updates != want)
-        return calf_error_set(err, CALF_EINVAL,
-                              "%s: counters do not match iteration %lld of this config", r->name,
-                              (long long)iteration);
-    int rc = param_group_load(&t->actor_g, r, want / t->policy_delay, err);
-    if (rc == CALF_OK) rc = param_group_load(&t->actor_target_g, r, 0, err);
-    if (rc == CALF_OK) rc = param_group_load(&t->critic_g, r, want, err);
-    if (rc == CALF_OK) rc = param_group_load(&t->critic_target_g, r, 0, err);
-    if (rc) return rc;
+    param_group *g[] = DPG_GROUPS(t);
+    int64_t want = offpolicy_updates_after(&t->o, iteration);
+    const int64_t steps[] = {want / t->policy_delay, 0, want, 0}; /* the actor's are delayed */
+    int rc = offpolicy_load(&t->o, r, iteration, t->f->tags[0], g, steps, 4, err);
     t->actor_ver++, t->critic_ver++, t->target_ver++;
-    t->updates = updates;
-    return offpolicy_load_counters(&t->o, r, iteration, err);
+    return rc;
 }
 
 /* Each env's record: the core's (its action stream, its ring), then for DDPG its OU
@@ -544,20 +508,15 @@ static void dpg_describe(const algorithm *a, char *text, size_t cap) {
                  (double)t->noise_std, t->ou ? " per step" : "");
 }
 
-static void dpg_report(const algorithm *a, double run_s, char *text, size_t cap) {
-    const dpg *t = (const dpg *)a;
-    offpolicy_report(&t->o, t->updates, run_s, text, cap);
-}
-
 #define DPG_OPS(create_fn, check_fn)                                                       \
     {                                                                                      \
         .create = create_fn, .destroy = dpg_destroy, .check = check_fn,                   \
-        .check_memory = offpolicy_check_memory, .start = dpg_start, .act = dpg_act,        \
-        .observe = dpg_observe, .train = dpg_train, .greedy = dpg_greedy,                  \
+        .check_memory = offpolicy_check_memory, .start = offpolicy_ops_start, .act = dpg_act,        \
+        .observe = offpolicy_ops_observe, .train = dpg_train, .greedy = dpg_greedy,                  \
         .export_c = dpg_export_c, .summarize = dpg_summarize, .digest = dpg_digest,        \
         .save = dpg_save, .load = dpg_load, .env_record_size = dpg_env_record_size,        \
         .save_env = dpg_save_env, .load_env = dpg_load_env, .describe = dpg_describe,      \
-        .report = dpg_report,                                                              \
+        .report = offpolicy_ops_report,                                                              \
     }
 const algorithm_ops td3_algorithm_ops = DPG_OPS(td3_create, td3_check);
 const algorithm_ops ddpg_algorithm_ops = DPG_OPS(ddpg_create, ddpg_check);

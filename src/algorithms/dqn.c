@@ -20,7 +20,7 @@ enum { DS_SAMPLES, DS_LOSS, DS_Q, NUM_DQN_STATS };
 enum { TREE_Q };
 
 typedef struct dqn {
-    offpolicy o;
+    offpolicy o;              /* first: the core's ops take the struct as it */
     float gamma, tau;
     int target_period;
     bool huber;
@@ -29,12 +29,10 @@ typedef struct dqn {
     double epsilon;           /* the last act's */
     nn_mlp q;
     param_group q_g, target_g;
-    int64_t updates;
     uint64_t q_ver, target_ver;
     float *qv, *tv, *dq;      /* (rows, nA) */
     float *y;                 /* (rows) */
     nn_cache q_cache, t_cache;
-    int64_t iteration;
 } dqn;
 
 static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
@@ -57,7 +55,8 @@ static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
 
 static void dqn_destroy(algorithm *a);
 
-static int dqn_init(dqn *t, const algo_setup *s, calf_error *err) {
+static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
+    dqn *t = (dqn *)a;
     const calf_config *cfg = s->cfg;
     offpolicy *o = &t->o;
     CALF_ASSERT(s->spec->num_actions > 0); /* dqn_check refuses continuous envs */
@@ -104,16 +103,7 @@ static int dqn_init(dqn *t, const algo_setup *s, calf_error *err) {
 }
 
 static int dqn_create(const algo_setup *s, algorithm **out, calf_error *err) {
-    dqn *t = mem_calloc(1, sizeof *t, err);
-    *out = (algorithm *)t;
-    if (!t) return CALF_ENOMEM;
-    int rc = dqn_init(t, s, err);
-    if (rc) {
-        dqn_destroy((algorithm *)t);
-        t = NULL;
-    }
-    *out = (algorithm *)t;
-    return rc;
+    return offpolicy_create(sizeof(dqn), dqn_init, dqn_destroy, s, out, err);
 }
 
 static void dqn_destroy(algorithm *a) {
@@ -130,8 +120,6 @@ static void dqn_destroy(algorithm *a) {
     free(t->y);
     free(t);
 }
-
-static int dqn_start(algorithm *a, calf_error *err) { return offpolicy_start(&((dqn *)a)->o, err); }
 
 /* ---- acting --------------------------------------------------------------------- */
 
@@ -153,8 +141,6 @@ static void dqn_act(algorithm *a, int64_t iteration, int s, const float *obs, in
             offpolicy_max_q(o->nA, t->qv + (size_t)e * o->nA, &act[e]);
     }
 }
-
-static void dqn_observe(algorithm *a, const algo_step *st) { offpolicy_observe(&((dqn *)a)->o, st); }
 
 static void dqn_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
     (void)u;
@@ -213,19 +199,20 @@ static void q_pass(void *ctx, const offpolicy_view *v, int first, int k, comm_tr
     }
 }
 
-static int update(dqn *t, int u, calf_error *err) {
+static int update(void *ctx, int u, calf_error *err) {
+    dqn *t = ctx;
     offpolicy *o = &t->o;
-    offpolicy_sample(o, t->iteration, u);
+    offpolicy_sample(o, o->iteration, u);
     int rc = offpolicy_pass(o, TREE_Q, q_pass, t, t->q_g.grad, err);
     if (rc) return rc;
     if (!param_group_step(&t->q_g))
         return calf_error_set(err, CALF_EIO,
                               "iteration %lld: the Q gradient is not finite (training diverged); try "
                               "a smaller learning rate (critic/Adam.lr)",
-                              (long long)t->iteration + 1);
+                              (long long)t->o.iteration + 1);
     t->q_ver++;
-    t->updates++;
-    if (t->updates % t->target_period == 0) {
+    t->o.updates++;
+    if (t->o.updates % t->target_period == 0) {
         offpolicy_target_update(t->target_g.params, t->q_g.params, t->q_g.n, t->tau);
         t->target_ver++;
     }
@@ -233,15 +220,7 @@ static int update(dqn *t, int u, calf_error *err) {
 }
 
 static int dqn_train(algorithm *a, int64_t iteration, calf_error *err) {
-    dqn *t = (dqn *)a;
-    t->iteration = iteration;
-    offpolicy_clear_stats(&t->o);
-    if (!offpolicy_learning(&t->o, iteration)) return CALF_OK;
-    for (int u = 0; u < t->o.U; u++) {
-        int rc = update(t, u, err);
-        if (rc) return rc;
-    }
-    return CALF_OK;
+    return offpolicy_train(&((dqn *)a)->o, iteration, update, a, err);
 }
 
 /* ---- summaries, digest, checkpoints ---------------------------------------------- */
@@ -264,49 +243,24 @@ static int dqn_summarize(algorithm *a, int64_t step, bool histograms, calf_error
 }
 
 static uint64_t dqn_digest(const algorithm *a) {
-    const dqn *t = (const dqn *)a;
-    return param_group_digest(&t->target_g, param_group_digest(&t->q_g, 0xcbf29ce484222325ULL));
+    dqn *t = (dqn *)a;
+    param_group *g[] = {&t->q_g, &t->target_g};
+    return offpolicy_digest(g, 2);
 }
 
 /* "DQNU" the updates done, the two groups, then the replay counters. */
 static void dqn_save(const algorithm *a, ckpt_buf *b) {
-    const dqn *t = (const dqn *)a;
-    ckpt_put_tag(b, "DQNU");
-    ckpt_put_i64(b, t->updates);
-    param_group_save(&t->q_g, b);
-    param_group_save(&t->target_g, b);
-    offpolicy_save_counters(&t->o, b);
+    dqn *t = (dqn *)a;
+    param_group *g[] = {&t->q_g, &t->target_g};
+    offpolicy_save(&t->o, "DQNU", g, 2, b);
 }
 
 static int dqn_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
     dqn *t = (dqn *)a;
-    int64_t updates = 0, want = offpolicy_updates_after(&t->o, iteration);
-    ckpt_get_tag(r, "DQNU");
-    ckpt_get_i64(r, &updates);
-    if (r->status) return r->status;
-    if (updates != want)
-        return calf_error_set(err, CALF_EINVAL,
-                              "%s: counters do not match iteration %lld of this config", r->name,
-                              (long long)iteration);
-    int rc = param_group_load(&t->q_g, r, want, err);
-    if (rc == CALF_OK) rc = param_group_load(&t->target_g, r, 0, err);
-    if (rc) return rc;
+    param_group *g[] = {&t->q_g, &t->target_g};
+    int rc = offpolicy_load(&t->o, r, iteration, "DQNU", g, NULL, 2, err);
     t->q_ver++, t->target_ver++;
-    t->updates = updates;
-    return offpolicy_load_counters(&t->o, r, iteration, err);
-}
-
-static size_t dqn_env_record_size(const algorithm *a) {
-    return offpolicy_env_record_size(&((const dqn *)a)->o);
-}
-
-static void dqn_save_env(const algorithm *a, int e, unsigned char *rec) {
-    offpolicy_save_env(&((const dqn *)a)->o, e, rec);
-}
-
-static int dqn_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
-                        calf_error *err) {
-    return offpolicy_load_env(&((dqn *)a)->o, e, rec, name, err);
+    return rc;
 }
 
 static void dqn_describe(const algorithm *a, char *text, size_t cap) {
@@ -321,19 +275,14 @@ static void dqn_describe(const algorithm *a, char *text, size_t cap) {
                  (double)t->tau, t->huber ? "Huber" : "squared");
 }
 
-static void dqn_report(const algorithm *a, double run_s, char *text, size_t cap) {
-    const dqn *t = (const dqn *)a;
-    offpolicy_report(&t->o, t->updates, run_s, text, cap);
-}
-
 const algorithm_ops dqn_algorithm_ops = {
     .create = dqn_create,
     .destroy = dqn_destroy,
     .check = dqn_check,
     .check_memory = offpolicy_check_memory,
-    .start = dqn_start,
+    .start = offpolicy_ops_start,
     .act = dqn_act,
-    .observe = dqn_observe,
+    .observe = offpolicy_ops_observe,
     .train = dqn_train,
     .greedy = dqn_greedy,
     .export_c = dqn_export_c,
@@ -341,9 +290,9 @@ const algorithm_ops dqn_algorithm_ops = {
     .digest = dqn_digest,
     .save = dqn_save,
     .load = dqn_load,
-    .env_record_size = dqn_env_record_size,
-    .save_env = dqn_save_env,
-    .load_env = dqn_load_env,
+    .env_record_size = offpolicy_ops_env_record_size,
+    .save_env = offpolicy_ops_save_env,
+    .load_env = offpolicy_ops_load_env,
     .describe = dqn_describe,
-    .report = dqn_report,
+    .report = offpolicy_ops_report,
 };

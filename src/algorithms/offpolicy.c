@@ -139,6 +139,13 @@ void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *
                   head, what, A);
 }
 
+void offpolicy_join_rows(const float *obs, int od, const float *u, int A, int rows, float *out) {
+    for (int r = 0; r < rows; r++) {
+        memcpy(out + (size_t)r * (od + A), obs + (size_t)r * od, (size_t)od * sizeof(float));
+        memcpy(out + (size_t)r * (od + A) + od, u + (size_t)r * A, (size_t)A * sizeof(float));
+    }
+}
+
 /* ---- lifecycle ------------------------------------------------------------------ */
 
 /* Lay out a view of `count` envs at mem (NULL: only measure, v's pointers NULL) and
@@ -285,6 +292,19 @@ void offpolicy_free(offpolicy *o) {
     memset(o, 0, sizeof *o);
 }
 
+int offpolicy_create(size_t size, int (*init)(algorithm *a, const algo_setup *s, calf_error *err),
+                     void (*destroy)(algorithm *a), const algo_setup *s, algorithm **out,
+                     calf_error *err) {
+    *out = mem_calloc(1, size, err);
+    if (!*out) return CALF_ENOMEM;
+    int rc = init(*out, s, err);
+    if (rc) {
+        destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 /* ---- acting --------------------------------------------------------------------- */
 
 bool offpolicy_act_random(offpolicy *o, int64_t iteration, int s, int *act, float *u) {
@@ -320,6 +340,18 @@ int64_t offpolicy_updates_after(const offpolicy *o, int64_t iterations) {
     int64_t per_iter = (int64_t)o->E * o->T;
     int64_t first = o->initial_collect > 0 ? (o->initial_collect + per_iter - 1) / per_iter - 1 : 0;
     return iterations > first ? (iterations - first) * o->U : 0;
+}
+
+int offpolicy_train(offpolicy *o, int64_t iteration, int (*update)(void *ctx, int u, calf_error *err),
+                    void *ctx, calf_error *err) {
+    o->iteration = iteration;
+    offpolicy_clear_stats(o);
+    if (!offpolicy_learning(o, iteration)) return CALF_OK;
+    for (int u = 0; u < o->U; u++) {
+        int rc = update(ctx, u, err);
+        if (rc) return rc;
+    }
+    return CALF_OK;
 }
 
 void offpolicy_clear_stats(offpolicy *o) {
@@ -411,6 +443,38 @@ int offpolicy_load_counters(offpolicy *o, ckpt_reader *r, int64_t iteration, cal
     return CALF_OK;
 }
 
+void offpolicy_save(const offpolicy *o, const char *tag, param_group *const *groups, int n,
+                    ckpt_buf *b) {
+    ckpt_put_tag(b, tag);
+    ckpt_put_i64(b, o->updates);
+    for (int k = 0; k < n; k++) param_group_save(groups[k], b);
+    offpolicy_save_counters(o, b);
+}
+
+int offpolicy_load(offpolicy *o, ckpt_reader *r, int64_t iteration, const char *tag,
+                   param_group *const *groups, const int64_t *steps, int n, calf_error *err) {
+    int64_t updates = 0, want = offpolicy_updates_after(o, iteration);
+    ckpt_get_tag(r, tag);
+    ckpt_get_i64(r, &updates);
+    if (r->status) return r->status;
+    if (updates != want)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: counters do not match iteration %lld of this config", r->name,
+                              (long long)iteration);
+    for (int k = 0; k < n; k++) {
+        int rc = param_group_load(groups[k], r, steps ? steps[k] : want, err);
+        if (rc) return rc;
+    }
+    o->updates = updates;
+    return offpolicy_load_counters(o, r, iteration, err);
+}
+
+uint64_t offpolicy_digest(param_group *const *groups, int n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int k = 0; k < n; k++) h = param_group_digest(groups[k], h);
+    return h;
+}
+
 size_t offpolicy_env_record_size(const offpolicy *o) {
     return BYTES_RNG + replay_env_record_bytes(&o->rb);
 }
@@ -444,19 +508,42 @@ void offpolicy_describe(const offpolicy *o, char *text, size_t cap) {
              (long long)o->rb.capacity, o->E, all, per, o->B);
 }
 
-void offpolicy_report(const offpolicy *o, int64_t updates, double run_s, char *text, size_t cap) {
+void offpolicy_report(const offpolicy *o, double run_s, char *text, size_t cap) {
     char mine[32];
     memory_format((double)replay_bytes(o->count, o->rb.capacity, o->od, o->rb.act_dim), mine,
                   sizeof mine);
     snprintf(text, cap,
              "replay: %lld transitions stored per env (capacity %lld, %s on this process); "
              "%lld updates, %.0f updates/s\n",
-             (long long)o->rb.stored, (long long)o->rb.capacity, mine, (long long)updates,
-             run_s > 0 ? (double)updates / run_s : 0.0);
+             (long long)o->rb.stored, (long long)o->rb.capacity, mine, (long long)o->updates,
+             run_s > 0 ? (double)o->updates / run_s : 0.0);
     size_t len = strlen(text);
     if (o->sharing && len < cap)
         snprintf(text + len, cap - len,
                  "work sharing: the rings in shared memory; %lld env partials computed for "
                  "other processes\n",
                  (long long)o->shared_envs);
+}
+
+/* ---- algorithm_ops on the core ---------------------------------------------------- */
+
+int offpolicy_ops_start(algorithm *a, calf_error *err) { return offpolicy_start((offpolicy *)a, err); }
+
+void offpolicy_ops_observe(algorithm *a, const algo_step *st) { offpolicy_observe((offpolicy *)a, st); }
+
+size_t offpolicy_ops_env_record_size(const algorithm *a) {
+    return offpolicy_env_record_size((const offpolicy *)a);
+}
+
+void offpolicy_ops_save_env(const algorithm *a, int e, unsigned char *rec) {
+    offpolicy_save_env((const offpolicy *)a, e, rec);
+}
+
+int offpolicy_ops_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
+                           calf_error *err) {
+    return offpolicy_load_env((offpolicy *)a, e, rec, name, err);
+}
+
+void offpolicy_ops_report(const algorithm *a, double run_s, char *text, size_t cap) {
+    offpolicy_report((const offpolicy *)a, run_s, text, cap);
 }

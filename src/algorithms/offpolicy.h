@@ -19,6 +19,7 @@
 #include "calf/rng.h"
 #include "numerics/adam.h"
 #include "numerics/nn.h"
+#include "numerics/param_group.h"
 #include "parallel/work_share.h"
 #include "tools/export.h"
 #include "training/algorithm.h"
@@ -81,6 +82,8 @@ typedef struct offpolicy {
     comm_tree tree[OFFPOLICY_MAX_TREES];  /* a pass's gradient, by tree index */
     comm_tree steal[OFFPOLICY_MAX_TREES]; /* pieces computed for other processes */
     int64_t shared_envs;     /* env partials this process computed for others */
+    int64_t updates;         /* updates done over the whole run (the algorithm counts them) */
+    int64_t iteration;       /* the iteration the last train was of */
 } offpolicy;
 
 /* ---- settings ---- */
@@ -116,6 +119,9 @@ adam_conf offpolicy_adam(const calf_config *cfg, double lr);
 void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *params, int A,
                                  int head, const char *what, const float *lo, const float *hi);
 
+/* Critic input rows (obs | action) of `rows` rows into out (rows, od + A). */
+void offpolicy_join_rows(const float *obs, int od, const float *u, int A, int rows, float *out);
+
 /* ---- lifecycle ---- */
 
 /* The job's shape, the batch settings and the scratch for s (count 0: acting only, with
@@ -132,6 +138,13 @@ int offpolicy_add_tree(offpolicy *o, size_t n, calf_error *err);
 int offpolicy_start(offpolicy *o, calf_error *err);
 void offpolicy_free(offpolicy *o); /* zeroed o is fine */
 
+/* algorithm_ops.create for an algorithm whose struct (`size` bytes, zeroed) begins with
+ * its offpolicy: init fills it (on error destroy frees what init made, and *out is
+ * NULL). */
+int offpolicy_create(size_t size, int (*init)(algorithm *a, const algo_setup *s, calf_error *err),
+                     void (*destroy)(algorithm *a), const algo_setup *s, algorithm **out,
+                     calf_error *err);
+
 /* ---- acting ---- */
 
 /* While the job has taken fewer than initial_collect_steps env steps before step s of
@@ -142,6 +155,11 @@ bool offpolicy_act_random(offpolicy *o, int64_t iteration, int s, int *act, floa
 void offpolicy_observe(offpolicy *o, const algo_step *st);
 
 /* ---- updates ---- */
+
+/* algorithm_ops.train's frame: iteration `iteration`'s statistics cleared, then, once the
+ * job is learning, update(ctx, u) for u = 0 .. U-1, stopping at the first error. */
+int offpolicy_train(offpolicy *o, int64_t iteration, int (*update)(void *ctx, int u, calf_error *err),
+                    void *ctx, calf_error *err);
 
 /* Whether iteration `iteration` trains: the job has taken initial_collect_steps env steps
  * by its end. */
@@ -175,6 +193,19 @@ int offpolicy_sum_stats(offpolicy *o, double *g, calf_error *err);
 
 /* ---- checkpoints ---- */
 
+/* An algorithm's section: `tag` (4 characters), the updates done (o->updates), each of
+ * the n groups (param_group_save) in order, then the replay counters. */
+void offpolicy_save(const offpolicy *o, const char *tag, param_group *const *groups, int n,
+                    ckpt_buf *b);
+/* Read it back, checking it against this config at `iteration`: the updates must be
+ * offpolicy_updates_after's, group k's step count steps[k] (steps NULL: the updates, for
+ * every group; untrained groups have none), the counters offpolicy_load_counters's. Sets
+ * o->updates. */
+int offpolicy_load(offpolicy *o, ckpt_reader *r, int64_t iteration, const char *tag,
+                   param_group *const *groups, const int64_t *steps, int n, calf_error *err);
+/* The digest of the n groups (algorithm_ops.digest), in order. */
+uint64_t offpolicy_digest(param_group *const *groups, int n);
+
 /* The replay counters (replay_save_counters). */
 void offpolicy_save_counters(const offpolicy *o, ckpt_buf *b);
 /* Read them back and check them against `iteration` (the rings hold min(iteration * T,
@@ -187,8 +218,19 @@ void offpolicy_save_env(const offpolicy *o, int e, unsigned char *rec);
 int offpolicy_load_env(offpolicy *o, int e, const unsigned char *rec, const char *name,
                        calf_error *err);
 
+/* ---- algorithm_ops that an algorithm whose struct begins with its offpolicy takes as
+ * they are: start (offpolicy_start), observe, the env records (an algorithm with per-env
+ * state of its own wraps these) and the rank log's report (o->updates). ---- */
+int offpolicy_ops_start(algorithm *a, calf_error *err);
+void offpolicy_ops_observe(algorithm *a, const algo_step *st);
+size_t offpolicy_ops_env_record_size(const algorithm *a);
+void offpolicy_ops_save_env(const algorithm *a, int e, unsigned char *rec);
+int offpolicy_ops_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
+                           calf_error *err);
+void offpolicy_ops_report(const algorithm *a, double run_s, char *text, size_t cap);
+
 /* ---- what config.gin's header and the rank log say ---- */
 void offpolicy_describe(const offpolicy *o, char *text, size_t cap);
-void offpolicy_report(const offpolicy *o, int64_t updates, double run_s, char *text, size_t cap);
+void offpolicy_report(const offpolicy *o, double run_s, char *text, size_t cap);
 
 #endif

@@ -25,7 +25,7 @@ enum { SS_SAMPLES, SS_CRITIC, SS_ACTOR, SS_ALPHA, SS_ENTROPY, NUM_SAC_STATS };
 enum { TREE_CRITIC, TREE_ACTOR };
 
 typedef struct sac {
-    offpolicy o;             /* the replay, the batch rows, the job's shape */
+    offpolicy o;             /* first: the replay, the batch rows, the job's shape */
     /* settings, resolved once */
     float gamma, tau, target_entropy;
     int target_period;
@@ -36,7 +36,6 @@ typedef struct sac {
      * whose layout the target group copies; log alpha is the alpha group's one float */
     nn_mlp actor, q1, q2;
     param_group actor_g, critic_g, target_g, alpha_g;
-    int64_t updates;         /* updates done over the whole run */
     /* bumped whenever a group's values change, so that passes over unchanged parameters
      * reuse the transposed weights their caches keep (nn_mlp_forward_v) */
     uint64_t actor_ver, critic_ver, target_ver;
@@ -52,7 +51,6 @@ typedef struct sac {
     float *dalpha;           /* (rows) each row's d(alpha loss)/d log alpha */
     nn_cache actor_cache, qa_cache, qb_cache, ta_cache, tb_cache;
     float *sum;              /* (max(critic n, actor n + 1)) a tree's completed sum */
-    int64_t iteration;
 } sac;
 
 /* A row's two noise vectors: eps for the next action, eps2 for the actor loss's. */
@@ -70,7 +68,8 @@ static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
 
 static void sac_destroy(algorithm *a);
 
-static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
+static int sac_init(algorithm *a, const algo_setup *s, calf_error *err) {
+    sac *t = (sac *)a;
     const calf_config *cfg = s->cfg;
     const calf_env_spec *spec = s->spec;
     offpolicy *o = &t->o;
@@ -154,19 +153,8 @@ static int sac_init(sac *t, const algo_setup *s, calf_error *err) {
     return CALF_OK;
 }
 
-static int sac_start(algorithm *a, calf_error *err) { return offpolicy_start(&((sac *)a)->o, err); }
-
 static int sac_create(const algo_setup *s, algorithm **out, calf_error *err) {
-    sac *t = mem_calloc(1, sizeof *t, err);
-    *out = (algorithm *)t;
-    if (!t) return CALF_ENOMEM;
-    int rc = sac_init(t, s, err);
-    if (rc) {
-        sac_destroy((algorithm *)t);
-        t = NULL;
-    }
-    *out = (algorithm *)t;
-    return rc;
+    return offpolicy_create(sizeof(sac), sac_init, sac_destroy, s, out, err);
 }
 
 static void sac_destroy(algorithm *a) {
@@ -223,8 +211,6 @@ static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs, in
                                      calf_rng_uniform_double(&o->act_rng[e]));
 }
 
-static void sac_observe(algorithm *a, const algo_step *st) { offpolicy_observe(&((sac *)a)->o, st); }
-
 static void sac_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
     sac *t = (sac *)a;
     const offpolicy *o = &t->o;
@@ -273,14 +259,6 @@ static int sac_export_c(const algorithm *a, export_c *x, calf_error *err) {
 
 /* ---- one update ------------------------------------------------------------------- */
 
-/* Critic input rows (obs | action) of `rows` rows. */
-static void join_rows(const float *x, int od, const float *u, int A, int rows, float *out) {
-    for (int r = 0; r < rows; r++) {
-        memcpy(out + (size_t)r * (od + A), x + (size_t)r * od, (size_t)od * sizeof(float));
-        memcpy(out + (size_t)r * (od + A) + od, u + (size_t)r * A, (size_t)A * sizeof(float));
-    }
-}
-
 /* The critics' pass over envs [first, first + k) of v: targets y = r + gamma (soft value
  * of next_obs under the target critics), the loss 0.5 (q - y)^2 of each critic (the mean
  * over the job's batch), each env's statistics into v, and each env's partial gradient
@@ -301,7 +279,7 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
         for (int r = 0; r < n; r++)
             sac_squashed_sample(A, t->head + (size_t)r * 2 * A, eps_of(t, r), o->lo, o->hi,
                                 t->anew + (size_t)r * A, &t->logp[r]);
-        join_rows(o->next, od, t->anew, A, n, t->qin);
+        offpolicy_join_rows(o->next, od, t->anew, A, n, t->qin);
         nn_mlp_forward_v(&t->q1, tp, t->target_ver, t->qin, n, &t->ta_cache, t->ta);
         nn_mlp_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->tb);
         for (int r = 0; r < n; r++)
@@ -322,7 +300,7 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
 
     const float *qx = o->obs;
     if (A > 0) {
-        join_rows(o->obs, od, o->act, A, n, t->qin);
+        offpolicy_join_rows(o->obs, od, o->act, A, n, t->qin);
         qx = t->qin;
     }
     nn_mlp_forward_v(&t->q1, cp, t->critic_ver, qx, n, &t->qa_cache, t->qa);
@@ -384,7 +362,7 @@ static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, com
         for (int r = 0; r < n; r++)
             sac_squashed_sample(A, t->head + (size_t)r * 2 * A, eps2_of(t, r), o->lo, o->hi,
                                 t->anew + (size_t)r * A, &t->logp[r]);
-        join_rows(o->obs, od, t->anew, A, n, t->qin);
+        offpolicy_join_rows(o->obs, od, t->anew, A, n, t->qin);
         nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
         nn_mlp_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
         for (int e = 0; e < k; e++) {
@@ -434,12 +412,13 @@ static int diverged(const sac *t, const char *what, calf_error *err) {
     return calf_error_set(err, CALF_EIO,
                           "iteration %lld: the %s gradient is not finite (training diverged); try "
                           "smaller learning rates (actor/Adam.lr, critic/Adam.lr, alpha/Adam.lr)",
-                          (long long)t->iteration + 1, what);
+                          (long long)t->o.iteration + 1, what);
 }
 
-static int update(sac *t, int u, calf_error *err) {
+static int update(void *ctx, int u, calf_error *err) {
+    sac *t = ctx;
     offpolicy *o = &t->o;
-    offpolicy_sample(o, t->iteration, u);
+    offpolicy_sample(o, o->iteration, u);
     int rc = offpolicy_pass(o, TREE_CRITIC, critic_pass, t, t->critic_g.grad, err);
     if (rc) return rc;
     if (!param_group_step(&t->critic_g)) return diverged(t, "critic", err);
@@ -458,12 +437,12 @@ static int update(sac *t, int u, calf_error *err) {
                               "as a float and the discrete policy softmax(Q / alpha) is undefined; "
                               "SacAlgorithm.target_entropy (%g) is below what the policy reaches, or "
                               "alpha/Adam.lr is too large",
-                              (long long)t->iteration + 1, (double)t->alpha_g.params[0],
+                              (long long)t->o.iteration + 1, (double)t->alpha_g.params[0],
                               (double)t->target_entropy);
     if (o->A == 0) t->actor_g.step++; /* no actor: its (empty) optimizer keeps count */
 
-    t->updates++;
-    if (t->updates % t->target_period == 0)
+    t->o.updates++;
+    if (t->o.updates % t->target_period == 0)
         sac_polyak_update(t->target_g.params, t->critic_g.params, t->critic_g.n, t->tau);
     t->target_ver++;
     return CALF_OK;
@@ -471,19 +450,12 @@ static int update(sac *t, int u, calf_error *err) {
 
 static int sac_train(algorithm *a, int64_t iteration, calf_error *err) {
     sac *t = (sac *)a;
-    t->iteration = iteration;
     if (t->lr_linear) { /* the three optimizers' lr for this iteration, from the iteration */
         t->actor_g.opt.lr = adam_lr_linear_at(t->actor_lr, iteration, t->total_iterations);
         t->critic_g.opt.lr = adam_lr_linear_at(t->critic_lr, iteration, t->total_iterations);
         t->alpha_g.opt.lr = adam_lr_linear_at(t->alpha_lr, iteration, t->total_iterations);
     }
-    offpolicy_clear_stats(&t->o);
-    if (!offpolicy_learning(&t->o, iteration)) return CALF_OK;
-    for (int u = 0; u < t->o.U; u++) {
-        int rc = update(t, u, err);
-        if (rc) return rc;
-    }
-    return CALF_OK;
+    return offpolicy_train(&t->o, iteration, update, t, err);
 }
 
 /* ---- summaries, digest, checkpoints ---------------------------------------------- */
@@ -514,62 +486,33 @@ static int sac_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     return CALF_OK;
 }
 
+/* The four groups in the order of the digest and of the "SACU" section. */
+#define SAC_GROUPS(t) {&(t)->actor_g, &(t)->critic_g, &(t)->target_g, &(t)->alpha_g}
+
 static uint64_t sac_digest(const algorithm *a) {
-    const sac *t = (const sac *)a;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    h = param_group_digest(&t->actor_g, h);
-    h = param_group_digest(&t->critic_g, h);
-    h = param_group_digest(&t->target_g, h);
-    return param_group_digest(&t->alpha_g, h);
+    sac *t = (sac *)a;
+    param_group *g[] = SAC_GROUPS(t);
+    return offpolicy_digest(g, 4);
 }
 
 /* "SACU" the updates done, the four groups, then the replay counters. */
 static void sac_save(const algorithm *a, ckpt_buf *b) {
-    const sac *t = (const sac *)a;
-    ckpt_put_tag(b, "SACU");
-    ckpt_put_i64(b, t->updates);
-    param_group_save(&t->actor_g, b);
-    param_group_save(&t->critic_g, b);
-    param_group_save(&t->target_g, b);
-    param_group_save(&t->alpha_g, b);
-    offpolicy_save_counters(&t->o, b);
+    sac *t = (sac *)a;
+    param_group *g[] = SAC_GROUPS(t);
+    offpolicy_save(&t->o, "SACU", g, 4, b);
 }
 
 static int sac_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
     sac *t = (sac *)a;
-    int64_t updates = 0, want = offpolicy_updates_after(&t->o, iteration);
-    ckpt_get_tag(r, "SACU");
-    ckpt_get_i64(r, &updates);
-    if (r->status) return r->status;
-    if (updates != want)
-        return calf_error_set(err, CALF_EINVAL,
-                              "%s: counters do not match iteration %lld of this config", r->name,
-                              (long long)iteration);
-    int rc = param_group_load(&t->actor_g, r, want, err);
-    if (rc == CALF_OK) rc = param_group_load(&t->critic_g, r, want, err);
-    if (rc == CALF_OK) rc = param_group_load(&t->target_g, r, want, err);
-    if (rc == CALF_OK) rc = param_group_load(&t->alpha_g, r, want, err);
+    param_group *g[] = SAC_GROUPS(t);
+    int rc = offpolicy_load(&t->o, r, iteration, "SACU", g, NULL, 4, err);
     if (rc) return rc;
     if (!alpha_usable(t))
         return calf_error_set(err, CALF_EINVAL,
                               "%s: SACL: log alpha %g makes alpha 0, which discrete actions cannot use",
                               r->name, (double)t->alpha_g.params[0]);
     t->actor_ver++, t->critic_ver++, t->target_ver++; /* the values are the checkpoint's */
-    t->updates = updates;
-    return offpolicy_load_counters(&t->o, r, iteration, err);
-}
-
-static size_t sac_env_record_size(const algorithm *a) {
-    return offpolicy_env_record_size(&((const sac *)a)->o);
-}
-
-static void sac_save_env(const algorithm *a, int e, unsigned char *rec) {
-    offpolicy_save_env(&((const sac *)a)->o, e, rec);
-}
-
-static int sac_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
-                        calf_error *err) {
-    return offpolicy_load_env(&((sac *)a)->o, e, rec, name, err);
+    return CALF_OK;
 }
 
 static void sac_describe(const algorithm *a, char *text, size_t cap) {
@@ -583,19 +526,14 @@ static void sac_describe(const algorithm *a, char *text, size_t cap) {
                  t->actor_lr, t->critic_lr, t->alpha_lr, (long long)t->total_iterations);
 }
 
-static void sac_report(const algorithm *a, double run_s, char *text, size_t cap) {
-    const sac *t = (const sac *)a;
-    offpolicy_report(&t->o, t->updates, run_s, text, cap);
-}
-
 const algorithm_ops sac_algorithm_ops = {
     .create = sac_create,
     .destroy = sac_destroy,
     .check = sac_check,
     .check_memory = offpolicy_check_memory,
-    .start = sac_start,
+    .start = offpolicy_ops_start,
     .act = sac_act,
-    .observe = sac_observe,
+    .observe = offpolicy_ops_observe,
     .train = sac_train,
     .greedy = sac_greedy,
     .export_c = sac_export_c,
@@ -603,9 +541,9 @@ const algorithm_ops sac_algorithm_ops = {
     .digest = sac_digest,
     .save = sac_save,
     .load = sac_load,
-    .env_record_size = sac_env_record_size,
-    .save_env = sac_save_env,
-    .load_env = sac_load_env,
+    .env_record_size = offpolicy_ops_env_record_size,
+    .save_env = offpolicy_ops_save_env,
+    .load_env = offpolicy_ops_load_env,
     .describe = sac_describe,
-    .report = sac_report,
+    .report = offpolicy_ops_report,
 };
