@@ -375,6 +375,16 @@ static int ou_misses(mistake planted) {
             ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
             CHECK_INT_EQ(ops->load(a, &r, 0, &err), CALF_OK);
             for (int e = 0; e < E; e++) CHECK_INT_EQ(ops->load_env(a, e, rec + rs * e, "t.ckpt", &err), CALF_OK);
+            /* a damaged record: the OU state (the record's last 4 bytes here) not finite */
+            if (planted == NONE) {
+                unsigned char *bad = malloc(rs);
+                memcpy(bad, rec, rs);
+                memset(bad + rs - 4, 0xff, 4); /* a NaN */
+                CHECK_INT_EQ(ops->load_env(a, 0, bad, "t.ckpt", &err), CALF_EINVAL);
+                CHECK_STR_EQ(err.msg, "t.ckpt: env 0's exploration noise is not finite");
+                CHECK_INT_EQ(ops->load_env(a, 0, rec, "t.ckpt", &err), CALF_OK);
+                free(bad);
+            }
             free(rec);
             ckpt_buf_free(&b);
         }
