@@ -374,7 +374,8 @@ static int ou_misses(mistake planted) {
             ckpt_reader r;
             ckpt_reader_init(&r, b.data, b.len, "t.ckpt", &err);
             CHECK_INT_EQ(ops->load(a, &r, 0, &err), CALF_OK);
-            for (int e = 0; e < E; e++) CHECK_INT_EQ(ops->load_env(a, e, rec + rs * e, "t.ckpt", &err), CALF_OK);
+            for (int e = 0; e < E; e++)
+                CHECK_INT_EQ(ops->load_env(a, e, rec + rs * e, "t.ckpt", &err), CALF_OK);
             /* a damaged record: the OU state (the record's last 4 bytes here) not finite */
             if (planted == NONE) {
                 unsigned char *bad = malloc(rs);

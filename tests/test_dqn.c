@@ -252,7 +252,9 @@ static int acting_misses(mistake planted, int *greedy) {
         int act[E], best[E];
         ops->act(a, it, 0, o, act, NULL);
         ops->greedy(a, o, E, best, NULL);
-        double eps = planted == EPSILON_CONSTANT ? 1.0 : offpolicy_linear_epsilon(1.0, 0.05, 40, (int64_t)it * E);
+        double eps = planted == EPSILON_CONSTANT
+                         ? 1.0
+                         : offpolicy_linear_epsilon(1.0, 0.05, 40, (int64_t)it * E);
         for (int e = 0; e < E; e++) {
             int want;
             if (calf_rng_uniform_double(&rng[e]) < eps) {

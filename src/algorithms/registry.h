@@ -65,13 +65,15 @@
  * critic/CriticNetwork.*, actor/Adam.lr, critic/Adam.lr, OneStepTDLoss.gamma). */
 #define TD3_BINDINGS(X)                                                                          \
     X(TD3_TAU, "Td3Algorithm.target_update_tau", CALF_CFG_FLOAT, "0.005", 0, 1, 0, NULL, 0,       \
-      CALF_NO_FALLBACK, "soft update of the target actor and critics: target += tau * (online - target)") \
+      CALF_NO_FALLBACK,                                                                          \
+      "soft update of the target actor and critics: target += tau * (online - target)")          \
     X(TD3_POLICY_DELAY, "Td3Algorithm.policy_delay", CALF_CFG_INT, "2", 1, 1e9, 0, NULL, 0,       \
       CALF_NO_FALLBACK,                                                                          \
       "update the actor and the targets after every this many critic updates")                   \
     X(TD3_POLICY_NOISE, "Td3Algorithm.policy_noise", CALF_CFG_FLOAT, "0.2", 0, 1e6, 0, NULL, 0,   \
       CALF_NO_FALLBACK,                                                                          \
-      "target policy smoothing: std of the target action's noise, a fraction of the action range's half") \
+      "target policy smoothing: std of the target action's noise, a fraction of the action "     \
+      "range's half")                                                                            \
     X(TD3_NOISE_CLIP, "Td3Algorithm.noise_clip", CALF_CFG_FLOAT, "0.5", 0, 1e6, 0, NULL, 0,       \
       CALF_NO_FALLBACK, "target policy smoothing: the noise is clipped to +-this before scaling")   \
     X(TD3_EXPLORATION_NOISE, "Td3Algorithm.exploration_noise", CALF_CFG_FLOAT, "0.1", 0, 1e6, 0,  \
@@ -105,7 +107,8 @@
  * rates and gamma are the rows TD3 reads). */
 #define DDPG_BINDINGS(X)                                                                         \
     X(DDPG_TAU, "DdpgAlgorithm.target_update_tau", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,      \
-      CALF_NO_FALLBACK, "soft update of the target actor and critic: target += tau * (online - target)") \
+      CALF_NO_FALLBACK,                                                                          \
+      "soft update of the target actor and critic: target += tau * (online - target)")           \
     X(DDPG_TARGET_PERIOD, "DdpgAlgorithm.target_update_period", CALF_CFG_INT, "1", 1, 1e9, 0,     \
       NULL, 0, CALF_NO_FALLBACK, "update the targets every this many training steps")            \
     X(DDPG_NOISE, "DdpgAlgorithm.exploration_noise", CALF_CFG_STRING, "'ou'", 0, 0, 0,            \
@@ -113,7 +116,8 @@
       "exploration: Ornstein-Uhlenbeck noise (ALF's) or independent Gaussian noise")             \
     X(DDPG_OU_STDDEV, "DdpgAlgorithm.ou_stddev", CALF_CFG_FLOAT, "0.2", 0, 1e6, 0, NULL, 0,       \
       CALF_NO_FALLBACK,                                                                          \
-      "std of the exploration noise's kick (Gaussian: of the noise), a fraction of the action range's half") \
+      "std of the exploration noise's kick (Gaussian: of the noise), a fraction of the "         \
+      "action range's half")                                                                     \
     X(DDPG_OU_DAMPING, "DdpgAlgorithm.ou_damping", CALF_CFG_FLOAT, "0.15", 0, 1, 0, NULL, 0,      \
       CALF_NO_FALLBACK, "Ornstein-Uhlenbeck noise: x = (1 - damping) x + stddev * normal")
 
