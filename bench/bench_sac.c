@@ -3,6 +3,9 @@
  * and peak resident memory, median of several runs, each in a process of its own:
  * - examples/sac_pendulum.gin on one process (ALF's sac_pendulum: 1 env, batch 64);
  * - the same with 8 envs and batch 256 on 1 and 2 processes, and the speedup;
+ * - the other replay algorithms on their examples, shortened, on one process: TD3
+ *   (examples/td3_pendulum.gin, 256x256, batch 256), DQN (dqn_cartpole.gin, 120x84,
+ *   batch 128) and DDPG (ddpg_pendulum.gin, 100x100, batch 64), with peak RSS;
  * - with --anchor PATH, the PyTorch anchor (shared/anchors/torch_sac_pendulum.py, run with
  *   /usr/bin/python3) on the same number of env steps, and calf's ratio to it.
  * Usage: bench_sac [CONF] [REPEATS] [--anchor PATH [--anchor_steps N]] */
@@ -131,6 +134,30 @@ int main(int argc, char **argv) {
            "%.0f updates/s on 1 process, %.0f on 2, speedup %.2fx\n",
            repeats, m1, median(rss1, repeats), median(w1, repeats), median(w2, repeats),
            median(sp, repeats));
+    /* the other algorithms: enough steps for a few thousand updates each */
+    static const struct {
+        const char *conf, *steps;
+    } others[] = {
+        {"examples/td3_pendulum.gin", "TrainerConfig.num_env_steps=3000"},
+        {"examples/dqn_cartpole.gin", "TrainerConfig.num_env_steps=40000"},
+        {"examples/ddpg_pendulum.gin", "TrainerConfig.num_env_steps=4000"},
+    };
+    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++) {
+        const char *params[] = {"TrainerConfig.evaluate=False", others[k].steps};
+        for (int r = 0; r < repeats; r++) {
+            run_result a;
+            if (!timed_run(others[k].conf, 1, params, 2, r, &a)) {
+                fprintf(stderr, "bench_sac: a run of %s failed\n", others[k].conf);
+                return 1;
+            }
+            w1[r] = a.updates_per_s;
+            rss1[r] = a.peak_mib;
+        }
+        printf("%s (%s), median of %d: %.0f updates/s on 1 process, peak RSS %.1f MiB\n",
+               others[k].conf, others[k].steps, repeats, median(w1, repeats),
+               median(rss1, repeats));
+        fflush(stdout);
+    }
     if (anchor) {
         double ups = run_anchor(anchor, anchor_steps);
         if (ups > 0)

@@ -56,7 +56,7 @@ static void test_errors_name_the_registry(void) {
              "t.gin:1: unknown reference '@Zzzzzzzzzzzz' for 'TrainerConfig.algorithm_ctor' "
              "(known: %s)", known);
     CHECK_STR_EQ(err.msg, want);
-    CHECK_STR_EQ(known, "@PPOAlgorithm, @SacAlgorithm");
+    CHECK_STR_EQ(known, "@PPOAlgorithm, @SacAlgorithm, @Td3Algorithm, @DqnAlgorithm, @DdpgAlgorithm");
     /* a near miss names the entry it is near */
     CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.algorithm_ctor=@SacAlgoritm", &err),
                  CALF_EINVAL);
@@ -159,6 +159,24 @@ static void test_own_rows_by_name(void) {
         {"SacAlgorithm.target_update_period", CFG_SAC_TARGET_PERIOD},
         {"SacAlgorithm.initial_log_alpha", CFG_SAC_INITIAL_LOG_ALPHA},
         {"SacAlgorithm.target_entropy", CFG_SAC_TARGET_ENTROPY},
+        {"Td3Algorithm.target_update_tau", CFG_TD3_TAU},
+        {"Td3Algorithm.policy_delay", CFG_TD3_POLICY_DELAY},
+        {"Td3Algorithm.policy_noise", CFG_TD3_POLICY_NOISE},
+        {"Td3Algorithm.noise_clip", CFG_TD3_NOISE_CLIP},
+        {"Td3Algorithm.exploration_noise", CFG_TD3_EXPLORATION_NOISE},
+        {"q/QNetwork.fc_layer_params", CFG_DQN_Q_LAYERS},
+        {"q/QNetwork.activation", CFG_DQN_Q_ACTIVATION},
+        {"DqnAlgorithm.target_update_period", CFG_DQN_TARGET_PERIOD},
+        {"DqnAlgorithm.target_update_tau", CFG_DQN_TAU},
+        {"DqnAlgorithm.start_epsilon", CFG_DQN_START_EPSILON},
+        {"DqnAlgorithm.end_epsilon", CFG_DQN_END_EPSILON},
+        {"DqnAlgorithm.exploration_fraction", CFG_DQN_EXPLORATION_FRACTION},
+        {"DqnAlgorithm.td_loss", CFG_DQN_TD_LOSS},
+        {"DdpgAlgorithm.target_update_tau", CFG_DDPG_TAU},
+        {"DdpgAlgorithm.target_update_period", CFG_DDPG_TARGET_PERIOD},
+        {"DdpgAlgorithm.exploration_noise", CFG_DDPG_NOISE},
+        {"DdpgAlgorithm.ou_stddev", CFG_DDPG_OU_STDDEV},
+        {"DdpgAlgorithm.ou_damping", CFG_DDPG_OU_DAMPING},
     };
     size_t n = sizeof own / sizeof own[0];
     CHECK_INT_EQ(calf_binding_count(), CALF_CFG_NUM_BINDINGS + (int)n);

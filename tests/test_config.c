@@ -385,7 +385,7 @@ static void test_refs(void) {
                 "mean '@SacAlgorithm'?)");
     check_error("ref_far.gin", "TrainerConfig.algorithm_ctor = @Foo\n", 1,
                 "unknown reference '@Foo' for 'TrainerConfig.algorithm_ctor' (known: "
-                "@PPOAlgorithm, @SacAlgorithm)");
+                "@PPOAlgorithm, @SacAlgorithm, @Td3Algorithm, @DqnAlgorithm, @DdpgAlgorithm)");
     check_error("ref_path.gin", "TrainerConfig.algorithm_ctor = @alf.algorithms.SacAlgorithm\n", 1,
                 "unknown reference '@alf.algorithms.SacAlgorithm' for 'TrainerConfig.algorithm_ctor' "
                 "(did you mean '@SacAlgorithm'?)");

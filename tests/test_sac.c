@@ -22,6 +22,7 @@
 #include "calf/rng.h"
 #include "parallel/comm.h"
 #include "numerics/nn.h"
+#include "offpolicy_ref.h"
 #include "test_util.h"
 
 enum { E = 2, STEPS = 4, B = 16, OD = 3, A = 1, H = 8 };
@@ -36,66 +37,18 @@ typedef struct groups {
     float *critic_m, alpha_m; /* Adam's first moments: after the first step, 0.1 * gradient */
 } groups;
 
-/* A group's section: params, and when trained Adam's step count and moments; m (if not
- * NULL) receives the first moment. */
-static void read_group(ckpt_reader *r, const char *tag, float *p, size_t n, bool trained,
-                       float *m) {
-    ckpt_get_tag(r, tag);
-    ckpt_get_f32s(r, p, n);
-    if (!trained) return;
-    int64_t step;
-    ckpt_get_i64(r, &step);
-    float *skip = calloc(n ? n : 1, sizeof(float));
-    ckpt_get_f32s(r, m ? m : skip, n);
-    ckpt_get_f32s(r, skip, n); /* v */
-    free(skip);
-}
-
 static void read_groups(const algorithm_ops *ops, const algorithm *a, groups *g) {
     ckpt_buf b;
-    ckpt_buf_init(&b);
-    ops->save(a, &b);
-    calf_error err;
     ckpt_reader r;
-    ckpt_reader_init(&r, b.data, b.len, "sac", &err);
+    calf_error err;
     int64_t updates;
-    ckpt_get_tag(&r, "SACU");
-    ckpt_get_i64(&r, &updates);
-    read_group(&r, "SACA", g->actor, g->na, true, NULL);
-    read_group(&r, "SACQ", g->critic, g->nc, true, g->critic_m);
-    read_group(&r, "SACT", g->target, g->nc, false, NULL);
-    read_group(&r, "SACL", &g->log_alpha, 1, true, &g->alpha_m);
+    ref_section_open(ops, a, "SACU", &b, &r, &err, &updates);
+    ref_read_group(&r, "SACA", g->actor, g->na, true, NULL);
+    ref_read_group(&r, "SACQ", g->critic, g->nc, true, g->critic_m);
+    ref_read_group(&r, "SACT", g->target, g->nc, false, NULL);
+    ref_read_group(&r, "SACL", &g->log_alpha, 1, true, &g->alpha_m);
     CHECK_INT_EQ(r.status, CALF_OK);
     ckpt_buf_free(&b);
-}
-
-/* An MLP in double on float parameters laid out as nn_mlp_layout lays them: weights
- * row-major (in, out), then biases; ReLU after every hidden layer. */
-static void mlp_forward(const nn_mlp *m, const float *p, const double *x, double *out) {
-    double buf[2][64];
-    const double *in = x;
-    for (int l = 0; l < m->num_layers; l++) {
-        int ni = m->sizes[l], no = m->sizes[l + 1];
-        double *o = l == m->num_layers - 1 ? out : buf[l & 1];
-        for (int j = 0; j < no; j++) {
-            double s = p[m->b_off[l] + (size_t)j];
-            for (int k = 0; k < ni; k++) s += in[k] * (double)p[m->w_off[l] + (size_t)k * no + (size_t)j];
-            o[j] = l == m->num_layers - 1 || s > 0.0 ? s : 0.0;
-        }
-        in = o;
-    }
-}
-
-/* The synthetic transitions: env e, step t. */
-static void transition(int e, int t, bool terminated, float *obs, float *u, float *r,
-                       uint8_t *term, float *next) {
-    for (int i = 0; i < OD; i++) {
-        obs[i] = (float)sin(1.3 * e + 0.7 * t + 0.9 * i);
-        next[i] = (float)cos(0.4 * e + 1.1 * t + 0.5 * i);
-    }
-    u[0] = (float)(1.5 * sin(2.1 * e + 0.3 * t));
-    *r = (float)(-1.0 - 0.5 * cos(0.8 * e + t));
-    *term = terminated;
 }
 
 /* The squashed sample of the pre-update actor at observation o with sample j's noise of
@@ -105,7 +58,7 @@ static float policy_sample(const nn_mlp *actor, const groups *g, const float *o,
                            bool second, const float *lo, const float *hi, float *a) {
     double x[OD], head[2 * A];
     for (int i = 0; i < OD; i++) x[i] = o[i];
-    mlp_forward(actor, g->actor, x, head);
+    ref_mlp_forward(actor, g->actor, x, head);
     calf_rng rng;
     calf_rng_seed(&rng, SEED, replay_stream_index(it, 0) * 0x9E3779B97F4A7C15ULL + (uint64_t)j,
                   CALF_RNG_NOISE);
@@ -129,8 +82,8 @@ static double target_value(const nn_mlp *actor, const nn_mlp *q1, const nn_mlp *
     for (int i = 0; i < OD; i++) x[i] = next[i];
     for (int i = 0; i < A; i++) x[OD + i] = a[i];
     double t1, t2;
-    mlp_forward(q1, g->target, x, &t1);
-    mlp_forward(q2, g->target, x, &t2);
+    ref_mlp_forward(q1, g->target, x, &t1);
+    ref_mlp_forward(q2, g->target, x, &t2);
     float alpha = (float)exp((double)g->log_alpha);
     return sac_td_target(r, (float)GAMMA, 0, (float)t1, (float)t2, alpha, logp);
 }
@@ -153,8 +106,8 @@ static double critic_loss(const nn_mlp *q1, const nn_mlp *q2, const float *criti
         double x[OD + A], a, b;
         for (int i = 0; i < OD; i++) x[i] = obs[j][i];
         x[OD] = u[j];
-        mlp_forward(q1, critic, x, &a);
-        mlp_forward(q2, critic, x, &b);
+        ref_mlp_forward(q1, critic, x, &a);
+        ref_mlp_forward(q2, critic, x, &b);
         loss += 0.5 * (a - y[j]) * (a - y[j]) + 0.5 * (b - y[j]) * (b - y[j]);
     }
     return loss / B;
@@ -303,7 +256,7 @@ static void one_case(bool terminated, int64_t sched_n) {
         int act[E];
         uint8_t te[E], trunc[E] = {0};
         for (int e = 0; e < E; e++) {
-            transition(e, t, terminated, tr.obs[e][t], &tr.u[e][t], &tr.r[e][t],
+            ref_transition(e, t, OD, terminated, tr.obs[e][t], &tr.u[e][t], &tr.r[e][t],
                        &tr.term[e][t], tr.next[e][t]);
             memcpy(o + e * OD, tr.obs[e][t], sizeof tr.obs[e][t]);
             memcpy(nx + e * OD, tr.next[e][t], sizeof tr.next[e][t]);

@@ -21,7 +21,10 @@
  * settings, its list of rows beside PPO's and SAC's). */
 #define ALGORITHMS(A)                                  \
     A(PPOAlgorithm, ppo_algorithm_ops, PPO_BINDINGS, 1) \
-    A(SacAlgorithm, sac_algorithm_ops, SAC_BINDINGS, 1)
+    A(SacAlgorithm, sac_algorithm_ops, SAC_BINDINGS, 1) \
+    A(Td3Algorithm, td3_algorithm_ops, TD3_BINDINGS, 0) \
+    A(DqnAlgorithm, dqn_algorithm_ops, DQN_BINDINGS, 0) \
+    A(DdpgAlgorithm, ddpg_algorithm_ops, DDPG_BINDINGS, 0)
 
 /* An algorithm's own rows: the columns of CALF_BINDINGS (include/calf/config.h). Each ID
  * makes the internal id CFG_<ID>, numbered after the public rows; the public API reaches
@@ -56,6 +59,67 @@
       NULL, CALF_BINDING_OPTIONAL, CALF_NO_FALLBACK,                                             \
       "entropy that alpha is tuned towards (None: chosen by the algorithm from the action "      \
       "space, -|A| for continuous actions)")
+
+/* TD3's own settings, CleanRL's td3_continuous_action names and defaults (its networks,
+ * learning rates and gamma are the rows SAC reads: actor/ActorDistributionNetwork.*,
+ * critic/CriticNetwork.*, actor/Adam.lr, critic/Adam.lr, OneStepTDLoss.gamma). */
+#define TD3_BINDINGS(X)                                                                          \
+    X(TD3_TAU, "Td3Algorithm.target_update_tau", CALF_CFG_FLOAT, "0.005", 0, 1, 0, NULL, 0,       \
+      CALF_NO_FALLBACK,                                                                          \
+      "soft update of the target actor and critics: target += tau * (online - target)")          \
+    X(TD3_POLICY_DELAY, "Td3Algorithm.policy_delay", CALF_CFG_INT, "2", 1, 1e9, 0, NULL, 0,       \
+      CALF_NO_FALLBACK,                                                                          \
+      "update the actor and the targets after every this many critic updates")                   \
+    X(TD3_POLICY_NOISE, "Td3Algorithm.policy_noise", CALF_CFG_FLOAT, "0.2", 0, 1e6, 0, NULL, 0,   \
+      CALF_NO_FALLBACK,                                                                          \
+      "target policy smoothing: std of the target action's noise, a fraction of the action "     \
+      "range's half")                                                                            \
+    X(TD3_NOISE_CLIP, "Td3Algorithm.noise_clip", CALF_CFG_FLOAT, "0.5", 0, 1e6, 0, NULL, 0,       \
+      CALF_NO_FALLBACK, "target policy smoothing: the noise is clipped to +-this before scaling")   \
+    X(TD3_EXPLORATION_NOISE, "Td3Algorithm.exploration_noise", CALF_CFG_FLOAT, "0.1", 0, 1e6, 0,  \
+      NULL, 0, CALF_NO_FALLBACK,                                                                 \
+      "std of the Gaussian exploration noise, a fraction of the action range's half")
+
+/* DQN's own settings, after CleanRL's dqn.py (its target_network_frequency of 500 env
+ * steps at train_frequency 10 is 50 updates; train_frequency itself is the iteration:
+ * TrainerConfig.unroll_length env steps per env, then num_updates_per_train_iter
+ * updates). Its learning rate is critic/Adam.lr, its gamma OneStepTDLoss.gamma. */
+#define DQN_BINDINGS(X)                                                                          \
+    X(DQN_Q_LAYERS, "q/QNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(120, 84)", 1, 1024, -7,  \
+      NULL, 0, CALF_NO_FALLBACK, "hidden layer sizes of DQN's Q network")                        \
+    X(DQN_Q_ACTIVATION, "q/QNetwork.activation", CALF_CFG_STRING, "'relu'", 0, 0, 0, "tanh|relu", \
+      0, CALF_NO_FALLBACK, "hidden activation of DQN's Q network")                               \
+    X(DQN_TARGET_PERIOD, "DqnAlgorithm.target_update_period", CALF_CFG_INT, "50", 1, 1e9, 0, NULL, \
+      0, CALF_NO_FALLBACK, "update the target Q network every this many updates")                \
+    X(DQN_TAU, "DqnAlgorithm.target_update_tau", CALF_CFG_FLOAT, "1.0", 0, 1, 0, NULL, 0,          \
+      CALF_NO_FALLBACK, "target += tau * (q - target) at each target update (1: a copy)")         \
+    X(DQN_START_EPSILON, "DqnAlgorithm.start_epsilon", CALF_CFG_FLOAT, "1.0", 0, 1, 0, NULL, 0,    \
+      CALF_NO_FALLBACK, "epsilon-greedy: the chance of a random action at the first env step")    \
+    X(DQN_END_EPSILON, "DqnAlgorithm.end_epsilon", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,       \
+      CALF_NO_FALLBACK, "epsilon-greedy: the chance once the decay is over")                     \
+    X(DQN_EXPLORATION_FRACTION, "DqnAlgorithm.exploration_fraction", CALF_CFG_FLOAT, "0.5", 0, 1, \
+      0, NULL, 0, CALF_NO_FALLBACK,                                                              \
+      "epsilon decays linearly over this fraction of the run's env steps")                       \
+    X(DQN_TD_LOSS, "DqnAlgorithm.td_loss", CALF_CFG_STRING, "'mse'", 0, 0, 0, "mse|huber", 0,      \
+      CALF_NO_FALLBACK, "the TD loss: squared error (CleanRL's) or Huber (smooth L1, delta 1)")
+
+/* DDPG's own settings, ALF's DdpgAlgorithm names and defaults (its networks, learning
+ * rates and gamma are the rows TD3 reads). */
+#define DDPG_BINDINGS(X)                                                                         \
+    X(DDPG_TAU, "DdpgAlgorithm.target_update_tau", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,      \
+      CALF_NO_FALLBACK,                                                                          \
+      "soft update of the target actor and critic: target += tau * (online - target)")           \
+    X(DDPG_TARGET_PERIOD, "DdpgAlgorithm.target_update_period", CALF_CFG_INT, "1", 1, 1e9, 0,     \
+      NULL, 0, CALF_NO_FALLBACK, "update the targets every this many training steps")            \
+    X(DDPG_NOISE, "DdpgAlgorithm.exploration_noise", CALF_CFG_STRING, "'ou'", 0, 0, 0,            \
+      "ou|gaussian", 0, CALF_NO_FALLBACK,                                                        \
+      "exploration: Ornstein-Uhlenbeck noise (ALF's) or independent Gaussian noise")             \
+    X(DDPG_OU_STDDEV, "DdpgAlgorithm.ou_stddev", CALF_CFG_FLOAT, "0.2", 0, 1e6, 0, NULL, 0,       \
+      CALF_NO_FALLBACK,                                                                          \
+      "std of the exploration noise's kick (Gaussian: of the noise), a fraction of the "         \
+      "action range's half")                                                                     \
+    X(DDPG_OU_DAMPING, "DdpgAlgorithm.ou_damping", CALF_CFG_FLOAT, "0.15", 0, 1, 0, NULL, 0,      \
+      CALF_NO_FALLBACK, "Ornstein-Uhlenbeck noise: x = (1 - damping) x + stddev * normal")
 
 /* CFG_<ID> for every algorithm's rows, in ALGORITHMS order, after the public rows. */
 #define ALGORITHM_BINDING_ID_(id, ...) CFG_##id,

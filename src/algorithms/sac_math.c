@@ -2,6 +2,7 @@
  * sac_math.h). Scalar code in double over a handful of values per row, like action_dist.c:
  * accuracy and a fixed order matter more here than vector width. */
 #include "algorithms/sac_math.h"
+#include "algorithms/offpolicy_math.h"
 
 #include <math.h>
 
@@ -86,8 +87,7 @@ float sac_td_target(float reward, float gamma, uint8_t terminated, float q1_next
 }
 
 float sac_td_target_value(float reward, float gamma, uint8_t terminated, float next_value) {
-    if (terminated) return reward;
-    return (float)((double)reward + (double)gamma * (double)next_value);
+    return offpolicy_td_target(reward, gamma, terminated, next_value);
 }
 
 float sac_critic_loss(float q, float target, float scale, float *dq) {
@@ -194,10 +194,5 @@ int sac_discrete_greedy(int n, const float *q) {
 }
 
 void sac_polyak_update(float *target, const float *param, size_t n, float tau) {
-    const float keep = 1.0f - tau;
-    for (size_t i = 0; i < n; i++) {
-        float t = keep * target[i];
-        float p = tau * param[i];
-        target[i] = t + p;
-    }
+    offpolicy_polyak_update(target, param, n, tau);
 }

@@ -1,0 +1,298 @@
+/* dqn.c: DQN (Mnih et al. 2015, as CleanRL's dqn.py): one Q network trained towards
+ * r + gamma max_a Q'(s', a) of a target network that copies it (or moves tau of the way)
+ * every target_update_period updates, with the squared or Huber TD loss; epsilon-greedy
+ * acting whose epsilon falls linearly over a fraction of the run's env steps, each env's
+ * draws from its own stream. Discrete actions only. The replay, sampling, per-env
+ * partials and work sharing are the off-policy core's (offpolicy.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/summary.h"
+#include "training/algorithm.h"
+#include "algorithms/offpolicy.h"
+#include "algorithms/offpolicy_math.h"
+#include "base/mem.h"
+#include "numerics/nn.h"
+#include "numerics/param_group.h"
+
+enum { DS_SAMPLES, DS_LOSS, DS_Q, NUM_DQN_STATS };
+enum { TREE_Q };
+
+typedef struct dqn {
+    offpolicy o;              /* first: the core's ops take the struct as it */
+    float gamma, tau;
+    int target_period;
+    bool huber;
+    double start_eps, end_eps;
+    int64_t decay_steps;      /* env steps of the job over which epsilon falls */
+    double epsilon;           /* the last act's */
+    nn_mlp q;
+    param_group q_g, target_g;
+    uint64_t q_ver, target_ver;
+    float *qv, *tv, *dq;      /* (rows, nA) */
+    float *y;                 /* (rows) */
+    nn_cache q_cache, t_cache;
+} dqn;
+
+static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+    if (spec->action_dim > 0) {
+        const char *env_at = cfg->origin[CALF_CFG_ENV_NAME];
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: DqnAlgorithm needs discrete actions; %s (create_environment."
+                              "env_name%s%s) has continuous ones (%d dims)",
+                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), spec->name,
+                              env_at[0] ? ", set at " : ", its default", env_at, spec->action_dim);
+    }
+    if (calf_config_float(cfg, CFG_DQN_EXPLORATION_FRACTION) > 0 && offpolicy_run_env_steps(cfg) == 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: DqnAlgorithm.exploration_fraction is a fraction of the run's env "
+                              "steps, but the run has no length: set TrainerConfig.num_iterations or "
+                              "num_env_steps",
+                              offpolicy_where(cfg, CFG_DQN_EXPLORATION_FRACTION));
+    return offpolicy_check(cfg, "DqnAlgorithm", err);
+}
+
+static void dqn_destroy(algorithm *a);
+
+static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
+    dqn *t = (dqn *)a;
+    const calf_config *cfg = s->cfg;
+    offpolicy *o = &t->o;
+    CALF_ASSERT(s->spec->num_actions > 0); /* dqn_check refuses continuous envs */
+    int rc = offpolicy_init(o, s, NUM_DQN_STATS, 0, err);
+    if (rc) return rc;
+    t->gamma = (float)calf_config_float(cfg, CALF_CFG_TD_GAMMA);
+    t->tau = (float)calf_config_float(cfg, CFG_DQN_TAU);
+    t->target_period = (int)calf_config_int(cfg, CFG_DQN_TARGET_PERIOD);
+    t->huber = strcmp(calf_config_string(cfg, CFG_DQN_TD_LOSS), "huber") == 0;
+    t->start_eps = calf_config_float(cfg, CFG_DQN_START_EPSILON);
+    t->end_eps = calf_config_float(cfg, CFG_DQN_END_EPSILON);
+    t->decay_steps = (int64_t)(calf_config_float(cfg, CFG_DQN_EXPLORATION_FRACTION) *
+                               (double)offpolicy_run_env_steps(cfg));
+    t->epsilon = t->start_eps;
+
+    int h[CALF_CFG_MAX_TUPLE];
+    int nh = offpolicy_tuple_ints(cfg, CFG_DQN_Q_LAYERS, h);
+    CALF_ASSERT(nh < NN_MAX_LAYERS);
+    size_t cursor = 0;
+    nn_mlp_layout(&t->q, o->od, h, nh, o->nA,
+                  offpolicy_activation(calf_config_string(cfg, CFG_DQN_Q_ACTIVATION)), &cursor);
+    adam_conf opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_CRITIC_LR));
+    if ((rc = param_group_init(&t->q_g, "DQNQ", cursor, true, opt, err)) ||
+        (rc = param_group_init(&t->target_g, "DQNT", cursor, false, opt, err)))
+        return rc;
+    calf_rng rng;
+    calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
+    offpolicy_fan_in_init(&t->q, t->q_g.params, &rng);
+    memcpy(t->target_g.params, t->q_g.params, t->q_g.n * sizeof(float));
+    t->q_ver = t->target_ver = 1;
+
+    int rows = o->rows;
+    if ((rc = nn_cache_init(&t->q_cache, &t->q, rows, err)) ||
+        (rc = nn_cache_init(&t->t_cache, &t->q, rows, err)))
+        return rc;
+    size_t R = (size_t)rows, nA = (size_t)o->nA;
+    if (!(t->qv = mem_calloc(R * nA, sizeof(float), err)) ||
+        !(t->tv = mem_calloc(R * nA, sizeof(float), err)) ||
+        !(t->dq = mem_calloc(R * nA, sizeof(float), err)) ||
+        !(t->y = mem_calloc(R, sizeof(float), err)))
+        return CALF_ENOMEM;
+    if (o->count == 0) return CALF_OK; /* acting only */
+    return offpolicy_add_tree(o, t->q_g.n, err);
+}
+
+static int dqn_create(const algo_setup *s, algorithm **out, calf_error *err) {
+    return offpolicy_create(sizeof(dqn), dqn_init, dqn_destroy, s, out, err);
+}
+
+static void dqn_destroy(algorithm *a) {
+    dqn *t = (dqn *)a;
+    if (!t) return;
+    offpolicy_free(&t->o);
+    param_group_free(&t->q_g);
+    param_group_free(&t->target_g);
+    nn_cache_free(&t->q_cache);
+    nn_cache_free(&t->t_cache);
+    free(t->qv);
+    free(t->tv);
+    free(t->dq);
+    free(t->y);
+    free(t);
+}
+
+/* ---- acting --------------------------------------------------------------------- */
+
+/* Each env: u uniform in [0, 1) from its stream; u < epsilon: a uniform action from the
+ * same stream, else the greedy one. epsilon is the schedule's at the job's env steps
+ * before this step. */
+static void dqn_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
+                    float *u) {
+    dqn *t = (dqn *)a;
+    offpolicy *o = &t->o;
+    if (offpolicy_act_random(o, iteration, s, act, u)) return;
+    int64_t steps_before = (iteration * o->T + s) * (int64_t)o->E;
+    t->epsilon = offpolicy_linear_epsilon(t->start_eps, t->end_eps, t->decay_steps, steps_before);
+    nn_mlp_forward(&t->q, t->q_g.params, obs, o->count, &t->q_cache, t->qv);
+    for (int e = 0; e < o->count; e++) {
+        if (calf_rng_uniform_double(&o->act_rng[e]) < t->epsilon)
+            act[e] = (int)calf_rng_below(&o->act_rng[e], (uint32_t)o->nA);
+        else
+            offpolicy_max_q(o->nA, t->qv + (size_t)e * o->nA, &act[e]);
+    }
+}
+
+static void dqn_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+    (void)u;
+    dqn *t = (dqn *)a;
+    const offpolicy *o = &t->o;
+    for (int r0 = 0; r0 < rows; r0 += o->rows) {
+        int b = rows - r0 < o->rows ? rows - r0 : o->rows;
+        nn_mlp_forward(&t->q, t->q_g.params, obs + (size_t)r0 * o->od, b, &t->q_cache, t->qv);
+        for (int k = 0; k < b; k++) offpolicy_max_q(o->nA, t->qv + (size_t)k * o->nA, &act[r0 + k]);
+    }
+}
+
+/* What dqn_greedy computes: the argmax of Q, the lowest index on ties. */
+static int dqn_export_c(const algorithm *a, export_c *x, calf_error *err) {
+    (void)err;
+    const dqn *t = (const dqn *)a;
+    export_c_mlp(x, "q", &t->q, t->q_g.params);
+    export_c_body(x, "    float v[%d];\n    q_forward(obs, v);\n", t->o.nA);
+    export_c_argmax_return(x, "v", t->o.nA);
+    return CALF_OK;
+}
+
+/* ---- one update ------------------------------------------------------------------- */
+
+/* y = r + gamma max_a Q'(s', a) of the target network, the TD loss of Q(s, a_taken)
+ * (the mean over the job's batch); each env's partial into tree. */
+static void q_pass(void *ctx, const offpolicy_view *v, int first, int k, comm_tree *tree) {
+    dqn *t = ctx;
+    offpolicy *o = &t->o;
+    int nA = o->nA;
+    int n = offpolicy_gather(o, v, first, k);
+    float scale = 1.0f / (float)o->B;
+    nn_mlp_forward_v(&t->q, t->target_g.params, t->target_ver, o->next, n, &t->t_cache, t->tv);
+    for (int r = 0; r < n; r++)
+        t->y[r] = offpolicy_td_target(o->rew[r], t->gamma, o->term[r],
+                                      offpolicy_max_q(nA, t->tv + (size_t)r * nA, NULL));
+    nn_mlp_forward_v(&t->q, t->q_g.params, t->q_ver, o->obs, n, &t->q_cache, t->qv);
+    memset(t->dq, 0, (size_t)n * nA * sizeof(float));
+    for (int e = 0; e < k; e++) {
+        double *st = v->stats + (size_t)(first + e) * NUM_DQN_STATS;
+        for (int r = o->offsets[e]; r < o->offsets[e + 1]; r++) {
+            size_t i = (size_t)r * nA + (size_t)o->act[r];
+            float loss = t->huber ? offpolicy_huber_loss(t->qv[i], t->y[r], scale, &t->dq[i])
+                                  : offpolicy_mse_loss(t->qv[i], t->y[r], scale, &t->dq[i]);
+            st[DS_SAMPLES] += 1;
+            st[DS_LOSS] += loss;
+            st[DS_Q] += t->qv[i];
+        }
+    }
+    for (int e = 0; e < k; e++) {
+        int r0 = o->offsets[e], cnt = o->offsets[e + 1] - r0;
+        float *leaf = comm_tree_leaf(tree);
+        nn_mlp_backward(&t->q, t->q_g.params, &t->q_cache, r0, cnt, t->dq + (size_t)r0 * nA, leaf,
+                        NULL);
+        comm_tree_push(tree);
+    }
+}
+
+static int update(void *ctx, int u, calf_error *err) {
+    dqn *t = ctx;
+    offpolicy *o = &t->o;
+    offpolicy_sample(o, o->iteration, u);
+    int rc = offpolicy_pass(o, TREE_Q, q_pass, t, t->q_g.grad, err);
+    if (rc) return rc;
+    if (!param_group_step(&t->q_g))
+        return calf_error_set(err, CALF_EIO,
+                              "iteration %lld: the Q gradient is not finite (training diverged); try "
+                              "a smaller learning rate (critic/Adam.lr)",
+                              (long long)t->o.iteration + 1);
+    t->q_ver++;
+    t->o.updates++;
+    if (t->o.updates % t->target_period == 0) {
+        offpolicy_target_update(t->target_g.params, t->q_g.params, t->q_g.n, t->tau);
+        t->target_ver++;
+    }
+    return CALF_OK;
+}
+
+static int dqn_train(algorithm *a, int64_t iteration, calf_error *err) {
+    return offpolicy_train(&((dqn *)a)->o, iteration, update, a, err);
+}
+
+/* ---- summaries, digest, checkpoints ---------------------------------------------- */
+
+static int dqn_summarize(algorithm *a, int64_t step, bool histograms, calf_error *err) {
+    dqn *t = (dqn *)a;
+    double g[NUM_DQN_STATS];
+    int rc = offpolicy_sum_stats(&t->o, g, err);
+    if (rc) return rc;
+    calf_summary_scalar("DqnAlgorithm/epsilon", step, t->epsilon);
+    if (g[DS_SAMPLES] > 0) {
+        calf_summary_scalar("DqnLoss/td_loss", step, g[DS_LOSS] / g[DS_SAMPLES]);
+        calf_summary_scalar("DqnAlgorithm/q", step, g[DS_Q] / g[DS_SAMPLES]);
+    }
+    if (histograms) {
+        calf_summary_histogram("Params/q", step, t->q_g.params, t->q_g.n);
+        calf_summary_histogram("Grads/q", step, t->q_g.grad, t->q_g.n);
+    }
+    return CALF_OK;
+}
+
+static uint64_t dqn_digest(const algorithm *a) {
+    dqn *t = (dqn *)a;
+    param_group *g[] = {&t->q_g, &t->target_g};
+    return offpolicy_digest(g, 2);
+}
+
+/* "DQNU" the updates done, the two groups, then the replay counters. */
+static void dqn_save(const algorithm *a, ckpt_buf *b) {
+    dqn *t = (dqn *)a;
+    param_group *g[] = {&t->q_g, &t->target_g};
+    offpolicy_save(&t->o, "DQNU", g, 2, b);
+}
+
+static int dqn_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
+    dqn *t = (dqn *)a;
+    param_group *g[] = {&t->q_g, &t->target_g};
+    int rc = offpolicy_load(&t->o, r, iteration, "DQNU", g, NULL, 2, err);
+    t->q_ver++, t->target_ver++;
+    return rc;
+}
+
+static void dqn_describe(const algorithm *a, char *text, size_t cap) {
+    const dqn *t = (const dqn *)a;
+    offpolicy_describe(&t->o, text, cap);
+    size_t off = strlen(text);
+    if (off < cap)
+        snprintf(text + off, cap - off,
+                 "\nDqnAlgorithm: epsilon %g down to %g over the job's first %lld env steps; the "
+                 "target network every %d updates (tau %g); %s TD loss",
+                 t->start_eps, t->end_eps, (long long)t->decay_steps, t->target_period,
+                 (double)t->tau, t->huber ? "Huber" : "squared");
+}
+
+const algorithm_ops dqn_algorithm_ops = {
+    .create = dqn_create,
+    .destroy = dqn_destroy,
+    .check = dqn_check,
+    .check_memory = offpolicy_check_memory,
+    .start = offpolicy_ops_start,
+    .act = dqn_act,
+    .observe = offpolicy_ops_observe,
+    .train = dqn_train,
+    .greedy = dqn_greedy,
+    .export_c = dqn_export_c,
+    .summarize = dqn_summarize,
+    .digest = dqn_digest,
+    .save = dqn_save,
+    .load = dqn_load,
+    .env_record_size = offpolicy_ops_env_record_size,
+    .save_env = offpolicy_ops_save_env,
+    .load_env = offpolicy_ops_load_env,
+    .describe = dqn_describe,
+    .report = offpolicy_ops_report,
+};

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# e2e_algorithms.sh: the conformance test every algorithm of the registry
+# (src/algorithms/registry.h) passes without test code of its own: for each name that
+# TrainerConfig.algorithm_ctor accepts, its first example (examples/*.gin naming it; the
+# default algorithm's may name none), shrunk to a few iterations of 5 envs with a replay
+# buffer that wraps, writes the same checkpoint bytes on --nproc 1..4 and under MPI (when
+# built with it), resumes from the 2-process run's middle checkpoint onto 3 processes to
+# the same bytes, plays, exports a C file whose actions are play's, refuses a misspelled
+# setting of its own with exit 2 and file:line, and on the other kind of action space
+# either trains or is refused with exit 2 naming the line that chose it.
+. "$(dirname "$0")/lib_e2e.sh"
+
+"$CALF" train --list-bindings >"$WORK/bindings" 2>&1 || bad "--list-bindings failed"
+NAMES=$(sed -n 's/^ *reference one of \(@[A-Za-z0-9_|@]*\), default.*/\1/p' "$WORK/bindings" | head -1 | tr '|' ' ' | tr -d '@')
+DEFAULT=$(sed -n 's/^ *reference one of @[A-Za-z0-9_|@]*, default @\([A-Za-z0-9_]*\).*/\1/p' "$WORK/bindings" | head -1)
+[ -n "$NAMES" ] && [ -n "$DEFAULT" ] && ok || bad "no algorithm names in --list-bindings"
+MPI=0
+if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/dev/null; then
+    MPI=1
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # see e2e_mpi.sh
+else
+    echo "MPI parity skipped: calf built without MPI or no mpirun"
+fi
+HAVE_CC=0
+command -v cc >/dev/null && HAVE_CC=1 || echo "export check skipped: no C compiler (cc)"
+
+for NAME in $NAMES; do
+    echo "== $NAME"
+    # its examples name it; those of the default algorithm may name none
+    EX=$(for f in "$SRC"/examples/*.gin; do
+             if grep -q "^TrainerConfig.algorithm_ctor = @$NAME\$" "$f" ||
+                { [ "$NAME" = "$DEFAULT" ] && ! grep -q "^TrainerConfig.algorithm_ctor" "$f"; }; then
+                 echo "$f"; fi
+         done | sort | head -1)
+    if [ -z "$EX" ]; then bad "$NAME: no example in examples/ (every algorithm has one)"; continue; fi
+    echo "   from $EX"
+    D=$WORK/$NAME
+    mkdir -p "$D"
+    cat >"$D/short.gin" <<GIN
+include '$EX'
+TrainerConfig.num_env_steps = 0
+TrainerConfig.num_iterations = 12
+create_environment.num_parallel_environments = 5
+TrainerConfig.unroll_length = 2
+TrainerConfig.initial_collect_steps = 20
+TrainerConfig.replay_buffer_length = 15
+TrainerConfig.mini_batch_size = 16
+TrainerConfig.num_updates_per_train_iter = 2
+TrainerConfig.num_checkpoints = 2
+TrainerConfig.evaluate = False
+TrainerConfig.summary_interval = 3
+GIN
+    LAST=train/algorithm/ckpt-12
+    for n in 1 2 3 4; do
+        expect_exit 0 "$CALF" train --quiet --root_dir "$D/n$n" --conf "$D/short.gin" --nproc $n
+        [ $n = 1 ] || expect_same_file "$D/n1/$LAST" "$D/n$n/$LAST"
+    done
+    if [ $MPI = 1 ]; then
+        expect_exit 0 timeout 300 mpirun --oversubscribe -np 2 "$CALF" train --quiet \
+            --root_dir "$D/mpi2" --conf "$D/short.gin"
+        expect_same_file "$D/n1/$LAST" "$D/mpi2/$LAST"
+    fi
+    # resume: the 2-process run cut back to its ckpt-6 (transitions stored, the buffer
+    # not yet wrapped), then 3 processes to the end. Cut back rather than run shorter: a
+    # shorter run would be another plan (schedules over the run's length differ).
+    mkdir -p "$D/resume" && cp -r "$D/n2/." "$D/resume/"
+    rm "$D/resume/$LAST"
+    expect_exit 0 "$CALF" train --root_dir "$D/resume" --conf "$D/short.gin" --nproc 3
+    expect_in "$WORK/err" "resuming from $D/resume/train/algorithm/ckpt-6"
+    expect_same_file "$D/n1/$LAST" "$D/resume/$LAST"
+    # play, and the exported file acting as play does
+    expect_exit 0 "$CALF" play --root_dir "$D/n1" --num_episodes 2 --dump_actions "$D/play"
+    expect_in "$WORK/out" "average return over 2 episodes:"
+    if [ $HAVE_CC = 1 ]; then
+        expect_exit 0 "$CALF" export --root_dir "$D/n1" -o "$D/policy.c"
+        od=$(sed -n 's/^#define CALF_POLICY_OBS_DIM \([0-9]*\)$/\1/p' "$D/policy.c")
+        expect_exit 0 cc -std=c99 -Wall -Wextra -Werror -O2 -I"$D" -DCALF_POLICY_FILE='"policy.c"' \
+            "$SRC/tests/export_main.c" -o "$D/act" -lm
+        if [ -x "$D/act" ] && [ -n "$od" ]; then
+            "$D/act" <"$D/play" >"$D/act.out" 2>"$D/act.err" || bad "$NAME: the exported policy failed"
+            awk -v od="$od" '{ s = ""; for (i = od + 1; i <= NF; i++) s = s (i > od + 1 ? " " : "") $i; print s }' \
+                "$D/play" >"$D/play.actions"
+            if cmp -s "$D/play.actions" "$D/act.out" && [ -s "$D/act.out" ]; then ok; else
+                bad "$NAME: the exported policy's actions differ from play's"; fi
+        else bad "$NAME: no exported program"; fi
+    fi
+    # bad input: a misspelled setting of its own, exit 2 naming the file and line
+    ROW=$(grep -o "^$NAME\.[a-z_]*" "$WORK/bindings" | head -1)
+    [ -n "$ROW" ] || ROW="$NAME.target_update_tau"
+    printf "include '%s'\n%sx = 1\n" "$D/short.gin" "$ROW" >"$D/typo.gin"
+    expect_exit 2 "$CALF" train --quiet --root_dir "$D/typo" --conf "$D/typo.gin"
+    expect_in "$WORK/err" "$D/typo.gin:2:"
+    [ ! -e "$D/typo/train" ] && ok || bad "$NAME: a refused config left files"
+    # the other kind of action space: it trains, or it is refused with exit 2 naming the
+    # line that chose the algorithm, before anything is written
+    ENV=$(sed -n "s/^create_environment.env_name = '\([^']*\)'.*/\1/p" "$D/n1/config.gin")
+    [ -n "$ENV" ] && ok || bad "$NAME: no env name in config.gin"
+    if "$CALF" envs | grep -q "^$ENV .*Discrete("; then OTHER=Pendulum-v1; else OTHER=CartPole-v1; fi
+    printf "include '%s'\ncreate_environment.env_name = '%s'\n" "$D/short.gin" "$OTHER" >"$D/other.gin"
+    "$CALF" train --quiet --root_dir "$D/other" --conf "$D/other.gin" \
+        --conf_param TrainerConfig.num_iterations=3 >"$WORK/out" 2>"$WORK/err"
+    code=$?
+    if [ $code = 0 ]; then ok
+    elif [ $code = 2 ] && grep -qF "$EX:" "$WORK/err" && [ ! -e "$D/other/train" ]; then
+        ok; echo "   $OTHER refused: $(head -1 "$WORK/err")"
+    else bad "$NAME on $OTHER: exit $code"; sed 's/^/  | /' "$WORK/err" >&2; fi
+done
+report e2e_algorithms
