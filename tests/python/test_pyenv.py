@@ -40,12 +40,15 @@ CORRIDOR = calf.register_env(pyenv_envs.make_corridor, max_episode_steps=60)
 SWING = calf.register_env(pyenv_envs.make_swing, max_episode_steps=40)
 
 
-def train(root, iterations, env=CORRIDOR, conf=PPO, overrides=PPO_OVERRIDES):
+def train(root, iterations, env=CORRIDOR, conf=PPO, overrides=PPO_OVERRIDES, stop=None):
+    """Train to `iterations` (or stop after iteration `stop`, a checkpoint written)."""
     with calf.Trainer(
         conf, root_dir=root, env=env,
         overrides={**overrides, "TrainerConfig.num_iterations": iterations},
     ) as t:
-        metrics = [t.step() for _ in range(iterations - t.iteration)]
+        metrics = [t.step() for _ in range((stop or iterations) - t.iteration)]
+        if stop:
+            t.checkpoint()
     return metrics
 
 
@@ -198,3 +201,32 @@ def test_env_failures_stop_the_run_naming_the_env(tmp_path, mode, message):
     pol = calf.load_policy(root)
     assert pol.checkpoint.endswith("ckpt-1")
     assert pol(np.zeros((3, 2), np.float32)).shape == (3,)
+
+
+REPLAY = {
+    "TrainerConfig.initial_collect_steps": 40,
+    "TrainerConfig.num_env_steps": 0,
+    "TrainerConfig.num_checkpoints": 2,
+    "TrainerConfig.eval_interval": 1000,
+    "TrainerConfig.num_eval_episodes": 1,
+    "TrainerConfig.summary_interval": 20,
+    "TrainerConfig.mini_batch_size": 32,
+}
+
+
+@pytest.mark.parametrize(
+    "example, env, iterations",
+    [("td3_pendulum.gin", SWING, 100), ("ddpg_pendulum.gin", SWING, 100),
+     ("dqn_cartpole.gin", CORRIDOR, 12)],
+)
+def test_every_replay_algorithm_trains_a_python_env_and_resumes_exactly(
+        tmp_path, example, env, iterations):
+    conf = SRC / "examples" / example
+    train(tmp_path / "a", iterations, env, conf, REPLAY)
+    # the same run stopped half-way (schedules span the whole run: DQN's epsilon)
+    train(tmp_path / "b", iterations, env, conf, REPLAY, stop=iterations // 2)
+    train(tmp_path / "b", iterations, env, conf, REPLAY)
+    assert filecmp.cmp(ckpt(tmp_path / "a", iterations), ckpt(tmp_path / "b", iterations),
+                       shallow=False)
+    pol = calf.load_policy(tmp_path / "a")
+    assert pol.env_name == env
