@@ -406,8 +406,12 @@ void mj_env_observe_hook(const void *state, float *obs) {
 }
 
 void mj_env_reset_hook(void *state, calf_rng *rng, float *obs) {
+    const mj_state *s = state;
     mj_env_reset(state, rng);
-    mj_env_observe_hook(state, obs);
+    if (s->task->observe)
+        s->task->observe(state, obs);
+    else
+        mj_env_observe_hook(state, obs);
 }
 
 int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, float *obs,

@@ -42,6 +42,9 @@ typedef struct mj_task {
     int track_mass_center;  /* 1: track_xy is the mass center's x, y (Humanoid's reward) */
     int post_constraint;    /* 1: mj_rnePostConstraint after the steps (fills cfrc_ext) */
     unsigned keep;          /* MJ_KEEP_* bits: derived arrays the saved form holds */
+    /* The task's own observation (what its class's observe hook is), which
+     * mj_env_reset_hook writes after the shared reset; NULL: mj_env_observe_hook. */
+    void (*observe)(const void *state, float *obs);
     const calf_env_spec *spec; /* the class's spec: its action bounds must be ctrlrange */
     /* The locomotion tasks' observation, reward and termination (mj_env_step_hook and
      * the other hooks below; InvertedPendulum-v4 has its own): */
@@ -136,7 +139,7 @@ void mj_env_reset_state(const mj_state *s, double *out);
  * and the observation; returns terminated (!healthy). */
 int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, float *obs,
                      float *reward);
-/* mj_env_reset, then the observation. */
+/* mj_env_reset, then the observation (the task's own, or mj_env_observe_hook). */
 void mj_env_reset_hook(void *state, calf_rng *rng, float *obs);
 /* qpos[obs_qpos_from:] then qvel (clipped when the task says), as float32. */
 void mj_env_observe_hook(const void *state, float *obs);

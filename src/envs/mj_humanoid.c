@@ -24,7 +24,9 @@ static const float lo[NU] = {-.4f, -.4f, -.4f, -.4f, -.4f, -.4f, -.4f, -.4f, -.4
      .nq = NQ, .nv = NV, .nu = NU, .qpos_noise = 1e-2, .qvel_noise = 1e-2, .qvel_normal = 0, \
      .track_mass_center = (MASS_CENTER), .post_constraint = 1,                               \
      .keep = MJ_KEEP_CINERT | MJ_KEEP_CVEL | MJ_KEEP_QFRC_ACTUATOR | MJ_KEEP_CFRC_EXT,      \
-     .spec = &(CLASS).spec}
+     .spec = &(CLASS).spec, .observe = humanoid_observe}
+
+static void humanoid_observe(const void *state, float *obs);
 
 static const mj_task humanoid_task =
     HUMANOID_TASK("Humanoid-v4", "humanoid_v4.xml", mjcf_humanoid_v4, humanoid_class, 1);
@@ -52,11 +54,6 @@ static void humanoid_observe(const void *state, float *obs) {
     obs = put(obs, d->cvel, 6 * NBODY);
     obs = put(obs, d->qfrc_actuator, NV);
     put(obs, d->cfrc_ext, 6 * NBODY);
-}
-
-static void humanoid_reset(void *state, calf_rng *rng, float *obs) {
-    mj_env_reset(state, rng);
-    humanoid_observe(state, obs);
 }
 
 static int humanoid_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
@@ -93,8 +90,8 @@ static int standup_step(void *state, calf_rng *rng, int action, const float *u, 
 }
 
 const calf_env_class humanoid_class =
-    MJ_TASK_CLASS("Humanoid-v4", OBS, NQ, NV, NU, lo, hi, 1000, KEPT, humanoid_reset,
+    MJ_TASK_CLASS("Humanoid-v4", OBS, NQ, NV, NU, lo, hi, 1000, KEPT, mj_env_reset_hook,
                   humanoid_step, humanoid_observe, humanoid_create);
 const calf_env_class humanoid_standup_class =
-    MJ_TASK_CLASS("HumanoidStandup-v4", OBS, NQ, NV, NU, lo, hi, 1000, KEPT, humanoid_reset,
+    MJ_TASK_CLASS("HumanoidStandup-v4", OBS, NQ, NV, NU, lo, hi, 1000, KEPT, mj_env_reset_hook,
                   standup_step, humanoid_observe, standup_create);

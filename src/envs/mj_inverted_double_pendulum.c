@@ -12,6 +12,8 @@ enum { NQ = 3, NV = 3, NU = 1, OBS = 1 + 2 * (NQ - 1) + 2 * NV };
 
 static const float lo[NU] = {-1}, hi[NU] = {1};
 
+static void idp_observe(const void *state, float *obs);
+
 static const mj_task task = {
     .name = "InvertedDoublePendulum-v4",
     .file = "inverted_double_pendulum_v4.xml",
@@ -24,6 +26,7 @@ static const mj_task task = {
     .qvel_normal = 1,
     .keep = MJ_KEEP_QFRC_CONSTRAINT,
     .spec = &inverted_double_pendulum_class.spec,
+    .observe = idp_observe,
 };
 
 static int idp_create(void *state, calf_error *err) {
@@ -46,11 +49,6 @@ static void idp_observe(const void *state, float *obs) {
     for (int i = 0; i < NV; i++) *obs++ = clip10(d->qfrc_constraint[i]);
 }
 
-static void idp_reset(void *state, calf_rng *rng, float *obs) {
-    mj_env_reset(state, rng);
-    idp_observe(state, obs);
-}
-
 static int idp_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
                     float *reward) {
     (void)rng;
@@ -68,5 +66,5 @@ static int idp_step(void *state, calf_rng *rng, int action, const float *u, floa
 }
 
 const calf_env_class inverted_double_pendulum_class =
-    MJ_TASK_CLASS("InvertedDoublePendulum-v4", OBS, NQ, NV, NU, lo, hi, 1000, NV, idp_reset,
+    MJ_TASK_CLASS("InvertedDoublePendulum-v4", OBS, NQ, NV, NU, lo, hi, 1000, NV, mj_env_reset_hook,
                   idp_step, idp_observe, idp_create);
