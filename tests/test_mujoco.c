@@ -135,7 +135,8 @@ static void test_reset(const mj_expect *x) {
     mj_state *s = st(&env);
     const mjModel *m = s->m;
     const mj_task *t = s->task;
-    const int resets = 200, skip = skipped_positions(x->name), free_joint = !strcmp(x->name, "Ant-v4");
+    const int resets = 200, skip = skipped_positions(x->name);
+    const int free_joint = !strcmp(x->name, "Ant-v4");
     float obs[MAX_OBS];
     double drawn[128], sum = 0, sum2 = 0;
     int in_range = 1, matches = 1, layout = 1;

@@ -100,8 +100,8 @@ static mjModel *compile(const mj_task *t, calf_error *err) {
              (float)m->actuator_ctrlrange[2 * j + 1] == spec->action_high[j];
     if (ok && t->track_body) ok = mj_name2id(m, mjOBJ_BODY, t->track_body) >= 0;
     /* the class's saved size counts the kept arrays, which depend on nbody */
-    if (ok) ok = MJ_SAVE_SIZE(m->nq, m->nv, m->na, m->nu) + 8 * (size_t)mj_env_kept_doubles(m, t->keep) ==
-                 spec->save_size;
+    size_t kept = 8 * (size_t)mj_env_kept_doubles(m, t->keep);
+    if (ok) ok = MJ_SAVE_SIZE(m->nq, m->nv, m->na, m->nu) + kept == spec->save_size;
     if (!ok) {
         calf_error_set(err, CALF_EIO,
                        "%s: the compiled %s does not have the expected layout (nq %d nv %d nu %d "
