@@ -2,7 +2,8 @@
  * registered environment, through calf_env_step on one env and through vec_env_step
  * on a block of 64, median of several repetitions. Actions come from a precomputed
  * table so the policy costs nothing; the targets: CartPole-v1 >= 20 M/s, and a block of
- * HalfCheetah-v4 >= 95% of a bare mj_step loop over as many mjData (measured last). */
+ * each MuJoCo env >= 95% of a bare mj_step loop over the block's own mjData (measured
+ * last, the ratio printed per env). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +15,9 @@
 #include "envs/vec_env.h"
 
 enum { REPS = 5, TABLE = 4096, BLOCK = 64 };
-/* Buffers sized for every built-in env (Ant-v4's 27 observations, 8 actions); main
- * checks each env fits. */
-enum { MAX_OBS = 64, MAX_ACT = 8 };
+/* Buffers sized for every built-in env (Humanoid-v4's 376 observations, 17 actions);
+ * main checks each env fits. */
+enum { MAX_OBS = 512, MAX_ACT = 32 };
 static const double target_rep_seconds = 0.15;
 
 /* CPU time of this thread: the machine is shared, and a core's throughput is what
@@ -82,36 +83,49 @@ static double run_block(vec_env *ve, long n) {
     return dt;
 }
 
-/* Median steps/s over REPS repetitions, each sized to about target_rep_seconds. */
-static double measure(int block, const char *name) {
-    calf_error err;
-    calf_env env;
-    vec_env ve;
-    if (block) {
-        if (vec_env_init(&ve, name, 1, 0, BLOCK, &err) != CALF_OK) goto fail;
-    } else {
-        if (calf_env_init(&env, name, 1, 0, &err) != CALF_OK) goto fail;
-        float obs[MAX_OBS];
-        calf_env_reset(&env, obs);
-    }
-    long n = block ? 1 : 64; /* MuJoCo's envs take a thousand times CartPole's time */
+/* Median steps/s of a block of an existing vec_env (BLOCK envs). */
+static double measure_block(vec_env *ve) {
+    long n = 1;
     double dt;
-    /* Calibrate: grow n until a run takes a measurable time. */
     for (;;) {
-        dt = block ? run_block(&ve, n) : run_single(&env, n);
+        dt = run_block(ve, n);
         if (dt > 0.02) break;
         n *= 4;
     }
     n = (long)((double)n * target_rep_seconds / dt) + 1;
     double rates[REPS];
-    for (int r = 0; r < REPS; r++) {
-        dt = block ? run_block(&ve, n) : run_single(&env, n);
-        rates[r] = (double)n * (block ? BLOCK : 1) / dt;
-    }
-    if (block)
+    for (int r = 0; r < REPS; r++) rates[r] = (double)n * BLOCK / run_block(ve, n);
+    qsort(rates, REPS, sizeof rates[0], bench_cmp_double);
+    return rates[REPS / 2];
+}
+
+/* Median steps/s over REPS repetitions, each sized to about target_rep_seconds: one
+ * env, or a block of BLOCK. */
+static double measure(int block, const char *name) {
+    calf_error err;
+    if (block) {
+        vec_env ve;
+        if (vec_env_init(&ve, name, 1, 0, BLOCK, &err) != CALF_OK) goto fail;
+        double rate = measure_block(&ve);
         vec_env_free(&ve);
-    else
-        calf_env_free(&env);
+        return rate;
+    }
+    calf_env env;
+    if (calf_env_init(&env, name, 1, 0, &err) != CALF_OK) goto fail;
+    float obs[MAX_OBS];
+    calf_env_reset(&env, obs);
+    long n = 64; /* MuJoCo's envs take a thousand times CartPole's time */
+    double dt;
+    /* Calibrate: grow n until a run takes a measurable time. */
+    for (;;) {
+        dt = run_single(&env, n);
+        if (dt > 0.02) break;
+        n *= 4;
+    }
+    n = (long)((double)n * target_rep_seconds / dt) + 1;
+    double rates[REPS];
+    for (int r = 0; r < REPS; r++) rates[r] = (double)n / run_single(&env, n);
+    calf_env_free(&env);
     qsort(rates, REPS, sizeof rates[0], bench_cmp_double);
     return rates[REPS / 2];
 fail:
@@ -139,22 +153,19 @@ static double run_bare(const mjModel *m, mjData **d, int nd, int frame_skip, lon
     return dt;
 }
 
-/* Median env steps/s of the bare loop over nd mjData of `name`'s model. */
-static double measure_bare(const char *name, int nd) {
-    calf_error err;
-    calf_env probe;
-    if (calf_env_init(&probe, name, 1, 0, &err) != CALF_OK) {
-        fprintf(stderr, "bench_envs: %s\n", err.msg);
-        exit(1);
-    }
-    const mj_state *ps = probe.state;
+/* Median env steps/s of the bare loop over the mjData of ve's envs (after its own run:
+ * the same data, models and frame skip). */
+static double measure_bare(vec_env *ve) {
+    int nd = ve->count;
+    const mj_state *ps = ve->envs[0].state;
     const mjModel *m = ps->m;
     int frame_skip = ps->task->frame_skip;
     mjData **d = calloc((size_t)nd, sizeof *d);
-    for (int e = 0; e < nd; e++) {
-        d[e] = mj_makeData(m);
-        mj_forward(m, d[e]);
+    if (!d) {
+        fprintf(stderr, "bench_envs: out of memory\n");
+        exit(1);
     }
+    for (int e = 0; e < nd; e++) d[e] = ((const mj_state *)ve->envs[e].state)->d;
     long n = 1;
     double dt;
     for (;;) {
@@ -165,23 +176,25 @@ static double measure_bare(const char *name, int nd) {
     n = (long)((double)n * target_rep_seconds / dt) + 1;
     double rates[REPS];
     for (int r = 0; r < REPS; r++) rates[r] = (double)n * nd / run_bare(m, d, nd, frame_skip, n);
-    for (int e = 0; e < nd; e++) mj_deleteData(d[e]);
     free(d);
-    calf_env_free(&probe);
     qsort(rates, REPS, sizeof rates[0], bench_cmp_double);
     return rates[REPS / 2];
 }
 
-/* The stepping target: a calf block against the bare physics it wraps. */
+/* The issue's stepping target: a calf block against the bare physics it wraps, on the
+ * same mjData. */
 static void compare_bare(const char *name) {
     fill_actions(&calf_env_find(name)->spec);
-    double bare1 = measure_bare(name, 1), bare = measure_bare(name, BLOCK);
-    double block = measure(1, name);
-    printf("\n%s, k env steps per CPU-second on one core (median of %d runs):\n", name, REPS);
-    printf("  bare mj_step loop, 1 mjData           %10.1f\n", bare1 / 1e3);
-    printf("  bare mj_step loop, %d mjData          %10.1f\n", BLOCK, bare / 1e3);
-    printf("  calf vec_env_step, block of %d        %10.1f  (%.1f%% of the bare loop over %d)\n",
-           BLOCK, block / 1e3, 100.0 * block / bare, BLOCK);
+    calf_error err;
+    vec_env ve;
+    if (vec_env_init(&ve, name, 1, 0, BLOCK, &err) != CALF_OK) {
+        fprintf(stderr, "bench_envs: %s\n", err.msg);
+        exit(1);
+    }
+    double block = measure_block(&ve), bare = measure_bare(&ve);
+    vec_env_free(&ve);
+    printf("%-28s %14.1f %14.1f %9.1f%%\n", name, block / 1e3, bare / 1e3, 100.0 * block / bare);
+    fflush(stdout);
 }
 #endif
 
@@ -201,7 +214,14 @@ int main(void) {
         fflush(stdout);
     }
 #if CALF_HAVE_MUJOCO
-    compare_bare("HalfCheetah-v4");
+    printf("\nMuJoCo envs, a block of %d, k env steps per CPU-second on one core (median of %d):\n",
+           BLOCK, REPS);
+    printf("%-28s %14s %14s %10s\n", "env", "vec_env_step", "bare mj_step", "ratio");
+    for (int i = 0; i < calf_env_count(); i++) {
+        const calf_env_class *c = calf_env_at(i);
+        size_t mapped, touched;
+        if (mj_env_measure(c, &mapped, &touched)) compare_bare(c->spec.name);
+    }
 #endif
     printf("(checksum %g)\n", sink);
     return 0;

@@ -10,7 +10,8 @@
 
 # environment name -> what it needs, for environments calf builds only when that is there
 declare -A OPTIONAL_ENVS=()
-for env in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4; do
+for env in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4 \
+    InvertedDoublePendulum-v4 Swimmer-v4 Reacher-v4 Pusher-v4 Humanoid-v4 HumanoidStandup-v4; do
     OPTIONAL_ENVS[$env]="MuJoCo (apt-get install libmujoco-dev)"
 done
 

@@ -2,8 +2,9 @@
 # e2e_mujoco.sh: the MuJoCo envs through the real binary. Without MuJoCo: they are not
 # listed and naming one says how to get them (then the rest is skipped, saying why).
 # With it: `calf env` prints the state each reset drew, and PPO on HalfCheetah-v4 (and
-# Hopper-v4, whose episodes end and reset inside rollouts) writes the same checkpoint
-# bytes on --nproc 1..3, resumes on another process count exactly, and runs from any
+# Hopper-v4 and Humanoid-v4, whose episodes end and reset inside rollouts; Humanoid's
+# saved state holds the derived arrays its 376 observations read) writes the same
+# checkpoint bytes on --nproc 1..3, resumes on another process count exactly, and runs from any
 # directory (the models are inside the binary). examples/ppo_halfcheetah.gin, whose
 # observations are normalized and whose learning rate decays, does the same.
 . "$(dirname "$0")/lib_e2e.sh"
@@ -25,10 +26,13 @@ if ! "$CALF" --version | grep -q "MuJoCo envs: built in"; then
 fi
 
 expect_exit 0 "$CALF" envs
-for name in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4; do
+for name in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4 \
+    InvertedDoublePendulum-v4 Swimmer-v4 Reacher-v4 Pusher-v4 Humanoid-v4 HumanoidStandup-v4; do
     expect_in "$WORK/out" "$name"
 done
 expect_in "$WORK/out" "Ant-v4                         27  Box(-1..1, 8)                  1000"
+expect_in "$WORK/out" "Humanoid-v4                   376  Box(-0.4..0.4, 17)             1000"
+expect_in "$WORK/out" "Reacher-v4                     11  Box(-1..1, 2)                    50"
 
 # calf env: each '# reset' line is followed by '# state' with nq + nv values (Ant: 15 +
 # 14), qpos as drawn (its quaternion not yet normalized), %.17g
@@ -38,6 +42,10 @@ expect_in "$WORK/state" "# state "
 expect_eq "$(awk '{print NF - 2}' "$WORK/state")" 29 "Ant-v4 state values"
 if awk '{ s = $6*$6 + $7*$7 + $8*$8 + $9*$9; exit !(s < 0.999 || s > 1.001) }' "$WORK/state"; then ok
 else bad "Ant-v4's drawn quaternion is already unit length: $(cat "$WORK/state")"; fi
+# Humanoid: 24 + 23 values after each reset, and all 376 observations on a row
+expect_exit 0 "$CALF" env Humanoid-v4 --seed 3 --steps 2
+expect_eq "$(sed -n '4p' "$WORK/out" | awk '{print NF - 2}')" 47 "Humanoid-v4 state values"
+expect_eq "$(sed -n '3p' "$WORK/out" | awk '{print NF - 2}')" 376 "Humanoid-v4 observations"
 expect_exit 0 "$CALF" env Hopper-v4 --seed 1 --steps 300
 resets=$(grep -c '^# reset' "$WORK/out")
 expect_eq "$(grep -A1 '^# reset' "$WORK/out" | grep -c '^# state')" "$resets" "a state after every reset"
@@ -56,7 +64,7 @@ run() { # run ROOT NPROC ENV ITERATIONS
         --conf_param TrainerConfig.num_iterations="$4" --conf_param TrainerConfig.eval_interval=2 \
         --conf_param TrainerConfig.num_eval_episodes=2
 }
-for env in HalfCheetah-v4 Hopper-v4; do
+for env in HalfCheetah-v4 Hopper-v4 Humanoid-v4; do
     for n in 1 2 3; do run "$WORK/${env}_$n" $n $env 4; done
     for n in 2 3; do
         expect_same_file "$WORK/${env}_1/train/algorithm/ckpt-4" "$WORK/${env}_$n/train/algorithm/ckpt-4"

@@ -22,7 +22,7 @@ typedef struct mj_expect {
 } mj_expect;
 
 /* Recorded with test_mj_reference on MuJoCo 2.2.2 (Debian's libmujoco-dev), where
- * Gymnasium's model files gave the same digest step for step. Ant-v4's reset draws
+ * Gymnasium's model files gave the same digest step for step (the last six rows, too). Ant-v4's reset draws
  * normal qvel noise: its digest was recorded again when calf_rng_normal moved to calf's
  * own log and cos (base/cmath.h), by test_mujoco on calf's model. */
 static const mj_expect mj_expected[] = {
@@ -36,9 +36,23 @@ static const mj_expect mj_expected[] = {
      0x9c5f77e719b607d9ULL},
     {"Ant-v4", "ant.xml", 15, 14, 8, 0.01, mjINT_RK4, 5,
      0xbf20e94524f2a312ULL},
+    {"InvertedDoublePendulum-v4", "inverted_double_pendulum.xml", 3, 3, 1, 0.01, mjINT_RK4, 5,
+     0x1bfb62439e665142ULL},
+    {"Swimmer-v4", "swimmer.xml", 5, 5, 2, 0.01, mjINT_RK4, 4,
+     0x6833613585d71e18ULL},
+    {"Reacher-v4", "reacher.xml", 4, 4, 2, 0.01, mjINT_RK4, 2,
+     0x67ba866ed052c53eULL},
+    {"Pusher-v4", "pusher.xml", 11, 11, 7, 0.01, mjINT_EULER, 5,
+     0x059c8b4ce1dce171ULL},
+    {"Humanoid-v4", "humanoid.xml", 24, 23, 17, 0.003, mjINT_RK4, 5,
+     0x3bd637c1ec35dfbdULL},
+    {"HumanoidStandup-v4", "humanoidstandup.xml", 24, 23, 17, 0.003, mjINT_RK4, 5,
+     0x9ea87b808f7badf3ULL},
 };
 enum { MJ_NUM_EXPECTED = (int)(sizeof mj_expected / sizeof mj_expected[0]) };
 enum { MJ_DIGEST_STEPS = 300 };
+/* Room for the largest observation and action (Humanoid's 376 and 17). */
+enum { MJ_TEST_MAX_OBS = 512, MJ_TEST_MAX_ACT = 32 };
 
 static inline uint64_t mj_fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
@@ -57,7 +71,7 @@ static inline uint64_t mj_trajectory_digest(const calf_env_class *cls, mj_state 
     calf_rng dyn, act;
     calf_rng_seed(&dyn, 1, 0, CALF_RNG_DYNAMICS);
     calf_rng_seed(&act, 7, 0, CALF_RNG_ACTION);
-    float obs[64], u[16], r;
+    float obs[MJ_TEST_MAX_OBS], u[MJ_TEST_MAX_ACT], r;
     uint64_t h = 0xcbf29ce484222325ULL;
     const mjModel *m = s->m;
     cls->reset(s, &dyn, obs);

@@ -637,7 +637,8 @@ static void test_registry(void) {
                              "MountainCarContinuous-v0",
 #if CALF_HAVE_MUJOCO
                              "InvertedPendulum-v4", "HalfCheetah-v4", "Hopper-v4", "Walker2d-v4",
-                             "Ant-v4",
+                             "Ant-v4", "InvertedDoublePendulum-v4", "Swimmer-v4", "Reacher-v4",
+                             "Pusher-v4", "Humanoid-v4", "HumanoidStandup-v4",
 #endif
     };
     enum { NB = (int)(sizeof builtin / sizeof builtin[0]) };
@@ -741,6 +742,8 @@ static void test_registry(void) {
                         "MountainCarContinuous-v0, "
 #if CALF_HAVE_MUJOCO
                         "InvertedPendulum-v4, HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, "
+                        "InvertedDoublePendulum-v4, Swimmer-v4, Reacher-v4, Pusher-v4, "
+                        "Humanoid-v4, HumanoidStandup-v4, "
 #endif
                         "Probe-v0");
     char small[16];

@@ -103,15 +103,15 @@ static int same_data(const mjModel *m, const mjData *a, const mjData *b) {
            a->time == b->time;
 }
 
-/* Whole episodes (to termination or the 1,000-step limit) side by side; the last one
- * runs the full 1,000 steps whatever the termination flag says (Hopper and Walker2d
+/* Whole episodes (to termination or the time limit) side by side; the last one runs to
+ * the limit whatever the termination flag says (Hopper and Walker2d
  * fall within a few dozen random steps, and the physics goes on after). */
 static void compare_episodes(const calf_env_class *cls, calf_env *mine, mj_state *ref,
                              int episodes) {
     const calf_env_spec *sp = &cls->spec;
     calf_rng act;
     calf_rng_seed(&act, 11, 0, CALF_RNG_ACTION);
-    float oa[64], ob[64], u[16], ra, rb;
+    float oa[MJ_TEST_MAX_OBS], ob[MJ_TEST_MAX_OBS], u[MJ_TEST_MAX_ACT], ra, rb;
     long steps = 0, first_diff = -1;
     int terminated = 0;
     for (int e = 0; e < episodes; e++) {
@@ -139,8 +139,8 @@ static void compare_episodes(const calf_env_class *cls, calf_env *mine, mj_state
             }
         }
     }
-    printf("  %d episodes (%d terminated, then 1000 steps), %ld steps: %s", episodes - 1,
-           terminated, steps,
+    printf("  %d episodes (%d terminated, then %d steps), %ld steps: %s", episodes - 1,
+           terminated, sp->max_episode_steps, steps,
            first_diff < 0 ? "bit-identical\n" : "");
     if (first_diff >= 0) printf("first difference at step %ld\n", first_diff);
     CHECK(first_diff < 0);

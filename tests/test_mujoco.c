@@ -25,12 +25,42 @@ int main(void) {
 #include "mj_test_util.h"
 #include "envs/vec_env.h"
 
-enum { MAX_OBS = 64, MAX_ACT = 16 };
+enum { MAX_OBS = MJ_TEST_MAX_OBS, MAX_ACT = MJ_TEST_MAX_ACT };
+
+/* What each class's spec must say beyond the model's sizes: the observation's size,
+ * Gymnasium's time limit, and the doubles of derived arrays its saved form keeps. */
+static const struct shape {
+    const char *name;
+    int obs_dim, max_steps, kept;
+} shapes[] = {
+    {"InvertedPendulum-v4", 4, 1000, 0},       {"HalfCheetah-v4", 17, 1000, 0},
+    {"Hopper-v4", 11, 1000, 0},                {"Walker2d-v4", 17, 1000, 0},
+    {"Ant-v4", 27, 1000, 0},                   {"InvertedDoublePendulum-v4", 11, 1000, 3},
+    {"Swimmer-v4", 8, 1000, 0},                {"Reacher-v4", 11, 50, 3 * 5},
+    {"Pusher-v4", 23, 100, 3 * 13},            {"Humanoid-v4", 376, 1000, 14 * 22 + 23},
+    {"HumanoidStandup-v4", 376, 1000, 14 * 22 + 23},
+};
+static const struct shape *shape_of(const char *name) {
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!strcmp(shapes[i].name, name)) return &shapes[i];
+    fprintf(stderr, "no shape for %s\n", name);
+    exit(1);
+}
+
+/* The envs whose observation is qpos[skip:] then qvel (the locomotion ones and
+ * InvertedPendulum) and whose reset is the shared noise draw. */
+static int plain_layout(const char *name) {
+    return !strcmp(name, "InvertedPendulum-v4") || !strcmp(name, "HalfCheetah-v4") ||
+           !strcmp(name, "Hopper-v4") || !strcmp(name, "Walker2d-v4") || !strcmp(name, "Ant-v4") ||
+           !strcmp(name, "Swimmer-v4");
+}
 
 /* Positions the observation skips (Gymnasium's exclude_current_positions): x, or x and
- * y for Ant; none for InvertedPendulum. */
+ * y for Ant and Swimmer; none for InvertedPendulum. */
 static int skipped_positions(const char *name) {
-    return !strcmp(name, "Ant-v4") ? 2 : !strcmp(name, "InvertedPendulum-v4") ? 0 : 1;
+    return !strcmp(name, "Ant-v4") || !strcmp(name, "Swimmer-v4") ? 2
+           : !strcmp(name, "InvertedPendulum-v4")                 ? 0
+                                                                  : 1;
 }
 static int clips_velocity(const char *name) {
     return !strcmp(name, "Hopper-v4") || !strcmp(name, "Walker2d-v4");
@@ -74,11 +104,13 @@ static void test_model(const mj_expect *x) {
     CHECK(m->opt.timestep == x->timestep);
     CHECK_INT_EQ(m->opt.integrator, x->integrator);
     CHECK(mj_env_dt(st(&env)) == x->timestep * x->frame_skip);
-    CHECK_INT_EQ(sp->obs_dim, x->nq - skipped_positions(x->name) + x->nv);
+    const struct shape *sh = shape_of(x->name);
+    if (plain_layout(x->name)) CHECK_INT_EQ(sh->obs_dim, x->nq - skipped_positions(x->name) + x->nv);
+    CHECK_INT_EQ(sp->obs_dim, sh->obs_dim);
     CHECK_INT_EQ(sp->action_dim, x->nu);
-    CHECK_INT_EQ(sp->max_episode_steps, 1000);
+    CHECK_INT_EQ(sp->max_episode_steps, sh->max_steps);
     CHECK_INT_EQ(sp->reset_state_dim, x->nq + x->nv);
-    CHECK_INT_EQ(sp->save_size, MJ_SAVE_SIZE(x->nq, x->nv, 0, x->nu));
+    CHECK_INT_EQ(sp->save_size, MJ_SAVE_SIZE(x->nq, x->nv, 0, x->nu) + 8 * (size_t)sh->kept);
     for (int j = 0; j < x->nu; j++) {
         CHECK(sp->action_low[j] == (float)m->actuator_ctrlrange[2 * j]);
         CHECK(sp->action_high[j] == (float)m->actuator_ctrlrange[2 * j + 1]);
@@ -104,8 +136,9 @@ static void test_reset(const mj_expect *x) {
     const mjModel *m = s->m;
     const mj_task *t = s->task;
     const int resets = 200, skip = skipped_positions(x->name);
+    const int free_joint = !strcmp(x->name, "Ant-v4");
     float obs[MAX_OBS];
-    double drawn[64], sum = 0, sum2 = 0;
+    double drawn[128], sum = 0, sum2 = 0;
     int in_range = 1, matches = 1, layout = 1;
     long n = 0;
     for (int k = 0; k < resets; k++) {
@@ -133,7 +166,7 @@ static void test_reset(const mj_expect *x) {
         /* What reset hands the physics is what it drew (Ant's quaternion, which
          * mj_forward normalizes in place, aside). */
         for (int i = 0; i < m->nq; i++)
-            if (!(skip == 2 && i >= 3 && i < 7)) matches &= s->d->qpos[i] == drawn[i];
+            if (!(free_joint && i >= 3 && i < 7)) matches &= s->d->qpos[i] == drawn[i];
         matches &= memcmp(s->d->qvel, drawn + m->nq, sizeof(double) * (size_t)m->nv) == 0;
         matches &= s->d->time == 0.0;
         for (int j = 0; j < m->nu; j++) matches &= s->d->ctrl[j] == 0.0;
@@ -148,7 +181,7 @@ static void test_reset(const mj_expect *x) {
         CHECK(fabs(mean) < 4 * t->qvel_noise / sqrt((double)n));
         CHECK(fabs(sd / t->qvel_noise - 1.0) < 0.1);
     }
-    if (skip == 2) { /* Ant: the free joint's quaternion, normalized by mj_forward */
+    if (free_joint) { /* Ant: the free joint's quaternion, normalized by mj_forward */
         double *q = s->d->qpos + 3;
         CHECK_NEAR(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3], 1.0, 1e-12);
     }
@@ -293,6 +326,208 @@ static void test_reward_termination(void) {
     }
 }
 
+/* ---- the six later tasks: their own resets, observations, rewards --------------- */
+
+static double com_x(const mj_state *s) { /* Gymnasium's mass_center x */
+    double num = 0, total = 0;
+    for (int b = 0; b < s->m->nbody; b++) num += s->m->body_mass[b] * s->d->xipos[3 * b];
+    for (int b = 0; b < s->m->nbody; b++) total += s->m->body_mass[b];
+    return num / total;
+}
+
+static void test_own_resets(void) {
+    float obs[MAX_OBS];
+    double drawn[128];
+    /* Reacher: the arm's angles U(+-0.1), the goal inside the disc of radius 0.2, the
+     * target's velocity 0; the observation as Gymnasium's _get_obs. */
+    {
+        calf_env env = make("Reacher-v4", 6, 1);
+        mj_state *s = st(&env);
+        int ok = 1, layout = 1, far = 0;
+        for (int k = 0; k < 300; k++) {
+            calf_env_reset(&env, obs);
+            calf_env_reset_state(&env, drawn);
+            double gx = drawn[2], gy = drawn[3];
+            ok &= fabs(drawn[0]) < 0.1 && fabs(drawn[1]) < 0.1 && sqrt(gx * gx + gy * gy) < 0.2;
+            ok &= fabs(drawn[4]) < 0.005 && fabs(drawn[5]) < 0.005 && drawn[6] == 0 && drawn[7] == 0;
+            far += fabs(gx) > 0.15 || fabs(gy) > 0.15;
+            const double *x = s->d->xpos;
+            layout &= fabs(obs[0] - cos(drawn[0])) < 1e-6 && fabs(obs[3] - sin(drawn[1])) < 1e-6 &&
+                      obs[4] == (float)gx && obs[5] == (float)gy && obs[6] == (float)drawn[4] &&
+                      obs[8] == (float)(x[3 * 3] - x[3 * 4]) && obs[9] == (float)(x[3 * 3 + 1] - x[3 * 4 + 1]);
+        }
+        CHECK(ok);
+        CHECK(layout);
+        CHECK(far > 0); /* the square's corners are cut, not its sides */
+        calf_env_free(&env);
+    }
+    /* Pusher: the arm at rest at qpos0, the object's slides (y, then x) in [-0.3, 0) x
+     * [-0.2, 0.2), farther than 0.17 from the goal at the origin; its body where the
+     * slides put it. */
+    {
+        calf_env env = make("Pusher-v4", 6, 2);
+        mj_state *s = st(&env);
+        int ok = 1, layout = 1;
+        for (int k = 0; k < 300; k++) {
+            calf_env_reset(&env, obs);
+            calf_env_reset_state(&env, drawn);
+            double cx = drawn[7], cy = drawn[8];
+            for (int i = 0; i < 7; i++) ok &= drawn[i] == 0 && fabs(drawn[11 + i]) < 0.005;
+            ok &= cx >= -0.3 && cx < 0 && cy >= -0.2 && cy < 0.2 && sqrt(cx * cx + cy * cy) > 0.17;
+            ok &= drawn[9] == 0 && drawn[10] == 0;
+            for (int i = 18; i < 22; i++) ok &= drawn[i] == 0;
+            /* the object's first slide is its y one */
+            layout &= obs[17] == (float)s->d->xpos[3 * 11] && fabs(obs[17] - (0.45 + cy)) < 1e-6 &&
+                      fabs(obs[18] - (-0.05 + cx)) < 1e-6 && obs[20] == 0.45f && obs[6] == 0.0f;
+        }
+        CHECK(ok);
+        CHECK(layout);
+        calf_env_free(&env);
+    }
+    /* The Humanoids: U(+-0.01) on qpos (before mj_forward normalizes the quaternion)
+     * and qvel; the observation's blocks in Gymnasium's order. */
+    for (int h = 0; h < 2; h++) {
+        calf_env env = make(h ? "HumanoidStandup-v4" : "Humanoid-v4", 6, 3);
+        mj_state *s = st(&env);
+        const mjModel *m = s->m;
+        int ok = 1;
+        for (int k = 0; k < 50; k++) {
+            calf_env_reset(&env, obs);
+            calf_env_reset_state(&env, drawn);
+            for (int i = 0; i < m->nq; i++) ok &= fabs(drawn[i] - m->qpos0[i]) <= 0.01;
+            for (int i = 0; i < m->nv; i++) ok &= fabs(drawn[m->nq + i]) <= 0.01;
+        }
+        CHECK(ok);
+        const mjData *d = s->d;
+        CHECK(obs[0] == (float)d->qpos[2] && obs[22] == (float)d->qvel[0]);
+        CHECK(obs[45] == (float)d->cinert[0] && obs[45 + 140] == (float)d->cvel[0]);
+        CHECK(obs[45 + 10 * 14 + 6 * 1] == (float)d->cvel[6]);
+        CHECK(obs[45 + 224] == (float)d->qfrc_actuator[0] && obs[375] == (float)d->cfrc_ext[83]);
+        if (h) CHECK(d->qpos[2] < 0.2); /* HumanoidStandup starts lying down */
+        calf_env_free(&env);
+    }
+}
+
+static void test_own_rewards(void) {
+    float r, obs[MAX_OBS];
+    double qpos[32], qvel[32], xb, xa;
+    int term, trunc;
+    /* Swimmer: x velocity - 1e-4 * sum(u^2); never terminates. */
+    {
+        calf_env env = make("Swimmer-v4", 7, 0);
+        memset(qpos, 0, sizeof qpos);
+        memset(qvel, 0, sizeof qvel);
+        qvel[0] = 1.0;
+        const float u[2] = {0.5f, -1.0f};
+        CHECK_INT_EQ(step_from(&env, qpos, qvel, u, &r, &xb, &xa), 0);
+        CHECK(r == (float)((xa - xb) / 0.04 - (double)(1e-4f * 1.25f)));
+        calf_env_free(&env);
+    }
+    /* InvertedDoublePendulum: 10 - distance and velocity penalties from the tip site
+     * after the step; terminated once the tip is at height 1 or below. */
+    {
+        calf_env env = make("InvertedDoublePendulum-v4", 7, 0);
+        const mjData *d = st(&env)->d;
+        memset(qpos, 0, sizeof qpos);
+        memset(qvel, 0, sizeof qvel);
+        qpos[1] = 0.05, qvel[1] = 0.5, qvel[2] = -1.0;
+        const float u[1] = {0.25f};
+        CHECK_INT_EQ(step_from(&env, qpos, qvel, u, &r, &xb, &xa), 0);
+        double x = d->site_xpos[0], y = d->site_xpos[2], v1 = d->qvel[1], v2 = d->qvel[2];
+        CHECK(r == (float)(10 - (0.01 * x * x + (y - 2) * (y - 2)) - (1e-3 * v1 * v1 + 5e-3 * v2 * v2)));
+        CHECK(y > 1.15 && r < 9.4f && r > 9.3f); /* the tip stands at 1.2 */
+        qpos[1] = 1.2; /* fallen over */
+        CHECK_INT_EQ(step_from(&env, qpos, qvel, u, &r, &xb, &xa), 1);
+        calf_env_free(&env);
+    }
+    /* Reacher and Pusher: the reward is taken from the bodies before the step. */
+    {
+        calf_env env = make("Reacher-v4", 7, 0);
+        mj_state *s = st(&env);
+        calf_env_reset(&env, obs);
+        qpos[0] = 0.3, qpos[1] = -0.2, qpos[2] = 0.1, qpos[3] = 0.05;
+        memset(qvel, 0, sizeof qvel);
+        set_state(&env, qpos, qvel);
+        double v[3];
+        for (int j = 0; j < 3; j++) v[j] = s->d->xpos[9 + j] - s->d->xpos[12 + j];
+        const float u[2] = {1.0f, -0.5f};
+        calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+        CHECK(r == (float)(-sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) - 1.25));
+        CHECK(!term && obs[8] == (float)(s->d->xpos[9] - s->d->xpos[12]));
+        for (int t = 1; t < 50; t++) calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+        CHECK(!term && trunc); /* 50 steps */
+        calf_env_free(&env);
+    }
+    {
+        calf_env env = make("Pusher-v4", 7, 0);
+        mj_state *s = st(&env);
+        calf_env_reset(&env, obs);
+        memset(qpos, 0, sizeof qpos);
+        memset(qvel, 0, sizeof qvel);
+        qpos[0] = 0.4, qpos[7] = -0.2, qpos[8] = 0.1;
+        set_state(&env, qpos, qvel);
+        const double *x = s->d->xpos;
+        double near = 0, dist = 0;
+        for (int j = 0; j < 3; j++) {
+            near += (x[33 + j] - x[30 + j]) * (x[33 + j] - x[30 + j]);
+            dist += (x[33 + j] - x[36 + j]) * (x[33 + j] - x[36 + j]);
+        }
+        const float u[7] = {1, 1, 1, 1, 1, 1, 2}; /* squares sum to 10 */
+        calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+        CHECK(r == (float)((-sqrt(dist) + (double)(0.1f * -10.0f)) + 0.5 * -sqrt(near)));
+        for (int t = 1; t < 100; t++) calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+        CHECK(!term && trunc); /* 100 steps */
+        calf_env_free(&env);
+    }
+    /* Humanoid: 1.25 * the mass center's x velocity + 5 - 0.1 * sum(ctrl^2); unhealthy
+     * when the height leaves (1, 2). */
+    {
+        calf_env env = make("Humanoid-v4", 7, 0);
+        mj_state *s = st(&env);
+        const mjModel *m = s->m;
+        memcpy(qpos, m->qpos0, sizeof(double) * 24);
+        memset(qvel, 0, sizeof qvel);
+        qvel[0] = 1.0;
+        float u[17];
+        double sq = 0;
+        for (int j = 0; j < 17; j++) u[j] = 0.4f * (float)(j % 3 - 1), sq += (double)u[j] * u[j];
+        calf_env_reset(&env, obs);
+        set_state(&env, qpos, qvel);
+        s->track_xy[0] = com_x(s);
+        double before = com_x(s);
+        calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+        CHECK(!term);
+        CHECK_NEAR(r, 1.25 * (com_x(s) - before) / 0.015 + 5 - 0.1 * sq, 1e-4);
+        qpos[2] = 0.8; /* too low */
+        calf_env_reset(&env, obs);
+        set_state(&env, qpos, qvel);
+        calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+        CHECK(term);
+        calf_env_free(&env);
+    }
+    /* HumanoidStandup: height / timestep - 0.1 * sum(ctrl^2) - min(0.5e-6 *
+     * sum(cfrc_ext^2), 10) + 1, from cfrc_ext as mj_rnePostConstraint leaves it. */
+    {
+        calf_env env = make("HumanoidStandup-v4", 7, 0);
+        mj_state *s = st(&env);
+        float u[17] = {0};
+        u[0] = 0.4f;
+        calf_env_reset(&env, obs);
+        int contact = 0;
+        for (int t = 0; t < 20; t++) {
+            calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+            double impact = 0;
+            for (int i = 0; i < 84; i++) impact += s->d->cfrc_ext[i] * s->d->cfrc_ext[i];
+            impact = fmin(0.5e-6 * impact, 10);
+            contact |= impact > 0;
+            CHECK(!term);
+            CHECK_NEAR(r, s->d->qpos[2] / 0.003 - 0.1 * 0.16 - impact + 1, 1e-3);
+        }
+        CHECK(contact); /* lying on the floor: contact forces in the observation */
+        calf_env_free(&env);
+    }
+}
+
 /* np.sum(np.square(u)) in float32: sequential below 8 terms, NumPy's 8 lanes from 8.
  * 4096^2 = 2^24, where adding 1 rounds back to 2^24 but adding 2 does not. */
 static void test_sum_squares(void) {
@@ -370,7 +605,8 @@ static void test_records(const mj_expect *x) {
     static uint8_t ta[N], tb[N], ua[N], ub[N];
     for (int t = 0; t < K; t++) step_block(&a, t, ra, ta, ua, fa);
     size_t rs = vec_env_record_size(&a);
-    CHECK_INT_EQ(rs, (64 + 4 * (size_t)a.obs_dim + MJ_SAVE_SIZE(x->nq, x->nv, 0, x->nu) + 7) / 8 * 8);
+    CHECK_INT_EQ(rs, (64 + 4 * (size_t)a.obs_dim + MJ_SAVE_SIZE(x->nq, x->nv, 0, x->nu) +
+                      8 * (size_t)shape_of(x->name)->kept + 7) / 8 * 8);
     unsigned char *recs = calloc(N, rs), *again = calloc(N, rs);
     for (int i = 0; i < N; i++) vec_env_save_record(&a, i, recs + i * rs);
     for (int i = 0; i < N; i++) vec_env_save_record(&a, i, again + i * rs);
@@ -408,10 +644,13 @@ static void test_records(const mj_expect *x) {
     CHECK_INT_EQ(vec_env_load_record(&b, 1, bad, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "not finite") != NULL);
     memcpy(bad, recs + 1 * rs, rs);
+    /* a position the observation shows: the last (Pusher's is the goal's, whose place
+     * the observation takes from the kept xpos: its first then) */
+    size_t tampered = qpos_at + 8 * (size_t)(strcmp(x->name, "Pusher-v4") ? x->nq - 1 : 0);
     double q;
-    memcpy(&q, bad + qpos_at + 8 * (size_t)(x->nq - 1), sizeof q);
+    memcpy(&q, bad + tampered, sizeof q);
     q += 0.5;
-    memcpy(bad + qpos_at + 8 * (size_t)(x->nq - 1), &q, sizeof q);
+    memcpy(bad + tampered, &q, sizeof q);
     CHECK_INT_EQ(vec_env_load_record(&b, 1, bad, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "observation does not match") != NULL);
     vec_env_save_record(&b, 1, after);
@@ -489,13 +728,17 @@ int main(void) {
         const mj_expect *x = &mj_expected[k];
         int before = test_failures;
         test_model(x);
-        test_reset(x);
-        test_observation(x);
+        if (plain_layout(x->name)) {
+            test_reset(x);
+            test_observation(x);
+        }
         test_blocks(x);
         test_records(x);
         printf("%-20s %s\n", x->name, test_failures == before ? "ok" : "FAILED");
     }
     test_reward_termination();
+    test_own_resets();
+    test_own_rewards();
     test_sum_squares();
     test_out_of_memory();
     return test_report("test_mujoco");

@@ -23,7 +23,10 @@ static const calf_env_class *const builtin_classes[] = {
 #if CALF_HAVE_MUJOCO
     &inverted_pendulum_class, &half_cheetah_class,
     &hopper_class,            &walker2d_class,
-    &ant_class,
+    &ant_class,               &inverted_double_pendulum_class,
+    &swimmer_class,           &reacher_class,
+    &pusher_class,            &humanoid_class,
+    &humanoid_standup_class,
 #endif
 };
 #define NUM_BUILTINS ((int)(sizeof builtin_classes / sizeof builtin_classes[0]))
@@ -32,6 +35,8 @@ static const calf_env_class *const builtin_classes[] = {
 /* Built in only with MuJoCo; named here so asking for one says how to get it. */
 static const char *const mujoco_names[] = {
     "InvertedPendulum-v4", "HalfCheetah-v4", "Hopper-v4", "Walker2d-v4", "Ant-v4",
+    "InvertedDoublePendulum-v4", "Swimmer-v4", "Reacher-v4", "Pusher-v4", "Humanoid-v4",
+    "HumanoidStandup-v4",
 };
 #endif
 

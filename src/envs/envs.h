@@ -37,6 +37,12 @@ extern const calf_env_class half_cheetah_class;      /* HalfCheetah-v4 */
 extern const calf_env_class hopper_class;            /* Hopper-v4 */
 extern const calf_env_class walker2d_class;          /* Walker2d-v4 */
 extern const calf_env_class ant_class;               /* Ant-v4 */
+extern const calf_env_class inverted_double_pendulum_class; /* InvertedDoublePendulum-v4 */
+extern const calf_env_class swimmer_class;           /* Swimmer-v4 */
+extern const calf_env_class reacher_class;           /* Reacher-v4 */
+extern const calf_env_class pusher_class;            /* Pusher-v4 */
+extern const calf_env_class humanoid_class;          /* Humanoid-v4 */
+extern const calf_env_class humanoid_standup_class;  /* HumanoidStandup-v4 */
 #endif
 
 #endif

@@ -1,4 +1,4 @@
-/* mj_env.c: the MuJoCo side of the locomotion envs. Models are compiled from the MJCF
+/* mj_env.c: the MuJoCo side of the MuJoCo envs. Models are compiled from the MJCF
  * text embedded in the binary through MuJoCo's virtual file system, once per process
  * and task; every env owns one mjData and follows Gymnasium's MujocoEnv (reset, set
  * state, one mj_forward; ctrl then frame_skip mj_steps) so trajectories match it. */
@@ -99,11 +99,15 @@ static mjModel *compile(const mj_task *t, calf_error *err) {
         ok = m->actuator_ctrllimited[j] && (float)m->actuator_ctrlrange[2 * j] == spec->action_low[j] &&
              (float)m->actuator_ctrlrange[2 * j + 1] == spec->action_high[j];
     if (ok && t->track_body) ok = mj_name2id(m, mjOBJ_BODY, t->track_body) >= 0;
+    /* the class's saved size counts the kept arrays, which depend on nbody */
+    size_t kept = 8 * (size_t)mj_env_kept_doubles(m, t->keep);
+    if (ok) ok = MJ_SAVE_SIZE(m->nq, m->nv, m->na, m->nu) + kept == spec->save_size;
     if (!ok) {
         calf_error_set(err, CALF_EIO,
                        "%s: the compiled %s does not have the expected layout (nq %d nv %d nu %d "
-                       "na %d; want %d %d %d 0, ctrl ranges as the action bounds)",
-                       t->name, t->file, m->nq, m->nv, m->nu, m->na, t->nq, t->nv, t->nu);
+                       "na %d nbody %d; want %d %d %d 0, ctrl ranges as the action bounds, the "
+                       "class's saved size)",
+                       t->name, t->file, m->nq, m->nv, m->nu, m->na, m->nbody, t->nq, t->nv, t->nu);
         mj_deleteModel(m);
         return NULL;
     }
@@ -144,18 +148,36 @@ int mj_env_create(mj_state *s, const mj_task *task, calf_error *err) {
     return CALF_OK;
 }
 
+int mj_env_create_with_bodies(mj_state *s, const mj_task *task, const char *const *names,
+                              const int *ids, int n, calf_error *err) {
+    int rc = mj_env_create(s, task, err);
+    if (rc != CALF_OK) return rc;
+    for (int i = 0; i < n; i++)
+        if (mj_name2id(s->m, mjOBJ_BODY, names[i]) != ids[i]) {
+            mj_env_destroy(s);
+            return calf_error_set(err, CALF_EIO, "%s: the model's body '%s' is not body %d",
+                                  task->name, names[i], ids[i]);
+        }
+    return CALF_OK;
+}
+
 bool mj_env_measure(const calf_env_class *cls, size_t *mapped, size_t *touched) {
-    static const calf_env_class *const classes[] = {&inverted_pendulum_class, &half_cheetah_class,
-                                                    &hopper_class, &walker2d_class, &ant_class};
+    static const calf_env_class *const classes[] = {
+        &inverted_pendulum_class, &half_cheetah_class, &hopper_class, &walker2d_class, &ant_class,
+        &inverted_double_pendulum_class, &swimmer_class, &reacher_class, &pusher_class,
+        &humanoid_class, &humanoid_standup_class};
     bool known = false;
     for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) known |= classes[i] == cls;
     if (!known) return false;
     calf_env env;
     calf_error ignored;
-    float obs[MJ_MAX_OBS], u[MJ_MAX_ACTIONS] = {0};
-    if (cls->spec.obs_dim > MJ_MAX_OBS || cls->spec.action_dim > MJ_MAX_ACTIONS ||
-        calf_env_init(&env, cls->spec.name, 0, 0, &ignored) != CALF_OK)
+    float *obs = calloc((size_t)cls->spec.obs_dim, sizeof *obs);
+    float *u = calloc((size_t)cls->spec.action_dim, sizeof *u);
+    if (!obs || !u || calf_env_init(&env, cls->spec.name, 0, 0, &ignored) != CALF_OK) {
+        free(obs);
+        free(u);
         return false;
+    }
     calf_env_reset(&env, obs);
     for (int k = 0; k < 8; k++) {
         float r;
@@ -168,6 +190,8 @@ bool mj_env_measure(const calf_env_class *cls, size_t *mapped, size_t *touched) 
     *mapped = fixed + (size_t)d->nstack * sizeof(mjtNum);
     *touched = fixed + (size_t)d->maxuse_stack * sizeof(mjtNum);
     calf_env_free(&env);
+    free(obs);
+    free(u);
     return true;
 }
 
@@ -177,7 +201,23 @@ void mj_env_destroy(mj_state *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* Gymnasium's mass_center: np.einsum("b,bj->j", body_mass, xipos), each coordinate's
+ * products added body by body from 0, over np.sum(body_mass) (pairwise). */
+static void read_mass_center(mj_state *s) {
+    const mjModel *m = s->m;
+    double total = mj_env_sum_f64(m->body_mass, m->nbody);
+    for (int j = 0; j < 2; j++) {
+        double num = 0.0;
+        for (int b = 0; b < m->nbody; b++) num += m->body_mass[b] * s->d->xipos[3 * b + j];
+        s->track_xy[j] = num / total;
+    }
+}
+
 static void read_track(mj_state *s) {
+    if (s->task->track_mass_center) {
+        read_mass_center(s);
+        return;
+    }
     if (s->track_id < 0) return;
     s->track_xy[0] = s->d->xpos[3 * s->track_id];
     s->track_xy[1] = s->d->xpos[3 * s->track_id + 1];
@@ -185,9 +225,7 @@ static void read_track(mj_state *s) {
 
 void mj_env_reset(mj_state *s, calf_rng *rng) {
     const mjModel *m = s->m;
-    mjData *d = s->d;
     const mj_task *t = s->task;
-    mj_resetData(m, d);
     double *qpos = s->drawn, *qvel = s->drawn + m->nq;
     /* init_qpos + np_random.uniform(low, high, nq): low + (high - low) * U[0, 1). */
     for (int i = 0; i < m->nq; i++)
@@ -196,8 +234,15 @@ void mj_env_reset(mj_state *s, calf_rng *rng) {
     for (int i = 0; i < m->nv; i++)
         qvel[i] = 0.0 + (t->qvel_normal ? t->qvel_noise * calf_rng_normal(rng)
                                         : calf_rng_uniform_range(rng, -t->qvel_noise, t->qvel_noise));
-    memcpy(d->qpos, qpos, (size_t)m->nq * sizeof *qpos);
-    memcpy(d->qvel, qvel, (size_t)m->nv * sizeof *qvel);
+    mj_env_reset_drawn(s);
+}
+
+void mj_env_reset_drawn(mj_state *s) {
+    const mjModel *m = s->m;
+    mjData *d = s->d;
+    mj_resetData(m, d);
+    memcpy(d->qpos, s->drawn, (size_t)m->nq * sizeof *d->qpos);
+    memcpy(d->qvel, s->drawn + m->nq, (size_t)m->nv * sizeof *d->qvel);
     mj_forward(m, d);
     read_track(s);
 }
@@ -207,6 +252,7 @@ void mj_env_simulate(mj_state *s, const float *u) {
     mjData *d = s->d;
     for (int j = 0; j < m->nu; j++) d->ctrl[j] = (double)u[j];
     for (int k = 0; k < s->task->frame_skip; k++) mj_step(m, d);
+    if (s->task->post_constraint) mj_rnePostConstraint(m, d);
     read_track(s);
 }
 
@@ -232,7 +278,53 @@ float mj_env_sum_squares(const float *u, int n) {
     return 0.0f + res;
 }
 
+/* NumPy's DOUBLE_pairwise_sum for n up to 128 (one block), of x or of its squares. */
+static double pairwise_f64(const double *x, int n, int square) {
+    CALF_ASSERT(n >= 0 && n <= 128);
+#define TERM(i) (square ? x[i] * x[i] : x[i])
+    double res;
+    if (n < 8) {
+        res = -0.0;
+        for (int i = 0; i < n; i++) res += TERM(i);
+    } else {
+        double r[8];
+        for (int j = 0; j < 8; j++) r[j] = TERM(j);
+        int i = 8;
+        for (; i < n - n % 8; i += 8)
+            for (int j = 0; j < 8; j++) r[j] += TERM(i + j);
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += TERM(i);
+    }
+#undef TERM
+    return 0.0 + res;
+}
+
+double mj_env_sum_squares_f64(const double *x, int n) { return pairwise_f64(x, n, 1); }
+double mj_env_sum_f64(const double *x, int n) { return pairwise_f64(x, n, 0); }
+
+double mj_env_norm3(const double *v) { return sqrt((v[0] * v[0] + v[1] * v[1]) + v[2] * v[2]); }
+
 /* ---- the saved form ------------------------------------------------------------- */
+
+/* The kept array of bit 1 << k: its length for model m, and where it is in d. */
+static int kept_size(const mjModel *m, int k) {
+    static const int per_body[] = {3, 0, 10, 6, 0, 6}; /* else per dof */
+    return per_body[k] ? per_body[k] * m->nbody : m->nv;
+}
+static mjtNum *kept_at(mjData *d, int k) {
+    mjtNum *const at[] = {d->xpos, d->qfrc_constraint, d->cinert, d->cvel, d->qfrc_actuator,
+                          d->cfrc_ext};
+    return at[k];
+}
+enum { NUM_KEEP = 6 };
+
+int mj_env_kept_doubles(const mjModel *m, unsigned keep) {
+    int total = 0;
+    for (int k = 0; k < NUM_KEEP; k++) {
+        if (keep & (1u << k)) total += kept_size(m, k);
+    }
+    return total;
+}
 
 /* Byte copies: a checkpoint record places the saved form at any offset. */
 static unsigned char *put(unsigned char *p, const double *v, int n) {
@@ -250,13 +342,15 @@ void mj_env_save(const mj_state *s, void *buf) {
     p = put(p, d->act, m->na);
     p = put(p, d->qacc_warmstart, m->nv);
     p = put(p, d->ctrl, m->nu);
-    put(p, s->track_xy, 2);
+    p = put(p, s->track_xy, 2);
+    for (int k = 0; k < NUM_KEEP; k++)
+        if (s->task->keep & (1u << k)) p = put(p, kept_at(s->d, k), kept_size(m, k));
 }
 
 int mj_env_load(mj_state *s, const void *buf, calf_error *err) {
     const mjModel *m = s->m;
     mjData *d = s->d;
-    int n = MJ_SAVE_DOUBLES(m->nq, m->nv, m->na, m->nu);
+    int n = MJ_SAVE_DOUBLES(m->nq, m->nv, m->na, m->nu) + mj_env_kept_doubles(m, s->task->keep);
     double *v = mem_alloc((size_t)n * sizeof *v, err);
     if (!v) return CALF_ENOMEM;
     memcpy(v, buf, (size_t)n * sizeof *v);
@@ -280,6 +374,11 @@ int mj_env_load(mj_state *s, const void *buf, calf_error *err) {
     memcpy(d->ctrl, p, (size_t)m->nu * sizeof *p), p += m->nu;
     s->track_xy[0] = *p++;
     s->track_xy[1] = *p++;
+    for (int k = 0; k < NUM_KEEP; k++)
+        if (s->task->keep & (1u << k)) {
+            int len = kept_size(m, k);
+            memcpy(kept_at(d, k), p, (size_t)len * sizeof *p), p += len;
+        }
     free(v);
     return CALF_OK;
 }
@@ -307,8 +406,12 @@ void mj_env_observe_hook(const void *state, float *obs) {
 }
 
 void mj_env_reset_hook(void *state, calf_rng *rng, float *obs) {
+    const mj_state *s = state;
     mj_env_reset(state, rng);
-    mj_env_observe_hook(state, obs);
+    if (s->task->observe)
+        s->task->observe(state, obs);
+    else
+        mj_env_observe_hook(state, obs);
 }
 
 int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, float *obs,

@@ -11,6 +11,8 @@ enum { NQ = 2, NV = 2, NU = 1 };
 
 static const float lo[NU] = {-3}, hi[NU] = {3};
 
+static void ip_observe(const void *state, float *obs);
+
 static const mj_task task = {
     .name = "InvertedPendulum-v4",
     .file = "inverted_pendulum_v4.xml",
@@ -22,6 +24,7 @@ static const mj_task task = {
     .qvel_noise = 0.01,
     .qvel_normal = 0,
     .spec = &inverted_pendulum_class.spec,
+    .observe = ip_observe,
 };
 
 static int ip_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }
@@ -30,11 +33,6 @@ static void ip_observe(const void *state, float *obs) {
     const mjData *d = ((const mj_state *)state)->d;
     for (int i = 0; i < NQ; i++) *obs++ = (float)d->qpos[i];
     for (int i = 0; i < NV; i++) *obs++ = (float)d->qvel[i];
-}
-
-static void ip_reset(void *state, calf_rng *rng, float *obs) {
-    mj_env_reset(state, rng);
-    ip_observe(state, obs);
 }
 
 static int ip_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
@@ -52,5 +50,6 @@ static int ip_step(void *state, calf_rng *rng, int action, const float *u, float
     return !finite || fabs(d->qpos[1]) > 0.2;
 }
 
-const calf_env_class inverted_pendulum_class = MJ_ENV_CLASS(
-    "InvertedPendulum-v4", NQ + NV, NQ, NV, NU, lo, hi, ip_reset, ip_step, ip_observe, ip_create);
+const calf_env_class inverted_pendulum_class =
+    MJ_ENV_CLASS("InvertedPendulum-v4", NQ + NV, NQ, NV, NU, lo, hi, mj_env_reset_hook, ip_step,
+                 ip_observe, ip_create);
