@@ -70,6 +70,12 @@ typedef struct calf_env_class {
      * spec.reset_state_dim doubles (MuJoCo: qpos then qvel, as handed to the physics),
      * so an episode can be replayed against another implementation. */
     void (*reset_state)(const void *state, double *out);
+    /* Optional (ABI 2; may be NULL): draw the current state for `calf play --video` and
+     * calf_renderer_draw (calf/render.h) into rgb, (height, width, 3) bytes, rows from the
+     * top, every byte written. CALF_OK, or a status with a message in err. render_fps:
+     * the video's frames per second (Gymnasium's metadata render_fps; 0: 30). */
+    int (*render)(const void *state, int width, int height, uint8_t *rgb, calf_error *err);
+    double render_fps;
 } calf_env_class;
 
 typedef struct calf_env {
@@ -107,7 +113,7 @@ void calf_env_list_names(char *buf, size_t size);
  *      first failure's status, err set, or CALF_OK once all are registered.
  * examples/custom_env.c is one. `calf train|play|export|env|envs --env_lib PATH` loads
  * them; a config file never does (a config is data, and cannot make calf run code). */
-#define CALF_PLUGIN_ABI_VERSION 1  /* changes when calf_env_class, calf_env_spec, calf_env,
+#define CALF_PLUGIN_ABI_VERSION 2  /* changes when calf_env_class, calf_env_spec, calf_env,
                                       calf_rng or calf_error change their layout */
 #define CALF_PLUGIN_REGISTER_NAME "calf_plugin_register"
 typedef int (*calf_plugin_register_fn)(int abi_version, calf_error *err);

@@ -43,6 +43,14 @@ typedef struct calf_play_options {
     /* Where the report goes (the policy, each episode's return, the average). NULL:
      * stdout. The caller's stream; calf flushes it and does not close it. */
     FILE *out;
+    /* Record the episodes, one after another, as this video file: MP4 (H.264) when it
+     * ends in .mp4, an animated GIF when .gif, at the env's frame rate; written whole
+     * and atomically at the end (after a failure or Ctrl-C there is none). NULL: none.
+     * Needs a calf built with video support (calf_has_video, calf/render.h). */
+    const char *video;
+    int width, height;               /* the video's size in pixels; 0: 480 */
+    long long max_frames;            /* record at most this many frames; 0: all of them
+                                        (the episodes still all play, the report is the same) */
 } calf_play_options;
 
 /* Growth rule of calf_play_options and calf_export_options: fields are only ever added
