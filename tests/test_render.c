@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "calf/render.h"
+#include "calf/vec_env.h"
 #include "envs/envs.h"
 #include "render/video_writer.h"
 #include "test_util.h"
@@ -83,6 +84,19 @@ static void test_classic(void) {
     CHECK(calf_renderer_fps(r) == 30);
     calf_renderer_close(r);
     calf_renderer_close(NULL);
+
+    /* a vec env's envs, one by one (what calf.make_vec(...).render() draws) */
+    calf_vec_env *v = NULL;
+    CHECK_INT_EQ(calf_vec_env_open("CartPole-v1", NULL, 7, 0, 3, &v, &err), CALF_OK);
+    CHECK_INT_EQ(calf_renderer_open("CartPole-v1", W, H, &r, &err), CALF_OK);
+    static uint8_t e0[W * H * 3], e2[W * H * 3];
+    CHECK_INT_EQ(calf_renderer_draw(r, calf_vec_env_env(v, 0), e0, &err), CALF_OK);
+    CHECK_INT_EQ(calf_renderer_draw(r, calf_vec_env_env(v, 2), e2, &err), CALF_OK);
+    CHECK(count_different(e0, e2, W, H) > 0); /* two start states */
+    CHECK(calf_vec_env_env(v, 3) == NULL && calf_vec_env_env(v, -1) == NULL);
+    CHECK_INT_EQ(calf_renderer_draw(r, NULL, e0, &err), CALF_EINVAL);
+    calf_renderer_close(r);
+    calf_vec_env_close(v);
 }
 
 /* A plug-in-like class that draws itself (the state's byte as a grey level), and one

@@ -278,6 +278,21 @@ static int gif_add(video_writer *v, const uint8_t *rgb, calf_error *err) {
     if (GifQuantizeBuffer((unsigned)v->width, (unsigned)v->height, &count, r, g, b, v->indexed,
                           colors) == GIF_ERROR)
         return calf_error_set(err, CALF_ENOMEM, "--video %s: giflib could not quantize a frame", v->path);
+    /* the quantizer's colours are 5 bits a channel (white comes out 248): each entry
+     * becomes the mean of the pixels it stands for, so flat colours stay exact */
+    double sum[256][3] = {{0}};
+    long count_of[256] = {0};
+    for (size_t i = 0; i < n; i++) {
+        int k = v->indexed[i];
+        sum[k][0] += r[i], sum[k][1] += g[i], sum[k][2] += b[i];
+        count_of[k]++;
+    }
+    for (int k = 0; k < 256; k++)
+        if (count_of[k] > 0) {
+            colors[k].Red = (GifByteType)(sum[k][0] / count_of[k] + 0.5);
+            colors[k].Green = (GifByteType)(sum[k][1] / count_of[k] + 0.5);
+            colors[k].Blue = (GifByteType)(sum[k][2] / count_of[k] + 0.5);
+        }
     ColorMapObject *map = GifMakeMapObject(256, colors);
     if (!map) return calf_error_set(err, CALF_ENOMEM, "--video %s: out of memory for a palette", v->path);
     /* delays in hundredths of a second, rounded so their sum keeps the frame rate; 2 at
