@@ -73,6 +73,17 @@ static const camera_config *config_of(const char *name) {
     return NULL;
 }
 
+/* The renderer's own model (its offscreen size and colours are changed) and data. */
+typedef struct copy_args {
+    const mjModel *from;
+    mujoco_ctx *c;
+} copy_args;
+static void copy_model_and_data(void *arg) {
+    copy_args *a = arg;
+    a->c->m = mj_copyModel(NULL, a->from);
+    if (a->c->m) a->c->d = mj_makeData(a->c->m);
+}
+
 static void make_scene_and_context(void *arg) {
     mujoco_ctx *c = arg;
     mjv_makeScene(c->m, &c->scene, SCENE_GEOMS + FLOOR_SQUARES * FLOOR_SQUARES / 2 + FLOOR_SQUARES);
@@ -155,15 +166,16 @@ static int mujoco_open(const calf_env_class *cls, int width, int height, void **
     c->width = width;
     c->height = height;
     c->config = config_of(name);
-    c->m = mj_copyModel(NULL, ps->m);
-    c->d = c->m ? mj_makeData(c->m) : NULL;
+    copy_args copy = {ps->m, c};
+    rc = mj_env_guarded(copy_model_and_data, &copy, name, err);
     c->flipped = malloc((size_t)width * height * 3);
     c->depth = malloc((size_t)width * height * sizeof(float));
     double dt = mj_env_dt(ps);
     calf_env_free(&probe);
-    if (!c->m || !c->d || !c->flipped || !c->depth) {
+    if (rc != CALF_OK || !c->m || !c->d || !c->flipped || !c->depth) {
         mujoco_close(c);
-        return calf_error_set(err, CALF_ENOMEM, "out of memory for a %s renderer", name);
+        return rc != CALF_OK ? rc
+                             : calf_error_set(err, CALF_ENOMEM, "out of memory for a %s renderer", name);
     }
     c->m->vis.global.offwidth = width;
     c->m->vis.global.offheight = height;
