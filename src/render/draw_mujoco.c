@@ -55,6 +55,7 @@ typedef struct mujoco_ctx {
     mjvOption option;
     mjrContext con;
     bool scene_made, con_made, camera_set;
+    int track_body; /* the body the camera follows; 0: none */
     const camera_config *config;
     int width, height;
     unsigned char *flipped; /* (height, width, 3) as OpenGL reads it, bottom row first */
@@ -230,10 +231,7 @@ static void set_camera(mujoco_ctx *c) {
         if (k->distance > 0) cam->distance = k->distance;
         if (k->has_lookat) memcpy(cam->lookat, k->lookat, sizeof k->lookat);
         if (k->has_elevation) cam->elevation = k->elevation;
-        if (k->track_body > 0 && k->track_body < m->nbody) {
-            cam->type = mjCAMERA_TRACKING;
-            cam->trackbodyid = k->track_body;
-        }
+        if (k->track_body > 0 && k->track_body < m->nbody) c->track_body = k->track_body;
     }
     c->camera_set = true;
 }
@@ -294,6 +292,10 @@ static int mujoco_draw(void *p, const calf_env *env, uint8_t *rgb, calf_error *e
                               env->cls->spec.name, (unsigned)eglGetError());
     mj_copyData(c->d, c->m, s->d);
     if (!c->camera_set) set_camera(c);
+    /* tracking without MuJoCo's smoothing (mjCAMERA_TRACKING lags a runner by a body
+     * length): the camera looks at the body's subtree centre of mass every frame, as the
+     * "track" cameras (mode="trackcom") of Gymnasium's files keep it in the middle */
+    if (c->track_body > 0) memcpy(c->camera.lookat, c->d->subtree_com + 3 * c->track_body, 3 * sizeof(mjtNum));
     mjv_updateScene(c->m, c->d, &c->option, NULL, &c->camera, mjCAT_ALL, &c->scene);
     add_floor_squares(c);
     add_light(&c->scene);
