@@ -143,6 +143,17 @@ if "$CALF" --version | grep -q "MuJoCo envs: built in"; then
     expect_exit 0 "$CALF" play --root_dir "$WORK/hc" --num_episodes 1 --video "$WORK/hc.gif" \
         --width 96 --height 64 --max_frames 3
     expect_eq "$(probe "$WORK/hc.gif")" "gif,96,64,20/1,3" "HalfCheetah GIF"
+    # Hopper's 125 frames per second: its GIF keeps every third frame, at 125 / 3
+    expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/ho" --conf "$SRC/examples/ppo_hopper.gin" \
+        --conf_param create_environment.num_parallel_environments=2 \
+        --conf_param TrainerConfig.unroll_length=16 --conf_param TrainerConfig.mini_batch_size=16 \
+        --conf_param TrainerConfig.num_updates_per_train_iter=1 \
+        --conf_param TrainerConfig.num_env_steps=0 --conf_param TrainerConfig.num_iterations=1 \
+        --conf_param TrainerConfig.evaluate=False
+    expect_exit 0 "$CALF" play --root_dir "$WORK/ho" --num_episodes 1 --video "$WORK/ho.gif" \
+        --width 64 --height 64 --max_frames 4
+    expect_in "$WORK/out" "4 frames of 64x64 at 41.6667 frames per second"
+    expect_eq "$(probe "$WORK/ho.gif" | cut -d, -f1-3,5)" "gif,64,64,4" "Hopper GIF"
 else
     echo "note: no MuJoCo in this calf; its videos are not checked"
 fi

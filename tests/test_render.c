@@ -225,6 +225,14 @@ static void test_writer(void) {
     check_writer("x.MP4", "ftyp", 4);
     calf_error err;
     video_writer *v = NULL;
+    /* a GIF of a 125-frames-a-second env keeps every third frame; an MP4 all */
+    CHECK_INT_EQ(video_writer_open("x.gif", 64, 48, 125, &v, &err), CALF_OK);
+    CHECK_INT_EQ(video_writer_every(v), 3);
+    CHECK_NEAR(video_writer_fps(v), 125.0 / 3, 1e-12);
+    video_writer_abort(v);
+    CHECK_INT_EQ(video_writer_open("x.mp4", 64, 48, 125, &v, &err), CALF_OK);
+    CHECK_INT_EQ(video_writer_every(v), 1);
+    video_writer_abort(v);
     CHECK_INT_EQ(video_writer_open("x.webm", 64, 48, 25, &v, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "unknown extension") != NULL);
     CHECK_INT_EQ(video_writer_open("dir.mp4/x", 64, 48, 25, &v, &err), CALF_EINVAL);

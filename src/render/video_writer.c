@@ -50,6 +50,18 @@ int video_writer_finish(video_writer *v, uint8_t **data, size_t *len, calf_error
     return calf_error_set(err, CALF_EINVAL, "no video support");
 }
 void video_writer_abort(video_writer *v) { (void)v; }
+long video_writer_frames(const video_writer *v) {
+    (void)v;
+    return 0;
+}
+int video_writer_every(const video_writer *v) {
+    (void)v;
+    return 1;
+}
+double video_writer_fps(const video_writer *v) {
+    (void)v;
+    return 0;
+}
 
 #else
 
@@ -71,8 +83,9 @@ struct video_writer {
     video_format fmt;
     char *path;        /* owned copy */
     int width, height;
-    double fps;
-    long frames;
+    double fps;        /* of the file: the frames' rate over every, for GIF, `every`-th */
+    int every;         /* the caller gives every `every`-th frame; 1 but for fast GIFs */
+    long frames;       /* frames encoded */
     membuf out;
     /* MP4 */
     AVFormatContext *oc;
@@ -354,6 +367,12 @@ int video_writer_open(const char *path, int width, int height, double fps, video
     v->width = width;
     v->height = height;
     v->fps = fps > 0 ? fps : 30;
+    /* GIF delays are whole hundredths of a second and viewers play those under 2 slowly:
+     * a faster env (Hopper's 125 frames per second) keeps every k-th frame, at fps / k */
+    v->every = 1;
+    if (fmt == VIDEO_GIF)
+        while (v->fps / v->every > 50) v->every++;
+    v->fps /= v->every;
     v->path = strdup(path);
     if (!v->path) rc = calf_error_set(err, CALF_ENOMEM, "out of memory for --video %s", path);
     else rc = fmt == VIDEO_MP4 ? mp4_open(v, err) : gif_open(v, err);
@@ -372,6 +391,10 @@ int video_writer_add(video_writer *v, const uint8_t *rgb, calf_error *err) {
     if (rc == CALF_OK) v->frames++;
     return rc;
 }
+
+long video_writer_frames(const video_writer *v) { return v->frames; }
+int video_writer_every(const video_writer *v) { return v->every; }
+double video_writer_fps(const video_writer *v) { return v->fps; }
 
 int video_writer_finish(video_writer *v, uint8_t **data, size_t *len, calf_error *err) {
     *data = NULL;

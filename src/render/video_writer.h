@@ -26,6 +26,13 @@ int video_writer_open(const char *path, int width, int height, double fps, video
                       calf_error *err);
 /* Encode one frame: rgb is (height, width, 3), rows from the top. */
 int video_writer_add(video_writer *v, const uint8_t *rgb, calf_error *err);
+/* k: the writer wants every k-th of the fps frames a second, 1 but for a GIF of an env
+ * faster than 50 frames per second (GIF delays are whole hundredths, and viewers slow
+ * those under 2): then the least k that brings fps / k to 50 or below. */
+int video_writer_every(const video_writer *v);
+/* The frames encoded so far, and the file's frame rate (fps / k). */
+long video_writer_frames(const video_writer *v);
+double video_writer_fps(const video_writer *v);
 /* Finish the stream: *data (the caller's, free()) holds the file's *len bytes. Frees v
  * either way; *data is NULL after a failure. */
 int video_writer_finish(video_writer *v, uint8_t **data, size_t *len, calf_error *err);

@@ -233,18 +233,18 @@ static int check_video_path(const char *path, calf_error *err) {
 
 /* The greedy episodes of trainer_evaluate_greedy (the same envs: seed, index 2^40 + k),
  * one after another with one row per greedy call, each frame drawn after the reset and
- * after every step, the first max_frames of them encoded. */
+ * after every step (or every k-th: video_writer_every), the first max_frames encoded. */
 static int record_episodes(const calf_play_options *o, const algorithm_ops *ops, algorithm *algo,
                            const calf_env_class *cls, calf_renderer *r, video_writer *v,
-                           double *returns, double *average, long long *frames, calf_error *err) {
+                           double *returns, double *average, calf_error *err) {
     int od = cls->spec.obs_dim, ad = cls->spec.action_dim;
     int w = calf_renderer_width(r), h = calf_renderer_height(r);
     float *obs = mem_calloc((size_t)od, sizeof(float), err);
     float *u = obs ? mem_calloc((size_t)(ad ? ad : 1), sizeof(float), err) : NULL;
     uint8_t *rgb = u ? mem_alloc((size_t)w * h * 3, err) : NULL;
     int rc = rgb ? CALF_OK : CALF_ENOMEM;
-    long long limit = o->max_frames > 0 ? o->max_frames : -1;
-    *frames = 0;
+    long long limit = o->max_frames > 0 ? o->max_frames : -1, drawn = 0, seen = 0;
+    int every = video_writer_every(v);
     double total = 0;
     for (int k = 0; k < o->num_episodes && rc == CALF_OK; k++) {
         calf_env env;
@@ -259,11 +259,11 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
                 rc = calf_error_set(err, CALF_EINTR, "interrupted: no video written");
                 break;
             }
-            if (limit < 0 || *frames < limit) {
+            if ((limit < 0 || drawn < limit) && seen++ % every == 0) {
                 rc = calf_renderer_draw(r, &env, rgb, err);
                 if (rc == CALF_OK) rc = video_writer_add(v, rgb, err);
                 if (rc != CALF_OK) break;
-                ++*frames;
+                drawn++;
             }
             if (term || trunc) break;
             int act = 0;
@@ -292,8 +292,7 @@ static int play_video(const calf_play_options *o, const algorithm_ops *ops, algo
     video_writer *v = NULL;
     int rc = check_video_path(o->video, err);
     if (rc == CALF_OK) rc = calf_renderer_open(cls->spec.name, w, h, &r, err);
-    if (rc == CALF_OK) *fps = calf_renderer_fps(r);
-    if (rc == CALF_OK) rc = video_writer_open(o->video, w, h, *fps, &v, err);
+    if (rc == CALF_OK) rc = video_writer_open(o->video, w, h, calf_renderer_fps(r), &v, err);
     if (rc != CALF_OK) {
         calf_renderer_close(r);
         return rc;
@@ -305,8 +304,10 @@ static int play_video(const calf_play_options *o, const algorithm_ops *ops, algo
     video_interrupted = 0;
     CALF_ASSERT(sigaction(SIGINT, &sa, &old_int) == 0);
     CALF_ASSERT(sigaction(SIGTERM, &sa, &old_term) == 0);
-    rc = record_episodes(o, ops, algo, cls, r, v, returns, average, frames, err);
+    rc = record_episodes(o, ops, algo, cls, r, v, returns, average, err);
     calf_renderer_close(r);
+    *frames = video_writer_frames(v);
+    *fps = video_writer_fps(v);
     uint8_t *data = NULL;
     size_t len = 0;
     if (rc == CALF_OK) rc = video_writer_finish(v, &data, &len, err);
