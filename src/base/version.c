@@ -31,9 +31,11 @@ const char *calf_feature_note(const char *feature) {
 #endif
     }
     if (!strcmp(feature, "video")) {
-#if CALF_HAVE_VIDEO && (CALF_HAVE_EGL || !CALF_HAVE_MUJOCO)
+#if CALF_HAVE_VIDEO && CALF_HAVE_EGL
         return "built in (MP4: FFmpeg's H.264; GIF: giflib; drawing: cairo, MuJoCo's own renderer "
                "through EGL)";
+#elif CALF_HAVE_VIDEO && !CALF_HAVE_MUJOCO
+        return "built in (MP4: FFmpeg's H.264; GIF: giflib; drawing: cairo)";
 #elif CALF_HAVE_VIDEO
         return "built in (MP4: FFmpeg's H.264; GIF: giflib; drawing: cairo), but MuJoCo envs "
                "cannot be drawn: apt-get install " CALF_EGL_PACKAGES " and build again";
