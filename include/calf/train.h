@@ -65,7 +65,11 @@ typedef struct calf_play_options {
  * new): after a failure there is no file, not an empty or partial one; a device or
  * pipe that exists (/dev/stdout) is written straight. Returns a calf_status: a failed
  * write is CALF_EIO naming the file or stream and the system's reason; running out of
- * memory CALF_ENOMEM "... out of memory ...", with nothing written. */
+ * memory CALF_ENOMEM "... out of memory ...", with nothing written. With o->video, the
+ * same for the video: CALF_EINVAL for an unknown extension, a size out of range or odd
+ * for MP4, an env that cannot be drawn or a calf without video support (naming the
+ * packages); CALF_EIO for a path that cannot be written or a renderer that cannot start;
+ * CALF_EINTR after SIGINT/SIGTERM (caught while recording); never a file then. */
 int calf_play(const calf_play_options *o, calf_error *err);
 
 typedef struct calf_export_options {

@@ -7,6 +7,9 @@
 
 #include "base/mem.h"
 #include "render/render.h"
+#if CALF_HAVE_MUJOCO
+#include "envs/mj_env.h"
+#endif
 
 #ifndef CALF_HAVE_VIDEO
 #define CALF_HAVE_VIDEO 0
@@ -24,6 +27,16 @@ struct calf_renderer {
 };
 
 bool calf_has_video(void) { return CALF_HAVE_VIDEO != 0; }
+
+/* A built-in MuJoCo class (all of them share mj_env's destroy hook). */
+static bool is_mujoco(const calf_env_class *cls) {
+#if CALF_HAVE_MUJOCO
+    return cls->destroy == mj_env_destroy_hook;
+#else
+    (void)cls;
+    return false;
+#endif
+}
 
 /* The class's render hook: no context to hold. */
 static int hook_draw(const calf_renderer *r, const calf_env *env, uint8_t *rgb, calf_error *err) {
@@ -61,7 +74,7 @@ int calf_renderer_open(const char *env_name, int width, int height, calf_rendere
             return calf_error_set(err, CALF_EINVAL, "%s cannot be drawn: %s", cls->spec.name,
                                   calf_env_class_library(cls)
                                       ? "its plug-in class has no render hook (calf/env.h)"
-                                  : CALF_HAVE_MUJOCO && !CALF_HAVE_EGL
+                                  : is_mujoco(cls)
                                       ? "this calf was built without EGL/OpenGL for MuJoCo's "
                                         "renderer; apt-get install " CALF_EGL_PACKAGES
                                         " and build again"

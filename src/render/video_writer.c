@@ -29,8 +29,6 @@ int video_format_of(const char *path, video_format *fmt, calf_error *err) {
 
 #if !CALF_HAVE_VIDEO
 
-const char *video_mp4_encoder(void) { return "none"; }
-
 int video_writer_open(const char *path, int width, int height, double fps, video_writer **out,
                       calf_error *err) {
     (void)width, (void)height, (void)fps;
@@ -65,12 +63,63 @@ double video_writer_fps(const video_writer *v) {
 
 #else
 
+#include <dlfcn.h>
 #include <gif_lib.h>
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/error.h>
+#include <libavutil/macros.h>
 #include <libavutil/opt.h>
 #include <libswscale/swscale.h>
+
+/* FFmpeg is loaded when the first MP4 is made, not linked: its libraries bring some 130
+ * others (every codec's), which every calf process would map and load at its start
+ * (and `ulimit -v` runs would not start) for videos most never write. The functions
+ * below, looked up once; like the plug-ins, the libraries stay loaded for the process. */
+enum { AVUTIL, AVCODEC, AVFORMAT, SWSCALE, AV_LIBS };
+static const char *const av_sonames[AV_LIBS] = {
+    "libavutil.so." AV_STRINGIFY(LIBAVUTIL_VERSION_MAJOR),
+    "libavcodec.so." AV_STRINGIFY(LIBAVCODEC_VERSION_MAJOR),
+    "libavformat.so." AV_STRINGIFY(LIBAVFORMAT_VERSION_MAJOR),
+    "libswscale.so." AV_STRINGIFY(LIBSWSCALE_VERSION_MAJOR)};
+#define AV_FUNCTIONS(X) \
+    X(AVUTIL, av_log_get_level) X(AVUTIL, av_log_set_level) X(AVUTIL, av_malloc) \
+    X(AVUTIL, av_free) X(AVUTIL, av_freep) X(AVUTIL, av_frame_alloc) \
+    X(AVUTIL, av_frame_free) X(AVUTIL, av_frame_get_buffer) \
+    X(AVUTIL, av_frame_make_writable) X(AVUTIL, av_opt_set) X(AVUTIL, av_strerror) \
+    X(AVUTIL, av_d2q) X(AVCODEC, avcodec_find_encoder_by_name) \
+    X(AVCODEC, avcodec_find_encoder) X(AVCODEC, avcodec_alloc_context3) \
+    X(AVCODEC, avcodec_open2) X(AVCODEC, avcodec_parameters_from_context) \
+    X(AVCODEC, avcodec_send_frame) X(AVCODEC, avcodec_receive_packet) \
+    X(AVCODEC, avcodec_free_context) X(AVCODEC, av_packet_alloc) \
+    X(AVCODEC, av_packet_free) X(AVCODEC, av_packet_rescale_ts) \
+    X(AVFORMAT, avformat_alloc_output_context2) X(AVFORMAT, avformat_new_stream) \
+    X(AVFORMAT, avformat_write_header) X(AVFORMAT, av_interleaved_write_frame) \
+    X(AVFORMAT, av_write_trailer) X(AVFORMAT, avformat_free_context) \
+    X(AVFORMAT, avio_alloc_context) X(AVFORMAT, avio_context_free) \
+    X(AVFORMAT, avio_flush) X(SWSCALE, sws_getContext) X(SWSCALE, sws_scale) \
+    X(SWSCALE, sws_freeContext)
+static struct {
+    bool loaded;
+#define AV_POINTER(lib, f) __typeof__(f) *f;
+    AV_FUNCTIONS(AV_POINTER)
+#undef AV_POINTER
+} av;
+
+static int av_load(const char *path, calf_error *err) {
+    if (av.loaded) return CALF_OK;
+    void *lib[AV_LIBS];
+    for (int i = 0; i < AV_LIBS; i++)
+        if (!(lib[i] = dlopen(av_sonames[i], RTLD_NOW | RTLD_LOCAL)))
+            return calf_error_set(err, CALF_EIO, "--video %s: cannot load FFmpeg: %s", path, dlerror());
+#define AV_LOOKUP(l, f)                                                                        \
+    if (!(av.f = (__typeof__(f) *)dlsym(lib[l], #f)))                                         \
+        return calf_error_set(err, CALF_EIO, "--video %s: %s has no %s", path, av_sonames[l], #f);
+    AV_FUNCTIONS(AV_LOOKUP)
+#undef AV_LOOKUP
+    av.loaded = true;
+    return CALF_OK;
+}
 
 /* The file's bytes while it is made: a buffer the muxer may seek back into. */
 typedef struct membuf {
@@ -146,43 +195,37 @@ static int gif_write_cb(GifFileType *g, const GifByteType *p, int n) {
 }
 
 static const AVCodec *h264_encoder(void) {
-    const AVCodec *c = avcodec_find_encoder_by_name("libx264");
-    return c ? c : avcodec_find_encoder(AV_CODEC_ID_H264);
-}
-
-const char *video_mp4_encoder(void) {
-    static char what[64];
-    const AVCodec *c = h264_encoder();
-    if (!c) return "none (FFmpeg has no H.264 encoder)";
-    snprintf(what, sizeof what, "H.264 (%s)", c->name);
-    return what;
+    const AVCodec *c = av.avcodec_find_encoder_by_name("libx264");
+    return c ? c : av.avcodec_find_encoder(AV_CODEC_ID_H264);
 }
 
 static int av_fail(calf_error *err, const char *path, const char *what, int averr) {
     char msg[AV_ERROR_MAX_STRING_SIZE] = "";
-    av_strerror(averr, msg, sizeof msg);
+    av.av_strerror(averr, msg, sizeof msg);
     return calf_error_set(err, averr == AVERROR(ENOMEM) ? CALF_ENOMEM : CALF_EIO,
                           "--video %s: %s: %s", path, what, msg);
 }
 
 static int mp4_open(video_writer *v, calf_error *err) {
+    int loaded = av_load(v->path, err);
+    if (loaded != CALF_OK) return loaded;
     /* x264 reports its statistics at FFmpeg's default level, INFO, on stderr: calf play
      * has its own report. A host that chose a level keeps it. */
-    if (av_log_get_level() == AV_LOG_INFO) av_log_set_level(AV_LOG_WARNING);
+    if (av.av_log_get_level() == AV_LOG_INFO) av.av_log_set_level(AV_LOG_WARNING);
     const AVCodec *codec = h264_encoder();
     if (!codec)
         return calf_error_set(err, CALF_EIO, "--video %s: this FFmpeg has no H.264 encoder "
                               "(apt-get install libavcodec-extra)", v->path);
-    int rc = avformat_alloc_output_context2(&v->oc, NULL, "mp4", NULL);
+    int rc = av.avformat_alloc_output_context2(&v->oc, NULL, "mp4", NULL);
     if (rc < 0 || !v->oc) return av_fail(err, v->path, "no mp4 muxer", rc < 0 ? rc : AVERROR(ENOMEM));
-    v->st = avformat_new_stream(v->oc, NULL);
-    v->enc = avcodec_alloc_context3(codec);
-    v->frame = av_frame_alloc();
-    v->pkt = av_packet_alloc();
-    v->avio_buf = av_malloc(1 << 16);
+    v->st = av.avformat_new_stream(v->oc, NULL);
+    v->enc = av.avcodec_alloc_context3(codec);
+    v->frame = av.av_frame_alloc();
+    v->pkt = av.av_packet_alloc();
+    v->avio_buf = av.av_malloc(1 << 16);
     if (!v->st || !v->enc || !v->frame || !v->pkt || !v->avio_buf)
         return av_fail(err, v->path, "starting the encoder", AVERROR(ENOMEM));
-    AVRational rate = av_d2q(v->fps, 1000);
+    AVRational rate = av.av_d2q(v->fps, 1000);
     v->enc->width = v->width;
     v->enc->height = v->height;
     v->enc->pix_fmt = AV_PIX_FMT_YUV420P;
@@ -193,25 +236,25 @@ static int mp4_open(video_writer *v, calf_error *err) {
     v->enc->thread_count = 1;
     if (v->oc->oformat->flags & AVFMT_GLOBALHEADER) v->enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     if (!strcmp(codec->name, "libx264")) {
-        av_opt_set(v->enc->priv_data, "preset", "fast", 0);
-        av_opt_set(v->enc->priv_data, "crf", "23", 0);
+        av.av_opt_set(v->enc->priv_data, "preset", "fast", 0);
+        av.av_opt_set(v->enc->priv_data, "crf", "23", 0);
     }
-    if ((rc = avcodec_open2(v->enc, codec, NULL)) < 0) return av_fail(err, v->path, codec->name, rc);
-    if ((rc = avcodec_parameters_from_context(v->st->codecpar, v->enc)) < 0)
+    if ((rc = av.avcodec_open2(v->enc, codec, NULL)) < 0) return av_fail(err, v->path, codec->name, rc);
+    if ((rc = av.avcodec_parameters_from_context(v->st->codecpar, v->enc)) < 0)
         return av_fail(err, v->path, "stream parameters", rc);
     v->st->time_base = v->enc->time_base;
     v->st->avg_frame_rate = rate;
-    v->avio = avio_alloc_context(v->avio_buf, 1 << 16, 1, &v->out, NULL, avio_write_cb, avio_seek_cb);
+    v->avio = av.avio_alloc_context(v->avio_buf, 1 << 16, 1, &v->out, NULL, avio_write_cb, avio_seek_cb);
     if (!v->avio) return av_fail(err, v->path, "starting the muxer", AVERROR(ENOMEM));
     v->avio_buf = NULL; /* the context's now */
     v->oc->pb = v->avio;
     v->oc->flags |= AVFMT_FLAG_CUSTOM_IO | AVFMT_FLAG_BITEXACT;
-    if ((rc = avformat_write_header(v->oc, NULL)) < 0) return av_fail(err, v->path, "mp4 header", rc);
+    if ((rc = av.avformat_write_header(v->oc, NULL)) < 0) return av_fail(err, v->path, "mp4 header", rc);
     v->frame->format = AV_PIX_FMT_YUV420P;
     v->frame->width = v->width;
     v->frame->height = v->height;
-    if ((rc = av_frame_get_buffer(v->frame, 0)) < 0) return av_fail(err, v->path, "a frame", rc);
-    v->sws = sws_getContext(v->width, v->height, AV_PIX_FMT_RGB24, v->width, v->height,
+    if ((rc = av.av_frame_get_buffer(v->frame, 0)) < 0) return av_fail(err, v->path, "a frame", rc);
+    v->sws = av.sws_getContext(v->width, v->height, AV_PIX_FMT_RGB24, v->width, v->height,
                             AV_PIX_FMT_YUV420P, SWS_BILINEAR, NULL, NULL, NULL);
     if (!v->sws) return av_fail(err, v->path, "colour conversion", AVERROR(ENOMEM));
     return CALF_OK;
@@ -219,25 +262,25 @@ static int mp4_open(video_writer *v, calf_error *err) {
 
 /* Send frame (NULL: the end) and mux every packet the encoder gives back. */
 static int mp4_encode(video_writer *v, AVFrame *frame, calf_error *err) {
-    int rc = avcodec_send_frame(v->enc, frame);
+    int rc = av.avcodec_send_frame(v->enc, frame);
     if (rc < 0) return av_fail(err, v->path, "encoding", rc);
     for (;;) {
-        rc = avcodec_receive_packet(v->enc, v->pkt);
+        rc = av.avcodec_receive_packet(v->enc, v->pkt);
         if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return CALF_OK;
         if (rc < 0) return av_fail(err, v->path, "encoding", rc);
-        av_packet_rescale_ts(v->pkt, v->enc->time_base, v->st->time_base);
+        av.av_packet_rescale_ts(v->pkt, v->enc->time_base, v->st->time_base);
         v->pkt->stream_index = v->st->index;
-        rc = av_interleaved_write_frame(v->oc, v->pkt);
+        rc = av.av_interleaved_write_frame(v->oc, v->pkt);
         if (rc < 0) return av_fail(err, v->path, "muxing", rc);
     }
 }
 
 static int mp4_add(video_writer *v, const uint8_t *rgb, calf_error *err) {
-    int rc = av_frame_make_writable(v->frame);
+    int rc = av.av_frame_make_writable(v->frame);
     if (rc < 0) return av_fail(err, v->path, "a frame", rc);
     const uint8_t *src[1] = {rgb};
     const int stride[1] = {3 * v->width};
-    sws_scale(v->sws, src, stride, 0, v->height, v->frame->data, v->frame->linesize);
+    av.sws_scale(v->sws, src, stride, 0, v->height, v->frame->data, v->frame->linesize);
     v->frame->pts = v->frames;
     return mp4_encode(v, v->frame, err);
 }
@@ -245,9 +288,9 @@ static int mp4_add(video_writer *v, const uint8_t *rgb, calf_error *err) {
 static int mp4_finish(video_writer *v, calf_error *err) {
     int rc = mp4_encode(v, NULL, err);
     if (rc != CALF_OK) return rc;
-    int avrc = av_write_trailer(v->oc);
+    int avrc = av.av_write_trailer(v->oc);
     if (avrc < 0) return av_fail(err, v->path, "mp4 trailer", avrc);
-    avio_flush(v->avio);
+    av.avio_flush(v->avio);
     return CALF_OK;
 }
 
@@ -334,16 +377,18 @@ void video_writer_abort(video_writer *v) {
         int code;
         EGifCloseFile(v->gif, &code);
     }
-    if (v->oc) avformat_free_context(v->oc);
-    if (v->avio) {
-        av_freep(&v->avio->buffer);
-        avio_context_free(&v->avio);
+    if (av.loaded) { /* an MP4's: FFmpeg was loaded before any of them was made */
+        if (v->oc) av.avformat_free_context(v->oc);
+        if (v->avio) {
+            av.av_freep(&v->avio->buffer);
+            av.avio_context_free(&v->avio);
+        }
+        av.av_free(v->avio_buf);
+        av.avcodec_free_context(&v->enc);
+        av.av_frame_free(&v->frame);
+        av.av_packet_free(&v->pkt);
+        av.sws_freeContext(v->sws);
     }
-    av_free(v->avio_buf);
-    avcodec_free_context(&v->enc);
-    av_frame_free(&v->frame);
-    av_packet_free(&v->pkt);
-    sws_freeContext(v->sws);
     free(v->planes);
     free(v->indexed);
     free(v->out.data);

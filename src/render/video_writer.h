@@ -38,7 +38,5 @@ double video_writer_fps(const video_writer *v);
 int video_writer_finish(video_writer *v, uint8_t **data, size_t *len, calf_error *err);
 /* Drop everything, writing nothing; NULL is fine. */
 void video_writer_abort(video_writer *v);
-/* What this build encodes MP4 with, e.g. "H.264 (libx264)"; static storage. */
-const char *video_mp4_encoder(void);
 
 #endif
