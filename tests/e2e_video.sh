@@ -131,12 +131,16 @@ else
 fi
 
 if "$CALF" --version | grep -q "MuJoCo envs: built in"; then
-    expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/hc" --conf "$SRC/examples/ppo_halfcheetah.gin" \
-        --conf_param create_environment.num_parallel_environments=2 \
-        --conf_param TrainerConfig.unroll_length=16 --conf_param TrainerConfig.mini_batch_size=16 \
-        --conf_param TrainerConfig.num_updates_per_train_iter=1 \
-        --conf_param TrainerConfig.num_env_steps=0 --conf_param TrainerConfig.num_iterations=1 \
-        --conf_param TrainerConfig.evaluate=False
+    # train_tiny ROOT EXAMPLE: one iteration of 2 envs x 16 steps of the example config
+    train_tiny() {
+        expect_exit 0 "$CALF" train --quiet --root_dir "$1" --conf "$SRC/examples/$2" \
+            --conf_param create_environment.num_parallel_environments=2 \
+            --conf_param TrainerConfig.unroll_length=16 --conf_param TrainerConfig.mini_batch_size=16 \
+            --conf_param TrainerConfig.num_updates_per_train_iter=1 \
+            --conf_param TrainerConfig.num_env_steps=0 --conf_param TrainerConfig.num_iterations=1 \
+            --conf_param TrainerConfig.evaluate=False
+    }
+    train_tiny "$WORK/hc" ppo_halfcheetah.gin
     expect_exit 0 "$CALF" play --root_dir "$WORK/hc" --num_episodes 1 --video "$WORK/hc.mp4" \
         --width 96 --height 64 --max_frames 12
     expect_eq "$(probe "$WORK/hc.mp4")" "h264,96,64,20/1,12" "HalfCheetah MP4"
@@ -144,12 +148,7 @@ if "$CALF" --version | grep -q "MuJoCo envs: built in"; then
         --width 96 --height 64 --max_frames 3
     expect_eq "$(probe "$WORK/hc.gif")" "gif,96,64,20/1,3" "HalfCheetah GIF"
     # Hopper's 125 frames per second: its GIF keeps every third frame, at 125 / 3
-    expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/ho" --conf "$SRC/examples/ppo_hopper.gin" \
-        --conf_param create_environment.num_parallel_environments=2 \
-        --conf_param TrainerConfig.unroll_length=16 --conf_param TrainerConfig.mini_batch_size=16 \
-        --conf_param TrainerConfig.num_updates_per_train_iter=1 \
-        --conf_param TrainerConfig.num_env_steps=0 --conf_param TrainerConfig.num_iterations=1 \
-        --conf_param TrainerConfig.evaluate=False
+    train_tiny "$WORK/ho" ppo_hopper.gin
     expect_exit 0 "$CALF" play --root_dir "$WORK/ho" --num_episodes 1 --video "$WORK/ho.gif" \
         --width 64 --height 64 --max_frames 4
     expect_in "$WORK/out" "4 frames of 64x64 at 41.6667 frames per second"
