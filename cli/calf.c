@@ -59,6 +59,7 @@ static const char train_usage[] =
 
 static const char play_usage[] =
     "usage: calf play --root_dir DIR [--env_lib LIB]... [--num_episodes N] [--checkpoint FILE] [--seed S] [--verbose]\n"
+    "                 [--video FILE.mp4|FILE.gif [--width W] [--height H] [--max_frames N]]\n"
     "\n"
     "  runs the greedy policy of the newest valid checkpoint in DIR/train/algorithm\n"
     "  (or FILE) and prints each episode's return and the average\n"
@@ -69,6 +70,11 @@ static const char play_usage[] =
     "                        TrainerConfig.random_seed plays its evaluation's episodes\n"
     "  --env_lib LIB         load the plug-in library LIB first (repeatable): a run of a\n"
     "                        plug-in's environment needs it, as its config.gin says\n"
+    "  --video FILE          record the episodes, one after another, as FILE: MP4 (H.264)\n"
+    "                        when it ends in .mp4, an animated GIF when .gif; at the env's\n"
+    "                        frame rate, written once at the end (after an error, none)\n"
+    "  --width W, --height H the video's size in pixels (default 480x480)\n"
+    "  --max_frames N        record at most N frames (the episodes still all play)\n"
     "\n"
     "  for checking an exported policy (calf export) against calf:\n"
     "  --dump_actions OUT    write each observation acted on and its greedy action to OUT,\n"
@@ -204,6 +210,17 @@ static int cmd_play(int argc, char **argv) {
             o.dump_actions = v;
         } else if ((v = option_value(argc, argv, &i, "--observations", &bad))) {
             o.observations = v;
+        } else if ((v = option_value(argc, argv, &i, "--video", &bad))) {
+            o.video = v;
+        } else if ((v = option_value(argc, argv, &i, "--width", &bad))) {
+            if (parse_int_arg("--width", v, 1, 4096, &n)) bad = 1;
+            else o.width = (int)n;
+        } else if ((v = option_value(argc, argv, &i, "--height", &bad))) {
+            if (parse_int_arg("--height", v, 1, 4096, &n)) bad = 1;
+            else o.height = (int)n;
+        } else if ((v = option_value(argc, argv, &i, "--max_frames", &bad))) {
+            if (parse_int_arg("--max_frames", v, 1, (long long)1e12, &n)) bad = 1;
+            else o.max_frames = n;
         } else if (!bad) {
             fprintf(stderr, "calf play: unknown option '%s'\n%s", argv[i], play_usage);
             bad = 1;
@@ -299,8 +316,9 @@ int calf_cli_main(int argc, char **argv) {
         return output_checked(0);
     }
     if (!strcmp(cmd, "--version")) {
-        printf("calf %s (MPI backend: %s; MuJoCo envs: %s)\n", calf_version(),
-               calf_feature_note("mpi"), calf_feature_note("mujoco"));
+        printf("calf %s (MPI backend: %s; MuJoCo envs: %s)\nvideos (calf play --video): %s\n",
+               calf_version(), calf_feature_note("mpi"), calf_feature_note("mujoco"),
+               calf_feature_note("video"));
         return output_checked(0);
     }
     static const char *const with_env_libs[] = {"train", "play", "export", "env", "envs"};

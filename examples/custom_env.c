@@ -47,6 +47,27 @@ static int corridor_step(void *state, calf_rng *rng, int action, const float *u,
     return done;
 }
 
+/* Optional: a picture of the state, for `calf play --video` (rgb: height rows of width
+ * RGB pixels, top row first). The corridor's cells side by side: the agent's red, the
+ * goal's green, the others grey, with a dark line between cells. */
+static int corridor_render(const void *state, int width, int height, uint8_t *rgb, calf_error *err) {
+    (void)err;
+    const corridor_state *s = state;
+    int cells = s->goal + 1;
+    for (int y = 0; y < height; y++)
+        for (int x = 0; x < width; x++) {
+            int cell = x * cells / width;
+            int edge = (x * cells) % width < cells; /* the first column of a cell */
+            uint8_t *p = rgb + 3 * ((size_t)y * width + x);
+            uint8_t r = 200, g = 200, b = 200;
+            if (cell == s->pos) r = 220, g = 40, b = 40;
+            else if (cell == s->goal) r = 40, g = 180, b = 60;
+            if (edge) r = g = b = 60;
+            p[0] = r, p[1] = g, p[2] = b;
+        }
+    return CALF_OK;
+}
+
 static const calf_env_class corridor_class = {
     .spec = {.name = "Corridor-v0",
              .obs_dim = 2,
@@ -56,6 +77,8 @@ static const calf_env_class corridor_class = {
     .reset = corridor_reset,
     .step = corridor_step,
     .observe = corridor_observe,
+    .render = corridor_render,
+    .render_fps = 10,
 };
 
 /* What calf calls when it loads this file as a plug-in (include/calf/env.h): check

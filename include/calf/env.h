@@ -74,6 +74,12 @@ typedef struct calf_env_class {
     void (*reset_state)(const void *state, double *out);
 
     /* ---- since ABI version 2 ---- */
+    /* Optional (may be NULL): draw the current state for `calf play --video` and
+     * calf_renderer_draw (calf/render.h) into rgb, (height, width, 3) bytes, rows from the
+     * top, every byte written. CALF_OK, or a status with a message in err. render_fps:
+     * the video's frames per second (Gymnasium's metadata render_fps; 0: 30). */
+    int (*render)(const void *state, int width, int height, uint8_t *rgb, calf_error *err);
+    double render_fps;
     /* Optional (may be NULL): create told its class object, the job's seed and the env's
      * global index; used instead of create when set (destroy pairs with it). For classes
      * made at run time, one object each (a Python env factory), and for envs that seed a

@@ -43,6 +43,14 @@ typedef struct calf_play_options {
     /* Where the report goes (the policy, each episode's return, the average). NULL:
      * stdout. The caller's stream; calf flushes it and does not close it. */
     FILE *out;
+    /* Record the episodes, one after another, as this video file: MP4 (H.264) when it
+     * ends in .mp4, an animated GIF when .gif, at the env's frame rate; written whole
+     * and atomically at the end (after a failure or Ctrl-C there is none). NULL: none.
+     * Needs a calf built with video support (calf_has_video, calf/render.h). */
+    const char *video;
+    int width, height;               /* the video's size in pixels; 0: 480 */
+    long long max_frames;            /* record at most this many frames; 0: all of them
+                                        (the episodes still all play, the report is the same) */
 } calf_play_options;
 
 /* Growth rule of calf_play_options and calf_export_options: fields are only ever added
@@ -57,7 +65,11 @@ typedef struct calf_play_options {
  * new): after a failure there is no file, not an empty or partial one; a device or
  * pipe that exists (/dev/stdout) is written straight. Returns a calf_status: a failed
  * write is CALF_EIO naming the file or stream and the system's reason; running out of
- * memory CALF_ENOMEM "... out of memory ...", with nothing written. */
+ * memory CALF_ENOMEM "... out of memory ...", with nothing written. With o->video, the
+ * same for the video: CALF_EINVAL for an unknown extension, a size out of range or odd
+ * for MP4, an env that cannot be drawn or a calf without video support (naming the
+ * packages); CALF_EIO for a path that cannot be written or a renderer that cannot start;
+ * CALF_EINTR after SIGINT/SIGTERM (caught while recording); never a file then. */
 int calf_play(const calf_play_options *o, calf_error *err);
 
 typedef struct calf_export_options {

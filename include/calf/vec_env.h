@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "calf/env.h"
 #include "calf/error.h"
 
 /* Opaque: made by calf_vec_env_open, released by calf_vec_env_close. One thread at a
@@ -48,6 +49,9 @@ const float *calf_vec_env_action_high(const calf_vec_env *v);
 /* The time limit: an episode that reaches this many steps without terminating is
  * truncated. */
 int calf_vec_env_max_episode_steps(const calf_vec_env *v);
+/* The block's env e (0..count-1), for reading only: to draw it (calf_renderer_draw,
+ * calf/render.h). NULL out of range. Owned by v; valid until calf_vec_env_close. */
+const calf_env *calf_vec_env_env(const calf_vec_env *v, int e);
 
 /* ---- stepping ---------------------------------------------------------------------
  * Arrays are the caller's, contiguous, row e for the block's env e (the job's env

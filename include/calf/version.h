@@ -32,7 +32,7 @@ const char *calf_version(void);
 bool calf_has_mpi(void);
 /* Whether this library was built with MuJoCo (the locomotion environments). */
 bool calf_has_mujoco(void);
-/* What this build did with a feature, "mpi" or "mujoco", in words: "built in", or
+/* What this build did with a feature, "mpi", "mujoco" or "video", in words: "built in", or
  * "not built: ..." saying whether the build turned it off (-DCALF_WITH_MPI=OFF) or did
  * not find it, and how to get it. NULL for another name. Static storage. */
 const char *calf_feature_note(const char *feature);

@@ -30,5 +30,21 @@ const char *calf_feature_note(const char *feature) {
         return "not built: turned off at build time (-DCALF_WITH_MUJOCO=OFF)";
 #endif
     }
+    if (!strcmp(feature, "video")) {
+#if CALF_HAVE_VIDEO && CALF_HAVE_EGL
+        return "built in (MP4: FFmpeg's H.264; GIF: giflib; drawing: cairo, MuJoCo's own renderer "
+               "through EGL)";
+#elif CALF_HAVE_VIDEO && !CALF_HAVE_MUJOCO
+        return "built in (MP4: FFmpeg's H.264; GIF: giflib; drawing: cairo)";
+#elif CALF_HAVE_VIDEO
+        return "built in (MP4: FFmpeg's H.264; GIF: giflib; drawing: cairo), but MuJoCo envs "
+               "cannot be drawn: apt-get install " CALF_EGL_PACKAGES " and build again";
+#elif CALF_WITH_VIDEO
+        return "not built: cairo, FFmpeg or giflib was not found at build time; to get it, "
+               "apt-get install " CALF_VIDEO_PACKAGES " and build again";
+#else
+        return "not built: turned off at build time (-DCALF_WITH_VIDEO=OFF)";
+#endif
+    }
     return NULL;
 }

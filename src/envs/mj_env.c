@@ -431,3 +431,12 @@ int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, flo
     mj_env_observe_hook(s, obs);
     return t->healthy ? !t->healthy(s->d) : 0;
 }
+
+int mj_env_guarded(void (*fn)(void *arg), void *arg, const char *what, calf_error *err) {
+    mju_user_warning = on_mujoco_warning;
+    mju_user_error = on_mujoco_error;
+    int failed;
+    GUARDED(&failed, fn(arg));
+    if (failed) return calf_error_set(err, CALF_EIO, "%s: MuJoCo: %s", what, guard_msg);
+    return CALF_OK;
+}

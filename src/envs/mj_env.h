@@ -144,6 +144,10 @@ void mj_env_reset_hook(void *state, calf_rng *rng, float *obs);
 /* qpos[obs_qpos_from:] then qvel (clipped when the task says), as float32. */
 void mj_env_observe_hook(const void *state, float *obs);
 
+/* fn(arg) with MuJoCo's errors caught, for MuJoCo calls made outside this file that can
+ * fail (the renderer's, draw_mujoco.c): CALF_OK, or CALF_EIO "WHAT: MuJoCo: message". */
+int mj_env_guarded(void (*fn)(void *arg), void *arg, const char *what, calf_error *err);
+
 /* The class hooks every task shares, on a void *state. */
 void mj_env_destroy_hook(void *state);
 void mj_env_save_hook(const void *state, void *buf);

@@ -484,3 +484,7 @@ int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_act
     copy_obs(v, obs);
     return vec_env_fault(ve, err);
 }
+
+const calf_env *calf_vec_env_env(const calf_vec_env *v, int e) {
+    return e >= 0 && e < v->ve.count ? &v->ve.envs[e] : NULL;
+}

@@ -1,19 +1,23 @@
 /* play.c: `calf play`: load a trained policy from a run's root dir and run it greedily,
- * printing each episode's return and the average; for tests of `calf export`, it can
- * also write down every observation the policy acted on with its greedy action, or act
- * on observations read from a file. */
+ * printing each episode's return and the average, and with --video recording them as a
+ * video file; for tests of `calf export`, it can also write down every observation the
+ * policy acted on with its greedy action, or act on observations read from a file. */
 #include "tools/play.h"
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/fsutil.h"
 #include "base/mem.h"
+#include "calf/render.h"
 #include "calf/train.h"
+#include "render/video_writer.h"
 #include "records/checkpoint.h"
 #include "training/trainer.h"
 
@@ -197,6 +201,124 @@ int play_write_output(const char *path, const void *data, size_t n, calf_error *
     return CALF_OK;
 }
 
+/* ---- --video: the episodes drawn and encoded ------------------------------------ */
+
+/* Set by SIGINT/SIGTERM while a video is recorded: the recording stops, nothing is
+ * written, and play returns CALF_EINTR. */
+static volatile sig_atomic_t video_interrupted = 0;
+static void on_video_signal(int sig) {
+    (void)sig;
+    video_interrupted = 1;
+}
+
+/* Before any frame is drawn: a path that cannot become the file (a directory, a folder
+ * that does not exist or cannot be written) is refused now, not after the episodes. */
+static int check_video_path(const char *path, calf_error *err) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return calf_error_set(err, CALF_EIO, "cannot write %s: %s", path, strerror(EISDIR));
+    size_t len = strlen(path);
+    char *dir = mem_alloc(len + 2, err);
+    if (!dir) return CALF_ENOMEM;
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, len + 2, ".");
+    else if (slash == path) snprintf(dir, len + 2, "/");
+    else snprintf(dir, len + 2, "%.*s", (int)(slash - path), path);
+    int rc = CALF_OK;
+    if (access(dir, W_OK | X_OK) != 0)
+        rc = calf_error_set(err, CALF_EIO, "cannot write %s: %s", path, strerror(errno));
+    free(dir);
+    return rc;
+}
+
+/* The greedy episodes of trainer_evaluate_greedy (the same envs: seed, index 2^40 + k),
+ * one after another with one row per greedy call, each frame drawn after the reset and
+ * after every step (or every k-th: video_writer_every), the first max_frames encoded. */
+static int record_episodes(const calf_play_options *o, const algorithm_ops *ops, algorithm *algo,
+                           const calf_env_class *cls, calf_renderer *r, video_writer *v,
+                           double *returns, double *average, calf_error *err) {
+    int od = cls->spec.obs_dim, ad = cls->spec.action_dim;
+    int w = calf_renderer_width(r), h = calf_renderer_height(r);
+    float *obs = mem_calloc((size_t)od, sizeof(float), err);
+    float *u = obs ? mem_calloc((size_t)(ad ? ad : 1), sizeof(float), err) : NULL;
+    uint8_t *rgb = u ? mem_alloc((size_t)w * h * 3, err) : NULL;
+    int rc = rgb ? CALF_OK : CALF_ENOMEM;
+    long long limit = o->max_frames > 0 ? o->max_frames : -1, drawn = 0, seen = 0;
+    int every = video_writer_every(v);
+    double total = 0;
+    for (int k = 0; k < o->num_episodes && rc == CALF_OK; k++) {
+        calf_env env;
+        rc = calf_env_init(&env, cls->spec.name, (uint64_t)o->seed, ((uint64_t)1 << 40) + (uint64_t)k,
+                           err);
+        if (rc != CALF_OK) break;
+        calf_env_reset(&env, obs);
+        returns[k] = 0;
+        int term = 0, trunc = 0;
+        for (;;) {
+            if (video_interrupted) {
+                rc = calf_error_set(err, CALF_EINTR, "interrupted: no video written");
+                break;
+            }
+            if ((limit < 0 || drawn < limit) && seen++ % every == 0) {
+                rc = calf_renderer_draw(r, &env, rgb, err);
+                if (rc == CALF_OK) rc = video_writer_add(v, rgb, err);
+                if (rc != CALF_OK) break;
+                drawn++;
+            }
+            if (term || trunc) break;
+            int act = 0;
+            float rew = 0;
+            ops->greedy(algo, obs, 1, &act, u);
+            calf_env_step(&env, act, ad ? u : NULL, obs, &rew, &term, &trunc);
+            returns[k] += rew;
+        }
+        total += returns[k];
+        calf_env_free(&env);
+    }
+    if (rc == CALF_OK) *average = total / o->num_episodes;
+    free(obs);
+    free(u);
+    free(rgb);
+    return rc;
+}
+
+/* --video: the renderer and the writer, the episodes, then the file, written atomically;
+ * SIGINT/SIGTERM caught meanwhile (and restored after). */
+static int play_video(const calf_play_options *o, const algorithm_ops *ops, algorithm *algo,
+                      const calf_env_class *cls, double *returns, double *average,
+                      long long *frames, double *fps, calf_error *err) {
+    int w = o->width > 0 ? o->width : 480, h = o->height > 0 ? o->height : 480;
+    calf_renderer *r = NULL;
+    video_writer *v = NULL;
+    int rc = check_video_path(o->video, err);
+    if (rc == CALF_OK) rc = calf_renderer_open(cls->spec.name, w, h, &r, err);
+    if (rc == CALF_OK) rc = video_writer_open(o->video, w, h, calf_renderer_fps(r), &v, err);
+    if (rc != CALF_OK) {
+        calf_renderer_close(r);
+        return rc;
+    }
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_video_signal;
+    sigemptyset(&sa.sa_mask);
+    video_interrupted = 0;
+    CALF_ASSERT(sigaction(SIGINT, &sa, &old_int) == 0);
+    CALF_ASSERT(sigaction(SIGTERM, &sa, &old_term) == 0);
+    rc = record_episodes(o, ops, algo, cls, r, v, returns, average, err);
+    calf_renderer_close(r);
+    *frames = video_writer_frames(v);
+    *fps = video_writer_fps(v);
+    uint8_t *data = NULL;
+    size_t len = 0;
+    if (rc == CALF_OK) rc = video_writer_finish(v, &data, &len, err);
+    else video_writer_abort(v);
+    if (rc == CALF_OK) rc = play_write_output(o->video, data, len, err);
+    free(data);
+    CALF_ASSERT(sigaction(SIGINT, &old_int, NULL) == 0);
+    CALF_ASSERT(sigaction(SIGTERM, &old_term, NULL) == 0);
+    return rc;
+}
+
 /* The report stream's state after calf wrote to it: a failure is CALF_EIO. */
 static int flush_report(FILE *out, calf_error *err) {
     errno = 0;
@@ -209,6 +331,14 @@ static int flush_report(FILE *out, calf_error *err) {
 int calf_play(const calf_play_options *o, calf_error *err) {
     if (o->observations && !o->dump_actions)
         return calf_error_set(err, CALF_EINVAL, "--observations needs --dump_actions FILE");
+    if (o->video && o->observations)
+        return calf_error_set(err, CALF_EINVAL, "--video plays episodes: not with --observations");
+    if (o->width < 0 || o->width > 4096 || o->height < 0 || o->height > 4096 || o->max_frames < 0)
+        return calf_error_set(err, CALF_EINVAL, "--width/--height must be in [1, 4096], --max_frames >= 0");
+    if (!o->video && (o->width || o->height || o->max_frames))
+        return calf_error_set(err, CALF_EINVAL, "--width, --height and --max_frames need --video FILE");
+    video_format fmt;
+    if (o->video && video_format_of(o->video, &fmt, err) != CALF_OK) return CALF_EINVAL;
     FILE *out = o->out ? o->out : stdout;
     play_policy *p = mem_calloc(1, sizeof *p, err);
     if (!p) return CALF_ENOMEM;
@@ -226,6 +356,8 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     }
     double *returns = NULL, avg = 0;
     int rows = 0;
+    long long frames = 0;
+    double video_fps = 0;
     if (rc == CALF_OK && o->observations) {
         rc = act_on_file(o, p, dump, &rows, err);
     } else if (rc == CALF_OK) {
@@ -236,7 +368,10 @@ int calf_play(const calf_play_options *o, calf_error *err) {
         dumping_policy d = {.ops = p->ops, .algo = p->algo, .spec = &p->cls->spec, .f = dump};
         algorithm_ops dumping_ops = *p->ops;
         dumping_ops.greedy = dumping_greedy;
-        if (dump)
+        if (o->video)
+            rc = play_video(o, dump ? &dumping_ops : p->ops, dump ? (algorithm *)&d : p->algo, p->cls,
+                            returns, &avg, &frames, &video_fps, err);
+        else if (dump)
             rc = trainer_evaluate_greedy(&dumping_ops, (algorithm *)&d, p->cls->spec.name,
                                          (uint64_t)o->seed, o->num_episodes, returns, &avg, err);
         else
@@ -264,6 +399,10 @@ int calf_play(const calf_play_options *o, calf_error *err) {
                 if (o->verbose || o->num_episodes <= 20)
                     fprintf(out, "episode %d: return %.3f\n", k + 1, returns[k] + 0.0); /* no "-0.000" */
             fprintf(out, "average return over %d episodes: %.3f\n", o->num_episodes, avg + 0.0);
+            if (o->video)
+                fprintf(out, "video: %s, %lld frames of %dx%d at %g frames per second\n", o->video,
+                        frames, o->width > 0 ? o->width : 480, o->height > 0 ? o->height : 480,
+                        video_fps);
         }
         rc = flush_report(out, err);
     }
