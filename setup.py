@@ -3,9 +3,10 @@
 The extension calf._calf is compiled from the sources CMakeLists.txt compiles (src/*/*.c,
 the generated embeds, the extension's own C files and the calf program's but for its
 main) with the same flags and the same optional parts: MPI when an MPI compiler wrapper
-or pkg-config knows one, MuJoCo when its header and library are found. The environment
-variables CALF_WITH_MPI=0, CALF_WITH_MUJOCO=0 and CALF_NATIVE=0 turn those off as
-CMake's -DCALF_WITH_MPI=OFF, -DCALF_WITH_MUJOCO=OFF and -DCALF_NATIVE=OFF do; the
+or pkg-config knows one, MuJoCo when its header and library are found, videos when
+cairo, giflib and FFmpeg's headers and libraries are (and EGL/OpenGL for MuJoCo's
+renderer). The environment variables CALF_WITH_MPI=0, CALF_WITH_MUJOCO=0,
+CALF_WITH_VIDEO=0 and CALF_NATIVE=0 turn those off as CMake's -D...=OFF do; the
 same choices give the same bits as the CMake build. Install (README, "Use calf from
 Python"):  python3 -m pip install --no-build-isolation --no-index .
 """
@@ -90,6 +91,31 @@ def find_mujoco() -> str | None:
     return None
 
 
+def include_dirs_with(header: str, suffixes: tuple[str, ...] = ("",)) -> str | None:
+    """The include directory (under a suffix, e.g. cairo/) holding header, or None."""
+    dirs = [d for d in os.environ.get("CPATH", "").split(os.pathsep) if d]
+    dirs += [sysconfig.get_config_var("INCLUDEDIR") or "", "/usr/local/include", "/usr/include"]
+    for d in dirs:
+        for sub in suffixes:
+            if d and os.path.isfile(os.path.join(d, sub, header)):
+                return os.path.join(d, sub)
+    return None
+
+
+def find_video(mujoco: bool) -> tuple[list[str], list[str], bool] | None:
+    """CMakeLists.txt's video search: (include dirs, libraries to link, EGL too) when
+    cairo, giflib and FFmpeg's headers and libraries are found (FFmpeg's are loaded at
+    run time, not linked), else None; EGL and OpenGL only with MuJoCo."""
+    incs = [include_dirs_with("cairo.h", ("", "cairo")), include_dirs_with("gif_lib.h"),
+            include_dirs_with(os.path.join("libavcodec", "avcodec.h"))]
+    libs = ["cairo", "gif", "avformat", "avcodec", "swscale", "avutil"]
+    if None in incs or not all(ctypes.util.find_library(lib) for lib in libs):
+        return None
+    egl = (mujoco and include_dirs_with(os.path.join("EGL", "egl.h")) is not None
+           and bool(ctypes.util.find_library("EGL")) and bool(ctypes.util.find_library("OpenGL")))
+    return incs, ["cairo", "gif"] + (["EGL", "OpenGL"] if egl else []), egl
+
+
 def embed(out: str, inputs: list[str], prefix: str) -> None:
     """cmake/embed.cmake in Python: each file as `const char PREFIXstem[]` (its bytes,
     then a NUL) and `const int PREFIXstem_size`, the same C text."""
@@ -137,9 +163,20 @@ def extension() -> Extension:
     say("MuJoCo " + ("found; building its envs" if mujoco_inc else
                      "not found; building without its envs (apt-get install libmujoco-dev)"
                      if with_mujoco else "envs turned off (CALF_WITH_MUJOCO=0)"))
+    with_video = wanted("CALF_WITH_VIDEO")
+    video = find_video(bool(mujoco_inc)) if with_video else None
+    say("videos " + ("found; building calf play --video" + ("" if video[2] else
+                     " (MuJoCo envs cannot be drawn: no EGL/OpenGL)") if video else
+                     "not found; building without them (apt-get install libcairo2-dev "
+                     "libavcodec-dev libavformat-dev libswscale-dev libavutil-dev libgif-dev)"
+                     if with_video else "turned off (CALF_WITH_VIDEO=0)"))
     lib = sorted(glob(rel("src", "*", "*.c")))
     if not mujoco_inc:
         lib = [s for s in lib if not re.search(r"[/\\]mj_[^/\\]*\.c$", s)]
+    if not video:
+        lib = [s for s in lib if not re.search(r"[/\\]render[/\\]draw_[^/\\]*\.c$", s)]
+    elif not video[2]:
+        lib = [s for s in lib if not re.search(r"[/\\]render[/\\]draw_mujoco\.c$", s)]
     cli = [s for s in sorted(glob(rel("cli", "*.c"))) if os.path.basename(s) != "main.c"]
     sources = lib + sorted(glob(rel("python", "calf", "*.c"))) + cli
     import numpy  # the build needs NumPy's headers, as CMake's find_package(Python3 NumPy)
@@ -159,6 +196,9 @@ def extension() -> Extension:
         if mujoco_inc not in ("/usr/include", "/usr/local/include"):  # the compiler's own
             include_dirs.append(mujoco_inc)
         libraries.append("mujoco")
+    if video:
+        include_dirs += [d for d in video[0] if d not in ("/usr/include", "/usr/local/include")]
+        libraries += video[1]
     ext = Extension(
         "calf._calf",
         sources=sources,
@@ -168,9 +208,15 @@ def extension() -> Extension:
             ("_DEFAULT_SOURCE", None),
             ("CALF_HAVE_MPI", "1" if mpi else "0"),
             ("CALF_HAVE_MUJOCO", "1" if mujoco_inc else "0"),
+            ("CALF_HAVE_VIDEO", "1" if video else "0"),
+            ("CALF_HAVE_EGL", "1" if video and video[2] else "0"),
+            ("CALF_VIDEO_PACKAGES", '"libcairo2-dev libavcodec-dev libavformat-dev '
+             'libswscale-dev libavutil-dev libgif-dev"'),
+            ("CALF_EGL_PACKAGES", '"libegl-dev libopengl-dev libegl-mesa0 libgl1-mesa-dri"'),
             # read by src/base/version.c only: turned off, or not found
             ("CALF_WITH_MPI", "1" if with_mpi else "0"),
             ("CALF_WITH_MUJOCO", "1" if with_mujoco else "0"),
+            ("CALF_WITH_VIDEO", "1" if with_video else "0"),
         ],
         extra_compile_args=cflags,
         extra_link_args=ldflags,

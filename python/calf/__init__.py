@@ -20,6 +20,7 @@ import csv
 import io
 import math
 import os
+import pathlib
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
@@ -65,8 +66,8 @@ except ImportError:
 def features() -> dict[str, str]:
     """What this build holds, as ``calf --version`` says.
 
-    Returns ``{"mpi": note, "mujoco": note}``; each note is ``"built in"`` or
-    ``"not built: ..."`` saying why and how to get it.
+    Returns ``{"mpi": note, "mujoco": note, "video": note}``; each note is ``"built
+    in ..."`` or ``"not built: ..."`` saying why and how to get it.
     """
     return _calf.features()
 
@@ -254,8 +255,10 @@ class VecEnv(_VectorEnvBase):
         seed: int = 0,
         env_lib: str | None = None,
         first_index: int = 0,
+        render_size: tuple[int, int] = (480, 480),
     ) -> None:
         self._name, self._env_lib, self._first_index = name, env_lib, first_index
+        self.render_size: tuple[int, int] = (int(render_size[0]), int(render_size[1]))
         if env_lib is not None:
             _export_calf_to_plugins()
         self._raw = _calf.VecEnv(name, num_envs, _check_seed(seed), first_index, env_lib)
@@ -268,8 +271,9 @@ class VecEnv(_VectorEnvBase):
             self.observation_space,
             self.action_space,
         ) = _spaces(self._raw)
-        self.metadata: dict[str, Any] = {"autoreset_mode": _AUTORESET_SAME_STEP}
-        self.render_mode = None
+        self.metadata: dict[str, Any] = {"autoreset_mode": _AUTORESET_SAME_STEP,
+                                         "render_modes": ["rgb_array"]}
+        self.render_mode = "rgb_array"
         self.closed = False
         if _gym is not None:
             self.autoreset_mode = _AUTORESET_SAME_STEP
@@ -317,6 +321,16 @@ class VecEnv(_VectorEnvBase):
         # infos made in C (calf._calf.VecEnv.step_gym), no Python object per env
         a = actions if type(actions) is np.ndarray else np.asarray(actions)
         return self._raw.step_gym(a)
+
+    def render(self) -> tuple[np.ndarray, ...]:
+        """Each env's current state drawn as Gymnasium's ``rgb_array`` mode draws it: a
+        ``(height, width, 3)`` uint8 array per env (``render_size`` is (width, height),
+        480x480 by default). Drawing never changes what a step computes. Raises
+        ValueError for an env that cannot be drawn (a plug-in or Python env without a
+        render hook) or a calf built without video support (naming what to install)."""
+        frames = self._raw.render(*self.render_size)
+        self.metadata["render_fps"] = self._raw.render_fps
+        return frames
 
     def close(self, **kwargs: Any) -> None:
         """Release the envs; closing twice does nothing."""
@@ -369,7 +383,11 @@ def _check_seed(seed: int) -> int:
 
 
 def make_vec(
-    name: str, num_envs: int, seed: int = 0, env_lib: str | None = None
+    name: str,
+    num_envs: int,
+    seed: int = 0,
+    env_lib: str | None = None,
+    render_size: tuple[int, int] = (480, 480),
 ) -> VecEnv:
     """``num_envs`` envs of calf's environment ``name`` as a Gymnasium vector env.
 
@@ -378,7 +396,7 @@ def make_vec(
     i``). Raises ValueError with calf's message for an unknown name (the message lists
     the known ones) or a bad count, MemoryError when the envs do not fit.
     """
-    return VecEnv(name, num_envs, seed, env_lib)
+    return VecEnv(name, num_envs, seed, env_lib, render_size=render_size)
 
 
 # ---- policies -------------------------------------------------------------------------
@@ -397,6 +415,7 @@ class Policy:
         self, root_dir: str | os.PathLike | None, checkpoint: str | os.PathLike | None = None
     ) -> None:
         self._raw = _calf.Policy(_fspath(root_dir), _fspath(checkpoint))
+        self._root_dir = _fspath(root_dir)
         self.obs_dim: int = self._raw.obs_dim
         self.discrete: bool = self._raw.discrete
         self.num_actions: int = self._raw.num_actions
@@ -435,6 +454,20 @@ class Policy:
         actions = out.astype(np.int64) if self.discrete else out
         return actions[0] if one_row else actions
 
+
+    def record(self, path: str | os.PathLike, num_episodes: int = 1, seed: int = 0,
+               width: int = 480, height: int = 480, max_frames: int = 0) -> str:
+        """Play ``num_episodes`` greedy episodes from ``seed`` (``calf play --seed``) and
+        record them as a video: MP4 (H.264) when ``path`` ends in ``.mp4``, an animated
+        GIF when ``.gif``, at the env's frame rate, ``max_frames`` at most (0: all), as
+        ``calf play --video`` does; returns calf play's report. The file is written whole
+        at the end or not at all. Raises ValueError for a bad path, size or extension, an
+        env that cannot be drawn or a calf without video support; OSError when the file
+        cannot be written."""
+        root = self._root_dir or str(pathlib.Path(self.checkpoint).resolve().parents[2])
+        return _calf.play(root, self.checkpoint, int(num_episodes), _check_seed(seed),
+                          _fspath(path), int(width), int(height), int(max_frames),
+                          self.env_name.startswith("py:"))
     def close(self) -> None:
         """Release the policy; closing twice does nothing."""
         self._raw.close()

@@ -18,6 +18,7 @@
 #include "calf/env.h"
 #include "calf/error.h"
 #include "calf/policy.h"
+#include "calf/render.h"
 #include "calf/trainer.h"
 #include "calf/vec_env.h"
 #include "calf/version.h"
@@ -103,6 +104,7 @@ typedef struct {
     int *act;         /* (n) discrete actions as calf takes them */
     float *cont;      /* (n, action_dim) continuous actions as calf takes them */
     float *final_obs; /* (n, obs_dim); the ended envs' rows are copied out */
+    calf_renderer *renderer; /* made by the first render(), for its picture size */
 } VecEnvObject;
 
 /* Fails with a Python exception when the env is closed or in use by another thread. */
@@ -201,6 +203,8 @@ static int vecenv_init(VecEnvObject *self, PyObject *args, PyObject *kwds) {
 }
 
 static void vecenv_release(VecEnvObject *self) {
+    calf_renderer_close(self->renderer);
+    self->renderer = NULL;
     calf_vec_env_close(self->v);
     self->v = NULL;
     PyMem_Free(self->reward);
@@ -517,10 +521,14 @@ static PyObject *vecenv_get_closed(VecEnvObject *self, void *closure) {
     return PyBool_FromLong(self->v == NULL);
 }
 
+static PyObject *vecenv_get_render_fps(VecEnvObject *self, void *closure);
+
 static PyGetSetDef vecenv_getset[] = {
     {"num_envs", (getter)vecenv_get_num_envs, NULL, "envs in the block", NULL},
     {"first_index", (getter)vecenv_get_first_index, NULL, "the job's index of env 0", NULL},
     {"name", (getter)vecenv_get_name, NULL, "the environment's registered name", NULL},
+    {"render_fps", (getter)vecenv_get_render_fps, NULL,
+     "frames per second of the env's videos (Gymnasium's metadata render_fps)", NULL},
     {"obs_dim", (getter)vecenv_get_obs_dim, NULL, "floats per observation", NULL},
     {"discrete", (getter)vecenv_get_discrete, NULL, "True when actions are discrete", NULL},
     {"num_actions", (getter)vecenv_get_num_actions, NULL, "discrete: choices; else 0", NULL},
@@ -535,7 +543,59 @@ static PyGetSetDef vecenv_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+PyDoc_STRVAR(vecenv_render_doc,
+             "render(width, height) -> tuple\n\nEach env's current state drawn as Gymnasium's "
+             "rgb_array mode draws it\n(calf_renderer_draw): a (height, width, 3) uint8 array "
+             "per env, new on\nevery call. Raises ValueError for an env that cannot be drawn or "
+             "a calf\nwithout video support, OSError when the renderer cannot start.");
+static PyObject *vecenv_render(VecEnvObject *self, PyObject *args) {
+    int width, height;
+    if (!PyArg_ParseTuple(args, "ii:render", &width, &height)) return NULL;
+    if (!vecenv_usable(self)) return NULL;
+    calf_error err = {0};
+    if (self->renderer && (calf_renderer_width(self->renderer) != width ||
+                           calf_renderer_height(self->renderer) != height)) {
+        calf_renderer_close(self->renderer);
+        self->renderer = NULL;
+    }
+    if (!self->renderer &&
+        calf_renderer_open(calf_vec_env_name(self->v), width, height, &self->renderer, &err) !=
+            CALF_OK)
+        return raise_calf(&err);
+    PyObject *frames = PyTuple_New(self->n); /* new reference, returned */
+    if (!frames) return NULL;
+    npy_intp dims[3] = {height, width, 3};
+    for (int e = 0; e < self->n; e++) {
+        PyObject *a = PyArray_SimpleNew(3, dims, NPY_UINT8); /* new reference */
+        if (!a) {
+            Py_DECREF(frames);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(frames, e, a); /* steals a */
+        uint8_t *rgb = PyArray_DATA((PyArrayObject *)a);
+        if (calf_renderer_draw(self->renderer, calf_vec_env_env(self->v, e), rgb, &err) !=
+            CALF_OK) {
+            Py_DECREF(frames);
+            return raise_calf(&err);
+        }
+    }
+    return frames;
+}
+
+static PyObject *vecenv_get_render_fps(VecEnvObject *self, void *closure) {
+    (void)closure;
+    if (!vecenv_usable(self)) return NULL;
+    calf_error err = {0};
+    calf_renderer *r = self->renderer;
+    if (!r && calf_renderer_open(calf_vec_env_name(self->v), 16, 16, &r, &err) != CALF_OK)
+        return raise_calf(&err);
+    double fps = calf_renderer_fps(r);
+    if (r != self->renderer) calf_renderer_close(r);
+    return PyFloat_FromDouble(fps);
+}
+
 static PyMethodDef vecenv_methods[] = {
+    {"render", (PyCFunction)vecenv_render, METH_VARARGS, vecenv_render_doc},
     {"reset", (PyCFunction)vecenv_reset, METH_O, vecenv_reset_doc},
     {"step", (PyCFunction)vecenv_step, METH_VARARGS, vecenv_step_doc},
     {"step_gym", (PyCFunction)vecenv_step_gym, METH_O, vecenv_step_gym_doc},
@@ -957,7 +1017,7 @@ PyDoc_STRVAR(features_doc,
              "{'mpi': note, 'mujoco': note}, each note \"built in\" or \"not built: ...\".");
 static PyObject *calf_py_features(PyObject *module, PyObject *Py_UNUSED(ignored)) {
     (void)module;
-    static const char *const names[] = {"mpi", "mujoco"};
+    static const char *const names[] = {"mpi", "mujoco", "video"};
     PyObject *d = PyDict_New(); /* new reference, returned */
     if (!d) return NULL;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -182,7 +182,51 @@ static PyObject *job_events_csv(PyObject *module, PyObject *arg) {
     return Py_BuildValue("(NN)", csv, warnings); /* steals both */
 }
 
+typedef struct {
+    const calf_play_options *o;
+    calf_error *err;
+} play_args;
+static int play_call(void *arg) {
+    play_args *a = arg;
+    return calf_play(a->o, a->err);
+}
+
+PyDoc_STRVAR(play_doc,
+             "play(root_dir, checkpoint, num_episodes, seed, video, width, height, max_frames,\n"
+             "     python_env=False) -> str\n\n"
+             "Run `calf play` (calf_play) on a run and return its report; `video` records the\n"
+             "episodes as an MP4 or GIF file (calf play --video). Raises ValueError or OSError\n"
+             "with calf's message; the video is written whole or not at all.");
+static PyObject *job_play(PyObject *module, PyObject *args, PyObject *kwds) {
+    (void)module;
+    static char *kwlist[] = {"root_dir", "checkpoint", "num_episodes", "seed", "video",
+                             "width", "height", "max_frames", "python_env", NULL};
+    calf_play_options o;
+    memset(&o, 0, sizeof o);
+    int python_env = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sziLziiL|p:play", kwlist, &o.root_dir,
+                                     &o.checkpoint, &o.num_episodes, &o.seed, &o.video, &o.width,
+                                     &o.height, &o.max_frames, &python_env))
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out) return PyErr_NoMemory();
+    o.out = out;
+    calf_error err;
+    calf_error_clear(&err);
+    int rc = run_locked(python_env, play_call, &(play_args){&o, &err});
+    PyObject *report = memstream_text(out, &buf, &len); /* new reference */
+    if (rc != CALF_OK) {
+        Py_XDECREF(report);
+        PyErr_Clear(); /* calf's failure is the one to report */
+        return raise_calf(&err);
+    }
+    return report;
+}
+
 PyMethodDef job_methods[] = {
+    {"play", (PyCFunction)(void (*)(void))job_play, METH_VARARGS | METH_KEYWORDS, play_doc},
     {"train", (PyCFunction)(void (*)(void))job_train, METH_VARARGS | METH_KEYWORDS, train_doc},
     {"cli_main", job_cli_main, METH_VARARGS, cli_main_doc},
     {"events_csv", job_events_csv, METH_O, events_csv_doc},

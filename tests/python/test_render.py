@@ -1,0 +1,81 @@
+"""Pictures from Python: VecEnv.render() (Gymnasium's rgb_array) and Policy.record(),
+calf play --video from a loaded policy. Skipped, with the reason, in a calf built
+without video support."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import calf
+from calf_runs import CALF, CARTPOLE, OVERRIDES
+
+VIDEO = calf.features()["video"]
+pytestmark = pytest.mark.skipif(not VIDEO.startswith("built in"), reason=f"video: {VIDEO}")
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "HalfCheetah-v4"])
+def test_render_draws_each_env_and_never_changes_a_step(name):
+    if name.endswith("-v4") and "MuJoCo" not in VIDEO:
+        pytest.skip(f"MuJoCo envs cannot be drawn here: {VIDEO}")
+    drawn, plain = calf.make_vec(name, 3, seed=4, render_size=(80, 60)), calf.make_vec(name, 3, seed=4)
+    obs_d, _ = drawn.reset()
+    plain.reset()
+    first = drawn.render()
+    assert len(first) == 3 and all(f.shape == (60, 80, 3) and f.dtype == np.uint8 for f in first)
+    assert drawn.metadata["render_fps"] > 0 and drawn.render_mode == "rgb_array"
+    for f in first:  # not blank: pixels other than the background's
+        assert (f != f[0, 0]).any(axis=-1).mean() > 0.005
+    assert not np.array_equal(first[0], first[1])  # different start states, different pictures
+    assert all(np.array_equal(a, b) for a, b in zip(first, drawn.render()))  # same state, same
+    act = np.zeros((3,) + drawn.single_action_space.shape, drawn.single_action_space.dtype)
+    for _ in range(5):
+        od = drawn.step(act)[0]
+        drawn.render()
+        op = plain.step(act)[0]
+        assert np.array_equal(od, op)  # drawing never changes what a step computes
+    assert not np.array_equal(first[0], drawn.render()[0])  # the state moved, the picture too
+    drawn.close()
+    plain.close()
+
+
+def test_render_refuses_what_cannot_be_drawn():
+    import pyenv_envs  # beside this file, as calf_runs
+
+    name = calf.register_env(pyenv_envs.make_corridor, max_episode_steps=60)
+    v = calf.make_vec(name, 2)
+    v.reset()
+    with pytest.raises(ValueError, match="cannot be drawn"):
+        v.render()
+    v.close()
+
+
+@pytest.mark.parametrize("ext, codec", [(".gif", "gif"), (".mp4", "h264")])
+def test_record_writes_the_video_calf_play_writes(tmp_path, ext, codec):
+    root = tmp_path / "run"
+    calf.train(CARTPOLE, root_dir=root, overrides=OVERRIDES, quiet=True)
+    pol = calf.load_policy(root)
+    report = pol.record(tmp_path / f"a{ext}", num_episodes=2, seed=3, width=64, height=48,
+                        max_frames=30)
+    assert "average" in report.lower()
+    cli = tmp_path / f"b{ext}"
+    r = subprocess.run([CALF, "play", "--root_dir", str(root), "--num_episodes", "2",
+                        "--seed", "3", "--video", str(cli), "--width", "64", "--height", "48",
+                        "--max_frames", "30"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    if ext == ".gif":  # a GIF is the frames, exactly; H.264's encoder may vary its bits
+        assert (tmp_path / f"a{ext}").read_bytes() == cli.read_bytes()
+    if shutil.which("ffprobe"):
+        for video in (tmp_path / f"a{ext}", cli):
+            probe = subprocess.run(
+                ["ffprobe", "-v", "error", "-count_frames", "-show_entries",
+                 "stream=codec_name,width,height,nb_read_frames", "-of", "csv=p=0", str(video)],
+                capture_output=True, text=True, check=True).stdout
+            assert probe.strip() == f"{codec},64,48,30"
+    with pytest.raises(ValueError, match="extension"):
+        pol.record(tmp_path / "c.avi")
+    assert not (tmp_path / "c.avi").exists()
+
