@@ -27,6 +27,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+COMPILER_DIRS = ("/usr/include", "/usr/local/include")  # searched by the compiler itself
 
 
 def rel(*parts: str) -> str:
@@ -81,25 +82,28 @@ def find_mpi() -> tuple[list[str], list[str]] | None:
     return None
 
 
-def find_mujoco() -> str | None:
-    """The include directory holding mujoco/mujoco.h when libmujoco is installed too."""
-    dirs = [d for d in os.environ.get("CPATH", "").split(os.pathsep) if d]
-    dirs += [sysconfig.get_config_var("INCLUDEDIR") or "", "/usr/local/include", "/usr/include"]
-    for d in dirs:
-        if d and os.path.isfile(os.path.join(d, "mujoco", "mujoco.h")):
-            return d if ctypes.util.find_library("mujoco") else None
-    return None
-
-
 def include_dirs_with(header: str, suffixes: tuple[str, ...] = ("",)) -> str | None:
-    """The include directory (under a suffix, e.g. cairo/) holding header, or None."""
+    """The include directory (or its subdirectory in suffixes, e.g. cairo/) holding header,
+    among the compiler's (CPATH, Python's prefix, /usr/local/include, /usr/include and
+    Debian's multiarch /usr/include/TRIPLET), or None."""
     dirs = [d for d in os.environ.get("CPATH", "").split(os.pathsep) if d]
     dirs += [sysconfig.get_config_var("INCLUDEDIR") or "", "/usr/local/include", "/usr/include"]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    if multiarch:
+        dirs.append(os.path.join("/usr/include", multiarch))
     for d in dirs:
         for sub in suffixes:
             if d and os.path.isfile(os.path.join(d, sub, header)):
-                return os.path.join(d, sub)
+                return os.path.normpath(os.path.join(d, sub))
     return None
+
+
+def find_mujoco() -> str | None:
+    """The include directory holding mujoco/mujoco.h when libmujoco is installed too."""
+    d = include_dirs_with(os.path.join("mujoco", "mujoco.h"))
+    return d if d and ctypes.util.find_library("mujoco") else None
+
+
 
 
 def find_video(mujoco: bool) -> tuple[list[str], list[str], bool] | None:
@@ -193,11 +197,11 @@ def extension() -> Extension:
         cflags += mpi[0]
         ldflags += mpi[1]
     if mujoco_inc:
-        if mujoco_inc not in ("/usr/include", "/usr/local/include"):  # the compiler's own
+        if mujoco_inc not in COMPILER_DIRS:
             include_dirs.append(mujoco_inc)
         libraries.append("mujoco")
     if video:
-        include_dirs += [d for d in video[0] if d not in ("/usr/include", "/usr/local/include")]
+        include_dirs += [d for d in video[0] if d not in COMPILER_DIRS]
         libraries += video[1]
     ext = Extension(
         "calf._calf",
