@@ -97,7 +97,9 @@ def register_env(
     checkpoint; default eight times a fresh env's pickle, at least 4 KiB. One env is made,
     reset and pickled here to read its spaces and size; an env that cannot be pickled is
     said so on stderr (a resume then starts new episodes in its envs). Registering the
-    same name again with the same spaces replaces the factory.
+    same name again with the same spaces replaces the factory. Videos and ``render()``
+    draw an env through its own ``render()`` (make it with ``render_mode="rgb_array"``),
+    scaled to the size asked, at its ``metadata["render_fps"]``.
     """
     if not callable(make_env):
         raise TypeError(f"calf.register_env: make_env must be callable, got {make_env!r}")
@@ -133,12 +135,14 @@ def register_env(
                     )
                 size = 0
             state_bytes = min(_MAX_STATE_BYTES, max(_MIN_STATE_BYTES, -(-8 * size // 4096) * 4096))
+        fps = (getattr(env, "metadata", None) or {}).get("render_fps") or 0
     finally:
         close = getattr(env, "close", None)
         if close:
             close()
     return _calf.register_env(
-        name, make_env, obs_dim, num_actions, low, high, max_episode_steps, int(state_bytes)
+        name, make_env, obs_dim, num_actions, low, high, max_episode_steps, int(state_bytes),
+        float(fps),
     )
 
 

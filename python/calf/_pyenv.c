@@ -383,19 +383,75 @@ static int pyenv_load(void *state, const void *buf, calf_error *err) {
 
 static int pyenv_load_restarts(const void *state) { return ((const pyenv_state *)state)->restarted; }
 
+/* env.render() (an env made with render_mode="rgb_array"): an (h, w, 3) uint8 picture,
+ * scaled to width x height by nearest pixel (the same pixels on every machine). */
+static int pyenv_render(const void *state, int width, int height, uint8_t *rgb,
+                        calf_error *err) {
+    const pyenv_state *s = state;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = CALF_OK;
+    PyObject *frame = PyObject_CallMethod(s->env, "render", NULL);
+    PyArrayObject *a = NULL;
+    if (!frame) {
+        /* said, not kept: a picture that cannot be made is not the env failing a step */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *str = value ? PyObject_Str(value) : NULL;
+        const char *msg = str ? PyUnicode_AsUTF8(str) : NULL;
+        rc = calf_error_set(err, CALF_EINVAL, "env %llu (%s) cannot be drawn: render() raised "
+                            "%s: %s", (unsigned long long)s->index, s->pc->name,
+                            type ? ((PyTypeObject *)type)->tp_name : "?", msg ? msg : "?");
+        PyErr_Clear();
+        Py_XDECREF(str);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    } else if (frame == Py_None) {
+        rc = calf_error_set(err, CALF_EINVAL,
+                            "env %llu (%s): render() returned None: make the env with "
+                            "render_mode=\"rgb_array\" to draw it",
+                            (unsigned long long)s->index, s->pc->name);
+    } else {
+        a = (PyArrayObject *)PyArray_FROMANY(frame, NPY_UINT8, 3, 3, NPY_ARRAY_CARRAY_RO);
+        if (!a || PyArray_DIMS(a)[2] != 3 || PyArray_DIMS(a)[0] < 1 || PyArray_DIMS(a)[1] < 1) {
+            PyErr_Clear();
+            rc = calf_error_set(err, CALF_EINVAL,
+                                "env %llu (%s): render() returned something other than an "
+                                "(height, width, 3) uint8 picture",
+                                (unsigned long long)s->index, s->pc->name);
+        } else {
+            const npy_intp fh = PyArray_DIMS(a)[0], fw = PyArray_DIMS(a)[1];
+            const uint8_t *src = PyArray_DATA(a);
+            for (int y = 0; y < height; y++) {
+                npy_intp sy = (npy_intp)y * fh / height;
+                for (int x = 0; x < width; x++) {
+                    npy_intp sx = (npy_intp)x * fw / width;
+                    memcpy(rgb + ((size_t)y * (size_t)width + (size_t)x) * 3,
+                           src + ((size_t)sy * (size_t)fw + (size_t)sx) * 3, 3);
+                }
+            }
+        }
+    }
+    Py_XDECREF((PyObject *)a);
+    Py_XDECREF(frame);
+    PyGILState_Release(g);
+    return rc;
+}
+
 /* ---- the module's functions ----------------------------------------------------------- */
 
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     static char *kwlist[] = {"name", "factory", "obs_dim", "num_actions", "low", "high",
-                             "max_episode_steps", "state_bytes", NULL};
+                             "max_episode_steps", "state_bytes", "render_fps", NULL};
     const char *name;
     PyObject *factory, *low = Py_None, *high = Py_None;
     int obs_dim, num_actions, max_steps;
     Py_ssize_t state_bytes;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOin:register_env", kwlist, &name,
+    double render_fps = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOin|d:register_env", kwlist, &name,
                                      &factory, &obs_dim, &num_actions, &low, &high, &max_steps,
-                                     &state_bytes))
+                                     &state_bytes, &render_fps))
         return NULL;
     if (!PyCallable_Check(factory)) {
         PyErr_SetString(PyExc_TypeError, "calf.register_env: the factory is not callable");
@@ -500,6 +556,8 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     c->load = pyenv_load;
     c->failure = pyenv_failure;
     c->load_restarts = pyenv_load_restarts;
+    c->render = pyenv_render;
+    c->render_fps = render_fps > 0 && render_fps < 1e4 ? render_fps : 0.0;
     calf_error err = {0};
     if (calf_env_register(c, &err) != CALF_OK) {
         PyMem_RawFree(pc->low);

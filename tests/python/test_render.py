@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import calf
+import pyenv_envs  # beside this file, as calf_runs
 from calf_runs import CALF, CARTPOLE, OVERRIDES
 
 VIDEO = calf.features()["video"]
@@ -43,14 +44,56 @@ def test_render_draws_each_env_and_never_changes_a_step(name):
 
 
 def test_render_refuses_what_cannot_be_drawn():
-    import pyenv_envs  # beside this file, as calf_runs
-
     name = calf.register_env(pyenv_envs.make_corridor, max_episode_steps=60)
     v = calf.make_vec(name, 2)
     v.reset()
-    with pytest.raises(ValueError, match="cannot be drawn"):
-        v.render()
+    with pytest.raises(ValueError, match="cannot be drawn: render.. raised AttributeError"):
+        v.render()  # Corridor has no render()
     v.close()
+
+
+class Painted(pyenv_envs.Corridor):
+    """A Corridor that draws itself: a 4x2 picture, its x position as the red level."""
+
+    metadata = {"render_fps": 25}
+
+    def render(self):
+        pic = np.zeros((2, 4, 3), np.uint8)
+        pic[:, :, 0] = int(np.clip((self.x + 2) * 60, 0, 255))
+        pic[0, 0] = (0, 255, 0)
+        return pic
+
+
+def make_painted():
+    return Painted()
+
+
+def test_python_envs_draw_through_their_own_render(tmp_path):
+    name = calf.register_env(make_painted, max_episode_steps=60)
+    v = calf.make_vec(name, 2, seed=1, render_size=(8, 4))
+    v.reset()
+    frames = v.render()
+    assert v.metadata["render_fps"] == 25
+    for f in frames:  # nearest-pixel scaling of the 4x2 picture to 8x4
+        assert f.shape == (4, 8, 3)
+        assert (f[:2, :2] == (0, 255, 0)).all() and (f[2:, 2:, 1] == 0).all()
+    assert frames[0][3, 7, 0] != frames[1][3, 7, 0]  # two start positions, two reds
+    v.close()
+    # a video of a Python env: python3 -m calf play --env_py ... --video
+    root = tmp_path / "run"
+    with calf.Trainer(CARTPOLE, root_dir=root, env=name,
+                      overrides={**OVERRIDES, "create_environment.num_parallel_environments": 4,
+                                 "TrainerConfig.mini_batch_size": 64}) as t:
+        while not t.done:
+            t.step()
+    report = calf.load_policy(root).record(tmp_path / "p.gif", width=8, height=4, max_frames=5)
+    assert "average" in report.lower()
+    if shutil.which("ffprobe"):
+        probe = subprocess.run(
+            ["ffprobe", "-v", "error", "-count_frames", "-show_entries",
+             "stream=codec_name,width,height,nb_read_frames", "-of", "csv=p=0",
+             str(tmp_path / "p.gif")], capture_output=True, text=True, check=True).stdout
+        assert probe.strip() == "gif,8,4,5"
 
 
 @pytest.mark.parametrize("ext, codec", [(".gif", "gif"), (".mp4", "h264")])
