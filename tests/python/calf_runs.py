@@ -44,3 +44,8 @@ def checkpoints(root: pathlib.Path) -> dict[str, bytes]:
     """A run's checkpoint files by name, their bytes."""
     d = root / "train" / "algorithm"
     return {p.name: p.read_bytes() for p in sorted(d.glob("ckpt-*"))}
+
+
+def checkpoint_path(root: pathlib.Path | str, n: int) -> pathlib.Path:
+    """ROOT/train/algorithm/ckpt-N, the checkpoint of iteration n."""
+    return pathlib.Path(root) / "train" / "algorithm" / f"ckpt-{n}"

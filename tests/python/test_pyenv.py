@@ -22,6 +22,7 @@ import calf
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pyenv_envs  # noqa: E402
+from calf_runs import checkpoint_path as ckpt  # noqa: E402
 
 SRC = pathlib.Path(__file__).resolve().parents[2]
 PPO = SRC / "examples" / "ppo_cartpole.gin"
@@ -50,10 +51,6 @@ def train(root, iterations, env=CORRIDOR, conf=PPO, overrides=PPO_OVERRIDES, sto
         if stop:
             t.checkpoint()
     return metrics
-
-
-def ckpt(root, n):
-    return pathlib.Path(root) / "train" / "algorithm" / f"ckpt-{n}"
 
 
 def test_names_and_registration():

@@ -22,6 +22,7 @@ import calf
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import pyenv_envs  # noqa: E402
+from calf_runs import checkpoint_path  # noqa: E402
 
 SRC = HERE.parents[1]
 PPO = SRC / "examples" / "ppo_cartpole.gin"
@@ -39,7 +40,7 @@ PARAMS = [f"{k}={v}" for k, v in OVERRIDES.items()]
 
 
 def ckpt(root, n=4):
-    return pathlib.Path(root) / "train" / "algorithm" / f"ckpt-{n}"
+    return checkpoint_path(root, n)
 
 
 def same(a, b):

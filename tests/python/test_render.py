@@ -18,6 +18,14 @@ VIDEO = calf.features()["video"]
 pytestmark = pytest.mark.skipif(not VIDEO.startswith("built in"), reason=f"video: {VIDEO}")
 
 
+def probe(video) -> str:
+    """ffprobe's "codec,width,height,frames" of a video file's stream."""
+    return subprocess.run(
+        ["ffprobe", "-v", "error", "-count_frames", "-show_entries",
+         "stream=codec_name,width,height,nb_read_frames", "-of", "csv=p=0", str(video)],
+        capture_output=True, text=True, check=True).stdout.strip()
+
+
 @pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "HalfCheetah-v4"])
 def test_render_draws_each_env_and_never_changes_a_step(name):
     if name.endswith("-v4") and "MuJoCo" not in VIDEO:
@@ -89,11 +97,7 @@ def test_python_envs_draw_through_their_own_render(tmp_path):
     report = calf.load_policy(root).record(tmp_path / "p.gif", width=8, height=4, max_frames=5)
     assert "average" in report.lower()
     if shutil.which("ffprobe"):
-        probe = subprocess.run(
-            ["ffprobe", "-v", "error", "-count_frames", "-show_entries",
-             "stream=codec_name,width,height,nb_read_frames", "-of", "csv=p=0",
-             str(tmp_path / "p.gif")], capture_output=True, text=True, check=True).stdout
-        assert probe.strip() == "gif,8,4,5"
+        assert probe(tmp_path / "p.gif") == "gif,8,4,5"
 
 
 @pytest.mark.parametrize("ext, codec", [(".gif", "gif"), (".mp4", "h264")])
@@ -113,11 +117,7 @@ def test_record_writes_the_video_calf_play_writes(tmp_path, ext, codec):
         assert (tmp_path / f"a{ext}").read_bytes() == cli.read_bytes()
     if shutil.which("ffprobe"):
         for video in (tmp_path / f"a{ext}", cli):
-            probe = subprocess.run(
-                ["ffprobe", "-v", "error", "-count_frames", "-show_entries",
-                 "stream=codec_name,width,height,nb_read_frames", "-of", "csv=p=0", str(video)],
-                capture_output=True, text=True, check=True).stdout
-            assert probe.strip() == f"{codec},64,48,30"
+            assert probe(video) == f"{codec},64,48,30"
     with pytest.raises(ValueError, match="extension"):
         pol.record(tmp_path / "c.avi")
     assert not (tmp_path / "c.avi").exists()
