@@ -528,7 +528,8 @@ static PyGetSetDef vecenv_getset[] = {
     {"first_index", (getter)vecenv_get_first_index, NULL, "the job's index of env 0", NULL},
     {"name", (getter)vecenv_get_name, NULL, "the environment's registered name", NULL},
     {"render_fps", (getter)vecenv_get_render_fps, NULL,
-     "frames per second of the env's videos (Gymnasium's metadata render_fps)", NULL},
+     "frames per second of the env's videos (Gymnasium's metadata render_fps); None "
+     "before the first render()", NULL},
     {"obs_dim", (getter)vecenv_get_obs_dim, NULL, "floats per observation", NULL},
     {"discrete", (getter)vecenv_get_discrete, NULL, "True when actions are discrete", NULL},
     {"num_actions", (getter)vecenv_get_num_actions, NULL, "discrete: choices; else 0", NULL},
@@ -585,13 +586,8 @@ static PyObject *vecenv_render(VecEnvObject *self, PyObject *args) {
 static PyObject *vecenv_get_render_fps(VecEnvObject *self, void *closure) {
     (void)closure;
     if (!vecenv_usable(self)) return NULL;
-    calf_error err = {0};
-    calf_renderer *r = self->renderer;
-    if (!r && calf_renderer_open(calf_vec_env_name(self->v), 16, 16, &r, &err) != CALF_OK)
-        return raise_calf(&err);
-    double fps = calf_renderer_fps(r);
-    if (r != self->renderer) calf_renderer_close(r);
-    return PyFloat_FromDouble(fps);
+    if (!self->renderer) Py_RETURN_NONE; /* known once render() has made the renderer */
+    return PyFloat_FromDouble(calf_renderer_fps(self->renderer));
 }
 
 static PyMethodDef vecenv_methods[] = {
