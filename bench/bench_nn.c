@@ -1,8 +1,11 @@
 /* bench_nn.c: throughput of the nn kernels on ppo_cartpole's shapes: a 64x64 linear
  * layer at batch 512, and the actor (4-64-64-2) and critic (4-64-64-1) tanh MLPs,
- * forward at batch 512 and backward per env (64 calls of 8 rows), as the trainer runs.
- * Prints the median of several timed runs. */
+ * forward at batch 512 and backward per env (64 calls of 8 rows), as the trainer runs;
+ * then the MLP calls of one SAC and one TD3 update on HalfCheetah (17 observations, 6
+ * actions, 256x256 relu networks, batch 256), the reference the trainers' update rates
+ * are measured against (bench_sac). Prints the median of several timed runs. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +115,96 @@ static void mlp_backward(void *p) {
     sink = a->grad[0];
 }
 
+/* ---- the MLP calls of one SAC / TD3 update at 256x256 ---- */
+
+/* HalfCheetah's shapes, one env, batch 256: the actor 17-256-256-{12 (SAC: mean and log
+ * std), 6 (TD3)}, each critic 23-256-256-1, relu. The calls are those of sac.c's and
+ * dpg.c's critic and actor passes (forwards of the actor, the target and online critics;
+ * the critics' backward to their parameters, then to the action through them; the
+ * actor's backward), without the losses, the sampling, the gradient tree or Adam:
+ * the arithmetic an update cannot avoid. */
+enum { UPD_B = 256, UPD_OBS = 17, UPD_ACT = 6 };
+
+typedef struct {
+    nn_mlp actor, q1, q2;
+    nn_cache ca, c1, c2, t1, t2;
+    float *params, *grad, *obs, *qin, *dhead, *dq, *dx;
+    int head; /* the actor's outputs */
+    bool td3; /* TD3: its actor pass every second update, through q1 only */
+    int step;
+} update_arg;
+
+static double update_macs(const update_arg *a, bool actor_pass) {
+    double af = 0, cf = 0;
+    for (int l = 0; l < a->actor.num_layers; l++) af += (double)a->actor.sizes[l] * a->actor.sizes[l + 1];
+    for (int l = 0; l < a->q1.num_layers; l++) cf += (double)a->q1.sizes[l] * a->q1.sizes[l + 1];
+    double c_in = (double)a->q1.sizes[0] * a->q1.sizes[1], a_in = (double)a->actor.sizes[0] * a->actor.sizes[1];
+    /* critic pass: actor forward, two target and two online critics forward, two
+     * backwards to the parameters (dW everywhere, dX above the first layer) */
+    double m = af + 4 * cf + 2 * (2 * cf - c_in);
+    if (actor_pass) /* actor and critics forward, dX through the critics, the actor's dW and dX above its first layer */
+        m += af + (a->td3 ? 1 : 2) * (cf + cf) + (2 * af - a_in);
+    return m * UPD_B;
+}
+
+static void update_calls(void *p) {
+    update_arg *a = p;
+    const float *pp = a->params;
+    nn_mlp_forward(&a->actor, pp, a->obs, UPD_B, &a->ca, NULL);
+    nn_mlp_forward(&a->q1, pp, a->qin, UPD_B, &a->t1, NULL);
+    nn_mlp_forward(&a->q2, pp, a->qin, UPD_B, &a->t2, NULL);
+    nn_mlp_forward(&a->q1, pp, a->qin, UPD_B, &a->c1, NULL);
+    nn_mlp_forward(&a->q2, pp, a->qin, UPD_B, &a->c2, NULL);
+    nn_mlp_backward_set(&a->q1, pp, &a->c1, 0, UPD_B, a->dq, a->grad, NULL);
+    nn_mlp_backward_set(&a->q2, pp, &a->c2, 0, UPD_B, a->dq, a->grad, NULL);
+    if (!a->td3 || (a->step++ & 1)) {
+        nn_mlp_forward(&a->actor, pp, a->obs, UPD_B, &a->ca, NULL);
+        nn_mlp_forward(&a->q1, pp, a->qin, UPD_B, &a->c1, NULL);
+        nn_mlp_backward(&a->q1, pp, &a->c1, 0, UPD_B, a->dq, NULL, a->dx);
+        if (!a->td3) {
+            nn_mlp_forward(&a->q2, pp, a->qin, UPD_B, &a->c2, NULL);
+            nn_mlp_backward(&a->q2, pp, &a->c2, 0, UPD_B, a->dq, NULL, a->dx);
+        }
+        nn_mlp_backward_set(&a->actor, pp, &a->ca, 0, UPD_B, a->dhead, a->grad, NULL);
+    }
+    sink = a->grad[0];
+}
+
+static void bench_update(calf_rng *rng, bool td3) {
+    update_arg a = {.head = td3 ? UPD_ACT : 2 * UPD_ACT, .td3 = td3};
+    size_t cursor = 0;
+    const int hidden[2] = {256, 256};
+    nn_mlp_layout(&a.actor, UPD_OBS, hidden, 2, a.head, NN_ACT_RELU, &cursor);
+    nn_mlp_layout(&a.q1, UPD_OBS + UPD_ACT, hidden, 2, 1, NN_ACT_RELU, &cursor);
+    nn_mlp_layout(&a.q2, UPD_OBS + UPD_ACT, hidden, 2, 1, NN_ACT_RELU, &cursor);
+    a.params = nn_alloc_floats(cursor, NULL);
+    a.grad = nn_alloc_floats(cursor, NULL);
+    nn_mlp_init(&a.actor, a.params, sqrtf(2.0f), 1.0f, rng, NULL);
+    nn_mlp_init(&a.q1, a.params, sqrtf(2.0f), 1.0f, rng, NULL);
+    nn_mlp_init(&a.q2, a.params, sqrtf(2.0f), 1.0f, rng, NULL);
+    nn_cache_init(&a.ca, &a.actor, UPD_B, NULL);
+    nn_cache *cs[] = {&a.c1, &a.c2, &a.t1, &a.t2};
+    for (int i = 0; i < 4; i++) nn_cache_init(cs[i], &a.q1, UPD_B, NULL);
+    a.obs = nn_alloc_floats(UPD_B * UPD_OBS, NULL);
+    a.qin = nn_alloc_floats(UPD_B * (UPD_OBS + UPD_ACT), NULL);
+    a.dhead = nn_alloc_floats(UPD_B * 2 * UPD_ACT, NULL);
+    a.dq = nn_alloc_floats(UPD_B, NULL);
+    a.dx = nn_alloc_floats(UPD_B * (UPD_OBS + UPD_ACT), NULL);
+    fill(rng, a.obs, UPD_B * UPD_OBS, 1.0f);
+    fill(rng, a.qin, UPD_B * (UPD_OBS + UPD_ACT), 1.0f);
+    fill(rng, a.dhead, UPD_B * 2 * UPD_ACT, 1e-2f);
+    fill(rng, a.dq, UPD_B, 1e-2f);
+    double flop = 2.0 * (td3 ? 0.5 * (update_macs(&a, false) + update_macs(&a, true))
+                             : update_macs(&a, true));
+    double best, t = median_time(update_calls, &a, 2, &best);
+    printf("  %s: %.1f MFLOP/update: %5.1f (%5.1f) GFLOP/s, %.0f (%.0f) updates/s\n",
+           td3 ? "TD3 (actor every 2nd)" : "SAC                  ", flop * 1e-6, flop / t * 1e-9,
+           flop / best * 1e-9, 1.0 / t, 1.0 / best);
+    nn_cache_free(&a.ca);
+    for (int i = 0; i < 4; i++) nn_cache_free(cs[i]);
+    free(a.params), free(a.grad), free(a.obs), free(a.qin), free(a.dhead), free(a.dq), free(a.dx);
+}
+
 /* ---- activations, optimiser ---- */
 
 typedef struct {
@@ -209,6 +302,11 @@ int main(void) {
     }
     printf("  backward dW+dX, 64 calls x 8 rows per net: %5.1f (%5.1f)  %.0f ns/row\n",
            2.0 * bwd_madds * 512 / tmb * 1e-9, 2.0 * bwd_madds * 512 / b2 * 1e-9, tmb / 512 * 1e9);
+
+    printf("one update's MLP calls, HalfCheetah (17-256-256-{12,6} actor, 23-256-256-1 critics, "
+           "relu, 256 rows):\n");
+    bench_update(&rng, false);
+    bench_update(&rng, true);
 
     vec_arg V = {.n = 512 * 64};
     V.x = nn_alloc_floats(V.n, NULL);
