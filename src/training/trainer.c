@@ -456,7 +456,13 @@ static void progress(trainer *t, double steps_per_sec, bool force) {
     bool tty = isatty(STDERR_FILENO);
     double every = tty ? 0.2 : 5.0;
     char eta[32], ret[32], ev[48] = "";
-    double per_iter = (now - t->start_time) / (double)(t->iteration - t->start_iteration);
+    /* The ETA follows the last 30 to 60 s, not the run's average: an off-policy run's
+     * first iterations only collect, many times faster than the ones that train. */
+    if (now - t->eta_time[1] >= 30.0) {
+        t->eta_time[0] = t->eta_time[1], t->eta_iteration[0] = t->eta_iteration[1];
+        t->eta_time[1] = now, t->eta_iteration[1] = t->iteration;
+    }
+    double per_iter = (now - t->eta_time[0]) / (double)(t->iteration - t->eta_iteration[0]);
     format_duration(t->total_iterations > 0 ? per_iter * (double)(t->total_iterations - t->iteration)
                                             : -1,
                     eta, sizeof eta);
@@ -854,6 +860,7 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     }
     t->start_time = calf_monotonic_s();
     t->start_iteration = t->iteration;
+    for (int i = 0; i < 2; i++) t->eta_time[i] = t->start_time, t->eta_iteration[i] = t->iteration;
     t->last_progress = 0;
     if (wa->guard_exit) {
         static bool registered = false;

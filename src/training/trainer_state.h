@@ -84,6 +84,8 @@ struct trainer {
     double last_avg_return;  /* last iteration with finished episodes */
     double start_time, last_progress;
     int64_t start_iteration;
+    double eta_time[2];      /* the ETA's window: marks at least 30 s apart (progress) */
+    int64_t eta_iteration[2];
     calf_error io_err;       /* this process's first failed write to its log or summaries */
     int stopped_by;          /* -1, or the rank whose failed write stopped the job */
     calf_error *err;         /* where failures go: own_err */
