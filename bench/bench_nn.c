@@ -134,19 +134,6 @@ typedef struct {
     int step;
 } update_arg;
 
-static double update_macs(const update_arg *a, bool actor_pass) {
-    double af = 0, cf = 0;
-    for (int l = 0; l < a->actor.num_layers; l++) af += (double)a->actor.sizes[l] * a->actor.sizes[l + 1];
-    for (int l = 0; l < a->q1.num_layers; l++) cf += (double)a->q1.sizes[l] * a->q1.sizes[l + 1];
-    double c_in = (double)a->q1.sizes[0] * a->q1.sizes[1], a_in = (double)a->actor.sizes[0] * a->actor.sizes[1];
-    /* critic pass: actor forward, two target and two online critics forward, two
-     * backwards to the parameters (dW everywhere, dX above the first layer) */
-    double m = af + 4 * cf + 2 * (2 * cf - c_in);
-    if (actor_pass) /* actor and critics forward, dX through the critics, the actor's dW and dX above its first layer */
-        m += af + (a->td3 ? 1 : 2) * (cf + cf) + (2 * af - a_in);
-    return m * UPD_B;
-}
-
 static void update_calls(void *p) {
     update_arg *a = p;
     const float *pp = a->params;
@@ -194,8 +181,7 @@ static void bench_update(calf_rng *rng, bool td3) {
     fill(rng, a.qin, UPD_B * (UPD_OBS + UPD_ACT), 1.0f);
     fill(rng, a.dhead, UPD_B * 2 * UPD_ACT, 1e-2f);
     fill(rng, a.dq, UPD_B, 1e-2f);
-    double flop = 2.0 * (td3 ? 0.5 * (update_macs(&a, false) + update_macs(&a, true))
-                             : update_macs(&a, true));
+    double flop = bench_update_flop(UPD_OBS, UPD_ACT, 256, UPD_B, td3);
     double best, t = median_time(update_calls, &a, 2, &best);
     printf("  %s: %.1f MFLOP/update: %5.1f (%5.1f) GFLOP/s, %.0f (%.0f) updates/s\n",
            td3 ? "TD3 (actor every 2nd)" : "SAC                  ", flop * 1e-6, flop / t * 1e-9,

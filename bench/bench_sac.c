@@ -7,8 +7,14 @@
  *   (examples/td3_pendulum.gin, 256x256, batch 256), DQN (dqn_cartpole.gin, 120x84,
  *   batch 128) and DDPG (ddpg_pendulum.gin, 100x100, batch 64), with peak RSS;
  * - with --anchor PATH, the PyTorch anchor (shared/anchors/torch_sac_pendulum.py, run with
- *   /usr/bin/python3) on the same number of env steps, and calf's ratio to it.
- * Usage: bench_sac [CONF] [REPEATS] [--anchor PATH [--anchor_steps N]] */
+ *   /usr/bin/python3) on the same number of env steps, and calf's ratio to it;
+ * - with --mujoco instead: SAC and TD3 on HalfCheetah at 256x256 (examples/
+ *   {sac,td3}_halfcheetah_1m.gin, 4,000 env steps after 1,000 collected), their update
+ *   arithmetic in GFLOP/s (bench_util.h's FLOP count; bench_nn times the same calls), and
+ *   with 2 envs and 2 updates per iteration on 1 and 2 processes, the speedup.
+ * Usage: bench_sac [CONF] [REPEATS] [--anchor PATH [--anchor_steps N]]
+ *        bench_sac --mujoco [REPEATS] */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,19 +95,77 @@ static double run_anchor(const char *path, long steps) {
     return ups;
 }
 
+/* The --mujoco part: SAC and TD3 on HalfCheetah at 256x256. */
+static int bench_mujoco(int repeats) {
+    static const struct {
+        const char *name, *conf;
+        int td3;
+    } algos[] = {{"SAC", "examples/sac_halfcheetah_1m.gin", 0},
+                 {"TD3", "examples/td3_halfcheetah_1m.gin", 1}};
+    const char *one[] = {"TrainerConfig.evaluate=False", "TrainerConfig.num_checkpoints=0",
+                         "TrainerConfig.initial_collect_steps=1000",
+                         "TrainerConfig.num_env_steps=4000"};
+    const char *two[] = {"TrainerConfig.evaluate=False", "TrainerConfig.num_checkpoints=0",
+                         "TrainerConfig.initial_collect_steps=1000",
+                         "TrainerConfig.num_env_steps=5000",
+                         "create_environment.num_parallel_environments=2",
+                         "TrainerConfig.num_updates_per_train_iter=2"};
+    double *u1 = calloc((size_t)repeats, sizeof(double));
+    double *rss = calloc((size_t)repeats, sizeof(double));
+    double *w1 = calloc((size_t)repeats, sizeof(double));
+    double *w2 = calloc((size_t)repeats, sizeof(double));
+    double *sp = calloc((size_t)repeats, sizeof(double));
+    int rc = 0;
+    for (size_t k = 0; k < sizeof algos / sizeof algos[0] && rc == 0; k++) {
+        double flop = bench_update_flop(17, 6, 256, 256, algos[k].td3);
+        for (int r = 0; r < repeats; r++) {
+            run_result a, b, c;
+            if (!timed_run(algos[k].conf, 1, one, 4, r, &a) ||
+                !timed_run(algos[k].conf, 1, two, 6, r, &b) ||
+                !timed_run(algos[k].conf, 2, two, 6, r, &c)) {
+                fprintf(stderr, "bench_sac: a run of %s failed (calf built with MuJoCo?)\n",
+                        algos[k].conf);
+                rc = 1;
+                break;
+            }
+            u1[r] = a.updates_per_s, rss[r] = a.peak_mib;
+            w1[r] = b.updates_per_s, w2[r] = c.updates_per_s;
+            sp[r] = c.updates_per_s / b.updates_per_s;
+            printf("repeat %d: %s HalfCheetah 256x256: %.0f updates/s (%.1f GFLOP/s, peak RSS "
+                   "%.0f MiB); 2 envs: %.0f on 1 process, %.0f on 2 (%.2fx)\n",
+                   r + 1, algos[k].name, a.updates_per_s, a.updates_per_s * flop * 1e-9,
+                   a.peak_mib, b.updates_per_s, c.updates_per_s, sp[r]);
+            fflush(stdout);
+        }
+        if (rc) break;
+        double m = median(u1, repeats);
+        printf("%s HalfCheetah 256x256, median of %d: %.0f updates/s on 1 process = %.1f GFLOP/s "
+               "of update arithmetic (%.1f MFLOP/update), peak RSS %.0f MiB; 2 envs: %.0f "
+               "updates/s on 1 process, %.0f on 2, speedup %.2fx\n",
+               algos[k].name, repeats, m, m * flop * 1e-9, flop * 1e-6, median(rss, repeats),
+               median(w1, repeats), median(w2, repeats), median(sp, repeats));
+        fflush(stdout);
+    }
+    free(u1), free(rss), free(w1), free(w2), free(sp);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *conf = "examples/sac_pendulum.gin", *anchor = NULL;
     int repeats = 5;
     long anchor_steps = 4000;
     int pos = 0;
+    bool mujoco = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--anchor") == 0 && i + 1 < argc) anchor = argv[++i];
+        if (strcmp(argv[i], "--mujoco") == 0) mujoco = true;
+        else if (strcmp(argv[i], "--anchor") == 0 && i + 1 < argc) anchor = argv[++i];
         else if (strcmp(argv[i], "--anchor_steps") == 0 && i + 1 < argc)
             anchor_steps = strtol(argv[++i], NULL, 10);
-        else if (pos++ == 0) conf = argv[i];
+        else if (pos++ == 0 && !mujoco) conf = argv[i];
         else repeats = (int)strtol(argv[i], NULL, 10);
     }
     if (repeats < 1) repeats = 1;
+    if (mujoco) return bench_mujoco(repeats);
     const char *quiet[] = {"TrainerConfig.evaluate=False"};
     const char *wide[] = {"TrainerConfig.evaluate=False",
                           "create_environment.num_parallel_environments=8",

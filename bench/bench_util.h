@@ -25,4 +25,20 @@ static inline double bench_quantile(double *v, int n, double q) {
     return v[(int)(q * (n - 1))];
 }
 
+/* FLOPs (two per multiply-add) of the MLP calls of one SAC or TD3 update (TD3: averaged
+ * over its policy delay of 2) on one env's batch of B rows: actor obs-h-h-head (SAC's
+ * head is mean and log std, 2 act; TD3's act), critics (obs+act)-h-h-1. Critic pass: the
+ * (target) actor forward, two target and two online critics forward, two backwards to
+ * the parameters (dW everywhere, dX above the first layer). Actor pass: the actor and
+ * the critics it goes through (SAC two, TD3 one) forward, dX through them, the actor's
+ * dW and dX above its first layer. bench_nn times exactly these calls. */
+static inline double bench_update_flop(int obs, int act, int h, int B, int td3) {
+    double head = td3 ? act : 2 * act;
+    double af = obs * h + (double)h * h + h * head, a_in = (double)obs * h;
+    double cf = (obs + act) * h + (double)h * h + h, c_in = (double)(obs + act) * h;
+    double critic = af + 4 * cf + 2 * (2 * cf - c_in);
+    double actor = af + (td3 ? 1 : 2) * 2 * cf + (2 * af - a_in);
+    return 2.0 * B * (critic + (td3 ? 0.5 : 1.0) * actor);
+}
+
 #endif
