@@ -3,7 +3,12 @@
  * on a block of 64, median of several repetitions. Actions come from a precomputed
  * table so the policy costs nothing; the targets: CartPole-v1 >= 20 M/s, and a block of
  * each MuJoCo env >= 95% of a bare mj_step loop over the block's own mjData (measured
- * last, the ratio printed per env). */
+ * last, the ratio printed per env). The bare loop makes the MuJoCo calls of the same
+ * kind of trajectory and nothing else: ctrl and frame_skip mj_steps per env step, and
+ * as often as the block's episodes end (random actions fell InvertedPendulum in a few
+ * steps), the reset's own physics: mj_env_reset_data, qpos0 and one mj_forward. Without
+ * those resets its states drift where the block's never go (a fallen Humanoid in
+ * contact everywhere costs 1.6x a standing one), and the ratio would measure that. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +64,9 @@ static double run_single(calf_env *env, long n) {
     return dt;
 }
 
+/* Episodes ended and env steps taken by run_block since measure_pair zeroed them. */
+static long block_episodes, block_steps;
+
 /* n steps of the whole block (n * BLOCK env steps); returns seconds. */
 static double run_block(vec_env *ve, long n) {
     static int act[BLOCK];
@@ -77,7 +85,9 @@ static double run_block(vec_env *ve, long n) {
         }
         vec_env_step(ve, act, cact, reward, term, trunc, final_obs, NULL, NULL);
         acc += reward[0];
+        for (int e = 0; e < BLOCK; e++) block_episodes += term[e] | trunc[e];
     }
+    block_steps += n * BLOCK;
     double dt = cpu_now() - t0;
     sink += acc + final_obs[0];
     return dt;
@@ -137,8 +147,10 @@ fail:
 #include "envs/mj_env.h"
 
 /* The bare physics: n rounds over nd mjData of ctrl from the same action table and
- * frame_skip mj_steps each, no observation, reward or reset; seconds. */
-static double run_bare(const mjModel *m, mjData **d, int nd, int frame_skip, long n) {
+ * frame_skip mj_steps each; every `every` steps of an env (the block's episode length;
+ * staggered across envs) the physics of a reset. No observation, reward, noise draw or
+ * termination test; seconds. */
+static double run_bare(const mjModel *m, mjData **d, int nd, int frame_skip, long every, long n) {
     double t0 = cpu_now();
     for (long i = 0; i < n; i++) {
         int base = (int)((i * nd) & (TABLE - 1));
@@ -146,6 +158,10 @@ static double run_bare(const mjModel *m, mjData **d, int nd, int frame_skip, lon
             const float *u = cont + ((base + e) & (TABLE - 1)) * MAX_ACT;
             for (int j = 0; j < m->nu; j++) d[e]->ctrl[j] = u[j];
             for (int k = 0; k < frame_skip; k++) mj_step(m, d[e]);
+            if ((i + e) % every == every - 1) {
+                mj_env_reset_data(m, d[e]);
+                mj_forward(m, d[e]);
+            }
         }
     }
     double dt = cpu_now() - t0;
@@ -153,9 +169,10 @@ static double run_bare(const mjModel *m, mjData **d, int nd, int frame_skip, lon
     return dt;
 }
 
-/* Median env steps/s of the bare loop over the mjData of ve's envs (after its own run:
- * the same data, models and frame skip). */
-static double measure_bare(vec_env *ve) {
+/* The block of ve and the bare loop over its mjData (the same data, model and frame
+ * skip), alternately, REPS times each, each run sized to about target_rep_seconds: the
+ * median ratio of the pairs, and the median rates in *block and *bare. */
+static double measure_pair(vec_env *ve, double *block, double *bare, double *episode) {
     int nd = ve->count;
     const mj_state *ps = ve->envs[0].state;
     const mjModel *m = ps->m;
@@ -166,19 +183,31 @@ static double measure_bare(vec_env *ve) {
         exit(1);
     }
     for (int e = 0; e < nd; e++) d[e] = ((const mj_state *)ve->envs[e].state)->d;
-    long n = 1;
+    long nb = 1, np = 1;
     double dt;
-    for (;;) {
-        dt = run_bare(m, d, nd, frame_skip, n);
-        if (dt > 0.02) break;
-        n *= 4;
+    /* the episode length: the block until each env has ended two episodes on average,
+     * at most 5 CPU-seconds; where fewer than one each ended by then (HumanoidStandup's
+     * last their 1,000 steps), the time limit */
+    block_episodes = block_steps = 0;
+    for (double spent = 0; block_episodes < 2 * nd && spent < 5.0;) spent += run_block(ve, 16);
+    long every = block_episodes >= nd ? block_steps / block_episodes : ve->envs[0].cls->spec.max_episode_steps;
+    while ((dt = run_block(ve, nb)) <= 0.02) nb *= 4;
+    nb = (long)((double)nb * target_rep_seconds / dt) + 1;
+    if (every < 1) every = 1;
+    while ((dt = run_bare(m, d, nd, frame_skip, every, np)) <= 0.02) np *= 4;
+    np = (long)((double)np * target_rep_seconds / dt) + 1;
+    double rb[REPS], rp[REPS], ratio[REPS];
+    for (int r = 0; r < REPS; r++) {
+        /* the bare loop left the data where it was; the block resets them as it goes */
+        rb[r] = (double)nb * nd / run_block(ve, nb);
+        rp[r] = (double)np * nd / run_bare(m, d, nd, frame_skip, every, np);
+        ratio[r] = rb[r] / rp[r];
     }
-    n = (long)((double)n * target_rep_seconds / dt) + 1;
-    double rates[REPS];
-    for (int r = 0; r < REPS; r++) rates[r] = (double)n * nd / run_bare(m, d, nd, frame_skip, n);
     free(d);
-    qsort(rates, REPS, sizeof rates[0], bench_cmp_double);
-    return rates[REPS / 2];
+    *episode = (double)every;
+    *block = bench_quantile(rb, REPS, 0.5);
+    *bare = bench_quantile(rp, REPS, 0.5);
+    return bench_quantile(ratio, REPS, 0.5);
 }
 
 /* The issue's stepping target: a calf block against the bare physics it wraps, on the
@@ -191,9 +220,10 @@ static void compare_bare(const char *name) {
         fprintf(stderr, "bench_envs: %s\n", err.msg);
         exit(1);
     }
-    double block = measure_block(&ve), bare = measure_bare(&ve);
+    double block, bare, episode, ratio = measure_pair(&ve, &block, &bare, &episode);
     vec_env_free(&ve);
-    printf("%-28s %14.1f %14.1f %9.1f%%\n", name, block / 1e3, bare / 1e3, 100.0 * block / bare);
+    printf("%-28s %14.1f %14.1f %9.1f%% %8.0f\n", name, block / 1e3, bare / 1e3, 100.0 * ratio,
+           episode);
     fflush(stdout);
 }
 #endif
@@ -214,9 +244,12 @@ int main(void) {
         fflush(stdout);
     }
 #if CALF_HAVE_MUJOCO
-    printf("\nMuJoCo envs, a block of %d, k env steps per CPU-second on one core (median of %d):\n",
+    printf("\nMuJoCo envs, a block of %d, k env steps per CPU-second on one core (median of %d, "
+           "alternating; ratio: the median pair's; episode: the block's mean length, steps, "
+           "where the bare loop resets):\n",
            BLOCK, REPS);
-    printf("%-28s %14s %14s %10s\n", "env", "vec_env_step", "bare mj_step", "ratio");
+    printf("%-28s %14s %14s %10s %8s\n", "env", "vec_env_step", "bare mj_step", "ratio",
+           "episode");
     for (int i = 0; i < calf_env_count(); i++) {
         const calf_env_class *c = calf_env_at(i);
         size_t mapped, touched;

@@ -594,6 +594,57 @@ static void test_blocks(const mj_expect *x) {
     for (int k = 0; k < L; k++) vec_env_free(&lone[k]);
 }
 
+/* mj_env_reset_data against mj_resetData on a copy of the same data, byte for byte (the
+ * whole buffer and the header fields _resetData sets), after random episodes that used
+ * contacts and constraint rows, at several points of them; then the next mj_forward
+ * alike. */
+static void test_reset_data(const mj_expect *x) {
+    enum { T = 300 };
+    calf_env env = make(x->name, 5, 0);
+    mj_state *s = st(&env);
+    const mjModel *m = s->m;
+    const calf_env_spec *sp = &env.cls->spec;
+    float obs[MAX_OBS], u[32], r;
+    int term, trunc, same = 1, used = 0;
+    calf_env_reset(&env, obs);
+    for (int t = 1; t <= T; t++) {
+        for (int j = 0; j < sp->action_dim; j++)
+            u[j] = action_of(0, t, j, sp->action_low[j], sp->action_high[j]);
+        calf_env_step(&env, 0, u, obs, &r, &term, &trunc);
+        used |= s->d->maxuse_efc > 0;
+        if (term | trunc) calf_env_reset(&env, obs);
+        if (t % 60 != 0) continue;
+        /* made (so reset: the padding between arrays zero, as in the env's own data),
+         * then copied into */
+        mjData *ref = mj_makeData(m), *mine = mj_makeData(m);
+        mj_copyData(ref, m, s->d);
+        mj_copyData(mine, m, s->d);
+        mj_resetData(m, ref);
+        mj_env_reset_data(m, mine);
+        same &= memcmp(ref->buffer, mine->buffer, (size_t)ref->nbuffer) == 0;
+        same &= ref->pstack == mine->pstack && ref->maxuse_stack == mine->maxuse_stack &&
+                ref->maxuse_con == mine->maxuse_con && ref->maxuse_efc == mine->maxuse_efc &&
+                ref->ne == mine->ne && ref->nf == mine->nf && ref->nefc == mine->nefc &&
+                ref->ncon == mine->ncon && ref->solver_iter == mine->solver_iter &&
+                ref->solver_nnz == mine->solver_nnz &&
+                memcmp(&ref->time, &mine->time, sizeof ref->time) == 0 &&
+                memcmp(ref->energy, mine->energy, sizeof ref->energy) == 0 &&
+                memcmp(ref->solver_fwdinv, mine->solver_fwdinv, sizeof ref->solver_fwdinv) == 0 &&
+                memcmp(ref->warning, mine->warning, sizeof ref->warning) == 0 &&
+                memcmp(ref->solver, mine->solver, sizeof ref->solver) == 0;
+        mj_forward(m, ref);
+        mj_forward(m, mine);
+        same &= memcmp(ref->buffer, mine->buffer, (size_t)ref->nbuffer) == 0;
+        mj_deleteData(ref);
+        mj_deleteData(mine);
+    }
+    CHECK(same);
+    /* constraint rows were in use (the tasks with contacts or joint limits reached) */
+    if (strncmp(x->name, "Inverted", 8) && strcmp(x->name, "Swimmer-v4") && strcmp(x->name, "Reacher-v4"))
+        CHECK(used);
+    calf_env_free(&env);
+}
+
 /* ---- checkpoint records --------------------------------------------------------- */
 
 static void test_records(const mj_expect *x) {
@@ -733,6 +784,7 @@ int main(void) {
             test_observation(x);
         }
         test_blocks(x);
+        test_reset_data(x);
         test_records(x);
         printf("%-20s %s\n", x->name, test_failures == before ? "ok" : "FAILED");
     }

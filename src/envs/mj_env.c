@@ -237,10 +237,72 @@ void mj_env_reset(mj_state *s, calf_rng *rng) {
     mj_env_reset_drawn(s);
 }
 
+/* mj_resetData without most of its memset. MuJoCo 2.2's clears the whole mjData buffer,
+ * about 3 MB for these models (its contact and constraint arrays are sized for nconmax
+ * contacts and njmax rows, efc_AR for njmax^2), some 30 us: five mj_steps of
+ * InvertedPendulum, whose random episodes last a few steps. MuJoCo writes those arrays
+ * only up to the most contacts and rows used since the last reset (maxuse_con,
+ * maxuse_efc; efc_AR and efc_J are packed nefc x nefc and nefc x nv), so clearing each
+ * array up to there leaves the bytes of the whole memset; the rest is _resetData of
+ * MuJoCo 2.2.2's engine_io.c, step for step. tests/test_mujoco.c compares the two byte
+ * for byte after random episodes of every task. Any other MuJoCo gets mj_resetData. */
+#if defined(mjVERSION_HEADER) && mjVERSION_HEADER == 222
+#include <mujoco/mjxmacro.h>
+#define ROWS_ARE(nr, lit) (sizeof(#nr) == sizeof(lit) && __builtin_memcmp(#nr, lit, sizeof lit) == 0)
+
+void mj_env_reset_data(const mjModel *m, mjData *d) {
+    size_t con = (size_t)d->maxuse_con, efc = (size_t)d->maxuse_efc;
+    d->pstack = 0;
+    d->maxuse_stack = 0;
+    d->maxuse_con = 0;
+    d->maxuse_efc = 0;
+    memset(d->warning, 0, mjNWARNING * sizeof(mjWarningStat));
+    memset(d->timer, 0, mjNTIMER * sizeof(mjTimerStat));
+    memset(d->solver, 0, mjNSOLVER * sizeof(mjSolverStat));
+    d->solver_iter = 0;
+    d->solver_nnz = 0;
+    mju_zero(d->solver_fwdinv, 2);
+    d->ne = 0;
+    d->nf = 0;
+    d->nefc = 0;
+    d->ncon = 0;
+    d->time = 0;
+    mju_zero(d->energy, 2);
+    {
+        MJDATA_POINTERS_PREAMBLE(m)
+#define X(type, name, nr, nc)                                                                  \
+    memset(d->name, 0,                                                                         \
+           sizeof(type) * (ROWS_ARE(nr, "njmax") ? efc : ROWS_ARE(nr, "nconmax") ? con        \
+                                                                     : (size_t)m->nr) *          \
+               (size_t)(nc));
+        MJDATA_POINTERS
+#undef X
+        (void)nv, (void)njmax;
+    }
+    /* _resetData's defaults: what mj_forward does not compute (the zeroing above already
+     * did the rest of its list) */
+    if (m->qpos0) memcpy(d->qpos, m->qpos0, (size_t)m->nq * sizeof *d->qpos);
+    if (m->body_mocapid) {
+        for (int i = 0; i < m->nbody; i++) {
+            int id = m->body_mocapid[i];
+            if (id >= 0) {
+                mju_copy3(d->mocap_pos + 3 * id, m->body_pos + 3 * i);
+                mju_copy4(d->mocap_quat + 4 * id, m->body_quat + 4 * i);
+            }
+        }
+    } else {
+        for (int i = 0; i < m->nmocap; i++) d->mocap_quat[4 * i] = 1.0;
+    }
+}
+#undef ROWS_ARE
+#else
+void mj_env_reset_data(const mjModel *m, mjData *d) { mj_resetData(m, d); }
+#endif
+
 void mj_env_reset_drawn(mj_state *s) {
     const mjModel *m = s->m;
     mjData *d = s->d;
-    mj_resetData(m, d);
+    mj_env_reset_data(m, d);
     memcpy(d->qpos, s->drawn, (size_t)m->nq * sizeof *d->qpos);
     memcpy(d->qvel, s->drawn + m->nq, (size_t)m->nv * sizeof *d->qvel);
     mj_forward(m, d);

@@ -100,6 +100,10 @@ bool mj_env_measure(const calf_env_class *cls, size_t *mapped, size_t *touched);
  * when it cannot be. Not owned by the caller. */
 const mjModel *mj_env_model(const mj_task *task, calf_error *err);
 
+/* mj_resetData(m, d)'s result, without clearing the contact and constraint rows that
+ * were not used since the last reset (mj_env.c says why and how; MuJoCo 2.2.2 only,
+ * mj_resetData itself otherwise). */
+void mj_env_reset_data(const mjModel *m, mjData *d);
 /* Gymnasium's reset: mj_resetData, qpos0 and zero velocities plus the task's noise from
  * rng (all of qpos's draws, then qvel's), one mj_forward. */
 void mj_env_reset(mj_state *s, calf_rng *rng);
