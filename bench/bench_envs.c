@@ -8,7 +8,8 @@
  * as often as the block's episodes end (random actions fell InvertedPendulum in a few
  * steps), the reset's own physics: mj_env_reset_data, qpos0 and one mj_forward. Without
  * those resets its states drift where the block's never go (a fallen Humanoid in
- * contact everywhere costs 1.6x a standing one), and the ratio would measure that. */
+ * contact everywhere costs 1.6x a standing one), and the ratio would measure that.
+ * Usage: bench_envs [ENV] (one env only) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,11 +229,13 @@ static void compare_bare(const char *name) {
 }
 #endif
 
-int main(void) {
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : NULL; /* one env by name */
     printf("env-only throughput, M env steps per CPU-second on one core, median of %d runs\n", REPS);
     printf("%-28s %14s %18s\n", "env", "calf_env_step", "vec_env_step(64)");
     for (int i = 0; i < calf_env_count(); i++) {
         const calf_env_spec *s = &calf_env_at(i)->spec;
+        if (only && strcmp(s->name, only)) continue;
         if (s->obs_dim > MAX_OBS || s->action_dim > MAX_ACT) {
             fprintf(stderr, "bench_envs: %s does not fit the bench's buffers\n", s->name);
             return 1;
@@ -253,7 +256,8 @@ int main(void) {
     for (int i = 0; i < calf_env_count(); i++) {
         const calf_env_class *c = calf_env_at(i);
         size_t mapped, touched;
-        if (mj_env_measure(c, &mapped, &touched)) compare_bare(c->spec.name);
+        if ((!only || !strcmp(c->spec.name, only)) && mj_env_measure(c, &mapped, &touched))
+            compare_bare(c->spec.name);
     }
 #endif
     printf("(checksum %g)\n", sink);
