@@ -188,10 +188,12 @@ static double measure_pair(vec_env *ve, double *block, double *bare, double *epi
     double dt;
     /* the episode length: the block until each env has ended two episodes on average,
      * at most 5 CPU-seconds; where fewer than one each ended by then (HumanoidStandup's
-     * last their 1,000 steps), the time limit */
+     * last their 1,000 steps), the time limit, which also bounds it */
     block_episodes = block_steps = 0;
     for (double spent = 0; block_episodes < 2 * nd && spent < 5.0;) spent += run_block(ve, 16);
-    long every = block_episodes >= nd ? block_steps / block_episodes : ve->envs[0].cls->spec.max_episode_steps;
+    long limit = ve->envs[0].cls->spec.max_episode_steps;
+    long every = block_episodes >= nd ? block_steps / block_episodes : limit;
+    if (limit > 0 && every > limit) every = limit; /* few episodes over a long warm-up */
     while ((dt = run_block(ve, nb)) <= 0.02) nb *= 4;
     nb = (long)((double)nb * target_rep_seconds / dt) + 1;
     if (every < 1) every = 1;
