@@ -71,6 +71,18 @@ static void layer_dx_per_env(void *p) {
     sink = a->dx[0];
 }
 
+static void layer_dw_whole(void *p) {
+    layer_arg *a = p;
+    nn_linear_backward_params_set(a->x, a->dy, a->B, a->in, a->out, a->dw, a->db);
+    sink = a->dw[0];
+}
+
+static void layer_dx_whole(void *p) {
+    layer_arg *a = p;
+    nn_linear_backward_input(a->dy, a->wt, a->B, a->in, a->out, a->dx);
+    sink = a->dx[0];
+}
+
 /* ---- actor + critic MLPs ---- */
 
 typedef struct {
@@ -250,6 +262,34 @@ int main(void) {
            layer_flop / b2 * 1e-9);
     printf("  per env (64 calls x 8 rows), dX:           %5.1f (%5.1f)\n", layer_flop / tx * 1e-9,
            layer_flop / b3 * 1e-9);
+
+    /* SAC's and TD3's hidden layer at their batch: one call of 256 rows each */
+    layer_arg W = {.B = 256, .in = 256, .out = 256};
+    W.x = nn_alloc_floats(256 * 256, NULL);
+    W.w = nn_alloc_floats(256 * 256, NULL);
+    W.wt = nn_alloc_floats(256 * 256, NULL);
+    W.b = nn_alloc_floats(256, NULL);
+    W.y = nn_alloc_floats(256 * 256, NULL);
+    W.dy = nn_alloc_floats(256 * 256, NULL);
+    W.dw = nn_alloc_floats(256 * 256, NULL);
+    W.db = nn_alloc_floats(256, NULL);
+    W.dx = nn_alloc_floats(256 * 256, NULL);
+    fill(&rng, W.x, 256 * 256, 1.0f);
+    fill(&rng, W.w, 256 * 256, 0.1f);
+    fill(&rng, W.dy, 256 * 256, 1e-3f);
+    nn_transpose(W.w, 256, 256, W.wt);
+    double wide_flop = 2.0 * 256 * 256 * 256;
+    tf = median_time(layer_forward, &W, 1, &b1);
+    tw = median_time(layer_dw_whole, &W, 1, &b2);
+    tx = median_time(layer_dx_whole, &W, 1, &b3);
+    printf("linear 256x256, 256 rows, one call: forward  %5.1f (%5.1f)\n", wide_flop / tf * 1e-9,
+           wide_flop / b1 * 1e-9);
+    printf("  dW:                                        %5.1f (%5.1f)\n", wide_flop / tw * 1e-9,
+           wide_flop / b2 * 1e-9);
+    printf("  dX:                                        %5.1f (%5.1f)\n", wide_flop / tx * 1e-9,
+           wide_flop / b3 * 1e-9);
+    free(W.x), free(W.w), free(W.wt), free(W.b), free(W.y), free(W.dy), free(W.dw), free(W.db);
+    free(W.dx);
 
     mlp_arg M = {.B = 512, .rows_per_env = 8};
     size_t cursor = 0;
