@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mujoco/mjxmacro.h>
+
 #include "base/mem.h"
 #include "envs/envs.h"
 
@@ -247,7 +249,6 @@ void mj_env_reset(mj_state *s, calf_rng *rng) {
  * MuJoCo 2.2.2's engine_io.c, step for step. tests/test_mujoco.c compares the two byte
  * for byte after random episodes of every task. Any other MuJoCo gets mj_resetData. */
 #if defined(mjVERSION_HEADER) && mjVERSION_HEADER == 222
-#include <mujoco/mjxmacro.h>
 #define ROWS_ARE(nr, lit) (sizeof(#nr) == sizeof(lit) && __builtin_memcmp(#nr, lit, sizeof lit) == 0)
 
 void mj_env_reset_data(const mjModel *m, mjData *d) {
