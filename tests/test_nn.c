@@ -77,6 +77,9 @@ static void test_linear_order(void) {
         /* four-column tiles beside wider ones: SAC's 100-wide layers, 12 = 8 + 4, and a
          * scalar column after the four (103) */
         {64, 100, 100}, {64, 4, 100}, {7, 100, 12}, {9, 101, 103}, {13, 12, 4}, {5, 100, 20},
+        /* dW's 6 x 16 tiles from 32 rows, and what they leave (8, 4 and single k; 8 and 4
+         * columns): the off-policy layers at batch 256 */
+        {256, 23, 256}, {256, 256, 12}, {32, 17, 24}, {40, 31, 20}, {33, 6, 16}, {31, 23, 16},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
