@@ -49,6 +49,26 @@ typedef struct {
     float *x, *w, *wt, *b, *y, *dy, *dw, *db, *dx;
 } layer_arg;
 
+/* A layer's buffers: x uniform in +-1, w in +-w_scale, dy in +-1e-3, wt = w^T. */
+static layer_arg layer_make(calf_rng *rng, int B, int in, int out, float w_scale) {
+    layer_arg a = {.B = B, .in = in, .out = out};
+    size_t nx = (size_t)B * in, nw = (size_t)in * out, ny = (size_t)B * out;
+    a.x = nn_alloc_floats(nx, NULL), a.dx = nn_alloc_floats(nx, NULL);
+    a.w = nn_alloc_floats(nw, NULL), a.wt = nn_alloc_floats(nw, NULL), a.dw = nn_alloc_floats(nw, NULL);
+    a.b = nn_alloc_floats((size_t)out, NULL), a.db = nn_alloc_floats((size_t)out, NULL);
+    a.y = nn_alloc_floats(ny, NULL), a.dy = nn_alloc_floats(ny, NULL);
+    fill(rng, a.x, nx, 1.0f);
+    fill(rng, a.w, nw, w_scale);
+    fill(rng, a.dy, ny, 1e-3f);
+    nn_transpose(a.w, in, out, a.wt);
+    return a;
+}
+
+static void layer_free(layer_arg *a) {
+    free(a->x), free(a->dx), free(a->w), free(a->wt), free(a->dw), free(a->b), free(a->db);
+    free(a->y), free(a->dy);
+}
+
 static void layer_forward(void *p) {
     layer_arg *a = p;
     nn_linear_forward(a->x, a->w, a->b, a->B, a->in, a->out, a->y, NULL);
@@ -237,20 +257,7 @@ int main(void) {
     calf_rng rng;
     calf_rng_seed(&rng, 1, 0, CALF_RNG_INIT);
 
-    layer_arg L = {.B = 512, .in = 64, .out = 64};
-    L.x = nn_alloc_floats(512 * 64, NULL);
-    L.w = nn_alloc_floats(64 * 64, NULL);
-    L.wt = nn_alloc_floats(64 * 64, NULL);
-    L.b = nn_alloc_floats(64, NULL);
-    L.y = nn_alloc_floats(512 * 64, NULL);
-    L.dy = nn_alloc_floats(512 * 64, NULL);
-    L.dw = nn_alloc_floats(64 * 64, NULL);
-    L.db = nn_alloc_floats(64, NULL);
-    L.dx = nn_alloc_floats(512 * 64, NULL);
-    fill(&rng, L.x, 512 * 64, 1.0f);
-    fill(&rng, L.w, 64 * 64, 0.2f);
-    fill(&rng, L.dy, 512 * 64, 1e-3f);
-    nn_transpose(L.w, 64, 64, L.wt);
+    layer_arg L = layer_make(&rng, 512, 64, 64, 0.2f);
     double layer_flop = 2.0 * 512 * 64 * 64, b1, b2, b3;
     double tf = median_time(layer_forward, &L, 2, &b1);
     double tw = median_time(layer_dw_per_env, &L, 2, &b2);
@@ -264,20 +271,7 @@ int main(void) {
            layer_flop / b3 * 1e-9);
 
     /* SAC's and TD3's hidden layer at their batch: one call of 256 rows each */
-    layer_arg W = {.B = 256, .in = 256, .out = 256};
-    W.x = nn_alloc_floats(256 * 256, NULL);
-    W.w = nn_alloc_floats(256 * 256, NULL);
-    W.wt = nn_alloc_floats(256 * 256, NULL);
-    W.b = nn_alloc_floats(256, NULL);
-    W.y = nn_alloc_floats(256 * 256, NULL);
-    W.dy = nn_alloc_floats(256 * 256, NULL);
-    W.dw = nn_alloc_floats(256 * 256, NULL);
-    W.db = nn_alloc_floats(256, NULL);
-    W.dx = nn_alloc_floats(256 * 256, NULL);
-    fill(&rng, W.x, 256 * 256, 1.0f);
-    fill(&rng, W.w, 256 * 256, 0.1f);
-    fill(&rng, W.dy, 256 * 256, 1e-3f);
-    nn_transpose(W.w, 256, 256, W.wt);
+    layer_arg W = layer_make(&rng, 256, 256, 256, 0.1f);
     double wide_flop = 2.0 * 256 * 256 * 256;
     tf = median_time(layer_forward, &W, 1, &b1);
     tw = median_time(layer_dw_whole, &W, 1, &b2);
@@ -288,8 +282,7 @@ int main(void) {
            wide_flop / b2 * 1e-9);
     printf("  dX:                                        %5.1f (%5.1f)\n", wide_flop / tx * 1e-9,
            wide_flop / b3 * 1e-9);
-    free(W.x), free(W.w), free(W.wt), free(W.b), free(W.y), free(W.dy), free(W.dw), free(W.db);
-    free(W.dx);
+    layer_free(&W);
 
     mlp_arg M = {.B = 512, .rows_per_env = 8};
     size_t cursor = 0;
@@ -354,8 +347,8 @@ int main(void) {
 
     nn_cache_free(&M.ca);
     nn_cache_free(&M.cc);
-    free(L.x), free(L.w), free(L.wt), free(L.b), free(L.y), free(L.dy), free(L.dw), free(L.db);
-    free(L.dx), free(M.params), free(M.grad), free(M.x), free(M.ya), free(M.yc), free(M.dya);
+    layer_free(&L);
+    free(M.params), free(M.grad), free(M.x), free(M.ya), free(M.yc), free(M.dya);
     free(M.dyc), free(V.x), free(V.y), free(A.m), free(A.v);
     return 0;
 }

@@ -95,6 +95,21 @@ static double run_anchor(const char *path, long steps) {
     return ups;
 }
 
+/* Per-repeat figures of one configuration: updates/s on 1 process and its peak RSS,
+ * the wide (or 2-env) variant on 1 and 2 processes, and their ratio. */
+typedef struct series {
+    double *one, *rss, *w1, *w2, *sp;
+} series;
+
+static series series_alloc(int repeats) {
+    series v;
+    double **all[] = {&v.one, &v.rss, &v.w1, &v.w2, &v.sp};
+    for (int i = 0; i < 5; i++) *all[i] = calloc((size_t)repeats, sizeof(double));
+    return v;
+}
+
+static void series_free(series *v) { free(v->one), free(v->rss), free(v->w1), free(v->w2), free(v->sp); }
+
 /* The --mujoco part: SAC and TD3 on HalfCheetah at 256x256. */
 static int bench_mujoco(int repeats) {
     static const struct {
@@ -110,11 +125,8 @@ static int bench_mujoco(int repeats) {
                          "TrainerConfig.num_env_steps=5000",
                          "create_environment.num_parallel_environments=2",
                          "TrainerConfig.num_updates_per_train_iter=2"};
-    double *u1 = calloc((size_t)repeats, sizeof(double));
-    double *rss = calloc((size_t)repeats, sizeof(double));
-    double *w1 = calloc((size_t)repeats, sizeof(double));
-    double *w2 = calloc((size_t)repeats, sizeof(double));
-    double *sp = calloc((size_t)repeats, sizeof(double));
+    series v = series_alloc(repeats);
+    double *u1 = v.one, *rss = v.rss, *w1 = v.w1, *w2 = v.w2, *sp = v.sp;
     int rc = 0;
     for (size_t k = 0; k < sizeof algos / sizeof algos[0] && rc == 0; k++) {
         double flop = bench_update_flop(17, 6, 256, 256, algos[k].td3);
@@ -146,7 +158,7 @@ static int bench_mujoco(int repeats) {
                median(w1, repeats), median(w2, repeats), median(sp, repeats));
         fflush(stdout);
     }
-    free(u1), free(rss), free(w1), free(w2), free(sp);
+    series_free(&v);
     return rc;
 }
 
@@ -170,11 +182,8 @@ int main(int argc, char **argv) {
     const char *wide[] = {"TrainerConfig.evaluate=False",
                           "create_environment.num_parallel_environments=8",
                           "TrainerConfig.mini_batch_size=256"};
-    double *ups1 = calloc((size_t)repeats, sizeof(double));
-    double *rss1 = calloc((size_t)repeats, sizeof(double));
-    double *w1 = calloc((size_t)repeats, sizeof(double));
-    double *w2 = calloc((size_t)repeats, sizeof(double));
-    double *sp = calloc((size_t)repeats, sizeof(double));
+    series v = series_alloc(repeats);
+    double *ups1 = v.one, *rss1 = v.rss, *w1 = v.w1, *w2 = v.w2, *sp = v.sp;
     for (int r = 0; r < repeats; r++) {
         run_result a, b, c;
         if (!timed_run(conf, 1, quiet, 1, r, &a) || !timed_run(conf, 1, wide, 3, r, &b) ||
@@ -231,10 +240,6 @@ int main(int argc, char **argv) {
             printf("anchor: could not run %s with /usr/bin/python3 (python3-torch installed?)\n",
                    anchor);
     }
-    free(ups1);
-    free(rss1);
-    free(w1);
-    free(w2);
-    free(sp);
+    series_free(&v);
     return 0;
 }
