@@ -3,6 +3,7 @@
  * pictures, for every classic-control env and (with EGL) the MuJoCo ones; drawing does
  * not change what an env's next step computes; a plug-in's hook is used, a class
  * without one is refused naming it; MP4 and GIF bytes start as their formats say. */
+#include <math.h>
 #include <stdint.h>
 
 #include "calf/render.h"
@@ -97,6 +98,62 @@ static void test_classic(void) {
     CHECK_INT_EQ(calf_renderer_draw(r, NULL, e0, &err), CALF_EINVAL);
     calf_renderer_close(r);
     calf_vec_env_close(v);
+}
+
+/* Pendulum's torque arrow: none after a reset (Gymnasium's last_u is None); after a
+ * step, black pixels round the pivot, more for a larger torque, and the arrow of -u the
+ * mirror image of u's (the upright rod is symmetric, so the whole picture mirrors). */
+static long count_black(const uint8_t *rgb, int w, int h) {
+    long n = 0;
+    for (long i = 0; i < (long)w * h; i++) n += rgb[3 * i] < 64 && rgb[3 * i + 1] < 64 && rgb[3 * i + 2] < 64;
+    return n;
+}
+
+static void draw_after_torque(calf_renderer *r, calf_env *env, float u, uint8_t *rgb) {
+    calf_error err;
+    float obs[3], rew;
+    int term, trunc;
+    calf_env_reset(env, obs);
+    if (u == u) calf_env_step(env, 0, &u, obs, &rew, &term, &trunc); /* NaN: no step */
+    pendulum_state up = {0, 0};
+    memcpy(env->state, &up, sizeof up);
+    CHECK_INT_EQ(calf_renderer_draw(r, env, rgb, &err), CALF_OK);
+}
+
+static void test_pendulum_torque(void) {
+    enum { S = 200 };
+    calf_error err;
+    calf_renderer *r = NULL;
+    CHECK_INT_EQ(calf_renderer_open("Pendulum-v1", S, S, &r, &err), CALF_OK);
+    if (!r) return;
+    calf_env env;
+    CHECK_INT_EQ(calf_env_init(&env, "Pendulum-v1", 1, 0, &err), CALF_OK);
+    static uint8_t none[S * S * 3], plus[S * S * 3], minus[S * S * 3], small[S * S * 3],
+        clipped[S * S * 3];
+    draw_after_torque(r, &env, NAN, none);
+    draw_after_torque(r, &env, 2.0f, plus);
+    draw_after_torque(r, &env, -2.0f, minus);
+    draw_after_torque(r, &env, 0.5f, small);
+    draw_after_torque(r, &env, 7.0f, clipped); /* the step clips it to 2 */
+    long b0 = count_black(none, S, S), b2 = count_black(plus, S, S), bs = count_black(small, S, S);
+    if (!(b2 > b0 + 100 && bs > b0 && bs < b2))
+        fprintf(stderr, "torque arrow: %ld black pixels with none, %ld at u 0.5, %ld at u 2\n", b0,
+                bs, b2);
+    CHECK(b2 > b0 + 100);
+    CHECK(bs > b0 && bs < b2);
+    CHECK(memcmp(plus, clipped, sizeof plus) == 0);
+    CHECK(count_different(plus, minus, S, S) > 50);
+    long off = 0; /* minus against plus mirrored left to right, within anti-aliasing */
+    for (int y = 0; y < S; y++)
+        for (int x = 0; x < S; x++)
+            for (int c = 0; c < 3; c++) {
+                int d = minus[(y * S + x) * 3 + c] - plus[(y * S + S - 1 - x) * 3 + c];
+                off += d > 8 || d < -8;
+            }
+    if (off > 20) fprintf(stderr, "torque arrow: -u is not u's mirror in %ld bytes\n", off);
+    CHECK(off <= 20);
+    calf_env_free(&env);
+    calf_renderer_close(r);
 }
 
 /* A plug-in-like class that draws itself (the state's byte as a grey level), and one
@@ -254,6 +311,7 @@ int main(void) {
         return 77;
     }
     test_classic();
+    test_pendulum_torque();
     test_hook();
     test_writer();
 #if CALF_HAVE_EGL

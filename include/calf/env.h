@@ -103,7 +103,9 @@ typedef struct calf_env_class {
 typedef struct calf_env {
     const calf_env_class *cls;
     void *state;            /* owned: spec.state_size bytes */
-    float *clipped;         /* owned: (action_dim) the clipped copy of an action, or NULL */
+    float *clipped;         /* owned: (action_dim) the action the last step applied (clipped
+                               to bounds; what Pendulum's torque arrow draws), or NULL for
+                               discrete actions */
     calf_rng rng;           /* dynamics/reset stream: (seed, index, CALF_RNG_DYNAMICS) */
     int elapsed_steps;      /* steps in the current episode */
 } calf_env;

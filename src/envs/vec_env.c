@@ -186,6 +186,8 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
         if (ad > 0) {
             clip_actions(&cls->spec, cont_actions, ve->clipped, n);
             u = ve->clipped;
+            for (int i = 0; i < n; i++) /* what calf_env_step leaves there */
+                memcpy(envs[i].clipped, u + (size_t)i * ad, (size_t)ad * sizeof *u);
         } else {
             for (int i = 0; i < n; i++) CALF_ASSERT(actions[i] >= 0 && actions[i] < ve->num_actions);
         }

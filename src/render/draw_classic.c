@@ -2,8 +2,9 @@
  * (classic_control/ render() of each env: the same canvas, shapes, sizes and colours), with cairo
  * instead of pygame. Gymnasium's canvas (600x400 or 500x500, y up) is scaled to fit the
  * requested size, centred on white. Pendulum's torque arrow, a picture file in
- * Gymnasium, is left out: the state does not hold the last torque. */
+ * Gymnasium (assets/clockwise.png), is drawn as the same curved arrow in cairo. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,7 @@ typedef struct classic_kind {
     const calf_env_class *cls;
     double canvas_w, canvas_h;
     double fps;                                     /* metadata render_fps */
-    void (*paint)(cairo_t *cr, const void *state);  /* in canvas units, y up */
+    void (*paint)(cairo_t *cr, const calf_env *env); /* in canvas units, y up */
 } classic_kind;
 
 static void set_rgb(cairo_t *cr, int r, int g, int b) {
@@ -57,7 +58,8 @@ static void stroke_line(cairo_t *cr, double x0, double y0, double x1, double y1)
 }
 
 /* cartpole.py: world 4.8 wide on 600 px, the cart 50x30 with its top at y 100. */
-static void paint_cartpole(cairo_t *cr, const void *state) {
+static void paint_cartpole(cairo_t *cr, const calf_env *env) {
+    const void *state = env->state;
     const cartpole_state *s = state;
     const double scale = 600 / 4.8, polewidth = 10.0, polelen = scale * (2 * 0.5);
     const double cartwidth = 50.0, cartheight = 30.0, axleoffset = cartheight / 4.0;
@@ -76,9 +78,33 @@ static void paint_cartpole(cairo_t *cr, const void *state) {
     stroke_line(cr, 0, carty, 600, carty);
 }
 
-/* pendulum.py: 500x500, the rod 1 long and 0.2 wide at scale 500 / 4.4, from the centre. */
-static void paint_pendulum(cairo_t *cr, const void *state) {
-    const pendulum_state *s = state;
+/* Gymnasium's clockwise.png scaled to size x size at (cx, cy): a black arc from twelve
+ * o'clock round through three and six to nine, where an arrowhead points up; mirrored
+ * left to right (counter-clockwise) for a positive torque. Proportions read off the
+ * picture: radius 0.46, line 0.028, head 0.17 long and 0.14 wide, of the size. */
+static void paint_torque_arrow(cairo_t *cr, double cx, double cy, double size, bool mirror) {
+    const double r = 0.46 * size, head_len = 0.17 * size, head_half = 0.07 * size;
+    cairo_save(cr);
+    cairo_translate(cr, cx, cy);
+    if (mirror) cairo_scale(cr, -1, 1);
+    set_rgb(cr, 0, 0, 0);
+    cairo_set_line_width(cr, 0.028 * size);
+    cairo_new_path(cr);
+    cairo_arc_negative(cr, 0, 0, r, M_PI / 2, -M_PI); /* y up: decreasing is clockwise */
+    cairo_stroke(cr);
+    cairo_move_to(cr, -r - head_half, 0);
+    cairo_line_to(cr, -r + head_half, 0);
+    cairo_line_to(cr, -r, head_len);
+    cairo_close_path(cr);
+    cairo_fill(cr);
+    cairo_restore(cr);
+}
+
+/* pendulum.py: 500x500, the rod 1 long and 0.2 wide at scale 500 / 4.4, from the centre;
+ * after a step, the torque arrow (last_u: the action the step applied, clipped; none
+ * after a reset, as Gymnasium's last_u is None then) scale |u| / 2 wide, then the axle. */
+static void paint_pendulum(cairo_t *cr, const calf_env *env) {
+    const pendulum_state *s = env->state;
     const double scale = 500 / (2.2 * 2), offset = 500 / 2;
     const double rod_length = 1 * scale, rod_width = 0.2 * scale;
     const double rod[4][2] = {{0, -rod_width / 2}, {0, rod_width / 2}, {rod_length, rod_width / 2},
@@ -89,12 +115,17 @@ static void paint_pendulum(cairo_t *cr, const void *state) {
     fill_circle(cr, offset, offset, (int)(rod_width / 2));
     fill_circle(cr, (int)(rod_length * cos(angle) + offset), (int)(rod_length * sin(angle) + offset),
                 (int)(rod_width / 2));
+    if (env->elapsed_steps > 0 && env->clipped) {
+        double u = env->clipped[0], size = scale * fabs(u) / 2;
+        if (size > 0) paint_torque_arrow(cr, offset, offset, size, u > 0); /* a NaN: none */
+    }
     set_rgb(cr, 0, 0, 0);
     fill_circle(cr, offset, offset, (int)(0.05 * scale));
 }
 
 /* acrobot.py: 500x500, links of length 1 at scale 500 / 4.4, a line at height 1. */
-static void paint_acrobot(cairo_t *cr, const void *state) {
+static void paint_acrobot(cairo_t *cr, const calf_env *env) {
+    const void *state = env->state;
     const acrobot_state *s = state;
     const double scale = 500 / (2.2 * 2), offset = 500 / 2.0;
     double p1x = -1.0 * cos(s->theta1) * scale, p1y = 1.0 * sin(s->theta1) * scale;
@@ -149,12 +180,12 @@ static void paint_mountain_car(cairo_t *cr, double pos, double goal) {
     fill_rotated(cr, flag, 3, 0, 0, 0);
 }
 
-static void paint_mountain_car_v0(cairo_t *cr, const void *state) {
-    paint_mountain_car(cr, ((const mountain_car_state *)state)->position, 0.5);
+static void paint_mountain_car_v0(cairo_t *cr, const calf_env *env) {
+    paint_mountain_car(cr, ((const mountain_car_state *)env->state)->position, 0.5);
 }
 
-static void paint_mountain_car_continuous(cairo_t *cr, const void *state) {
-    paint_mountain_car(cr, ((const mountain_car_state *)state)->position, 0.45);
+static void paint_mountain_car_continuous(cairo_t *cr, const calf_env *env) {
+    paint_mountain_car(cr, ((const mountain_car_state *)env->state)->position, 0.45);
 }
 
 static const classic_kind kinds[] = {
@@ -213,7 +244,7 @@ static int classic_draw(void *p, const calf_env *env, uint8_t *rgb, calf_error *
                       (c->height - s * k->canvas_h) / 2 + s * k->canvas_h);
     cairo_set_matrix(cr, &m);
     cairo_set_line_width(cr, 1.0);
-    k->paint(cr, env->state);
+    k->paint(cr, env);
     cairo_surface_flush(c->surface);
     if (cairo_status(cr) != CAIRO_STATUS_SUCCESS)
         return calf_error_set(err, CALF_EIO, "drawing %s: %s", env->cls->spec.name,
