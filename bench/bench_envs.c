@@ -48,8 +48,21 @@ static void fill_actions(const calf_env_spec *s) {
     }
 }
 
-/* n steps of one env with auto-reset; returns seconds. */
-static double run_single(calf_env *env, long n) {
+/* A timed run of n rounds of something (ctx); returns CPU-seconds. */
+typedef double (*run_fn)(void *ctx, long n);
+
+/* The rounds a run of `run` takes about target_rep_seconds for: n grown by 4 from
+ * `start` until a run takes a measurable time, then scaled. */
+static long calibrate(run_fn run, void *ctx, long start) {
+    long n = start;
+    double dt;
+    while ((dt = run(ctx, n)) <= 0.02) n *= 4;
+    return (long)((double)n * target_rep_seconds / dt) + 1;
+}
+
+/* n steps of one env (a calf_env) with auto-reset; returns seconds. */
+static double run_single(void *ctx, long n) {
+    calf_env *env = ctx;
     float obs[MAX_OBS], r;
     int term, trunc;
     double acc = 0;
@@ -68,8 +81,9 @@ static double run_single(calf_env *env, long n) {
 /* Episodes ended and env steps taken by run_block since measure_pair zeroed them. */
 static long block_episodes, block_steps;
 
-/* n steps of the whole block (n * BLOCK env steps); returns seconds. */
-static double run_block(vec_env *ve, long n) {
+/* n steps of the whole block of a vec_env (n * BLOCK env steps); returns seconds. */
+static double run_block(void *ctx, long n) {
+    vec_env *ve = ctx;
     static int act[BLOCK];
     static float cact[BLOCK * MAX_ACT], reward[BLOCK], final_obs[BLOCK * MAX_OBS];
     static uint8_t term[BLOCK], trunc[BLOCK];
@@ -96,14 +110,7 @@ static double run_block(vec_env *ve, long n) {
 
 /* Median steps/s of a block of an existing vec_env (BLOCK envs). */
 static double measure_block(vec_env *ve) {
-    long n = 1;
-    double dt;
-    for (;;) {
-        dt = run_block(ve, n);
-        if (dt > 0.02) break;
-        n *= 4;
-    }
-    n = (long)((double)n * target_rep_seconds / dt) + 1;
+    long n = calibrate(run_block, ve, 1);
     double rates[REPS];
     for (int r = 0; r < REPS; r++) rates[r] = (double)n * BLOCK / run_block(ve, n);
     qsort(rates, REPS, sizeof rates[0], bench_cmp_double);
@@ -125,15 +132,7 @@ static double measure(int block, const char *name) {
     if (calf_env_init(&env, name, 1, 0, &err) != CALF_OK) goto fail;
     float obs[MAX_OBS];
     calf_env_reset(&env, obs);
-    long n = 64; /* MuJoCo's envs take a thousand times CartPole's time */
-    double dt;
-    /* Calibrate: grow n until a run takes a measurable time. */
-    for (;;) {
-        dt = run_single(&env, n);
-        if (dt > 0.02) break;
-        n *= 4;
-    }
-    n = (long)((double)n * target_rep_seconds / dt) + 1;
+    long n = calibrate(run_single, &env, 64); /* MuJoCo's take a thousand times CartPole's */
     double rates[REPS];
     for (int r = 0; r < REPS; r++) rates[r] = (double)n / run_single(&env, n);
     calf_env_free(&env);
@@ -147,11 +146,24 @@ fail:
 #if CALF_HAVE_MUJOCO
 #include "envs/mj_env.h"
 
-/* The bare physics: n rounds over nd mjData of ctrl from the same action table and
- * frame_skip mj_steps each; every `every` steps of an env (the block's episode length;
- * staggered across envs) the physics of a reset. No observation, reward, noise draw or
- * termination test; seconds. */
-static double run_bare(const mjModel *m, mjData **d, int nd, int frame_skip, long every, long n) {
+/* The bare physics of a block: nd mjData of model m, frame_skip mj_steps per env step,
+ * the physics of a reset every `every` steps of an env (the block's episode length). */
+typedef struct bare_loop {
+    const mjModel *m;
+    mjData **d;
+    int nd, frame_skip;
+    long every;
+} bare_loop;
+
+/* n rounds over the bare loop's mjData of ctrl from the same action table and
+ * frame_skip mj_steps each, and its resets (staggered across envs). No observation,
+ * reward, noise draw or termination test; seconds. */
+static double run_bare(void *ctx, long n) {
+    const bare_loop *b = ctx;
+    const mjModel *m = b->m;
+    mjData **d = b->d;
+    int nd = b->nd, frame_skip = b->frame_skip;
+    long every = b->every;
     double t0 = cpu_now();
     for (long i = 0; i < n; i++) {
         int base = (int)((i * nd) & (TABLE - 1));
@@ -184,8 +196,6 @@ static double measure_pair(vec_env *ve, double *block, double *bare, double *epi
         exit(1);
     }
     for (int e = 0; e < nd; e++) d[e] = ((const mj_state *)ve->envs[e].state)->d;
-    long nb = 1, np = 1;
-    double dt;
     /* the episode length: the block until each env has ended two episodes on average,
      * at most 5 CPU-seconds; where fewer than one each ended by then (HumanoidStandup's
      * last their 1,000 steps), the time limit, which also bounds it */
@@ -194,16 +204,14 @@ static double measure_pair(vec_env *ve, double *block, double *bare, double *epi
     long limit = ve->envs[0].cls->spec.max_episode_steps;
     long every = block_episodes >= nd ? block_steps / block_episodes : limit;
     if (limit > 0 && every > limit) every = limit; /* few episodes over a long warm-up */
-    while ((dt = run_block(ve, nb)) <= 0.02) nb *= 4;
-    nb = (long)((double)nb * target_rep_seconds / dt) + 1;
     if (every < 1) every = 1;
-    while ((dt = run_bare(m, d, nd, frame_skip, every, np)) <= 0.02) np *= 4;
-    np = (long)((double)np * target_rep_seconds / dt) + 1;
+    bare_loop bare_ctx = {m, d, nd, frame_skip, every};
+    long nb = calibrate(run_block, ve, 1), np = calibrate(run_bare, &bare_ctx, 1);
     double rb[REPS], rp[REPS], ratio[REPS];
     for (int r = 0; r < REPS; r++) {
         /* the bare loop left the data where it was; the block resets them as it goes */
         rb[r] = (double)nb * nd / run_block(ve, nb);
-        rp[r] = (double)np * nd / run_bare(m, d, nd, frame_skip, every, np);
+        rp[r] = (double)np * nd / run_bare(&bare_ctx, np);
         ratio[r] = rb[r] / rp[r];
     }
     free(d);

@@ -253,35 +253,30 @@ static void run_adam(void *p) {
     sink = a->p[0];
 }
 
+/* Times fn(arg) (median_time, runs of reps calls) and prints its GFLOP/s for `flop`
+ * floating-point operations a call: the median, then the best in parentheses. */
+static void rate_line(const char *label, bench_fn fn, void *arg, int reps, double flop) {
+    double best, t = median_time(fn, arg, reps, &best);
+    printf("%-44s %5.1f (%5.1f)\n", label, flop / t * 1e-9, flop / best * 1e-9);
+}
+
 int main(void) {
     calf_rng rng;
     calf_rng_seed(&rng, 1, 0, CALF_RNG_INIT);
 
     layer_arg L = layer_make(&rng, 512, 64, 64, 0.2f);
-    double layer_flop = 2.0 * 512 * 64 * 64, b1, b2, b3;
-    double tf = median_time(layer_forward, &L, 2, &b1);
-    double tw = median_time(layer_dw_per_env, &L, 2, &b2);
-    double tx = median_time(layer_dx_per_env, &L, 2, &b3);
+    double layer_flop = 2.0 * 512 * 64 * 64;
     printf("GFLOP/s, median (best) of %d runs\n", RUNS);
-    printf("linear 64x64, 512 rows, forward:             %5.1f (%5.1f)\n", layer_flop / tf * 1e-9,
-           layer_flop / b1 * 1e-9);
-    printf("  per env (64 calls x 8 rows), dW:           %5.1f (%5.1f)\n", layer_flop / tw * 1e-9,
-           layer_flop / b2 * 1e-9);
-    printf("  per env (64 calls x 8 rows), dX:           %5.1f (%5.1f)\n", layer_flop / tx * 1e-9,
-           layer_flop / b3 * 1e-9);
+    rate_line("linear 64x64, 512 rows, forward:", layer_forward, &L, 2, layer_flop);
+    rate_line("  per env (64 calls x 8 rows), dW:", layer_dw_per_env, &L, 2, layer_flop);
+    rate_line("  per env (64 calls x 8 rows), dX:", layer_dx_per_env, &L, 2, layer_flop);
 
     /* SAC's and TD3's hidden layer at their batch: one call of 256 rows each */
     layer_arg W = layer_make(&rng, 256, 256, 256, 0.1f);
     double wide_flop = 2.0 * 256 * 256 * 256;
-    tf = median_time(layer_forward, &W, 1, &b1);
-    tw = median_time(layer_dw_whole, &W, 1, &b2);
-    tx = median_time(layer_dx_whole, &W, 1, &b3);
-    printf("linear 256x256, 256 rows, one call: forward  %5.1f (%5.1f)\n", wide_flop / tf * 1e-9,
-           wide_flop / b1 * 1e-9);
-    printf("  dW:                                        %5.1f (%5.1f)\n", wide_flop / tw * 1e-9,
-           wide_flop / b2 * 1e-9);
-    printf("  dX:                                        %5.1f (%5.1f)\n", wide_flop / tx * 1e-9,
-           wide_flop / b3 * 1e-9);
+    rate_line("linear 256x256, 256 rows, one call: forward", layer_forward, &W, 1, wide_flop);
+    rate_line("  dW:", layer_dw_whole, &W, 1, wide_flop);
+    rate_line("  dX:", layer_dx_whole, &W, 1, wide_flop);
     layer_free(&W);
 
     mlp_arg M = {.B = 512, .rows_per_env = 8};
@@ -307,7 +302,7 @@ int main(void) {
      * first layer's */
     double fwd_madds = 2.0 * (4 * 64 + 64 * 64) + 64 * 2 + 64 * 1;
     double bwd_madds = fwd_madds + 2.0 * (64 * 64) + 64 * 2 + 64 * 1;
-    double tmf = median_time(mlp_forward, &M, 1, &b1);
+    double b1, b2, tmf = median_time(mlp_forward, &M, 1, &b1);
     double tmb = median_time(mlp_backward, &M, 1, &b2);
     printf("actor+critic MLPs (4-64-64-{2,1} tanh), 512 rows:\n");
     printf("  forward, one call per net:                 %5.1f (%5.1f)  %.0f ns/row\n",
