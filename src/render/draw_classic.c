@@ -59,8 +59,7 @@ static void stroke_line(cairo_t *cr, double x0, double y0, double x1, double y1)
 
 /* cartpole.py: world 4.8 wide on 600 px, the cart 50x30 with its top at y 100. */
 static void paint_cartpole(cairo_t *cr, const calf_env *env) {
-    const void *state = env->state;
-    const cartpole_state *s = state;
+    const cartpole_state *s = env->state;
     const double scale = 600 / 4.8, polewidth = 10.0, polelen = scale * (2 * 0.5);
     const double cartwidth = 50.0, cartheight = 30.0, axleoffset = cartheight / 4.0;
     double cartx = s->x * scale + 600 / 2.0, carty = 100;
@@ -125,8 +124,7 @@ static void paint_pendulum(cairo_t *cr, const calf_env *env) {
 
 /* acrobot.py: 500x500, links of length 1 at scale 500 / 4.4, a line at height 1. */
 static void paint_acrobot(cairo_t *cr, const calf_env *env) {
-    const void *state = env->state;
-    const acrobot_state *s = state;
+    const acrobot_state *s = env->state;
     const double scale = 500 / (2.2 * 2), offset = 500 / 2.0;
     double p1x = -1.0 * cos(s->theta1) * scale, p1y = 1.0 * sin(s->theta1) * scale;
     /* xys[:, ::-1]: each joint's (x, y) swapped */
