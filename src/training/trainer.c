@@ -71,6 +71,7 @@ static trainer_params trainer_params_of(const calf_config *cfg) {
         .summaries_flush_secs = calf_config_float(cfg, CALF_CFG_SUMMARIES_FLUSH_SECS),
         .histograms = calf_config_bool(cfg, CALF_CFG_SUMMARIZE_GRADS_AND_VARS),
         .check_interval = calf_config_int(cfg, CALF_CFG_DDP_CHECK_INTERVAL),
+        .initial_collect = calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS),
     };
 }
 
@@ -457,8 +458,14 @@ static void progress(trainer *t, double steps_per_sec, bool force) {
     double every = tty ? 0.2 : 5.0;
     char eta[32], ret[32], ev[48] = "";
     /* The ETA follows the last 30 to 60 s, not the run's average: an off-policy run's
-     * first iterations only collect, many times faster than the ones that train. */
-    if (now - t->eta_time[1] >= 30.0) {
+     * first iterations only collect, many times faster than the ones that train, so
+     * the window also starts again where the collection ends. */
+    int64_t collect = t->p.initial_collect;
+    bool collect_ended = collect > 0 && t->env_steps >= collect &&
+                         t->env_steps - (int64_t)t->E * t->T < collect;
+    if (collect_ended) { /* "?" for this one line: no trained iteration timed yet */
+        for (int i = 0; i < 2; i++) t->eta_time[i] = now, t->eta_iteration[i] = t->iteration;
+    } else if (now - t->eta_time[1] >= 30.0) {
         t->eta_time[0] = t->eta_time[1], t->eta_iteration[0] = t->eta_iteration[1];
         t->eta_time[1] = now, t->eta_iteration[1] = t->iteration;
     }

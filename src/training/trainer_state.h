@@ -30,6 +30,7 @@ typedef struct trainer_params {
     double summaries_flush_secs;
     bool histograms;             /* TrainerConfig.summarize_grads_and_vars */
     int64_t check_interval;      /* TrainerConfig.ddp_paras_check_interval */
+    int64_t initial_collect;     /* TrainerConfig.initial_collect_steps (the ETA's window) */
 } trainer_params;
 
 
