@@ -105,7 +105,8 @@ static void test_classic(void) {
  * mirror image of u's (the upright rod is symmetric, so the whole picture mirrors). */
 static long count_black(const uint8_t *rgb, int w, int h) {
     long n = 0;
-    for (long i = 0; i < (long)w * h; i++) n += rgb[3 * i] < 64 && rgb[3 * i + 1] < 64 && rgb[3 * i + 2] < 64;
+    for (long i = 0; i < (long)w * h; i++)
+        n += rgb[3 * i] < 64 && rgb[3 * i + 1] < 64 && rgb[3 * i + 2] < 64;
     return n;
 }
 
@@ -114,7 +115,7 @@ static void draw_after_torque(calf_renderer *r, calf_env *env, float u, uint8_t 
     float obs[3], rew;
     int term, trunc;
     calf_env_reset(env, obs);
-    if (u == u) calf_env_step(env, 0, &u, obs, &rew, &term, &trunc); /* NaN: no step */
+    if (!isnan(u)) calf_env_step(env, 0, &u, obs, &rew, &term, &trunc); /* NaN: no step */
     pendulum_state up = {0, 0};
     memcpy(env->state, &up, sizeof up);
     CHECK_INT_EQ(calf_renderer_draw(r, env, rgb, &err), CALF_OK);
