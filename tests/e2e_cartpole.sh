@@ -5,8 +5,16 @@
 . "$(dirname "$0")/lib_e2e.sh"
 
 R=$WORK/cartpole
+T0=$(date +%s)
 expect_exit 0 "$CALF" train --root_dir "$R" --conf "$SRC/examples/ppo_cartpole.gin"
+T1=$(date +%s)
 expect_in "$WORK/err" "iter 150/150"
+# the rank log keeps iterations 1..10, the last, and at most one line per 5 s between
+expect_in "$R/log/rank-0.log" "iter 10/150"
+expect_in "$R/log/rank-0.log" "iter 150/150"
+LINES=$(grep -c '^iter ' "$R/log/rank-0.log")
+if [ "$LINES" -ge 11 ] && [ "$LINES" -le $((11 + (T1 - T0) / 5 + 1)) ]; then ok
+else bad "rank log: $LINES progress lines in $((T1 - T0)) s"; fi
 expect_eq "$(ls "$R"/train/events.out.tfevents.* | wc -l)" 1 "train events files"
 expect_eq "$(ls "$R"/eval/events.out.tfevents.* | wc -l)" 1 "eval events files"
 expect_eq "$(ls "$R"/train/algorithm | tr '\n' ' ')" "ckpt-120 ckpt-150 ckpt-30 ckpt-60 ckpt-90 " "checkpoints kept"

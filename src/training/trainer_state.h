@@ -83,7 +83,7 @@ struct trainer {
     calf_summary_writer *eval_writer; /* main process only, when evaluating */
     double eval_return;      /* last evaluation's average, NAN before */
     double last_avg_return;  /* last iteration with finished episodes */
-    double start_time, last_progress;
+    double start_time, last_progress, last_logged; /* progress: stderr's line, the rank log's */
     int64_t start_iteration;
     double eta_time[2];      /* the ETA's window: marks at least 30 s apart (progress) */
     int64_t eta_iteration[2];
