@@ -148,8 +148,10 @@ static const char prelude_pragmas[] =
     "#include <stdint.h>\n"
     "#include <string.h>\n"
     "\n"
-    "#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0\n"
-    "#error \"calf policy: float arithmetic must be done in float (FLT_EVAL_METHOD 0: SSE on x86, not x87)\"\n"
+    "/* 16 (ISO/IEC TS 18661-3): only _Float16 is widened, to float; float stays float. GCC\n"
+    " * says so in its GNU modes for CPUs with AVX512-FP16. */\n"
+    "#if !defined(FLT_EVAL_METHOD) || (FLT_EVAL_METHOD != 0 && FLT_EVAL_METHOD != 16)\n"
+    "#error \"calf policy: float arithmetic must be done in float (FLT_EVAL_METHOD 0 or 16: SSE on x86, not x87)\"\n"
     "#endif\n";
 
 static const char prelude_linear[] =
