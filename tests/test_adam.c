@@ -1,6 +1,7 @@
 /* test_adam.c: the optimizer (adam.h): Adam's step bit for bit against its documented
  * formula, the chunked global norm against its definition (ranks holding whole chunks get
  * one process's bits), clipping, and the linear learning-rate schedule. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +21,9 @@ static int bits_equal(const float *a, const float *b, size_t n) {
     return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
+/* adam.h: a new moment under FLT_MIN in magnitude is +0 */
+static float flush(float x) { return fabsf(x) < FLT_MIN ? 0.0f : x; }
+
 static void test_adam(void) {
     enum { N = 37 };
     float p[N], g[N], m[N], v[N], pr[N], mr[N], vr[N];
@@ -37,8 +41,8 @@ static void test_adam(void) {
         double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
         float step_size = (float)(lr / bc1), bc2s = (float)sqrt(bc2);
         for (int i = 0; i < N; i++) {
-            mr[i] = b1 * mr[i] + (1.0f - b1) * g[i];
-            vr[i] = b2 * vr[i] + (1.0f - b2) * (g[i] * g[i]);
+            mr[i] = flush(b1 * mr[i] + (1.0f - b1) * g[i]);
+            vr[i] = flush(b2 * vr[i] + (1.0f - b2) * (g[i] * g[i]));
             pr[i] = pr[i] - step_size * (mr[i] / (sqrtf(vr[i]) / bc2s + eps));
         }
         CHECK(bits_equal(p, pr, N));
@@ -51,6 +55,46 @@ static void test_adam(void) {
     CHECK_NEAR(q[0], 0.99, 1e-6);
     CHECK_NEAR(q[1], 1.01, 1e-6);
     CHECK_NEAR(q[2], 0.99, 1e-5);
+}
+
+/* The moments of a weight whose gradient stays 0 decay by b1 and b2 a step; they reach
+ * +0 where they would go under FLT_MIN and never hold a subnormal, in the vector lanes and
+ * the scalar tail alike (37 elements: 32 + 5 with AVX2), and the parameter then stays put.
+ * Element 3 starts subnormal (a checkpoint written before the flush), element 5 is NaN. */
+static void test_adam_flush(void) {
+    enum { N = 37 };
+    float p[N], g[N], m[N], v[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = 0.25f;
+        g[i] = 0.0f;
+        m[i] = (i % 2 ? -1e-30f : 1e-30f) * (float)(1 + i);
+        v[i] = 1e-34f * (float)(1 + i);
+    }
+    m[3] = FLT_MIN / 4;
+    v[3] = FLT_MIN / 8;
+    m[5] = NAN;
+    int subnormal = 0, m_zero_at = 0, v_zero_at = 0;
+    for (int64_t t = 1; t <= 1000; t++) {
+        adam_step(p, g, m, v, N, t, 3e-4f, 0.9f, 0.999f, 1e-8f);
+        for (int i = 0; i < N; i++) {
+            if (i == 5) continue;
+            subnormal += fpclassify(m[i]) == FP_SUBNORMAL || fpclassify(v[i]) == FP_SUBNORMAL;
+            subnormal += signbit(m[i]) && m[i] == 0.0f; /* the flush gives +0, never -0 */
+        }
+        if (!m_zero_at && m[36] == 0.0f) m_zero_at = (int)t;
+        if (!v_zero_at && v[36] == 0.0f) v_zero_at = (int)t;
+        if (t == 1) CHECK(m[3] == 0.0f && v[3] == 0.0f && p[3] == 0.25f);
+    }
+    CHECK_INT_EQ(subnormal, 0);
+    /* 37e-30 * 0.9^t first falls under FLT_MIN (1.18e-38) at t = 208; 37e-34 * 0.999^t
+     * would take 12,654 steps, so v is still normal */
+    CHECK_INT_EQ(m_zero_at, 208);
+    CHECK_INT_EQ(v_zero_at, 0);
+    CHECK(v[36] > FLT_MIN);
+    CHECK(isnan(m[5]) && isnan(p[5]));
+    int moved = 0;
+    for (int i = 0; i < N; i++) moved += i != 5 && fabsf(p[i] - 0.25f) > 1e-6f;
+    CHECK_INT_EQ(moved, 0);
 }
 
 /* Clipping as one process does it (the trainer's update with a single slice): the norm,
@@ -129,6 +173,7 @@ static void test_lr_linear(void) {
 int main(void) {
     calf_rng_seed(&g_rng, 2024, 0, CALF_RNG_INIT);
     test_adam();
+    test_adam_flush();
     test_norm_chunks();
     test_clip();
     test_lr_linear();

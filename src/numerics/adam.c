@@ -3,6 +3,7 @@
  * one home of Adam in calf: parameter groups (param_group.c) and every algorithm use it. */
 #include "numerics/adam.h"
 
+#include <float.h>
 #include <math.h>
 
 #include "calf/error.h"
@@ -26,11 +27,14 @@ static inline void adam_vec(float *p, const float *g, float *m, float *v, size_t
     const __m256 vomb1 = _mm256_set1_ps(omb1), vomb2 = _mm256_set1_ps(omb2);
     const __m256 vbc2s = _mm256_set1_ps(bc2s), veps = _mm256_set1_ps(eps);
     const __m256 vstep = _mm256_set1_ps(step_size);
+    const __m256 vtiny = _mm256_set1_ps(FLT_MIN), vabs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (; i + 8 <= n; i += 8) {
         __m256 gi = _mm256_loadu_ps(g + i);
         __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vomb1, gi));
         __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
                                   _mm256_mul_ps(vomb2, _mm256_mul_ps(gi, gi)));
+        mi = _mm256_andnot_ps(_mm256_cmp_ps(_mm256_and_ps(mi, vabs), vtiny, _CMP_LT_OQ), mi);
+        vi = _mm256_andnot_ps(_mm256_cmp_ps(vi, vtiny, _CMP_LT_OQ), vi);
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
         __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc2s), veps);
@@ -57,6 +61,8 @@ void adam_step(float *params, const float *grad, float *m, float *v, size_t n, i
         float g = grad[i];
         float mi = beta1 * m[i] + omb1 * g;
         float vi = beta2 * v[i] + omb2 * (g * g);
+        if (fabsf(mi) < FLT_MIN) mi = 0.0f;
+        if (vi < FLT_MIN) vi = 0.0f;
         m[i] = mi;
         v[i] = vi;
         float denom = sqrtf(vi) / bc2s + eps;
