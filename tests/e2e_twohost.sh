@@ -2,9 +2,10 @@
 # e2e_twohost.sh: an MPI job across two hosts (tests/lib_twohost.sh: network namespaces
 # joined by a veth pair, Open MPI over TCP, an rsh agent into the other host). ppo_cartpole
 # on 2 and 3 ranks gives the checkpoint bytes of one process, each rank's log names its
-# host, killing the remote rank ends the job within 5 s leaving nothing on either host, and
-# a run interrupted across hosts resumes to the bytes of an uninterrupted one. Skipped,
-# saying why, without MPI or where namespaces cannot be made (not root).
+# host, killing the remote rank ends the job (in about 4 s; the bound is 20) leaving
+# nothing on either host, and a run interrupted across hosts resumes to the bytes of an
+# uninterrupted one. Skipped, saying why, without MPI or where namespaces cannot be made
+# (not root).
 . "$(dirname "$0")/lib_e2e.sh"
 . "$(dirname "$0")/lib_twohost.sh"
 
@@ -72,9 +73,11 @@ expect_in "$WORK/err" "for the 2 envs on one machine, more than the 2.0 KiB of t
 if [ -e "$WORK/no_room" ]; then bad "$WORK/no_room was created"; else ok; fi
 expect_nothing_left "after the refused job"
 
-# SIGKILL of the remote rank: within 5 s the job has ended, non-zero, and nothing is left
-# on A or B. Open MPI takes about 4 s: each daemon signals its ranks SIGCONT, SIGTERM and
-# SIGKILL a second apart (odls_base_sigkill_timeout), first on A, then on B.
+# SIGKILL of the remote rank: the job ends, non-zero, and nothing is left on A or B. Open
+# MPI takes about 4 s by its own timers: each daemon signals its ranks SIGCONT, SIGTERM
+# and SIGKILL a second apart (odls_base_sigkill_timeout), first on A, then on B. So the
+# bound is 20 s, not 5: at 5 a quiet machine had 0.9 s to spare (4,085 ms measured), and
+# a loaded CI machine's second ran out. A hang still fails, and the time is printed.
 K=$WORK/kill
 timeout 60 "$TWOHOST_MPIRUN" -np 2 "$CALF" train --quiet --root_dir "$K" --conf "$CONF" \
     --conf_param TrainerConfig.num_iterations=1000000 >"$WORK/kill_out" 2>"$WORK/kill_err" &
@@ -85,9 +88,9 @@ NS1=$( [ -n "$W1" ] && ip netns identify "$W1" 2>/dev/null)
 expect_eq "$NS1" "$TWOHOST_NS_B" "network namespace of rank 1 (pid '$W1')"
 T0=$EPOCHREALTIME
 [ -n "$W1" ] && kill -9 "$W1"
-for _ in $(seq 1 50); do kill -0 $LPID 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 1 200); do kill -0 $LPID 2>/dev/null || break; sleep 0.1; done
 if kill -0 $LPID 2>/dev/null; then
-    bad "mpirun still running 5 s after the remote rank was killed"
+    bad "mpirun still running 20 s after the remote rank was killed"
     kill -9 $LPID
 fi
 wait $LPID
@@ -95,11 +98,11 @@ CODE=$?
 T1=$EPOCHREALTIME
 if [ "$CODE" != 0 ] && [ "$CODE" != 124 ]; then ok; else bad "mpirun exit $CODE after a rank was killed"; fi
 # Open MPI 4.1's mpirun can crash (SIGSEGV) while it aborts the job; then the daemon on B
-# and rank 0 go by themselves, once they notice it is gone. Either way: 5 s in all.
-while [ -n "$(twohost_pids)" ] && [ "$(elapsed_since "$T0")" -lt 5000 ]; do sleep 0.05; done
+# and rank 0 go by themselves, once they notice it is gone. Either way: 20 s in all.
+while [ -n "$(twohost_pids)" ] && [ "$(elapsed_since "$T0")" -lt 20000 ]; do sleep 0.05; done
 T2=$EPOCHREALTIME
 echo "e2e_twohost: remote rank killed: mpirun exit $CODE after $(elapsed_since "$T0" "$T1") ms, nothing left on either host after $(elapsed_since "$T0" "$T2") ms"
-expect_nothing_left "5 s after the remote rank was killed" 0
+expect_nothing_left "20 s after the remote rank was killed" 0
 
 # interrupted across hosts (Ctrl-C to mpirun), resumed across hosts on another number of
 # ranks: the same bytes as one uninterrupted process
