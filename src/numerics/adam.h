@@ -18,9 +18,9 @@ typedef struct adam_conf {
  * p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), t = step >= 1
  * (the count of updates including this one). Bias corrections in double. A new m or v
  * under FLT_MIN in magnitude is stored, and used, as +0: a weight whose gradient is 0
- * (a dead ReLU unit) would otherwise decay its moments into subnormals, which x86 CPUs
- * multiply in microcode (Sapphire Rapids: ~10x slower, 18% of a SAC HalfCheetah update).
- * A compare and a select, so the bits are the same on every CPU; NaN stays NaN. */
+ * (a dead ReLU unit) would otherwise decay its moments into subnormals, which Intel
+ * CPUs multiply in microcode (Sapphire Rapids: ~10x slower, 18% of a SAC HalfCheetah
+ * update). A compare and a select, so the bits are the same on every CPU; NaN stays NaN. */
 void adam_step(float *params,     /* (n) */
                const float *grad, /* (n) */
                float *m,          /* (n) first moments */
