@@ -15,6 +15,9 @@
 
 #include "base/mem.h"
 #include "envs/envs.h"
+#if CALF_HAVE_MUJOCO
+#include "envs/mj_env.h"
+#endif
 
 static const calf_env_class *const builtin_classes[] = {
     &cartpole_class,     &pendulum_class,
@@ -39,6 +42,15 @@ static const char *const mujoco_names[] = {
     "HumanoidStandup-v4",
 };
 #endif
+
+bool env_class_measure(const calf_env_class *cls, size_t *mapped, size_t *touched) {
+#if CALF_HAVE_MUJOCO
+    if (mj_env_measure(cls, mapped, touched)) return true;
+#else
+    (void)cls, (void)mapped, (void)touched;
+#endif
+    return false;
+}
 
 /* The classes added by calf_env_register (not the built-ins). Process-wide like the
  * context: filled at start-up, before workers fork, then only read. */

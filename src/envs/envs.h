@@ -5,6 +5,9 @@
 #ifndef CALF_ENVS_H
 #define CALF_ENVS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "calf/env.h"
 
 typedef struct cartpole_state {
@@ -29,6 +32,12 @@ extern const calf_env_class pendulum_class;                /* Pendulum-v1 */
 extern const calf_env_class acrobot_class;                 /* Acrobot-v1 */
 extern const calf_env_class mountain_car_class;            /* MountainCar-v0 */
 extern const calf_env_class mountain_car_continuous_class; /* MountainCarContinuous-v0 */
+
+/* What one more env of cls takes, for a class that can say: the bytes it maps and, of
+ * those, the bytes it touches (MuJoCo's classes: their mjData, the stack as deep as a reset
+ * and 8 steps used it); true then. false for a class that cannot say (the others: plain
+ * data, plug-ins), whose caller measures instead. */
+bool env_class_measure(const calf_env_class *cls, size_t *mapped, size_t *touched);
 
 #if CALF_HAVE_MUJOCO
 /* MuJoCo locomotion (src/envs/mj_*.c); their state is native (envs/mj_env.h). */

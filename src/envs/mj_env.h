@@ -92,9 +92,9 @@ void mj_env_destroy(mj_state *s);
  * body otherwise, with nothing made. */
 int mj_env_create_with_bodies(mj_state *s, const mj_task *task, const char *const *names,
                               const int *ids, int n, calf_error *err);
-/* For a built-in MuJoCo class: the bytes one more env maps (its mjData: struct, buffer,
- * the whole stack) and touches (the stack only as deep as a reset and 8 steps used it).
- * false for any other class. */
+/* For a built-in MuJoCo class (one whose destroy is mj_env_destroy_hook): the bytes one
+ * more env maps (its mjData: struct, buffer, the whole stack) and touches (the stack only
+ * as deep as a reset and 8 steps used it). false for any other class. */
 bool mj_env_measure(const calf_env_class *cls, size_t *mapped, size_t *touched);
 /* The process's compiled model of the task, compiled on first use; NULL with a message
  * when it cannot be. Not owned by the caller. */

@@ -28,9 +28,7 @@
 #include "base/fsutil.h"
 #include "base/mem.h"
 #include "base/memory.h"
-#if CALF_HAVE_MUJOCO
-#include "envs/mj_env.h"
-#endif
+#include "envs/envs.h"
 #include "envs/vec_env.h"
 #include "parallel/comm.h"
 #include "parallel/tree_sum.h"
@@ -229,16 +227,14 @@ static size_t heap_in_use(void) {
 }
 
 /* What one more env of a native class (one with create: a simulator's data) takes: what
- * it maps, and what of that it touches. MuJoCo's classes say (mj_env_measure: their
- * mjData, the stack as deep as it is used); for others (plug-ins) the heap's growth
+ * it maps, and what of that it touches. Classes that can say do (env_class_measure:
+ * MuJoCo's, their mjData, the stack as deep as it is used); for others the heap's growth
  * when one more is made after a first (which builds what the class shares between its
  * envs), with nothing known of what is touched. 0 when no env can be made (the run then
  * fails there, saying why). */
 static void native_env_bytes(const calf_env_class *cls, size_t *mapped, size_t *touched) {
     *mapped = *touched = 0;
-#if CALF_HAVE_MUJOCO
-    if (mj_env_measure(cls, mapped, touched)) return;
-#endif
+    if (env_class_measure(cls, mapped, touched)) return;
     calf_env a, b;
     calf_error ignored;
     if (calf_env_init(&a, cls->spec.name, 0, 0, &ignored) != CALF_OK) return;
