@@ -1,5 +1,7 @@
-/* test_context.c: every rule of the per-process context (ALF's PerProcessContext). */
+/* test_context.c: every rule of the per-process context (ALF's PerProcessContext), and
+ * that calf's own code asks the job's comm, not the context, which process is the main. */
 #include "calf/context.h"
+#include "parallel/comm.h"
 #include "test_util.h"
 
 int main(void) {
@@ -30,6 +32,14 @@ int main(void) {
     CHECK_INT_EQ(calf_context_local_rank(), 1);
     CHECK(calf_context_is_distributed());
     CHECK(!calf_context_is_main());
+
+    /* the rank's home is the comm: a process's own single comm is the main process of
+     * its job whatever a host program set the context to */
+    comm *c = NULL;
+    CHECK_INT_EQ(comm_single(&c, &err), CALF_OK);
+    CHECK(comm_is_main(c));
+    CHECK_INT_EQ(comm_rank(c), -1);
+    comm_finalize(c);
 
     /* set once: a second set fails even before finalize */
     CHECK_INT_EQ(calf_context_set_distributed(0, 4, 0, &err), CALF_EINVAL);

@@ -1,8 +1,10 @@
 /* calf/context.h: the per-process context (ALF's PerProcessContext).
  * One process-wide record of this process's place in the job: rank, number of
- * processes, local rank. The launcher (or MPI) sets it once, then finalizes it; from
- * then on it is read-only and any attempt to change it is an error, never a silent
- * change. Readable from anywhere without passing it down the call stack. */
+ * processes, local rank. The launcher (or MPI) sets it once, from the job's comm, then
+ * finalizes it; from then on it is read-only and any attempt to change it is an error,
+ * never a silent change. Readable from anywhere without passing it down the call stack:
+ * for C programs and code that holds no comm (calf_summary_run); calf's trainer asks
+ * the job's comm itself. */
 #ifndef CALF_CONTEXT_H
 #define CALF_CONTEXT_H
 

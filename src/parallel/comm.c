@@ -14,6 +14,7 @@
 
 int comm_rank(const comm *c) { return c->rank; }
 int comm_size(const comm *c) { return c->size; }
+bool comm_is_main(const comm *c) { return c->index == 0; }
 const char *comm_backend_name(const comm *c) { return c->ops->name; }
 
 void comm_set_timeout(comm *c, double secs) {

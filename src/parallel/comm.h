@@ -81,6 +81,11 @@ struct comm {
 int comm_single(comm **out, calf_error *err);
 int comm_rank(const comm *c);  /* -1 for single */
 int comm_size(const comm *c);
+/* Whether this is the job's main process (index 0: the single process, or rank 0), the
+ * one that writes the job's files. Inside calf, code that holds the job's comm asks it
+ * this way; the public calf_context (calf/context.h) is set from the same numbers when a
+ * process joins a job, for C users and code that has no comm. */
+bool comm_is_main(const comm *c);
 const char *comm_backend_name(const comm *c);
 /* Bound every wait of the local backend (default 600 s). MPI collectives cannot time
  * out; there a failing rank aborts the job instead. */

@@ -274,18 +274,13 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
         free(machine);
         return rc;
     }
-    /* before the context is set, which can be set only once */
+    /* the comm first, before the context, which can be set only once; the context is
+     * then set from the comm: the rank's one home (comm_is_main) */
     comm *c = mem_calloc(1, sizeof *c, err);
     if (!c) {
         free(machine);
         return CALF_ENOMEM;
     }
-    if ((rc = calf_context_set_distributed(rank, size, local_rank, err)) != CALF_OK) {
-        free(c);
-        free(machine);
-        return rc;
-    }
-    calf_context_finalize();
     c->ops = &mpi_ops;
     c->rank = rank;
     c->size = size;
@@ -294,6 +289,12 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     c->note = note;
     c->machine = machine;
     c->machine_count = machine_count;
+    if ((rc = calf_context_set_distributed(c->index, c->size, local_rank, err)) != CALF_OK) {
+        free(c);
+        free(machine);
+        return rc;
+    }
+    calf_context_finalize();
     *out = c;
     return CALF_OK;
 }

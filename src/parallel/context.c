@@ -1,5 +1,6 @@
-/* context.c: the one documented process-wide singleton (STYLE.md). Everything else
- * that differs between processes is derived from it. */
+/* context.c: the one documented process-wide singleton (STYLE.md): the public record
+ * of this process's place in its job, set once from the job's comm (whose rank is the
+ * one calf's own code asks: comm_is_main). */
 #include "calf/context.h"
 
 static struct {

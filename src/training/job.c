@@ -187,7 +187,7 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
     int64_t head[4] = {CALF_OK, 0, 0, 0};
     char *text = NULL;
     size_t text_len = 0;
-    if (c->index == 0) {
+    if (comm_is_main(c)) {
         int rc = calf_train_load_config(o, cfg, err);
         if (rc == CALF_OK) {
             /* whether the ranks fit the envs (rank 0's split, first: rank 0 is on its own
@@ -219,7 +219,7 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
     }
     int rc = comm_broadcast(c, head, sizeof head, 0, err);
     if (rc == CALF_OK && head[0] != CALF_OK) {
-        if (c->index != 0) calf_error_clear(err); /* rank 0 reports it */
+        if (!comm_is_main(c)) calf_error_clear(err); /* rank 0 reports it */
         rc = (int)head[0];
     }
     if (rc == CALF_OK && head[3]) {
@@ -228,16 +228,16 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         return CALF_OK;
     }
     /* a rank without memory for it fails here; rank 0's broadcast then sees it leave */
-    if (rc == CALF_OK && c->index != 0 && !(text = mem_calloc((size_t)head[1] + 1, 1, err)))
+    if (rc == CALF_OK && !comm_is_main(c) && !(text = mem_calloc((size_t)head[1] + 1, 1, err)))
         rc = CALF_ENOMEM;
     if (rc == CALF_OK) rc = comm_broadcast(c, text, (size_t)head[1], 0, err);
-    if (rc == CALF_OK && c->index != 0) {
+    if (rc == CALF_OK && !comm_is_main(c)) {
         calf_config_init(cfg);
         rc = calf_config_parse_string(cfg, text, "config from rank 0", err);
     }
     if (rc == CALF_OK && head[2]) {
         /* rank 0 reads the checkpoint and sends each rank what it needs (load_checkpoint) */
-        if (c->index != 0) {
+        if (!comm_is_main(c)) {
             rs->found = true;
             snprintf(rs->path, sizeof rs->path, "%s/train/algorithm (via rank 0)", o->root_dir);
         }
@@ -263,7 +263,7 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     bool complete = false;
     if (o->nproc <= 1)
         rc = mpi_share_setup(c, o, &cfg, &rs, &lock, &complete, err);
-    else if (c->index != 0)
+    else if (!comm_is_main(c))
         rc = CALF_EINVAL; /* every rank refuses; rank 0 says why */
     else
         rc = calf_error_set(err, CALF_EINVAL,
@@ -272,7 +272,7 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
                             o->nproc);
     if (rc) {
         if (err->msg[0]) { /* rank 0's, or a rank's own failure (others cleared theirs) */
-            if (c->index == 0) fprintf(stderr, "calf: %s\n", err->msg);
+            if (comm_is_main(c)) fprintf(stderr, "calf: %s\n", err->msg);
             else fprintf(stderr, "calf: rank %d: %s\n", c->index, err->msg);
             fflush(stderr);
         }

@@ -19,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "calf/context.h"
 #include "calf/summary.h"
 #include "calf/train.h"
 #include "calf/version.h"
@@ -123,7 +122,7 @@ void trainer_logf(trainer *t, bool to_stderr, const char *fmt, ...) {
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     rank_log_line(&t->log, line);
-    if (to_stderr && !t->quiet && calf_context_is_main()) fprintf(stderr, "%s\n", line);
+    if (to_stderr && !t->quiet && comm_is_main(t->c)) fprintf(stderr, "%s\n", line);
 }
 
 /* ---- config ----------------------------------------------------------------- */
@@ -484,7 +483,7 @@ static void progress(trainer *t, double steps_per_sec, bool force) {
         t->last_logged = now;
         rank_log_line(&t->log, line);
     }
-    if (t->quiet || !calf_context_is_main()) return;
+    if (t->quiet || !comm_is_main(t->c)) return;
     if (!force && now - t->last_progress < every) return;
     t->last_progress = now;
     if (tty) {
@@ -644,7 +643,7 @@ static int train_iteration(trainer *t, bool *stop) {
         if (rc) return rc;
         io_failed(t);
     }
-    if (calf_context_is_main() && t->p.evaluate &&
+    if (comm_is_main(t->c) && t->p.evaluate &&
         (t->iteration % t->p.eval_interval == 0 || finished(t))) {
         if ((rc = evaluate(t, err))) return rc;
         io_failed(t);
@@ -808,7 +807,7 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
         /* the notice comes from the process the user sees: calf train's own (never its
          * --nproc workers, whose launcher says it), or a quiet-less stepwise trainer */
         install_stop_handlers(&t->old_int, &t->old_term,
-                              calf_context_is_main() && strcmp(comm_backend_name(c), "local") != 0 &&
+                              comm_is_main(c) && strcmp(comm_backend_name(c), "local") != 0 &&
                                   (wa->guard_exit || !o->quiet));
         t->handlers = true;
     }
@@ -837,7 +836,7 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     }
     if (rc == CALF_OK && t->ops->start) rc = t->ops->start(t->algo, err);
     if (rc == CALF_OK && io_failed(t)) rc = calf_error_set(err, CALF_EIO, "%s", t->io_err.msg);
-    if (rc == CALF_OK && calf_context_is_main()) rc = write_operative_config(t, o->root_dir, err);
+    if (rc == CALF_OK && comm_is_main(t->c)) rc = write_operative_config(t, o->root_dir, err);
     if (rc == CALF_OK && finished(t)) {
         trainer_logf(t, true, "nothing to do: the run is complete at iteration %lld",
                      (long long)t->iteration);
@@ -846,17 +845,17 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     }
     /* A resume: what earlier launches wrote past the checkpoint goes, on each tag's own
      * step axis, before this launch writes those steps again (session_log.h) */
-    if (rc == CALF_OK && calf_context_is_main() && t->iteration > 0)
+    if (rc == CALF_OK && comm_is_main(t->c) && t->iteration > 0)
         rc = session_trim(o->root_dir, "train", t->iteration, t->env_steps, err);
-    if (rc == CALF_OK && calf_context_is_main() && t->iteration > 0)
+    if (rc == CALF_OK && comm_is_main(t->c) && t->iteration > 0)
         rc = session_trim(o->root_dir, "eval", t->iteration, t->env_steps, err);
-    if (rc == CALF_OK && calf_context_is_main() && t->p.evaluate)
+    if (rc == CALF_OK && comm_is_main(t->c) && t->p.evaluate)
         rc = open_eval_writer(t, o->root_dir, err);
     char trdir[4096];
     if (rc == CALF_OK) rc = fs_join(trdir, sizeof trdir, o->root_dir, "train", err);
     /* Only the main process writes summaries; the others open no writer, which would
      * already create the directory and a file (the seed's design choice 2). */
-    if (rc == CALF_OK && calf_context_is_main()) {
+    if (rc == CALF_OK && comm_is_main(t->c)) {
         calf_error oerr;
         calf_error_clear(&oerr);
         t->train_writer = calf_summary_writer_open(trdir, t->p.summaries_flush_secs, &oerr);

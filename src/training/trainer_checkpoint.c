@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calf/context.h"
 #include "base/bytes.h"
 #include "base/fsutil.h"
 #include "base/mem.h"
@@ -44,7 +43,7 @@ static void overlap(const trainer *t, int c0, int c1, int *lo, int *hi) {
 }
 
 int trainer_write_checkpoint(trainer *t, calf_error *err) {
-    bool main = calf_context_is_main();
+    bool main = comm_is_main(t->c);
     size_t rec = env_record_size(t), vrec = vec_env_record_size(&t->ve);
     int per = chunk_envs(rec);
     ckpt_writer w;
@@ -273,17 +272,17 @@ int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err)
     unsigned char *head = NULL;
     size_t n = 0;
     int rc = CALF_OK;
-    if (!rs->via_rank0 || t->c->index == 0) rc = read_head(rs->path, &rs->hdr, &head, &n, err);
+    if (!rs->via_rank0 || comm_is_main(t->c)) rc = read_head(rs->path, &rs->hdr, &head, &n, err);
     if (rs->via_rank0) {
         int64_t msg[2] = {rc, (int64_t)n};
         int brc = comm_broadcast(t->c, msg, sizeof msg, 0, err);
         if (brc) return brc;
         if (msg[0] != CALF_OK) {
-            if (t->c->index != 0) calf_error_set(err, (int)msg[0], "%s: rank 0 could not read it", name);
+            if (!comm_is_main(t->c)) calf_error_set(err, (int)msg[0], "%s: rank 0 could not read it", name);
             free(head);
             return (int)msg[0];
         }
-        if (t->c->index != 0 && !(head = mem_alloc((size_t)msg[1], err))) return CALF_ENOMEM;
+        if (!comm_is_main(t->c) && !(head = mem_alloc((size_t)msg[1], err))) return CALF_ENOMEM;
         n = (size_t)msg[1];
         if ((rc = comm_broadcast(t->c, head, n, 0, err))) {
             free(head);
@@ -334,10 +333,10 @@ int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err)
         int c1 = t->E - c0 > per ? c0 + per : t->E;
         size_t bytes = (size_t)(c1 - c0) * rec;
         int64_t st = CALF_OK;
-        if (t->c->index == 0) st = ckpt_read_range(name, m.head_bytes + (uint64_t)c0 * rec, buf, bytes, err);
+        if (comm_is_main(t->c)) st = ckpt_read_range(name, m.head_bytes + (uint64_t)c0 * rec, buf, bytes, err);
         if ((rc = comm_broadcast(t->c, &st, sizeof st, 0, err))) break;
         if (st != CALF_OK) {
-            if (t->c->index != 0) calf_error_set(err, (int)st, "%s: rank 0 could not read it", name);
+            if (!comm_is_main(t->c)) calf_error_set(err, (int)st, "%s: rank 0 could not read it", name);
             rc = (int)st;
             break;
         }
