@@ -72,59 +72,6 @@ static trainer_params trainer_params_of(const calf_config *cfg) {
     };
 }
 
-/* ---- logging ---------------------------------------------------------------- */
-
-static int rank_log_open(rank_log *l, const char *root, int rank, calf_error *err) {
-    size_t cap = strlen(root) + 64;
-    l->path = mem_alloc(cap, err);
-    if (!l->path) return CALF_ENOMEM;
-    snprintf(l->path, cap, "%s/log", root);
-    int rc = fs_mkdir_p(l->path, err);
-    if (rc) return rc;
-    snprintf(l->path, cap, "%s/log/rank-%d.log", root, rank);
-    l->fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    struct stat st;
-    if (l->fd < 0 || fstat(l->fd, &st) != 0)
-        return calf_error_set(err, CALF_EIO, "cannot open %s: %s", l->path, strerror(errno));
-    l->size = st.st_size;
-    return CALF_OK;
-}
-
-static void rank_log_line(rank_log *l, const char *line) {
-    if (l->fd < 0 || l->err.status != CALF_OK) return;
-    /* lines come from trainer_logf, at most 8191 characters */
-    char buf[8193];
-    size_t n = strlen(line);
-    if (n > sizeof buf - 1) n = sizeof buf - 1;
-    memcpy(buf, line, n);
-    buf[n] = '\n';
-    if (fs_write_all(l->fd, buf, n + 1, l->path, &l->err) == CALF_OK) {
-        l->size += (off_t)(n + 1);
-    } else {
-        int cut = ftruncate(l->fd, l->size); /* best effort: the write error is reported */
-        (void)cut;
-    }
-}
-
-/* Close; a failure to close is kept like a failed write. */
-static void rank_log_close(rank_log *l) {
-    if (l->fd >= 0 && close(l->fd) != 0 && l->err.status == CALF_OK)
-        calf_error_set(&l->err, CALF_EIO, "close %s: %s", l->path, strerror(errno));
-    l->fd = -1;
-    free(l->path);
-    l->path = NULL;
-}
-
-void trainer_logf(trainer *t, bool to_stderr, const char *fmt, ...) {
-    char line[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    rank_log_line(&t->log, line);
-    if (to_stderr && !t->quiet && comm_is_main(t->c)) fprintf(stderr, "%s\n", line);
-}
-
 /* ---- config ----------------------------------------------------------------- */
 
 void trainer_env_lib_hint(const char *conf, char *buf, size_t size) {
@@ -535,8 +482,8 @@ static int evaluate(trainer *t, calf_error *err) {
     if (rc) return rc;
     t->eval_return = avg;
     t->evaluated = true;
-    trainer_logf(t, false, "eval iter %lld: average return %.3f over %d episodes",
-          (long long)t->iteration, avg, episodes);
+    rank_log_printf(&t->log, false, "eval iter %lld: average return %.3f over %d episodes",
+                    (long long)t->iteration, avg, episodes);
     if (t->eval_writer) {
         double wall = (double)time(NULL);
         calf_summary_writer_add_scalar(t->eval_writer, "Metrics/AverageReturn", t->iteration,
@@ -576,8 +523,9 @@ static bool io_failed(trainer *t) {
 static int stop_for_io(trainer *t, int who, int ckpt_rc, const calf_error *ckpt_err) {
     if (who != t->c->index) {
         t->stopped_by = who;
-        trainer_logf(t, false, "stopped after iteration %lld: rank %d could not write a file",
-              (long long)t->iteration, who);
+        rank_log_printf(&t->log, false,
+                        "stopped after iteration %lld: rank %d could not write a file",
+                        (long long)t->iteration, who);
         if (ckpt_rc != CALF_OK) *t->err = *ckpt_err;
         return ckpt_rc;
     }
@@ -802,6 +750,7 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     t->c = c;
     t->report_via_comm = wa->report_via_comm;
     t->log.fd = -1;
+    t->log.echo = !o->quiet && comm_is_main(c);
     t->stopped_by = -1;
     if (wa->handle_signals) {
         /* the notice comes from the process the user sees: calf train's own (never its
@@ -822,24 +771,24 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
         char host[256];
         if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "(unknown)");
         host[sizeof host - 1] = '\0';
-        trainer_logf(t, false, "calf %s: backend %s, pid %ld on host %s", calf_version(),
-                     comm_backend_name(c), (long)getpid(), host);
-        if (c->note) trainer_logf(t, false, "%s", c->note);
-        trainer_logf(t, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)", rank,
-                     comm_size(c), t->begin, t->begin + t->count - 1, t->count, t->E);
+        rank_log_printf(&t->log, false, "calf %s: backend %s, pid %ld on host %s",
+                        calf_version(), comm_backend_name(c), (long)getpid(), host);
+        if (c->note) rank_log_printf(&t->log, false, "%s", c->note);
+        rank_log_printf(&t->log, comm_size(c) > 1, "rank %d/%d: environments %d..%d (%d of %d)",
+                        rank, comm_size(c), t->begin, t->begin + t->count - 1, t->count, t->E);
     }
     if (rc == CALF_OK && wa->rs->found) {
         rc = trainer_load_checkpoint(t, wa->rs, err);
         if (rc == CALF_OK)
-            trainer_logf(t, true, "resuming from %s (iteration %lld)", wa->rs->path,
-                         (long long)t->iteration);
+            rank_log_printf(&t->log, true, "resuming from %s (iteration %lld)", wa->rs->path,
+                            (long long)t->iteration);
     }
     if (rc == CALF_OK && t->ops->start) rc = t->ops->start(t->algo, err);
     if (rc == CALF_OK && io_failed(t)) rc = calf_error_set(err, CALF_EIO, "%s", t->io_err.msg);
     if (rc == CALF_OK && comm_is_main(t->c)) rc = write_operative_config(t, o->root_dir, err);
     if (rc == CALF_OK && finished(t)) {
-        trainer_logf(t, true, "nothing to do: the run is complete at iteration %lld",
-                     (long long)t->iteration);
+        rank_log_printf(&t->log, true, "nothing to do: the run is complete at iteration %lld",
+                        (long long)t->iteration);
         t->ended = true;
         return CALF_OK;
     }
@@ -903,11 +852,12 @@ int trainer_step(trainer *t) {
     int rc = train_iteration(t, &stop);
     calf_summary_set_current(prev);
     if (rc == CALF_EINTR) /* the launcher gave up waiting for the iteration to end */
-        trainer_logf(t, true, "interrupted: stopped during iteration %lld, which has no "
-                     "checkpoint; a new run resumes from the last one", (long long)iteration);
+        rank_log_printf(&t->log, true, "interrupted: stopped during iteration %lld, which has "
+                        "no checkpoint; a new run resumes from the last one", (long long)iteration);
     if (rc == CALF_OK && t->stopped_by < 0 && stop && !finished(t)) {
-        trainer_logf(t, true, "interrupted: stopped after iteration %lld, checkpoint written",
-                     (long long)t->iteration);
+        rank_log_printf(&t->log, true,
+                        "interrupted: stopped after iteration %lld, checkpoint written",
+                        (long long)t->iteration);
         rc = CALF_EINTR;
     }
     /* a failure ends the run, and so does another rank's (t->stopped_by, reported there) */
@@ -961,15 +911,15 @@ int trainer_close(trainer *t, int rc, calf_error *err_out) {
     if (rc == CALF_OK && t->stopped_by < 0 && t->ops) {
         struct rusage ru;
         double peak_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : -1;
-        trainer_logf(t, false, "done at iteration %lld (peak RSS %.1f MiB)", (long long)t->iteration,
-                     peak_mib);
+        rank_log_printf(&t->log, false, "done at iteration %lld (peak RSS %.1f MiB)",
+                        (long long)t->iteration, peak_mib);
         if (t->ops->report && t->start_time > 0) {
             char text[2048];
             t->ops->report(t->algo, calf_monotonic_s() - t->start_time, text, sizeof text);
             for (char *line = text, *nl; *line; line = nl + 1) {
                 if (!(nl = strchr(line, '\n'))) break;
                 *nl = '\0';
-                trainer_logf(t, false, "%s", line);
+                rank_log_printf(&t->log, false, "%s", line);
             }
         }
     }
@@ -981,7 +931,7 @@ int trainer_close(trainer *t, int rc, calf_error *err_out) {
     }
     if (rc != CALF_OK && rc != CALF_EINTR) {
         if (!err->msg[0]) calf_error_set(err, rc, "training failed with status %d", rc);
-        trainer_logf(t, false, "error: %s", err->msg);
+        rank_log_printf(&t->log, false, "error: %s", err->msg);
         if (t->report_via_comm) comm_report_failure(t->c, err->msg);
     }
     if (err_out) *err_out = *err;

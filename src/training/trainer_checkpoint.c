@@ -114,12 +114,12 @@ int trainer_write_checkpoint(trainer *t, calf_error *err) {
     }
     if (rc == CALF_OK) rc = wrc;
     if (rc == CALF_OK && main) {
-        trainer_logf(t, false, "checkpoint %s", path);
+        rank_log_printf(&t->log, false, "checkpoint %s", path);
         /* the new checkpoint is safe; failing to remove an old one only costs disk */
         int64_t keep = t->p.num_checkpoints;
         calf_error perr;
         if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, t->iteration, &perr) != CALF_OK)
-            trainer_logf(t, true, "warning: %s", perr.msg);
+            rank_log_printf(&t->log, true, "warning: %s", perr.msg);
     }
     return rc;
 }

@@ -15,6 +15,7 @@
 #include "envs/vec_env.h"
 #include "parallel/comm.h"
 #include "training/algorithm.h"
+#include "training/rank_log.h"
 #include "training/trainer.h"
 
 /* Per-env episode statistics of an iteration, summed over envs in canonical order. */
@@ -33,15 +34,6 @@ typedef struct trainer_params {
     int64_t initial_collect;     /* TrainerConfig.initial_collect_steps (the ETA's window) */
 } trainer_params;
 
-
-/* The rank log: whole lines through write(2). The first failed write is kept (and a line
- * that went out in part is cut off again); it stops the job at the end of the iteration. */
-typedef struct rank_log {
-    int fd;             /* -1 when not open */
-    char *path;         /* malloc'd */
-    off_t size;         /* bytes of whole lines in the file */
-    calf_error err;     /* first failure; status CALF_OK while none */
-} rank_log;
 
 /* The most algorithm scalars one iteration hands back (PPO writes 6, SAC 9). */
 #define TRAINER_MAX_METRICS 32
@@ -106,10 +98,6 @@ struct trainer {
     const char *metric_name_ptrs[TRAINER_MAX_METRICS];
     double metric_values[TRAINER_MAX_METRICS];
 };
-
-/* A line to the rank log, and to stderr when to_stderr (main process, not quiet). */
-void trainer_logf(trainer *t, bool to_stderr, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* Checkpoints (trainer_checkpoint.c). Collective: every rank calls them together. */
 int trainer_write_checkpoint(trainer *t, calf_error *err);
