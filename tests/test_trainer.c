@@ -48,7 +48,7 @@ static void make_bad_run(const char *name, const unsigned char *good, size_t n, 
     free(text);
 }
 
-/* payload layout (trainer.c write_checkpoint, then PPO's sections): "META" u32 layout,
+/* payload layout (trainer_checkpoint.c, then PPO's sections): "META" u32 layout,
  * i64 iteration @8, i64 env_steps @16, i64 episodes @24, u64 E @32, u64 head size @40,
  * "PRMS" @48, u64 count @52, floats @60 ..., i64 adam_step, moments; "ENVS";
  * the last 32 bytes are the last env's shuffle stream */

@@ -35,8 +35,90 @@
 #include "records/events_writer.h"
 #include "records/session_log.h"
 #include "training/algorithm.h"
+#include "training/rank_log.h"
 #include "training/trainer.h"
-#include "training/trainer_state.h"
+#include "training/trainer_checkpoint.h"
+
+/* Per-env episode statistics of an iteration, summed over envs in canonical order. */
+enum { EP_EPISODES, EP_RETURN, EP_LENGTH, NUM_EP_STATS };
+
+/* The trainer's own settings, resolved once from the config. */
+typedef struct trainer_params {
+    int64_t num_checkpoints;     /* TrainerConfig.num_checkpoints */
+    bool evaluate;               /* TrainerConfig.evaluate */
+    int64_t eval_interval;
+    int num_eval_episodes;
+    int64_t summary_interval;
+    double summaries_flush_secs;
+    bool histograms;             /* TrainerConfig.summarize_grads_and_vars */
+    int64_t check_interval;      /* TrainerConfig.ddp_paras_check_interval */
+    int64_t initial_collect;     /* TrainerConfig.initial_collect_steps (the ETA's window) */
+} trainer_params;
+
+
+/* The most algorithm scalars one iteration hands back (PPO writes 6, SAC 9). */
+#define TRAINER_MAX_METRICS 32
+
+struct trainer {
+    trainer_params p;
+    const calf_config *cfg;
+    comm *c;
+    const char *root;
+    rank_log log;
+    bool quiet;
+    int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
+    int T;                   /* unroll length */
+    uint64_t seed;
+    int64_t max_iterations;  /* 0: no limit */
+    int64_t max_env_steps;   /* 0: no limit */
+    int64_t total_iterations;/* the run's planned length, for checkpoints and ETA */
+    const char *env_name;
+    const calf_env_spec *spec;
+
+    vec_env ve;
+    const algorithm_ops *ops;
+    algorithm *algo;
+    /* one step of this process's envs */
+    float *obs;              /* (count, obs_dim) what the step acted on */
+    int *act;                /* (count) */
+    float *u;                /* (count, max(action_dim, 1)) */
+    float *rew;              /* (count) */
+    uint8_t *term, *trunc;   /* (count) */
+    float *final_obs;        /* (count, obs_dim) */
+    double *ep_return;       /* (count) */
+    int *ep_length;          /* (count) */
+    double *ep_stats;        /* (count, NUM_EP_STATS) */
+
+    int64_t iteration;       /* iterations completed */
+    int64_t env_steps;       /* global env steps completed */
+    int64_t total_episodes;
+
+    calf_summary_writer *eval_writer; /* main process only, when evaluating */
+    double eval_return;      /* last evaluation's average, NAN before */
+    double last_avg_return;  /* last iteration with finished episodes */
+    double start_time, last_progress, last_logged; /* progress: stderr's line, the rank log's */
+    int64_t start_iteration;
+    double eta_time[2];      /* the ETA's window: marks at least 30 s apart (progress) */
+    int64_t eta_iteration[2];
+    calf_error io_err;       /* this process's first failed write to its log or summaries */
+    int stopped_by;          /* -1, or the rank whose failed write stopped the job */
+    calf_error *err;         /* where failures go: own_err */
+    calf_error own_err;
+    bool report_via_comm;    /* workers of a job: comm_report_failure at close */
+    bool ended;              /* the run is complete, stopped or failed: no more steps */
+    bool handlers;           /* SIGINT/SIGTERM handlers installed; restored at close */
+    bool guards_exit;        /* an exit() before close is reported (trainer_args.guard_exit) */
+    struct sigaction old_int, old_term;
+    calf_summary_writer *train_writer; /* main process only */
+
+    /* the last iteration's metrics, and the algorithm's scalars they point at */
+    calf_trainer_metrics metrics;
+    bool evaluated;          /* this iteration evaluated */
+    int num_metrics;
+    char metric_names[TRAINER_MAX_METRICS][96];
+    const char *metric_name_ptrs[TRAINER_MAX_METRICS];
+    double metric_values[TRAINER_MAX_METRICS];
+};
 
 /* Set by SIGINT/SIGTERM; read at the end of each iteration, where the ranks agree on
  * stopping (comm_agree) so that all of them stop after the same iteration. The one piece
@@ -287,6 +369,34 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
                     .count = t->count, .T = t->T, .seed = t->seed,
                     .total_iterations = t->total_iterations};
     return t->ops->create(&s, &t->algo, err);
+}
+
+/* ---- checkpoints (trainer_checkpoint.h) -------------------------------------- */
+
+/* What the checkpoint payload reads and writes of this process's run. */
+static trainer_ckpt_view ckpt_view(trainer *t) {
+    return (trainer_ckpt_view){.c = t->c, .root = t->root, .digest = calf_config_digest(t->cfg),
+                               .keep = t->p.num_checkpoints, .E = t->E, .T = t->T,
+                               .begin = t->begin, .count = t->count, .env_name = t->env_name,
+                               .ve = &t->ve, .ops = t->ops, .algo = t->algo, .log = &t->log};
+}
+
+/* This iteration's checkpoint. Collective. */
+static int write_checkpoint(trainer *t, calf_error *err) {
+    trainer_ckpt_view v = ckpt_view(t);
+    trainer_counters n = {t->iteration, t->env_steps, t->total_episodes};
+    return trainer_checkpoint_write(&v, &n, err);
+}
+
+/* Resume from rs: the counters are the checkpoint's once it is read. Collective. */
+static int load_checkpoint(trainer *t, const resume_state *rs, calf_error *err) {
+    trainer_ckpt_view v = ckpt_view(t);
+    trainer_counters n = {t->iteration, t->env_steps, t->total_episodes};
+    int rc = trainer_checkpoint_load(&v, rs, &n, err);
+    t->iteration = n.iteration;
+    t->env_steps = n.env_steps;
+    t->total_episodes = n.total_episodes;
+    return rc;
 }
 
 /* ---- rollout ---------------------------------------------------------------- */
@@ -616,7 +726,7 @@ static int train_iteration(trainer *t, bool *stop) {
         if (!planned) flush_summaries();
         calf_error cerr;
         calf_error_clear(&cerr);
-        rc = trainer_write_checkpoint(t, who >= 0 ? &cerr : err);
+        rc = write_checkpoint(t, who >= 0 ? &cerr : err);
         if (who >= 0) return stop_for_io(t, who, rc, &cerr);
         if (rc) return rc;
     }
@@ -778,7 +888,7 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
                         rank, comm_size(c), t->begin, t->begin + t->count - 1, t->count, t->E);
     }
     if (rc == CALF_OK && wa->rs->found) {
-        rc = trainer_load_checkpoint(t, wa->rs, err);
+        rc = load_checkpoint(t, wa->rs, err);
         if (rc == CALF_OK)
             rank_log_printf(&t->log, true, "resuming from %s (iteration %lld)", wa->rs->path,
                             (long long)t->iteration);
@@ -874,7 +984,7 @@ int trainer_checkpoint_now(trainer *t) {
         calf_error werr;
         calf_summary_writer_flush(t->eval_writer, &werr);
     }
-    int rc = trainer_write_checkpoint(t, t->err);
+    int rc = write_checkpoint(t, t->err);
     if (rc == CALF_OK && io_failed(t)) rc = calf_error_set(t->err, CALF_EIO, "%s", t->io_err.msg);
     return rc;
 }

@@ -12,17 +12,8 @@
 #include "calf/train.h"
 #include "calf/trainer.h"
 #include "training/algorithm.h"
-#include "records/checkpoint.h"
+#include "training/trainer_checkpoint.h"
 #include "parallel/comm.h"
-
-/* The checkpoint a run resumes from, found and validated (its CRC over every byte)
- * before any process starts; each process then reads what it needs of it. */
-typedef struct resume_state {
-    bool found;
-    char path[4096];
-    ckpt_header hdr;
-    bool via_rank0;         /* only rank 0 reads the file (MPI); it sends the rest */
-} resume_state;
 
 /* What every process of a job runs with. */
 typedef struct trainer_args {
@@ -85,13 +76,6 @@ const algorithm_ops *trainer_algorithm(const calf_config *cfg);
  * machine's memory (the memory_bytes test hook stands in for it in tests), for a config
  * that calf_train_load_config accepted; a file:line error, CALF_EINVAL, if not. */
 int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err);
-
-/* Build the config's algorithm for acting only and load the state of checkpoint path
- * into it (validated before, e.g. by ckpt_read_head, which filled hdr; only the head is
- * read, never the env records). On success *algo is the caller's: release with
- * (*ops)->destroy. */
-int trainer_load_policy(const calf_config *cfg, const char *path, const ckpt_header *hdr,
-                        const algorithm_ops **ops, algorithm **algo, calf_error *err);
 
 /* Run `episodes` greedy episodes of env_name in parallel, env k seeded from
  * (seed, 2^40 + k); returns[k] gets episode k's return and *average their mean.

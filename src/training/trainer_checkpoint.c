@@ -10,7 +10,8 @@
 #include "base/mem.h"
 #include "base/testing.h"
 #include "records/checkpoint.h"
-#include "training/trainer_state.h"
+#include "training/trainer.h"
+#include "training/trainer_checkpoint.h"
 
 /* Payload: "META" (layout, iteration, env steps, episodes, envs, and the head's size:
  * the bytes up to the first env record), the algorithm's own sections, "ENVS" with the
@@ -21,8 +22,8 @@
 #define META_BYTES 48   /* "META", u32 layout, i64 x 3, u64 envs, u64 head size */
 #define MAX_HEAD_BYTES ((uint64_t)1 << 32) /* the head is parameters, not replay */
 
-static size_t env_record_size(const trainer *t) {
-    return vec_env_record_size(&t->ve) + t->ops->env_record_size(t->algo);
+static size_t env_record_size(const trainer_ckpt_view *v) {
+    return vec_env_record_size(v->ve) + v->ops->env_record_size(v->algo);
 }
 
 /* Envs per chunk of records: about 64 MiB, at least one env. The ckpt_chunk_envs test
@@ -36,15 +37,16 @@ static int chunk_envs(size_t rec) {
 }
 
 /* This process's envs within [c0, c1): [*lo, *hi) as local indices. */
-static void overlap(const trainer *t, int c0, int c1, int *lo, int *hi) {
-    int a = t->begin > c0 ? t->begin : c0, b = t->begin + t->count < c1 ? t->begin + t->count : c1;
-    *lo = a - t->begin;
-    *hi = (b > a ? b : a) - t->begin;
+static void overlap(const trainer_ckpt_view *v, int c0, int c1, int *lo, int *hi) {
+    int a = v->begin > c0 ? v->begin : c0, b = v->begin + v->count < c1 ? v->begin + v->count : c1;
+    *lo = a - v->begin;
+    *hi = (b > a ? b : a) - v->begin;
 }
 
-int trainer_write_checkpoint(trainer *t, calf_error *err) {
-    bool main = comm_is_main(t->c);
-    size_t rec = env_record_size(t), vrec = vec_env_record_size(&t->ve);
+int trainer_checkpoint_write(const trainer_ckpt_view *v, const trainer_counters *n,
+                             calf_error *err) {
+    bool main = comm_is_main(v->c);
+    size_t rec = env_record_size(v), vrec = vec_env_record_size(v->ve);
     int per = chunk_envs(rec);
     ckpt_writer w;
     int wrc = CALF_OK; /* the file's status, rank 0's; the gathers go on regardless */
@@ -53,7 +55,7 @@ int trainer_write_checkpoint(trainer *t, calf_error *err) {
     /* the chunk buffers before the temporary file: running out of memory then leaves
      * nothing half-written. A rank without them fails before the gathers; the job's other
      * ranks then see it leave, as any failed rank. */
-    int span = per < t->E ? per : t->E;
+    int span = per < v->E ? per : v->E;
     calf_error merr;
     calf_error_clear(&merr);
     unsigned char *local = mem_calloc((size_t)span, rec, &merr); /* this process's part of a chunk */
@@ -70,37 +72,37 @@ int trainer_write_checkpoint(trainer *t, calf_error *err) {
         ckpt_buf_init(&b);
         ckpt_put_tag(&b, "META");
         ckpt_put_u32(&b, CKPT_LAYOUT_VERSION);
-        ckpt_put_i64(&b, t->iteration);
-        ckpt_put_i64(&b, t->env_steps);
-        ckpt_put_i64(&b, t->total_episodes);
-        ckpt_put_u64(&b, (uint64_t)t->E);
+        ckpt_put_i64(&b, n->iteration);
+        ckpt_put_i64(&b, n->env_steps);
+        ckpt_put_i64(&b, n->total_episodes);
+        ckpt_put_u64(&b, (uint64_t)v->E);
         ckpt_put_u64(&b, 0); /* the head's size, filled in below */
-        t->ops->save(t->algo, &b);
+        v->ops->save(v->algo, &b);
         ckpt_put_tag(&b, "ENVS");
         ckpt_put_u64(&b, rec);
         if (b.failed) wrc = calf_error_set(err, CALF_ENOMEM, "out of memory building checkpoint "
-                                           "%lld's head", (long long)t->iteration);
+                                           "%lld's head", (long long)n->iteration);
         else bytes_put_le(b.data + META_BYTES - 8, (uint64_t)b.len, 8);
-        if (wrc == CALF_OK) wrc = fs_join(dir, sizeof dir, t->root, "train/algorithm", err);
-        if (wrc == CALF_OK) wrc = ckpt_path(path, sizeof path, dir, t->iteration, err);
+        if (wrc == CALF_OK) wrc = fs_join(dir, sizeof dir, v->root, "train/algorithm", err);
+        if (wrc == CALF_OK) wrc = ckpt_path(path, sizeof path, dir, n->iteration, err);
         if (wrc == CALF_OK)
-            wrc = ckpt_writer_open(&w, path, calf_config_digest(t->cfg), t->iteration,
-                                   (uint64_t)b.len + (uint64_t)t->E * rec, err);
+            wrc = ckpt_writer_open(&w, path, v->digest, n->iteration,
+                                   (uint64_t)b.len + (uint64_t)v->E * rec, err);
         open = wrc == CALF_OK;
         if (open) wrc = ckpt_writer_put(&w, b.data, b.len, err);
         open = wrc == CALF_OK;
         ckpt_buf_free(&b);
     }
     int rc = CALF_OK;
-    for (int c0 = 0; c0 < t->E && rc == CALF_OK; c0 += per) {
-        int c1 = t->E - c0 > per ? c0 + per : t->E, lo, hi;
-        overlap(t, c0, c1, &lo, &hi);
+    for (int c0 = 0; c0 < v->E && rc == CALF_OK; c0 += per) {
+        int c1 = v->E - c0 > per ? c0 + per : v->E, lo, hi;
+        overlap(v, c0, c1, &lo, &hi);
         for (int e = lo; e < hi; e++) {
             unsigned char *p = local + (size_t)(e - lo) * rec;
-            vec_env_save_record(&t->ve, e, p);
-            t->ops->save_env(t->algo, e, p + vrec);
+            vec_env_save_record(v->ve, e, p);
+            v->ops->save_env(v->algo, e, p + vrec);
         }
-        rc = comm_gather_records(t->c, local, rec, hi - lo, c1 - c0, all, err);
+        rc = comm_gather_records(v->c, local, rec, hi - lo, c1 - c0, all, err);
         if (rc == CALF_OK && open) {
             wrc = ckpt_writer_put(&w, all, (size_t)(c1 - c0) * rec, err);
             open = wrc == CALF_OK;
@@ -114,12 +116,12 @@ int trainer_write_checkpoint(trainer *t, calf_error *err) {
     }
     if (rc == CALF_OK) rc = wrc;
     if (rc == CALF_OK && main) {
-        rank_log_printf(&t->log, false, "checkpoint %s", path);
+        rank_log_printf(v->log, false, "checkpoint %s", path);
         /* the new checkpoint is safe; failing to remove an old one only costs disk */
-        int64_t keep = t->p.num_checkpoints;
+        int64_t keep = v->keep;
         calf_error perr;
-        if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, t->iteration, &perr) != CALF_OK)
-            rank_log_printf(&t->log, true, "warning: %s", perr.msg);
+        if (ckpt_prune(dir, keep > 0 ? (int)keep : 1, n->iteration, &perr) != CALF_OK)
+            rank_log_printf(v->log, true, "warning: %s", perr.msg);
     }
     return rc;
 }
@@ -249,17 +251,17 @@ int trainer_load_policy(const calf_config *cfg, const char *path, const ckpt_hea
 }
 
 /* Load env records [c0, c1) (global) of `chunk` that this process owns. */
-static int load_records(trainer *t, const unsigned char *chunk, int c0, int c1, size_t rec,
+static int load_records(const trainer_ckpt_view *v, const unsigned char *chunk, int c0, int c1, size_t rec,
                         const char *name, calf_error *err) {
     int lo, hi;
-    overlap(t, c0, c1, &lo, &hi);
-    size_t vrec = vec_env_record_size(&t->ve);
+    overlap(v, c0, c1, &lo, &hi);
+    size_t vrec = vec_env_record_size(v->ve);
     for (int e = lo; e < hi; e++) {
-        const unsigned char *p = chunk + (size_t)(t->begin + e - c0) * rec;
+        const unsigned char *p = chunk + (size_t)(v->begin + e - c0) * rec;
         calf_error verr;
-        int rc = vec_env_load_record(&t->ve, e, p, &verr);
+        int rc = vec_env_load_record(v->ve, e, p, &verr);
         if (rc) return calf_error_set(err, rc, "%s: %s", name, verr.msg);
-        if ((rc = t->ops->load_env(t->algo, e, p + vrec, name, err))) return rc;
+        if ((rc = v->ops->load_env(v->algo, e, p + vrec, name, err))) return rc;
     }
     return CALF_OK;
 }
@@ -267,24 +269,25 @@ static int load_records(trainer *t, const unsigned char *chunk, int c0, int c1, 
 /* Resume from rs: each process reads the head and its own envs' records from the file,
  * or, where only rank 0 reads files (MPI ranks, which may not share a file system), rank
  * 0 reads and sends the head, then every record chunk by chunk. */
-int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err) {
+int trainer_checkpoint_load(const trainer_ckpt_view *v, const resume_state *rs,
+                            trainer_counters *counters, calf_error *err) {
     const char *name = rs->path;
     unsigned char *head = NULL;
     size_t n = 0;
     int rc = CALF_OK;
-    if (!rs->via_rank0 || comm_is_main(t->c)) rc = read_head(rs->path, &rs->hdr, &head, &n, err);
+    if (!rs->via_rank0 || comm_is_main(v->c)) rc = read_head(rs->path, &rs->hdr, &head, &n, err);
     if (rs->via_rank0) {
         int64_t msg[2] = {rc, (int64_t)n};
-        int brc = comm_broadcast(t->c, msg, sizeof msg, 0, err);
+        int brc = comm_broadcast(v->c, msg, sizeof msg, 0, err);
         if (brc) return brc;
         if (msg[0] != CALF_OK) {
-            if (!comm_is_main(t->c)) calf_error_set(err, (int)msg[0], "%s: rank 0 could not read it", name);
+            if (!comm_is_main(v->c)) calf_error_set(err, (int)msg[0], "%s: rank 0 could not read it", name);
             free(head);
             return (int)msg[0];
         }
-        if (!comm_is_main(t->c) && !(head = mem_alloc((size_t)msg[1], err))) return CALF_ENOMEM;
+        if (!comm_is_main(v->c) && !(head = mem_alloc((size_t)msg[1], err))) return CALF_ENOMEM;
         n = (size_t)msg[1];
-        if ((rc = comm_broadcast(t->c, head, n, 0, err))) {
+        if ((rc = comm_broadcast(v->c, head, n, 0, err))) {
             free(head);
             return rc;
         }
@@ -293,8 +296,8 @@ int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err)
     ckpt_reader r;
     ckpt_reader_init(&r, head, n, name, err);
     ckpt_meta m;
-    rc = read_meta_algo(&r, name, rs->hdr.iteration, t->E, t->T, &m, t->ops, t->algo, err);
-    if (rc == CALF_EINVAL) plugin_hint(t->env_name, err);
+    rc = read_meta_algo(&r, name, rs->hdr.iteration, v->E, v->T, &m, v->ops, v->algo, err);
+    if (rc == CALF_EINVAL) plugin_hint(v->env_name, err);
     uint64_t rec = 0;
     if (rc == CALF_OK) {
         ckpt_get_tag(&r, "ENVS");
@@ -303,46 +306,46 @@ int trainer_load_checkpoint(trainer *t, const resume_state *rs, calf_error *err)
     }
     free(head);
     if (rc) return rc;
-    if (rec != env_record_size(t))
+    if (rec != env_record_size(v))
         return calf_error_set(err, CALF_EINVAL, "%s: env record size %llu, expected %zu", name,
-                              (unsigned long long)rec, env_record_size(t));
-    if (rs->hdr.payload_size != m.head_bytes + (uint64_t)t->E * rec)
+                              (unsigned long long)rec, env_record_size(v));
+    if (rs->hdr.payload_size != m.head_bytes + (uint64_t)v->E * rec)
         return calf_error_set(err, CALF_EINVAL, "%s: env records do not fill the payload", name);
-    t->iteration = m.iteration;
-    t->env_steps = m.env_steps;
-    t->total_episodes = m.total_episodes;
+    counters->iteration = m.iteration;
+    counters->env_steps = m.env_steps;
+    counters->total_episodes = m.total_episodes;
     int per = chunk_envs(rec);
     if (!rs->via_rank0) {
         /* this process's block of the records, which are in global env order */
-        unsigned char *buf = mem_alloc(rec * (size_t)(per < t->count ? per : t->count ? t->count : 1), err);
+        unsigned char *buf = mem_alloc(rec * (size_t)(per < v->count ? per : v->count ? v->count : 1), err);
         if (!buf) return CALF_ENOMEM;
-        for (int c0 = t->begin; c0 < t->begin + t->count && rc == CALF_OK; c0 += per) {
-            int c1 = t->begin + t->count - c0 > per ? c0 + per : t->begin + t->count;
+        for (int c0 = v->begin; c0 < v->begin + v->count && rc == CALF_OK; c0 += per) {
+            int c1 = v->begin + v->count - c0 > per ? c0 + per : v->begin + v->count;
             rc = ckpt_read_range(name, m.head_bytes + (uint64_t)c0 * rec, buf,
                                  (size_t)(c1 - c0) * rec, err);
-            if (rc == CALF_OK) rc = load_records(t, buf, c0, c1, rec, name, err);
+            if (rc == CALF_OK) rc = load_records(v, buf, c0, c1, rec, name, err);
         }
         free(buf);
         return rc;
     }
     /* every rank takes part in every chunk's broadcast and keeps its own records; a
      * failure on any rank is agreed on after the chunk, so none waits for the others */
-    unsigned char *buf = mem_alloc(rec * (size_t)(per < t->E ? per : t->E), err);
+    unsigned char *buf = mem_alloc(rec * (size_t)(per < v->E ? per : v->E), err);
     if (!buf) return CALF_ENOMEM;
-    for (int c0 = 0; c0 < t->E && rc == CALF_OK; c0 += per) {
-        int c1 = t->E - c0 > per ? c0 + per : t->E;
+    for (int c0 = 0; c0 < v->E && rc == CALF_OK; c0 += per) {
+        int c1 = v->E - c0 > per ? c0 + per : v->E;
         size_t bytes = (size_t)(c1 - c0) * rec;
         int64_t st = CALF_OK;
-        if (comm_is_main(t->c)) st = ckpt_read_range(name, m.head_bytes + (uint64_t)c0 * rec, buf, bytes, err);
-        if ((rc = comm_broadcast(t->c, &st, sizeof st, 0, err))) break;
+        if (comm_is_main(v->c)) st = ckpt_read_range(name, m.head_bytes + (uint64_t)c0 * rec, buf, bytes, err);
+        if ((rc = comm_broadcast(v->c, &st, sizeof st, 0, err))) break;
         if (st != CALF_OK) {
-            if (!comm_is_main(t->c)) calf_error_set(err, (int)st, "%s: rank 0 could not read it", name);
+            if (!comm_is_main(v->c)) calf_error_set(err, (int)st, "%s: rank 0 could not read it", name);
             rc = (int)st;
             break;
         }
-        if ((rc = comm_broadcast(t->c, buf, bytes, 0, err))) break;
-        int lrc = load_records(t, buf, c0, c1, rec, name, err), any = 0;
-        if ((rc = comm_any(t->c, lrc != CALF_OK, &any, err))) break;
+        if ((rc = comm_broadcast(v->c, buf, bytes, 0, err))) break;
+        int lrc = load_records(v, buf, c0, c1, rec, name, err), any = 0;
+        if ((rc = comm_any(v->c, lrc != CALF_OK, &any, err))) break;
         if (any) rc = lrc != CALF_OK ? lrc : CALF_EINVAL;
     }
     free(buf);
