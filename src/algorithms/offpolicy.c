@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "algorithms/offpolicy.h"
-#include "algorithms/sac_math.h"
+#include "algorithms/offpolicy_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 #include "base/memory.h"
@@ -126,7 +126,7 @@ void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *
         export_c_body(x, "    static const double %s[%d] = {", side ? "bias" : "scale", A);
         for (int i = 0; i < A; i++) {
             double scale, bias;
-            sac_squash_affine(lo[i], hi[i], &scale, &bias);
+            offpolicy_squash_affine(lo[i], hi[i], &scale, &bias);
             export_c_body(x, "%s%s", i ? ", " : "", export_c_double(side ? bias : scale, num));
         }
         export_c_body(x, "};\n");

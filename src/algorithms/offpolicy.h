@@ -115,7 +115,7 @@ adam_conf offpolicy_adam(const calf_config *cfg, double lr);
 
 /* `calf export` of a tanh actor: the actor network (as "actor"), whose first A outputs x
  * of a head of `head` floats (`what`: a comment saying what they are) map onto the bounds
- * as scale * tanh(x) + bias (sac_squash_affine; cm_tanh in double, calf_tanhd there). */
+ * as scale * tanh(x) + bias (offpolicy_squash_affine; cm_tanh in double, calf_tanhd there). */
 void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *params, int A,
                                  int head, const char *what, const float *lo, const float *hi);
 

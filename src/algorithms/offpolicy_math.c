@@ -3,8 +3,12 @@
 #include <string.h>
 
 #include "algorithms/offpolicy_math.h"
-#include "algorithms/sac_math.h"
 #include "base/cmath.h"
+
+void offpolicy_squash_affine(float lo, float hi, double *scale, double *bias) {
+    *scale = ((double)hi - (double)lo) * 0.5;
+    *bias = ((double)hi + (double)lo) * 0.5;
+}
 
 float offpolicy_td_target(float reward, float gamma, uint8_t terminated, float next_value) {
     if (terminated) return reward;
@@ -48,7 +52,7 @@ void offpolicy_tanh_action(int A, const float *x, const float *lo, const float *
                            float *action) {
     for (int i = 0; i < A; i++) {
         double scale, bias;
-        sac_squash_affine(lo[i], hi[i], &scale, &bias);
+        offpolicy_squash_affine(lo[i], hi[i], &scale, &bias);
         action[i] = (float)(scale * cm_tanh((double)x[i]) + bias);
     }
 }
@@ -57,7 +61,7 @@ void offpolicy_tanh_action_backward(int A, const float *x, const float *lo, cons
                                     const float *daction, float *dx) {
     for (int i = 0; i < A; i++) {
         double scale, bias;
-        sac_squash_affine(lo[i], hi[i], &scale, &bias);
+        offpolicy_squash_affine(lo[i], hi[i], &scale, &bias);
         double y = cm_tanh((double)x[i]);
         dx[i] = (float)((double)daction[i] * scale * (1.0 - y * y));
     }
@@ -76,7 +80,7 @@ void offpolicy_smoothed_action(int A, const float *target_action, const float *e
                                const float *hi, float *out) {
     for (int i = 0; i < A; i++) {
         double scale, bias;
-        sac_squash_affine(lo[i], hi[i], &scale, &bias);
+        offpolicy_squash_affine(lo[i], hi[i], &scale, &bias);
         double n = clampd((double)eps[i] * (double)policy_noise, -(double)noise_clip,
                           (double)noise_clip);
         out[i] = (float)clampd((double)target_action[i] + n * scale, lo[i], hi[i]);

@@ -1,8 +1,9 @@
 /* offpolicy_math.h: the per-sample arithmetic the replay-based algorithms share or own
- * beside SAC's (sac_math.h): the one-step TD target, Polyak and hard target updates, the
- * squared and Huber TD losses, TD3's and DDPG's deterministic tanh actor and TD3's target
- * policy smoothing, DQN's linear epsilon schedule, and DDPG's Ornstein-Uhlenbeck noise.
- * Pure functions with the formula in the comment; the caller supplies every random draw. */
+ * beside SAC's (sac_math.h, which builds on this): the affine map of tanh onto the action
+ * bounds, the one-step TD target, Polyak and hard target updates, the squared and Huber
+ * TD losses, TD3's and DDPG's deterministic tanh actor and TD3's target policy smoothing,
+ * DQN's linear epsilon schedule, and DDPG's Ornstein-Uhlenbeck noise. Pure functions
+ * with the formula in the comment; the caller supplies every random draw. */
 #ifndef CALF_OFFPOLICY_MATH_H
 #define CALF_OFFPOLICY_MATH_H
 
@@ -11,6 +12,11 @@
 
 /* Arithmetic: float inputs widened to double, the formula evaluated in double (cm_tanh for
  * tanh), each output rounded to float once, unless a comment says otherwise. */
+
+/* The affine map of tanh's (-1, 1) onto [lo, hi] that every squashed or tanh action
+ * takes (SAC's, TD3's, DDPG's):
+ *   scale = (hi - lo) * 0.5, bias = (hi + lo) * 0.5, in double from the float bounds. */
+void offpolicy_squash_affine(float lo, float hi, double *scale, double *bias);
 
 /* The one-step TD target (no gradient flows into it):
  *   y = r + (terminated ? 0 : gamma * next_value)
@@ -40,7 +46,7 @@ float offpolicy_huber_loss(float q, float target, float scale, float *dq);
 /* ---- deterministic actors (TD3, DDPG) ----
  * The actor's output row x (A) maps onto the bounds as CleanRL's Actor does:
  *   action_i = scale_i tanh(x_i) + bias_i,  scale_i = (hi_i - lo_i) / 2, bias_i = (hi_i + lo_i) / 2
- * (sac_squash_affine's scale and bias, so SAC's greedy action and this one agree). */
+ * (offpolicy_squash_affine's scale and bias, as SAC's greedy action takes them). */
 void offpolicy_tanh_action(int A, const float *x, /* (A) */
                            const float *lo, const float *hi, /* (A) each */
                            float *action);                    /* (A) out */

@@ -23,17 +23,12 @@ typedef struct squash_dim {
     double log_std, std, y, scale, bias;
 } squash_dim;
 
-void sac_squash_affine(float lo, float hi, double *scale, double *bias) {
-    *scale = ((double)hi - (double)lo) * 0.5;
-    *bias = ((double)hi + (double)lo) * 0.5;
-}
-
 static squash_dim squash_eval(float mu, float log_std_raw, float eps, float lo, float hi) {
     squash_dim d;
     d.log_std = clamp_log_std(log_std_raw);
     d.std = cm_exp(d.log_std);
     d.y = cm_tanh((double)mu + d.std * (double)eps);
-    sac_squash_affine(lo, hi, &d.scale, &d.bias);
+    offpolicy_squash_affine(lo, hi, &d.scale, &d.bias);
     return d;
 }
 
@@ -56,7 +51,7 @@ void sac_squashed_greedy(int A, const float *head, const float *lo, const float 
     CALF_ASSERT(A >= 1);
     for (int i = 0; i < A; i++) {
         double scale, bias;
-        sac_squash_affine(lo[i], hi[i], &scale, &bias);
+        offpolicy_squash_affine(lo[i], hi[i], &scale, &bias);
         action[i] = (float)(scale * cm_tanh((double)head[i]) + bias);
     }
 }

@@ -23,6 +23,7 @@
  *               clamp; ALF clips the same way inside clipped_exp)
  *   std_i = exp(log_std_i),  x_i = mu_i + std_i * eps_i,  y_i = tanh(x_i)
  *   scale_i = (hi_i - lo_i) / 2,  bias_i = (hi_i + lo_i) / 2,  action_i = scale_i y_i + bias_i
+ *               (offpolicy_squash_affine, offpolicy_math.h)
  *   logp = sum_i [ (-0.5 eps_i^2 - log_std_i - 0.5 log(2 pi))
  *                  - log(scale_i (1 - y_i^2) + SAC_SQUASH_EPS) ]
  * eps are standard normals the caller draws; (x - mu) / std is written as eps itself.
@@ -42,9 +43,6 @@ void sac_squashed_sample(int A,
                          const float *hi,     /* (A) action upper bounds */
                          float *action,       /* (A) out */
                          float *logp);        /* (1) out, or NULL */
-/* The affine map of tanh's (-1, 1) onto [lo, hi] that every squashed action takes:
- * scale = (hi - lo) * 0.5, bias = (hi + lo) * 0.5, in double from the float bounds. */
-void sac_squash_affine(float lo, float hi, double *scale, double *bias);
 /* The greedy action: action_i = (float)(scale_i tanh(mu_i) + bias_i), tanh cm_tanh,
  * in double. */
 void sac_squashed_greedy(int A, const float *head, /* (2A) */
