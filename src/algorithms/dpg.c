@@ -134,6 +134,15 @@ static int dpg_init(algorithm *a, const algo_setup *s, calf_error *err) {
     if ((rc = param_group_init(&t->critic_g, f->tags[3], cursor, true, critic_opt, err)) ||
         (rc = param_group_init(&t->critic_target_g, f->tags[4], cursor, false, critic_opt, err)))
         return rc;
+    /* the flavor's counter tag ("TD3U", "DDPU"): the critic updates done, the four groups,
+     * then the replay counters */
+    const offpolicy_group groups[] = {
+        {.g = &t->actor_g, .name = "actor", .step_period = t->policy_delay}, /* TD3: delayed */
+        {.g = &t->actor_target_g},
+        {.g = &t->critic_g, .name = "critic", .grads = true},
+        {.g = &t->critic_target_g},
+    };
+    offpolicy_set_groups(o, f->tags[0], groups, 4);
     /* init from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1 (and q2) */
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
@@ -416,37 +425,13 @@ static int dpg_summarize(algorithm *a, int64_t step, bool histograms, calf_error
         snprintf(tag, sizeof tag, "%s/actor_loss", loss);
         calf_summary_scalar(tag, step, g[TS_ACTOR] / g[TS_ACTOR_SAMPLES]);
     }
-    if (histograms) {
-        calf_summary_histogram("Params/actor", step, t->actor_g.params, t->actor_g.n);
-        calf_summary_histogram("Params/critic", step, t->critic_g.params, t->critic_g.n);
-        calf_summary_histogram("Grads/critic", step, t->critic_g.grad, t->critic_g.n);
-    }
+    if (histograms) offpolicy_histograms(&t->o, step);
     return CALF_OK;
-}
-
-/* The four groups in the order of the digest and of the section. */
-#define DPG_GROUPS(t) {&(t)->actor_g, &(t)->actor_target_g, &(t)->critic_g, &(t)->critic_target_g}
-
-static uint64_t dpg_digest(const algorithm *a) {
-    dpg *t = (dpg *)a;
-    param_group *g[] = DPG_GROUPS(t);
-    return offpolicy_digest(g, 4);
-}
-
-/* The flavor's counter tag ("TD3U", "DDPU") and the critic updates done, the four
- * groups, then the replay counters. */
-static void dpg_save(const algorithm *a, ckpt_buf *b) {
-    dpg *t = (dpg *)a;
-    param_group *g[] = DPG_GROUPS(t);
-    offpolicy_save(&t->o, t->f->tags[0], g, 4, b);
 }
 
 static int dpg_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
     dpg *t = (dpg *)a;
-    param_group *g[] = DPG_GROUPS(t);
-    int64_t want = offpolicy_updates_after(&t->o, iteration);
-    const int64_t steps[] = {want / t->policy_delay, 0, want, 0}; /* the actor's are delayed */
-    int rc = offpolicy_load(&t->o, r, iteration, t->f->tags[0], g, steps, 4, err);
+    int rc = offpolicy_load(&t->o, r, iteration, err);
     t->actor_ver++, t->critic_ver++, t->target_ver++;
     return rc;
 }
@@ -508,15 +493,15 @@ static void dpg_describe(const algorithm *a, char *text, size_t cap) {
                  (double)t->noise_std, t->ou ? " per step" : "");
 }
 
-#define DPG_OPS(create_fn, check_fn)                                                       \
-    {                                                                                      \
-        .create = create_fn, .destroy = dpg_destroy, .check = check_fn,                   \
-        .check_memory = offpolicy_check_memory, .start = offpolicy_ops_start, .act = dpg_act,        \
-        .observe = offpolicy_ops_observe, .train = dpg_train, .greedy = dpg_greedy,                  \
-        .export_c = dpg_export_c, .summarize = dpg_summarize, .digest = dpg_digest,        \
-        .save = dpg_save, .load = dpg_load, .env_record_size = dpg_env_record_size,        \
-        .save_env = dpg_save_env, .load_env = dpg_load_env, .describe = dpg_describe,      \
-        .report = offpolicy_ops_report,                                                              \
+#define DPG_OPS(create_fn, check_fn)                                                          \
+    {                                                                                         \
+        .create = create_fn, .destroy = dpg_destroy, .check = check_fn,                       \
+        .check_memory = offpolicy_check_memory, .start = offpolicy_ops_start, .act = dpg_act, \
+        .observe = offpolicy_ops_observe, .train = dpg_train, .greedy = dpg_greedy,           \
+        .export_c = dpg_export_c, .summarize = dpg_summarize, .digest = offpolicy_ops_digest, \
+        .save = offpolicy_ops_save, .load = dpg_load, .env_record_size = dpg_env_record_size, \
+        .save_env = dpg_save_env, .load_env = dpg_load_env, .describe = dpg_describe,         \
+        .report = offpolicy_ops_report,                                                       \
     }
 const algorithm_ops td3_algorithm_ops = DPG_OPS(td3_create, td3_check);
 const algorithm_ops ddpg_algorithm_ops = DPG_OPS(ddpg_create, ddpg_check);

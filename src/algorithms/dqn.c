@@ -82,6 +82,12 @@ static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
     if ((rc = param_group_init(&t->q_g, "DQNQ", cursor, true, opt, err)) ||
         (rc = param_group_init(&t->target_g, "DQNT", cursor, false, opt, err)))
         return rc;
+    /* "DQNU": the updates done, the two groups, then the replay counters */
+    const offpolicy_group groups[] = {
+        {.g = &t->q_g, .name = "q", .grads = true},
+        {.g = &t->target_g},
+    };
+    offpolicy_set_groups(o, "DQNU", groups, 2);
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
     offpolicy_fan_in_init(&t->q, t->q_g.params, &rng);
@@ -235,30 +241,13 @@ static int dqn_summarize(algorithm *a, int64_t step, bool histograms, calf_error
         calf_summary_scalar("DqnLoss/td_loss", step, g[DS_LOSS] / g[DS_SAMPLES]);
         calf_summary_scalar("DqnAlgorithm/q", step, g[DS_Q] / g[DS_SAMPLES]);
     }
-    if (histograms) {
-        calf_summary_histogram("Params/q", step, t->q_g.params, t->q_g.n);
-        calf_summary_histogram("Grads/q", step, t->q_g.grad, t->q_g.n);
-    }
+    if (histograms) offpolicy_histograms(&t->o, step);
     return CALF_OK;
-}
-
-static uint64_t dqn_digest(const algorithm *a) {
-    dqn *t = (dqn *)a;
-    param_group *g[] = {&t->q_g, &t->target_g};
-    return offpolicy_digest(g, 2);
-}
-
-/* "DQNU" the updates done, the two groups, then the replay counters. */
-static void dqn_save(const algorithm *a, ckpt_buf *b) {
-    dqn *t = (dqn *)a;
-    param_group *g[] = {&t->q_g, &t->target_g};
-    offpolicy_save(&t->o, "DQNU", g, 2, b);
 }
 
 static int dqn_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
     dqn *t = (dqn *)a;
-    param_group *g[] = {&t->q_g, &t->target_g};
-    int rc = offpolicy_load(&t->o, r, iteration, "DQNU", g, NULL, 2, err);
+    int rc = offpolicy_load(&t->o, r, iteration, err);
     t->q_ver++, t->target_ver++;
     return rc;
 }
@@ -287,8 +276,8 @@ const algorithm_ops dqn_algorithm_ops = {
     .greedy = dqn_greedy,
     .export_c = dqn_export_c,
     .summarize = dqn_summarize,
-    .digest = dqn_digest,
-    .save = dqn_save,
+    .digest = offpolicy_ops_digest,
+    .save = offpolicy_ops_save,
     .load = dqn_load,
     .env_record_size = offpolicy_ops_env_record_size,
     .save_env = offpolicy_ops_save_env,

@@ -1,6 +1,7 @@
 /* offpolicy.c: the replay-based algorithms' shared machinery (offpolicy.h): the rings,
  * their move to shared memory, sampling and gathering an update's rows, the per-env pass
- * into the canonical tree, and the replay's part of checkpoints. Written once here so
+ * into the canonical tree, the replay's part of checkpoints, and the loops over the
+ * algorithm's parameter groups (digest, section, histograms). Written once here so
  * that SAC, TD3, DQN and DDPG keep the same bits-on-any-split promise the same way. */
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "algorithms/offpolicy.h"
+#include "calf/summary.h"
 #include "algorithms/offpolicy_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
@@ -230,6 +232,13 @@ int offpolicy_init(offpolicy *o, const algo_setup *s, int num_stats, int noise_d
     return CALF_OK;
 }
 
+void offpolicy_set_groups(offpolicy *o, const char *tag, const offpolicy_group *groups, int n) {
+    CALF_ASSERT(tag != NULL && strlen(tag) == 4 && n >= 0 && n <= OFFPOLICY_MAX_GROUPS);
+    o->tag = tag;
+    for (int k = 0; k < n; k++) o->groups[k] = groups[k];
+    o->ngroups = n;
+}
+
 int offpolicy_add_tree(offpolicy *o, size_t n, calf_error *err) {
     CALF_ASSERT(o->ntrees < OFFPOLICY_MAX_TREES && o->count > 0);
     int i = o->ntrees++;
@@ -443,36 +452,48 @@ int offpolicy_load_counters(offpolicy *o, ckpt_reader *r, int64_t iteration, cal
     return CALF_OK;
 }
 
-void offpolicy_save(const offpolicy *o, const char *tag, param_group *const *groups, int n,
-                    ckpt_buf *b) {
-    ckpt_put_tag(b, tag);
+void offpolicy_save(const offpolicy *o, ckpt_buf *b) {
+    ckpt_put_tag(b, o->tag);
     ckpt_put_i64(b, o->updates);
-    for (int k = 0; k < n; k++) param_group_save(groups[k], b);
+    for (int k = 0; k < o->ngroups; k++) param_group_save(o->groups[k].g, b);
     offpolicy_save_counters(o, b);
 }
 
-int offpolicy_load(offpolicy *o, ckpt_reader *r, int64_t iteration, const char *tag,
-                   param_group *const *groups, const int64_t *steps, int n, calf_error *err) {
+int offpolicy_load(offpolicy *o, ckpt_reader *r, int64_t iteration, calf_error *err) {
     int64_t updates = 0, want = offpolicy_updates_after(o, iteration);
-    ckpt_get_tag(r, tag);
+    ckpt_get_tag(r, o->tag);
     ckpt_get_i64(r, &updates);
     if (r->status) return r->status;
     if (updates != want)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: counters do not match iteration %lld of this config", r->name,
                               (long long)iteration);
-    for (int k = 0; k < n; k++) {
-        int rc = param_group_load(groups[k], r, steps ? steps[k] : want, err);
+    for (int k = 0; k < o->ngroups; k++) {
+        const offpolicy_group *g = &o->groups[k];
+        int rc = param_group_load(g->g, r, want / (g->step_period > 0 ? g->step_period : 1), err);
         if (rc) return rc;
     }
     o->updates = updates;
     return offpolicy_load_counters(o, r, iteration, err);
 }
 
-uint64_t offpolicy_digest(param_group *const *groups, int n) {
+uint64_t offpolicy_digest(const offpolicy *o) {
     uint64_t h = 0xcbf29ce484222325ULL;
-    for (int k = 0; k < n; k++) h = param_group_digest(groups[k], h);
+    for (int k = 0; k < o->ngroups; k++) h = param_group_digest(o->groups[k].g, h);
     return h;
+}
+
+void offpolicy_histograms(const offpolicy *o, int64_t step) {
+    char tag[64];
+    for (int k = 0; k < o->ngroups; k++) {
+        const offpolicy_group *g = &o->groups[k];
+        if (!g->name) continue;
+        snprintf(tag, sizeof tag, "Params/%s", g->name);
+        calf_summary_histogram(tag, step, g->g->params, g->g->n);
+        if (!g->grads) continue;
+        snprintf(tag, sizeof tag, "Grads/%s", g->name);
+        calf_summary_histogram(tag, step, g->g->grad, g->g->n);
+    }
 }
 
 size_t offpolicy_env_record_size(const offpolicy *o) {
@@ -530,6 +551,10 @@ void offpolicy_report(const offpolicy *o, double run_s, char *text, size_t cap) 
 int offpolicy_ops_start(algorithm *a, calf_error *err) { return offpolicy_start((offpolicy *)a, err); }
 
 void offpolicy_ops_observe(algorithm *a, const algo_step *st) { offpolicy_observe((offpolicy *)a, st); }
+
+uint64_t offpolicy_ops_digest(const algorithm *a) { return offpolicy_digest((const offpolicy *)a); }
+
+void offpolicy_ops_save(const algorithm *a, ckpt_buf *b) { offpolicy_save((const offpolicy *)a, b); }
 
 size_t offpolicy_ops_env_record_size(const algorithm *a) {
     return offpolicy_env_record_size((const offpolicy *)a);

@@ -4,7 +4,8 @@
  * iteration, update) sampling stream and each sample's noise stream, the pass that folds
  * per-env partial gradients into the canonical tree (work-shared when processes share
  * memory), the per-env action streams, the replay's checkpoint sections and records (any
- * split resumes on any other), the memory check, and the batch scratch. The bits never
+ * split resumes on any other), the digest, section and histograms of the algorithm's
+ * parameter groups, the memory check, and the batch scratch. The bits never
  * depend on the number of processes or on who computed what (docs/DESIGN.md). */
 #ifndef CALF_OFFPOLICY_H
 #define CALF_OFFPOLICY_H
@@ -36,7 +37,17 @@ typedef struct offpolicy_view {
     void *ring;        /* the rings' memory, when sharing */
 } offpolicy_view;
 
-enum { OFFPOLICY_MAX_TREES = 3 };
+enum { OFFPOLICY_MAX_TREES = 3, OFFPOLICY_MAX_GROUPS = 4 };
+
+/* One of the algorithm's parameter groups, as the core's digest, checkpoint section and
+ * histograms take it (offpolicy_set_groups). */
+typedef struct offpolicy_group {
+    param_group *g;
+    const char *name; /* the histograms' "Params/<name>"; NULL: none */
+    bool grads;       /* "Grads/<name>" after it */
+    int step_period;  /* Adam steps, as a checkpoint's iteration implies them: one per this
+                       * many updates (0: one per update; TD3's delayed actor: policy_delay) */
+} offpolicy_group;
 
 typedef struct offpolicy {
     /* the job and the env */
@@ -82,6 +93,11 @@ typedef struct offpolicy {
     comm_tree tree[OFFPOLICY_MAX_TREES];  /* a pass's gradient, by tree index */
     comm_tree steal[OFFPOLICY_MAX_TREES]; /* pieces computed for other processes */
     int64_t shared_envs;     /* env partials this process computed for others */
+    /* the algorithm's parameter groups, in the order of the digest, of its checkpoint
+     * section and of the histograms */
+    const char *tag;         /* the section's, 4 characters (a string that outlives o) */
+    offpolicy_group groups[OFFPOLICY_MAX_GROUPS];
+    int ngroups;
     int64_t updates;         /* updates done over the whole run (the algorithm counts them) */
     int64_t iteration;       /* the iteration the last train was of */
 } offpolicy;
@@ -129,6 +145,10 @@ void offpolicy_join_rows(const float *obs, int od, const float *u, int A, int ro
  * sample. On error o still needs offpolicy_free. */
 int offpolicy_init(offpolicy *o, const algo_setup *s, int num_stats, int noise_dim,
                    calf_error *err);
+/* The algorithm's checkpoint section tag and its n parameter groups (copied), once, when
+ * init has made them: the digest, the section and the histograms loop over them in this
+ * order. */
+void offpolicy_set_groups(offpolicy *o, const char *tag, const offpolicy_group *groups, int n);
 /* Tree index ntrees, for partials of n floats (at most OFFPOLICY_MAX_TREES; not when
  * acting only). */
 int offpolicy_add_tree(offpolicy *o, size_t n, calf_error *err);
@@ -193,18 +213,18 @@ int offpolicy_sum_stats(offpolicy *o, double *g, calf_error *err);
 
 /* ---- checkpoints ---- */
 
-/* An algorithm's section: `tag` (4 characters), the updates done (o->updates), each of
- * the n groups (param_group_save) in order, then the replay counters. */
-void offpolicy_save(const offpolicy *o, const char *tag, param_group *const *groups, int n,
-                    ckpt_buf *b);
+/* The algorithm's section (algorithm_ops.save): its tag, the updates done (o->updates),
+ * each group (param_group_save) in order, then the replay counters. */
+void offpolicy_save(const offpolicy *o, ckpt_buf *b);
 /* Read it back, checking it against this config at `iteration`: the updates must be
- * offpolicy_updates_after's, group k's step count steps[k] (steps NULL: the updates, for
- * every group; untrained groups have none), the counters offpolicy_load_counters's. Sets
- * o->updates. */
-int offpolicy_load(offpolicy *o, ckpt_reader *r, int64_t iteration, const char *tag,
-                   param_group *const *groups, const int64_t *steps, int n, calf_error *err);
-/* The digest of the n groups (algorithm_ops.digest), in order. */
-uint64_t offpolicy_digest(param_group *const *groups, int n);
+ * offpolicy_updates_after's, each trained group's step count those updates over its
+ * step_period, the counters offpolicy_load_counters's. Sets o->updates. */
+int offpolicy_load(offpolicy *o, ckpt_reader *r, int64_t iteration, calf_error *err);
+/* The digest of the groups' parameters and moments, in order (algorithm_ops.digest). */
+uint64_t offpolicy_digest(const offpolicy *o);
+/* The summaries' histograms: "Params/<name>" of each named group, then "Grads/<name>"
+ * where it asks for them, group by group. */
+void offpolicy_histograms(const offpolicy *o, int64_t step);
 
 /* The replay counters (replay_save_counters). */
 void offpolicy_save_counters(const offpolicy *o, ckpt_buf *b);
@@ -219,10 +239,13 @@ int offpolicy_load_env(offpolicy *o, int e, const unsigned char *rec, const char
                        calf_error *err);
 
 /* ---- algorithm_ops that an algorithm whose struct begins with its offpolicy takes as
- * they are: start (offpolicy_start), observe, the env records (an algorithm with per-env
- * state of its own wraps these) and the rank log's report (o->updates). ---- */
+ * they are: start (offpolicy_start), observe, the digest and the section of its groups,
+ * the env records (an algorithm with per-env state of its own wraps these) and the rank
+ * log's report (o->updates). ---- */
 int offpolicy_ops_start(algorithm *a, calf_error *err);
 void offpolicy_ops_observe(algorithm *a, const algo_step *st);
+uint64_t offpolicy_ops_digest(const algorithm *a);
+void offpolicy_ops_save(const algorithm *a, ckpt_buf *b);
 size_t offpolicy_ops_env_record_size(const algorithm *a);
 void offpolicy_ops_save_env(const algorithm *a, int e, unsigned char *rec);
 int offpolicy_ops_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,

@@ -113,6 +113,14 @@ static int sac_init(algorithm *a, const algo_setup *s, calf_error *err) {
         (rc = param_group_init(&t->target_g, "SACT", cursor, false, offpolicy_adam(cfg, 0), err)) ||
         (rc = param_group_init(&t->alpha_g, "SACL", 1, true, offpolicy_adam(cfg, t->alpha_lr), err)))
         return rc;
+    /* "SACU": the updates done, the four groups, then the replay counters */
+    const offpolicy_group groups[] = {
+        {.g = &t->actor_g, .name = o->A > 0 ? "actor" : NULL}, /* discrete: no actor */
+        {.g = &t->critic_g, .name = "critic", .grads = true},
+        {.g = &t->target_g},
+        {.g = &t->alpha_g},
+    };
+    offpolicy_set_groups(o, "SACU", groups, 4);
     /* init from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1, q2 */
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
@@ -477,35 +485,13 @@ static int sac_summarize(algorithm *a, int64_t step, bool histograms, calf_error
         calf_summary_scalar("SacLoss/alpha_loss", step, g[SS_ALPHA] / g[SS_SAMPLES]);
         calf_summary_scalar("SacAlgorithm/entropy", step, g[SS_ENTROPY] / g[SS_SAMPLES]);
     }
-    if (histograms) {
-        if (t->o.A > 0)
-            calf_summary_histogram("Params/actor", step, t->actor_g.params, t->actor_g.n);
-        calf_summary_histogram("Params/critic", step, t->critic_g.params, t->critic_g.n);
-        calf_summary_histogram("Grads/critic", step, t->critic_g.grad, t->critic_g.n);
-    }
+    if (histograms) offpolicy_histograms(&t->o, step);
     return CALF_OK;
-}
-
-/* The four groups in the order of the digest and of the "SACU" section. */
-#define SAC_GROUPS(t) {&(t)->actor_g, &(t)->critic_g, &(t)->target_g, &(t)->alpha_g}
-
-static uint64_t sac_digest(const algorithm *a) {
-    sac *t = (sac *)a;
-    param_group *g[] = SAC_GROUPS(t);
-    return offpolicy_digest(g, 4);
-}
-
-/* "SACU" the updates done, the four groups, then the replay counters. */
-static void sac_save(const algorithm *a, ckpt_buf *b) {
-    sac *t = (sac *)a;
-    param_group *g[] = SAC_GROUPS(t);
-    offpolicy_save(&t->o, "SACU", g, 4, b);
 }
 
 static int sac_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
     sac *t = (sac *)a;
-    param_group *g[] = SAC_GROUPS(t);
-    int rc = offpolicy_load(&t->o, r, iteration, "SACU", g, NULL, 4, err);
+    int rc = offpolicy_load(&t->o, r, iteration, err);
     if (rc) return rc;
     if (!alpha_usable(t))
         return calf_error_set(err, CALF_EINVAL,
@@ -538,8 +524,8 @@ const algorithm_ops sac_algorithm_ops = {
     .greedy = sac_greedy,
     .export_c = sac_export_c,
     .summarize = sac_summarize,
-    .digest = sac_digest,
-    .save = sac_save,
+    .digest = offpolicy_ops_digest,
+    .save = offpolicy_ops_save,
     .load = sac_load,
     .env_record_size = offpolicy_ops_env_record_size,
     .save_env = offpolicy_ops_save_env,
