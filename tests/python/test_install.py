@@ -65,6 +65,9 @@ def test_pip_install_offline(tmp_path: pathlib.Path) -> None:
     assert r.returncode == 0, r.stderr
     where, features = r.stdout.splitlines()
     assert pathlib.Path(where).is_relative_to(venv)
+    # every module of the package, as setup.py's packages=["calf"] takes them
+    installed = {p.name for p in pathlib.Path(where).parent.glob("*.py")}
+    assert installed == {p.name for p in (SRC / "python" / "calf").glob("*.py")}
     assert features == str(calf.features())  # the CMake build's optional parts
     subprocess.run([CALF, "train", "--quiet", "--root_dir", str(tmp_path / "cli"), "--conf",
                     str(CARTPOLE), "--conf_param", "TrainerConfig.num_iterations=3"],

@@ -14,6 +14,7 @@ import threading
 import pytest
 
 import calf
+import calf._conf
 
 from calf_runs import CARTPOLE, CONF_PARAMS, OVERRIDES, calf_train, checkpoints
 
@@ -84,7 +85,7 @@ def test_conf_text_and_gin_strings(tmp_path: pathlib.Path) -> None:
 
 
 def test_gin_values() -> None:
-    gin = calf._gin_value
+    gin = calf._conf._gin_value  # the overrides as gin text (python/calf/_conf.py)
     assert gin("b", True) == "True" and gin("b", False) == "False"
     assert gin("s", "CartPole-v1") == '"CartPole-v1"'
     assert gin("s", 'say "hi"') == "'say \"hi\"'"

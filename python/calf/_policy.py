@@ -1,0 +1,120 @@
+"""Trained policies: ``load_policy`` and ``Policy``, a run's greedy policy (calf's
+``calf_policy``, what ``calf play`` runs) acting on NumPy arrays, and its videos."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from calf import _calf
+from calf._args import _check_seed, _fspath
+from calf._envs import register_env
+
+
+class Policy:
+    """A trained run's greedy policy: ``pol(obs)`` computes what ``calf play`` computes.
+
+    Attributes: ``obs_dim``; ``discrete``; ``num_actions`` (discrete: the choices, else
+    0); ``action_dim`` (continuous: floats per action, else 0); ``env_name``;
+    ``checkpoint`` (the file opened); ``iteration`` (its iteration). One thread at a
+    time may call a policy; different policies are independent.
+    """
+
+    def __init__(
+        self, root_dir: str | os.PathLike | None, checkpoint: str | os.PathLike | None = None
+    ) -> None:
+        self._raw = _calf.Policy(_fspath(root_dir), _fspath(checkpoint))
+        self._root_dir = _fspath(root_dir)
+        self.obs_dim: int = self._raw.obs_dim
+        self.discrete: bool = self._raw.discrete
+        self.num_actions: int = self._raw.num_actions
+        self.action_dim: int = self._raw.action_dim
+        self.env_name: str = self._raw.env_name
+        self.checkpoint: str = self._raw.checkpoint
+        self.iteration: int = self._raw.iteration
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        """The greedy actions for ``obs``: (B, obs_dim) floats (converted to float32), or
+        one (obs_dim,) row.
+
+        Returns (B,) int64 for a discrete policy, (B, action_dim) float32 for a
+        continuous one (the policy's actions, not clipped to the env's bounds); for a
+        single row, () int64 or (action_dim,) float32. Row r's action depends only on
+        row r. Observations are those the env returns: the policy normalizes them
+        itself when the run did.
+        """
+        o = np.asarray(obs)
+        one_row = o.ndim == 1
+        if one_row:
+            o = o[np.newaxis]
+        if o.ndim != 2 or o.shape[1] != self.obs_dim:
+            raise ValueError(
+                f"calf.Policy: obs must have shape (B, {self.obs_dim}) or ({self.obs_dim},), "
+                f"got {np.shape(obs)}"
+            )
+        if o.dtype.kind not in "fiub":
+            raise TypeError(f"calf.Policy: obs must be numbers, got dtype {o.dtype}")
+        o = np.ascontiguousarray(o, dtype=np.float32)
+        if self.discrete:
+            out = np.empty(o.shape[0], dtype=np.int32)
+        else:
+            out = np.empty((o.shape[0], self.action_dim), dtype=np.float32)
+        self._raw.greedy(o, out)
+        actions = out.astype(np.int64) if self.discrete else out
+        return actions[0] if one_row else actions
+
+    def record(self, path: str | os.PathLike, num_episodes: int = 1, seed: int = 0,
+               width: int = 480, height: int = 480, max_frames: int = 0) -> str:
+        """Play ``num_episodes`` greedy episodes from ``seed`` (``calf play --seed``) and
+        record them as a video: MP4 (H.264) when ``path`` ends in ``.mp4``, an animated
+        GIF when ``.gif``, at the env's frame rate, ``max_frames`` at most (0: all), as
+        ``calf play --video`` does; returns calf play's report. The file is written whole
+        at the end or not at all. Raises ValueError for a bad path, size or extension, an
+        env that cannot be drawn or a calf without video support; OSError when the file
+        cannot be written."""
+        root = self._root_dir or str(pathlib.Path(self.checkpoint).resolve().parents[2])
+        return _calf.play(root, self.checkpoint, int(num_episodes), _check_seed(seed),
+                          _fspath(path), int(width), int(height), int(max_frames),
+                          self.env_name.startswith("py:"))
+
+    def close(self) -> None:
+        """Release the policy; closing twice does nothing."""
+        self._raw.close()
+
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._raw.closed
+
+    def __enter__(self) -> Policy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"calf.Policy({self.env_name}, checkpoint={self.checkpoint!r})"
+
+
+def load_policy(
+    root_dir: str | os.PathLike | None,
+    checkpoint: str | os.PathLike | None = None,
+    *,
+    env: Any = None,
+) -> Policy:
+    """The greedy policy of the run in ``root_dir``, as ``calf play --root_dir`` runs it.
+
+    ``checkpoint``: None for the newest valid checkpoint in ROOT/train/algorithm (older
+    ones are tried, with a warning on stderr, when a newer one is damaged), else that
+    checkpoint file (``root_dir`` None: the run that holds it). A plug-in env's run needs
+    the plug-in loaded first (``make_vec(..., env_lib=...)``), a Python env's its factory
+    (``env=make_env``, registered as ``register_env`` does). Raises ValueError with
+    calf's message for a missing or bad config, no checkpoint or a damaged one, an
+    unregistered env; OSError when the checkpoint directory cannot be read.
+    """
+    if env is not None and not isinstance(env, str):
+        register_env(env)
+    return Policy(root_dir, checkpoint)

@@ -1,0 +1,204 @@
+"""The vector env: ``make_vec`` and ``VecEnv``, a block of calf's environments stepped by
+calf's C library into NumPy arrays, a ``gymnasium.vector.VectorEnv`` (SAME_STEP autoreset)
+with Gymnasium's spaces when Gymnasium imports, calf's own (_spaces.py) when not."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from calf import _calf
+from calf._args import _check_seed
+from calf._spaces import Box, Discrete, MultiDiscrete
+
+try:
+    import gymnasium as _gym
+    from gymnasium.vector import VectorEnv as _VectorEnvBase
+    from gymnasium.vector.utils import batch_space as _batch_space
+
+    _AUTORESET_SAME_STEP: Any = _gym.vector.AutoresetMode.SAME_STEP
+except ImportError:
+    _gym = None
+    _VectorEnvBase = object
+    _batch_space = None
+    _AUTORESET_SAME_STEP = "SameStep"
+
+
+def _block_spaces(raw: _calf.VecEnv) -> tuple[Any, Any, Any, Any]:
+    """(single obs, single action, batched obs, batched action) spaces of a block."""
+    n, od = raw.num_envs, raw.obs_dim
+    box = _gym.spaces.Box if _gym is not None else Box
+    # calf's public API gives no observation bounds: the whole real line, as a Box.
+    single_obs = box(-np.inf, np.inf, (od,), np.float32)
+    if raw.discrete:
+        single_act = _gym.spaces.Discrete(raw.num_actions) if _gym else Discrete(raw.num_actions)
+    else:
+        single_act = box(raw.action_low, raw.action_high, (raw.action_dim,), np.float32)
+    if _batch_space is not None:
+        return single_obs, single_act, _batch_space(single_obs, n), _batch_space(single_act, n)
+    batch_obs = Box(-np.inf, np.inf, (n, od), np.float32)
+    if raw.discrete:
+        batch_act: Any = MultiDiscrete(np.full(n, raw.num_actions))
+    else:
+        batch_act = Box(
+            np.tile(raw.action_low, (n, 1)), np.tile(raw.action_high, (n, 1)),
+            (n, raw.action_dim), np.float32,
+        )
+    return single_obs, single_act, batch_obs, batch_act
+
+
+class VecEnv(_VectorEnvBase):
+    """A block of calf's environments as a Gymnasium 1.x vector env (SAME_STEP autoreset).
+
+    Env i of the block is env ``first_index + i`` of a calf job of ``name`` seeded with
+    ``seed``: its stream is calf's stream of (seed, first_index + i), the same as
+    ``calf env NAME --seed S --index I`` and the trainer's env of that index.
+
+    Arrays: ``obs``: (num_envs, obs_dim) float32; ``rewards``: (num_envs,) float64;
+    ``terminations``, ``truncations``: (num_envs,) bool; actions: (num_envs,) integers for
+    a discrete env, (num_envs, action_dim) floats for a continuous one (clipped to the
+    action bounds by calf). The returned arrays are new on every call.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        num_envs: int,
+        seed: int = 0,
+        env_lib: str | None = None,
+        first_index: int = 0,
+        render_size: tuple[int, int] = (480, 480),
+    ) -> None:
+        self._name, self._env_lib, self._first_index = name, env_lib, first_index
+        self.render_size: tuple[int, int] = (int(render_size[0]), int(render_size[1]))
+        if env_lib is not None:
+            _export_calf_to_plugins()
+        self._raw = _calf.VecEnv(name, num_envs, _check_seed(seed), first_index, env_lib)
+        self.num_envs: int = self._raw.num_envs
+        self.obs_dim: int = self._raw.obs_dim
+        self.max_episode_steps: int = self._raw.max_episode_steps
+        (
+            self.single_observation_space,
+            self.single_action_space,
+            self.observation_space,
+            self.action_space,
+        ) = _block_spaces(self._raw)
+        self.metadata: dict[str, Any] = {"autoreset_mode": _AUTORESET_SAME_STEP,
+                                         "render_modes": ["rgb_array"]}
+        self.render_mode = "rgb_array"
+        self.closed = False
+        if _gym is not None:
+            self.autoreset_mode = _AUTORESET_SAME_STEP
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start new episodes in every env.
+
+        With ``seed``: the block is reopened as a job seeded with ``seed`` (env i's
+        stream from (seed, first_index + i), as calf's trainer seeds its envs), so the
+        episodes are those of ``make_vec(name, num_envs, seed)``. Without: each env's
+        next episode from its own stream (the first call after opening returns the
+        episodes the open started). ``options`` is not supported (None or empty).
+
+        Returns ``(obs, infos)``: obs (num_envs, obs_dim) float32, infos ``{}``.
+        """
+        if options:
+            raise ValueError(f"calf.VecEnv.reset: options are not supported, got {options!r}")
+        if seed is not None:
+            raw = _calf.VecEnv(
+                self._name, self.num_envs, _check_seed(seed), self._first_index, self._env_lib
+            )
+            self._raw.close()
+            self._raw = raw
+            if _gym is not None:
+                super().reset(seed=seed)
+        obs = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
+        self._raw.reset(obs)
+        return obs, {}
+
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every env once; an episode that ends is reset in the same step.
+
+        Returns ``(obs, rewards, terminations, truncations, infos)``. For an env whose
+        episode ended, obs holds the new episode's first observation and
+        ``infos["final_obs"][i]`` the ended one's last ((obs_dim,) float32), with
+        ``infos["_final_obs"][i]`` True; ``final_obs`` is an object array holding None for
+        the other envs, and ``final_info``/``_final_info`` go with it, as Gymnasium's
+        SyncVectorEnv in SAME_STEP mode. infos is ``{}`` when no episode ended.
+        """
+        # one call: the actions checked and converted, the step, new arrays and the
+        # infos made in C (calf._calf.VecEnv.step_gym), no Python object per env
+        a = actions if type(actions) is np.ndarray else np.asarray(actions)
+        return self._raw.step_gym(a)
+
+    def render(self) -> tuple[np.ndarray, ...]:
+        """Each env's current state drawn as Gymnasium's ``rgb_array`` mode draws it: a
+        ``(height, width, 3)`` uint8 array per env (``render_size`` is (width, height),
+        480x480 by default). Drawing never changes what a step computes. Raises
+        ValueError for an env that cannot be drawn (a plug-in or Python env without a
+        render hook) or a calf built without video support (naming what to install)."""
+        frames = self._raw.render(*self.render_size)
+        self.metadata["render_fps"] = self._raw.render_fps
+        return frames
+
+    def close(self, **kwargs: Any) -> None:
+        """Release the envs; closing twice does nothing."""
+        if self.closed:
+            return
+        self.close_extras(**kwargs)
+        self.closed = True
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Release calf's envs (Gymnasium calls this from close())."""
+        self._raw.close()
+
+    def __enter__(self) -> VecEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"calf.VecEnv({self._name}, num_envs={self.num_envs})"
+
+
+def _export_calf_to_plugins() -> None:
+    """Make the extension's calf_* functions visible to the plug-ins calf loads.
+
+    Python loads extension modules with RTLD_LOCAL, so a plug-in's calls into calf
+    (calf_env_register, ...) would not resolve; reopening the loaded module with
+    RTLD_GLOBAL | RTLD_NOLOAD adds it to the global scope (it exports only calf_* and its
+    init function, python/calf/_calf.map). Done once, on the first env_lib.
+    """
+    global _calf_exported
+    if _calf_exported:
+        return
+    import ctypes
+
+    ctypes.CDLL(_calf.__file__, mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+    _calf_exported = True
+
+
+_calf_exported = False
+
+
+def make_vec(
+    name: str,
+    num_envs: int,
+    seed: int = 0,
+    env_lib: str | None = None,
+    render_size: tuple[int, int] = (480, 480),
+) -> VecEnv:
+    """``num_envs`` envs of calf's environment ``name`` as a Gymnasium vector env.
+
+    ``name``: a built-in env (``env_names()``) or one the plug-in ``env_lib`` registers.
+    Env i is env i of a calf job seeded with ``seed`` (``calf env NAME --seed S --index
+    i``). Raises ValueError with calf's message for an unknown name (the message lists
+    the known ones) or a bad count, MemoryError when the envs do not fit.
+    """
+    return VecEnv(name, num_envs, seed, env_lib, render_size=render_size)
