@@ -3,7 +3,7 @@
  * calf's envs into NumPy arrays the caller allocates, so the hot path makes no Python
  * object per env; Policy acts greedily on a batch of rows; Trainer runs a training job
  * one iteration at a time. The Gymnasium-shaped API and the argument
- * checking that reads better in Python are the pure-Python layer's (calf/__init__.py). */
+ * checking that reads better in Python are the pure-Python layer's (calf/_*.py). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -1075,17 +1075,33 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+calf_module_state *calf_state(PyObject *module) {
+    return PyModule_GetState(module); /* not NULL: m_size > 0, made with the module */
+}
+
+static int module_traverse(PyObject *module, visitproc visit, void *arg) {
+    calf_module_state *st = PyModule_GetState(module);
+    return st ? pyenv_traverse(&st->pyenv, visit, arg) : 0;
+}
+
+static int module_clear(PyObject *module) {
+    calf_module_state *st = PyModule_GetState(module);
+    if (st) pyenv_clear(&st->pyenv);
+    return 0;
+}
+
 static struct PyModuleDef calf_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "calf._calf",
     .m_doc = "calf's C library: envs stepped into NumPy arrays, policies, the trainer.",
-    .m_size = -1,
+    .m_size = sizeof(calf_module_state),
     .m_methods = module_methods,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
 };
 
 PyMODINIT_FUNC PyInit__calf(void) {
     import_array(); /* NumPy's C API; returns NULL with an ImportError when it fails */
-    if (pyenv_init() < 0) return NULL;
     if (PyType_Ready(&VecEnvType) < 0 || PyType_Ready(&PolicyType) < 0 ||
         PyType_Ready(&TrainerType) < 0)
         return NULL;
@@ -1095,6 +1111,10 @@ PyMODINIT_FUNC PyInit__calf(void) {
     }
     PyObject *m = PyModule_Create(&calf_module); /* new reference, returned */
     if (!m) return NULL;
+    if (pyenv_init(&calf_state(m)->pyenv) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&VecEnvType); /* PyModule_AddObject steals one on success */
     if (PyModule_AddObject(m, "VecEnv", (PyObject *)&VecEnvType) < 0) {
         Py_DECREF(&VecEnvType);

@@ -1,13 +1,23 @@
-/* _calf.h: what the extension module's C files share (_calf.c holds them): calf's
- * errors as Python exceptions, the conf_params argument as C strings, and the lock
- * that keeps two trainings from running in one process at once. */
+/* _calf.h: what the extension module's C files share (_calf.c holds them): the
+ * module's state, calf's errors as Python exceptions, the conf_params argument as C
+ * strings, and the lock that keeps two trainings from running in one process at once. */
 #ifndef CALF_PY_CALF_H
 #define CALF_PY_CALF_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_pyenv.h"
 #include "calf/error.h"
+
+/* The module's state (PEP 3121: calf_module's m_size), zeroed when the module is made:
+ * what the extension keeps of its own beyond its types and the trainer lock. */
+typedef struct calf_module_state {
+    pyenv_module pyenv; /* _pyenv.c's: the Python env classes, pickle's functions */
+} calf_module_state;
+
+/* The state of module (calf._calf itself; borrowed, lives as long as the module). */
+calf_module_state *calf_state(PyObject *module);
 
 /* Raise the Python exception for a calf status, carrying calf's message: ValueError
  * (CALF_EINVAL), MemoryError, OSError (CALF_EIO), KeyboardInterrupt (CALF_EINTR), else

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "_calf.h"
 #include "_pyenv.h"
 #include "calf/env.h"
 #include "calf/error.h"
@@ -27,11 +28,12 @@
 #define SAVE_HEADER 8
 #define NOT_SAVED 0xFFFFFFFFu
 #define PICKLE_PROTOCOL 4      /* fixed, so the bytes do not follow Python's default */
-#define MAX_CLASSES 16
 
 typedef struct pyenv_class {
     calf_env_class cls;  /* first: hooks get &cls and cast back */
     char name[200];
+    PyObject *module;    /* strong: the module that registered it, whose state mod is */
+    pyenv_module *mod;   /* the module's state: pickle's functions, the first error */
     PyObject *factory;   /* strong; replaced when the same name is registered again */
     float *low, *high;   /* (action_dim) continuous bounds, or NULL */
     int unsaved_said;    /* an env's state did not fit or pickle: said once */
@@ -49,22 +51,13 @@ typedef struct pyenv_state {
     char failure[400];
 } pyenv_state;
 
-static pyenv_class *classes[MAX_CLASSES]; /* never freed: the registry keeps them */
-static int num_classes;
-static int print_tracebacks;           /* set by the CLI (python -m calf) */
-static pid_t module_pid;               /* the process that imported the module */
-static PyObject *first_error;          /* the first exception an env raised, for the API */
-static PyObject *pickle_dumps, *pickle_loads;
-/* Set while calf.train runs a job that forks --nproc workers with the GIL held: the
- * fork then gets the steps os.fork takes around a fork, so the workers' Python is sound. */
-static int fork_guard;
-
 /* ---- failures ------------------------------------------------------------------- */
 
 /* Record the pending Python exception (or, with no exception, `what`) as env s's
  * failure: one line for calf's fault message; the exception object is kept for
  * calf.train to chain, and its traceback printed where no caller will see it. */
 static void env_fail(pyenv_state *s, const char *where, const char *what) {
+    pyenv_module *mod = s->pc->mod;
     if (s->failed) {
         PyErr_Clear();
         return;
@@ -97,7 +90,7 @@ static void env_fail(pyenv_state *s, const char *where, const char *what) {
     snprintf(s->failure, sizeof s->failure, "%s raised %s: %s%s", where, tname,
              msg ? msg : "?", at);
     Py_XDECREF(str);
-    if (print_tracebacks || getpid() != module_pid) {
+    if (mod->print_tracebacks || getpid() != mod->pid) {
         PySys_WriteStderr("calf: env %llu (%s): %s raised:\n", (unsigned long long)s->index,
                           s->pc->name, where);
         Py_XINCREF(type);
@@ -106,8 +99,8 @@ static void env_fail(pyenv_state *s, const char *where, const char *what) {
         PyErr_Restore(type, value, tb);
         PyErr_PrintEx(0);
     }
-    if (!first_error && value) {
-        first_error = value;
+    if (!mod->first_error && value) {
+        mod->first_error = value;
         value = NULL;
     }
     Py_XDECREF(type);
@@ -311,7 +304,7 @@ static void pyenv_save(const void *state, void *buf) {
     put_u32(p, SAVE_MAGIC);
     put_u32(p + 4, NOT_SAVED);
     PyGILState_STATE g = PyGILState_Ensure();
-    PyObject *b = PyObject_CallFunction(pickle_dumps, "Oi", s->env, PICKLE_PROTOCOL);
+    PyObject *b = PyObject_CallFunction(s->pc->mod->pickle_dumps, "Oi", s->env, PICKLE_PROTOCOL);
     /* said once per class and process: register_env already warned of an env that
      * cannot be pickled at all */
     int *said = &((pyenv_class *)s->pc)->unsaved_said;
@@ -359,7 +352,7 @@ static int pyenv_load(void *state, const void *buf, calf_error *err) {
                               (unsigned)len, cap - SAVE_HEADER);
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = CALF_OK;
-    PyObject *env = PyObject_CallFunction(pickle_loads, "y#", (const char *)p + SAVE_HEADER,
+    PyObject *env = PyObject_CallFunction(s->pc->mod->pickle_loads, "y#", (const char *)p + SAVE_HEADER,
                                           (Py_ssize_t)len);
     if (!env) {
         pyenv_state tmp = *s;
@@ -441,7 +434,7 @@ static int pyenv_render(const void *state, int width, int height, uint8_t *rgb,
 /* ---- the module's functions ----------------------------------------------------------- */
 
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
-    (void)module;
+    pyenv_module *st = &calf_state(module)->pyenv;
     static char *kwlist[] = {"name", "factory", "obs_dim", "num_actions", "low", "high",
                              "max_episode_steps", "state_bytes", "render_fps", NULL};
     const char *name;
@@ -457,7 +450,7 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_TypeError, "calf.register_env: the factory is not callable");
         return NULL;
     }
-    if (strlen(name) >= sizeof classes[0]->name) {
+    if (strlen(name) >= sizeof ((pyenv_class *)NULL)->name) {
         PyErr_Format(PyExc_ValueError, "calf.register_env: name '%s' is too long", name);
         return NULL;
     }
@@ -486,8 +479,8 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     }
     /* The same name again: the same spec reuses its class with the new factory (a run
      * resumed in the same process); another spec cannot take the name. */
-    for (int i = 0; i < num_classes; i++) {
-        pyenv_class *pc = classes[i];
+    for (int i = 0; i < st->num_classes; i++) {
+        pyenv_class *pc = st->classes[i];
         if (strcmp(pc->name, name) != 0) continue;
         const calf_env_spec *sp = &pc->cls.spec;
         int same = sp->obs_dim == obs_dim && sp->num_actions == num_actions &&
@@ -509,11 +502,11 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         Py_SETREF(pc->factory, factory);
         return PyUnicode_FromString(name);
     }
-    if (num_classes >= MAX_CLASSES) {
+    if (st->num_classes >= PYENV_MAX_CLASSES) {
         Py_XDECREF(lo);
         Py_XDECREF(hi);
         PyErr_Format(PyExc_ValueError, "calf.register_env: more than %d Python env classes",
-                     MAX_CLASSES);
+                     PYENV_MAX_CLASSES);
         return NULL;
     }
     pyenv_class *pc = PyMem_RawCalloc(1, sizeof *pc);
@@ -536,6 +529,7 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         return PyErr_NoMemory();
     }
     snprintf(pc->name, sizeof pc->name, "%s", name);
+    pc->mod = st;
     calf_env_class *c = &pc->cls;
     c->spec = (calf_env_spec){
         .name = pc->name,
@@ -568,25 +562,34 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     }
     Py_INCREF(factory);
     pc->factory = factory;
-    classes[num_classes++] = pc;
+    Py_INCREF(module);
+    pc->module = module;
+    st->classes[st->num_classes++] = pc;
     return PyUnicode_FromString(name);
 }
 
 PyObject *pyenv_take_error(PyObject *module, PyObject *Py_UNUSED(ignored)) {
-    (void)module;
-    PyObject *e = first_error;
-    first_error = NULL;
+    pyenv_module *st = &calf_state(module)->pyenv;
+    PyObject *e = st->first_error; /* the reference passes to the caller */
+    st->first_error = NULL;
     if (!e) Py_RETURN_NONE;
     return e;
 }
 
 PyObject *pyenv_set_print_tracebacks(PyObject *module, PyObject *arg) {
-    (void)module;
     int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
-    print_tracebacks = on;
+    calf_state(module)->pyenv.print_tracebacks = on;
     Py_RETURN_NONE;
 }
+
+/* The fork hooks are the process's, registered once however often the module is made
+ * (pthread_atfork cannot be undone), and called with no argument in the thread that
+ * forks: so the guard is that thread's, on only while it runs a job that forks with the
+ * GIL held. A fork in any other thread, or in that one outside the job, is left alone. */
+static _Thread_local int fork_guard;
+static pthread_once_t fork_hooks_once = PTHREAD_ONCE_INIT;
+static int fork_hooks_rc; /* pthread_atfork's result, written once under fork_hooks_once */
 
 static void fork_prepare(void) {
     if (fork_guard) PyOS_BeforeFork();
@@ -597,21 +600,37 @@ static void fork_parent(void) {
 static void fork_child(void) {
     if (fork_guard) PyOS_AfterFork_Child();
 }
+static void install_fork_hooks(void) {
+    fork_hooks_rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
 
 void pyenv_fork_guard(int on) { fork_guard = on; }
 
-int pyenv_init(void) {
-    module_pid = getpid();
-    if (pickle_dumps) return 0;
-    int rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
+int pyenv_init(pyenv_module *st) {
+    st->pid = getpid();
+    int rc = pthread_once(&fork_hooks_once, install_fork_hooks);
+    if (rc == 0) rc = fork_hooks_rc;
     if (rc != 0) {
         PyErr_Format(PyExc_OSError, "calf: pthread_atfork: %s", strerror(rc));
         return -1;
     }
-    PyObject *pickle = PyImport_ImportModule("pickle");
+    PyObject *pickle = PyImport_ImportModule("pickle"); /* new reference */
     if (!pickle) return -1;
-    pickle_dumps = PyObject_GetAttrString(pickle, "dumps");
-    pickle_loads = PyObject_GetAttrString(pickle, "loads");
+    st->pickle_dumps = PyObject_GetAttrString(pickle, "dumps");
+    st->pickle_loads = PyObject_GetAttrString(pickle, "loads");
     Py_DECREF(pickle);
-    return pickle_dumps && pickle_loads ? 0 : -1;
+    return st->pickle_dumps && st->pickle_loads ? 0 : -1;
+}
+
+int pyenv_traverse(pyenv_module *st, visitproc visit, void *arg) {
+    Py_VISIT(st->first_error);
+    Py_VISIT(st->pickle_dumps);
+    Py_VISIT(st->pickle_loads);
+    return 0;
+}
+
+void pyenv_clear(pyenv_module *st) {
+    Py_CLEAR(st->first_error);
+    Py_CLEAR(st->pickle_dumps);
+    Py_CLEAR(st->pickle_loads);
 }

@@ -1,9 +1,29 @@
 /* _pyenv.h: the module functions of _pyenv.c (Python environments as calf env classes),
- * which _calf.c lists in the module's method table. */
+ * which _calf.c lists in the module's method table, and the state _pyenv.c keeps in the
+ * module's state (_calf.h's calf_module_state). */
 #ifndef CALF_PY_PYENV_H
 #define CALF_PY_PYENV_H
 
 #include <Python.h>
+#include <sys/types.h>
+
+#define PYENV_MAX_CLASSES 16
+
+struct pyenv_class;
+
+/* What _pyenv.c keeps, as a part of the module's state: every hook reaches it through
+ * its class (pyenv_class.mod), the module functions through their module. */
+typedef struct pyenv_module {
+    /* (num_classes) the classes registered through this module; never freed: calf's
+     * env registry keeps them for the life of the process */
+    struct pyenv_class *classes[PYENV_MAX_CLASSES];
+    int num_classes;
+    int print_tracebacks;   /* set by the CLI (python -m calf) */
+    pid_t pid;              /* the process that imported the module */
+    PyObject *first_error;  /* strong: the first exception an env raised, for the API */
+    PyObject *pickle_dumps; /* strong: pickle.dumps */
+    PyObject *pickle_loads; /* strong: pickle.loads */
+} pyenv_module;
 
 /* register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,
  * state_bytes) -> name: the env class `name` whose envs are factory() objects. */
@@ -12,10 +32,14 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *pyenv_take_error(PyObject *module, PyObject *ignored);
 /* set_print_tracebacks(on): print an env's traceback on stderr when it raises */
 PyObject *pyenv_set_print_tracebacks(PyObject *module, PyObject *arg);
-/* While on, a fork (calf's --nproc workers, made with the GIL held) runs Python's
- * before/after-fork steps, as os.fork does. */
+/* While on in the calling thread, a fork it makes (calf's --nproc workers, made with
+ * the GIL held) runs Python's before/after-fork steps, as os.fork does. */
 void pyenv_fork_guard(int on);
-/* At import: pickle's functions. 0, or -1 with an exception set. */
-int pyenv_init(void);
+/* At import, on the new module's zeroed state: the process, pickle's functions, the fork
+ * hooks (installed once per process). 0, or -1 with an exception set. */
+int pyenv_init(pyenv_module *st);
+/* The module's m_traverse and m_clear for the objects st holds. */
+int pyenv_traverse(pyenv_module *st, visitproc visit, void *arg);
+void pyenv_clear(pyenv_module *st);
 
 #endif
