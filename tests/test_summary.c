@@ -1005,6 +1005,88 @@ static void test_csv(void) {
     dumped_free(&d);
 }
 
+/* ------------------------------------------------------------------ scalars as numbers */
+
+/* What calf_events_scalars gave: the rows as calf events --csv writes them, the values'
+ * bits, and how many calls there were. */
+typedef struct scalar_rows {
+    char text[4096];
+    size_t len;
+    uint32_t bits[16];
+    double walls[16];
+    int calls, stop_at;
+} scalar_rows;
+
+static int collect_scalar(void *arg, const char *tag, int64_t step, double wall_time,
+                          float value) {
+    scalar_rows *r = arg;
+    if (r->calls < 16) {
+        memcpy(&r->bits[r->calls], &value, sizeof value);
+        r->walls[r->calls] = wall_time;
+    }
+    if (++r->calls == r->stop_at) return 42;
+    int n = snprintf(r->text + r->len, sizeof r->text - r->len, "%s,%lld,%.17g,%.9g\n", tag,
+                     (long long)step, wall_time, (double)value);
+    if (n > 0 && (size_t)n < sizeof r->text - r->len) r->len += (size_t)n;
+    return CALF_OK;
+}
+
+static void test_scalars(void) {
+    char dir[512], a[1024], b[1024];
+    join(dir, sizeof dir, tmp_root, "scalars/train");
+    write_launch(dir, 0, 1, 5, 0, a, sizeof a);
+    write_launch(dir, 3, 3, 6, 10, b, sizeof b);
+    const char *const run[] = {a, b};
+    /* the CSV's rows, in its order: what TensorBoard shows of the resumed run */
+    scalar_rows r = {.stop_at = -1};
+    calf_error err;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_events_scalars(run, 2, NULL, collect_scalar, &r, &err), CALF_OK);
+    dumped d = dump_files(run, 2, false, true);
+    CHECK_INT_EQ(d.rc, CALF_OK);
+    CHECK_STR_EQ(r.text, d.out + strlen("tag,step,wall_time,value\n"));
+    CHECK_INT_EQ(r.calls, 8);
+    dumped_free(&d);
+
+    /* the numbers as stored, not as printed */
+    join(dir, sizeof dir, tmp_root, "scalars/bits");
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    const float vals[] = {0.1f, -3.4e38f, 1e-45f, -0.0f, INFINITY};
+    for (int i = 0; i < 5; i++)
+        CHECK_INT_EQ(calf_summary_writer_add_scalar(w, "v", i, 0.1 * i, vals[i]), CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+    scalar_rows s = {.stop_at = -1};
+    CHECK_INT_EQ(calf_events_scalars((const char *[]){path}, 1, NULL, collect_scalar, &s, &err),
+                 CALF_OK);
+    CHECK_INT_EQ(s.calls, 5);
+    for (int i = 0; i < 5; i++) {
+        uint32_t want;
+        memcpy(&want, &vals[i], sizeof want);
+        CHECK_INT_EQ(s.bits[i], want);
+        CHECK(s.walls[i] == 0.1 * i);
+    }
+
+    /* fn stops the walk: its value is returned */
+    scalar_rows stop = {.stop_at = 2};
+    CHECK_INT_EQ(calf_events_scalars(run, 2, NULL, collect_scalar, &stop, &err), 42);
+    CHECK_INT_EQ(stop.calls, 2);
+
+    /* a file that cannot be read: calf_events_dump's error, and no call */
+    char missing[1024];
+    join(missing, sizeof missing, tmp_root, "scalars/missing");
+    scalar_rows none = {.stop_at = -1};
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_events_scalars((const char *[]){a, missing}, 2, NULL, collect_scalar,
+                                     &none, &err),
+                 CALF_EIO);
+    CHECK_INT_EQ(none.calls, 0);
+    CHECK(contains(err.msg, missing));
+}
+
 /* ------------------------------------------------------------------ damage */
 
 /* The reader stops at record number good_records (at offset) with CALF_EINVAL saying
@@ -1366,6 +1448,7 @@ int main(void) {
     test_purge();
     test_purge_old_version();
     test_csv();
+    test_scalars();
     test_damage();
     test_write_error();
     test_pipe();

@@ -134,4 +134,20 @@ typedef struct calf_events_dump_options {
 int calf_events_dump(const char *const *paths, /* (num_paths) */ size_t num_paths,
                      const calf_events_dump_options *opt, FILE *out, calf_error *err);
 
+/* Called by calf_events_scalars once per scalar: its tag (calf's, valid during the
+ * call), step, wall time (seconds since the epoch) and simple_value, as stored. Returns
+ * CALF_OK to go on; any other value stops the walk. */
+typedef int (*calf_events_scalar_fn)(void *arg, const char *tag, int64_t step,
+                                     double wall_time, float value);
+
+/* The scalars of `calf events --csv` as numbers, not text: the files read as
+ * calf_events_dump reads them (in the order given, as one run, values left out as
+ * TensorBoard leaves them out, a cut last record reported on warn), then fn(arg, ...)
+ * called for each scalar the CSV has a row for, in the CSV's order. Returns CALF_OK;
+ * calf_events_dump's error for a file that cannot be read to its end (fn is then not
+ * called at all); or the first value other than CALF_OK that fn returned, which stops
+ * the walk (err is then left for fn to have filled). */
+int calf_events_scalars(const char *const *paths, /* (num_paths) */ size_t num_paths,
+                        FILE *warn, calf_events_scalar_fn fn, void *arg, calf_error *err);
+
 #endif

@@ -7,7 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#define PY_ARRAY_UNIQUE_SYMBOL calf_numpy_api /* shared with _pyenv.c */
+#define PY_ARRAY_UNIQUE_SYMBOL calf_numpy_api /* shared with _pyenv.c and _scalars.c */
 #include <numpy/arrayobject.h>
 
 #include <limits.h>
@@ -1134,6 +1134,7 @@ PyMODINIT_FUNC PyInit__calf(void) {
         return NULL;
     }
     if (PyModule_AddFunctions(m, job_methods) < 0 ||
+        PyModule_AddFunctions(m, scalars_methods) < 0 ||
         PyModule_AddStringConstant(m, "__version__", calf_version()) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -1,7 +1,6 @@
 /* _job.c: the extension's whole-job functions: calf.train (calf_train, the job `calf
  * train` runs, --nproc workers included), python3 -m calf (the calf program's own
- * calf_cli_main, in this process), and a run's events files as CSV text for
- * calf.read_scalars (calf_events_dump, the reader `calf events` uses). */
+ * calf_cli_main, in this process) and Policy.record (calf_play, `calf play --video`). */
 #include "_calf.h"
 #include "_pyenv.h"
 
@@ -9,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calf/summary.h"
 #include "calf/train.h"
 #include "commands.h"
 
@@ -140,48 +138,6 @@ static PyObject *memstream_text(FILE *f, char **buf, size_t *len) {
     return s;
 }
 
-PyDoc_STRVAR(events_csv_doc,
-             "events_csv(paths) -> (csv, warnings)\n\n"
-             "Read the events files `paths` as one run, as TensorBoard reads them, and\n"
-             "return `calf events --csv`'s text and the warnings it would print (a cut last\n"
-             "record). Raises ValueError or OSError with calf's message for a damaged or\n"
-             "unreadable file.");
-static PyObject *job_events_csv(PyObject *module, PyObject *arg) {
-    (void)module;
-    conf_texts ct;
-    if (conf_texts_init(&ct, "calf.read_scalars", arg) < 0) return NULL;
-    char *out_buf = NULL, *warn_buf = NULL;
-    size_t out_len = 0, warn_len = 0;
-    FILE *out = open_memstream(&out_buf, &out_len);
-    FILE *warn = out ? open_memstream(&warn_buf, &warn_len) : NULL;
-    if (!warn) {
-        if (out) fclose(out);
-        free(out_buf);
-        conf_texts_free(&ct);
-        return PyErr_NoMemory();
-    }
-    calf_events_dump_options opt = {.raw = false, .csv = true, .warn = warn};
-    calf_error err;
-    calf_error_clear(&err);
-    int rc;
-    Py_BEGIN_ALLOW_THREADS /* reads the files */
-    rc = calf_events_dump(ct.texts, (size_t)ct.n, &opt, out, &err);
-    Py_END_ALLOW_THREADS
-    conf_texts_free(&ct);
-    PyObject *csv = memstream_text(out, &out_buf, &out_len);       /* new reference */
-    PyObject *warnings = memstream_text(warn, &warn_buf, &warn_len); /* new reference */
-    if (!csv || !warnings || rc != CALF_OK) {
-        Py_XDECREF(csv);
-        Py_XDECREF(warnings);
-        if (rc != CALF_OK) {
-            PyErr_Clear(); /* calf's failure is the one to report */
-            return raise_calf(&err);
-        }
-        return NULL;
-    }
-    return Py_BuildValue("(NN)", csv, warnings); /* steals both */
-}
-
 typedef struct {
     const calf_play_options *o;
     calf_error *err;
@@ -229,6 +185,5 @@ PyMethodDef job_methods[] = {
     {"play", (PyCFunction)(void (*)(void))job_play, METH_VARARGS | METH_KEYWORDS, play_doc},
     {"train", (PyCFunction)(void (*)(void))job_train, METH_VARARGS | METH_KEYWORDS, train_doc},
     {"cli_main", job_cli_main, METH_VARARGS, cli_main_doc},
-    {"events_csv", job_events_csv, METH_O, events_csv_doc},
     {NULL, NULL, 0, NULL},
 };

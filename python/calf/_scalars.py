@@ -3,8 +3,6 @@ files as NumPy arrays, read by calf's events reader as TensorBoard reads them.""
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import warnings
 from typing import NamedTuple
@@ -30,27 +28,6 @@ class Scalars(NamedTuple):
 _EVENTS_PREFIX = "events.out.tfevents."
 
 
-def _scalars_of_csv(text: str) -> dict[str, Scalars]:
-    """``calf events --csv`` text as {tag: Scalars}, tags in order of first appearance."""
-    rows = csv.reader(io.StringIO(text, newline=""))
-    header = next(rows, None)
-    if header != ["tag", "step", "wall_time", "value"]:
-        raise RuntimeError(f"calf.read_scalars: unexpected header {header!r}")
-    cols: dict[str, tuple[list[int], list[float], list[float]]] = {}
-    for tag, step, wall_time, value in rows:
-        c = cols.setdefault(tag, ([], [], []))
-        c[0].append(int(step))
-        c[1].append(float(wall_time))
-        c[2].append(float(value))
-    return {
-        tag: Scalars(
-            np.array(st, dtype=np.int64), np.array(wt, dtype=np.float64),
-            np.array(va, dtype=np.float32),
-        )
-        for tag, (st, wt, va) in cols.items()
-    }
-
-
 def read_scalars(root_dir: str | os.PathLike) -> dict[str, dict[str, Scalars]]:
     """A run's scalar summaries as NumPy arrays, read as TensorBoard reads them.
 
@@ -72,8 +49,11 @@ def read_scalars(root_dir: str | os.PathLike) -> dict[str, dict[str, Scalars]]:
         files = sorted(f for f in filenames if f.startswith(_EVENTS_PREFIX))
         if not files:
             continue
-        text, warned = _calf.events_csv([os.path.join(dirpath, f) for f in files])
+        # the arrays as calf's reader made them: the numbers as stored, no text between
+        columns, warned = _calf.events_scalars([os.path.join(dirpath, f) for f in files])
         for line in warned.splitlines():
             warnings.warn(line, RuntimeWarning, stacklevel=2)
-        runs[os.path.relpath(dirpath, root)] = _scalars_of_csv(text)
+        runs[os.path.relpath(dirpath, root)] = {
+            tag: Scalars(*cols) for tag, cols in columns.items()
+        }
     return dict(sorted(runs.items()))

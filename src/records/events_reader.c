@@ -713,3 +713,22 @@ int calf_events_dump(const char *const *paths, size_t num_paths,
     events_run_free(&d);
     return rc;
 }
+
+int calf_events_scalars(const char *const *paths, size_t num_paths, FILE *warn,
+                        calf_events_scalar_fn fn, void *arg, calf_error *err) {
+    CALF_ASSERT(paths != NULL && fn != NULL);
+    events_run d;
+    events_run_init(&d);
+    int rc = CALF_OK;
+    for (size_t i = 0; i < num_paths && rc == CALF_OK; i++)
+        rc = events_run_read_file(&d, paths[i], warn, err);
+    /* the rows dump_print_line writes in CSV, unless raw */
+    for (size_t i = 0; i < d.num_entries && rc == CALF_OK; i++) {
+        const events_entry *l = &d.entries[i];
+        if (l->purged || l->what != EVENTS_ENTRY_VALUE || l->kind != EVENTS_VALUE_SIMPLE)
+            continue;
+        rc = fn(arg, l->text, l->step, l->wall_time, l->simple_value);
+    }
+    events_run_free(&d);
+    return rc;
+}

@@ -124,8 +124,9 @@ void events_run_init(events_run *run);
 int events_run_read_file(events_run *run, const char *path, FILE *warn, calf_error *err);
 void events_run_free(events_run *run); /* NULL-safe; leaves run initialised and empty */
 
-/* calf_events_dump, the text form for `calf events FILE...`, is declared in the public
- * calf/summary.h so the command-line program needs no internal header; it lives in
- * events_reader.c beside the reader it is built on. */
+/* calf_events_dump, the text form for `calf events FILE...`, and calf_events_scalars,
+ * its scalars as numbers for calf.read_scalars, are declared in the public
+ * calf/summary.h so the command-line program and the Python package need no internal
+ * header; they live in events_reader.c beside the reader they are built on. */
 
 #endif

@@ -63,6 +63,9 @@ def test_equal_to_calf_events_csv(resumed_run: pathlib.Path) -> None:
             assert s.steps.tolist() == [r[0] for r in want[tag]]
             assert s.wall_times.tolist() == [r[1] for r in want[tag]]
             assert s.values.tolist() == [np.float32(r[2]) for r in want[tag]]
+            # the numbers as stored, bit for bit (-0.0 included), as the CSV reads back
+            assert s.values.tobytes() == np.array([r[2] for r in want[tag]], np.float32).tobytes()
+            assert s.wall_times.tobytes() == np.array([r[1] for r in want[tag]]).tobytes()
     ret = runs["train"]["Metrics/AverageReturn"]
     assert ret.steps.tolist() == [1, 2, 3, 4, 5, 6]  # 4..6 once, from the second launch
     assert np.all(np.diff(ret.wall_times) >= 0) and np.all(ret.values > 0)
