@@ -1,4 +1,4 @@
-/* test_launcher.c: the launcher's failure model with real workers (success, a failing rank,
+/* test_workers.c: the launcher's failure model with real workers (success, a failing rank,
  * a rank killed mid-collective, Ctrl-C once and twice, bad input, abort), checking exit
  * code, stderr line, how each wait ended, and that no worker is left behind. No bound
  * on time depends on the machine's speed: a worker that would otherwise wait marks
@@ -314,7 +314,7 @@ int main(void) {
     for (int r = 0; r < 3; r++) CHECK_INT_EQ(pg->rc[r], 1);
     check_none_left(3);
 #else
-    printf("test_launcher: fork failure not tested: this linker cannot wrap fork\n");
+    printf("test_workers: fork failure not tested: this linker cannot wrap fork\n");
 #endif
 
     /* A launching process whose context is already set cannot launch. */
@@ -327,5 +327,5 @@ int main(void) {
     CHECK_INT_EQ(err.status, CALF_EINVAL);
 
     munmap(pg, sizeof *pg);
-    return test_report("test_launcher");
+    return test_report("test_workers");
 }

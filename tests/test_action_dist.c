@@ -1,4 +1,4 @@
-/* test_dist.c: categorical and diagonal-Gaussian distributions: values against the
+/* test_action_dist.c: categorical and diagonal-Gaussian distributions: values against the
  * definitions, finite-difference checks of every gradient, sampling frequencies and
  * moments, determinism of sampling per stream. */
 #include <string.h>
@@ -249,5 +249,5 @@ int main(void) {
     test_categorical_cache();
     test_categorical_sample();
     test_gaussian();
-    return test_report("test_dist");
+    return test_report("test_action_dist");
 }

@@ -1,4 +1,4 @@
-/* test_params.c: named parameter groups: one optimizer step is clip-then-Adam with the
+/* test_param_group.c: named parameter groups: one optimizer step is clip-then-Adam with the
  * group's own settings and step count, processes stepping slices of one shared group
  * make the same bits, a non-finite gradient changes nothing, the
  * checkpoint section round-trips and refuses a step count the iteration does not imply;
@@ -177,5 +177,5 @@ int main(void) {
     test_step_slices();
     test_alpha_moves();
     test_digest_bits();
-    return test_report("test_params");
+    return test_report("test_param_group");
 }
