@@ -2,8 +2,8 @@
  * to recompute an update in double: an MLP forward on the algorithm's float parameters,
  * a parameter group read back from the algorithm's checkpoint section, and synthetic
  * transitions. */
-#ifndef CALF_TEST_OFFPOLICY_REF_H
-#define CALF_TEST_OFFPOLICY_REF_H
+#ifndef CALF_OFFPOLICY_REF_H
+#define CALF_OFFPOLICY_REF_H
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -2,8 +2,8 @@
  * TrainerConfig.algorithm_ctor's choices, its errors, --list-bindings, the rows' ids and
  * algorithm_find (training/algorithm.c) are all made from ALGORITHMS below. Macros only:
  * config.c builds the binding table from them without depending on any algorithm's code. */
-#ifndef CALF_ALGORITHMS_REGISTRY_H
-#define CALF_ALGORITHMS_REGISTRY_H
+#ifndef CALF_REGISTRY_H
+#define CALF_REGISTRY_H
 
 #include "calf/config.h"
 

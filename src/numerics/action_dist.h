@@ -2,8 +2,8 @@
  * (discrete actions) and a diagonal Gaussian with a state-independent log-std
  * (continuous actions). Sampling, log-prob, entropy, mode, and the gradients PPO needs.
  * All per row, computed in double internally, so a row's results depend on it alone. */
-#ifndef CALF_DIST_H
-#define CALF_DIST_H
+#ifndef CALF_ACTION_DIST_H
+#define CALF_ACTION_DIST_H
 
 #include "calf/rng.h"
 

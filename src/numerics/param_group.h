@@ -3,8 +3,8 @@
  * step count: SAC's actor, critics, target critics and temperature are four groups, PPO's
  * actor-critic one. A target network is a group without an optimizer holding a copy of
  * another's layout. The arithmetic of a step is adam.h's. */
-#ifndef CALF_PARAMS_H
-#define CALF_PARAMS_H
+#ifndef CALF_PARAM_GROUP_H
+#define CALF_PARAM_GROUP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* workers.h: `calf train --nproc N`: fork N local workers that share a comm_local region,
  * supervise them, and fail fast: one failing worker stops the job within seconds with its
  * rank and reason on stderr, and nothing is left running. */
-#ifndef CALF_LAUNCHER_H
-#define CALF_LAUNCHER_H
+#ifndef CALF_WORKERS_H
+#define CALF_WORKERS_H
 
 #include "calf/error.h"
 #include "parallel/comm.h"

@@ -1,8 +1,8 @@
 /* render.h: the backends behind calf_renderer (calf/render.h): each knows the classes it
  * draws and holds what drawing them needs. render.c picks one: the class's own hook
  * (plug-ins), cairo for classic control (draw_classic.c), MuJoCo (draw_mujoco.c). */
-#ifndef CALF_RENDER_INTERNAL_H
-#define CALF_RENDER_INTERNAL_H
+#ifndef CALF_RENDER_RENDER_H
+#define CALF_RENDER_RENDER_H
 
 #include <stdint.h>
 

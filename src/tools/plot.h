@@ -2,8 +2,8 @@
  * ticks, runs grouped by seed, and the SVG writer, each a function of its arguments
  * alone so tests can check it against its definition. Reading runs is calf_plot's, in
  * plot.c (calf/plot.h). */
-#ifndef CALF_PLOT_INTERNAL_H
-#define CALF_PLOT_INTERNAL_H
+#ifndef CALF_TOOLS_PLOT_H
+#define CALF_TOOLS_PLOT_H
 
 #include <stdbool.h>
 #include <stddef.h>
