@@ -691,6 +691,18 @@ static void test_registry(void) {
     CHECK(calf_env_lookup("Ant-v4", &err) == NULL && strstr(err.msg, "MuJoCo"));
 #endif
     calf_env_free(&env);
+    /* Every task of MJ_TASKS: built, or known as one that needs MuJoCo. */
+#define MJ_NAME_(id, name, model) name,
+    static const char *const mj_names[] = {MJ_TASKS(MJ_NAME_)};
+#undef MJ_NAME_
+    for (size_t i = 0; i < sizeof mj_names / sizeof mj_names[0]; i++) {
+#if CALF_HAVE_MUJOCO
+        CHECK(calf_env_find(mj_names[i]) != NULL);
+#else
+        CHECK(calf_env_lookup(mj_names[i], &err) == NULL);
+        CHECK(strstr(err.msg, mj_names[i]) && strstr(err.msg, "needs MuJoCo"));
+#endif
+    }
     CHECK(calf_env_lookup("CartPole-v1", &err) == calf_env_find("CartPole-v1"));
 
     /* Duplicate of a built-in. */

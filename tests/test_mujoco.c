@@ -1,9 +1,10 @@
-/* test_mujoco.c: the MuJoCo locomotion envs (Gymnasium v4): model dimensions and a
- * trajectory digest recorded from the comparison with Gymnasium's model files, reset
- * ranges, observation layout, reward and termination on crafted states, NumPy's
- * summation order for the control cost, determinism (same seed and actions, same bits;
- * env i the same alone and in a block of 64) and checkpoint records that resume
- * mid-episode exactly. Skipped, saying why, in a build without MuJoCo. */
+/* test_mujoco.c: the MuJoCo locomotion envs (Gymnasium v4): their one list (MJ_TASKS)
+ * against the classes and the registry, model dimensions and a trajectory digest recorded
+ * from the comparison with Gymnasium's model files, reset ranges, observation layout,
+ * reward and termination on crafted states, NumPy's summation order for the control cost,
+ * determinism (same seed and actions, same bits; env i the same alone and in a block of
+ * 64) and checkpoint records that resume mid-episode exactly. Skipped, saying why, in a
+ * build without MuJoCo. */
 #include <stdio.h>
 
 #include "calf/env.h"
@@ -738,6 +739,37 @@ static void test_model_faults(void) {
     CHECK(s.d == NULL);
 }
 
+/* MJ_TASKS (envs.h) is the one list of the tasks: each row's class bears the row's name,
+ * and so does the task its envs are made from, with the row's model; the registry lists
+ * the rows in their order, one after another, after the classic envs. */
+static void test_task_table(void) {
+#define ROW_(id, name, model) {&id##_class, name, #model ".xml"},
+    static const struct {
+        const calf_env_class *cls;
+        const char *name, *file;
+    } rows[] = {MJ_TASKS(ROW_)};
+#undef ROW_
+    int n = (int)(sizeof rows / sizeof rows[0]);
+    CHECK_INT_EQ(n, MJ_NUM_TASKS);
+    int first = -1;
+    for (int i = 0; i < calf_env_count() && first < 0; i++)
+        if (calf_env_at(i) == rows[0].cls) first = i;
+    CHECK(first > 0);
+    for (int i = 0; i < n; i++) {
+        CHECK(strcmp(rows[i].cls->spec.name, rows[i].name) == 0);
+        CHECK(calf_env_find(rows[i].name) == rows[i].cls);
+        CHECK(calf_env_at(first + i) == rows[i].cls);
+        calf_env env;
+        calf_error err;
+        CHECK_INT_EQ(calf_env_init(&env, rows[i].name, 0, 0, &err), CALF_OK);
+        const mj_task *t = ((const mj_state *)env.state)->task;
+        CHECK(strcmp(t->name, rows[i].name) == 0 && strcmp(t->file, rows[i].file) == 0);
+        CHECK(t->spec == &rows[i].cls->spec);
+        calf_env_free(&env);
+    }
+    for (int i = 0; i < first; i++) CHECK(calf_env_at(i)->destroy != mj_env_destroy_hook);
+}
+
 /* MuJoCo out of memory (ulimit -v reached while making an env's data) is a status with
  * MuJoCo's message, not an exit: once the limit is lifted the same process makes the env.
  * Not under AddressSanitizer, whose shadow memory lives in the address space. */
@@ -775,6 +807,7 @@ static void test_out_of_memory(void) {
 
 int main(void) {
     test_model_faults();
+    test_task_table();
     for (int k = 0; k < MJ_NUM_EXPECTED; k++) {
         const mj_expect *x = &mj_expected[k];
         int before = test_failures;

@@ -24,23 +24,16 @@ static const calf_env_class *const builtin_classes[] = {
     &acrobot_class,      &mountain_car_class,
     &mountain_car_continuous_class,
 #if CALF_HAVE_MUJOCO
-    &inverted_pendulum_class, &half_cheetah_class,
-    &hopper_class,            &walker2d_class,
-    &ant_class,               &inverted_double_pendulum_class,
-    &swimmer_class,           &reacher_class,
-    &pusher_class,            &humanoid_class,
-    &humanoid_standup_class,
+#define MJ_TASK_ENTRY_(id, name, model) &id##_class,
+    MJ_TASKS(MJ_TASK_ENTRY_)
 #endif
 };
 #define NUM_BUILTINS ((int)(sizeof builtin_classes / sizeof builtin_classes[0]))
 
 #if !CALF_HAVE_MUJOCO
 /* Built in only with MuJoCo; named here so asking for one says how to get it. */
-static const char *const mujoco_names[] = {
-    "InvertedPendulum-v4", "HalfCheetah-v4", "Hopper-v4", "Walker2d-v4", "Ant-v4",
-    "InvertedDoublePendulum-v4", "Swimmer-v4", "Reacher-v4", "Pusher-v4", "Humanoid-v4",
-    "HumanoidStandup-v4",
-};
+#define MJ_TASK_NAME_(id, name, model) name,
+static const char *const mujoco_names[] = {MJ_TASKS(MJ_TASK_NAME_)};
 #endif
 
 bool env_class_measure(const calf_env_class *cls, size_t *mapped, size_t *touched) {

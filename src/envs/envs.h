@@ -1,7 +1,7 @@
 /* envs.h: the built-in environment classes (Gymnasium classic control, and MuJoCo
- * locomotion where the build has it) and the classic ones' plain-data states. The
- * states are exposed here, not in the public header, so tests can place an env in an
- * exact start state; users only see state_size bytes. */
+ * locomotion where the build has it: MJ_TASKS, their one list) and the classic ones'
+ * plain-data states, exposed here, not in the public header, so tests can place an env in
+ * an exact start state; users only see state_size bytes. */
 #ifndef CALF_ENVS_H
 #define CALF_ENVS_H
 
@@ -39,19 +39,34 @@ extern const calf_env_class mountain_car_continuous_class; /* MountainCarContinu
  * data, plug-ins), whose caller measures instead. */
 bool env_class_measure(const calf_env_class *cls, size_t *mapped, size_t *touched);
 
+/* The MuJoCo tasks (Gymnasium's v4 envs), one row each, in the order the registry lists
+ * them; what else names every task derives from here: the class declarations below, the
+ * registry's entries and the names a build without MuJoCo knows (env.c), the embedded
+ * models' declarations (mj_env.h). Adding a task is its file src/envs/mj_<task>.c and a
+ * row. X(ID, NAME, MODEL): the class ID##_class, defined in the task's file; NAME, its
+ * spec.name (test_mujoco checks the two agree); MODEL, its MJCF file src/envs/MODEL.xml,
+ * which cmake/embed.cmake embeds as mjcf_##MODEL. Here, not in mj_env.h, because a build
+ * without MuJoCo still needs the names. */
+#define MJ_TASKS(X)                                                                           \
+    X(inverted_pendulum, "InvertedPendulum-v4", inverted_pendulum_v4)                         \
+    X(half_cheetah, "HalfCheetah-v4", half_cheetah_v4)                                        \
+    X(hopper, "Hopper-v4", hopper_v4)                                                         \
+    X(walker2d, "Walker2d-v4", walker2d_v4)                                                   \
+    X(ant, "Ant-v4", ant_v4)                                                                  \
+    X(inverted_double_pendulum, "InvertedDoublePendulum-v4", inverted_double_pendulum_v4)     \
+    X(swimmer, "Swimmer-v4", swimmer_v4)                                                      \
+    X(reacher, "Reacher-v4", reacher_v4)                                                      \
+    X(pusher, "Pusher-v4", pusher_v4)                                                         \
+    X(humanoid, "Humanoid-v4", humanoid_v4)                                                   \
+    X(humanoid_standup, "HumanoidStandup-v4", humanoidstandup_v4)
+
+#define MJ_TASK_COUNT_(id, name, model) +1
+enum { MJ_NUM_TASKS = 0 MJ_TASKS(MJ_TASK_COUNT_) };
+
 #if CALF_HAVE_MUJOCO
-/* MuJoCo locomotion (src/envs/mj_*.c); their state is native (envs/mj_env.h). */
-extern const calf_env_class inverted_pendulum_class; /* InvertedPendulum-v4 */
-extern const calf_env_class half_cheetah_class;      /* HalfCheetah-v4 */
-extern const calf_env_class hopper_class;            /* Hopper-v4 */
-extern const calf_env_class walker2d_class;          /* Walker2d-v4 */
-extern const calf_env_class ant_class;               /* Ant-v4 */
-extern const calf_env_class inverted_double_pendulum_class; /* InvertedDoublePendulum-v4 */
-extern const calf_env_class swimmer_class;           /* Swimmer-v4 */
-extern const calf_env_class reacher_class;           /* Reacher-v4 */
-extern const calf_env_class pusher_class;            /* Pusher-v4 */
-extern const calf_env_class humanoid_class;          /* Humanoid-v4 */
-extern const calf_env_class humanoid_standup_class;  /* HumanoidStandup-v4 */
+/* The tasks' classes (src/envs/mj_*.c); their state is native (envs/mj_env.h). */
+#define MJ_TASK_CLASS_DECL_(id, name, model) extern const calf_env_class id##_class;
+MJ_TASKS(MJ_TASK_CLASS_DECL_)
 #endif
 
 #endif

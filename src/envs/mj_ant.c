@@ -23,9 +23,7 @@ static int ant_healthy(const mjData *d) {
 
 static const mj_task task = {
     .name = "Ant-v4",
-    .file = "ant_v4.xml",
-    .xml = mjcf_ant_v4,
-    .xml_size = &mjcf_ant_v4_size,
+    MJ_TASK_MODEL(ant_v4),
     .frame_skip = 5,
     .nq = NQ, .nv = NV, .nu = NU,
     .qpos_noise = 0.1,

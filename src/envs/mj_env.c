@@ -17,7 +17,7 @@
 /* The compiled models, one per task, kept for the life of the process (tasks are few,
  * models are read-only, and workers forked later share the pages). Like the env
  * registry, process-wide and filled before any env steps. */
-enum { MAX_TASKS = 16 };
+enum { MAX_TASKS = 2 * MJ_NUM_TASKS }; /* the built-in tasks, and room for a test's own */
 static struct {
     const mj_task *task;
     mjModel *m;

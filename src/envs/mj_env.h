@@ -1,8 +1,8 @@
 /* mj_env.h: what the MuJoCo envs (Gymnasium v4) share: one compiled model per process
  * and task (read-only), one mjData per env, Gymnasium's reset and frame-skipped step,
  * and the env's saved form for checkpoints. Each env's file (mj_half_cheetah.c, ...)
- * gives its constants and health test; the locomotion step, reset and observation are
- * shared (mj_env_step_hook); the others (pendulums, Reacher, Pusher, Humanoid) have
+ * gives its constants and health test; the locomotion step, reset and observation
+ * are shared (mj_env_step_hook); the others (pendulums, Reacher, Pusher, Humanoid) have
  * their own step and observation over the shared reset, simulation and saved form. */
 #ifndef CALF_MJ_ENV_H
 #define CALF_MJ_ENV_H
@@ -13,6 +13,7 @@
 #include <mujoco/mujoco.h>
 
 #include "calf/env.h"
+#include "envs/envs.h"
 
 /* mjData arrays besides the integration state that a task's observation or next reward
  * reads as the last step left them. mj_step computes them from the state before its last
@@ -55,14 +56,15 @@ typedef struct mj_task {
     int (*healthy)(const mjData *d); /* 0: terminated; NULL: never terminates */
 } mj_task;
 
-/* The MJCF models, embedded by cmake/embed.cmake from src/envs/<name>.xml. */
-extern const char mjcf_inverted_pendulum_v4[], mjcf_half_cheetah_v4[], mjcf_hopper_v4[],
-    mjcf_walker2d_v4[], mjcf_ant_v4[], mjcf_inverted_double_pendulum_v4[], mjcf_swimmer_v4[],
-    mjcf_reacher_v4[], mjcf_pusher_v4[], mjcf_humanoid_v4[], mjcf_humanoidstandup_v4[];
-extern const int mjcf_inverted_pendulum_v4_size, mjcf_half_cheetah_v4_size, mjcf_hopper_v4_size,
-    mjcf_walker2d_v4_size, mjcf_ant_v4_size, mjcf_inverted_double_pendulum_v4_size,
-    mjcf_swimmer_v4_size, mjcf_reacher_v4_size, mjcf_pusher_v4_size, mjcf_humanoid_v4_size,
-    mjcf_humanoidstandup_v4_size;
+/* The MJCF models, embedded by cmake/embed.cmake from src/envs/<model>.xml: mjcf_<model>
+ * and its length mjcf_<model>_size for every MODEL of MJ_TASKS (envs.h). */
+#define MJ_TASK_MODEL_DECL_(id, name, model) \
+    extern const char mjcf_##model[];        \
+    extern const int mjcf_##model##_size;
+MJ_TASKS(MJ_TASK_MODEL_DECL_)
+/* An mj_task's file, xml and xml_size for the model src/envs/MODEL.xml (its MJ_TASKS row's). */
+#define MJ_TASK_MODEL(MODEL) \
+    .file = #MODEL ".xml", .xml = mjcf_##MODEL, .xml_size = &mjcf_##MODEL##_size
 
 /* An env's state (spec.state_size = sizeof(mj_state)); made by mj_env_create. */
 typedef struct mj_state {

@@ -10,9 +10,7 @@ static const float lo[NU] = {-1, -1, -1, -1, -1, -1}, hi[NU] = {1, 1, 1, 1, 1, 1
 
 static const mj_task task = {
     .name = "HalfCheetah-v4",
-    .file = "half_cheetah_v4.xml",
-    .xml = mjcf_half_cheetah_v4,
-    .xml_size = &mjcf_half_cheetah_v4_size,
+    MJ_TASK_MODEL(half_cheetah_v4),
     .frame_skip = 5,
     .nq = NQ, .nv = NV, .nu = NU,
     .qpos_noise = 0.1,

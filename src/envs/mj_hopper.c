@@ -25,9 +25,7 @@ static int hopper_healthy(const mjData *d) {
 
 static const mj_task task = {
     .name = "Hopper-v4",
-    .file = "hopper_v4.xml",
-    .xml = mjcf_hopper_v4,
-    .xml_size = &mjcf_hopper_v4_size,
+    MJ_TASK_MODEL(hopper_v4),
     .frame_skip = 4,
     .nq = NQ, .nv = NV, .nu = NU,
     .qpos_noise = 5e-3,

@@ -16,9 +16,7 @@ static void idp_observe(const void *state, float *obs);
 
 static const mj_task task = {
     .name = "InvertedDoublePendulum-v4",
-    .file = "inverted_double_pendulum_v4.xml",
-    .xml = mjcf_inverted_double_pendulum_v4,
-    .xml_size = &mjcf_inverted_double_pendulum_v4_size,
+    MJ_TASK_MODEL(inverted_double_pendulum_v4),
     .frame_skip = 5,
     .nq = NQ, .nv = NV, .nu = NU,
     .qpos_noise = 0.1,

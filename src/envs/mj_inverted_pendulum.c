@@ -15,9 +15,7 @@ static void ip_observe(const void *state, float *obs);
 
 static const mj_task task = {
     .name = "InvertedPendulum-v4",
-    .file = "inverted_pendulum_v4.xml",
-    .xml = mjcf_inverted_pendulum_v4,
-    .xml_size = &mjcf_inverted_pendulum_v4_size,
+    MJ_TASK_MODEL(inverted_pendulum_v4),
     .frame_skip = 2,
     .nq = NQ, .nv = NV, .nu = NU,
     .qpos_noise = 0.01,

@@ -18,9 +18,7 @@ static const float lo[NU] = {-2, -2, -2, -2, -2, -2, -2}, hi[NU] = {2, 2, 2, 2, 
 
 static const mj_task task = {
     .name = "Pusher-v4",
-    .file = "pusher_v4.xml",
-    .xml = mjcf_pusher_v4,
-    .xml_size = &mjcf_pusher_v4_size,
+    MJ_TASK_MODEL(pusher_v4),
     .frame_skip = 5,
     .nq = NQ, .nv = NV, .nu = NU,
     .keep = MJ_KEEP_XPOS,

@@ -17,9 +17,7 @@ static const float lo[NU] = {-1, -1}, hi[NU] = {1, 1};
 
 static const mj_task task = {
     .name = "Reacher-v4",
-    .file = "reacher_v4.xml",
-    .xml = mjcf_reacher_v4,
-    .xml_size = &mjcf_reacher_v4_size,
+    MJ_TASK_MODEL(reacher_v4),
     .frame_skip = 2,
     .nq = NQ, .nv = NV, .nu = NU,
     .keep = MJ_KEEP_XPOS,

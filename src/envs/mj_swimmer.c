@@ -10,9 +10,7 @@ static const float lo[NU] = {-1, -1}, hi[NU] = {1, 1};
 
 static const mj_task task = {
     .name = "Swimmer-v4",
-    .file = "swimmer_v4.xml",
-    .xml = mjcf_swimmer_v4,
-    .xml_size = &mjcf_swimmer_v4_size,
+    MJ_TASK_MODEL(swimmer_v4),
     .frame_skip = 4,
     .nq = NQ, .nv = NV, .nu = NU,
     .qpos_noise = 0.1,

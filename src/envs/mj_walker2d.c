@@ -16,9 +16,7 @@ static int walker_healthy(const mjData *d) {
 
 static const mj_task task = {
     .name = "Walker2d-v4",
-    .file = "walker2d_v4.xml",
-    .xml = mjcf_walker2d_v4,
-    .xml_size = &mjcf_walker2d_v4_size,
+    MJ_TASK_MODEL(walker2d_v4),
     .frame_skip = 4,
     .nq = NQ, .nv = NV, .nu = NU,
     .qpos_noise = 5e-3,
