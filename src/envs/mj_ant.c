@@ -36,6 +36,7 @@ static const mj_task task = {
     .ctrl_cost_weight = 0.5f,
     .healthy_reward = 1.0,
     .healthy = ant_healthy,
+    .camera = {.fps = 20, .track_body = 1, .distance = 4.0},
 };
 
 static int ant_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }

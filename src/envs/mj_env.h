@@ -1,7 +1,7 @@
 /* mj_env.h: what the MuJoCo envs (Gymnasium v4) share: one compiled model per process
  * and task (read-only), one mjData per env, Gymnasium's reset and frame-skipped step,
  * and the env's saved form for checkpoints. Each env's file (mj_half_cheetah.c, ...)
- * gives its constants and health test; the locomotion step, reset and observation
+ * gives its constants, camera and health test; the locomotion step, reset and observation
  * are shared (mj_env_step_hook); the others (pendulums, Reacher, Pusher, Humanoid) have
  * their own step and observation over the shared reset, simulation and saved form. */
 #ifndef CALF_MJ_ENV_H
@@ -27,6 +27,22 @@ enum {
     MJ_KEEP_QFRC_ACTUATOR = 1 << 4,   /* qfrc_actuator, nv */
     MJ_KEEP_CFRC_EXT = 1 << 5,        /* cfrc_ext, nbody x 6 (mj_rnePostConstraint's) */
 };
+
+/* How Gymnasium draws a task (draw_mujoco.c follows it): its metadata render_fps and the
+ * DEFAULT_CAMERA_CONFIG of its *_v4.py; zeros are Gymnasium's free camera, looking at the
+ * geoms' median from the model's extent. */
+typedef struct mj_camera {
+    double fps;         /* metadata render_fps, 1 / dt (0: taken from the env's dt) */
+    int track_body;     /* the body followed (its subtree's centre of mass); -1 or 0: none.
+                           HalfCheetah, Ant and Swimmer follow their torso (body 1) as the
+                           "track" camera of Gymnasium's models does; the others as their
+                           config's trackbodyid says */
+    double distance;    /* 0: the model's extent */
+    bool has_lookat;
+    double lookat[3];
+    bool has_elevation;
+    double elevation;
+} mj_camera;
 
 /* One task: its model and Gymnasium's constants for it. */
 typedef struct mj_task {
@@ -54,6 +70,7 @@ typedef struct mj_task {
     float ctrl_cost_weight; /* reward: x velocity + healthy_reward - weight * sum(u^2) */
     double healthy_reward;  /* paid every step (terminate_when_unhealthy); 0: none */
     int (*healthy)(const mjData *d); /* 0: terminated; NULL: never terminates */
+    mj_camera camera;     /* how its pictures are taken */
 } mj_task;
 
 /* The MJCF models, embedded by cmake/embed.cmake from src/envs/<model>.xml: mjcf_<model>

@@ -22,6 +22,7 @@ static const mj_task task = {
     .ctrl_cost_weight = 0.1f,
     .healthy_reward = 0,
     .healthy = NULL,
+    .camera = {.fps = 20, .track_body = 1, .distance = 4.0},
 };
 
 static int hc_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }

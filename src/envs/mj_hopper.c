@@ -37,6 +37,8 @@ static const mj_task task = {
     .ctrl_cost_weight = 1e-3f,
     .healthy_reward = 1.0,
     .healthy = hopper_healthy,
+    .camera = {.fps = 125, .track_body = 2, .distance = 3.0, .has_lookat = true,
+               .lookat = {0, 0, 1.15}, .has_elevation = true, .elevation = -20.0},
 };
 
 static int hopper_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }

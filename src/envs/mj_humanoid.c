@@ -19,19 +19,22 @@ static const float lo[NU] = {-.4f, -.4f, -.4f, -.4f, -.4f, -.4f, -.4f, -.4f, -.4
                    hi[NU] = {.4f, .4f, .4f, .4f, .4f, .4f, .4f, .4f, .4f,
                              .4f, .4f, .4f, .4f, .4f, .4f, .4f, .4f};
 
-#define HUMANOID_TASK(NAME, MODEL, CLASS, MASS_CENTER)                                        \
+/* The camera looks at (0, 0, LOOKAT_Z), 4 away, 20 degrees from above, following the torso. */
+#define HUMANOID_TASK(NAME, MODEL, CLASS, MASS_CENTER, LOOKAT_Z)                              \
     {.name = (NAME), MJ_TASK_MODEL(MODEL), .frame_skip = 5,                                  \
      .nq = NQ, .nv = NV, .nu = NU, .qpos_noise = 1e-2, .qvel_noise = 1e-2, .qvel_normal = 0, \
      .track_mass_center = (MASS_CENTER), .post_constraint = 1,                               \
      .keep = MJ_KEEP_CINERT | MJ_KEEP_CVEL | MJ_KEEP_QFRC_ACTUATOR | MJ_KEEP_CFRC_EXT,      \
-     .spec = &(CLASS).spec, .observe = humanoid_observe}
+     .spec = &(CLASS).spec, .observe = humanoid_observe,                                     \
+     .camera = {.fps = 67, .track_body = 1, .distance = 4.0, .has_lookat = true,             \
+                .lookat = {0, 0, (LOOKAT_Z)}, .has_elevation = true, .elevation = -20.0}}
 
 static void humanoid_observe(const void *state, float *obs);
 
 static const mj_task humanoid_task =
-    HUMANOID_TASK("Humanoid-v4", humanoid_v4, humanoid_class, 1);
+    HUMANOID_TASK("Humanoid-v4", humanoid_v4, humanoid_class, 1, 2.0);
 static const mj_task standup_task =
-    HUMANOID_TASK("HumanoidStandup-v4", humanoidstandup_v4, humanoid_standup_class, 0);
+    HUMANOID_TASK("HumanoidStandup-v4", humanoidstandup_v4, humanoid_standup_class, 0, 0.8925);
 
 static int humanoid_create(void *state, calf_error *err) {
     return mj_env_create(state, &humanoid_task, err);

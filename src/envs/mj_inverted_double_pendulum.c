@@ -25,6 +25,8 @@ static const mj_task task = {
     .keep = MJ_KEEP_QFRC_CONSTRAINT,
     .spec = &inverted_double_pendulum_class.spec,
     .observe = idp_observe,
+    .camera = {.fps = 20, .track_body = -1, .distance = 4.1225, .has_lookat = true,
+               .lookat = {0, 0, 0.12250000000000005}},
 };
 
 static int idp_create(void *state, calf_error *err) {

@@ -23,6 +23,7 @@ static const mj_task task = {
     .qvel_normal = 0,
     .spec = &inverted_pendulum_class.spec,
     .observe = ip_observe,
+    .camera = {.fps = 25, .track_body = -1, .distance = 2.04},
 };
 
 static int ip_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }

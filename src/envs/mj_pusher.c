@@ -23,6 +23,7 @@ static const mj_task task = {
     .nq = NQ, .nv = NV, .nu = NU,
     .keep = MJ_KEEP_XPOS,
     .spec = &pusher_class.spec,
+    .camera = {.fps = 20, .track_body = -1, .distance = 4.0},
 };
 
 static int pusher_create(void *state, calf_error *err) {

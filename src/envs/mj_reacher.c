@@ -22,6 +22,7 @@ static const mj_task task = {
     .nq = NQ, .nv = NV, .nu = NU,
     .keep = MJ_KEEP_XPOS,
     .spec = &reacher_class.spec,
+    .camera = {.fps = 50, .track_body = -1, .distance = 0},
 };
 
 static int reacher_create(void *state, calf_error *err) {

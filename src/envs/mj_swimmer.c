@@ -22,6 +22,7 @@ static const mj_task task = {
     .ctrl_cost_weight = 1e-4f,
     .healthy_reward = 0,
     .healthy = NULL,
+    .camera = {.fps = 25, .track_body = 1, .distance = 0},
 };
 
 static int swimmer_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }

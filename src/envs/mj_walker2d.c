@@ -28,6 +28,8 @@ static const mj_task task = {
     .ctrl_cost_weight = 1e-3f,
     .healthy_reward = 1.0,
     .healthy = walker_healthy,
+    .camera = {.fps = 125, .track_body = 2, .distance = 4.0, .has_lookat = true,
+               .lookat = {0, 0, 1.15}, .has_elevation = true, .elevation = -20.0},
 };
 
 static int walker_create(void *state, calf_error *err) { return mj_env_create(state, &task, err); }

@@ -2,9 +2,10 @@
  * mjr_readPixels) into its offscreen buffer, in an OpenGL context from EGL's surfaceless
  * platform (Mesa; llvmpipe without a GPU), so no display is needed. Any env whose class
  * is an mj_env (envs/mj_env.h) is drawn; cameras follow Gymnasium's DEFAULT_CAMERA_CONFIG
- * of each task, tracking the torso of the locomotion tasks. calf's models leave out what
- * only drawing needs, so the look of Gymnasium's files is added here, to the renderer's
- * copy and scene only: their body colour, the checkered floor, the overhead light, the sky. */
+ * of each task (its mj_task's camera), tracking the torso of the locomotion tasks. calf's
+ * models leave out what only drawing needs, so the look of Gymnasium's files is added here,
+ * to the renderer's copy and scene only: their body colour, the checkered floor, the
+ * overhead light, the sky. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,35 +16,6 @@
 
 #include "envs/mj_env.h"
 #include "render/render.h"
-
-/* Gymnasium's DEFAULT_CAMERA_CONFIG (*_v4.py) of a task; a task not listed gets the free
- * camera Gymnasium starts from (looking at the geoms' median, from the model's extent). */
-typedef struct camera_config {
-    const char *env;
-    double fps;         /* metadata render_fps, 1 / dt */
-    int track_body;     /* tracked body (its subtree's centre of mass); -1: a free camera */
-    double distance;    /* 0: the model's extent */
-    bool has_lookat;
-    double lookat[3];
-    bool has_elevation;
-    double elevation;
-} camera_config;
-
-/* HalfCheetah, Ant and Swimmer track their torso (body 1) as Gymnasium's "track" camera
- * of their models does; the others as their configs' trackbodyid says. */
-static const camera_config cameras[] = {
-    {"InvertedPendulum-v4", 25, -1, 2.04, false, {0}, false, 0},
-    {"InvertedDoublePendulum-v4", 20, -1, 4.1225, true, {0, 0, 0.12250000000000005}, false, 0},
-    {"HalfCheetah-v4", 20, 1, 4.0, false, {0}, false, 0},
-    {"Ant-v4", 20, 1, 4.0, false, {0}, false, 0},
-    {"Hopper-v4", 125, 2, 3.0, true, {0, 0, 1.15}, true, -20.0},
-    {"Walker2d-v4", 125, 2, 4.0, true, {0, 0, 1.15}, true, -20.0},
-    {"Humanoid-v4", 67, 1, 4.0, true, {0, 0, 2.0}, true, -20.0},
-    {"HumanoidStandup-v4", 67, 1, 4.0, true, {0, 0, 0.8925}, true, -20.0},
-    {"Swimmer-v4", 25, 1, 0, false, {0}, false, 0},
-    {"Reacher-v4", 50, -1, 0, false, {0}, false, 0},
-    {"Pusher-v4", 20, -1, 4.0, false, {0}, false, 0},
-};
 
 typedef struct mujoco_ctx {
     EGLDisplay display;
@@ -56,7 +28,7 @@ typedef struct mujoco_ctx {
     mjrContext con;
     bool scene_made, con_made, camera_set;
     int track_body; /* the body the camera follows; 0: none */
-    const camera_config *config;
+    const mj_camera *config; /* the task's camera (envs/mj_env.h) */
     int width, height;
     unsigned char *flipped; /* (height, width, 3) as OpenGL reads it, bottom row first */
     float *depth;           /* (height, width) likewise: 1 where nothing was drawn (the sky) */
@@ -67,12 +39,6 @@ typedef struct mujoco_ctx {
  * texture repeated 60 times over the plane: squares of size / 60), a directional light
  * from above, a skybox from 0.4 0.5 0.6 to black. */
 enum { SCENE_GEOMS = 1000, FLOOR_SQUARES = 60 }; /* geoms of Gymnasium's scene; squares a side */
-
-static const camera_config *config_of(const char *name) {
-    for (size_t i = 0; i < sizeof cameras / sizeof cameras[0]; i++)
-        if (!strcmp(cameras[i].env, name)) return &cameras[i];
-    return NULL;
-}
 
 /* The renderer's own model (its offscreen size and colours are changed) and data. */
 typedef struct copy_args {
@@ -168,7 +134,7 @@ static int mujoco_open(const calf_env_class *cls, int width, int height, void **
     c->context = EGL_NO_CONTEXT;
     c->width = width;
     c->height = height;
-    c->config = config_of(name);
+    c->config = &ps->task->camera;
     copy_args copy = {ps->m, c};
     rc = mj_env_guarded(copy_model_and_data, &copy, name, err);
     c->flipped = malloc((size_t)width * height * 3);
@@ -200,7 +166,7 @@ static int mujoco_open(const calf_env_class *cls, int width, int height, void **
         mujoco_close(c);
         return rc;
     }
-    *fps = c->config ? c->config->fps : 1.0 / dt;
+    *fps = c->config->fps > 0 ? c->config->fps : 1.0 / dt;
     *out = c;
     return CALF_OK;
 }
@@ -228,13 +194,11 @@ static void set_camera(mujoco_ctx *c) {
     }
     free(col);
     cam->distance = m->stat.extent;
-    const camera_config *k = c->config;
-    if (k) {
-        if (k->distance > 0) cam->distance = k->distance;
-        if (k->has_lookat) memcpy(cam->lookat, k->lookat, sizeof k->lookat);
-        if (k->has_elevation) cam->elevation = k->elevation;
-        if (k->track_body > 0 && k->track_body < m->nbody) c->track_body = k->track_body;
-    }
+    const mj_camera *k = c->config;
+    if (k->distance > 0) cam->distance = k->distance;
+    if (k->has_lookat) memcpy(cam->lookat, k->lookat, sizeof k->lookat);
+    if (k->has_elevation) cam->elevation = k->elevation;
+    if (k->track_body > 0 && k->track_body < m->nbody) c->track_body = k->track_body;
     c->camera_set = true;
 }
 
