@@ -18,6 +18,7 @@
 #include "parallel/workers.h"
 #include "records/rundir.h"
 #include "training/trainer.h"
+#include "training/trainer_memory.h"
 
 /* What changed between the config that wrote a checkpoint (digest) and cfg, as ": B = NEW
  * (was OLD), ..." from ROOT/config.gin, the operative config of the launch before; ""

@@ -1,33 +1,25 @@
-/* trainer.c: what every algorithm shares (ALF's RLTrainer): the iteration loop, stepping
- * this process's envs with auto-reset and their episode statistics, evaluation, the
- * summary cadence, when to checkpoint (trainer_checkpoint.c writes them), the operative
- * config, the rank log and stopping on Ctrl-C. The algorithm (algorithm.h) acts, learns
- * and owns its state; the launch (one process, --nproc workers, MPI ranks) is job.c's.
- * Every sum is over the global env index, so a checkpoint's bytes never depend on how
- * many processes made it. */
-#include <errno.h>
-#include <fcntl.h>
-#include <malloc.h>
+/* trainer.c: the iteration loop every algorithm shares (ALF's RLTrainer), one process's
+ * part of a run: stepping its envs with auto-reset and their episode statistics,
+ * evaluation, the summary cadence, the progress line and when to checkpoint. Beside it
+ * are its config (trainer_config.c), memory check (trainer_memory.c), checkpoints
+ * (trainer_checkpoint.c), rank log (rank_log.c) and signals (trainer_signals.c). The
+ * algorithm (algorithm.h) acts, learns and owns its state; the launch is job.c's. Every
+ * sum is over the global env index, so a checkpoint's bytes never depend on how many
+ * processes made it. */
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "calf/summary.h"
-#include "calf/train.h"
 #include "calf/version.h"
-#include "base/bytes.h"
 #include "base/clock.h"
 #include "base/fsutil.h"
 #include "base/mem.h"
-#include "base/memory.h"
-#include "envs/envs.h"
 #include "envs/vec_env.h"
 #include "parallel/comm.h"
 #include "parallel/tree_sum.h"
@@ -38,6 +30,8 @@
 #include "training/rank_log.h"
 #include "training/trainer.h"
 #include "training/trainer_checkpoint.h"
+#include "training/trainer_config.h"
+#include "training/trainer_signals.h"
 
 /* Per-env episode statistics of an iteration, summed over envs in canonical order. */
 enum { EP_EPISODES, EP_RETURN, EP_LENGTH, NUM_EP_STATS };
@@ -120,26 +114,6 @@ struct trainer {
     double metric_values[TRAINER_MAX_METRICS];
 };
 
-/* Set by SIGINT/SIGTERM; read at the end of each iteration, where the ranks agree on
- * stopping (comm_agree) so that all of them stop after the same iteration. The one piece
- * of process-wide state besides the per-process context: a signal handler can reach
- * nothing else. */
-static volatile sig_atomic_t stop_requested = 0;
-/* Whether the first signal says what happens (this process is the one the user sees: one
- * process, or MPI rank 0; --nproc workers leave it to their launcher). */
-static volatile sig_atomic_t announce_stop = 0;
-
-static void on_stop_signal(int sig) {
-    (void)sig;
-    if (announce_stop && !stop_requested) {
-        static const char msg[] = "calf: interrupted: finishing this iteration and writing its "
-                                  "checkpoint; Ctrl-C again stops at once, without it\n";
-        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1); /* async-signal-safe */
-        (void)w;
-    }
-    stop_requested = 1;
-}
-
 static trainer_params trainer_params_of(const calf_config *cfg) {
     return (trainer_params){
         .num_checkpoints = calf_config_int(cfg, CALF_CFG_NUM_CHECKPOINTS),
@@ -152,171 +126,6 @@ static trainer_params trainer_params_of(const calf_config *cfg) {
         .check_interval = calf_config_int(cfg, CALF_CFG_DDP_CHECK_INTERVAL),
         .initial_collect = calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS),
     };
-}
-
-/* ---- config ----------------------------------------------------------------- */
-
-void trainer_env_lib_hint(const char *conf, char *buf, size_t size) {
-    FILE *f = conf ? fopen(conf, "r") : NULL;
-    if (!f) return;
-    char line[4200];
-    const char *tag = "# " ENV_LIB_COMMENT;
-    size_t tag_len = strlen(tag), used = strlen(buf);
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, tag, tag_len) != 0) continue;
-        line[strcspn(line, "\r\n")] = '\0';
-        const char *lib = line + tag_len;
-        if (strstr(buf, lib)) continue; /* named already (a resume's --conf and config.gin) */
-        int n = snprintf(buf + used, size - used, " --env_lib %s", lib);
-        if (n < 0 || (size_t)n >= size - used) break;
-        used += (size_t)n;
-    }
-    fclose(f);
-}
-
-/* The message for an env the config names that is not registered: the lookup's, or,
- * when the run's config says a plug-in library registered it, which one to pass. */
-static int unknown_env_error(const char *where, const char *env, const char *const *confs, int n,
-                             const calf_error *why, calf_error *err) {
-    char hint[2048] = "";
-    for (int i = 0; i < n; i++) trainer_env_lib_hint(confs[i], hint, sizeof hint);
-    if (!hint[0])
-        return calf_error_set(err, CALF_EINVAL, "%s%s%s", where, where[0] ? ": " : "", why->msg);
-    return calf_error_set(err, CALF_EINVAL,
-                          "%s%senvironment '%s' is not registered; the run used a plug-in "
-                          "library for it: pass it again with%s",
-                          where, where[0] ? ": " : "", env, hint);
-}
-
-int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_error *err) {
-    return trainer_load_config(o, NULL, cfg, err);
-}
-
-int trainer_load_config(const calf_train_options *o, const char *conf_text, calf_config *cfg,
-                        calf_error *err) {
-    calf_config_init(cfg);
-    int rc;
-    if (o->conf_path) {
-        rc = calf_config_parse_file(cfg, o->conf_path, err);
-    } else if (conf_text) {
-        rc = calf_config_parse_string(cfg, conf_text, "<conf_text>", err);
-    } else {
-        char path[4096];
-        if ((rc = fs_join(path, sizeof path, o->root_dir, "config.gin", err))) return rc;
-        if (access(path, F_OK) != 0)
-            return calf_error_set(err, CALF_EINVAL,
-                                  "missing --conf (and %s does not exist to resume from)", path);
-        rc = calf_config_parse_file(cfg, path, err);
-    }
-    if (rc) return rc == CALF_EIO ? CALF_EINVAL : rc;
-    for (int i = 0; i < o->num_conf_params; i++)
-        if ((rc = calf_config_apply_param(cfg, o->conf_params[i], err))) return rc;
-    if ((rc = calf_config_validate(cfg, err))) return rc;
-    const char *env = calf_config_string(cfg, CALF_CFG_ENV_NAME);
-    calf_error why;
-    calf_error_clear(&why);
-    const calf_env_class *cls = calf_env_lookup(env, &why);
-    if (!cls) {
-        char root_conf[4096] = "";
-        if (o->root_dir) fs_join(root_conf, sizeof root_conf, o->root_dir, "config.gin", NULL);
-        const char *confs[] = {o->conf_path, root_conf[0] ? root_conf : NULL};
-        return unknown_env_error(cfg->origin[CALF_CFG_ENV_NAME], env, confs, 2, &why, err);
-    }
-    if (cls->spec.action_dim > 0 && cls->spec.num_actions > 0)
-        return calf_error_set(err, CALF_EINVAL, "environment '%s' has both action kinds", env);
-    const algorithm_ops *ops = trainer_algorithm(cfg);
-    return ops->check ? ops->check(cfg, &cls->spec, err) : CALF_OK;
-}
-
-
-bool trainer_run_complete(const calf_config *cfg, int64_t iteration) {
-    int64_t iters = calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS);
-    int64_t steps = calf_config_int(cfg, CALF_CFG_NUM_ENV_STEPS);
-    int64_t per = calf_config_int(cfg, CALF_CFG_NUM_ENVS) * calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
-    if (iters > 0 && iteration >= iters) return true;
-    /* env steps after `iteration` iterations, as the loop counts them (finished()) */
-    return steps > 0 && per > 0 && iteration >= (steps + per - 1) / per;
-}
-
-const algorithm_ops *trainer_algorithm(const calf_config *cfg) {
-    const algorithm_ops *ops = algorithm_find(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR));
-    CALF_ASSERT(ops != NULL); /* the config only takes the names algorithm_find knows */
-    return ops;
-}
-
-/* Heap bytes in use (glibc's mallinfo2: small blocks and mmap'd ones); 0 elsewhere. */
-static size_t heap_in_use(void) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-#else
-    return 0;
-#endif
-}
-
-/* What one more env of a native class (one with create: a simulator's data) takes: what
- * it maps, and what of that it touches. Classes that can say do (env_class_measure:
- * MuJoCo's, their mjData, the stack as deep as it is used); for others the heap's growth
- * when one more is made after a first (which builds what the class shares between its
- * envs), with nothing known of what is touched. 0 when no env can be made (the run then
- * fails there, saying why). */
-static void native_env_bytes(const calf_env_class *cls, size_t *mapped, size_t *touched) {
-    *mapped = *touched = 0;
-    if (env_class_measure(cls, mapped, touched)) return;
-    calf_env a, b;
-    calf_error ignored;
-    if (calf_env_init(&a, cls->spec.name, 0, 0, &ignored) != CALF_OK) return;
-    size_t before = heap_in_use();
-    if (calf_env_init(&b, cls->spec.name, 0, 1, &ignored) == CALF_OK) {
-        size_t after = heap_in_use();
-        *mapped = after > before ? after - before : 0;
-        calf_env_free(&b);
-    }
-    calf_env_free(&a);
-    if (*mapped < cls->spec.state_size) *mapped = cls->spec.state_size;
-}
-
-/* The envs of a native class need envs x per_env bytes of `bound`: a file:line error
- * naming num_parallel_environments when they do not fit. */
-static int check_envs(const calf_config *cfg, const calf_env_class *cls, int envs,
-                      size_t per_env, const memory_bound *bound, const char *kind,
-                      calf_error *err) {
-    if (per_env == 0 || !bound->what || (uint64_t)envs <= bound->bytes / per_env) return CALF_OK;
-    char want[32], each[32], have[32];
-    memory_format((double)per_env * envs, want, sizeof want);
-    memory_format((double)per_env, each, sizeof each);
-    memory_format((double)bound->bytes, have, sizeof have);
-    const char *where = cfg->origin[CALF_CFG_NUM_ENVS];
-    return calf_error_set(err, CALF_EINVAL,
-                          "%s%screate_environment.num_parallel_environments = %d: the %s envs "
-                          "need %s on one machine (%s %s each), more than the %s of %s",
-                          where, where[0] ? ": " : "", envs, cls->spec.name, want, each, kind,
-                          have, bound->what);
-}
-
-int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err) {
-    const algorithm_ops *ops = trainer_algorithm(cfg);
-    const calf_env_class *cls = calf_env_lookup(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
-    if (!cls) return CALF_EINVAL;
-    if (!ops->check_memory && !cls->create) return CALF_OK; /* nothing large to check */
-    memory_bound resident, address;
-    int rc = memory_limits(&resident, &address, err);
-    if (rc) return rc;
-    /* the envs of a native class, each its own simulator (4,096 Hopper envs: 12.7 GiB
-     * resident), against what may be resident and what may be mapped */
-    if (cls->create && (resident.what || address.what)) {
-        size_t mapped, touched;
-        native_env_bytes(cls, &mapped, &touched);
-        if ((rc = check_envs(cfg, cls, envs, touched, &resident, "resident", err)) ||
-            (rc = check_envs(cfg, cls, envs, mapped, &address, "mapped", err)))
-            return rc;
-    }
-    if (!ops->check_memory) return CALF_OK;
-    bool res = resident.bytes <= address.bytes;
-    uint64_t memory = res ? resident.bytes : address.bytes;
-    if (memory == UINT64_MAX) return CALF_OK; /* nothing known: the allocation will tell */
-    return ops->check_memory(cfg, &cls->spec, envs, memory, res ? resident.what : address.what,
-                             err);
 }
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -646,24 +455,6 @@ static int stop_for_io(trainer *t, int who, int ckpt_rc, const calf_error *ckpt_
                           t->io_err.msg, (long long)t->iteration, ckpt_err->msg);
 }
 
-/* The run whose process must not end quietly (trainer_args.guard_exit): a plug-in or
- * library that calls exit() in the middle of it would otherwise end `calf train` with
- * the status it chose, 0 for a run that did not finish. */
-static const trainer *guarded_run = NULL;
-
-static void on_exit_mid_run(void) {
-    if (!guarded_run) return;
-    char msg[256];
-    int n = snprintf(msg, sizeof msg, "calf: the process exited in the middle of iteration %lld "
-                     "(something it loaded called exit()): the run did not finish; a new run "
-                     "resumes from the last checkpoint\n", (long long)guarded_run->iteration + 1);
-    if (n > 0) {
-        ssize_t w = write(STDERR_FILENO, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
-        (void)w;
-    }
-    _exit(1); /* the process is ending already; only its status changes */
-}
-
 /* Metrics: the algorithm's scalars as its summarize writes them (summary_listen). */
 static void listen_metric(void *arg, const char *tag, double value) {
     trainer *t = arg;
@@ -713,7 +504,7 @@ static int train_iteration(trainer *t, bool *stop) {
      * (its log, or rank 0's summaries), stops every rank after this iteration, with a
      * checkpoint. */
     int who = -1, any_stop = 0;
-    rc = comm_agree(t->c, stop_requested != 0, io_failed(t), &any_stop, &who, err);
+    rc = comm_agree(t->c, trainer_signals_stop_requested(), io_failed(t), &any_stop, &who, err);
     if (rc) return rc;
     *stop = any_stop != 0 || who >= 0;
     /* processes that each hold a copy of the parameters prove they agree; a digest of 0
@@ -748,96 +539,6 @@ static int train_iteration(trainer *t, bool *stop) {
 
 /* ---- one process's run ---------------------------------------------------------- */
 
-static int write_operative_config(const trainer *t, const char *root, calf_error *err) {
-    char path[4096];
-    int rc = fs_join(path, sizeof path, root, "config.gin", err);
-    if (rc) return rc;
-    /* The split: a line per rank, or beyond 16 ranks a line per run of equal blocks
-     * (calf_split's blocks differ by at most one, so there are at most two runs). */
-    char line[512];
-    int N = comm_size(t->c);
-    bytes_buf hb = {0};
-    snprintf(line, sizeof line,
-             "operative config written by calf %s: every binding's final value\n"
-             "values are global; num_parallel_environments = %d split over %d process%s:",
-             calf_version(), t->E, N, N == 1 ? "" : "es");
-    bytes_buf_put_str(&hb, line);
-    for (int r = 0; r < N;) {
-        int b, c, last = r;
-        calf_split(t->E, N, r, &b, &c, NULL);
-        if (N > 16)
-            for (int q = r + 1, bq, cq; q < N && (calf_split(t->E, N, q, &bq, &cq, NULL), cq == c); q++)
-                last = q;
-        if (last == r) {
-            snprintf(line, sizeof line, "\n  rank %d: environments %d..%d (%d)", r, b, b + c - 1, c);
-        } else {
-            int bl, cl;
-            calf_split(t->E, N, last, &bl, &cl, NULL);
-            snprintf(line, sizeof line, "\n  ranks %d..%d: environments %d..%d (%d each)", r, last,
-                     b, bl + cl - 1, c);
-        }
-        bytes_buf_put_str(&hb, line);
-        r = last + 1;
-    }
-    /* Where the env came from when a plug-in registered it: a resume or `calf play`
-     * that lacks the library says which (trainer_env_lib_hint). */
-    for (int i = 0; i < calf_env_library_count(); i++) {
-        bytes_buf_put_str(&hb, "\n" ENV_LIB_COMMENT);
-        bytes_buf_put_str(&hb, calf_env_library_at(i));
-    }
-    if (t->ops->describe) {
-        char text[1024];
-        t->ops->describe(t->algo, text, sizeof text);
-        if (text[0]) {
-            bytes_buf_put_str(&hb, "\n");
-            bytes_buf_put_str(&hb, text);
-        }
-    }
-    unsigned char *nul = bytes_buf_room(&hb, 1);
-    if (!nul) {
-        free(hb.data);
-        return calf_error_set(err, CALF_ENOMEM, "%s: out of memory building the header", path);
-    }
-    *nul = '\0';
-    const char *header = (const char *)hb.data;
-    /* built in memory, then written with write(2): a failure is seen with its errno */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    rc = f ? calf_config_write(t->cfg, f, header) : CALF_ENOMEM;
-    if (f && fclose(f) != 0 && rc == CALF_OK) rc = CALF_ENOMEM;
-    free(hb.data);
-    if (rc == CALF_ENOMEM) {
-        free(text);
-        return calf_error_set(err, CALF_ENOMEM, "%s: out of memory formatting the config", path);
-    }
-    if (rc == CALF_OK) rc = fs_write_file_atomic(path, text, len, err);
-    else calf_error_set(err, rc, "%s: cannot format the config", path);
-    free(text);
-    return rc;
-}
-
-/* Agree on stopping after Ctrl-C; a second Ctrl-C gets the default action (SA_RESETHAND),
- * as the launcher's second Ctrl-C kills its workers. */
-static void install_stop_handlers(struct sigaction *old_int, struct sigaction *old_term,
-                                  bool announce) {
-    announce_stop = announce;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    stop_requested = 0;
-    /* cannot fail for these signals and a valid handler */
-    CALF_ASSERT(sigaction(SIGINT, &sa, old_int) == 0);
-    CALF_ASSERT(sigaction(SIGTERM, &sa, old_term) == 0);
-}
-
-static void restore_stop_handlers(const struct sigaction *old_int, const struct sigaction *old_term) {
-    CALF_ASSERT(sigaction(SIGINT, old_int, NULL) == 0);
-    CALF_ASSERT(sigaction(SIGTERM, old_term, NULL) == 0);
-}
-
 static int open_eval_writer(trainer *t, const char *root, calf_error *err) {
     char evdir[4096];
     int rc = fs_join(evdir, sizeof evdir, root, "eval", err);
@@ -865,7 +566,7 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     if (wa->handle_signals) {
         /* the notice comes from the process the user sees: calf train's own (never its
          * --nproc workers, whose launcher says it), or a quiet-less stepwise trainer */
-        install_stop_handlers(&t->old_int, &t->old_term,
+        trainer_signals_install(&t->old_int, &t->old_term,
                               comm_is_main(c) && strcmp(comm_backend_name(c), "local") != 0 &&
                                   (wa->guard_exit || !o->quiet));
         t->handlers = true;
@@ -895,7 +596,8 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     }
     if (rc == CALF_OK && t->ops->start) rc = t->ops->start(t->algo, err);
     if (rc == CALF_OK && io_failed(t)) rc = calf_error_set(err, CALF_EIO, "%s", t->io_err.msg);
-    if (rc == CALF_OK && comm_is_main(t->c)) rc = write_operative_config(t, o->root_dir, err);
+    if (rc == CALF_OK && comm_is_main(t->c))
+        rc = trainer_config_write(t->cfg, t->E, comm_size(c), t->ops, t->algo, o->root_dir, err);
     if (rc == CALF_OK && finished(t)) {
         rank_log_printf(&t->log, true, "nothing to do: the run is complete at iteration %lld",
                         (long long)t->iteration);
@@ -929,14 +631,7 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     t->start_iteration = t->iteration;
     for (int i = 0; i < 2; i++) t->eta_time[i] = t->start_time, t->eta_iteration[i] = t->iteration;
     t->last_progress = 0;
-    if (wa->guard_exit) {
-        static bool registered = false;
-        if (!registered) registered = atexit(on_exit_mid_run) == 0;
-        if (registered) {
-            guarded_run = t;
-            t->guards_exit = true;
-        }
-    }
+    if (wa->guard_exit) t->guards_exit = trainer_signals_guard_exit(&t->iteration);
     /* a run's start is a SessionLog START at step 1, as TensorBoard's writers mark it (it
      * drops nothing: nothing comes before it); a resume writes none (see above) */
     if (t->train_writer && t->iteration == 0)
@@ -996,7 +691,7 @@ int trainer_close(trainer *t, int rc, calf_error *err_out) {
         if (rc) calf_error_set(err_out, rc, "out of memory allocating the trainer's state");
         return rc;
     }
-    if (t->guards_exit) guarded_run = NULL;
+    if (t->guards_exit) trainer_signals_unguard_exit();
     calf_error *err = t->err;
     /* what the summaries held up to the end, the train writer's failure if it is first */
     if (t->train_writer) {
@@ -1046,7 +741,7 @@ int trainer_close(trainer *t, int rc, calf_error *err_out) {
     }
     if (err_out) *err_out = *err;
     rank_log_close(&t->log);
-    if (t->handlers) restore_stop_handlers(&t->old_int, &t->old_term);
+    if (t->handlers) trainer_signals_restore(&t->old_int, &t->old_term);
     trainer_free(t);
     free(t);
     return rc;

@@ -13,6 +13,7 @@
 #include "calf/trainer.h"
 #include "training/algorithm.h"
 #include "training/trainer_checkpoint.h"
+#include "training/trainer_config.h"
 #include "parallel/comm.h"
 
 /* What every process of a job runs with. */
@@ -48,34 +49,10 @@ int trainer_checkpoint_now(trainer *t);
 const calf_error *trainer_error(const trainer *t);
 int trainer_close(trainer *t, int rc, calf_error *err_out);
 
-/* calf_train_load_config, with the config given as text (conf_text, used when
- * o->conf_path is NULL; errors name it "<conf_text>:LINE"). */
-int trainer_load_config(const calf_train_options *o, const char *conf_text, calf_config *cfg,
-                        calf_error *err);
-
-/* config.gin's header names each plug-in library the run loaded on a line
- * "# env_lib: PATH". */
-#define ENV_LIB_COMMENT "env_lib: "
-/* Appends " --env_lib PATH" to buf (a string, size bytes) for each library the config
- * file conf names that buf does not name yet; nothing when conf is NULL or unreadable. */
-void trainer_env_lib_hint(const char *conf, char *buf, size_t size);
-
 /* One process's part of the job (a launcher_worker): opens its rank log, builds the
  * algorithm for its envs, resumes from rs, trains until the run is complete or stopped.
  * Returns an exit status: 0 ok, 2 bad input, 130 interrupted, else 1. */
 int trainer_worker(comm *c, void *arg);
-
-/* Whether a run of this config is complete after `iteration` iterations
- * (TrainerConfig.num_iterations or num_env_steps reached): nothing left to do. */
-bool trainer_run_complete(const calf_config *cfg, int64_t iteration);
-
-/* The algorithm the config names (TrainerConfig.algorithm_ctor). */
-const algorithm_ops *trainer_algorithm(const calf_config *cfg);
-
-/* Whether what the algorithm keeps for `envs` envs (SAC's replay) fits in this
- * machine's memory (the memory_bytes test hook stands in for it in tests), for a config
- * that calf_train_load_config accepted; a file:line error, CALF_EINVAL, if not. */
-int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err);
 
 /* Run `episodes` greedy episodes of env_name in parallel, env k seeded from
  * (seed, 2^40 + k); returns[k] gets episode k's return and *average their mean.
