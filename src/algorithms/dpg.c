@@ -449,11 +449,8 @@ static void dpg_save_env(const algorithm *a, int e, unsigned char *rec) {
     const dpg *t = (const dpg *)a;
     offpolicy_save_env(&t->o, e, rec);
     unsigned char *p = rec + offpolicy_env_record_size(&t->o);
-    for (size_t i = 0; i < ou_bytes(t) / 4; i++) {
-        uint32_t bits;
-        memcpy(&bits, &t->ou_x[(size_t)e * t->o.A + i], 4);
-        bytes_put_le(p + 4 * i, bits, 4);
-    }
+    for (size_t i = 0; i < ou_bytes(t) / 4; i++)
+        bytes_put_f32(p + 4 * i, t->ou_x[(size_t)e * t->o.A + i]);
 }
 
 static int dpg_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
@@ -463,9 +460,7 @@ static int dpg_load_env(algorithm *a, int e, const unsigned char *rec, const cha
     if (rc) return rc;
     const unsigned char *p = rec + offpolicy_env_record_size(&t->o);
     for (size_t i = 0; i < ou_bytes(t) / 4; i++) {
-        uint32_t bits = (uint32_t)bytes_get_le(p + 4 * i, 4);
-        float x;
-        memcpy(&x, &bits, 4);
+        float x = bytes_get_f32(p + 4 * i);
         if (!isfinite(x))
             return calf_error_set(err, CALF_EINVAL, "%s: env %d's exploration noise is not finite",
                                   name, t->o.begin + e);

@@ -240,11 +240,7 @@ static unsigned char *put_rows(const replay *rb, unsigned char *p, const float *
                                size_t width) {
     for (int64_t pos = 0; pos < rb->stored; pos++) {
         const float *src = base + (size_t)replay_slot(rb, pos) * width;
-        for (size_t k = 0; k < width; k++, p += 4) {
-            uint32_t bits;
-            memcpy(&bits, &src[k], 4);
-            bytes_put_le(p, bits, 4);
-        }
+        for (size_t k = 0; k < width; k++, p += 4) bytes_put_f32(p, src[k]);
     }
     return p;
 }
@@ -334,9 +330,7 @@ static void get_rows(replay *rb, ckpt_reader *r, float *dst, size_t width, const
     const unsigned char *p = claim(r, n * 4, what, env);
     if (!p) return;
     for (size_t i = 0; i < n; i++) {
-        uint32_t bits = (uint32_t)bytes_get_le(p + 4 * i, 4);
-        float v;
-        memcpy(&v, &bits, 4);
+        float v = bytes_get_f32(p + 4 * i);
         if (!isfinite(v)) {
             READ_FAIL(r, "%s: replay env %d: non-finite %s value at offset %zu", r->name, env,
                       what, at + 4 * i);

@@ -1,5 +1,6 @@
-/* bytes.h: little-endian integers in byte buffers: the one byte order of every file
- * calf writes (checkpoints, env records, TensorBoard records), whatever the host's. */
+/* bytes.h: little-endian integers and floats in byte buffers: the one byte order of
+ * every file calf writes (checkpoints, env records, TensorBoard records), whatever the
+ * host's. */
 #ifndef CALF_BYTES_H
 #define CALF_BYTES_H
 
@@ -60,6 +61,34 @@ static inline uint64_t bytes_get_le(const unsigned char *p, int nbytes) {
     uint64_t v = 0;
     for (int i = 0; i < nbytes; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
+}
+
+/* A float (double) as its IEEE 754 bit pattern, little-endian: 4 (8) bytes. The bits go
+ * through unchanged, NaN payloads and the sign of zero included. */
+static inline void bytes_put_f32(unsigned char *out, float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    bytes_put_le(out, bits, 4);
+}
+
+static inline float bytes_get_f32(const unsigned char *p) {
+    uint32_t bits = (uint32_t)bytes_get_le(p, 4);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline void bytes_put_f64(unsigned char *out, double d) {
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    bytes_put_le(out, bits, 8);
+}
+
+static inline double bytes_get_f64(const unsigned char *p) {
+    uint64_t bits = bytes_get_le(p, 8);
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
 }
 
 /* A calf_rng in a checkpoint record: its four words, little-endian (BYTES_RNG bytes). */

@@ -235,28 +235,6 @@ static void put_u32(unsigned char *p, uint32_t v) { bytes_put_le(p, v, 4); }
 static void put_u64(unsigned char *p, uint64_t v) { bytes_put_le(p, v, 8); }
 static uint32_t get_u32(const unsigned char *p) { return (uint32_t)bytes_get_le(p, 4); }
 static uint64_t get_u64(const unsigned char *p) { return bytes_get_le(p, 8); }
-static void put_f32(unsigned char *p, float f) {
-    uint32_t v;
-    memcpy(&v, &f, sizeof v);
-    put_u32(p, v);
-}
-static float get_f32(const unsigned char *p) {
-    uint32_t v = get_u32(p);
-    float f;
-    memcpy(&f, &v, sizeof f);
-    return f;
-}
-static void put_f64(unsigned char *p, double d) {
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    put_u64(p, v);
-}
-static double get_f64(const unsigned char *p) {
-    uint64_t v = get_u64(p);
-    double d;
-    memcpy(&d, &v, sizeof d);
-    return d;
-}
 
 static size_t state_offset(const vec_env *ve) { return REC_OBS + 4 * (size_t)ve->obs_dim; }
 
@@ -278,9 +256,9 @@ void vec_env_save_record(const vec_env *ve, int local_i, void *rec) {
     bytes_put_rng(p + 16, &env->rng);
     put_u32(p + 48, (uint32_t)env->elapsed_steps);
     put_u32(p + 52, (uint32_t)ve->episode_length[local_i]);
-    put_f64(p + 56, ve->episode_return[local_i]);
+    bytes_put_f64(p + 56, ve->episode_return[local_i]);
     const float *obs = ve->obs + (size_t)local_i * (size_t)ve->obs_dim;
-    for (int j = 0; j < ve->obs_dim; j++) put_f32(p + REC_OBS + 4 * (size_t)j, obs[j]);
+    for (int j = 0; j < ve->obs_dim; j++) bytes_put_f32(p + REC_OBS + 4 * (size_t)j, obs[j]);
     calf_env_save_state(env, p + state_offset(ve));
 }
 
@@ -315,13 +293,13 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
         return calf_error_set(err, CALF_EINVAL,
                               "env %llu record: episode length %d differs from elapsed steps %d",
                               (unsigned long long)index, (int)length, (int)elapsed);
-    double ret = get_f64(p + 56);
+    double ret = bytes_get_f64(p + 56);
     if (!isfinite(ret))
         return calf_error_set(err, CALF_EINVAL, "env %llu record: episode return is not finite",
                               (unsigned long long)index);
     float *obs = ve->scratch_obs, *want = ve->scratch_obs + ve->obs_dim;
     for (int j = 0; j < ve->obs_dim; j++) {
-        obs[j] = get_f32(p + REC_OBS + 4 * (size_t)j);
+        obs[j] = bytes_get_f32(p + REC_OBS + 4 * (size_t)j);
         if (!isfinite(obs[j]))
             return calf_error_set(err, CALF_EINVAL, "env %llu record: observation %d is not finite",
                                   (unsigned long long)index, j);

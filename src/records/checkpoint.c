@@ -44,9 +44,8 @@ void ckpt_put_u64(ckpt_buf *b, uint64_t v) { put_le(b, v, 8); }
 void ckpt_put_i64(ckpt_buf *b, int64_t v) { put_le(b, (uint64_t)v, 8); }
 
 void ckpt_put_f64(ckpt_buf *b, double v) {
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    ckpt_put_u64(b, bits);
+    unsigned char *at = bytes_buf_room(b, 8);
+    if (at) bytes_put_f64(at, v);
 }
 
 void ckpt_put_bytes(ckpt_buf *b, const void *p, size_t n) {
@@ -61,11 +60,7 @@ void ckpt_put_f32s(ckpt_buf *b, const float *p, size_t n) {
     ckpt_put_u64(b, (uint64_t)n);
     unsigned char *out = n ? bytes_buf_room(b, n * 4) : NULL;
     if (!out) return;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &p[i], 4);
-        bytes_put_le(out + 4 * i, bits, 4);
-    }
+    for (size_t i = 0; i < n; i++) bytes_put_f32(out + 4 * i, p[i]);
 }
 
 void ckpt_put_tag(ckpt_buf *b, const char *tag) {
@@ -123,8 +118,7 @@ int ckpt_get_i64(ckpt_reader *r, int64_t *v) {
 
 int ckpt_get_f64(ckpt_reader *r, double *v) {
     const unsigned char *p = take(r, 8, "f64");
-    uint64_t bits = p ? bytes_get_le(p, 8) : 0;
-    memcpy(v, &bits, sizeof bits);
+    *v = p ? bytes_get_f64(p) : 0.0;
     return r->status;
 }
 
@@ -152,10 +146,7 @@ int ckpt_get_f32s(ckpt_reader *r, float *dst, size_t n) {
     if (!p && r->status == CALF_OK)
         r->status = calf_error_set(r->err, CALF_EINVAL, "%s: float array of %zu values is too large",
                                    r->name, n);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits = p ? (uint32_t)bytes_get_le(p + 4 * i, 4) : 0;
-        memcpy(&dst[i], &bits, 4);
-    }
+    for (size_t i = 0; i < n; i++) dst[i] = p ? bytes_get_f32(p + 4 * i) : 0.0f;
     return r->status;
 }
 

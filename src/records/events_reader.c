@@ -50,9 +50,18 @@ static int rd_fixed(pcur *c, int nbytes, uint64_t *v, calf_error *err) {
 }
 
 static int rd_double(pcur *c, double *d, calf_error *err) {
+    const unsigned char *at = c->p;
     uint64_t bits;
     int rc = rd_fixed(c, 8, &bits, err);
-    if (rc == CALF_OK) memcpy(d, &bits, 8);
+    if (rc == CALF_OK) *d = bytes_get_f64(at);
+    return rc;
+}
+
+static int rd_float(pcur *c, float *f, calf_error *err) {
+    const unsigned char *at = c->p;
+    uint64_t bits;
+    int rc = rd_fixed(c, 4, &bits, err);
+    if (rc == CALF_OK) *f = bytes_get_f32(at);
     return rc;
 }
 
@@ -198,7 +207,6 @@ static int decode_value(pcur *c, events_value *v, calf_error *err) {
         unsigned field, wt;
         if ((rc = rd_key(c, &field, &wt, err)) != CALF_OK) break;
         pcur sub;
-        uint64_t bits;
         switch (field) {
         case 1: /* tag */
             if ((rc = want_wt(field, wt, WT_LEN, "Summary.Value", err)) != CALF_OK) break;
@@ -207,11 +215,7 @@ static int decode_value(pcur *c, events_value *v, calf_error *err) {
             break;
         case 2: /* simple_value */
             if ((rc = want_wt(field, wt, WT_FIXED32, "Summary.Value", err)) != CALF_OK) break;
-            if ((rc = rd_fixed(c, 4, &bits, err)) != CALF_OK) break;
-            {
-                uint32_t b32 = (uint32_t)bits;
-                memcpy(&v->simple_value, &b32, 4);
-            }
+            if ((rc = rd_float(c, &v->simple_value, err)) != CALF_OK) break;
             v->kind = EVENTS_VALUE_SIMPLE;
             break;
         case 5: /* histo */

@@ -52,10 +52,8 @@ static void pb_tag(pbuf *b, unsigned field, unsigned wire_type) {
 }
 
 static void pb_double(pbuf *b, unsigned field, double v) {
-    uint64_t bits;
     unsigned char le[8];
-    memcpy(&bits, &v, sizeof bits);
-    bytes_put_le(le, bits, 8);
+    bytes_put_f64(le, v);
     pb_tag(b, field, WT_FIXED64);
     pb_bytes(b, le, 8);
 }
@@ -69,10 +67,8 @@ static void pb_double_nonzero(pbuf *b, unsigned field, double v) {
 }
 
 static void pb_float(pbuf *b, unsigned field, float v) {
-    uint32_t bits;
     unsigned char le[4];
-    memcpy(&bits, &v, sizeof bits);
-    bytes_put_le(le, bits, 4);
+    bytes_put_f32(le, v);
     pb_tag(b, field, WT_FIXED32);
     pb_bytes(b, le, 4);
 }
