@@ -28,10 +28,11 @@
 #define SAVE_HEADER 8
 #define NOT_SAVED 0xFFFFFFFFu
 #define PICKLE_PROTOCOL 4      /* fixed, so the bytes do not follow Python's default */
+#define PYENV_NAME_SIZE 200    /* a class name's room, its NUL included */
 
 typedef struct pyenv_class {
     calf_env_class cls;  /* first: hooks get &cls and cast back */
-    char name[200];
+    char name[PYENV_NAME_SIZE];
     PyObject *module;    /* strong: the module that registered it, whose state mod is */
     pyenv_module *mod;   /* the module's state: pickle's functions, the first error */
     PyObject *factory;   /* strong; replaced when the same name is registered again */
@@ -352,8 +353,8 @@ static int pyenv_load(void *state, const void *buf, calf_error *err) {
                               (unsigned)len, cap - SAVE_HEADER);
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = CALF_OK;
-    PyObject *env = PyObject_CallFunction(s->pc->mod->pickle_loads, "y#", (const char *)p + SAVE_HEADER,
-                                          (Py_ssize_t)len);
+    PyObject *env = PyObject_CallFunction(s->pc->mod->pickle_loads, "y#",
+                                          (const char *)p + SAVE_HEADER, (Py_ssize_t)len);
     if (!env) {
         pyenv_state tmp = *s;
         tmp.failed = CALF_OK;
@@ -450,7 +451,7 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_TypeError, "calf.register_env: the factory is not callable");
         return NULL;
     }
-    if (strlen(name) >= sizeof ((pyenv_class *)NULL)->name) {
+    if (strlen(name) >= PYENV_NAME_SIZE) {
         PyErr_Format(PyExc_ValueError, "calf.register_env: name '%s' is too long", name);
         return NULL;
     }
