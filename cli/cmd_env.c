@@ -1,7 +1,6 @@
 /* cmd_env.c: `calf envs` lists the registered environments and their specs;
  * `calf env NAME` steps one env with uniformly random actions from its own action
  * stream, so a user can see (and diff) exactly what an env does for a seed/index. */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,25 +10,6 @@
 #include "calf/error.h"
 #include "calf/rng.h"
 #include "commands.h"
-
-#define MAX_CLI_STEPS 100000000L
-
-static const char envs_usage[] =
-    "usage: calf envs [--env_lib LIB]...\n"
-    "List the registered environments: name, observation size, action space, time limit,\n"
-    "and for a plug-in's environment the library it came from (--env_lib LIB loads one).\n";
-
-static const char env_usage[] =
-    "usage: calf env NAME [--seed S] [--index I] [--steps N] [--env_lib LIB]...\n"
-    "Step environment NAME with uniformly random actions drawn from the action stream of\n"
-    "(seed, index), printing one line per step:\n"
-    "  step action... obs... reward terminated truncated\n"
-    "Lines starting with '#' show the observation after each reset; for envs with a\n"
-    "physical state (MuJoCo's), a '# state' line after it gives the state that reset\n"
-    "drew (qpos then qvel, %.17g), so an episode can be replayed elsewhere.\n"
-    "  --seed S    random seed, 0..2^64-1 (default 0)\n"
-    "  --index I   global env index, 0..2^64-1 (default 0)\n"
-    "  --steps N   number of steps, 0..100000000 (default 20)\n";
 
 /* Action space as text: Discrete(n), Box(low..high, dim), or per-dimension bounds. */
 static void format_action_space(const calf_env_spec *s, char *buf, size_t size) {
@@ -52,15 +32,9 @@ static void format_action_space(const calf_env_spec *s, char *buf, size_t size) 
     if (used < size) snprintf(buf + used, size - used, "], %d)", s->action_dim);
 }
 
-int calf_cmd_envs(int argc, char **argv) {
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(envs_usage, stdout);
-            return 0;
-        }
-        fprintf(stderr, "calf envs: unexpected argument '%s' (try --help)\n", argv[i]);
-        return 2;
-    }
+int calf_cmd_envs(const cli_command *self, int argc, char **argv) {
+    int rc = cli_parse(self, &argc, argv, NULL, NULL); /* it takes no options: set is never called */
+    if (rc != CLI_RUN) return rc;
     printf("%-28s %4s  %-24s %10s\n", "name", "obs", "action space", "time limit");
     for (int i = 0; i < calf_env_count(); i++) {
         const calf_env_spec *s = &calf_env_at(i)->spec;
@@ -71,27 +45,6 @@ int calf_cmd_envs(int argc, char **argv) {
                lib ? "  " : "", lib ? lib : "");
     }
     return 0;
-}
-
-/* Whole-string unsigned 64-bit decimal; rejects signs, blanks and overflow. */
-static int parse_u64(const char *s, uint64_t *out) {
-    if (!s || *s < '0' || *s > '9') return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno == ERANGE || *end != '\0') return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
-/* Accepts "--opt VALUE" and "--opt=VALUE"; returns the value or NULL if absent. */
-static const char *option_value(int argc, char **argv, int *i, const char *opt) {
-    size_t n = strlen(opt);
-    if (strncmp(argv[*i], opt, n) != 0) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0') return NULL;
-    if (*i + 1 >= argc) return "";
-    return argv[++*i];
 }
 
 static void print_floats(const float *v, int n) {
@@ -110,49 +63,44 @@ static void print_reset(const calf_env *env, const float *obs, double *drawn) {
     putchar('\n');
 }
 
-int calf_cmd_env(int argc, char **argv) {
-    const char *name = NULL;
-    uint64_t seed = 0, index = 0, steps = 20;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(env_usage, stdout);
-            return 0;
-        } else if ((v = option_value(argc, argv, &i, "--seed"))) {
-            if (parse_u64(v, &seed)) {
-                fprintf(stderr, "calf env: --seed wants an integer in 0..2^64-1, got '%s'\n", v);
-                return 2;
-            }
-        } else if ((v = option_value(argc, argv, &i, "--index"))) {
-            if (parse_u64(v, &index)) {
-                fprintf(stderr, "calf env: --index wants an integer in 0..2^64-1, got '%s'\n", v);
-                return 2;
-            }
-        } else if ((v = option_value(argc, argv, &i, "--steps"))) {
-            if (parse_u64(v, &steps) || steps > (uint64_t)MAX_CLI_STEPS) {
-                fprintf(stderr, "calf env: --steps wants an integer in 0..%ld, got '%s'\n",
-                        MAX_CLI_STEPS, v);
-                return 2;
-            }
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "calf env: unknown option '%s' (try --help)\n", a);
+typedef struct {
+    const char *name;
+    uint64_t seed, index, steps;
+} env_state;
+
+static int env_set(void *ctx, int id, const cli_value *v) {
+    env_state *e = ctx;
+    switch (id) {
+    case CLI_OPERAND:
+        if (e->name) {
+            fprintf(stderr, "calf env: one environment name expected, got '%s' and '%s'\n", e->name,
+                    v->text);
             return 2;
-        } else if (name) {
-            fprintf(stderr, "calf env: one environment name expected, got '%s' and '%s'\n", name, a);
-            return 2;
-        } else {
-            name = a;
         }
+        e->name = v->text;
+        break;
+    case ENV_SEED: e->seed = v->u64; break;
+    case ENV_INDEX: e->index = v->u64; break;
+    case ENV_STEPS: e->steps = v->u64; break;
     }
-    if (!name) {
+    return 0;
+}
+
+int calf_cmd_env(const cli_command *self, int argc, char **argv) {
+    env_state e = {NULL, 0, 0, 20};
+    int rc = cli_parse(self, &argc, argv, env_set, &e);
+    if (rc != CLI_RUN) return rc;
+    if (!e.name) {
         fprintf(stderr, "calf env: missing environment name (try --help or calf envs)\n");
         return 2;
     }
+    const char *name = e.name;
+    uint64_t seed = e.seed, index = e.index, steps = e.steps;
 
     calf_env env;
     calf_error err;
     calf_error_clear(&err);
-    int rc = calf_env_init(&env, name, seed, index, &err);
+    rc = calf_env_init(&env, name, seed, index, &err);
     if (rc != CALF_OK) {
         fprintf(stderr, "calf env: %s\n", err.msg);
         return calf_exit_code(rc);

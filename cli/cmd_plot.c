@@ -11,50 +11,6 @@
 #include "calf/plot.h"
 #include "commands.h"
 
-#define PLOT_USAGE                                                                          \
-    "usage: calf plot ROOT... [-o FILE.svg] [--tag T]... [--smooth W]\n"                   \
-    "                 [--x steps|iterations|seconds] [--group]\n"
-
-static const char plot_help[] =
-    PLOT_USAGE
-    "\n"
-    "draws the learning curves of training runs (each ROOT a calf train --root_dir) as one\n"
-    "SVG 1.1 file: one panel per tag and directory, one colour per run with a legend of\n"
-    "the runs' directory names, TensorBoard's smoothing over the faint raw curve, axes\n"
-    "with 1-2-5 ticks. ROOT/eval and ROOT/train are each read as TensorBoard reads a run\n"
-    "(as calf events does: files in name order, restart markers applied).\n"
-    "\n"
-    "  -o FILE          the SVG file (default plot.svg; - for standard output)\n"
-    "  --tag T          a panel per directory that has scalar tag T; eval:T or train:T\n"
-    "                   for one directory (repeatable; default Metrics/AverageReturn,\n"
-    "                   eval's panel then train's)\n"
-    "  --smooth W       TensorBoard's smoothing weight in [0, 1) (default 0.6; 0: none):\n"
-    "                   its exponential moving average with debiasing\n"
-    "  --x steps        x = environment steps (default): a Metrics/X value is placed at\n"
-    "                   the Metrics/EnvironmentSteps of its step, and a\n"
-    "                   Metrics_vs_EnvironmentSteps/X value at its own step\n"
-    "  --x iterations   x = the iteration (the events' step)\n"
-    "  --x seconds      x = wall-clock seconds since the run's first record\n"
-    "  --group          runs whose names differ only by a seed suffix (ppo-seed1, ppo_2,\n"
-    "                   ppo3) as one line, their mean, over a band from their min to max\n"
-    "\n"
-    "The same events give the same bytes. Exit 2, with one line saying why, for a ROOT\n"
-    "with no events file, a tag no run has, a damaged events file or a bad option.\n";
-
-static const char *value_of(int argc, char **argv, int *i, const char *name, bool *bad) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != '\0') return NULL;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "calf plot: option %s needs a value\n", name);
-        *bad = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* err's message, which names no file, prefixed by the output's name. */
 static int name_output(calf_error *err, const char *name) {
     char msg[sizeof err->msg];
@@ -88,7 +44,27 @@ static int plot_to_file(const char *const *roots, size_t n, const calf_plot_opti
     return rc;
 }
 
-int calf_cmd_plot(int argc, char **argv) {
+typedef struct {
+    calf_plot_options opt;
+    const char **roots, **tags; /* one per argument at most */
+    size_t nroots;
+    const char *output;
+} plot_state;
+
+static int plot_set(void *ctx, int id, const cli_value *v) {
+    plot_state *p = ctx;
+    switch (id) {
+    case CLI_OPERAND: p->roots[p->nroots++] = v->text; break;
+    case PLOT_OUTPUT: p->output = v->text; break;
+    case PLOT_TAG: p->tags[p->opt.num_tags++] = v->text; break;
+    case PLOT_SMOOTH: p->opt.smooth = v->real; break;
+    case PLOT_X: p->opt.x = v->choice; break;
+    case PLOT_GROUP: p->opt.group = true; break;
+    }
+    return 0;
+}
+
+int calf_cmd_plot(const cli_command *self, int argc, char **argv) {
     const char **roots = calloc((size_t)argc + 1, sizeof *roots);
     const char **tags = calloc((size_t)argc + 1, sizeof *tags);
     if (!roots || !tags) {
@@ -97,73 +73,29 @@ int calf_cmd_plot(int argc, char **argv) {
         fprintf(stderr, "calf: out of memory\n");
         return 1;
     }
-    calf_plot_options opt = {NULL, 0, 0.6, CALF_PLOT_X_STEPS, false, stderr};
-    const char *output = "plot.svg";
-    size_t nroots = 0;
-    bool bad = false, options_done = false;
-    for (int i = 0; i < argc && !bad; i++) {
-        const char *a = argv[i], *v;
-        if (options_done || a[0] != '-' || a[1] == '\0') {
-            roots[nroots++] = a;
-        } else if (!strcmp(a, "--")) {
-            options_done = true;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(plot_help, stdout);
-            free(roots);
-            free(tags);
-            return 0;
-        } else if (!strcmp(a, "--group")) {
-            opt.group = true;
-        } else if ((v = value_of(argc, argv, &i, "-o", &bad)) ||
-                   (v = value_of(argc, argv, &i, "--output", &bad))) {
-            if (!*v) {
-                fprintf(stderr, "calf plot: -o needs a file name\n");
-                bad = true;
-            }
-            output = v;
-        } else if ((v = value_of(argc, argv, &i, "--tag", &bad))) {
-            tags[opt.num_tags++] = v;
-        } else if ((v = value_of(argc, argv, &i, "--smooth", &bad))) {
-            char *end = NULL;
-            errno = 0;
-            opt.smooth = strtod(v, &end);
-            if (end == v || *end != '\0' || errno || !(opt.smooth >= 0 && opt.smooth < 1)) {
-                fprintf(stderr, "calf plot: --smooth expects a number in [0, 1), got '%s'\n", v);
-                bad = true;
-            }
-        } else if ((v = value_of(argc, argv, &i, "--x", &bad))) {
-            if (!strcmp(v, "steps")) opt.x = CALF_PLOT_X_STEPS;
-            else if (!strcmp(v, "iterations")) opt.x = CALF_PLOT_X_ITERATIONS;
-            else if (!strcmp(v, "seconds")) opt.x = CALF_PLOT_X_SECONDS;
-            else {
-                fprintf(stderr, "calf plot: --x expects steps, iterations or seconds, got '%s'\n", v);
-                bad = true;
-            }
-        } else if (!bad) {
-            fprintf(stderr, "calf plot: unknown option '%s'\n", a);
-            bad = true;
-        }
-    }
-    if (!bad && nroots == 0) {
+    plot_state p = {{NULL, 0, 0.6, CALF_PLOT_X_STEPS, false, stderr}, roots, tags, 0, "plot.svg"};
+    int rc = cli_parse(self, &argc, argv, plot_set, &p);
+    if (rc == CLI_RUN && p.nroots == 0) {
         fprintf(stderr, "calf plot: no ROOT given (a run's --root_dir)\n");
-        bad = true;
+        rc = 2;
     }
-    int rc = 0;
-    if (!bad) {
-        opt.tags = tags;
-        calf_error err;
-        calf_error_clear(&err);
-        int st;
-        if (!strcmp(output, "-")) {
-            st = calf_plot(roots, nroots, &opt, stdout, &err);
-            if (st != CALF_OK && ferror(stdout)) st = name_output(&err, "standard output");
-        } else {
-            st = plot_to_file(roots, nroots, &opt, output, &err);
-        }
-        if (st != CALF_OK) fprintf(stderr, "calf plot: %s\n", err.msg);
-        rc = calf_exit_code(st);
+    if (rc != CLI_RUN) {
+        free(roots);
+        free(tags);
+        return rc;
     }
+    p.opt.tags = tags;
+    calf_error err;
+    calf_error_clear(&err);
+    int st;
+    if (!strcmp(p.output, "-")) {
+        st = calf_plot(roots, p.nroots, &p.opt, stdout, &err);
+        if (st != CALF_OK && ferror(stdout)) st = name_output(&err, "standard output");
+    } else {
+        st = plot_to_file(roots, p.nroots, &p.opt, p.output, &err);
+    }
+    if (st != CALF_OK) fprintf(stderr, "calf plot: %s\n", err.msg);
     free(roots);
     free(tags);
-    return bad ? 2 : rc;
+    return calf_exit_code(st);
 }

@@ -54,6 +54,38 @@ expect_in "$WORK/err" "calf play: empty --root_dir"
 expect_exit 2 "$CALF" play --checkpoint "$WORK/x"
 expect_in "$WORK/err" "missing required option --root_dir"
 
+# the options, their checks and every --help come from one command table (cli/commands.c)
+expect_exit 0 "$CALF" --help
+expect_in "$WORK/out" "  --env_lib LIB  (train, play, export, env, envs; repeatable) first load the plug-in"
+expect_in "$WORK/out" "  plot     draw runs' learning curves as one SVG file:"
+expect_exit 0 "$CALF" play --help
+expect_in "$WORK/out" "  --width W, --height H the video's size in pixels (default 480x480)"
+expect_in "$WORK/out" "  for checking an exported policy (calf export) against calf:"
+expect_exit 0 "$CALF" plot --help
+expect_in "$WORK/out" "  --x iterations   x = the iteration (the events' step)"
+expect_exit 0 "$CALF" events -h
+expect_in "$WORK/out" "  --raw   every record as stored; nothing dropped"
+expect_exit 2 "$CALF" plot "$WORK" --x minutes
+expect_in "$WORK/err" "calf plot: --x expects steps, iterations or seconds, got 'minutes'"
+expect_exit 2 "$CALF" plot "$WORK" --output=
+expect_in "$WORK/err" "calf plot: -o needs a file name"
+expect_exit 2 "$CALF" play --root_dir "$WORK/r" --seed=-1
+expect_in "$WORK/err" "calf: --seed expects an integer in [0, 4000000000000000000], got '-1'"
+expect_exit 2 "$CALF" export --root_dir "$WORK/r" --output
+expect_in "$WORK/err" "calf: option --output needs a value"
+expect_exit 2 "$CALF" env CartPole-v1 --steps
+expect_in "$WORK/err" "calf env: --steps wants an integer in 0..100000000, got ''"
+expect_exit 2 "$CALF" env --seed 18446744073709551616 CartPole-v1
+expect_in "$WORK/err" "calf env: --seed wants an integer in 0..2^64-1, got '18446744073709551616'"
+expect_exit 2 "$CALF" envs --bogus
+expect_in "$WORK/err" "calf envs: unexpected argument '--bogus' (try --help)"
+expect_exit 2 "$CALF" events --bogus
+expect_eq "$(cat "$WORK/err")" "calf events: unknown option '--bogus'
+usage: calf events [--raw] [--csv] FILE..." "events' answer to an unknown option"
+# --env_lib is taken first, wherever it stands, with the program's own message
+expect_exit 2 "$CALF" env --env_lib
+expect_in "$WORK/err" "calf: option --env_lib needs a value"
+
 expect_exit 0 "$CALF" train --list-bindings
 for b in create_environment.env_name create_environment.num_parallel_environments \
          TrainerConfig.random_seed TrainerConfig.num_iterations TrainerConfig.num_env_steps \
