@@ -1,5 +1,6 @@
 """``python3 -m calf``: the calf program, with its subcommands and flags, run in this
-interpreter by the extension module (the same C code as the ``calf`` executable), plus
+interpreter by the extension module (the same C code as the ``calf`` executable, which
+parses every option of its command table), plus this host's own
 ``--env_py MODULE:FUNCTION``: a factory of Gymnasium-API envs, imported from the command
 line (never from a config) and registered as env ``py:MODULE:FUNCTION``."""
 
@@ -13,7 +14,17 @@ import sys
 import calf
 from calf import _calf
 
-_ENV_PY_COMMANDS = ("train", "play", "export", "env", "envs")
+
+def _commands_taking(option: str) -> tuple[str, ...]:
+    """The calf program's commands whose options include `option`, in its table's order."""
+    return tuple(
+        name for name, _summary, options in _calf.cli_commands()
+        if any(o[0] == option for o in options)
+    )
+
+
+# a Python env goes where a plug-in's env goes: to the commands that make environments
+_ENV_PY_COMMANDS = _commands_taking("--env_lib")
 
 
 def _option(args: list[str], i: int, name: str) -> tuple[str | None, int]:

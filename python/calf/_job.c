@@ -1,6 +1,7 @@
 /* _job.c: the extension's whole-job functions: calf.train (calf_train, the job `calf
  * train` runs, --nproc workers included), python3 -m calf (the calf program's own
- * calf_cli_main, in this process) and Policy.record (calf_play, `calf play --video`). */
+ * calf_cli_main, in this process, and its command table) and Policy.record (calf_play,
+ * `calf play --video`). */
 #include "_calf.h"
 #include "_pyenv.h"
 
@@ -126,6 +127,39 @@ static PyObject *job_cli_main(PyObject *module, PyObject *args) {
     return PyLong_FromLong(rc);
 }
 
+/* The command table's kinds as python3 -m calf names them. */
+static const char *const kind_names[] = {
+    [CLI_FLAG] = "flag",         [CLI_TEXT] = "text",   [CLI_INT] = "integer",
+    [CLI_U64] = "unsigned",      [CLI_REAL] = "number", [CLI_CHOICE] = "choice",
+};
+
+PyDoc_STRVAR(cli_commands_doc,
+             "cli_commands() -> ((name, summary, ((option, kind, help), ...)), ...)\n\n"
+             "The calf program's command table (cli/commands.c), from which its parser and\n"
+             "--help derive: each command with its options; kind is flag, text, integer,\n"
+             "unsigned, number or choice; help is None for an option the command's text\n"
+             "describes.");
+static PyObject *job_cli_commands(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    PyObject *commands = PyTuple_New(cli_num_commands); /* new reference */
+    for (int k = 0; commands && k < cli_num_commands; k++) {
+        const cli_command *c = &cli_commands[k];
+        PyObject *options = PyTuple_New(c->num_options); /* new reference */
+        for (int j = 0; options && j < c->num_options; j++) {
+            const cli_option *o = &c->options[j];
+            PyObject *row = Py_BuildValue("(ssz)", o->name, kind_names[o->kind], o->help);
+            if (!row) Py_CLEAR(options);
+            else PyTuple_SET_ITEM(options, j, row); /* steals row */
+        }
+        PyObject *command = options ? Py_BuildValue("(ssN)", c->name, c->summary, options)
+                                    : NULL; /* new reference; steals options */
+        if (!command) Py_CLEAR(commands);
+        else PyTuple_SET_ITEM(commands, k, command); /* steals command */
+    }
+    return commands;
+}
+
 /* Close a memory stream and take its text as a new str; NULL with an exception set
  * when it cannot be closed or decoded. Frees the buffer either way. */
 static PyObject *memstream_text(FILE *f, char **buf, size_t *len) {
@@ -185,5 +219,6 @@ PyMethodDef job_methods[] = {
     {"play", (PyCFunction)(void (*)(void))job_play, METH_VARARGS | METH_KEYWORDS, play_doc},
     {"train", (PyCFunction)(void (*)(void))job_train, METH_VARARGS | METH_KEYWORDS, train_doc},
     {"cli_main", job_cli_main, METH_VARARGS, cli_main_doc},
+    {"cli_commands", job_cli_commands, METH_NOARGS, cli_commands_doc},
     {NULL, NULL, 0, NULL},
 };

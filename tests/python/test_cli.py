@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from calf import _calf
 from calf_runs import CALF, CARTPOLE, checkpoints
 
 PLUGIN = os.environ.get("CALF_PLUGIN_EXAMPLE")
@@ -52,6 +53,47 @@ def both(args: list[str], cwd: pathlib.Path | None = None) -> tuple:
 def test_same_output_as_calf(args: list[str]) -> None:
     cli, py = both(args)
     assert py == cli
+
+
+# every command of the calf program's table, from which its parser and --help derive
+COMMANDS = _calf.cli_commands()
+
+
+@pytest.mark.parametrize("name", [c[0] for c in COMMANDS])
+def test_every_command_same_help_and_errors(name: str) -> None:
+    for args in ([name, "--help"], [name, "-h"], [name, "--bogus"], [name, "--env_lib"]):
+        cli, py = both(args)
+        assert py == cli
+
+
+def test_command_table() -> None:
+    """The table's commands are those calf --help lists; each command's --help shows
+    every option the table describes, and each option's kind is one the parser knows."""
+    status, usage, _ = both(["--help"])[0]
+    assert status == 0
+    section = usage.split("commands:\n")[1].split("\n\n")[0]
+    listed = [line.split()[0] for line in section.splitlines() if not line.startswith("   ")]
+    assert listed == [c[0] for c in COMMANDS]
+    for name, summary, options in COMMANDS:
+        assert f"  {name:<8} {summary}" in usage
+        names = [o[0] for o in options]
+        assert len(set(names)) == len(names), name
+        status, help_text, _ = both([name, "--help"])[0]
+        assert status == 0
+        for option, kind, text in options:
+            assert kind in ("flag", "text", "integer", "unsigned", "number", "choice")
+            if text is not None:
+                assert f"  {option}" in help_text and text.splitlines()[0] in help_text
+
+
+def test_env_py_goes_where_env_lib_goes() -> None:
+    """python3 -m calf's --env_py takes its commands from the table: those with --env_lib."""
+    with_env_lib = [c[0] for c in COMMANDS if any(o[0] == "--env_lib" for o in c[2])]
+    assert with_env_lib == ["train", "play", "export", "env", "envs"]
+    r = subprocess.run([sys.executable, "-m", "calf", "events", "--env_py", "m:f"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr == f"calf: --env_py is for {', '.join(with_env_lib)}, not 'events'\n"
 
 
 @pytest.mark.skipif(not PLUGIN, reason="no plug-in example built (CALF_PLUGIN_EXAMPLE unset)")
