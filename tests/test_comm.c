@@ -438,9 +438,9 @@ static void test_local_failures(void) {
 
 static void test_mpi_detection(void) {
     static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID",
-                                 "SLURM_NTASKS"};
-    char *saved[5];
-    for (int i = 0; i < 5; i++) {
+                                 "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"};
+    char *saved[6];
+    for (int i = 0; i < 6; i++) {
         const char *v = getenv(vars[i]);
         saved[i] = v ? strdup(v) : NULL;
         unsetenv(vars[i]);
@@ -456,13 +456,15 @@ static void test_mpi_detection(void) {
     CHECK(comm_mpi_launched());
     unsetenv("PMIX_RANK");
     setenv("SLURM_PROCID", "0", 1);
-    setenv("SLURM_NTASKS", "1", 1); /* a one-task batch step is not a distributed job */
+    setenv("SLURM_NTASKS", "2", 1); /* a batch script of --ntasks=2: one process, no step */
     CHECK(!comm_mpi_launched());
-    setenv("SLURM_NTASKS", "2", 1);
+    setenv("SLURM_STEP_NUM_TASKS", "1", 1); /* a one-task step is not a distributed job */
+    CHECK(!comm_mpi_launched());
+    setenv("SLURM_STEP_NUM_TASKS", "2", 1);
     CHECK(comm_mpi_launched());
-    setenv("SLURM_NTASKS", "x", 1);
+    setenv("SLURM_STEP_NUM_TASKS", "x", 1);
     CHECK(!comm_mpi_launched());
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         if (saved[i]) setenv(vars[i], saved[i], 1);
         else unsetenv(vars[i]);
         free(saved[i]);

@@ -15,14 +15,25 @@ static bool env_int_at_least(const char *name, long min) {
     return end && *end == '\0' && v >= min;
 }
 
+/* An MPI process manager's own variables: Open MPI's mpirun, MPICH/Hydra (PMI), PMIx
+ * (Open MPI 4 and 5, srun --mpi=pmix). */
+static bool mpi_process_manager(void) {
+    return env_int_at_least("OMPI_COMM_WORLD_SIZE", 1) || env_int_at_least("PMI_SIZE", 1) ||
+           env_int_at_least("PMIX_RANK", 0);
+}
+
+/* The tasks of the srun step this process is one of, or 0 outside a step. A batch script
+ * (sbatch --ntasks=N) runs outside any step: it has SLURM_NTASKS but no SLURM_STEP_*. */
+static long slurm_step_tasks(void) {
+    const char *s = getenv("SLURM_STEP_NUM_TASKS");
+    char *end = NULL;
+    long v = s && *s ? strtol(s, &end, 10) : 0;
+    return end && *end == '\0' && v > 0 ? v : 0;
+}
+
 bool comm_mpi_launched(void) {
-    /* Open MPI, MPICH/Hydra (PMI), PMIx launchers; srun only when it started several
-     * tasks (a one-task srun is just a batch step). */
-    if (env_int_at_least("OMPI_COMM_WORLD_SIZE", 1)) return true;
-    if (env_int_at_least("PMI_SIZE", 1)) return true;
-    if (env_int_at_least("PMIX_RANK", 0)) return true;
-    if (env_int_at_least("SLURM_PROCID", 0) && env_int_at_least("SLURM_NTASKS", 2)) return true;
-    return false;
+    /* srun only when its step has several tasks (a one-task step is one process) */
+    return mpi_process_manager() || slurm_step_tasks() >= 2;
 }
 
 #if CALF_HAVE_MPI
@@ -246,6 +257,16 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     int inited = 0, rc;
     if ((rc = mpi_check(MPI_Initialized(&inited), "MPI_Initialized", NULL, err)) != CALF_OK)
         return rc;
+    /* srun without an MPI plugin (--mpi=none, Debian's MpiDefault) starts tasks that share
+     * no MPI world: Open MPI's MPI_Init then aborts with "NULL communicator", and an MPI
+     * that starts anyway makes N one-rank jobs that all write one root dir. */
+    long tasks = slurm_step_tasks();
+    if (!inited && tasks >= 2 && !mpi_process_manager())
+        return calf_error_set(err, CALF_EINVAL,
+                              "srun started %ld tasks without an MPI plugin (no PMIx or PMI "
+                              "variables), so they would not form one MPI job: run `srun "
+                              "--mpi=pmix ...` (or set MpiDefault=pmix in slurm.conf)",
+                              tasks);
     const char *note = NULL;
     if (!inited && (rc = choose_waiting(&note, err)) != CALF_OK) return rc;
     if (!inited && (rc = mpi_check(MPI_Init(argc, argv), "MPI_Init", NULL, err)) != CALF_OK)
@@ -260,6 +281,14 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
         (rc = mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size", NULL, err)) !=
             CALF_OK)
         return rc;
+    if (tasks >= 2 && size != tasks) { /* e.g. --mpi=pmi2 with an MPI built without PMI-2 */
+        if (!inited) MPI_Finalize(); /* this process's world is itself alone */
+        return calf_error_set(err, CALF_EINVAL,
+                              "srun started %ld tasks but MPI_COMM_WORLD has %d rank%s: calf "
+                              "will not run them as separate jobs writing one root dir; run "
+                              "`srun --mpi=pmix ...` (`srun --mpi=list` shows the plugins)",
+                              tasks, size, size == 1 ? "" : "s");
+    }
     MPI_Comm node;
     if ((rc = mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
                                             MPI_INFO_NULL, &node),
