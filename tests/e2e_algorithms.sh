@@ -25,10 +25,14 @@ fi
 HAVE_CC=0
 command -v cc >/dev/null && HAVE_CC=1 || echo "export check skipped: no C compiler (cc)"
 
+ENVS=$("$CALF" envs)
 for NAME in $NAMES; do
     echo "== $NAME"
-    # its examples name it; those of the default algorithm may name none
+    # its examples name it; those of the default algorithm may name none. Only examples
+    # whose env this build has (a build without MuJoCo has no HalfCheetah-v4).
     EX=$(for f in "$SRC"/examples/*.gin; do
+             env=$(sed -n 's/^create_environment.env_name = "\(.*\)".*/\1/p' "$f")
+             grep -q "^$env " <<<"$ENVS" || continue
              if grep -q "^TrainerConfig.algorithm_ctor = @$NAME\$" "$f" ||
                 { [ "$NAME" = "$DEFAULT" ] && ! grep -q "^TrainerConfig.algorithm_ctor" "$f"; }; then
                  echo "$f"; fi
