@@ -59,7 +59,7 @@ struct comm {
     int rank;          /* -1 for the single backend (ALF's convention), else 0..size-1 */
     int size;          /* number of processes in the job */
     int index;         /* rank as an array index: 0 for the single backend */
-    double timeout_s;  /* bound on any wait (local backend); comm_set_timeout */
+    double timeout_s;  /* bound on any wait (local and MPI backends); comm_set_timeout */
     double wait_s;     /* seconds spent waiting for other ranks in collectives (where
                         * ops->measures_waits; 0 elsewhere) */
     uint64_t seq;      /* collectives completed by this rank (the same on every rank) */

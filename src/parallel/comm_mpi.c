@@ -41,9 +41,21 @@ bool comm_mpi_launched(void) {
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "base/clock.h"
 #include "base/mem.h"
 #include "calf/context.h"
+
+#define HOST_LEN 64 /* a rank's host name as its messages print it (cut to fit) */
+
+/* The backend's state (comm.impl). */
+typedef struct mpi_state {
+    bool spin;                /* the user chose spinning waits (mpi_yield_when_idle 0) */
+    char (*host)[HOST_LEN];   /* (size) every rank's host name, for naming a stuck rank */
+} mpi_state;
 
 /* Turn a failed MPI call into a one-line CALF_ECOMM naming the call. */
 static int mpi_check(int mpi_rc, const char *call, const comm *c, calf_error *err) {
@@ -53,6 +65,139 @@ static int mpi_check(int mpi_rc, const char *call, const comm *c, calf_error *er
     if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
     return calf_error_set(err, CALF_ECOMM, "comm: %s failed on rank %d: %s (MPI error %d)", call,
                           c ? c->rank : -1, text, mpi_rc);
+}
+
+/* ---- bounded waits --------------------------------------------------------------------
+ * MPI's blocking collectives cannot time out, so a rank that stops (SIGSTOP, a stuck env, a
+ * node MPI does not notice) would hang the job. Each collective is started nonblocking and
+ * waited for here: MPI_Test (which drives MPI's progress), yielding the core as Open MPI's
+ * mpi_yield_when_idle does unless the user chose spinning, napping 1 ms once a wait is
+ * long. After TrainerConfig.collective_timeout_secs (comm.timeout_s) the rank holds a roll
+ * call: it asks every other rank, point to point, whether it is alive and waiting, and the
+ * ranks that do not answer within ROLLCALL_GRACE_S are named with their hosts. Every rank
+ * answers roll calls while it waits. No result depends on any of this: it only decides
+ * when a rank gives up. */
+#define ROLLCALL_TAG 30001       /* "are you there?": the asker's collective number */
+#define PRESENT_TAG 30002        /* "here": the answerer's collective number */
+#define ROLLCALL_GRACE_S 2.0     /* how long the asker waits for answers */
+#define SPIN_POLLS 256           /* MPI_Test calls before the clock is read */
+#define NAP_AFTER_S 0.1          /* a wait this long naps 1 ms between polls */
+
+/* Answer every roll call that has come in: this rank is alive, waiting in collective
+ * #c->seq. Best effort: the answer is 8 bytes, sent eagerly by every MPI. */
+static void answer_rollcalls(comm *c) {
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, ROLLCALL_TAG, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS ||
+            !flag)
+            return;
+        unsigned long long asked = 0, mine = c->seq;
+        if (MPI_Recv(&asked, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, ROLLCALL_TAG,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+        MPI_Request req;
+        if (MPI_Isend(&mine, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, PRESENT_TAG,
+                      MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+            MPI_Wait(&req, MPI_STATUS_IGNORE); /* local completion: the message is eager */
+    }
+}
+
+static void nap_s(double s) {
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(s * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* The roll call after a timeout in `call` (collective #c->seq): CALF_ECOMM naming the ranks
+ * that did not answer, and where they run. CALF_OK when the collective completed after
+ * all while the answers came in (a rank that was only slow). */
+static int rollcall(comm *c, MPI_Request *req, const char *call, double waited,
+                    calf_error *err) {
+    const mpi_state *m = c->impl;
+    unsigned char *here = mem_calloc((size_t)c->size, 1, err);
+    MPI_Request *asks = here ? mem_calloc((size_t)c->size, sizeof *asks, err) : NULL;
+    if (!asks) {
+        free(here);
+        return CALF_ENOMEM;
+    }
+    unsigned long long seq = c->seq;
+    for (int r = 0; r < c->size; r++) {
+        asks[r] = MPI_REQUEST_NULL;
+        if (r == c->index)
+            here[r] = 1;
+        else
+            MPI_Isend(&seq, 1, MPI_UNSIGNED_LONG_LONG, r, ROLLCALL_TAG, MPI_COMM_WORLD, &asks[r]);
+    }
+    int answered = 1, done = 0;
+    double until = calf_monotonic_s() + ROLLCALL_GRACE_S;
+    while (answered < c->size && calf_monotonic_s() < until) {
+        answer_rollcalls(c); /* the others may be asking too */
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, PRESENT_TAG, MPI_COMM_WORLD, &flag, &st) == MPI_SUCCESS &&
+            flag) {
+            unsigned long long theirs = 0;
+            MPI_Recv(&theirs, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, PRESENT_TAG,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (!here[st.MPI_SOURCE]) answered++;
+            here[st.MPI_SOURCE] = 1;
+            continue;
+        }
+        nap_s(1e-3);
+    }
+    if (MPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+        free(here);
+        free(asks); /* the asks to ranks that answered have completed; the rest stay */
+        return CALF_OK;
+    }
+    char list[512] = "";
+    size_t used = 0;
+    int missing = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (here[r]) continue;
+        if (missing++ < 8 && used < sizeof list) {
+            int w = snprintf(list + used, sizeof list - used, "%s%d (host %s)",
+                             missing > 1 ? ", " : "", r, m->host[r]);
+            if (w > 0) used += (size_t)w;
+        }
+    }
+    free(here);
+    free(asks);
+    if (missing == 0)
+        return calf_error_set(err, CALF_ECOMM,
+                              "comm: %s (collective #%llu) timed out after %.3g s on rank %d; "
+                              "every rank answered, so they wait in different collectives",
+                              call, seq, waited, c->rank);
+    return calf_error_set(err, CALF_ECOMM,
+                          "comm: %s (collective #%llu) timed out after %.3g s on rank %d: "
+                          "rank%s %s%s did not arrive "
+                          "(TrainerConfig.collective_timeout_secs)",
+                          call, seq, waited, c->rank, missing > 1 ? "s" : "", list,
+                          missing > 8 ? ", ..." : "");
+}
+
+/* Wait for the nonblocking collective `req` (started as `call`), at most c->timeout_s. */
+static int mpi_wait(comm *c, MPI_Request *req, const char *call, calf_error *err) {
+    const mpi_state *m = c->impl;
+    double since = -1.0;
+    for (unsigned polls = 0;; polls++) {
+        int done = 0, rc;
+        if ((rc = mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), call, c, err)) != CALF_OK)
+            return rc;
+        if (done) return CALF_OK;
+        if (polls < SPIN_POLLS) continue;
+        double t = calf_monotonic_s();
+        if (since < 0) since = t;
+        if ((polls & 63) == 0) answer_rollcalls(c);
+        if (t - since > c->timeout_s) {
+            if ((rc = rollcall(c, req, call, t - since, err)) != CALF_OK) return rc;
+            return CALF_OK; /* it completed during the roll call */
+        }
+        if (t - since >= NAP_AFTER_S)
+            nap_s(1e-3);
+        else if (!m->spin)
+            sched_yield();
+    }
 }
 
 /* MPI counts are int: derive counts and displacements, refusing what does not fit. */
@@ -85,7 +230,9 @@ static int mpi_counts(const comm *c, const size_t *sizes, int **counts, int **di
 
 static int mpi_barrier(comm *c, calf_error *err) {
     c->seq++;
-    return mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", c, err);
+    MPI_Request req;
+    int rc = mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier", c, err);
+    return rc ? rc : mpi_wait(c, &req, "MPI_Ibarrier", err);
 }
 
 static int mpi_allgatherv(comm *c, const void *send, void *recv, const size_t *sizes,
@@ -94,9 +241,11 @@ static int mpi_allgatherv(comm *c, const void *send, void *recv, const size_t *s
     int rc = mpi_counts(c, sizes, &counts, &displs, err);
     if (rc != CALF_OK) return rc;
     c->seq++;
-    rc = mpi_check(MPI_Allgatherv(send, counts[c->index], MPI_BYTE, recv, counts, displs,
-                                  MPI_BYTE, MPI_COMM_WORLD),
-                   "MPI_Allgatherv", c, err);
+    MPI_Request req;
+    rc = mpi_check(MPI_Iallgatherv(send, counts[c->index], MPI_BYTE, recv, counts, displs,
+                                   MPI_BYTE, MPI_COMM_WORLD, &req),
+                   "MPI_Iallgatherv", c, err);
+    if (rc == CALF_OK) rc = mpi_wait(c, &req, "MPI_Iallgatherv", err);
     free(counts);
     free(displs);
     return rc;
@@ -108,9 +257,11 @@ static int mpi_gatherv(comm *c, const void *send, void *recv, const size_t *size
     int rc = mpi_counts(c, sizes, &counts, &displs, err);
     if (rc != CALF_OK) return rc;
     c->seq++;
-    rc = mpi_check(MPI_Gatherv(send, counts[c->index], MPI_BYTE, recv, counts, displs, MPI_BYTE,
-                               root, MPI_COMM_WORLD),
-                   "MPI_Gatherv", c, err);
+    MPI_Request req;
+    rc = mpi_check(MPI_Igatherv(send, counts[c->index], MPI_BYTE, recv, counts, displs,
+                                MPI_BYTE, root, MPI_COMM_WORLD, &req),
+                   "MPI_Igatherv", c, err);
+    if (rc == CALF_OK) rc = mpi_wait(c, &req, "MPI_Igatherv", err);
     free(counts);
     free(displs);
     return rc;
@@ -127,8 +278,11 @@ static int mpi_alltoallv(comm *c, const void *send, const size_t *scounts, void 
         return rc;
     }
     c->seq++;
-    rc = mpi_check(MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rc_, rd, MPI_BYTE, MPI_COMM_WORLD),
-                   "MPI_Alltoallv", c, err);
+    MPI_Request req;
+    rc = mpi_check(MPI_Ialltoallv(send, sc, sd, MPI_BYTE, recv, rc_, rd, MPI_BYTE,
+                                  MPI_COMM_WORLD, &req),
+                   "MPI_Ialltoallv", c, err);
+    if (rc == CALF_OK) rc = mpi_wait(c, &req, "MPI_Ialltoallv", err);
     free(sc);
     free(sd);
     free(rc_);
@@ -141,7 +295,10 @@ static int mpi_broadcast(comm *c, void *buf, size_t n, int root, calf_error *err
         return calf_error_set(err, CALF_ECOMM,
                               "comm: MPI broadcast of %zu bytes is beyond MPI's int counts", n);
     c->seq++;
-    return mpi_check(MPI_Bcast(buf, (int)n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast", c, err);
+    MPI_Request req;
+    int rc = mpi_check(MPI_Ibcast(buf, (int)n, MPI_BYTE, root, MPI_COMM_WORLD, &req), "MPI_Ibcast",
+                       c, err);
+    return rc ? rc : mpi_wait(c, &req, "MPI_Ibcast", err);
 }
 
 static void mpi_report_failure(comm *c, const char *msg) {
@@ -157,6 +314,10 @@ static void mpi_abort(comm *c, const char *msg) {
 }
 
 static void mpi_finalize(comm *c) {
+    mpi_state *m = c->impl;
+    if (m) free(m->host);
+    free(m);
+    c->impl = NULL;
     int finalized = 0;
     if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
     if (c->failed) {
@@ -190,12 +351,14 @@ static const comm_ops mpi_ops = {
  * collective where cores are free (bench/README.md, "Two hosts"). So calf yields unless
  * the user chose (mpirun --mca mpi_yield_when_idle 0, or the OMPI_MCA_ variable); Open
  * MPI reads it in MPI_Init. *note: the line for the rank's log (static), or NULL. */
-static int choose_waiting(const char **note, calf_error *err) {
+static int choose_waiting(const char **note, bool *spin_out, calf_error *err) {
     *note = NULL;
+    *spin_out = false;
 #ifdef OPEN_MPI
     const char *set = getenv("OMPI_MCA_mpi_yield_when_idle");
     if (set && *set) {
         bool spin = strcmp(set, "0") == 0 || strcmp(set, "false") == 0 || strcmp(set, "no") == 0;
+        *spin_out = spin;
         *note = spin ? "MPI: waiting ranks spin (mpi_yield_when_idle 0, as set)"
                      : "MPI: waiting ranks yield the core (mpi_yield_when_idle, as set)";
         return CALF_OK;
@@ -268,7 +431,8 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
                               "--mpi=pmix ...` (or set MpiDefault=pmix in slurm.conf)",
                               tasks);
     const char *note = NULL;
-    if (!inited && (rc = choose_waiting(&note, err)) != CALF_OK) return rc;
+    bool spin = false;
+    if (!inited && (rc = choose_waiting(&note, &spin, err)) != CALF_OK) return rc;
     if (!inited && (rc = mpi_check(MPI_Init(argc, argv), "MPI_Init", NULL, err)) != CALF_OK)
         return rc;
     /* Errors come back as codes we check, instead of MPI killing the job silently. */
@@ -306,10 +470,29 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     /* the comm first, before the context, which can be set only once; the context is
      * then set from the comm: the rank's one home (comm_is_main) */
     comm *c = mem_calloc(1, sizeof *c, err);
-    if (!c) {
+    mpi_state *m = c ? mem_calloc(1, sizeof *m, err) : NULL;
+    if (m) m->host = mem_calloc((size_t)size, HOST_LEN, err);
+    if (!m || !m->host) {
+        if (m) free(m);
+        free(c);
         free(machine);
         return CALF_ENOMEM;
     }
+    /* every rank's host name, for the message that names a rank that stopped */
+    char mine[HOST_LEN] = "";
+    if (gethostname(mine, sizeof mine) != 0) snprintf(mine, sizeof mine, "?");
+    mine[HOST_LEN - 1] = '\0';
+    if ((rc = mpi_check(MPI_Allgather(mine, HOST_LEN, MPI_CHAR, m->host, HOST_LEN, MPI_CHAR,
+                                      MPI_COMM_WORLD),
+                        "MPI_Allgather(host names)", NULL, err)) != CALF_OK) {
+        free(m->host);
+        free(m);
+        free(c);
+        free(machine);
+        return rc;
+    }
+    m->spin = spin;
+    c->impl = m;
     c->ops = &mpi_ops;
     c->rank = rank;
     c->size = size;
@@ -319,6 +502,8 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     c->machine = machine;
     c->machine_count = machine_count;
     if ((rc = calf_context_set_distributed(c->index, c->size, local_rank, err)) != CALF_OK) {
+        free(m->host);
+        free(m);
         free(c);
         free(machine);
         return rc;
