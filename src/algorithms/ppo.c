@@ -15,7 +15,7 @@
 #include "training/algorithm.h"
 #include "base/bytes.h"
 #include "base/mem.h"
-#include "algorithms/model.h"
+#include "algorithms/ppo_model.h"
 #include "algorithms/obs_norm.h"
 #include "algorithms/ppo_math.h"
 #include "parallel/work_share.h"
@@ -100,7 +100,7 @@ typedef struct ppo {
     obs_norm onorm;
     double *norm_acc;        /* (count, OBS_NORM_ACC(obs_dim)) this iteration's per-env sums */
 
-    model md;
+    ppo_model md;
     calf_rng *act_rng;       /* (count) per-env action streams */
     calf_rng *shuf_rng;      /* (count) per-env minibatch streams */
     nn_cache a_cache, v_cache;
@@ -206,7 +206,7 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
  * then each norm chunk's squared gradient (the gradient itself is where the split sum
  * lands). shared_state_at(md, SHARED_END) is the region's size. */
 enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
-static size_t shared_state_at(const model *md, int part) {
+static size_t shared_state_at(const ppo_model *md, int part) {
     size_t vec = comm_round64(md->g.n * sizeof(float));
     size_t chunks = (md->g.n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
@@ -300,8 +300,8 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
                      .max_norm = t->p.max_norm};
     t->total_iterations = s->total_iterations;
-    int rc = model_init(&t->md, cfg, s->spec, opt, err);
-    if (rc == CALF_OK) rc = model_init_params(&t->md, cfg, s->seed, err);
+    int rc = ppo_model_init(&t->md, cfg, s->spec, opt, err);
+    if (rc == CALF_OK) rc = ppo_model_init_params(&t->md, cfg, s->seed, err);
     if (rc == CALF_OK && t->p.normalize_obs)
         rc = obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip, err);
     int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
@@ -403,7 +403,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
  * (all hold the same: they initialised it alike or loaded the same checkpoint), and
  * the gradient is the vector the split sum lands in. */
 static int share_model(ppo *t, calf_error *err) {
-    model *md = &t->md;
+    ppo_model *md = &t->md;
     size_t n = md->g.n;
     float *params = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_PARAMS));
     float *m = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_M));
@@ -414,7 +414,7 @@ static int share_model(ppo *t, calf_error *err) {
         memcpy(v, md->g.v, n * sizeof(float));
     }
     int rc = comm_barrier(t->c, err);
-    if (rc == CALF_OK) model_use_state(md, params, m, v, comm_tree_shared_sum(&t->tree));
+    if (rc == CALF_OK) ppo_model_use_state(md, params, m, v, comm_tree_shared_sum(&t->tree));
     return rc;
 }
 
@@ -435,7 +435,7 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
                     float *u) {
     ppo *t = (ppo *)a;
     (void)iteration;
-    model *md = &t->md;
+    ppo_model *md = &t->md;
     int n = t->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     size_t base = (size_t)s * n;
     float *x = t->obs + base * od; /* (n, obs_dim) what the policy acts on, kept */
@@ -451,8 +451,8 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     nn_mlp_forward(&md->actor, md->g.params, x, n, &t->a_cache, t->head);
     for (int e = 0; e < n; e++) {
         size_t i = base + (size_t)e;
-        t->logp[i] = model_sample(md, md->g.params, t->head + (size_t)e * hd, &t->act_rng[e],
-                                  &t->act[i], ad ? t->u + i * ad : NULL);
+        t->logp[i] = ppo_model_sample(md, md->g.params, t->head + (size_t)e * hd, &t->act_rng[e],
+                                      &t->act[i], ad ? t->u + i * ad : NULL);
     }
     memcpy(act, t->act + base, (size_t)n * sizeof(int));
     if (ad) memcpy(u, t->u + base * ad, (size_t)n * ad * sizeof(float));
@@ -598,7 +598,7 @@ typedef struct loss_weights {
  * The result depends only on the parameters and v's data, not on who runs it. */
 static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, int off,
                            int len, const loss_weights *w, comm_tree *tree) {
-    model *md = &t->md;
+    ppo_model *md = &t->md;
     int T = t->T, vn = v->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     int adim = ad > 0 ? ad : 1;
     for (int g0 = first; g0 < first + cnt; g0 += t->group_envs) {
@@ -625,13 +625,13 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
                 const float *u = ad ? v->u + i * adim : NULL;
                 float logp, ent;
                 dist_categorical_cache dc;
-                model_logp_entropy(md, md->g.params, h, v->act[i], u, &logp, &ent, &dc);
+                ppo_model_logp_entropy(md, md->g.params, h, v->act[i], u, &logp, &ent, &dc);
                 ppo_sample_result res;
                 ppo_sample_loss(logp, v->logp[i], v->adv[i], ent, t->vout[r], v->ret[i], w->clip,
                                 w->td_w, w->ent_w, w->scale, &res);
-                model_dist_backward(md, md->g.params, h, v->act[i], u, res.dlogp, res.dentropy, &dc,
-                                    t->dhead + (size_t)r * hd,
-                                    ad ? t->dlogstd + (size_t)r * ad : NULL);
+                ppo_model_dist_backward(md, md->g.params, h, v->act[i], u, res.dlogp,
+                                        res.dentropy, &dc, t->dhead + (size_t)r * hd,
+                                        ad ? t->dlogstd + (size_t)r * ad : NULL);
                 t->dval[r] = res.dvalue;
                 st[ST_PG] += res.pg_loss;
                 st[ST_TD] += res.td_loss;
@@ -690,7 +690,7 @@ static void minibatch_pass(void *ctx, int rank, int first, int count, comm_tree 
  * PRIVATE_MODEL_MAX). */
 static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
                               calf_error *err) {
-    model *md = &t->md;
+    ppo_model *md = &t->md;
     if (!t->sharing) {
         minibatch_envs(t, t->own, 0, t->count, off, len, w, &t->tree);
         return comm_tree_allreduce(t->c, &t->tree, md->g.grad, err);
@@ -713,7 +713,7 @@ static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
 /* The norm of the whole gradient (adam_global_norm's bits). Sharing, each rank sums the
  * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
 static int grad_norm(ppo *t, double *norm, calf_error *err) {
-    model *md = &t->md;
+    ppo_model *md = &t->md;
     size_t n = md->g.n, chunks = (n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     if (!t->shared_model) {
         *norm = adam_global_norm(md->g.grad, n);
@@ -729,7 +729,7 @@ static int grad_norm(ppo *t, double *norm, calf_error *err) {
 }
 
 static int update(ppo *t, calf_error *err) {
-    model *md = &t->md;
+    ppo_model *md = &t->md;
     int n = t->count, T = t->T;
     loss_weights w = {
         .clip = t->p.clip,
@@ -806,7 +806,7 @@ static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
 /* Greedy actions, in slices of EVAL_ROWS rows (the evaluation cache). */
 static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
     ppo *t = (ppo *)a;
-    model *md = &t->md;
+    ppo_model *md = &t->md;
     int od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     for (int r0 = 0; r0 < rows; r0 += EVAL_ROWS) {
         int b = rows - r0 < EVAL_ROWS ? rows - r0 : EVAL_ROWS;
@@ -817,18 +817,18 @@ static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float
         }
         nn_mlp_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
         for (int k = 0; k < b; k++)
-            model_mode(md, t->eval_head + (size_t)k * hd, &act[r0 + k],
-                       ad ? u + (size_t)(r0 + k) * ad : NULL);
+            ppo_model_mode(md, t->eval_head + (size_t)k * hd, &act[r0 + k],
+                           ad ? u + (size_t)(r0 + k) * ad : NULL);
     }
 }
 
-/* The actor and its distribution's mode, as ppo_greedy and model_mode compute them (on
+/* The actor and its distribution's mode, as ppo_greedy and ppo_model_mode compute them (on
  * the observation normalized by the checkpoint's statistics, when configured): the
  * categorical's argmax, or the Gaussian's mean (unclipped: the env clips). */
 static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     (void)err;
     const ppo *t = (const ppo *)a;
-    const model *md = &t->md;
+    const ppo_model *md = &t->md;
     export_c_mlp(x, "actor", &md->actor, md->g.params);
     if (t->p.normalize_obs) obs_norm_export_c(&t->onorm, x, "obs_in");
     export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
@@ -856,7 +856,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
                         t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
     if (t->p.lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->md.g.opt.lr);
     if (histograms) {
-        model *md = &t->md;
+        ppo_model *md = &t->md;
         calf_summary_histogram("Params/actor", step, md->g.params + md->actor.offset,
                                md->actor.num_params);
         calf_summary_histogram("Params/value", step, md->g.params + md->value.offset,
@@ -873,7 +873,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
  * is nothing to compare; the check guards the backends where each holds its own copy. */
 static uint64_t ppo_digest(const algorithm *a) {
     const ppo *t = (const ppo *)a;
-    return t->shared_model ? 0 : model_digest(&t->md);
+    return t->shared_model ? 0 : ppo_model_digest(&t->md);
 }
 
 /* ---- checkpoint sections -------------------------------------------------------- */
@@ -1006,7 +1006,7 @@ static int ppo_create(const algo_setup *s, algorithm **out, calf_error *err) {
 static void ppo_destroy(algorithm *a) {
     ppo *t = (ppo *)a;
     if (!t) return;
-    model_free(&t->md);
+    ppo_model_free(&t->md);
     nn_cache_free(&t->a_cache);
     nn_cache_free(&t->v_cache);
     nn_cache_free(&t->eval_cache);

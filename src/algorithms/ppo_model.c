@@ -1,6 +1,7 @@
-/* model.c: the actor-critic's layout in flat memory, its initialisation, and the
- * per-row policy distribution calls (categorical or diagonal Gaussian). */
-#include "algorithms/model.h"
+/* ppo_model.c: PPO's actor-critic (ppo_model.h): its layout in flat memory, its
+ * initialisation, and the per-row policy distribution calls (categorical or diagonal
+ * Gaussian). */
+#include "algorithms/ppo_model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,8 +13,8 @@ static nn_activation activation_of(const char *name) {
     return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
 }
 
-int model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
-               calf_error *err) {
+int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
+                   calf_error *err) {
     memset(md, 0, sizeof *md);
     md->obs_dim = spec->obs_dim;
     md->num_actions = spec->num_actions;
@@ -35,7 +36,7 @@ int model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, ada
     return param_group_init(&md->g, "PRMS", cursor, true, opt, err);
 }
 
-int model_init_params(model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
+int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
     calf_rng rng;
     calf_rng_seed(&rng, seed, 0, CALF_RNG_INIT);
     /* CleanRL / SB3: sqrt(2) hidden, 0.01 policy head, 1 value head */
@@ -47,18 +48,18 @@ int model_init_params(model *md, const calf_config *cfg, uint64_t seed, calf_err
     return CALF_OK;
 }
 
-void model_free(model *md) {
+void ppo_model_free(ppo_model *md) {
     if (!md) return;
     param_group_free(&md->g);
     memset(md, 0, sizeof *md);
 }
 
-void model_use_state(model *md, float *params, float *m, float *v, float *grad) {
+void ppo_model_use_state(ppo_model *md, float *params, float *m, float *v, float *grad) {
     param_group_use(&md->g, params, grad, m, v);
 }
 
-float model_sample(const model *md, const float *params, const float *head, calf_rng *rng,
-                   int *action, float *u) {
+float ppo_model_sample(const ppo_model *md, const float *params, const float *head, calf_rng *rng,
+                       int *action, float *u) {
     if (md->num_actions > 0) {
         *action = dist_categorical_sample(head, md->num_actions, rng);
         return dist_categorical_log_prob(head, md->num_actions, *action);
@@ -69,7 +70,7 @@ float model_sample(const model *md, const float *params, const float *head, calf
     return dist_gaussian_log_prob(head, log_std, md->action_dim, u);
 }
 
-void model_mode(const model *md, const float *head, int *action, float *u) {
+void ppo_model_mode(const ppo_model *md, const float *head, int *action, float *u) {
     if (md->num_actions > 0) *action = dist_categorical_mode(head, md->num_actions);
     else {
         *action = 0;
@@ -77,9 +78,9 @@ void model_mode(const model *md, const float *head, int *action, float *u) {
     }
 }
 
-void model_logp_entropy(const model *md, const float *params, const float *head, int action,
-                        const float *u, float *logp, float *entropy,
-                        dist_categorical_cache *cache) {
+void ppo_model_logp_entropy(const ppo_model *md, const float *params, const float *head, int action,
+                            const float *u, float *logp, float *entropy,
+                            dist_categorical_cache *cache) {
     if (md->num_actions > 0) {
         dist_categorical_eval(head, md->num_actions, action, logp, entropy, cache);
         return;
@@ -89,9 +90,9 @@ void model_logp_entropy(const model *md, const float *params, const float *head,
     *entropy = dist_gaussian_entropy(log_std, md->action_dim);
 }
 
-void model_dist_backward(const model *md, const float *params, const float *head, int action,
-                         const float *u, float c_logp, float c_ent,
-                         const dist_categorical_cache *cache, float *dhead, float *dlog_std) {
+void ppo_model_dist_backward(const ppo_model *md, const float *params, const float *head,
+                             int action, const float *u, float c_logp, float c_ent,
+                             const dist_categorical_cache *cache, float *dhead, float *dlog_std) {
     if (md->num_actions > 0) {
         dist_categorical_grad_cached(head, md->num_actions, action, c_logp, c_ent, cache, dhead);
         return;
@@ -102,7 +103,7 @@ void model_dist_backward(const model *md, const float *params, const float *head
                        dlog_std);
 }
 
-uint64_t model_digest(const model *md) {
+uint64_t ppo_model_digest(const ppo_model *md) {
     uint64_t h = 0xcbf29ce484222325ULL;
     const float *arrays[3] = {md->g.params, md->g.m, md->g.v};
     for (int a = 0; a < 3; a++) {

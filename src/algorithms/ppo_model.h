@@ -1,8 +1,8 @@
-/* model.h: the actor-critic that PPO trains: a policy MLP (logits of a categorical, or
+/* ppo_model.h: the actor-critic that PPO trains: a policy MLP (logits of a categorical, or
  * the means of a diagonal Gaussian with a state-independent log-std) and a value MLP,
  * laid out in one flat parameter array with gradients and Adam moments beside it. */
-#ifndef CALF_MODEL_H
-#define CALF_MODEL_H
+#ifndef CALF_PPO_MODEL_H
+#define CALF_PPO_MODEL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,7 +15,7 @@
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
 
-typedef struct model {
+typedef struct ppo_model {
     int obs_dim;
     int num_actions;        /* discrete: number of actions; 0 when continuous */
     int action_dim;         /* continuous: action size; 0 when discrete */
@@ -25,41 +25,41 @@ typedef struct model {
     param_group g;          /* "PRMS": every parameter, the summed gradient of one update,
                              * Adam's moments, settings and step count (PPO steps it with
                              * param_group_step_slice, a slice per process when shared) */
-} model;
+} ppo_model;
 
 /* Lay out the networks the config asks for, for an env with spec; all arrays zeroed;
  * the group steps with opt (PPO sets opt.lr each iteration, by its schedule). CALF_ENOMEM
- * when memory runs out (model_free frees what was made). */
-int model_init(model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
-               calf_error *err);
+ * when memory runs out (ppo_model_free frees what was made). */
+int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
+                   calf_error *err);
 /* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config.
  * CALF_ENOMEM when the init's scratch cannot be allocated. */
-int model_init_params(model *md, const calf_config *cfg, uint64_t seed, calf_error *err);
-void model_free(model *md);
+int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err);
+void ppo_model_free(ppo_model *md);
 /* The model's arrays in memory the caller owns (param_group_use). */
-void model_use_state(model *md, float *params, float *m, float *v, float *grad);
+void ppo_model_use_state(ppo_model *md, float *params, float *m, float *v, float *grad);
 
 /* Per-row policy math on an actor output row (head_dim floats). */
 /* Sample an action from the row's distribution with rng; returns its log-prob.
  * Discrete: *action; continuous: u (action_dim, unclipped). */
-float model_sample(const model *md, const float *params, const float *head, calf_rng *rng,
-                   int *action, float *u);
+float ppo_model_sample(const ppo_model *md, const float *params, const float *head, calf_rng *rng,
+                       int *action, float *u);
 /* The greedy action (mode). */
-void model_mode(const model *md, const float *head, int *action, float *u);
+void ppo_model_mode(const ppo_model *md, const float *head, int *action, float *u);
 /* Log-prob and entropy of an action under the row's distribution. cache (may be NULL)
- * keeps what the row's model_dist_backward can reuse. */
-void model_logp_entropy(const model *md, const float *params, const float *head, int action,
-                        const float *u, float *logp, float *entropy,
-                        dist_categorical_cache *cache);
+ * keeps what the row's ppo_model_dist_backward can reuse. */
+void ppo_model_logp_entropy(const ppo_model *md, const float *params, const float *head, int action,
+                            const float *u, float *logp, float *entropy,
+                            dist_categorical_cache *cache);
 /* Gradient of (c_logp * logp(action) + c_ent * entropy) w.r.t. the head row (written to
  * dhead) and, for continuous actions, this row's log-std gradient WRITTEN to dlog_std
- * (action_dim); the caller sums rows in a fixed order. cache: what model_logp_entropy
+ * (action_dim); the caller sums rows in a fixed order. cache: what ppo_model_logp_entropy
  * left for this row, or NULL. */
-void model_dist_backward(const model *md, const float *params, const float *head, int action,
-                         const float *u, float c_logp, float c_ent,
-                         const dist_categorical_cache *cache, float *dhead, float *dlog_std);
+void ppo_model_dist_backward(const ppo_model *md, const float *params, const float *head,
+                             int action, const float *u, float c_logp, float c_ent,
+                             const dist_categorical_cache *cache, float *dhead, float *dlog_std);
 
 /* 64-bit digest of parameters and Adam moments (to prove ranks agree). */
-uint64_t model_digest(const model *md);
+uint64_t ppo_model_digest(const ppo_model *md);
 
 #endif
