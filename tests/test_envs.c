@@ -640,6 +640,10 @@ static void test_registry(void) {
                              "Ant-v4", "InvertedDoublePendulum-v4", "Swimmer-v4", "Reacher-v4",
                              "Pusher-v4", "Humanoid-v4", "HumanoidStandup-v4",
 #endif
+                             "MinAtar/Asterix-v0", "MinAtar/Asterix-v1", "MinAtar/Breakout-v0",
+                             "MinAtar/Breakout-v1", "MinAtar/Freeway-v0", "MinAtar/Freeway-v1",
+                             "MinAtar/Seaquest-v0", "MinAtar/Seaquest-v1",
+                             "MinAtar/SpaceInvaders-v0", "MinAtar/SpaceInvaders-v1",
     };
     enum { NB = (int)(sizeof builtin / sizeof builtin[0]) };
     CHECK_INT_EQ(calf_env_count(), NB);
@@ -748,7 +752,7 @@ static void test_registry(void) {
     CHECK(calf_env_at(NB) == &probe_class);
     CHECK(calf_env_find("Probe-v0") == &probe_class);
     CHECK_INT_EQ(calf_env_register(&probe_class, &err), CALF_EINVAL); /* twice */
-    char names[512];
+    char names[1024];
     calf_env_list_names(names, sizeof names);
     CHECK_STR_EQ(names, "CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCar-v0, "
                         "MountainCarContinuous-v0, "
@@ -757,6 +761,10 @@ static void test_registry(void) {
                         "InvertedDoublePendulum-v4, Swimmer-v4, Reacher-v4, Pusher-v4, "
                         "Humanoid-v4, HumanoidStandup-v4, "
 #endif
+                        "MinAtar/Asterix-v0, MinAtar/Asterix-v1, MinAtar/Breakout-v0, "
+                        "MinAtar/Breakout-v1, MinAtar/Freeway-v0, MinAtar/Freeway-v1, "
+                        "MinAtar/Seaquest-v0, MinAtar/Seaquest-v1, MinAtar/SpaceInvaders-v0, "
+                        "MinAtar/SpaceInvaders-v1, "
                         "Probe-v0");
     char small[16];
     calf_env_list_names(small, sizeof small);

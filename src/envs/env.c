@@ -27,6 +27,7 @@ static const calf_env_class *const builtin_classes[] = {
 #define MJ_TASK_ENTRY_(id, name, model) &id##_class,
     MJ_TASKS(MJ_TASK_ENTRY_)
 #endif
+    MINATAR_BUILTINS,
 };
 #define NUM_BUILTINS ((int)(sizeof builtin_classes / sizeof builtin_classes[0]))
 

@@ -63,6 +63,17 @@ bool env_class_measure(const calf_env_class *cls, size_t *mapped, size_t *touche
 #define MJ_TASK_COUNT_(id, name, model) +1
 enum { MJ_NUM_TASKS = 0 MJ_TASKS(MJ_TASK_COUNT_) };
 
+/* MinAtar's games (src/envs/minatar_*.c): -v0 the full action set, -v1 the minimal one. */
+extern const calf_env_class minatar_asterix_v0_class, minatar_asterix_v1_class,
+    minatar_breakout_v0_class, minatar_breakout_v1_class, minatar_freeway_v0_class,
+    minatar_freeway_v1_class, minatar_seaquest_v0_class, minatar_seaquest_v1_class,
+    minatar_space_invaders_v0_class, minatar_space_invaders_v1_class;
+#define MINATAR_BUILTINS                                                                   \
+    &minatar_asterix_v0_class, &minatar_asterix_v1_class, &minatar_breakout_v0_class,      \
+        &minatar_breakout_v1_class, &minatar_freeway_v0_class, &minatar_freeway_v1_class,  \
+        &minatar_seaquest_v0_class, &minatar_seaquest_v1_class,                            \
+        &minatar_space_invaders_v0_class, &minatar_space_invaders_v1_class
+
 #if CALF_HAVE_MUJOCO
 /* The tasks' classes (src/envs/mj_*.c); their state is native (envs/mj_env.h). */
 #define MJ_TASK_CLASS_DECL_(id, name, model) extern const calf_env_class id##_class;

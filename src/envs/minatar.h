@@ -1,0 +1,143 @@
+/* minatar.h: the five MinAtar games (Young & Tian 2019; rules of MinAtar v1.0.15) as
+ * calf envs, and the core they share: one MT19937 stream per env drawn as NumPy's legacy
+ * RandomState draws it, sticky actions, the full and minimal action sets. */
+#ifndef CALF_MINATAR_H
+#define CALF_MINATAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/env.h"
+#include "envs/mt19937.h"
+
+#define MINATAR_SIZE 10          /* the grid is 10x10 */
+#define MINATAR_MAX_CHANNELS 10  /* Seaquest's */
+#define MINATAR_STICKY 0.1       /* probability that a step repeats the last action */
+
+/* The full action set, in MinAtar's order. */
+enum { MA_NOOP, MA_LEFT, MA_UP, MA_RIGHT, MA_DOWN, MA_FIRE, MA_NUM_ACTIONS };
+
+/* One game's rules over its own plain-data state (no pointers). Every random draw comes
+ * from mt, in MinAtar's order. */
+typedef struct minatar_game {
+    const char *name;   /* "Breakout": the env is MinAtar/<name>-v0 (full) and -v1 (minimal) */
+    int channels;       /* C of the (10, 10, C) observation */
+    int num_minimal;    /* the minimal action set: -v1's action i is full action minimal[i] */
+    int8_t minimal[MA_NUM_ACTIONS];
+    size_t state_size;  /* bytes of the game's state */
+    void (*reset)(void *game, mt19937 *mt);
+    /* One frame under full action a (MA_*); returns the reward, sets *terminal. */
+    int (*act)(void *game, mt19937 *mt, int a, int *terminal);
+    /* The observation (10, 10, channels) in (row, column, channel) order, 0/1, every byte
+     * written: MinAtar's state(). */
+    void (*observe)(const void *game, uint8_t *obs);
+} minatar_game;
+
+extern const minatar_game minatar_asterix, minatar_breakout, minatar_freeway, minatar_seaquest,
+    minatar_space_invaders;
+
+/* An env's state: this header, then the game's state at offset MINATAR_GAME_OFFSET. */
+typedef struct minatar_core {
+    mt19937 mt;          /* the env's one random stream */
+    uint32_t seed;       /* K: MinAtar's Environment seeded with seed(K) plays the same */
+    int32_t last_action; /* the full action the last step applied; a sticky step repeats it
+                            (0 in a new env; a reset keeps it, as MinAtar's does) */
+} minatar_core;
+#define MINATAR_GAME_OFFSET ((sizeof(minatar_core) + 15) / 16 * 16)
+
+/* Restart an env's stream from K, as MinAtar's Environment.seed(K) does (the game state
+ * and the last action are left as they are). */
+void minatar_seed(void *state, uint32_t k);
+
+/* Grid helpers for the games: the index of (row, col, channel) in an observation. */
+#define MINATAR_AT(channels, row, col, ch) (((row) * MINATAR_SIZE + (col)) * (channels) + (ch))
+
+/* ---- the calf classes: what every game's -v0 and -v1 share ---------------------------- */
+
+/* create_at: K from the env's dynamics stream (seed, index, CALF_RNG_DYNAMICS), the first
+ * 32 bits it draws; the env then draws only from its MT19937. */
+int minatar_create_at(void *state, const calf_env_class *cls, uint64_t seed, uint64_t index,
+                      calf_error *err);
+/* reset_state: K, so `calf env` can say which MinAtar seed replays the env. */
+void minatar_reset_state(const void *state, double *out);
+
+static inline void *minatar_game_state(void *state) {
+    return (unsigned char *)state + MINATAR_GAME_OFFSET;
+}
+
+/* The observation as the env spec carries it: (10, 10, C) floats 0/1. */
+static inline void minatar_observe_env(const minatar_game *g, const void *state, float *obs) {
+    uint8_t grid[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS];
+    g->observe((const unsigned char *)state + MINATAR_GAME_OFFSET, grid);
+    for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE * g->channels; i++) obs[i] = (float)grid[i];
+}
+
+static inline void minatar_reset_env(const minatar_game *g, void *state, float *obs) {
+    minatar_core *c = state;
+    g->reset(minatar_game_state(state), &c->mt);
+    minatar_observe_env(g, state, obs);
+}
+
+/* MinAtar's Environment.act: with probability MINATAR_STICKY (one rand() per step,
+ * drawn before the game's own draws) the last action replaces full action a. */
+static inline int minatar_step_env(const minatar_game *g, void *state, int a, float *obs,
+                                   float *reward) {
+    minatar_core *c = state;
+    if (mt19937_rand(&c->mt) < MINATAR_STICKY) a = c->last_action;
+    c->last_action = a;
+    int terminal = 0;
+    *reward = (float)g->act(minatar_game_state(state), &c->mt, a, &terminal);
+    minatar_observe_env(g, state, obs);
+    return terminal;
+}
+
+/* Defines <prefix>_v0_class (full action set) and <prefix>_v1_class (minimal set) for
+ * game (a minatar_game with the given channels and minimal-set size, whose state is a
+ * state_type); title is MinAtar's name for it. MinAtar's Gymnasium ids set no time limit
+ * (Freeway ends itself after 2,500 frames), hence INT32_MAX. */
+#define MINATAR_CLASSES(prefix, game, state_type, title, nch, nmin)                          \
+    static void prefix##_env_reset(void *s, calf_rng *rng, float *obs) {                      \
+        (void)rng;                                                                             \
+        minatar_reset_env(&game, s, obs);                                                      \
+    }                                                                                          \
+    static int prefix##_env_step_full(void *s, calf_rng *rng, int a, const float *u,          \
+                                      float *obs, float *reward) {                             \
+        (void)rng, (void)u;                                                                    \
+        return minatar_step_env(&game, s, a, obs, reward);                                     \
+    }                                                                                          \
+    static int prefix##_env_step_minimal(void *s, calf_rng *rng, int a, const float *u,       \
+                                         float *obs, float *reward) {                          \
+        (void)rng, (void)u;                                                                    \
+        return minatar_step_env(&game, s, game.minimal[a], obs, reward);                       \
+    }                                                                                          \
+    static void prefix##_env_observe(const void *s, float *obs) {                             \
+        minatar_observe_env(&game, s, obs);                                                    \
+    }                                                                                          \
+    const calf_env_class prefix##_v0_class = {                                                 \
+        .spec = {.name = "MinAtar/" title "-v0",                                               \
+                 .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (nch),                               \
+                 .num_actions = MA_NUM_ACTIONS,                                                \
+                 .max_episode_steps = INT32_MAX,                                               \
+                 .state_size = MINATAR_GAME_OFFSET + sizeof(state_type),                       \
+                 .reset_state_dim = 1},                                                        \
+        .reset = prefix##_env_reset,                                                           \
+        .step = prefix##_env_step_full,                                                        \
+        .observe = prefix##_env_observe,                                                       \
+        .create_at = minatar_create_at,                                                        \
+        .reset_state = minatar_reset_state,                                                    \
+    };                                                                                         \
+    const calf_env_class prefix##_v1_class = {                                                 \
+        .spec = {.name = "MinAtar/" title "-v1",                                               \
+                 .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (nch),                               \
+                 .num_actions = (nmin),                                                        \
+                 .max_episode_steps = INT32_MAX,                                               \
+                 .state_size = MINATAR_GAME_OFFSET + sizeof(state_type),                       \
+                 .reset_state_dim = 1},                                                        \
+        .reset = prefix##_env_reset,                                                           \
+        .step = prefix##_env_step_minimal,                                                     \
+        .observe = prefix##_env_observe,                                                       \
+        .create_at = minatar_create_at,                                                        \
+        .reset_state = minatar_reset_state,                                                    \
+    }
+
+#endif

@@ -1,0 +1,134 @@
+/* minatar_asterix.c: MinAtar's Asterix. The player moves over rows 1-8 where enemies and
+ * gold (+1 when touched) enter from a side and cross; touching an enemy ends the episode.
+ * They spawn and move faster as the game goes on (difficulty ramping every 100 frames). */
+#include "envs/envs.h"
+#include "envs/minatar.h"
+
+enum { CH_PLAYER, CH_ENEMY, CH_TRAIL, CH_GOLD, ASTERIX_CHANNELS };
+
+enum {
+    RAMP_INTERVAL = 100,
+    INIT_SPAWN_SPEED = 10,
+    INIT_MOVE_INTERVAL = 5,
+    SLOTS = 8 /* one entity per row 1..8 */
+};
+
+typedef struct asterix_entity {
+    int8_t live, x, right, gold; /* in row slot + 1; right: moving towards x = 9 */
+} asterix_entity;
+
+typedef struct asterix_state {
+    asterix_entity e[SLOTS];
+    int32_t player_x, player_y;
+    int32_t spawn_speed, spawn_timer, move_speed, move_timer, ramp_timer, ramp_index;
+    int32_t terminal;
+} asterix_state;
+
+static void asterix_reset(void *game, mt19937 *mt) {
+    (void)mt;
+    asterix_state *s = game;
+    *s = (asterix_state){0};
+    s->player_x = s->player_y = 5;
+    s->spawn_speed = s->spawn_timer = INIT_SPAWN_SPEED;
+    s->move_speed = s->move_timer = INIT_MOVE_INTERVAL;
+    s->ramp_timer = RAMP_INTERVAL;
+}
+
+/* A new entity in a random free row, from a random side; the side and the kind are drawn
+ * even when no row is free. */
+static void spawn(asterix_state *s, mt19937 *mt) {
+    int right = mt19937_rand(mt) < 0.5;
+    int gold = mt19937_rand(mt) < 1.0 / 3.0;
+    int free_slots[SLOTS], n = 0;
+    for (int i = 0; i < SLOTS; i++)
+        if (!s->e[i].live) free_slots[n++] = i;
+    if (n == 0) return;
+    int slot = free_slots[mt19937_randint(mt, 0, n)];
+    s->e[slot] = (asterix_entity){.live = 1, .x = right ? 0 : 9, .right = (int8_t)right,
+                                  .gold = (int8_t)gold};
+}
+
+/* The player meets entity i: gold is collected, an enemy ends the episode. */
+static void meet(asterix_state *s, int i, int *reward) {
+    if (s->e[i].x != s->player_x || i + 1 != s->player_y) return;
+    if (s->e[i].gold) {
+        s->e[i].live = 0;
+        (*reward)++;
+    } else {
+        s->terminal = 1;
+    }
+}
+
+static int asterix_act(void *game, mt19937 *mt, int a, int *terminal) {
+    asterix_state *s = game;
+    int reward = 0;
+    if (s->terminal) {
+        *terminal = 1;
+        return 0;
+    }
+    if (s->spawn_timer == 0) {
+        spawn(s, mt);
+        s->spawn_timer = s->spawn_speed;
+    }
+    if (a == MA_LEFT && s->player_x > 0) s->player_x--;
+    else if (a == MA_RIGHT && s->player_x < 9) s->player_x++;
+    else if (a == MA_UP && s->player_y > 1) s->player_y--;
+    else if (a == MA_DOWN && s->player_y < 8) s->player_y++;
+
+    for (int i = 0; i < SLOTS; i++)
+        if (s->e[i].live) meet(s, i, &reward);
+    if (s->move_timer == 0) {
+        s->move_timer = s->move_speed;
+        for (int i = 0; i < SLOTS; i++) {
+            if (!s->e[i].live) continue;
+            s->e[i].x += s->e[i].right ? 1 : -1;
+            if (s->e[i].x < 0 || s->e[i].x > 9) s->e[i].live = 0;
+            else meet(s, i, &reward);
+        }
+    }
+    s->spawn_timer--;
+    s->move_timer--;
+
+    if (s->spawn_speed > 1 || s->move_speed > 1) {
+        if (s->ramp_timer >= 0) {
+            s->ramp_timer--;
+        } else {
+            if (s->move_speed > 1 && s->ramp_index % 2) s->move_speed--;
+            if (s->spawn_speed > 1) s->spawn_speed--;
+            s->ramp_index++;
+            s->ramp_timer = RAMP_INTERVAL;
+        }
+    }
+    *terminal = s->terminal;
+    return reward;
+}
+
+static void set_cell(uint8_t *obs, int y, int x, int ch) {
+    if ((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE)
+        obs[MINATAR_AT(ASTERIX_CHANNELS, y, x, ch)] = 1;
+}
+
+static void asterix_observe(const void *game, uint8_t *obs) {
+    const asterix_state *s = game;
+    for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE * ASTERIX_CHANNELS; i++) obs[i] = 0;
+    set_cell(obs, s->player_y, s->player_x, CH_PLAYER);
+    for (int i = 0; i < SLOTS; i++) {
+        const asterix_entity *e = &s->e[i];
+        if (!e->live) continue;
+        set_cell(obs, i + 1, e->x, e->gold ? CH_GOLD : CH_ENEMY);
+        set_cell(obs, i + 1, e->right ? e->x - 1 : e->x + 1, CH_TRAIL);
+    }
+}
+
+const minatar_game minatar_asterix = {
+    .name = "Asterix",
+    .channels = ASTERIX_CHANNELS,
+    .num_minimal = 5,
+    .minimal = {MA_NOOP, MA_LEFT, MA_UP, MA_RIGHT, MA_DOWN},
+    .state_size = sizeof(asterix_state),
+    .reset = asterix_reset,
+    .act = asterix_act,
+    .observe = asterix_observe,
+};
+
+MINATAR_CLASSES(minatar_asterix, minatar_asterix, asterix_state, "Asterix", ASTERIX_CHANNELS, 5);

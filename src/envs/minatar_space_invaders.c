@@ -1,0 +1,180 @@
+/* minatar_space_invaders.c: MinAtar's Space Invaders. A cannon on the bottom row shoots
+ * a block of aliens (+1 each) that marches sideways and steps down at the walls, firing
+ * from the alien nearest the cannon; a new wave comes faster once a wave is cleared. The
+ * episode ends when an alien bullet or an alien reaches the cannon, or aliens the bottom. */
+#include "envs/envs.h"
+#include "envs/minatar.h"
+
+enum { CH_CANNON, CH_ALIEN, CH_ALIEN_LEFT, CH_ALIEN_RIGHT, CH_F_BULLET, CH_E_BULLET,
+       SI_CHANNELS };
+
+enum { SHOT_COOL_DOWN = 5, ENEMY_MOVE_INTERVAL = 12, ENEMY_SHOT_INTERVAL = 10 };
+
+typedef struct space_invaders_state {
+    uint8_t alien[MINATAR_SIZE][MINATAR_SIZE];
+    uint8_t f_bullet[MINATAR_SIZE][MINATAR_SIZE]; /* the cannon's, moving up */
+    uint8_t e_bullet[MINATAR_SIZE][MINATAR_SIZE]; /* the aliens', moving down */
+    int32_t pos, alien_dir; /* alien_dir: -1 left, +1 right */
+    int32_t enemy_move_interval, alien_move_timer, alien_shot_timer, ramp_index, shot_timer;
+    int32_t terminal;
+} space_invaders_state;
+
+typedef uint8_t grid[MINATAR_SIZE][MINATAR_SIZE];
+
+static void new_wave(space_invaders_state *s) {
+    for (int y = 0; y < 4; y++)
+        for (int x = 2; x < 8; x++) s->alien[y][x] = 1;
+}
+
+static void si_reset(void *game, mt19937 *mt) {
+    (void)mt;
+    space_invaders_state *s = game;
+    *s = (space_invaders_state){0};
+    s->pos = 5;
+    new_wave(s);
+    s->alien_dir = -1;
+    s->enemy_move_interval = s->alien_move_timer = ENEMY_MOVE_INTERVAL;
+    s->alien_shot_timer = ENEMY_SHOT_INTERVAL;
+}
+
+/* np.roll of a grid by one row (down: +1) or one column (right: +1), wrapping around. */
+static void roll_rows(grid g, int by) {
+    grid t;
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++) t[(y + by + MINATAR_SIZE) % MINATAR_SIZE][x] = g[y][x];
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++) g[y][x] = t[y][x];
+}
+
+static void roll_cols(grid g, int by) {
+    grid t;
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++) t[y][(x + by + MINATAR_SIZE) % MINATAR_SIZE] = g[y][x];
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++) g[y][x] = t[y][x];
+}
+
+static int column_has(const grid g, int x) {
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        if (g[y][x]) return 1;
+    return 0;
+}
+
+static int row_has(const grid g, int y) {
+    for (int x = 0; x < MINATAR_SIZE; x++)
+        if (g[y][x]) return 1;
+    return 0;
+}
+
+static int count(const grid g) {
+    int n = 0;
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++) n += g[y][x] != 0;
+    return n;
+}
+
+/* The lowest alien of the column nearest the cannon (the left one of two as near)
+ * fires. */
+static void alien_fires(space_invaders_state *s) {
+    for (int d = 0; d < MINATAR_SIZE; d++)
+        for (int side = -1; side <= 1; side += 2) {
+            int x = s->pos + side * d;
+            if (x < 0 || x >= MINATAR_SIZE || (d == 0 && side > 0) || !column_has(s->alien, x))
+                continue;
+            int y = MINATAR_SIZE - 1;
+            while (!s->alien[y][x]) y--;
+            s->e_bullet[y][x] = 1;
+            return;
+        }
+}
+
+static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
+    (void)mt;
+    space_invaders_state *s = game;
+    int reward = 0;
+    if (s->terminal) {
+        *terminal = 1;
+        return 0;
+    }
+    if (a == MA_FIRE && s->shot_timer == 0) {
+        s->f_bullet[9][s->pos] = 1;
+        s->shot_timer = SHOT_COOL_DOWN;
+    } else if (a == MA_LEFT && s->pos > 0) {
+        s->pos--;
+    } else if (a == MA_RIGHT && s->pos < 9) {
+        s->pos++;
+    }
+    /* Bullets move one row; what leaves the grid is gone (the wrapped row is cleared). */
+    roll_rows(s->f_bullet, -1);
+    for (int x = 0; x < MINATAR_SIZE; x++) s->f_bullet[9][x] = 0;
+    roll_rows(s->e_bullet, 1);
+    for (int x = 0; x < MINATAR_SIZE; x++) s->e_bullet[0][x] = 0;
+    if (s->e_bullet[9][s->pos]) s->terminal = 1;
+
+    if (s->alien[9][s->pos]) s->terminal = 1;
+    if (s->alien_move_timer == 0) {
+        int n = count(s->alien);
+        s->alien_move_timer = n < s->enemy_move_interval ? n : s->enemy_move_interval;
+        if ((column_has(s->alien, 0) && s->alien_dir < 0) ||
+            (column_has(s->alien, 9) && s->alien_dir > 0)) {
+            s->alien_dir = -s->alien_dir;
+            if (row_has(s->alien, 9)) s->terminal = 1;
+            roll_rows(s->alien, 1); /* wraps the bottom row to the top, as np.roll does */
+        } else {
+            roll_cols(s->alien, s->alien_dir);
+        }
+        if (s->alien[9][s->pos]) s->terminal = 1;
+    }
+    if (s->alien_shot_timer == 0) {
+        s->alien_shot_timer = ENEMY_SHOT_INTERVAL;
+        alien_fires(s);
+    }
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++)
+            if (s->alien[y][x] && s->f_bullet[y][x]) {
+                reward++;
+                s->alien[y][x] = s->f_bullet[y][x] = 0;
+            }
+
+    if (s->shot_timer > 0) s->shot_timer--;
+    s->alien_move_timer--;
+    s->alien_shot_timer--;
+    if (count(s->alien) == 0) {
+        if (s->enemy_move_interval > 6) {
+            s->enemy_move_interval--;
+            s->ramp_index++;
+        }
+        new_wave(s);
+    }
+    *terminal = s->terminal;
+    return reward;
+}
+
+static void si_observe(const void *game, uint8_t *obs) {
+    const space_invaders_state *s = game;
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++) {
+            uint8_t *cell = obs + MINATAR_AT(SI_CHANNELS, y, x, 0);
+            uint8_t alien = s->alien[y][x] != 0;
+            cell[CH_CANNON] = y == 9 && x == s->pos;
+            cell[CH_ALIEN] = alien;
+            cell[CH_ALIEN_LEFT] = s->alien_dir < 0 && alien;
+            cell[CH_ALIEN_RIGHT] = s->alien_dir >= 0 && alien;
+            cell[CH_F_BULLET] = s->f_bullet[y][x] != 0;
+            cell[CH_E_BULLET] = s->e_bullet[y][x] != 0;
+        }
+}
+
+const minatar_game minatar_space_invaders = {
+    .name = "SpaceInvaders",
+    .channels = SI_CHANNELS,
+    .num_minimal = 4,
+    .minimal = {MA_NOOP, MA_LEFT, MA_RIGHT, MA_FIRE},
+    .state_size = sizeof(space_invaders_state),
+    .reset = si_reset,
+    .act = si_act,
+    .observe = si_observe,
+};
+
+MINATAR_CLASSES(minatar_space_invaders, minatar_space_invaders, space_invaders_state,
+                "SpaceInvaders", SI_CHANNELS, 4);

@@ -1,0 +1,31 @@
+/* mt19937.h: the Mersenne Twister MT19937 (Matsumoto & Nishimura 1998) and the draws
+ * NumPy's legacy RandomState makes from it, bit for bit, so an env can replay episodes
+ * of a Python program seeded with RandomState(K) (MinAtar's games, envs/minatar.h). */
+#ifndef CALF_MT19937_H
+#define CALF_MT19937_H
+
+#include <stdint.h>
+
+#define MT19937_N 624
+
+/* Plain data: a checkpoint copies it and the stream continues exactly. */
+typedef struct mt19937 {
+    uint32_t key[MT19937_N];
+    int32_t pos; /* next word of key to temper; MT19937_N: regenerate first */
+} mt19937;
+
+/* numpy.random.RandomState(k) and RandomState.seed(k) for an integer 0 <= k < 2^32:
+ * the reference init_genrand(k), the stream positioned to regenerate at the first draw. */
+void mt19937_seed(mt19937 *mt, uint32_t k);
+/* The next 32-bit output (genrand_int32). */
+uint32_t mt19937_next(mt19937 *mt);
+/* RandomState.rand() / random_sample(): two outputs a, b (in that order) give
+ * ((a >> 5) * 2^26 + (b >> 6)) / 2^53, uniform in [0, 1) with 53 bits. */
+double mt19937_rand(mt19937 *mt);
+/* RandomState.randint(low, high) for high - low = n >= 1 (one value; randint(low, high,
+ * size) is that value size times over): low + v where v comes from masked rejection
+ * (legacy NumPy's only method): mask = the smallest 2^j - 1 >= n - 1, draw 32-bit
+ * outputs until (output & mask) <= n - 1. n = 1 draws nothing. Valid for n <= 2^32. */
+int64_t mt19937_randint(mt19937 *mt, int64_t low, int64_t high);
+
+#endif
