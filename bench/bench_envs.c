@@ -21,9 +21,9 @@
 #include "envs/vec_env.h"
 
 enum { REPS = 5, TABLE = 4096, BLOCK = 64 };
-/* Buffers sized for every built-in env (Humanoid-v4's 376 observations, 17 actions);
+/* Buffers sized for every built-in env (Seaquest's 1,000 observations, Humanoid-v4's 17 actions);
  * main checks each env fits. */
-enum { MAX_OBS = 512, MAX_ACT = 32 };
+enum { MAX_OBS = 1024, MAX_ACT = 32 };
 static const double target_rep_seconds = 0.15;
 
 /* CPU time of this thread: the machine is shared, and a core's throughput is what
