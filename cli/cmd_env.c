@@ -51,13 +51,19 @@ static void print_floats(const float *v, int n) {
     for (int j = 0; j < n; j++) printf(" %.9g", (double)v[j]);
 }
 
+/* MinAtar's games say, instead of a drawn state, their generator's seed K: MinAtar's
+ * Environment(game) with seed(K), reset() and act() plays the same episodes. */
+static int is_minatar(const calf_env *env) {
+    return strncmp(env->cls->spec.name, "MinAtar/", strlen("MinAtar/")) == 0;
+}
+
 /* "# reset obs...", then "# state ..." where the class can say what it drew. */
 static void print_reset(const calf_env *env, const float *obs, double *drawn) {
     printf("# reset");
     print_floats(obs, env->cls->spec.obs_dim);
     putchar('\n');
     int n = calf_env_reset_state(env, drawn);
-    if (n == 0) return;
+    if (n == 0 || is_minatar(env)) return;
     printf("# state");
     for (int j = 0; j < n; j++) printf(" %.17g", drawn[j]);
     putchar('\n');
@@ -125,6 +131,8 @@ int calf_cmd_env(const cli_command *self, int argc, char **argv) {
     printf("# step action%s obs[%d] reward terminated truncated\n",
            s->action_dim > 1 ? "[...]" : "", s->obs_dim);
     float reward;
+    if (is_minatar(&env) && calf_env_reset_state(&env, drawn) == 1)
+        printf("# mt19937 %.0f\n", drawn[0]);
     calf_env_reset(&env, obs);
     print_reset(&env, obs, drawn);
     for (uint64_t t = 1; t <= steps; t++) {
