@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e_algorithms.sh: the conformance test every algorithm of the registry
-# (src/algorithms/registry.h) passes without test code of its own: for each name that
+# (src/training/registry.h) passes without test code of its own: for each name that
 # TrainerConfig.algorithm_ctor accepts, its first example (examples/*.gin naming it; the
 # default algorithm's may name none), shrunk to a few iterations of 5 envs with a replay
 # buffer that wraps, writes the same checkpoint bytes on --nproc 1..4 and under MPI (when

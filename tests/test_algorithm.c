@@ -1,4 +1,4 @@
-/* test_algorithm.c: the algorithm registry (training/algorithm.c, algorithms/registry.h)
+/* test_algorithm.c: the algorithm registry (training/algorithm.c, training/registry.h)
  * and what is made from it: algorithm_ctor's choices, its error, --list-bindings,
  * algorithm_find, the registry check; and the public ids, digests and calf_config layout
  * that an algorithm's own rows must leave as they are. */

@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "algorithms/registry.h"
+#include "training/registry.h"
 #include "calf/config.h"
 #include "test_util.h"
 

@@ -2,7 +2,7 @@
  * One list of known bindings (CALF_BINDINGS below) makes both the public binding ids and
  * the table that drives parsing, validation, --list-bindings and the operative-config dump.
  * Each algorithm's own rows (PPOLoss.*, SacAlgorithm.*) are not here: they are listed with
- * the algorithm, in the library's registry (src/algorithms/registry.h), and reached by name
+ * the algorithm, in the library's registry (src/training/registry.h), and reached by name
  * (calf_binding_find), so registering an algorithm leaves every id below and the layout of
  * calf_config as they are. Values in a config are global for the whole job; the
  * per-process split is derived (calf_split). */

@@ -1,9 +1,9 @@
 /* config.c: the binding table and a small gin-subset parser.
- * The table is the public rows (include/calf/config.h) and every algorithm's own rows
- * (algorithms/registry.h, macros only). The parser tokenizes the whole file (so tuples
- * may span lines), then reads statements `Scope.param = value`, `MACRO = value`,
- * `include 'file.gin'` and ALF's imports. Nothing is executed: a config is data. Every
- * error names file:line. */
+ * The table is the public rows (include/calf/config.h) and the rows added from above as
+ * data (config_algorithms, base/config.h: every algorithm's own). The parser tokenizes
+ * the whole file (so tuples may span lines), then reads statements `Scope.param = value`,
+ * `MACRO = value`, `include 'file.gin'` and ALF's imports. Nothing is executed: a config
+ * is data. Every error names file:line. */
 #include "calf/config.h"
 
 #include <errno.h>
@@ -15,67 +15,49 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "algorithms/registry.h"
+#include "base/config.h"
 #include "base/mem.h"
 
-typedef struct binding_row {
-    const char *name;
-    calf_config_type type;
-    const char *def;      /* default, as gin text */
-    double min, max;      /* bounds on numbers and tuple elements */
-    int tuple_len;        /* > 0: exact tuple length; < 0: at most -tuple_len elements */
-    const char *choices;  /* STRING: '|'-separated allowed values, or NULL (REF: row_choices) */
-    int flags;            /* CALF_BINDING_* */
-    int fallback;         /* the unscoped row a scoped one falls back to, or CALF_NO_FALLBACK */
-    const char *help;
-} binding_row;
+/* The public rows by id (CALF_CFG_<ID>). */
+static const config_row public_rows[CALF_CFG_NUM_BINDINGS] = {CALF_BINDINGS(CONFIG_ROW)};
+#define COUNT_ROW_(...) +1
+enum { NUM_TRAINER_ROWS = 0 CALF_BINDINGS_TRAINER(COUNT_ROW_) };
+#undef COUNT_ROW_
 
-/* Every row by id: the public ones (CALF_CFG_<ID>), then each algorithm's (CFG_<ID>). */
-#define PUBLIC_ROW_(id, name, type, def, min, max, tuple_len, choices, flags, fallback, help) \
-    [CALF_CFG_##id] = {name, type, def, min, max, tuple_len, choices, flags, fallback, help},
-#define ALGORITHM_ROW_(id, name, type, def, min, max, tuple_len, choices, flags, fallback, help) \
-    [CFG_##id] = {name, type, def, min, max, tuple_len, choices, flags, fallback, help},
-#define ALGORITHM_ROWS_(name, ops, bindings, in_every_digest) bindings(ALGORITHM_ROW_)
-static const binding_row table[CFG_NUM_ROWS] = {CALF_BINDINGS(PUBLIC_ROW_)
-                                                ALGORITHMS(ALGORITHM_ROWS_)};
-_Static_assert(CFG_NUM_ROWS <= CALF_CFG_CAPACITY,
-               "more rows than a calf_config holds: raising CALF_CFG_CAPACITY changes the ABI");
+/* The algorithms' rows follow the public ones: config_algorithms (base/config.h). */
+static const config_extension *const added = &config_algorithms;
 
-/* The order of the dump, --list-bindings, the digest and name suggestions: what the run
- * is, each algorithm's own rows, the parts algorithms are built from (config.h). */
-#define PUBLIC_ID_(id, ...) CALF_CFG_##id,
-#define ALGORITHM_ID_(id, ...) CFG_##id,
-#define ALGORITHM_IDS_(name, ops, bindings, in_every_digest) bindings(ALGORITHM_ID_)
-static const int order[] = {CALF_BINDINGS_TRAINER(PUBLIC_ID_) ALGORITHMS(ALGORITHM_IDS_)
-                            CALF_BINDINGS_SHARED(PUBLIC_ID_)};
-_Static_assert(sizeof order / sizeof order[0] == CFG_NUM_ROWS, "every row once in the order");
+static int num_rows(void) { return CALF_CFG_NUM_BINDINGS + added->num_rows; }
 
-/* Which algorithm owns the rows after the public ones: its name, how many rows it has
- * (they follow the previous algorithm's), and whether they are in every config's digest. */
-typedef struct row_owner {
-    const char *name;
-    int rows;
-    bool in_every_digest;
-} row_owner;
-#define OWNER_ROW_(...) +1
-#define OWNER_(name, ops, bindings, in_every_digest) \
-    {#name, 0 bindings(OWNER_ROW_), in_every_digest},
-static const row_owner owners[] = {ALGORITHMS(OWNER_)};
+/* Row `id`, public or added. */
+static const config_row *row_at(int id) {
+    return id < CALF_CFG_NUM_BINDINGS ? &public_rows[id] : &added->rows[id - CALF_CFG_NUM_BINDINGS];
+}
 
-/* The algorithm whose own row `id` is; NULL for a public row. */
-static const row_owner *owner_of(int id) {
+/* The id of the k-th row in the order of the dump, --list-bindings, the digest and name
+ * suggestions: what the run is (CALF_BINDINGS_TRAINER), each algorithm's own rows, the
+ * parts algorithms are built from (CALF_BINDINGS_SHARED). */
+static int ordered(int k) {
+    if (k < NUM_TRAINER_ROWS) return k;
+    if (k < NUM_TRAINER_ROWS + added->num_rows) return CALF_CFG_NUM_BINDINGS + k - NUM_TRAINER_ROWS;
+    return k - added->num_rows;
+}
+
+/* The choice (algorithm) whose own row `id` is; NULL for a public row. */
+static const config_choice *owner_of(int id) {
     int first = CALF_CFG_NUM_BINDINGS;
-    for (size_t k = 0; k < sizeof owners / sizeof owners[0]; k++) {
-        if (id < first + owners[k].rows) return id >= first ? &owners[k] : NULL;
-        first += owners[k].rows;
+    for (int k = 0; k < added->num_choices; k++) {
+        const config_choice *c = &added->choices[k];
+        if (id < first + c->num_rows) return id >= first ? c : NULL;
+        first += c->num_rows;
     }
     return NULL;
 }
 
-/* A row's allowed values. A REF row refers to a registered implementation, and calf's
- * one kind of reference names an algorithm: its choices are the registry's names. */
-static const char *row_choices(const binding_row *r) {
-    return r->type == CALF_CFG_REF ? ALGORITHM_CHOICES : r->choices;
+/* A row's allowed values. A REF row refers to an implementation added from above, and
+ * calf's one kind of reference names an algorithm: its choices are the added names. */
+static const char *row_choices(const config_row *r) {
+    return r->type == CALF_CFG_REF ? added->names : r->choices;
 }
 
 /* ---- tokenizer ------------------------------------------------------------- */
@@ -255,16 +237,16 @@ static const char *closest_binding(const char *name) {
     size_t best_d = (size_t)-1, best_full = (size_t)-1;
     const char *dot = strrchr(name, '.');
     const char *param = dot ? dot + 1 : name;
-    for (int k = 0; k < CFG_NUM_ROWS; k++) {
-        int i = order[k];
-        size_t full = edit_distance(name, table[i].name), d = full;
-        const char *tdot = strrchr(table[i].name, '.');
+    for (int k = 0, n = num_rows(); k < n; k++) {
+        int i = ordered(k);
+        size_t full = edit_distance(name, row_at(i)->name), d = full;
+        const char *tdot = strrchr(row_at(i)->name, '.');
         size_t dp = edit_distance(param, tdot + 1);
         if (dp < d) d = dp + (dot ? 1 : 0);
         if (d < best_d || (d == best_d && full < best_full)) {
             best_d = d;
             best_full = full;
-            best = table[i].name;
+            best = row_at(i)->name;
         }
     }
     return close_enough(best_d, param) ? best : NULL;
@@ -375,7 +357,7 @@ static int parse_number(parse_state *ps, const token *t, calf_config_type want, 
     return CALF_OK;
 }
 
-static int check_bounds(parse_state *ps, int line, const binding_row *row, double v) {
+static int check_bounds(parse_state *ps, int line, const config_row *row, double v) {
     if (v < row->min || v > row->max) {
         return fail(ps, line, "'%s': value %.17g out of bounds [%.15g, %.15g]", row->name, v,
                     row->min, row->max);
@@ -384,7 +366,7 @@ static int check_bounds(parse_state *ps, int line, const binding_row *row, doubl
 }
 
 /* `@Name`, one of the row's choices; stored without the '@'. */
-static int parse_ref(parse_state *ps, const binding_row *row, calf_config_value *out) {
+static int parse_ref(parse_state *ps, const config_row *row, calf_config_value *out) {
     token t = ps->tok;
     char buf[300];
     tok_text(&t, buf, sizeof buf);
@@ -422,7 +404,7 @@ static int parse_ref(parse_state *ps, const binding_row *row, calf_config_value 
 }
 
 /* Parse the value at the current token into a binding of `row`'s type. */
-static int parse_value(parse_state *ps, const binding_row *row, calf_config_value *out) {
+static int parse_value(parse_state *ps, const config_row *row, calf_config_value *out) {
     int rc = expand_macro(ps);
     if (rc) return rc;
     token t = ps->tok;
@@ -828,7 +810,7 @@ static int parse_text(parse_state *ps, const char *text) {
                 return fail(ps, ps->tok.line, "'%s': cannot read value starting at '%s'", name, got);
             }
             calf_config_value v = ps->cfg->values[id];
-            int rc = parse_value(ps, &table[id], &v);
+            int rc = parse_value(ps, row_at(id), &v);
             if (rc) return rc;
             ps->cfg->values[id] = v;
             where(ps, t.line, ps->cfg->origin[id], sizeof ps->cfg->origin[id]);
@@ -842,20 +824,36 @@ static int parse_text(parse_state *ps, const char *text) {
 /* ---- public ---------------------------------------------------------------- */
 
 /* The rows are data, but every name must be in one row only (the algorithms' tables and
- * the public one are written apart), a REF row takes its choices from the registry, and a
- * scoped row's fallback must always hold a value the scoped row accepts: same type and
- * shape, bounds and choices no wider. */
+ * the public one are written apart), the added rows must fit a config and be the choices'
+ * rows, whose names the REF row offers, and a scoped row's fallback must always hold a
+ * value the scoped row accepts: same type and shape, bounds and choices no wider. */
 static void check_table(void) {
-    for (int i = 0; i < CFG_NUM_ROWS; i++) {
-        const binding_row *r = &table[i];
+    int n = num_rows();
+    if (n > CALF_CFG_CAPACITY)
+        calf_panic(__FILE__, __LINE__, "%d binding rows, more than the %d a calf_config holds", n,
+                   CALF_CFG_CAPACITY);
+    int owned = 0;
+    size_t names = 0;
+    for (int k = 0; k < added->num_choices; k++) {
+        const config_choice *c = &added->choices[k];
+        size_t len = strlen(c->name);
+        CALF_ASSERT(c->num_rows >= 0 && strncmp(added->names + names, c->name, len) == 0);
+        names += len;
+        CALF_ASSERT(added->names[names] == (k + 1 < added->num_choices ? '|' : '\0'));
+        names++;
+        owned += c->num_rows;
+    }
+    CALF_ASSERT(owned == added->num_rows);
+    for (int i = 0; i < n; i++) {
+        const config_row *r = row_at(i);
         CALF_ASSERT(r->name && strchr(r->name, '.') && r->def && r->help);
         CALF_ASSERT(r->type != CALF_CFG_REF || !r->choices);
         for (int j = 0; j < i; j++)
-            if (strcmp(table[j].name, r->name) == 0)
+            if (strcmp(row_at(j)->name, r->name) == 0)
                 calf_panic(__FILE__, __LINE__, "binding %s is in the table twice", r->name);
         if (r->fallback == CALF_NO_FALLBACK) continue;
-        CALF_ASSERT(r->fallback >= 0 && r->fallback < CFG_NUM_ROWS && r->fallback != i);
-        const binding_row *f = &table[r->fallback];
+        CALF_ASSERT(r->fallback >= 0 && r->fallback < n && r->fallback != i);
+        const config_row *f = row_at(r->fallback);
         CALF_ASSERT(f->fallback == CALF_NO_FALLBACK && f->type == r->type);
         CALF_ASSERT(f->tuple_len == r->tuple_len && f->min >= r->min && f->max <= r->max);
         CALF_ASSERT(!(f->flags & CALF_BINDING_OPTIONAL) || (r->flags & CALF_BINDING_OPTIONAL));
@@ -866,18 +864,18 @@ static void check_table(void) {
 void calf_config_init(calf_config *cfg) {
     check_table();
     memset(cfg, 0, sizeof *cfg);
-    for (int i = 0; i < CFG_NUM_ROWS; i++) {
+    for (int i = 0, n = num_rows(); i < n; i++) {
         parse_state ps;
         memset(&ps, 0, sizeof ps);
         calf_error err;
         ps.cfg = cfg;
         ps.err = &err;
         ps.file = "<defaults>";
-        ps.lx.p = table[i].def;
+        ps.lx.p = row_at(i)->def;
         ps.lx.line = 1;
         advance(&ps);
-        if (parse_value(&ps, &table[i], &cfg->values[i]) != CALF_OK || ps.tok.kind != T_EOF)
-            calf_panic(__FILE__, __LINE__, "bad default for %s: %s", table[i].name, err.msg);
+        if (parse_value(&ps, row_at(i), &cfg->values[i]) != CALF_OK || ps.tok.kind != T_EOF)
+            calf_panic(__FILE__, __LINE__, "bad default for %s: %s", row_at(i)->name, err.msg);
         cfg->origin[i][0] = '\0';
     }
 }
@@ -950,9 +948,9 @@ int calf_config_validate(const calf_config *cfg, calf_error *err) {
 }
 
 /* The row of an id a caller passes: one out of range is the caller's bug. */
-static const binding_row *row_of(calf_binding_id id) {
-    CALF_ASSERT(id >= 0 && id < CFG_NUM_ROWS);
-    return &table[id];
+static const config_row *row_of(calf_binding_id id) {
+    CALF_ASSERT(id >= 0 && id < num_rows());
+    return row_at(id);
 }
 
 /* The row whose value is in effect for `id`: a scoped row that is not set takes its
@@ -1002,7 +1000,7 @@ const char *calf_config_origin(const calf_config *cfg, calf_binding_id id) {
     return cfg->origin[effective(cfg, id)];
 }
 
-int calf_binding_count(void) { return CFG_NUM_ROWS; }
+int calf_binding_count(void) { return num_rows(); }
 const char *calf_binding_name(calf_binding_id id) { return row_of(id)->name; }
 calf_config_type calf_binding_type(calf_binding_id id) { return row_of(id)->type; }
 const char *calf_binding_help(calf_binding_id id) { return row_of(id)->help; }
@@ -1011,8 +1009,8 @@ int calf_binding_fallback(calf_binding_id id) { return row_of(id)->fallback; }
 const char *calf_binding_choices(calf_binding_id id) { return row_choices(row_of(id)); }
 
 int calf_binding_find(const char *name) {
-    for (int i = 0; i < CFG_NUM_ROWS; i++)
-        if (strcmp(table[i].name, name) == 0) return i;
+    for (int i = 0, n = num_rows(); i < n; i++)
+        if (strcmp(row_at(i)->name, name) == 0) return i;
     return -1;
 }
 
@@ -1050,8 +1048,8 @@ void calf_config_format_value(const calf_config *cfg, calf_binding_id id, char *
 }
 
 void calf_config_list_bindings(FILE *out) {
-    for (int k = 0; k < CFG_NUM_ROWS; k++) {
-        const binding_row *r = &table[order[k]];
+    for (int k = 0, n = num_rows(); k < n; k++) {
+        const config_row *r = row_at(ordered(k));
         char bounds[160] = "", also[160] = "";
         if (r->type == CALF_CFG_INT || r->type == CALF_CFG_FLOAT || r->type == CALF_CFG_INT_TUPLE ||
             r->type == CALF_CFG_FLOAT_TUPLE) {
@@ -1067,7 +1065,7 @@ void calf_config_list_bindings(FILE *out) {
             snprintf(bounds, sizeof bounds, " one of %s", r->choices);
         }
         if (r->fallback != CALF_NO_FALLBACK)
-            snprintf(also, sizeof also, " (%s's value when that is set)", table[r->fallback].name);
+            snprintf(also, sizeof also, " (%s's value when that is set)", row_at(r->fallback)->name);
         fprintf(out, "%s\n    %s%s%s, default %s%s\n    %s\n", r->name, type_name(r->type), bounds,
                 r->flags & CALF_BINDING_OPTIONAL ? " or None" : "", r->def, also, r->help);
     }
@@ -1086,10 +1084,10 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
     }
     const char *group = NULL;
     size_t group_len = 0;
-    for (int k = 0; k < CFG_NUM_ROWS; k++) {
-        int i = order[k];
+    for (int k = 0, n = num_rows(); k < n; k++) {
+        int i = ordered(k);
         /* a blank line between configurables; a scoped row stays with its configurable */
-        const char *name = table[i].name;
+        const char *name = row_at(i)->name;
         const char *slash = strrchr(name, '/');
         const char *conf = slash ? slash + 1 : name;
         size_t conf_len = (size_t)(strrchr(conf, '.') - conf);
@@ -1098,9 +1096,9 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
         group_len = conf_len;
         int e = effective(cfg, i);
         char val[700];
-        format_value(&cfg->values[e], table[i].type, val, sizeof val);
+        format_value(&cfg->values[e], row_at(i)->type, val, sizeof val);
         fprintf(out, "%s = %s", name, val);
-        if (e != i) fprintf(out, "  # from %s at %s", table[e].name, cfg->origin[e]);
+        if (e != i) fprintf(out, "  # from %s at %s", row_at(e)->name, cfg->origin[e]);
         else if (cfg->origin[i][0]) fprintf(out, "  # %s", cfg->origin[i]);
         fputc('\n', out);
     }
@@ -1108,18 +1106,18 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
 }
 
 /* An algorithm's own rows are in the digest of a config that selects it, and of every
- * config when its registry row says so (PPO's and SAC's: algorithms/registry.h). */
+ * config when its choice says so (PPO's and SAC's: training/registry.h). */
 uint64_t calf_config_digest(const calf_config *cfg) {
     const char *algorithm = calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR);
     uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over "name=value\n", values in effect */
-    for (int k = 0; k < CFG_NUM_ROWS; k++) {
-        int i = order[k];
-        if (table[i].flags & CALF_BINDING_NODIGEST) continue;
-        const row_owner *o = owner_of(i);
+    for (int k = 0, n = num_rows(); k < n; k++) {
+        int i = ordered(k);
+        if (row_at(i)->flags & CALF_BINDING_NODIGEST) continue;
+        const config_choice *o = owner_of(i);
         if (o && !o->in_every_digest && strcmp(o->name, algorithm) != 0) continue;
         char val[700];
         calf_config_format_value(cfg, i, val, sizeof val);
-        const char *parts[3] = {table[i].name, "=", val};
+        const char *parts[3] = {row_at(i)->name, "=", val};
         for (int k = 0; k < 3; k++)
             for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
                 h = (h ^ *p) * 0x100000001b3ULL;

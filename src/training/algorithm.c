@@ -1,8 +1,11 @@
 /* algorithm.c: the registry of algorithms by the name a config gives them, made from the
- * one table ALGORITHMS (algorithms/registry.h), and the check that it is well formed. */
+ * one table ALGORITHMS (training/registry.h), the check that it is well formed, and the
+ * algorithms' own config rows as the config reads them (config_algorithms). */
 #include "training/algorithm.h"
 
 #include <string.h>
+
+#include "base/config.h"
 
 #define ALGORITHM_ENTRY_(name, ops, bindings, in_every_digest) {#name, &ops},
 static const algorithm_entry registry[] = {ALGORITHMS(ALGORITHM_ENTRY_)};
@@ -12,6 +15,28 @@ const algorithm_entry *algorithm_registry(int *n) {
     *n = (int)(sizeof registry / sizeof registry[0]);
     return registry;
 }
+
+/* The algorithms and their rows, for the config: the REF row TrainerConfig.algorithm_ctor
+ * chooses among the names; each algorithm's rows get the ids CFG_<ID> (registry.h), since
+ * both follow ALGORITHMS' order. */
+#define ALGORITHM_ROWS_(name, ops, bindings, in_every_digest) bindings(CONFIG_ROW)
+static const config_row rows[] = {ALGORITHMS(ALGORITHM_ROWS_)};
+#undef ALGORITHM_ROWS_
+#define COUNT_ROW_(...) +1
+#define ALGORITHM_CHOICE_ROW_(name, ops, bindings, in_every_digest) \
+    {#name, 0 bindings(COUNT_ROW_), in_every_digest},
+static const config_choice choices[] = {ALGORITHMS(ALGORITHM_CHOICE_ROW_)};
+#undef ALGORITHM_CHOICE_ROW_
+#undef COUNT_ROW_
+_Static_assert(sizeof rows / sizeof rows[0] == CFG_NUM_ROWS - CALF_CFG_NUM_BINDINGS,
+               "every algorithm's rows once, in CFG_<ID> order");
+_Static_assert(CFG_NUM_ROWS <= CALF_CFG_CAPACITY,
+               "more rows than a calf_config holds: raising CALF_CFG_CAPACITY changes the ABI");
+
+const config_extension config_algorithms = {
+    ALGORITHM_CHOICES, choices, (int)(sizeof choices / sizeof choices[0]),
+    rows, (int)(sizeof rows / sizeof rows[0]),
+};
 
 static bool is_reference_name(const char *s) {
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;

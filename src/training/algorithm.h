@@ -11,13 +11,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "algorithms/registry.h"
 #include "calf/config.h"
 #include "calf/env.h"
 #include "calf/error.h"
 #include "records/checkpoint.h"
 #include "parallel/comm.h"
 #include "tools/export.h"
+#include "training/registry.h"
 
 typedef struct algorithm algorithm; /* each algorithm's own struct, opaque here */
 
@@ -50,7 +50,7 @@ typedef struct algo_step {
                                  * observation where an episode ended) */
 } algo_step;
 
-/* An algorithm's functions. Its name is its row in ALGORITHMS (algorithms/registry.h). */
+/* An algorithm's functions. Its name is its row in ALGORITHMS (training/registry.h). */
 typedef struct algorithm_ops {
     /* Build the algorithm for this process's envs: layout and initial parameters from
      * the (seed, 0, CALF_RNG_INIT) stream, per-env streams from (seed, global env,

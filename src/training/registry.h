@@ -1,7 +1,8 @@
 /* registry.h: the one table of calf's algorithms, and each algorithm's own config rows.
  * TrainerConfig.algorithm_ctor's choices, its errors, --list-bindings, the rows' ids and
- * algorithm_find (training/algorithm.c) are all made from ALGORITHMS below. Macros only:
- * config.c builds the binding table from them without depending on any algorithm's code. */
+ * algorithm_find are all made from ALGORITHMS below: training/algorithm.c builds the
+ * registry and the rows it hands the config (config_algorithms, base/config.h) from it.
+ * Macros only, so an algorithm's file includes it for its rows' ids. */
 #ifndef CALF_REGISTRY_H
 #define CALF_REGISTRY_H
 
@@ -27,10 +28,11 @@
     A(DdpgAlgorithm, ddpg_algorithm_ops, DDPG_BINDINGS, 0)
 
 /* An algorithm's own rows: the columns of CALF_BINDINGS (include/calf/config.h). Each ID
- * makes the internal id CFG_<ID>, numbered after the public rows; the public API reaches
- * a row by its name (calf_binding_find), so these ids may change from release to release
- * while every public id and sizeof(calf_config) stay as they are. A row's name must be
- * unknown to every other table (config.c checks). */
+ * makes the internal id CFG_<ID>, numbered after the public rows in ALGORITHMS order, the
+ * order in which algorithm.c hands them to the config; the public API reaches a row by
+ * its name (calf_binding_find), so these ids may change from release to release while
+ * every public id and sizeof(calf_config) stay as they are. A row's name must be unknown
+ * to every other table (config.c checks). */
 #define NO_BINDINGS(X)
 
 #define PPO_BINDINGS(X)                                                                          \
