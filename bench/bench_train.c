@@ -80,17 +80,18 @@ int main(int argc, char **argv) {
     const char *params[6] = {iter_param, "TrainerConfig.evaluate=False",
                              "TrainerConfig.num_checkpoints=0",
                              "TrainerConfig.summary_interval=1000000"};
-    calf_config cfg;
     calf_error err;
     calf_train_options o = {.root_dir = "/nonexistent", .conf_path = conf, .conf_params = params,
                             .num_conf_params = 4, .nproc = 1, .quiet = true};
-    if (calf_train_load_config(&o, &cfg, &err)) {
+    calf_config *cfg = calf_config_new(&err);
+    if (!cfg || calf_train_load_config(&o, cfg, &err)) {
         fprintf(stderr, "bench_train: %s\n", err.msg);
         return 2;
     }
-    int64_t envs = calf_config_int(&cfg, CALF_CFG_NUM_ENVS);
-    int64_t mbs = calf_config_int(&cfg, CALF_CFG_MINI_BATCH_SIZE);
-    double steps = (double)iters * (double)envs * (double)calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH);
+    int64_t envs = calf_config_int(cfg, CALF_CFG_NUM_ENVS);
+    int64_t mbs = calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
+    double steps = (double)iters * (double)envs * (double)calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
+    calf_config_free(cfg);
     if (envs % 2 || mbs % 2) {
         fprintf(stderr, "bench_train: %s: the halves need an even number of envs and an even "
                         "mini_batch_size\n", conf);

@@ -3,9 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "training/registry.h"
+#include "base/config.h"
 #include "calf/config.h"
 #include "test_util.h"
+#include "training/registry.h"
 
 static char tmpdir[256];
 
@@ -18,44 +19,63 @@ static void write_file(const char *name, const char *text) {
     fclose(f);
 }
 
+/* A config at its defaults, from the public constructor. */
+static calf_config *new_config(void) {
+    calf_error err;
+    calf_config *cfg = calf_config_new(&err);
+    if (!cfg) { fprintf(stderr, "calf_config_new: %s\n", err.msg); exit(1); }
+    return cfg;
+}
+
 static int parse(calf_config *cfg, const char *name, calf_error *err) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    calf_config_init(cfg);
+    config_init(cfg);
     return calf_config_parse_file(cfg, path, err);
 }
 
 /* the error message must end with the expected text after "file:line: " */
 static void check_error(const char *name, const char *text, int line, const char *expect) {
-    calf_config cfg;
+    calf_config *cfg = new_config();
     calf_error err;
     write_file(name, text);
-    int rc = parse(&cfg, name, &err);
+    int rc = parse(cfg, name, &err);
     CHECK_INT_EQ(rc, CALF_EINVAL);
     char want[1024];
     snprintf(want, sizeof want, "%s/%s:%d: %s", tmpdir, name, line, expect);
     CHECK_STR_EQ(err.msg, want);
+    calf_config_free(cfg);
 }
 
 static void test_defaults(void) {
-    calf_config cfg;
-    calf_config_init(&cfg);
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ENV_NAME), "CartPole-v1");
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ENVS), 64);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.99, 0);
-    CHECK(calf_config_bool(&cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
-    const calf_config_value *betas = calf_config_get(&cfg, CALF_CFG_ADAM_BETAS);
-    CHECK_INT_EQ(betas->n, 2);
-    CHECK_NEAR(betas->tf[1], 0.999, 0);
-    const calf_config_value *layers = calf_config_get(&cfg, CALF_CFG_ACTOR_LAYERS);
+    calf_config *cfg = new_config();
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_ENV_NAME), "CartPole-v1");
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENVS), 64);
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_GAMMA), 0.99, 0);
+    CHECK(calf_config_bool(cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
+    /* tuples through the public accessors, and as the library reads them */
+    CHECK_INT_EQ(calf_config_tuple_len(cfg, CALF_CFG_ADAM_BETAS), 2);
+    CHECK_NEAR(calf_config_tuple_float(cfg, CALF_CFG_ADAM_BETAS, 1), 0.999, 0);
+    CHECK_INT_EQ(calf_config_tuple_len(cfg, CALF_CFG_ACTOR_LAYERS), 2);
+    CHECK_INT_EQ(calf_config_tuple_int(cfg, CALF_CFG_ACTOR_LAYERS, 0), 64);
+    const config_value *layers = config_get(cfg, CALF_CFG_ACTOR_LAYERS);
     CHECK_INT_EQ(layers->n, 2);
-    CHECK_INT_EQ(layers->ti[0], 64);
+    CHECK_INT_EQ(layers->ti[1], 64);
+    /* a scoped tuple row that is not set reads its fallback's value once that is set */
+    CHECK_INT_EQ(calf_config_tuple_int(cfg, CALF_CFG_SAC_ACTOR_LAYERS, 0), 100);
+    calf_error err;
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "ActorDistributionNetwork.fc_layer_params=(8, 9, 10)",
+                                         &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_tuple_len(cfg, CALF_CFG_SAC_ACTOR_LAYERS), 3);
+    CHECK_INT_EQ(calf_config_tuple_int(cfg, CALF_CFG_SAC_ACTOR_LAYERS, 2), 10);
     CHECK_INT_EQ(calf_binding_find("TrainerConfig.num_iterations"), CALF_CFG_NUM_ITERATIONS);
     CHECK_INT_EQ(calf_binding_find("TrainerConfig.nope"), -1);
+    calf_config_free(cfg);
+    calf_config_free(NULL);
 }
 
 static void test_parse_values(void) {
-    calf_config cfg;
+    calf_config *cfg = new_config();
     calf_error err;
     write_file("ok.gin",
                "# a comment\n"
@@ -71,43 +91,44 @@ static void test_parse_values(void) {
                "Adam.betas = (0.8, 0.99)\n"
                "ValueNetwork.activation = 'relu'\n"
                "TrainerConfig.num_iterations = 7\n");    /* later binding wins */
-    CHECK_INT_EQ(parse(&cfg, "ok.gin", &err), CALF_OK);
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ENV_NAME), "Pendulum-v1");
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ENVS), 65);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ITERATIONS), 7);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.5, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_TD_LAMBDA), 1.0, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ADAM_LR), 3e-4, 0);
-    CHECK(!calf_config_bool(&cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
-    const calf_config_value *a = calf_config_get(&cfg, CALF_CFG_ACTOR_LAYERS);
+    CHECK_INT_EQ(parse(cfg, "ok.gin", &err), CALF_OK);
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_ENV_NAME), "Pendulum-v1");
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENVS), 65);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS), 7);
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_GAMMA), 0.5, 0);
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_TD_LAMBDA), 1.0, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ADAM_LR), 3e-4, 0);
+    CHECK(!calf_config_bool(cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
+    const config_value *a = config_get(cfg, CALF_CFG_ACTOR_LAYERS);
     CHECK_INT_EQ(a->n, 2);
     CHECK_INT_EQ(a->ti[0], 32);
     CHECK_INT_EQ(a->ti[1], 16);
-    CHECK_INT_EQ(calf_config_get(&cfg, CALF_CFG_VALUE_LAYERS)->n, 1);
-    CHECK_INT_EQ(calf_config_get(&cfg, CALF_CFG_VALUE_LAYERS)->ti[0], 8);
-    CHECK_NEAR(calf_config_get(&cfg, CALF_CFG_ADAM_BETAS)->tf[0], 0.8, 0);
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_VALUE_ACTIVATION), "relu");
+    CHECK_INT_EQ(config_get(cfg, CALF_CFG_VALUE_LAYERS)->n, 1);
+    CHECK_INT_EQ(config_get(cfg, CALF_CFG_VALUE_LAYERS)->ti[0], 8);
+    CHECK_NEAR(config_get(cfg, CALF_CFG_ADAM_BETAS)->tf[0], 0.8, 0);
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_VALUE_ACTIVATION), "relu");
     char origin[512];
     snprintf(origin, sizeof origin, "%s/ok.gin:16", tmpdir);
-    CHECK_STR_EQ(cfg.origin[CALF_CFG_NUM_ITERATIONS], origin);
+    CHECK_STR_EQ(cfg->origin[CALF_CFG_NUM_ITERATIONS], origin);
 
     /* --conf_param overrides the file and records its origin */
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.num_iterations=12", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ITERATIONS), 12);
-    CHECK_STR_EQ(cfg.origin[CALF_CFG_NUM_ITERATIONS], "--conf_param");
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, " PPOLoss.gamma = 0.25 ", &err), CALF_OK);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.25, 0);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.num_iteration=3", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_iterations=12", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS), 12);
+    CHECK_STR_EQ(cfg->origin[CALF_CFG_NUM_ITERATIONS], "--conf_param");
+    CHECK_INT_EQ(calf_config_apply_param(cfg, " PPOLoss.gamma = 0.25 ", &err), CALF_OK);
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_GAMMA), 0.25, 0);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_iteration=3", &err), CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "--conf_param 'TrainerConfig.num_iteration=3': unknown binding "
                           "'TrainerConfig.num_iteration' (did you mean 'TrainerConfig.num_iterations'?)");
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "PPOLoss.gamma=0.5 Adam.lr=0.1", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "PPOLoss.gamma=0.5 Adam.lr=0.1", &err), CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "--conf_param 'PPOLoss.gamma=0.5 Adam.lr=0.1': expected one "
                           "'Scope.param=value', found more after the value");
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "include='x.gin'", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "include='x.gin'", &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "include is not allowed here") != NULL);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "PPOLoss.gamma", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "PPOLoss.gamma", &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "expected 'Scope.param=value'") != NULL);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ITERATIONS), 12);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS), 12);
+    calf_config_free(cfg);
 }
 
 static void test_errors(void) {
@@ -149,32 +170,32 @@ static void test_errors(void) {
 }
 
 static void test_includes(void) {
-    calf_config cfg;
+    calf_config *cfg = new_config();
     calf_error err;
     char sub[512];
     snprintf(sub, sizeof sub, "%s/sub", tmpdir);
     CHECK(mkdir(sub, 0755) == 0 || access(sub, F_OK) == 0);
     write_file("sub/base.gin", "TrainerConfig.unroll_length = 16\nPPOLoss.gamma = 0.9\n");
     write_file("sub/top.gin", "include 'base.gin'\nPPOLoss.gamma = 0.8\n");
-    CHECK_INT_EQ(parse(&cfg, "sub/top.gin", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 16);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.8, 0);
+    CHECK_INT_EQ(parse(cfg, "sub/top.gin", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH), 16);
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_GAMMA), 0.8, 0);
 
     write_file("sub/a.gin", "include 'b.gin'\n");
     write_file("sub/b.gin", "PPOLoss.gamma = 0.7\ninclude \"a.gin\"\n");
-    CHECK_INT_EQ(parse(&cfg, "sub/a.gin", &err), CALF_EINVAL);
+    CHECK_INT_EQ(parse(cfg, "sub/a.gin", &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "sub/b.gin:2: include cycle") != NULL);
 
     write_file("sub/self.gin", "include 'self.gin'\n");
-    CHECK_INT_EQ(parse(&cfg, "sub/self.gin", &err), CALF_EINVAL);
+    CHECK_INT_EQ(parse(cfg, "sub/self.gin", &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "include cycle") != NULL);
 
     write_file("inc_missing.gin", "\ninclude 'nothere.gin'\n");
-    CHECK_INT_EQ(parse(&cfg, "inc_missing.gin", &err), CALF_EIO);
+    CHECK_INT_EQ(parse(cfg, "inc_missing.gin", &err), CALF_EIO);
     CHECK(strstr(err.msg, "inc_missing.gin:2: cannot include: ") != NULL);
     CHECK(strstr(err.msg, "nothere.gin: cannot open: No such file or directory") != NULL);
 
-    CHECK_INT_EQ(parse(&cfg, "does-not-exist.gin", &err), CALF_EIO);
+    CHECK_INT_EQ(parse(cfg, "does-not-exist.gin", &err), CALF_EIO);
     CHECK(strstr(err.msg, "does-not-exist.gin: cannot open") != NULL);
 
     /* A name too long to hold is an error, not a cut name: cut to 299 characters, this
@@ -190,54 +211,58 @@ static void test_includes(void) {
     write_file(path, "PPOLoss.gamma = 0.5\n");
     snprintf(text, sizeof text, "PPOLoss.gamma = 0.8\ninclude '%s/%s.gin'\n", dir, leaf);
     write_file("sub/longinc.gin", text);
-    CHECK_INT_EQ(parse(&cfg, "sub/longinc.gin", &err), CALF_EINVAL);
+    CHECK_INT_EQ(parse(cfg, "sub/longinc.gin", &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "sub/longinc.gin:2: include name too long (304 characters") != NULL);
+    calf_config_free(cfg);
 }
 
 static void test_dump_and_digest(void) {
-    calf_config cfg, back;
+    calf_config *cfg = new_config();
+    calf_config *back = new_config();
     calf_error err;
-    calf_config_init(&cfg);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "PPOLoss.gamma=0.123456789012345", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "ValueNetwork.fc_layer_params=(7,)", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.lr=1", &err), CALF_OK);
+    config_init(cfg);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "PPOLoss.gamma=0.123456789012345", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "ValueNetwork.fc_layer_params=(7,)", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "Adam.lr=1", &err), CALF_OK);
     char path[512];
     snprintf(path, sizeof path, "%s/operative.gin", tmpdir);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
-    CHECK_INT_EQ(calf_config_write(&cfg, f, "operative config\nsecond line"), CALF_OK);
+    CHECK_INT_EQ(calf_config_write(cfg, f, "operative config\nsecond line"), CALF_OK);
     fclose(f);
     /* the dump is valid gin and round-trips every value exactly */
-    calf_config_init(&back);
-    CHECK_INT_EQ(calf_config_parse_file(&back, path, &err), CALF_OK);
+    config_init(back);
+    CHECK_INT_EQ(calf_config_parse_file(back, path, &err), CALF_OK);
     for (int i = 0; i < calf_binding_count(); i++) {
         char a[800], b[800];
-        calf_config_format_value(&cfg, (calf_binding_id)i, a, sizeof a);
-        calf_config_format_value(&back, (calf_binding_id)i, b, sizeof b);
+        calf_config_format_value(cfg, (calf_binding_id)i, a, sizeof a);
+        calf_config_format_value(back, (calf_binding_id)i, b, sizeof b);
         CHECK_STR_EQ(a, b);
     }
-    CHECK(calf_config_digest(&cfg) == calf_config_digest(&back));
+    CHECK(calf_config_digest(cfg) == calf_config_digest(back));
 
     /* run length and cadence do not change the digest; anything learned does */
-    uint64_t d0 = calf_config_digest(&cfg);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.num_iterations=99", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.num_env_steps=99", &err), CALF_OK);
-    CHECK(calf_config_digest(&cfg) == d0);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.random_seed=2", &err), CALF_OK);
-    CHECK(calf_config_digest(&cfg) != d0);
+    uint64_t d0 = calf_config_digest(cfg);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_iterations=99", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_env_steps=99", &err), CALF_OK);
+    CHECK(calf_config_digest(cfg) == d0);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.random_seed=2", &err), CALF_OK);
+    CHECK(calf_config_digest(cfg) != d0);
 
-    calf_config_init(&cfg);
-    CHECK_INT_EQ(calf_config_validate(&cfg, &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.num_iterations=0", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_validate(&cfg, &err), CALF_EINVAL);
+    config_init(cfg);
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_iterations=0", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "never stop") != NULL);
-    calf_config_init(&cfg);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "create_environment.num_parallel_environments=65536", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.unroll_length=65", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_validate(&cfg, &err), CALF_EINVAL);
+    config_init(cfg);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "create_environment.num_parallel_environments=65536", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.unroll_length=65", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "4259840 samples per iteration") != NULL);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.unroll_length=64", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_validate(&cfg, &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.unroll_length=64", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_OK);
+    calf_config_free(back);
+    calf_config_free(cfg);
 }
 
 /* Parse `text` as the file `name` in tmpdir; expects success. */
@@ -327,29 +352,29 @@ static void test_table(void) {
         CHECK_INT_EQ(calf_binding_fallback(rows[k].id), rows[k].fallback);
     }
 
-    calf_config cfg;
-    calf_config_init(&cfg);
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ALGORITHM_CTOR), "PPOAlgorithm");
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_INITIAL_COLLECT_STEPS), 0);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_MINI_BATCH_LENGTH), 2);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_REPLAY_BUFFER_LENGTH), 100000);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_SAC_TAU), 0.05, 0);
-    CHECK_INT_EQ(calf_config_int(&cfg, CFG_SAC_TARGET_PERIOD), 1);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_SAC_INITIAL_LOG_ALPHA), 0.0, 0);
-    CHECK(calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_TD_GAMMA), 0.99, 0);
+    calf_config *cfg = new_config();
+    config_init(cfg);
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR), "PPOAlgorithm");
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS), 0);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_MINI_BATCH_LENGTH), 2);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH), 100000);
+    CHECK_NEAR(calf_config_float(cfg, CFG_SAC_TAU), 0.05, 0);
+    CHECK_INT_EQ(calf_config_int(cfg, CFG_SAC_TARGET_PERIOD), 1);
+    CHECK_NEAR(calf_config_float(cfg, CFG_SAC_INITIAL_LOG_ALPHA), 0.0, 0);
+    CHECK(calf_config_is_none(cfg, CFG_SAC_TARGET_ENTROPY));
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_TD_GAMMA), 0.99, 0);
     const calf_binding_id sac_layers[] = {CALF_CFG_SAC_ACTOR_LAYERS, CALF_CFG_SAC_CRITIC_LAYERS};
     for (int k = 0; k < 2; k++) {
-        const calf_config_value *v = calf_config_get(&cfg, sac_layers[k]);
+        const config_value *v = config_get(cfg, sac_layers[k]);
         CHECK_INT_EQ(v->n, 2);
         CHECK_INT_EQ(v->ti[0], 100);
         CHECK_INT_EQ(v->ti[1], 100);
     }
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_SAC_ACTOR_ACTIVATION), "relu");
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_SAC_CRITIC_ACTIVATION), "relu");
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ACTOR_LR), 0.001, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_CRITIC_LR), 0.001, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ALPHA_LR), 0.001, 0);
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_SAC_ACTOR_ACTIVATION), "relu");
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_SAC_CRITIC_ACTIVATION), "relu");
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 0.001, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_CRITIC_LR), 0.001, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ALPHA_LR), 0.001, 0);
 
     check_error("tau.gin", "SacAlgorithm.target_update_tau = 1.5\n", 1,
                 "'SacAlgorithm.target_update_tau': value 1.5 out of bounds [0, 1]");
@@ -361,24 +386,25 @@ static void test_table(void) {
                 "'SacAlgorithm.target_entropy': value -10000000 out of bounds [-1000000, 1000000]");
     check_error("crit.gin", "critic/CriticNetwork.activation = 'sigmoid'\n", 1,
                 "'critic/CriticNetwork.activation' must be one of tanh|relu, got 'sigmoid'");
+    calf_config_free(cfg);
 }
 
 static void test_refs(void) {
-    calf_config cfg;
-    parse_ok(&cfg, "ref_ok.gin", "TrainerConfig.algorithm_ctor = @SacAlgorithm\n");
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ALGORITHM_CTOR), "SacAlgorithm");
-    CHECK_STR_EQ(calf_config_get(&cfg, CALF_CFG_ALGORITHM_CTOR)->s, "SacAlgorithm");
+    calf_config *cfg = new_config();
+    parse_ok(cfg, "ref_ok.gin", "TrainerConfig.algorithm_ctor = @SacAlgorithm\n");
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR), "SacAlgorithm");
+    CHECK_STR_EQ(config_get(cfg, CALF_CFG_ALGORITHM_CTOR)->s, "SacAlgorithm");
     char buf[64];
-    calf_config_format_value(&cfg, CALF_CFG_ALGORITHM_CTOR, buf, sizeof buf);
+    calf_config_format_value(cfg, CALF_CFG_ALGORITHM_CTOR, buf, sizeof buf);
     CHECK_STR_EQ(buf, "@SacAlgorithm");
     char line[600];
     snprintf(line, sizeof line, "TrainerConfig.algorithm_ctor = @SacAlgorithm  # %s/ref_ok.gin:1",
              tmpdir);
-    check_dump_line(&cfg, line);
+    check_dump_line(cfg, line);
     calf_error err;
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.algorithm_ctor=@PPOAlgorithm", &err),
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.algorithm_ctor=@PPOAlgorithm", &err),
                  CALF_OK);
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ALGORITHM_CTOR), "PPOAlgorithm");
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR), "PPOAlgorithm");
 
     check_error("ref_typo.gin", "# SAC\n\nTrainerConfig.algorithm_ctor = @SacAlgorithmm\n", 3,
                 "unknown reference '@SacAlgorithmm' for 'TrainerConfig.algorithm_ctor' (did you "
@@ -400,23 +426,24 @@ static void test_refs(void) {
                 "'SacAlgorithm'");
     check_error("ref_int.gin", "TrainerConfig.unroll_length = @SacAlgorithm\n", 1,
                 "'TrainerConfig.unroll_length' expects a number, got '@SacAlgorithm'");
+    calf_config_free(cfg);
 }
 
 /* A scoped row: set -> its value; else its fallback set -> the fallback's; else its own
  * default. */
 static void test_scopes(void) {
-    calf_config cfg;
+    calf_config *cfg = new_config();
     calf_error err;
     char path[512], line[800];
-    calf_config_init(&cfg);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ACTOR_LR), 0.001, 0);
-    CHECK_STR_EQ(calf_config_origin(&cfg, CALF_CFG_ACTOR_LR), "");
-    CHECK_INT_EQ(calf_config_get(&cfg, CALF_CFG_SAC_ACTOR_LAYERS)->ti[0], 100); /* not 64 */
-    check_dump_line(&cfg, "actor/Adam.lr = 0.001");
-    uint64_t d_default = calf_config_digest(&cfg);
+    config_init(cfg);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 0.001, 0);
+    CHECK_STR_EQ(calf_config_origin(cfg, CALF_CFG_ACTOR_LR), "");
+    CHECK_INT_EQ(config_get(cfg, CALF_CFG_SAC_ACTOR_LAYERS)->ti[0], 100); /* not 64 */
+    check_dump_line(cfg, "actor/Adam.lr = 0.001");
+    uint64_t d_default = calf_config_digest(cfg);
 
     /* the unscoped row set: every scope that is not set follows it */
-    parse_ok(&cfg, "scope1.gin",
+    parse_ok(cfg, "scope1.gin",
              "# lr for all\n"
              "\n"
              "\n"
@@ -424,35 +451,35 @@ static void test_scopes(void) {
              "ActorDistributionNetwork.fc_layer_params = (32,)\n"
              "ActorDistributionNetwork.activation = 'tanh'\n");
     snprintf(path, sizeof path, "%s/scope1.gin", tmpdir);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ACTOR_LR), 3e-4, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_CRITIC_LR), 3e-4, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ALPHA_LR), 3e-4, 0);
-    CHECK_STR_EQ(cfg.origin[CALF_CFG_ACTOR_LR], "");
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 3e-4, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_CRITIC_LR), 3e-4, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ALPHA_LR), 3e-4, 0);
+    CHECK_STR_EQ(cfg->origin[CALF_CFG_ACTOR_LR], "");
     snprintf(line, sizeof line, "%s:4", path);
-    CHECK_STR_EQ(calf_config_origin(&cfg, CALF_CFG_ACTOR_LR), line);
+    CHECK_STR_EQ(calf_config_origin(cfg, CALF_CFG_ACTOR_LR), line);
     snprintf(line, sizeof line, "actor/Adam.lr = 0.00029999999999999997  # from Adam.lr at %s:4", path);
-    check_dump_line(&cfg, line);
+    check_dump_line(cfg, line);
     snprintf(line, sizeof line, "alpha/Adam.lr = 0.00029999999999999997  # from Adam.lr at %s:4", path);
-    check_dump_line(&cfg, line);
-    const calf_config_value *al = calf_config_get(&cfg, CALF_CFG_SAC_ACTOR_LAYERS);
+    check_dump_line(cfg, line);
+    const config_value *al = config_get(cfg, CALF_CFG_SAC_ACTOR_LAYERS);
     CHECK_INT_EQ(al->n, 1);
     CHECK_INT_EQ(al->ti[0], 32);
     snprintf(line, sizeof line, "actor/ActorDistributionNetwork.fc_layer_params = (32,)  # from "
              "ActorDistributionNetwork.fc_layer_params at %s:5", path);
-    check_dump_line(&cfg, line);
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_SAC_ACTOR_ACTIVATION), "tanh");
+    check_dump_line(cfg, line);
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_SAC_ACTOR_ACTIVATION), "tanh");
     char buf[64];
-    calf_config_format_value(&cfg, CALF_CFG_CRITIC_LR, buf, sizeof buf);
+    calf_config_format_value(cfg, CALF_CFG_CRITIC_LR, buf, sizeof buf);
     CHECK_STR_EQ(buf, "0.00029999999999999997");
     /* no fallback row: the critic's layers keep their default */
-    CHECK_INT_EQ(calf_config_get(&cfg, CALF_CFG_SAC_CRITIC_LAYERS)->ti[0], 100);
-    uint64_t d_fallback = calf_config_digest(&cfg);
+    CHECK_INT_EQ(config_get(cfg, CALF_CFG_SAC_CRITIC_LAYERS)->ti[0], 100);
+    uint64_t d_fallback = calf_config_digest(cfg);
     CHECK(d_fallback != d_default);
 
     /* the digest hashes the values in effect: setting each scope to what it already
      * takes from Adam.lr changes nothing */
-    calf_config same;
-    parse_ok(&same, "scope_same.gin",
+    calf_config *same = new_config();
+    parse_ok(same, "scope_same.gin",
              "Adam.lr = 3e-4\n"
              "actor/Adam.lr = 3e-4\n"
              "critic/Adam.lr = 0.0003\n"
@@ -460,53 +487,55 @@ static void test_scopes(void) {
              "ActorDistributionNetwork.fc_layer_params = (32,)\n"
              "actor/ActorDistributionNetwork.fc_layer_params = (32,)\n"
              "ActorDistributionNetwork.activation = 'tanh'\n");
-    CHECK(calf_config_digest(&same) == d_fallback);
+    CHECK(calf_config_digest(same) == d_fallback);
+    calf_config_free(same);
 
     /* set explicitly: its own value, whether before or after the unscoped one */
-    parse_ok(&cfg, "scope2.gin",
+    parse_ok(cfg, "scope2.gin",
              "actor/Adam.lr = 1e-4\n"
              "Adam.lr = 3e-4\n"
              "critic/Adam.lr = 2e-4\n");
     snprintf(path, sizeof path, "%s/scope2.gin", tmpdir);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ACTOR_LR), 1e-4, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_CRITIC_LR), 2e-4, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ALPHA_LR), 3e-4, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ADAM_LR), 3e-4, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 1e-4, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_CRITIC_LR), 2e-4, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ALPHA_LR), 3e-4, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ADAM_LR), 3e-4, 0);
     snprintf(line, sizeof line, "actor/Adam.lr = 0.0001  # %s:1", path);
-    check_dump_line(&cfg, line);
+    check_dump_line(cfg, line);
     snprintf(line, sizeof line, "critic/Adam.lr = 0.00020000000000000001  # %s:3", path);
-    check_dump_line(&cfg, line);
-    uint64_t d_explicit = calf_config_digest(&cfg);
+    check_dump_line(cfg, line);
+    uint64_t d_explicit = calf_config_digest(cfg);
     CHECK(d_explicit != d_fallback && d_explicit != d_default);
     /* the fallback no longer reaches the scopes that are set */
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.lr=0.5", &err), CALF_OK);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ACTOR_LR), 1e-4, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ALPHA_LR), 0.5, 0);
-    check_dump_line(&cfg, "alpha/Adam.lr = 0.5  # from Adam.lr at --conf_param");
-    CHECK(calf_config_digest(&cfg) != d_explicit);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "Adam.lr=0.5", &err), CALF_OK);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 1e-4, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ALPHA_LR), 0.5, 0);
+    check_dump_line(cfg, "alpha/Adam.lr = 0.5  # from Adam.lr at --conf_param");
+    CHECK(calf_config_digest(cfg) != d_explicit);
 
     /* a scoped row set to its default still counts as set */
-    calf_config_init(&cfg);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "actor/Adam.lr=0.001", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.lr=0.01", &err), CALF_OK);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ACTOR_LR), 0.001, 0);
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_CRITIC_LR), 0.01, 0);
+    config_init(cfg);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "actor/Adam.lr=0.001", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "Adam.lr=0.01", &err), CALF_OK);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 0.001, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_CRITIC_LR), 0.01, 0);
 
     check_error("actr.gin", "actr/Adam.lr = 1e-3\n", 1,
                 "unknown binding 'actr/Adam.lr' (did you mean 'actor/Adam.lr'?)");
     check_error("critc.gin", "\ncritc/CriticNetwork.activation = 'tanh'\n", 2,
                 "unknown binding 'critc/CriticNetwork.activation' (did you mean "
                 "'critic/CriticNetwork.activation'?)");
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "alpha/Adam.lrr=1", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "alpha/Adam.lrr=1", &err), CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "--conf_param 'alpha/Adam.lrr=1': unknown binding 'alpha/Adam.lrr' (did "
                           "you mean 'alpha/Adam.lr'?)");
+    calf_config_free(cfg);
 }
 
 static void test_macros(void) {
-    calf_config cfg;
+    calf_config *cfg = new_config();
     calf_error err;
     char path[512], want[1024];
-    parse_ok(&cfg, "macros.gin",
+    parse_ok(cfg, "macros.gin",
              "NUM_ENVS = 8\n"
              "LAYERS = (256, 128)\n"
              "W = 32\n"
@@ -525,70 +554,70 @@ static void test_macros(void) {
              "PPOLoss.td_loss_weight = %W\n"              /* an int literal for a float */
              "Adam.betas = (0.5, 0.25)\n");
     snprintf(path, sizeof path, "%s/macros.gin", tmpdir);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ENVS), 8);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENVS), 8);
     snprintf(want, sizeof want, "%s:9", path);
-    CHECK_STR_EQ(cfg.origin[CALF_CFG_NUM_ENVS], want); /* where it was used */
-    const calf_config_value *v = calf_config_get(&cfg, CALF_CFG_VALUE_LAYERS);
+    CHECK_STR_EQ(cfg->origin[CALF_CFG_NUM_ENVS], want); /* where it was used */
+    const config_value *v = config_get(cfg, CALF_CFG_VALUE_LAYERS);
     CHECK_INT_EQ(v->n, 2);
     CHECK_INT_EQ(v->ti[0], 256);
     CHECK_INT_EQ(v->ti[1], 128);
-    v = calf_config_get(&cfg, CALF_CFG_ACTOR_LAYERS);
+    v = config_get(cfg, CALF_CFG_ACTOR_LAYERS);
     CHECK_INT_EQ(v->n, 3);
     CHECK_INT_EQ(v->ti[0], 32);
     CHECK_INT_EQ(v->ti[1], 8);
     CHECK_INT_EQ(v->ti[2], 16);
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ENV_NAME), "Pendulum-v1");
-    CHECK_STR_EQ(calf_config_string(&cfg, CALF_CFG_ALGORITHM_CTOR), "SacAlgorithm");
-    CHECK(calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
-    CHECK(!calf_config_bool(&cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_TD_LOSS_WEIGHT), 32.0, 0);
-    CHECK_INT_EQ(cfg.num_macros, 8);
-    CHECK_STR_EQ(cfg.macros[7].name, "BETAS");
-    CHECK_STR_EQ(cfg.macros[7].text, "(0.5, 32)");
-    CHECK_INT_EQ(calf_config_validate(&cfg, &err), CALF_EINVAL); /* BETAS is never used */
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_ENV_NAME), "Pendulum-v1");
+    CHECK_STR_EQ(calf_config_string(cfg, CALF_CFG_ALGORITHM_CTOR), "SacAlgorithm");
+    CHECK(calf_config_is_none(cfg, CFG_SAC_TARGET_ENTROPY));
+    CHECK(!calf_config_bool(cfg, CFG_PPO_NORMALIZE_ADVANTAGES));
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_TD_LOSS_WEIGHT), 32.0, 0);
+    CHECK_INT_EQ(cfg->num_macros, 8);
+    CHECK_STR_EQ(cfg->macros[7].name, "BETAS");
+    CHECK_STR_EQ(cfg->macros[7].text, "(0.5, 32)");
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_EINVAL); /* BETAS is never used */
     snprintf(want, sizeof want, "%s:8: macro 'BETAS' is never used (a binding is written "
              "'Scope.param = value')", path);
     CHECK_STR_EQ(err.msg, want);
 
     /* --conf_param defines and uses macros too; one used by the file stays as it was */
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.unroll_length=%W", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 32);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "STEPS = 64", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.unroll_length=%STEPS", &err), CALF_OK);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 64);
-    CHECK_STR_EQ(cfg.origin[CALF_CFG_UNROLL_LENGTH], "--conf_param");
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "NUM_ENVS=4", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.unroll_length=%W", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH), 32);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "STEPS = 64", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.unroll_length=%STEPS", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH), 64);
+    CHECK_STR_EQ(cfg->origin[CALF_CFG_UNROLL_LENGTH], "--conf_param");
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "NUM_ENVS=4", &err), CALF_EINVAL);
     snprintf(want, sizeof want, "--conf_param 'NUM_ENVS=4': macro 'NUM_ENVS' is changed after its "
              "use at %s:9, which keeps 8: calf expands a macro where it is used (gin would change "
              "that use too); define it before that use, or set the binding itself", path);
     CHECK_STR_EQ(err.msg, want);
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_NUM_ENVS), 8);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "NUM_ENVS=8", &err), CALF_OK); /* unchanged */
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.betas=%BETAS", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENVS), 8);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "NUM_ENVS=8", &err), CALF_OK); /* unchanged */
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "Adam.betas=%BETAS", &err), CALF_EINVAL);
     snprintf(want, sizeof want, "--conf_param 'Adam.betas=%%BETAS': 'Adam.betas': value 32 out of "
              "bounds [0, 0.99999997] (in %%BETAS, defined at %s:8)", path);
     CHECK_STR_EQ(err.msg, want);
     /* Adam computes in float: the bound keeps a beta below 1 there too (0.99999998 would be
      * 1.0f, and 1 - beta^t = 0 makes every step inf or NaN) */
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.betas=(0.9, 0.99999998)", &err), CALF_EINVAL);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "Adam.betas=(0.99999997, 0.99999997)", &err), CALF_OK);
-    CHECK((float)calf_config_get(&cfg, CALF_CFG_ADAM_BETAS)->tf[1] < 1.0f);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.unroll_length=%STEP", &err),
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "Adam.betas=(0.9, 0.99999998)", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "Adam.betas=(0.99999997, 0.99999997)", &err), CALF_OK);
+    CHECK((float)config_get(cfg, CALF_CFG_ADAM_BETAS)->tf[1] < 1.0f);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.unroll_length=%STEP", &err),
                  CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "--conf_param 'TrainerConfig.unroll_length=%STEP': undefined macro "
                           "'%STEP' (did you mean '%STEPS'?)");
 
     /* redefined before any use: the last definition wins; macros cross includes both ways */
     write_file("mac_inc.gin", "TrainerConfig.unroll_length = %T\nINNER = 0.25\n");
-    parse_ok(&cfg, "mac_top.gin",
+    parse_ok(cfg, "mac_top.gin",
              "T = 1\n"
              "T = 2\n"
              "include 'mac_inc.gin'\n"
              "PPOLoss.gamma = %INNER\n"
              "T = 2\n");                                  /* the same value again is fine */
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 2);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.25, 0);
-    CHECK_INT_EQ(calf_config_validate(&cfg, &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH), 2);
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_GAMMA), 0.25, 0);
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_OK);
 
     check_error("mac_undef.gin", "NUM_ENVS = 8\ncreate_environment.num_parallel_environments = %NUM_ENV\n", 2,
                 "undefined macro '%NUM_ENV' (did you mean '%NUM_ENVS'?)");
@@ -618,17 +647,18 @@ static void test_macros(void) {
                 "macro 'A': expected ',' or ')' in the tuple, got 'end of file'");
 
     /* a bare name is a macro, and one never used is most likely a binding without scope */
-    parse_ok(&cfg, "mac_unused.gin", "\ngamma = 0.9\n");
-    CHECK_INT_EQ(calf_config_validate(&cfg, &err), CALF_EINVAL);
+    parse_ok(cfg, "mac_unused.gin", "\ngamma = 0.9\n");
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_EINVAL);
     snprintf(want, sizeof want, "%s/mac_unused.gin:2: macro 'gamma' is never used (did you mean "
              "the binding 'PPOLoss.gamma'?)", tmpdir);
     CHECK_STR_EQ(err.msg, want);
+    calf_config_free(cfg);
 }
 
 static void test_imports_and_bom(void) {
-    calf_config cfg;
+    calf_config *cfg = new_config();
     calf_error err;
-    parse_ok(&cfg, "imports.gin",
+    parse_ok(cfg, "imports.gin",
              "import alf.algorithms.sac_algorithm\n"
              "import alf.utils.math_ops as m, alf.networks\n"
              "from alf.algorithms.sac_algorithm import SacAlgorithm\n"
@@ -636,50 +666,51 @@ static void test_imports_and_bom(void) {
              "TrainerConfig.unroll_length = 7\n"
              "import x\n"
              "PPOLoss.gamma = 0.5\n");
-    CHECK_INT_EQ(calf_config_int(&cfg, CALF_CFG_UNROLL_LENGTH), 7);
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.5, 0);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH), 7);
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_GAMMA), 0.5, 0);
     char want[600];
     snprintf(want, sizeof want, "%s/imports.gin:7", tmpdir);
-    CHECK_STR_EQ(cfg.origin[CFG_PPO_GAMMA], want);
+    CHECK_STR_EQ(cfg->origin[CFG_PPO_GAMMA], want);
     check_error("imp_bare.gin", "import\nPPOLoss.gamma = 0.5\n", 1, "expected 'import module'");
     check_error("imp_two.gin", "import a b\n", 1, "expected 'import module', got 'b' after it");
     check_error("imp_from.gin", "\nfrom a.b imprt c\n", 2, "expected 'from module import name'");
     check_error("imp_from2.gin", "from a.b import\n", 1, "expected 'from module import name'");
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "import=x", &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "import=x", &err), CALF_EINVAL);
     CHECK_STR_EQ(err.msg, "--conf_param 'import=x': import is not allowed here: expected "
                           "'Scope.param=value'");
 
     /* a UTF-8 byte-order mark, as some editors write, changes nothing */
-    parse_ok(&cfg, "bom.gin", "\xEF\xBB\xBF# with a BOM\nAdam.lr = 0.5\n");
-    CHECK_NEAR(calf_config_float(&cfg, CALF_CFG_ADAM_LR), 0.5, 0);
+    parse_ok(cfg, "bom.gin", "\xEF\xBB\xBF# with a BOM\nAdam.lr = 0.5\n");
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ADAM_LR), 0.5, 0);
     snprintf(want, sizeof want, "%s/bom.gin:2", tmpdir);
-    CHECK_STR_EQ(cfg.origin[CALF_CFG_ADAM_LR], want);
-    parse_ok(&cfg, "bom2.gin", "\xEF\xBB\xBFPPOLoss.gamma = 0.25\n");
-    CHECK_NEAR(calf_config_float(&cfg, CFG_PPO_GAMMA), 0.25, 0);
+    CHECK_STR_EQ(cfg->origin[CALF_CFG_ADAM_LR], want);
+    parse_ok(cfg, "bom2.gin", "\xEF\xBB\xBFPPOLoss.gamma = 0.25\n");
+    CHECK_NEAR(calf_config_float(cfg, CFG_PPO_GAMMA), 0.25, 0);
     /* elsewhere it is no letter */
     check_error("bom3.gin", "PPOLoss.gamma = 0.25\n\xEF\xBB\xBF" "Adam.lr = 1\n", 2,
                 "expected 'Scope.param = value', got '\xEF'");
+    calf_config_free(cfg);
 }
 
 static void test_none(void) {
-    calf_config cfg;
+    calf_config *cfg = new_config();
     calf_error err;
-    calf_config_init(&cfg);
-    CHECK(calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
-    CHECK(!calf_config_is_none(&cfg, CFG_PPO_GAMMA));
+    config_init(cfg);
+    CHECK(calf_config_is_none(cfg, CFG_SAC_TARGET_ENTROPY));
+    CHECK(!calf_config_is_none(cfg, CFG_PPO_GAMMA));
     char buf[64];
-    calf_config_format_value(&cfg, CFG_SAC_TARGET_ENTROPY, buf, sizeof buf);
+    calf_config_format_value(cfg, CFG_SAC_TARGET_ENTROPY, buf, sizeof buf);
     CHECK_STR_EQ(buf, "None");
-    check_dump_line(&cfg, "SacAlgorithm.target_entropy = None");
-    uint64_t d_none = calf_config_digest(&cfg);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "SacAlgorithm.target_entropy=-1.5", &err), CALF_OK);
-    CHECK(!calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
-    CHECK_NEAR(calf_config_float(&cfg, CFG_SAC_TARGET_ENTROPY), -1.5, 0);
-    CHECK(calf_config_digest(&cfg) != d_none);
-    CHECK_INT_EQ(calf_config_apply_param(&cfg, "SacAlgorithm.target_entropy=None", &err), CALF_OK);
-    CHECK(calf_config_is_none(&cfg, CFG_SAC_TARGET_ENTROPY));
-    CHECK(calf_config_digest(&cfg) == d_none);
-    check_dump_line(&cfg, "SacAlgorithm.target_entropy = None  # --conf_param");
+    check_dump_line(cfg, "SacAlgorithm.target_entropy = None");
+    uint64_t d_none = calf_config_digest(cfg);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "SacAlgorithm.target_entropy=-1.5", &err), CALF_OK);
+    CHECK(!calf_config_is_none(cfg, CFG_SAC_TARGET_ENTROPY));
+    CHECK_NEAR(calf_config_float(cfg, CFG_SAC_TARGET_ENTROPY), -1.5, 0);
+    CHECK(calf_config_digest(cfg) != d_none);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "SacAlgorithm.target_entropy=None", &err), CALF_OK);
+    CHECK(calf_config_is_none(cfg, CFG_SAC_TARGET_ENTROPY));
+    CHECK(calf_config_digest(cfg) == d_none);
+    check_dump_line(cfg, "SacAlgorithm.target_entropy = None  # --conf_param");
 
     check_error("none.gin", "PPOLoss.gamma = None\n", 1,
                 "'PPOLoss.gamma' cannot be None: it is not optional (type float)");
@@ -688,31 +719,35 @@ static void test_none(void) {
                 "(type tuple of ints)");
     check_error("none3.gin", "TrainerConfig.algorithm_ctor = None\n", 1,
                 "'TrainerConfig.algorithm_ctor' cannot be None: it is not optional (type reference)");
+    calf_config_free(cfg);
 }
 
 /* The dump re-parses to the same values and digest, with scoped rows (set and following
  * their fallback), references, None and macros in the source. */
 static void check_round_trip(const char *name, const char *text) {
-    calf_config cfg, back;
+    calf_config *cfg = new_config();
+    calf_config *back = new_config();
     calf_error err;
-    parse_ok(&cfg, name, text);
+    parse_ok(cfg, name, text);
     char path[512];
     snprintf(path, sizeof path, "%s/%s.operative", tmpdir, name);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
-    CHECK_INT_EQ(calf_config_write(&cfg, f, "round trip"), CALF_OK);
+    CHECK_INT_EQ(calf_config_write(cfg, f, "round trip"), CALF_OK);
     fclose(f);
-    calf_config_init(&back);
-    CHECK_INT_EQ(calf_config_parse_file(&back, path, &err), CALF_OK);
-    CHECK(calf_config_digest(&cfg) == calf_config_digest(&back));
+    config_init(back);
+    CHECK_INT_EQ(calf_config_parse_file(back, path, &err), CALF_OK);
+    CHECK(calf_config_digest(cfg) == calf_config_digest(back));
     for (int i = 0; i < calf_binding_count(); i++) {
         char a[800], b[800];
-        calf_config_format_value(&cfg, (calf_binding_id)i, a, sizeof a);
-        calf_config_format_value(&back, (calf_binding_id)i, b, sizeof b);
+        calf_config_format_value(cfg, (calf_binding_id)i, a, sizeof a);
+        calf_config_format_value(back, (calf_binding_id)i, b, sizeof b);
         CHECK_STR_EQ(a, b);
-        CHECK_INT_EQ(calf_config_is_none(&cfg, (calf_binding_id)i),
-                     calf_config_is_none(&back, (calf_binding_id)i));
+        CHECK_INT_EQ(calf_config_is_none(cfg, (calf_binding_id)i),
+                     calf_config_is_none(back, (calf_binding_id)i));
     }
+    calf_config_free(back);
+    calf_config_free(cfg);
 }
 
 static void test_round_trip(void) {
@@ -789,13 +824,14 @@ static void test_messages(void) {
     snprintf(text + 320, sizeof text - 320, ".x = 1\n");
     snprintf(want, sizeof want, "name '%.40s...' too long (322 characters, at most 299)", text);
     check_error("longname.gin", text, 1, want);
-    calf_config cfg;
+    calf_config *cfg = new_config();
     calf_error err;
-    calf_config_init(&cfg);
-    CHECK_INT_EQ(calf_config_parse_file(&cfg, tmpdir, &err), CALF_EINVAL);
+    config_init(cfg);
+    CHECK_INT_EQ(calf_config_parse_file(cfg, tmpdir, &err), CALF_EINVAL);
     char dir_msg[600];
     snprintf(dir_msg, sizeof dir_msg, "%s: is a directory, not a config file", tmpdir);
     CHECK_STR_EQ(err.msg, dir_msg);
+    calf_config_free(cfg);
 }
 
 int main(void) {

@@ -228,7 +228,7 @@ static void one_case(const flavor *fl, bool terminated) {
     CHECK(cls != NULL);
     if (!cls) return;
     calf_config cfg;
-    calf_config_init(&cfg);
+    config_init(&cfg);
     char own[128], text[1024];
     if (fl->td3)
         snprintf(own, sizeof own, "Td3Algorithm.policy_noise = %g\nTd3Algorithm.noise_clip = %g",
@@ -339,7 +339,7 @@ static void one_case(const flavor *fl, bool terminated) {
 static int ou_misses(mistake planted) {
     const calf_env_class *cls = calf_env_find("Pendulum-v1");
     calf_config cfg;
-    calf_config_init(&cfg);
+    config_init(&cfg);
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(&cfg,
                                           "TrainerConfig.algorithm_ctor = @DdpgAlgorithm\n"
@@ -415,7 +415,7 @@ static void refuses_discrete(void) {
     CHECK(cls != NULL);
     if (!cls) return;
     calf_config cfg;
-    calf_config_init(&cfg);
+    config_init(&cfg);
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(&cfg,
                                           "create_environment.env_name = 'CartPole-v1'\n"

@@ -138,7 +138,7 @@ static int update_misses(const nn_mlp *q, const transitions *tr, int it, int k, 
 static algorithm *make(const algorithm_ops *ops, calf_config *cfg, comm *c, int collect,
                        int iterations) {
     const calf_env_class *cls = calf_env_find("CartPole-v1");
-    calf_config_init(cfg);
+    config_init(cfg);
     char text[1024];
     snprintf(text, sizeof text,
              "TrainerConfig.algorithm_ctor = @DqnAlgorithm\n"
@@ -283,7 +283,7 @@ static void acting(void) {
 static void refuses_continuous(void) {
     const calf_env_class *cls = calf_env_find("Pendulum-v1");
     calf_config cfg;
-    calf_config_init(&cfg);
+    config_init(&cfg);
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(&cfg,
                                           "TrainerConfig.algorithm_ctor = @DqnAlgorithm\n"

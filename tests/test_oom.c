@@ -196,21 +196,24 @@ static int call_env_init(FILE *out, calf_error *err) {
     return rc;
 }
 
-/* a calf_config is large (every binding's value and origin): kept off the stack */
-static calf_config cfg;
-
 static int call_config_file(FILE *out, calf_error *err) {
-    calf_config_init(&cfg);
-    int rc = calf_config_parse_file(&cfg, CALF_SOURCE_DIR "/examples/ppo_cartpole.gin", err);
-    return rc == CALF_OK ? calf_config_write(&cfg, out, "# test") : rc;
+    calf_config *cfg = calf_config_new(err);
+    if (!cfg) return err->status;
+    int rc = calf_config_parse_file(cfg, CALF_SOURCE_DIR "/examples/ppo_cartpole.gin", err);
+    if (rc == CALF_OK) rc = calf_config_write(cfg, out, "# test");
+    calf_config_free(cfg);
+    return rc;
 }
 
 static int call_config_string(FILE *out, calf_error *err) {
     char text[1024];
     snprintf(text, sizeof text, "include '%s'\nTrainerConfig.num_iterations = 7\n", gin_file);
-    calf_config_init(&cfg);
-    int rc = calf_config_parse_string(&cfg, text, "<test>", err);
-    return rc == CALF_OK ? calf_config_write(&cfg, out, "# test") : rc;
+    calf_config *cfg = calf_config_new(err);
+    if (!cfg) return err->status;
+    int rc = calf_config_parse_string(cfg, text, "<test>", err);
+    if (rc == CALF_OK) rc = calf_config_write(cfg, out, "# test");
+    calf_config_free(cfg);
+    return rc;
 }
 
 static int call_events_dump(FILE *out, calf_error *err) {

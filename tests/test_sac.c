@@ -202,7 +202,7 @@ static void one_case(bool terminated, int64_t sched_n) {
     CHECK(cls != NULL);
     if (!cls) return;
     calf_config cfg;
-    calf_config_init(&cfg);
+    config_init(&cfg);
     char text[1024];
     snprintf(text, sizeof text,
              "TrainerConfig.algorithm_ctor = @SacAlgorithm\n"
@@ -295,7 +295,7 @@ static void discrete_alpha_load(void) {
     CHECK(cls != NULL);
     if (!cls) return;
     calf_config cfg;
-    calf_config_init(&cfg);
+    config_init(&cfg);
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(&cfg,
                                           "TrainerConfig.algorithm_ctor = @SacAlgorithm\n"

@@ -168,8 +168,8 @@ int main(void) {
         join(bdir, sizeof bdir, root, "big");
         calf_train_options o = {.root_dir = bdir, .conf_path = big, .conf_params = params,
                                 .num_conf_params = 1, .nproc = 1, .quiet = true};
-        calf_config cfg;
-        CHECK_INT_EQ(calf_train_load_config(&o, &cfg, &err), CALF_OK);
+        calf_config *cfg = calf_config_new(&err);
+        CHECK_INT_EQ(calf_train_load_config(&o, cfg, &err), CALF_OK);
         unsigned char *p = malloc(n);
         memcpy(p, good, n);
         put_i64(p + 8, last - 1);
@@ -178,8 +178,9 @@ int main(void) {
          * does not fit in 64 bits */
         join(alg, sizeof alg, bdir, "train/algorithm");
         CHECK_INT_EQ(ckpt_path(path, sizeof path, alg, last - 1, &err), CALF_OK);
-        CHECK_INT_EQ(ckpt_write_atomic(path, calf_config_digest(&cfg), last - 1, p, n, &err), CALF_OK);
+        CHECK_INT_EQ(ckpt_write_atomic(path, calf_config_digest(cfg), last - 1, p, n, &err), CALF_OK);
         free(p);
+        calf_config_free(cfg);
         calf_error_clear(&err);
         CHECK_INT_EQ(calf_train(&o, &err), CALF_EINVAL);
         CHECK(strstr(err.msg, "counters do not match iteration 999999999999") != NULL);

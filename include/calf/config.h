@@ -3,9 +3,10 @@
  * the table that drives parsing, validation, --list-bindings and the operative-config dump.
  * Each algorithm's own rows (PPOLoss.*, SacAlgorithm.*) are not here: they are listed with
  * the algorithm, in the library's registry (src/training/registry.h), and reached by name
- * (calf_binding_find), so registering an algorithm leaves every id below and the layout of
- * calf_config as they are. Values in a config are global for the whole job; the
- * per-process split is derived (calf_split). */
+ * (calf_binding_find), so registering an algorithm leaves every id below as it is. A
+ * calf_config is opaque: made by calf_config_new, read through the functions below.
+ * Values in a config are global for the whole job; the per-process split is derived
+ * (calf_split). */
 #ifndef CALF_CONFIG_H
 #define CALF_CONFIG_H
 
@@ -183,48 +184,15 @@ enum {
  * calf_binding_count(); those numbers may differ from one release to the next). */
 typedef int calf_binding_id;
 
-/* Rows a calf_config holds, public and the algorithms' together. Fixed, so that adding an
- * algorithm with rows of its own changes neither sizeof(calf_config) nor an offset in it;
- * the library does not build when its rows do not fit. */
-#define CALF_CFG_CAPACITY 128
+/* A job's configuration: every binding's value, where it was set, and the config's
+ * macros. Opaque; calf_config_new makes one, calf_config_free releases it. */
+typedef struct calf_config calf_config;
 
-#define CALF_CFG_MAX_TUPLE 16
-#define CALF_CFG_MAX_STRING 256
-#define CALF_CFG_MAX_ORIGIN 320
-#define CALF_CFG_MAX_MACROS 32
-#define CALF_CFG_MAX_MACRO_TEXT 384
-
-typedef struct calf_config_value {
-    int64_t i;                          /* INT, BOOL */
-    double f;                           /* FLOAT */
-    char s[CALF_CFG_MAX_STRING];        /* STRING; REF: the name without '@' */
-    int n;                              /* tuple length */
-    int64_t ti[CALF_CFG_MAX_TUPLE];     /* INT_TUPLE */
-    double tf[CALF_CFG_MAX_TUPLE];      /* FLOAT_TUPLE */
-    bool none;                          /* None (rows flagged CALF_BINDING_OPTIONAL only) */
-} calf_config_value;
-
-/* A gin macro, `NAME = value`, used as `%NAME`. */
-typedef struct calf_config_macro {
-    char name[64];
-    char text[CALF_CFG_MAX_MACRO_TEXT];   /* its value as gin text on one line */
-    char origin[CALF_CFG_MAX_ORIGIN];     /* where it was (last) defined */
-    char used_at[CALF_CFG_MAX_ORIGIN];    /* its first use, "" while unused */
-} calf_config_macro;
-
-/* A job's configuration. Its layout is fixed by the constants above, none of which an
- * algorithm's rows change; calf_binding_count() of the slots are used. */
-typedef struct calf_config {
-    calf_config_value values[CALF_CFG_CAPACITY]; /* by id; unused past calf_binding_count() */
-    /* where each row was set: "file:line", "--conf_param", or "" when it was not (its
-     * default, or for a scoped row its fallback's value: see calf_config_origin) */
-    char origin[CALF_CFG_CAPACITY][CALF_CFG_MAX_ORIGIN];
-    int num_macros;
-    calf_config_macro macros[CALF_CFG_MAX_MACROS];
-} calf_config;
-
-/* Every binding at its default, no macros. */
-void calf_config_init(calf_config *cfg);
+/* A config with every binding at its default and no macros, the caller's to release
+ * with calf_config_free; NULL with CALF_ENOMEM in *err when memory runs out. */
+calf_config *calf_config_new(calf_error *err);
+/* Release cfg (NULL is fine). */
+void calf_config_free(calf_config *cfg);
 /* Parse a gin file (with includes, relative to the including file) into cfg.
  * Errors name file:line and return CALF_EINVAL (CALF_EIO for an unreadable file,
  * CALF_ENOMEM "out of memory allocating ..." when a file's text does not fit; cfg may
@@ -252,12 +220,16 @@ int calf_config_validate(const calf_config *cfg, calf_error *err);
 /* The value in effect for a row: for a scoped row that is not set, its fallback's value
  * when that one is set. The getters assert the row's type, and that the value is not
  * None (check calf_config_is_none first on an optional row). calf_config_string serves
- * STRING and REF rows (a REF without its '@'). */
+ * STRING and REF rows (a REF without its '@'; points into cfg). */
 int64_t calf_config_int(const calf_config *cfg, calf_binding_id id);
 double calf_config_float(const calf_config *cfg, calf_binding_id id);
 bool calf_config_bool(const calf_config *cfg, calf_binding_id id);
 const char *calf_config_string(const calf_config *cfg, calf_binding_id id);
-const calf_config_value *calf_config_get(const calf_config *cfg, calf_binding_id id);
+/* A tuple row's value in effect: its number of elements, and element k (0 <= k < that
+ * number) of an INT_TUPLE or a FLOAT_TUPLE row. */
+int calf_config_tuple_len(const calf_config *cfg, calf_binding_id id);
+int64_t calf_config_tuple_int(const calf_config *cfg, calf_binding_id id, int k);
+double calf_config_tuple_float(const calf_config *cfg, calf_binding_id id, int k);
 /* True when the value in effect is None. */
 bool calf_config_is_none(const calf_config *cfg, calf_binding_id id);
 /* Where the value in effect came from: "file:line", "--conf_param", or "" for the

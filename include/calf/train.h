@@ -18,7 +18,8 @@ typedef struct calf_train_options {
     bool quiet;                      /* no progress output on stderr */
 } calf_train_options;
 
-/* Load, override and validate the config described by `o` (no files written).
+/* Load, override and validate the config described by `o` (no files written) into cfg,
+ * one from calf_config_new (whatever it held is replaced).
  * Errors: CALF_EINVAL / CALF_EIO with "file:line: ..." messages. */
 int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_error *err);
 

@@ -113,7 +113,7 @@ static int dpg_init(algorithm *a, const algo_setup *s, calf_error *err) {
         t->ncritics = 1;
     }
 
-    int ah[CALF_CFG_MAX_TUPLE], ch[CALF_CFG_MAX_TUPLE];
+    int ah[CONFIG_MAX_TUPLE], ch[CONFIG_MAX_TUPLE];
     int na = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_ACTOR_LAYERS, ah);
     int nc = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_CRITIC_LAYERS, ch);
     CALF_ASSERT(na < NN_MAX_LAYERS && nc < NN_MAX_LAYERS);

@@ -72,7 +72,7 @@ static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
                                (double)offpolicy_run_env_steps(cfg));
     t->epsilon = t->start_eps;
 
-    int h[CALF_CFG_MAX_TUPLE];
+    int h[CONFIG_MAX_TUPLE];
     int nh = offpolicy_tuple_ints(cfg, CFG_DQN_Q_LAYERS, h);
     CALF_ASSERT(nh < NN_MAX_LAYERS);
     size_t cursor = 0;

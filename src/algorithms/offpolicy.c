@@ -95,7 +95,7 @@ nn_activation offpolicy_activation(const char *name) {
 }
 
 int offpolicy_tuple_ints(const calf_config *cfg, calf_binding_id id, int *out) {
-    const calf_config_value *v = calf_config_get(cfg, id);
+    const config_value *v = config_get(cfg, id);
     for (int i = 0; i < v->n; i++) out[i] = (int)v->ti[i];
     return v->n;
 }
@@ -112,7 +112,7 @@ void offpolicy_fan_in_init(const nn_mlp *m, float *params, calf_rng *rng) {
 }
 
 adam_conf offpolicy_adam(const calf_config *cfg, double lr) {
-    const calf_config_value *betas = calf_config_get(cfg, CALF_CFG_ADAM_BETAS);
+    const config_value *betas = config_get(cfg, CALF_CFG_ADAM_BETAS);
     adam_conf opt = {.beta1 = (float)betas->tf[0], .beta2 = (float)betas->tf[1],
                      .eps = (float)calf_config_float(cfg, CALF_CFG_ADAM_EPS),
                      .max_norm = calf_config_float(cfg, CALF_CFG_GRADIENT_CLIPPING)};

@@ -121,7 +121,7 @@ int64_t offpolicy_run_env_steps(const calf_config *cfg);
 
 /* "relu" or (anything else the config's choices allow) tanh. */
 nn_activation offpolicy_activation(const char *name);
-/* A tuple binding's ints into out (CALF_CFG_MAX_TUPLE); returns how many. */
+/* A tuple binding's ints into out (CONFIG_MAX_TUPLE); returns how many. */
 int offpolicy_tuple_ints(const calf_config *cfg, calf_binding_id id, int *out);
 /* PyTorch's default for nn.Linear: weights and biases uniform in +-1/sqrt(fan_in), drawn
  * layer by layer, weights row-major (in, out), then biases. */

@@ -256,7 +256,7 @@ static void ppo_destroy(algorithm *a);
 
 /* PPO's config, resolved once. */
 static ppo_params ppo_params_of(const calf_config *cfg) {
-    const calf_config_value *betas = calf_config_get(cfg, CALF_CFG_ADAM_BETAS);
+    const config_value *betas = config_get(cfg, CALF_CFG_ADAM_BETAS);
     return (ppo_params){
         .gamma = (float)calf_config_float(cfg, CFG_PPO_GAMMA),
         .lambda = (float)calf_config_float(cfg, CFG_PPO_TD_LAMBDA),

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "numerics/action_dist.h"
 
 static nn_activation activation_of(const char *name) {
@@ -20,9 +21,9 @@ int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *s
     md->num_actions = spec->num_actions;
     md->action_dim = spec->action_dim;
     md->head_dim = spec->num_actions > 0 ? spec->num_actions : spec->action_dim;
-    const calf_config_value *al = calf_config_get(cfg, CALF_CFG_ACTOR_LAYERS);
-    const calf_config_value *vl = calf_config_get(cfg, CALF_CFG_VALUE_LAYERS);
-    int ah[CALF_CFG_MAX_TUPLE], vh[CALF_CFG_MAX_TUPLE];
+    const config_value *al = config_get(cfg, CALF_CFG_ACTOR_LAYERS);
+    const config_value *vl = config_get(cfg, CALF_CFG_VALUE_LAYERS);
+    int ah[CONFIG_MAX_TUPLE], vh[CONFIG_MAX_TUPLE];
     for (int i = 0; i < al->n; i++) ah[i] = (int)al->ti[i];
     for (int i = 0; i < vl->n; i++) vh[i] = (int)vl->ti[i];
     CALF_ASSERT(al->n < NN_MAX_LAYERS && vl->n < NN_MAX_LAYERS);

@@ -92,7 +92,7 @@ static int sac_init(algorithm *a, const algo_setup *s, calf_error *err) {
     t->total_iterations = s->total_iterations;
 
     /* networks */
-    int ah[CALF_CFG_MAX_TUPLE], ch[CALF_CFG_MAX_TUPLE];
+    int ah[CONFIG_MAX_TUPLE], ch[CONFIG_MAX_TUPLE];
     int na = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_ACTOR_LAYERS, ah);
     int nc = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_CRITIC_LAYERS, ch);
     CALF_ASSERT(na < NN_MAX_LAYERS && nc < NN_MAX_LAYERS);

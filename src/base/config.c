@@ -154,7 +154,7 @@ typedef struct parse_state {
     bool single;             /* exactly one assignment, no include (--conf_param) */
     /* While the text of a macro is read in place of its `%NAME`: the macro, and the
      * lexer to go back to after the text's last token. */
-    const calf_config_macro *macro;
+    const config_macro *macro;
     lexer outer;
 } parse_state;
 
@@ -285,7 +285,7 @@ static bool closest_choice(const char *choices, const char *name, char *out, siz
     return close_enough(best_d, tail);
 }
 
-static calf_config_macro *find_macro(calf_config *cfg, const char *name) {
+static config_macro *find_macro(calf_config *cfg, const char *name) {
     for (int i = 0; i < cfg->num_macros; i++)
         if (strcmp(cfg->macros[i].name, name) == 0) return &cfg->macros[i];
     return NULL;
@@ -311,7 +311,7 @@ static int expand_macro(parse_state *ps) {
     token t = ps->tok;
     char name[300];
     tok_text(&t, name, sizeof name);
-    calf_config_macro *m = find_macro(ps->cfg, name + 1);
+    config_macro *m = find_macro(ps->cfg, name + 1);
     if (!m) return undefined_macro(ps, t.line, name + 1);
     if (!m->used_at[0]) where(ps, t.line, m->used_at, sizeof m->used_at);
     ps->outer = ps->lx;
@@ -366,7 +366,7 @@ static int check_bounds(parse_state *ps, int line, const config_row *row, double
 }
 
 /* `@Name`, one of the row's choices; stored without the '@'. */
-static int parse_ref(parse_state *ps, const config_row *row, calf_config_value *out) {
+static int parse_ref(parse_state *ps, const config_row *row, config_value *out) {
     token t = ps->tok;
     char buf[300];
     tok_text(&t, buf, sizeof buf);
@@ -404,7 +404,7 @@ static int parse_ref(parse_state *ps, const config_row *row, calf_config_value *
 }
 
 /* Parse the value at the current token into a binding of `row`'s type. */
-static int parse_value(parse_state *ps, const config_row *row, calf_config_value *out) {
+static int parse_value(parse_state *ps, const config_row *row, config_value *out) {
     int rc = expand_macro(ps);
     if (rc) return rc;
     token t = ps->tok;
@@ -447,7 +447,7 @@ static int parse_value(parse_state *ps, const config_row *row, calf_config_value
     case CALF_CFG_STRING:
         if (t.kind != T_STRING)
             return fail(ps, t.line, "'%s' expects a quoted string, got '%s'", row->name, buf);
-        if (t.len >= CALF_CFG_MAX_STRING)
+        if (t.len >= CONFIG_MAX_STRING)
             return fail(ps, t.line, "'%s': string too long", row->name);
         if (row->choices && !in_choices(row->choices, t.start, t.len))
             return fail(ps, t.line, "'%s' must be one of %s, got '%s'", row->name, row->choices, buf);
@@ -471,7 +471,7 @@ static int parse_value(parse_state *ps, const config_row *row, calf_config_value
                 return fail(ps, e.line, "'%s': expected a number in the tuple, got '%s'", row->name,
                             e.kind == T_EOF ? "end of file" : buf);
             }
-            if (n == CALF_CFG_MAX_TUPLE)
+            if (n == CONFIG_MAX_TUPLE)
                 return fail(ps, e.line, "'%s': tuple too long", row->name);
             int64_t iv = 0;
             double fv = 0;
@@ -522,13 +522,13 @@ static int macro_piece(parse_state *ps, const char *name, char *text, size_t *le
                         "@Name or %%MACRO)", name, buf);
         break;
     case T_STRING:
-        if (t.len >= CALF_CFG_MAX_STRING)
+        if (t.len >= CONFIG_MAX_STRING)
             return fail(ps, t.line, "macro '%s': string too long", name);
         snprintf(quoted, sizeof quoted, "%c%s%c", t.start[-1], buf, t.start[-1]);
         piece = quoted;
         break;
     case T_MACRO: {
-        calf_config_macro *m = find_macro(ps->cfg, buf + 1);
+        config_macro *m = find_macro(ps->cfg, buf + 1);
         if (!m) return undefined_macro(ps, t.line, buf + 1);
         if (!m->used_at[0]) where(ps, t.line, m->used_at, sizeof m->used_at);
         piece = m->text;
@@ -540,9 +540,9 @@ static int macro_piece(parse_state *ps, const char *name, char *text, size_t *le
         return fail(ps, t.line, "macro '%s': cannot read value starting at '%s'", name, buf);
     }
     size_t n = strlen(piece);
-    if (*len + n >= CALF_CFG_MAX_MACRO_TEXT)
+    if (*len + n >= CONFIG_MAX_MACRO_TEXT)
         return fail(ps, t.line, "macro '%s': value too long (at most %d characters)", name,
-                    CALF_CFG_MAX_MACRO_TEXT - 1);
+                    CONFIG_MAX_MACRO_TEXT - 1);
     memcpy(text + *len, piece, n + 1);
     *len += n;
     advance(ps);
@@ -557,9 +557,9 @@ static int macro_piece(parse_state *ps, const char *name, char *text, size_t *le
 static int macro_append(parse_state *ps, int line, const char *name, char *text, size_t *len,
                         const char *s) {
     size_t n = strlen(s);
-    if (*len + n >= CALF_CFG_MAX_MACRO_TEXT)
+    if (*len + n >= CONFIG_MAX_MACRO_TEXT)
         return fail(ps, line, "macro '%s': value too long (at most %d characters)", name,
-                    CALF_CFG_MAX_MACRO_TEXT - 1);
+                    CONFIG_MAX_MACRO_TEXT - 1);
     memcpy(text + *len, s, n + 1);
     *len += n;
     return CALF_OK;
@@ -576,7 +576,7 @@ static int define_macro(parse_state *ps, const char *name, int line) {
     if (strlen(name) >= sizeof ps->cfg->macros[0].name)
         return fail(ps, line, "macro name '%s' too long (at most %zu characters)", name,
                     sizeof ps->cfg->macros[0].name - 1);
-    char text[CALF_CFG_MAX_MACRO_TEXT] = "";
+    char text[CONFIG_MAX_MACRO_TEXT] = "";
     size_t len = 0;
     int rc;
     if (ps->tok.kind == T_LPAREN) {
@@ -600,14 +600,14 @@ static int define_macro(parse_state *ps, const char *name, int line) {
     } else if ((rc = macro_piece(ps, name, text, &len))) {
         return rc;
     }
-    calf_config_macro *m = find_macro(ps->cfg, name);
+    config_macro *m = find_macro(ps->cfg, name);
     if (m && m->used_at[0] && strcmp(m->text, text) != 0)
         return fail(ps, line, "macro '%s' is changed after its use at %s, which keeps %s: calf "
                     "expands a macro where it is used (gin would change that use too); define it "
                     "before that use, or set the binding itself", name, m->used_at, m->text);
     if (!m) {
-        if (ps->cfg->num_macros == CALF_CFG_MAX_MACROS)
-            return fail(ps, line, "too many macros (at most %d)", CALF_CFG_MAX_MACROS);
+        if (ps->cfg->num_macros == CONFIG_MAX_MACROS)
+            return fail(ps, line, "too many macros (at most %d)", CONFIG_MAX_MACROS);
         m = &ps->cfg->macros[ps->cfg->num_macros++];
         memset(m, 0, sizeof *m);
         snprintf(m->name, sizeof m->name, "%s", name);
@@ -809,7 +809,7 @@ static int parse_text(parse_state *ps, const char *text) {
                 tok_text(&ps->tok, got, sizeof got);
                 return fail(ps, ps->tok.line, "'%s': cannot read value starting at '%s'", name, got);
             }
-            calf_config_value v = ps->cfg->values[id];
+            config_value v = ps->cfg->values[id];
             int rc = parse_value(ps, row_at(id), &v);
             if (rc) return rc;
             ps->cfg->values[id] = v;
@@ -829,9 +829,9 @@ static int parse_text(parse_state *ps, const char *text) {
  * value the scoped row accepts: same type and shape, bounds and choices no wider. */
 static void check_table(void) {
     int n = num_rows();
-    if (n > CALF_CFG_CAPACITY)
+    if (n > CONFIG_CAPACITY)
         calf_panic(__FILE__, __LINE__, "%d binding rows, more than the %d a calf_config holds", n,
-                   CALF_CFG_CAPACITY);
+                   CONFIG_CAPACITY);
     int owned = 0;
     size_t names = 0;
     for (int k = 0; k < added->num_choices; k++) {
@@ -861,7 +861,7 @@ static void check_table(void) {
     }
 }
 
-void calf_config_init(calf_config *cfg) {
+void config_init(calf_config *cfg) {
     check_table();
     memset(cfg, 0, sizeof *cfg);
     for (int i = 0, n = num_rows(); i < n; i++) {
@@ -879,6 +879,14 @@ void calf_config_init(calf_config *cfg) {
         cfg->origin[i][0] = '\0';
     }
 }
+
+calf_config *calf_config_new(calf_error *err) {
+    calf_config *cfg = mem_alloc(sizeof *cfg, err);
+    if (cfg) config_init(cfg);
+    return cfg;
+}
+
+void calf_config_free(calf_config *cfg) { free(cfg); }
 
 int calf_config_parse_file(calf_config *cfg, const char *path, calf_error *err) {
     return parse_file_at(NULL, cfg, path, 0, err);
@@ -933,7 +941,7 @@ int calf_config_validate(const calf_config *cfg, calf_error *err) {
                               "the %d calf holds in memory",
                               (long long)samples, 1 << 22);
     for (int i = 0; i < cfg->num_macros; i++) {
-        const calf_config_macro *m = &cfg->macros[i];
+        const config_macro *m = &cfg->macros[i];
         if (m->used_at[0]) continue;
         const char *near = closest_binding(m->name);
         if (near)
@@ -961,13 +969,13 @@ static int effective(const calf_config *cfg, calf_binding_id id) {
     return (int)id;
 }
 
-const calf_config_value *calf_config_get(const calf_config *cfg, calf_binding_id id) {
+const config_value *config_get(const calf_config *cfg, calf_binding_id id) {
     return &cfg->values[effective(cfg, id)];
 }
 
 /* The value in effect of a row that holds one: a getter on None is a caller's bug. */
-static const calf_config_value *present(const calf_config *cfg, calf_binding_id id) {
-    const calf_config_value *v = calf_config_get(cfg, id);
+static const config_value *present(const calf_config *cfg, calf_binding_id id) {
+    const config_value *v = config_get(cfg, id);
     CALF_ASSERT(!v->none);
     return v;
 }
@@ -992,8 +1000,27 @@ const char *calf_config_string(const calf_config *cfg, calf_binding_id id) {
     return present(cfg, id)->s;
 }
 
+int calf_config_tuple_len(const calf_config *cfg, calf_binding_id id) {
+    CALF_ASSERT(row_of(id)->type == CALF_CFG_INT_TUPLE || row_of(id)->type == CALF_CFG_FLOAT_TUPLE);
+    return present(cfg, id)->n;
+}
+
+int64_t calf_config_tuple_int(const calf_config *cfg, calf_binding_id id, int k) {
+    CALF_ASSERT(row_of(id)->type == CALF_CFG_INT_TUPLE);
+    const config_value *v = present(cfg, id);
+    CALF_ASSERT(k >= 0 && k < v->n);
+    return v->ti[k];
+}
+
+double calf_config_tuple_float(const calf_config *cfg, calf_binding_id id, int k) {
+    CALF_ASSERT(row_of(id)->type == CALF_CFG_FLOAT_TUPLE);
+    const config_value *v = present(cfg, id);
+    CALF_ASSERT(k >= 0 && k < v->n);
+    return v->tf[k];
+}
+
 bool calf_config_is_none(const calf_config *cfg, calf_binding_id id) {
-    return calf_config_get(cfg, id)->none;
+    return config_get(cfg, id)->none;
 }
 
 const char *calf_config_origin(const calf_config *cfg, calf_binding_id id) {
@@ -1014,7 +1041,7 @@ int calf_binding_find(const char *name) {
     return -1;
 }
 
-static void format_value(const calf_config_value *v, calf_config_type type, char *buf, size_t cap) {
+static void format_value(const config_value *v, calf_config_type type, char *buf, size_t cap) {
     size_t off = 0;
     if (v->none) {
         snprintf(buf, cap, "None");
@@ -1044,7 +1071,7 @@ static void format_value(const calf_config_value *v, calf_config_type type, char
 }
 
 void calf_config_format_value(const calf_config *cfg, calf_binding_id id, char *buf, size_t cap) {
-    format_value(calf_config_get(cfg, id), row_of(id)->type, buf, cap);
+    format_value(config_get(cfg, id), row_of(id)->type, buf, cap);
 }
 
 void calf_config_list_bindings(FILE *out) {

@@ -1,12 +1,57 @@
-/* config.h: the binding table as the library builds it: a row's type, and the rows a layer
- * above the config adds to the public ones (calf/config.h), as data that config.c reads
- * without knowing where they come from. */
+/* config.h: the config as the library holds it behind the opaque calf_config
+ * (calf/config.h): its values, and the binding table's rows, among them those a layer
+ * above adds to the public ones as data that config.c reads without knowing its source. */
 #ifndef CALF_BASE_CONFIG_H
 #define CALF_BASE_CONFIG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "calf/config.h"
+
+/* Rows a config holds, public and added together: config.c panics on a table past it,
+ * and training/algorithm.c does not build when the algorithms' rows do not fit. */
+#define CONFIG_CAPACITY 128
+
+#define CONFIG_MAX_TUPLE 16
+#define CONFIG_MAX_STRING 256
+#define CONFIG_MAX_ORIGIN 320
+#define CONFIG_MAX_MACROS 32
+#define CONFIG_MAX_MACRO_TEXT 384
+
+typedef struct config_value {
+    int64_t i;                          /* INT, BOOL */
+    double f;                           /* FLOAT */
+    char s[CONFIG_MAX_STRING];          /* STRING; REF: the name without '@' */
+    int n;                              /* tuple length */
+    int64_t ti[CONFIG_MAX_TUPLE];       /* INT_TUPLE */
+    double tf[CONFIG_MAX_TUPLE];        /* FLOAT_TUPLE */
+    bool none;                          /* None (rows flagged CALF_BINDING_OPTIONAL only) */
+} config_value;
+
+/* A gin macro, `NAME = value`, used as `%NAME`. */
+typedef struct config_macro {
+    char name[64];
+    char text[CONFIG_MAX_MACRO_TEXT];   /* its value as gin text on one line */
+    char origin[CONFIG_MAX_ORIGIN];     /* where it was (last) defined */
+    char used_at[CONFIG_MAX_ORIGIN];    /* its first use, "" while unused */
+} config_macro;
+
+/* A job's configuration; calf_binding_count() of the slots are used. */
+struct calf_config {
+    config_value values[CONFIG_CAPACITY]; /* by id; unused past calf_binding_count() */
+    /* where each row was set: "file:line", "--conf_param", or "" when it was not (its
+     * default, or for a scoped row its fallback's value: see calf_config_origin) */
+    char origin[CONFIG_CAPACITY][CONFIG_MAX_ORIGIN];
+    int num_macros;
+    config_macro macros[CONFIG_MAX_MACROS];
+};
+
+/* Every binding of cfg at its default, no macros (what calf_config_new returns; the
+ * library's own code may hold a calf_config in a struct of its own). */
+void config_init(calf_config *cfg);
+/* The value in effect for a row (calf_config_int's), whatever its type. Points into cfg. */
+const config_value *config_get(const calf_config *cfg, calf_binding_id id);
 
 /* One binding: the columns of CALF_BINDINGS (include/calf/config.h) after its ID. */
 typedef struct config_row {

@@ -28,7 +28,7 @@ int play_policy_open(play_policy *p, const char *root, const char *checkpoint, c
     if (snprintf(conf, sizeof conf, "%s/config.gin", root) >= (int)sizeof conf ||
         snprintf(dir, sizeof dir, "%s/train/algorithm", root) >= (int)sizeof dir)
         return calf_error_set(err, CALF_EINVAL, "path too long: %s", root);
-    calf_config_init(&p->cfg);
+    config_init(&p->cfg);
     int rc = calf_config_parse_file(&p->cfg, conf, err);
     if (rc) return rc == CALF_ENOMEM ? rc : CALF_EINVAL;
     const char *env_name = calf_config_string(&p->cfg, CALF_CFG_ENV_NAME);

@@ -30,8 +30,7 @@ static const config_choice choices[] = {ALGORITHMS(ALGORITHM_CHOICE_ROW_)};
 #undef COUNT_ROW_
 _Static_assert(sizeof rows / sizeof rows[0] == CFG_NUM_ROWS - CALF_CFG_NUM_BINDINGS,
                "every algorithm's rows once, in CFG_<ID> order");
-_Static_assert(CFG_NUM_ROWS <= CALF_CFG_CAPACITY,
-               "more rows than a calf_config holds: raising CALF_CFG_CAPACITY changes the ABI");
+_Static_assert(CFG_NUM_ROWS <= CONFIG_CAPACITY, "more rows than a calf_config holds");
 
 const config_extension config_algorithms = {
     ALGORITHM_CHOICES, choices, (int)(sizeof choices / sizeof choices[0]),

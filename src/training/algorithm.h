@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "calf/config.h"
+#include "base/config.h"
 #include "calf/env.h"
 #include "calf/error.h"
 #include "records/checkpoint.h"

@@ -99,7 +99,7 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         rc = CALF_ENOMEM;
     if (rc == CALF_OK) rc = comm_broadcast(c, text, (size_t)head[1], 0, err);
     if (rc == CALF_OK && !comm_is_main(c)) {
-        calf_config_init(cfg);
+        config_init(cfg);
         rc = calf_config_parse_string(cfg, text, "config from rank 0", err);
     }
     if (rc == CALF_OK && head[2]) {

@@ -21,14 +21,10 @@ static void config_changes(const char *root, const calf_config *cfg, uint64_t di
     buf[0] = '\0';
     char path[4096];
     calf_error ignored;
-    calf_config *was = malloc(sizeof *was);
-    if (!was || fs_join(path, sizeof path, root, "config.gin", &ignored) != CALF_OK) {
-        free(was);
-        return;
-    }
-    calf_config_init(was);
-    if (calf_config_parse_file(was, path, &ignored) != CALF_OK || calf_config_digest(was) != digest) {
-        free(was);
+    calf_config *was = calf_config_new(&ignored);
+    if (!was || fs_join(path, sizeof path, root, "config.gin", &ignored) != CALF_OK ||
+        calf_config_parse_file(was, path, &ignored) != CALF_OK || calf_config_digest(was) != digest) {
+        calf_config_free(was);
         return;
     }
     size_t used = 0;
@@ -55,7 +51,7 @@ static void config_changes(const char *root, const calf_config *cfg, uint64_t di
         shown++;
     }
     if (more && used < cap) snprintf(buf + used, cap - used, ", and %d more", more);
-    free(was);
+    calf_config_free(was);
 }
 
 /* A checkpoint's head loads into the config's algorithm (a ckpt_check): its counters,

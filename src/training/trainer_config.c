@@ -51,7 +51,7 @@ int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_e
 
 int trainer_load_config(const calf_train_options *o, const char *conf_text, calf_config *cfg,
                         calf_error *err) {
-    calf_config_init(cfg);
+    config_init(cfg);
     int rc;
     if (o->conf_path) {
         rc = calf_config_parse_file(cfg, o->conf_path, err);
