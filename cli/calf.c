@@ -1,5 +1,7 @@
 /* calf.c: the `calf` command-line program: dispatch by the command table (commands.c)
- * and the commands that run a job on the library's public API: train, play, export.
+ * and the commands that run a job on the library's public API: train, play, export; play
+ * reaches calf/testing.h for what calf's tests drive through the program (--dump_actions,
+ * --observations), and the program sets CALF_TEST_HOOKS through it.
  * Exit codes: 0 success, 1 failure, 2 bad input, 130 Ctrl-C. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -80,8 +82,15 @@ int calf_cmd_train(const cli_command *self, int argc, char **argv) {
     return rc;
 }
 
+/* What calf play sets: the public options, and the two test-only ones (calf/testing.h). */
+typedef struct play_args {
+    calf_play_options o;
+    calf_play_testing t;
+} play_args;
+
 static int play_set(void *ctx, int id, const cli_value *v) {
-    calf_play_options *o = ctx;
+    play_args *a = ctx;
+    calf_play_options *o = &a->o;
     switch (id) {
     case PLAY_ROOT_DIR: o->root_dir = v->text; break;
     case PLAY_NUM_EPISODES: o->num_episodes = (int)v->num; break;
@@ -92,22 +101,22 @@ static int play_set(void *ctx, int id, const cli_value *v) {
     case PLAY_WIDTH: o->width = (int)v->num; break;
     case PLAY_HEIGHT: o->height = (int)v->num; break;
     case PLAY_MAX_FRAMES: o->max_frames = v->num; break;
-    case PLAY_DUMP_ACTIONS: o->dump_actions = v->text; break;
-    case PLAY_OBSERVATIONS: o->observations = v->text; break;
+    case PLAY_DUMP_ACTIONS: a->t.dump_actions = v->text; break;
+    case PLAY_OBSERVATIONS: a->t.observations = v->text; break;
     }
     return 0;
 }
 
 int calf_cmd_play(const cli_command *self, int argc, char **argv) {
-    calf_play_options o;
-    memset(&o, 0, sizeof o);
-    o.num_episodes = 10;
-    int rc = cli_parse(self, &argc, argv, play_set, &o);
+    play_args a;
+    memset(&a, 0, sizeof a);
+    a.o.num_episodes = 10;
+    int rc = cli_parse(self, &argc, argv, play_set, &a);
     if (rc != CLI_RUN) return rc;
-    if ((rc = cli_require(self, PLAY_ROOT_DIR, o.root_dir))) return rc;
+    if ((rc = cli_require(self, PLAY_ROOT_DIR, a.o.root_dir))) return rc;
     calf_error err;
     calf_error_clear(&err);
-    rc = calf_play(&o, &err);
+    rc = calf_play_for_testing(&a.o, &a.t, &err);
     if (rc != CALF_OK) fprintf(stderr, "calf: %s\n", err.msg);
     return calf_exit_code(rc);
 }

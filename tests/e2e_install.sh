@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e_install.sh: `cmake --install` into a temporary prefix installs the calf program,
-# libcalf (static and shared, the shared one exporting only calf_*), the public headers,
-# calf.pc and the CMake package; a project outside the tree builds against it with
+# libcalf (static and shared, the shared one exporting only calf_*, none of them
+# test-only), the public headers (not the test-only calf/testing.h), calf.pc and the
+# CMake package; a project outside the tree builds against it with
 # pkg-config and cc, and with find_package (shared and static), and each of its programs
 # trains the checkpoint the calf program writes, byte for byte, and plays it.
 # Needs CALF_BUILD_DIR (the build to install; CMake sets it) and may get
@@ -18,8 +19,11 @@ for f in bin/calf include/calf/train.h include/calf/version.h include/calf/env.h
          include/calf/config.h include/calf/error.h; do
     if [ -f "$P/$f" ]; then ok; else bad "not installed: $f"; fi
 done
-# only the public headers: nothing from src/
+# only the public headers: nothing from src/, and not calf's test-only API
 if [ -e "$P/include/calf/nn.h" ] || [ -e "$P/include/nn.h" ]; then bad "internal header installed"; else ok; fi
+if [ -e "$P/include/calf/testing.h" ]; then bad "test-only header installed: calf/testing.h"; else ok; fi
+if grep -rlE 'calf_testing_|_for_testing' "$P/include" >"$WORK/test_decls"; then
+    bad "installed headers declare test-only functions: $(tr '\n' ' ' <"$WORK/test_decls")"; else ok; fi
 LIBA=$(find "$P" -name libcalf.a | head -1)
 LIBSO=$(find "$P" -name 'libcalf.so.*.*.*' | head -1)
 PC=$(find "$P" -name calf.pc | head -1)
@@ -38,6 +42,9 @@ expect_in "$WORK/exported" "calf_train"
 expect_in "$WORK/exported" "calf_version"
 if grep -v '^calf_' "$WORK/exported" >"$WORK/internal"; then
     bad "libcalf.so exports non-API symbols: $(head -5 "$WORK/internal" | tr '\n' ' ')"; else ok; fi
+for f in calf_testing_set calf_context_reset_for_testing calf_play_for_testing; do
+    expect_not_in "$WORK/exported" "$f"
+done
 
 # the calf program from the prefix writes the reference checkpoint
 expect_exit 0 "$P/bin/calf" train --quiet --root_dir "$WORK/ref" --conf "$SRC/examples/ppo_cartpole.gin" \

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calf/testing.h"
 #include "calf/train.h"
 #include "test_files.h"
 #include "test_util.h"
@@ -137,9 +138,9 @@ static void check_run(const char *root, const char *env_name, int od, int ad) {
     o.root_dir = root;
     o.num_episodes = 3;
     o.seed = 5;
-    o.dump_actions = dump_path;
     o.out = report;
-    CHECK_INT_EQ(calf_play(&o, &err), CALF_OK);
+    calf_play_testing t = {.dump_actions = dump_path};
+    CHECK_INT_EQ(calf_play_for_testing(&o, &t, &err), CALF_OK);
     rewind(report);
     char text[4096] = "";
     size_t got = fread(text, 1, sizeof text - 1, report);
@@ -158,10 +159,10 @@ static void check_run(const char *root, const char *env_name, int od, int ad) {
                 fprintf(f, "%.9g%c", (double)(d.obs[(size_t)r * od + i] * (k ? -1000.0f : 10.0f)),
                         i + 1 < od ? ' ' : '\n');
     if (f) CHECK(fclose(f) == 0);
-    o.observations = far_path;
-    o.dump_actions = far_dump;
+    t.observations = far_path;
+    t.dump_actions = far_dump;
     o.out = tmpfile();
-    CHECK_INT_EQ(calf_play(&o, &err), CALF_OK);
+    CHECK_INT_EQ(calf_play_for_testing(&o, &t, &err), CALF_OK);
     fclose(o.out);
     read_dump(far_dump, od, ad, &far);
     CHECK_INT_EQ(far.rows, 2 * d.rows);

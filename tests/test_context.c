@@ -1,6 +1,7 @@
 /* test_context.c: every rule of the per-process context (ALF's PerProcessContext), and
  * that calf's own code asks the job's comm, not the context, which process is the main. */
 #include "calf/context.h"
+#include "calf/testing.h"
 #include "parallel/comm.h"
 #include "test_util.h"
 

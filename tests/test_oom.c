@@ -16,6 +16,7 @@
 #include "calf/plot.h"
 #include "calf/policy.h"
 #include "calf/summary.h"
+#include "calf/testing.h"
 #include "calf/train.h"
 #include "calf/vec_env.h"
 #include "test_files.h"
@@ -297,10 +298,10 @@ static int call_play(FILE *out, calf_error *err) {
     o.root_dir = run_a;
     o.num_episodes = 2;
     o.seed = 3;
-    o.dump_actions = out_file;
     o.out = out;
+    calf_play_testing t = {.dump_actions = out_file};
     unlink(out_file);
-    return copy_out_file(calf_play(&o, err), out);
+    return copy_out_file(calf_play_for_testing(&o, &t, err), out);
 }
 
 /* calf play --observations: greedy actions for the rows of a file */
@@ -309,11 +310,10 @@ static int call_play_observations(FILE *out, calf_error *err) {
     memset(&o, 0, sizeof o);
     o.root_dir = run_a;
     o.num_episodes = 1;
-    o.observations = obs_file;
-    o.dump_actions = out_file;
     o.out = out;
+    calf_play_testing t = {.dump_actions = out_file, .observations = obs_file};
     unlink(out_file);
-    return copy_out_file(calf_play(&o, err), out);
+    return copy_out_file(calf_play_for_testing(&o, &t, err), out);
 }
 
 static int call_export(FILE *out, calf_error *err) {

@@ -16,6 +16,7 @@
 #include "calf/context.h"
 #include "calf/rng.h"
 #include "calf/summary.h"
+#include "calf/testing.h"
 #include "records/crc32c.h"
 #include "records/events_reader.h"
 #include "test_files.h"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "calf/context.h"
+#include "calf/testing.h"
 #include "parallel/workers.h"
 #include "test_util.h"
 

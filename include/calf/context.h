@@ -26,7 +26,4 @@ int calf_context_local_rank(void);    /* -1 when not distributed */
 bool calf_context_is_distributed(void);
 bool calf_context_is_main(void);      /* rank <= 0: the process that writes files */
 
-/* For tests only: back to the not-distributed, not-finalized state. */
-void calf_context_reset_for_testing(void);
-
 #endif

@@ -1,12 +1,14 @@
-/* calf/testing.h: the one control calf's own tests use to make timing and limits what a
- * test needs. A setting changes when things happen or what a check takes for the
- * machine's memory, never a result. The library reads no environment variable for them:
- * the calf program sets them from CALF_TEST_HOOKS when it starts, a test program calls
- * calf_testing_set. */
+/* calf/testing.h: what only calf's own tests use, beside the public API: the test hooks
+ * that make timing and limits what a test needs, the reset of the per-process context,
+ * and the policy dump that holds `calf export` to calf's own actions. Not installed
+ * (`cmake --install` ships every header of include/calf/ but this one) and not exported
+ * by libcalf.so: calf's tests, the calf program and the Python module link the static
+ * library and include it from the source tree. Nothing here is part of the API. */
 #ifndef CALF_TESTING_H
 #define CALF_TESTING_H
 
 #include "calf/error.h"
+#include "calf/train.h"
 
 /* Set the test hooks from spec, comma-separated name=value pairs ("" clears them all):
  *   slow_rank=R        rank R of a work-sharing job holds back its own envs until
@@ -15,8 +17,34 @@
  *   memory_bytes=N     the memory checks take N bytes for the machine's memory (and
  *                      ignore the cgroup and ulimits)
  *   ckpt_chunk_envs=K  checkpoints are written and read K env records at a time
- * Settings are process-wide and inherited by --nproc workers. A bad name or value is
- * CALF_EINVAL naming it, and changes nothing. */
+ * A setting changes when things happen or what a check takes for the machine's memory,
+ * never a result. The library reads no environment variable for them: the calf program
+ * sets them from CALF_TEST_HOOKS when it starts, a test program calls this. Settings are
+ * process-wide and inherited by --nproc workers. A bad name or value is CALF_EINVAL
+ * naming it, and changes nothing. */
 int calf_testing_set(const char *spec, calf_error *err);
+
+/* The per-process context (calf/context.h) back to the not-distributed, not-finalized
+ * state. */
+void calf_context_reset_for_testing(void);
+
+/* What `calf play --dump_actions/--observations` adds to calf_play, for checking an
+ * exported policy against calf (tests/e2e_export.sh). */
+typedef struct calf_play_testing {
+    /* Write every observation the policy acts on and its greedy action to this file, a
+     * row a line: obs_dim numbers, then the discrete action's index or the continuous
+     * action's numbers, each as %.9g (reads back as the same float). NULL: none. */
+    const char *dump_actions;
+    /* With dump_actions: instead of playing episodes, act on these observations (a file
+     * of obs_dim numbers a line, as strtof reads them) in one batch. NULL: play. */
+    const char *observations;
+} calf_play_testing;
+
+/* calf_play with t's additions (t NULL: none, calf_play itself). The dump_actions file is
+ * written atomically when it is a regular file (or new): after a failure there is no
+ * file, not an empty or partial one; a device or pipe that exists (/dev/stdout) is
+ * written straight. Errors as calf_play's; --observations without --dump_actions, or
+ * with a video, is CALF_EINVAL. */
+int calf_play_for_testing(const calf_play_options *o, const calf_play_testing *t, calf_error *err);
 
 #endif

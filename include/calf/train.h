@@ -33,14 +33,6 @@ typedef struct calf_play_options {
     int num_episodes;                /* episodes to run (>= 1) */
     long long seed;                  /* seed of the play environments */
     bool verbose;                    /* print every episode */
-    /* For checking an exported policy against calf (tests): write every observation the
-     * policy acts on and its greedy action to this file, a row a line: obs_dim numbers,
-     * then the discrete action's index or the continuous action's numbers, each as %.9g
-     * (reads back as the same float). NULL: none. */
-    const char *dump_actions;
-    /* With dump_actions: instead of playing episodes, act on these observations (a file
-     * of obs_dim numbers a line, as strtof reads them) in one batch. NULL: play. */
-    const char *observations;
     /* Where the report goes (the policy, each episode's return, the average). NULL:
      * stdout. The caller's stream; calf flushes it and does not close it. */
     FILE *out;
@@ -55,19 +47,17 @@ typedef struct calf_play_options {
 } calf_play_options;
 
 /* Growth rule of calf_play_options and calf_export_options: fields are only ever added
- * at the end, and a new field's 0 or NULL keeps the behaviour of the version before
- * it. So zero the whole struct (memset, or an initializer that names the fields it
+ * at the end (0.3 took calf_play_options' two test-only fields out, the one exception:
+ * README.md, "Changes in 0.3"), and a new field's 0 or NULL keeps the behaviour of the
+ * version before it. So zero the whole struct (memset, or an initializer that names the fields it
  * sets) and set what you need: such source compiles and behaves the same against a
  * newer header. The struct's size grows, so a program is rebuilt against the libcalf
  * it runs with. */
 
 /* Run the greedy policy of a checkpoint; writes each episode's return and the average
- * to o->out. The dump_actions file is written atomically when it is a regular file (or
- * new): after a failure there is no file, not an empty or partial one; a device or
- * pipe that exists (/dev/stdout) is written straight. Returns a calf_status: a failed
- * write is CALF_EIO naming the file or stream and the system's reason; running out of
- * memory CALF_ENOMEM "... out of memory ...", with nothing written. With o->video, the
- * same for the video: CALF_EINVAL for an unknown extension, a size out of range or odd
+ * to o->out. Returns a calf_status: a failed write is CALF_EIO naming the stream and the
+ * system's reason; running out of memory CALF_ENOMEM "... out of memory ...", with
+ * nothing written. With o->video, the same for the video: CALF_EINVAL for an unknown extension, a size out of range or odd
  * for MP4, an env that cannot be drawn or a calf without video support (naming the
  * packages); CALF_EIO for a path that cannot be written or a renderer that cannot start;
  * CALF_EINTR after SIGINT/SIGTERM (caught while recording); never a file then. */

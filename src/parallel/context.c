@@ -2,6 +2,7 @@
  * of this process's place in its job, set once from the job's comm (whose rank is the
  * one calf's own code asks: comm_is_main). */
 #include "calf/context.h"
+#include "calf/testing.h"
 
 static struct {
     int rank;          /* -1 when not distributed, else 0..num_processes-1 */

@@ -16,6 +16,7 @@
 #include "base/fsutil.h"
 #include "base/mem.h"
 #include "calf/render.h"
+#include "calf/testing.h"
 #include "calf/train.h"
 #include "render/video_writer.h"
 #include "records/checkpoint.h"
@@ -156,13 +157,13 @@ static int read_observations(const char *path, int od, float **obs, int *rows, c
     return rc;
 }
 
-/* Greedy actions for the rows of o->observations, in one call (as evaluation makes
+/* Greedy actions for the rows of t->observations, in one call (as evaluation makes
  * them: many rows at once), written to f; *rows says how many. */
-static int act_on_file(const calf_play_options *o, play_policy *p, FILE *f, int *rows,
+static int act_on_file(const calf_play_testing *t, play_policy *p, FILE *f, int *rows,
                        calf_error *err) {
     const calf_env_spec *spec = &p->cls->spec;
     float *obs = NULL;
-    int rc = read_observations(o->observations, spec->obs_dim, &obs, rows, err);
+    int rc = read_observations(t->observations, spec->obs_dim, &obs, rows, err);
     if (rc) return rc;
     int ad = spec->action_dim;
     int *act = mem_calloc((size_t)*rows + 1, sizeof(int), err);
@@ -329,9 +330,15 @@ static int flush_report(FILE *out, calf_error *err) {
 }
 
 int calf_play(const calf_play_options *o, calf_error *err) {
-    if (o->observations && !o->dump_actions)
+    return calf_play_for_testing(o, NULL, err);
+}
+
+int calf_play_for_testing(const calf_play_options *o, const calf_play_testing *t, calf_error *err) {
+    static const calf_play_testing none = {NULL, NULL};
+    if (!t) t = &none;
+    if (t->observations && !t->dump_actions)
         return calf_error_set(err, CALF_EINVAL, "--observations needs --dump_actions FILE");
-    if (o->video && o->observations)
+    if (o->video && t->observations)
         return calf_error_set(err, CALF_EINVAL, "--video plays episodes: not with --observations");
     if (o->width < 0 || o->width > 4096 || o->height < 0 || o->height > 4096 || o->max_frames < 0)
         return calf_error_set(err, CALF_EINVAL, "--width/--height must be in [1, 4096], --max_frames >= 0");
@@ -348,23 +355,23 @@ int calf_play(const calf_play_options *o, calf_error *err) {
     FILE *dump = NULL;
     char *dump_text = NULL;
     size_t dump_len = 0;
-    if (rc == CALF_OK && o->dump_actions) {
+    if (rc == CALF_OK && t->dump_actions) {
         dump = open_memstream(&dump_text, &dump_len);
         if (!dump)
             rc = calf_error_set(err, CALF_ENOMEM, "%s: out of memory for its rows: %s",
-                                o->dump_actions, strerror(errno));
+                                t->dump_actions, strerror(errno));
     }
     double *returns = NULL, avg = 0;
     int rows = 0;
     long long frames = 0;
     double video_fps = 0;
-    if (rc == CALF_OK && o->observations) {
-        rc = act_on_file(o, p, dump, &rows, err);
+    if (rc == CALF_OK && t->observations) {
+        rc = act_on_file(t, p, dump, &rows, err);
     } else if (rc == CALF_OK) {
         returns = mem_calloc((size_t)o->num_episodes, sizeof *returns, err);
         if (!returns) rc = CALF_ENOMEM;
     }
-    if (rc == CALF_OK && !o->observations) {
+    if (rc == CALF_OK && !t->observations) {
         dumping_policy d = {.ops = p->ops, .algo = p->algo, .spec = &p->cls->spec, .f = dump};
         algorithm_ops dumping_ops = *p->ops;
         dumping_ops.greedy = dumping_greedy;
@@ -382,16 +389,16 @@ int calf_play(const calf_play_options *o, calf_error *err) {
         bool failed = ferror(dump) != 0;
         if (fclose(dump) != 0) failed = true;
         if (failed && rc == CALF_OK)
-            rc = calf_error_set(err, CALF_ENOMEM, "%s: out of memory for its rows", o->dump_actions);
-        if (rc == CALF_OK) rc = play_write_output(o->dump_actions, dump_text, dump_len, err);
+            rc = calf_error_set(err, CALF_ENOMEM, "%s: out of memory for its rows", t->dump_actions);
+        if (rc == CALF_OK) rc = play_write_output(t->dump_actions, dump_text, dump_len, err);
         free(dump_text);
     }
     /* the report, once what it reports is done */
     if (rc == CALF_OK) {
         const char *env_name = p->cls->spec.name;
-        if (o->observations) {
+        if (t->observations) {
             fprintf(out, "policy: %s (iteration %lld), %s, greedy actions for %d observations of %s\n",
-                    p->path, (long long)p->iteration, env_name, rows, o->observations);
+                    p->path, (long long)p->iteration, env_name, rows, t->observations);
         } else {
             fprintf(out, "policy: %s (iteration %lld), %s, greedy\n", p->path, (long long)p->iteration,
                     env_name);
