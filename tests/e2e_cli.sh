@@ -6,7 +6,7 @@
 expect_exit 0 "$CALF" --help
 expect_in "$WORK/out" "usage: calf <command>"
 expect_exit 0 "$CALF" --version
-expect_in "$WORK/out" "calf 0.2.0"
+expect_in "$WORK/out" "calf 0.3.0"
 expect_in "$WORK/out" "MPI backend"
 # what --version says of a feature this build lacks: version.c compiled as a build with
 # the feature turned off (-DCALF_WITH_MPI=OFF) and as one that did not find it

@@ -6,20 +6,20 @@
  * else: src/ holds internal headers that may change in any release. While the major version
  * is 0, a release that changes only PATCH keeps both the source API and the binary
  * interface (the shared library's soname is libcalf.so.MAJOR.MINOR); a MINOR release may
- * change either and says so in README.md. Structs calf fills or reads (options, errors,
- * configs) may gain fields: zero them before setting what you use (memset, or `= {0}`),
- * and a program keeps compiling. What a run writes (checkpoint format, config.gin,
- * events files) is versioned inside the files themselves and checked on reading.
- * Functions documented "for tests only" are not part of the API. */
+ * change either and says so in README.md. Structs a caller fills (options, errors) may
+ * gain fields: zero them before setting what you use (memset, or `= {0}`), and a program
+ * keeps compiling; a config is opaque (calf_config_new). What a run writes (checkpoint
+ * format, config.gin, events files) is versioned inside the files themselves and checked
+ * on reading. calf's test-only functions are in calf/testing.h, which is not installed. */
 #ifndef CALF_VERSION_H
 #define CALF_VERSION_H
 
 #include <stdbool.h>
 
 #define CALF_VERSION_MAJOR 0
-#define CALF_VERSION_MINOR 2
+#define CALF_VERSION_MINOR 3
 #define CALF_VERSION_PATCH 0
-#define CALF_VERSION_STRING "0.2.0"
+#define CALF_VERSION_STRING "0.3.0"
 /* One number that orders versions, for #if: 0.1.0 is 1000, 1.2.3 is 1002003. */
 #define CALF_VERSION_NUMBER \
     ((CALF_VERSION_MAJOR * 1000 + CALF_VERSION_MINOR) * 1000 + CALF_VERSION_PATCH)
