@@ -1,8 +1,8 @@
 /* job_setup.h: what every way of starting a training job does before any process trains
  * (job_setup.c), for the launch (job.c) and the stepwise trainer (stepwise.c); private to
  * src/training/. */
-#ifndef CALF_TRAINING_JOB_SETUP_H
-#define CALF_TRAINING_JOB_SETUP_H
+#ifndef CALF_JOB_SETUP_H
+#define CALF_JOB_SETUP_H
 
 #include <stdbool.h>
 

@@ -1,7 +1,7 @@
 /* rank_log.h: a process's log of its part of a run, ROOT/log/rank-R.log: whole lines
  * through write(2), the first failure kept; private to src/training/. */
-#ifndef CALF_TRAINING_RANK_LOG_H
-#define CALF_TRAINING_RANK_LOG_H
+#ifndef CALF_RANK_LOG_H
+#define CALF_RANK_LOG_H
 
 #include <stdbool.h>
 #include <sys/types.h>

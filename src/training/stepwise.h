@@ -1,7 +1,7 @@
 /* stepwise.h: the stepwise trainer's open with the launch's own options (stepwise.c),
  * for calf_train's one process; private to src/training/. */
-#ifndef CALF_TRAINING_STEPWISE_H
-#define CALF_TRAINING_STEPWISE_H
+#ifndef CALF_STEPWISE_H
+#define CALF_STEPWISE_H
 
 #include <stdbool.h>
 

@@ -10,8 +10,8 @@
 #include "base/mem.h"
 #include "base/testing.h"
 #include "records/checkpoint.h"
-#include "training/trainer.h"
 #include "training/trainer_checkpoint.h"
+#include "training/trainer_config.h"
 
 /* Payload: "META" (layout, iteration, env steps, episodes, envs, and the head's size:
  * the bytes up to the first env record), the algorithm's own sections, "ENVS" with the

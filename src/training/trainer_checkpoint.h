@@ -1,8 +1,8 @@
 /* trainer_checkpoint.h: the trainer's checkpoint payload (trainer_checkpoint.c) and what
  * it needs of a run, passed to it explicitly: the checkpoint never sees the trainer's
  * state. Private to src/training/. */
-#ifndef CALF_TRAINING_TRAINER_CHECKPOINT_H
-#define CALF_TRAINING_TRAINER_CHECKPOINT_H
+#ifndef CALF_TRAINER_CHECKPOINT_H
+#define CALF_TRAINER_CHECKPOINT_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* trainer_config.h: a run's config as the trainer takes it (trainer_config.c): loaded
  * and checked, and written back as the operative config.gin; private to src/training/
  * (trainer.h passes it on to calf play). */
-#ifndef CALF_TRAINING_TRAINER_CONFIG_H
-#define CALF_TRAINING_TRAINER_CONFIG_H
+#ifndef CALF_TRAINER_CONFIG_H
+#define CALF_TRAINER_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* trainer_memory.h: whether a run fits this machine's memory (trainer_memory.c);
  * private to src/training/. */
-#ifndef CALF_TRAINING_TRAINER_MEMORY_H
-#define CALF_TRAINING_TRAINER_MEMORY_H
+#ifndef CALF_TRAINER_MEMORY_H
+#define CALF_TRAINER_MEMORY_H
 
 #include "calf/config.h"
 #include "calf/error.h"

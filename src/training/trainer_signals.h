@@ -1,8 +1,8 @@
 /* trainer_signals.h: what reaches a run from outside its loop (trainer_signals.c):
  * SIGINT/SIGTERM, which stop it after the iteration, and an exit() in the middle of it;
  * private to src/training/. */
-#ifndef CALF_TRAINING_TRAINER_SIGNALS_H
-#define CALF_TRAINING_TRAINER_SIGNALS_H
+#ifndef CALF_TRAINER_SIGNALS_H
+#define CALF_TRAINER_SIGNALS_H
 
 #include <signal.h>
 #include <stdbool.h>
