@@ -225,7 +225,7 @@ static int bench_barriers(int argc, char **argv) {
         int P = process_count("--barriers", argv[i], 1);
         if (!P) return 2;
         fflush(stdout);
-        int rc = launcher_run(P, barrier_rank, NULL, &err);
+        int rc = workers_run(P, barrier_rank, NULL, &err);
         if (rc != 0) {
             if (err.msg[0]) fprintf(stderr, "bench_comm: %s\n", err.msg);
             return 1;
@@ -303,8 +303,8 @@ int main(int argc, char **argv) {
     comm_single(&single, NULL);
     int rc = bench_rank(single, NULL);
     comm_finalize(single);
-    int lrc = launcher_run(2, bench_rank, NULL, &err);
-    if (lrc == 0) lrc = launcher_run(2, bench_shared_sum, NULL, &err);
+    int lrc = workers_run(2, bench_rank, NULL, &err);
+    if (lrc == 0) lrc = workers_run(2, bench_shared_sum, NULL, &err);
     if (lrc != 0 && err.msg[0]) fprintf(stderr, "bench_comm: %s\n", err.msg);
     return rc || lrc;
 }

@@ -72,7 +72,7 @@ static void install(int sig, void (*handler)(int)) {
 }
 
 /* Run the launcher with stderr captured; returns its result. */
-static int run_captured(int nproc, launcher_worker w, double grace, char *out, size_t cap,
+static int run_captured(int nproc, workers_fn w, double grace, char *out, size_t cap,
                         double *elapsed) {
     memset(pg, 0, sizeof *pg);
     fflush(stderr);
@@ -83,7 +83,7 @@ static int run_captured(int nproc, launcher_worker w, double grace, char *out, s
     CHECK(dup2(fileno(tmp), 2) == 2);
     calf_error err;
     double t0 = now_s();
-    int rc = launcher_run_opts(nproc, w, NULL, 0, grace, &err);
+    int rc = workers_run_opts(nproc, w, NULL, 0, grace, &err);
     *elapsed = now_s() - t0;
     fflush(stderr);
     CHECK(dup2(saved, 2) == 2);
@@ -297,7 +297,7 @@ int main(void) {
     memset(pg, 0, sizeof *pg);
     forks_until_failure = 2;
     el = now_s();
-    CHECK_INT_EQ(launcher_run_opts(3, w_success, NULL, 0, 2.0, &err), 1);
+    CHECK_INT_EQ(workers_run_opts(3, w_success, NULL, 0, 2.0, &err), 1);
     el = now_s() - el;
     forks_until_failure = -1;
     CHECK_INT_EQ(err.status, CALF_EIO);
@@ -321,10 +321,10 @@ int main(void) {
     /* A launching process whose context is already set cannot launch. */
     calf_error_clear(&err);
     CHECK_INT_EQ(calf_context_set_distributed(0, 2, 0, &err), CALF_OK);
-    CHECK_INT_EQ(launcher_run(2, w_success, NULL, &err), 1);
+    CHECK_INT_EQ(workers_run(2, w_success, NULL, &err), 1);
     CHECK_INT_EQ(err.status, CALF_EINVAL);
     calf_context_reset_for_testing();
-    CHECK_INT_EQ(launcher_run(0, w_success, NULL, &err), 1);
+    CHECK_INT_EQ(workers_run(0, w_success, NULL, &err), 1);
     CHECK_INT_EQ(err.status, CALF_EINVAL);
 
     munmap(pg, sizeof *pg);

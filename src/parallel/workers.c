@@ -21,7 +21,7 @@
 
 /* Interrupts (SIGINT/SIGTERM) received while supervising. A signal handler can only
  * talk to the supervision loop through a static, so this is the one exception to
- * "no hidden global state"; it is only touched inside launcher_run_opts. */
+ * "no hidden global state"; it is only touched inside workers_run_opts. */
 static volatile sig_atomic_t interrupts_seen;
 
 static void on_interrupt(int sig) {
@@ -98,7 +98,7 @@ static _Noreturn void child_fail(comm *c, const char *what, int e) {
 }
 
 static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
-                                 launcher_worker worker, void *arg, pid_t parent, pid_t group,
+                                 workers_fn worker, void *arg, pid_t parent, pid_t group,
                                  bool lower_priority, const saved_signals *saved) {
     comm *c = NULL;
     calf_error err;
@@ -108,7 +108,7 @@ static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
         fflush(NULL);
         _exit(1);
     }
-    /* The workers' own process group (see launcher_group): a terminal's Ctrl-C then
+    /* The workers' own process group (see signal_all): a terminal's Ctrl-C then
      * reaches only the launcher, which forwards exactly one SIGINT per interrupt.
      * Signals stay blocked until the launching process's handlers are back in place. */
     if (setpgid(0, group) != 0) child_fail(c, "setpgid", errno);
@@ -116,7 +116,7 @@ static _Noreturn void child_main(comm_local_shared *sh, int rank, int nproc,
     if (getppid() != parent) _exit(1); /* the launcher died before prctl took effect */
     comm_local_await_start(c);
     errno = 0;
-    if (lower_priority && nice(LAUNCHER_NICE_OVERSUBSCRIBED) == -1 && errno != 0)
+    if (lower_priority && nice(WORKERS_NICE_OVERSUBSCRIBED) == -1 && errno != 0)
         child_fail(c, "nice", errno);
     for (int i = 0; i < NSIG_HANDLED; i++)
         if (sigaction(handled_signals[i], &saved->old[i], NULL) != 0)
@@ -199,12 +199,12 @@ static void describe(int status, char *buf, size_t cap) {
         snprintf(buf, cap, "wait status 0x%x", (unsigned)status);
 }
 
-int launcher_run(int nproc, launcher_worker worker, void *arg, calf_error *err) {
-    return launcher_run_opts(nproc, worker, arg, 0, 2.0, err);
+int workers_run(int nproc, workers_fn worker, void *arg, calf_error *err) {
+    return workers_run_opts(nproc, worker, arg, 0, 2.0, err);
 }
 
-int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena_bytes,
-                      double grace_s, calf_error *err) {
+int workers_run_opts(int nproc, workers_fn worker, void *arg, size_t arena_bytes,
+                     double grace_s, calf_error *err) {
     CALF_ASSERT(worker != NULL);
     calf_error_clear(err);
     if (nproc < 1) {

@@ -10,17 +10,17 @@
 /* The work of one rank. c is owned by the launcher (do not finalize it). The return
  * value becomes the worker's exit status (0 ok, 2 bad input, 130 interrupted, else 1);
  * before returning non-zero, pass the reason to comm_report_failure(c, msg). */
-typedef int (*launcher_worker)(comm *c, void *arg);
+typedef int (*workers_fn)(comm *c, void *arg);
 
 /* With more workers than cores online, each worker lowers its priority by this much
  * (nice), so that the launcher, which alone hears Ctrl-C and SIGTERM, gets a core within
  * milliseconds instead of waiting its turn behind hundreds of runnable workers. The
  * workers' shares among themselves do not change. */
-enum { LAUNCHER_NICE_OVERSUBSCRIBED = 10 };
+enum { WORKERS_NICE_OVERSUBSCRIBED = 10 };
 
 /* Fork nproc workers; each starts once all are forked. In each: the workers' own process
  * group (so a terminal's Ctrl-C reaches only the launcher, which forwards it once),
- * SIGKILL when the launcher dies, LAUNCHER_NICE_OVERSUBSCRIBED when nproc exceeds the
+ * SIGKILL when the launcher dies, WORKERS_NICE_OVERSUBSCRIBED when nproc exceeds the
  * cores online, the per-process context set to (rank, nproc, local rank = rank) and
  * finalized, the launching process's signal dispositions restored, then worker(c, arg)
  * and _exit with its result after flushing stdio. The launching process must not have
@@ -41,11 +41,11 @@ enum { LAUNCHER_NICE_OVERSUBSCRIBED = 10 };
  * worker's status (128+S when killed by signal S), so 2 when the failures were bad input;
  * otherwise 130 when interrupted. Only when the launcher itself cannot run the job (shared
  * memory, fork) does it fill err and return 1; worker failures are already on stderr. */
-int launcher_run(int nproc, launcher_worker worker, void *arg, calf_error *err);
+int workers_run(int nproc, workers_fn worker, void *arg, calf_error *err);
 
 /* The same with a bound on each collective's payload (0: the generous default) and the
  * grace between SIGTERM and SIGKILL; for tests and benchmarks. */
-int launcher_run_opts(int nproc, launcher_worker worker, void *arg, size_t arena_bytes,
-                      double grace_s, calf_error *err);
+int workers_run_opts(int nproc, workers_fn worker, void *arg, size_t arena_bytes,
+                     double grace_s, calf_error *err);
 
 #endif

@@ -30,7 +30,7 @@ static void warn_oversubscribed(int nproc) {
             "calf: warning: --nproc %d exceeds the %ld cores online: %.1f workers per core take "
             "turns, which is slower than --nproc %ld (the result is the same); the workers run "
             "at lower priority (nice +%d) so that Ctrl-C still stops the job within seconds\n",
-            nproc, cpus, (double)nproc / (double)cpus, cpus, LAUNCHER_NICE_OVERSUBSCRIBED);
+            nproc, cpus, (double)nproc / (double)cpus, cpus, WORKERS_NICE_OVERSUBSCRIBED);
     fflush(stderr);
 }
 
@@ -212,7 +212,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
     }
     trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true, false}; /* the launcher sees an early exit */
     warn_oversubscribed(nproc);
-    int code = launcher_run(nproc, trainer_worker, &wa, err);
+    int code = workers_run(nproc, trainer_worker, &wa, err);
     rundir_lock_release(&lock);
     if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */
     calf_error_clear(err); /* the workers' messages are on stderr already */

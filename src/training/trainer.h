@@ -49,7 +49,7 @@ int trainer_checkpoint_now(trainer *t);
 const calf_error *trainer_error(const trainer *t);
 int trainer_close(trainer *t, int rc, calf_error *err_out);
 
-/* One process's part of the job (a launcher_worker): opens its rank log, builds the
+/* One process's part of the job (a workers_fn): opens its rank log, builds the
  * algorithm for its envs, resumes from rs, trains until the run is complete or stopped.
  * Returns an exit status: 0 ok, 2 bad input, 130 interrupted, else 1. */
 int trainer_worker(comm *c, void *arg);
