@@ -13,7 +13,7 @@
 #include "algorithms/offpolicy_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
-#include "base/memory.h"
+#include "base/membudget.h"
 
 /* ---- settings ------------------------------------------------------------------- */
 
@@ -79,8 +79,8 @@ int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, in
     size_t need = replay_bytes(envs, cap, spec->obs_dim, ad);
     if (need != 0 && (uint64_t)need <= memory) return CALF_OK;
     char want[32] = "more than a size_t holds", have[32];
-    if (need) memory_format((double)need, want, sizeof want);
-    memory_format((double)memory, have, sizeof have);
+    if (need) membudget_format((double)need, want, sizeof want);
+    membudget_format((double)memory, have, sizeof have);
     return calf_error_set(err, CALF_EINVAL,
                           "%s: TrainerConfig.replay_buffer_length = %lld: the replay buffer needs %s "
                           "for the %d env%s on one machine, more than the %s of %s",
@@ -521,8 +521,8 @@ int offpolicy_load_env(offpolicy *o, int e, const unsigned char *rec, const char
 void offpolicy_describe(const offpolicy *o, char *text, size_t cap) {
     char all[32], per[32];
     double per_env = (double)replay_bytes(1, o->rb.capacity, o->od, o->rb.act_dim);
-    memory_format(per_env * o->E, all, sizeof all);
-    memory_format(per_env, per, sizeof per);
+    membudget_format(per_env * o->E, all, sizeof all);
+    membudget_format(per_env, per, sizeof per);
     snprintf(text, cap,
              "replay buffer: %lld transitions per env, %d envs: %s in all (%s per env); each "
              "update samples %d of them uniformly",
@@ -531,8 +531,8 @@ void offpolicy_describe(const offpolicy *o, char *text, size_t cap) {
 
 void offpolicy_report(const offpolicy *o, double run_s, char *text, size_t cap) {
     char mine[32];
-    memory_format((double)replay_bytes(o->count, o->rb.capacity, o->od, o->rb.act_dim), mine,
-                  sizeof mine);
+    membudget_format((double)replay_bytes(o->count, o->rb.capacity, o->od, o->rb.act_dim), mine,
+                     sizeof mine);
     snprintf(text, cap,
              "replay: %lld transitions stored per env (capacity %lld, %s on this process); "
              "%lld updates, %.0f updates/s\n",

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "calf/env.h"
-#include "base/memory.h"
+#include "base/membudget.h"
 #include "envs/envs.h"
 #include "training/trainer_config.h"
 
@@ -45,13 +45,13 @@ static void native_env_bytes(const calf_env_class *cls, size_t *mapped, size_t *
 /* The envs of a native class need envs x per_env bytes of `bound`: a file:line error
  * naming num_parallel_environments when they do not fit. */
 static int check_envs(const calf_config *cfg, const calf_env_class *cls, int envs,
-                      size_t per_env, const memory_bound *bound, const char *kind,
+                      size_t per_env, const membudget_bound *bound, const char *kind,
                       calf_error *err) {
     if (per_env == 0 || !bound->what || (uint64_t)envs <= bound->bytes / per_env) return CALF_OK;
     char want[32], each[32], have[32];
-    memory_format((double)per_env * envs, want, sizeof want);
-    memory_format((double)per_env, each, sizeof each);
-    memory_format((double)bound->bytes, have, sizeof have);
+    membudget_format((double)per_env * envs, want, sizeof want);
+    membudget_format((double)per_env, each, sizeof each);
+    membudget_format((double)bound->bytes, have, sizeof have);
     const char *where = cfg->origin[CALF_CFG_NUM_ENVS];
     return calf_error_set(err, CALF_EINVAL,
                           "%s%screate_environment.num_parallel_environments = %d: the %s envs "
@@ -65,8 +65,8 @@ int trainer_check_memory(const calf_config *cfg, int envs, calf_error *err) {
     const calf_env_class *cls = calf_env_lookup(calf_config_string(cfg, CALF_CFG_ENV_NAME), err);
     if (!cls) return CALF_EINVAL;
     if (!ops->check_memory && !cls->create) return CALF_OK; /* nothing large to check */
-    memory_bound resident, address;
-    int rc = memory_limits(&resident, &address, err);
+    membudget_bound resident, address;
+    int rc = membudget_limits(&resident, &address, err);
     if (rc) return rc;
     /* the envs of a native class, each its own simulator (4,096 Hopper envs: 12.7 GiB
      * resident), against what may be resident and what may be mapped */

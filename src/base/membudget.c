@@ -1,4 +1,4 @@
-/* memory.c: how much memory this process may use: the smallest of the machine's memory,
+/* membudget.c: how much memory this process may use: the smallest of the machine's memory,
  * its cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes, up to the root) and
  * ulimit -v / -d. What refuses a config that cannot fit before anything is written. */
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "base/memory.h"
+#include "base/membudget.h"
 #include "base/testing.h"
 
 /* The smallest of `*memory` and `bytes`; `what` names the bound when it is smaller. */
@@ -71,9 +71,9 @@ static uint64_t cgroup_memory_max(void) {
     return least;
 }
 
-int memory_limits(memory_bound *resident, memory_bound *address, calf_error *err) {
-    *resident = (memory_bound){UINT64_MAX, NULL};
-    *address = (memory_bound){UINT64_MAX, NULL};
+int membudget_limits(membudget_bound *resident, membudget_bound *address, calf_error *err) {
+    *resident = (membudget_bound){UINT64_MAX, NULL};
+    *address = (membudget_bound){UINT64_MAX, NULL};
     (void)err;
     uint64_t test = testing_hooks_get()->memory_bytes; /* tests: the machine's memory */
     if (test) {
@@ -96,9 +96,9 @@ int memory_limits(memory_bound *resident, memory_bound *address, calf_error *err
     return CALF_OK;
 }
 
-int memory_limit(uint64_t *bytes, const char **what, calf_error *err) {
-    memory_bound resident, address;
-    int rc = memory_limits(&resident, &address, err);
+int membudget_limit(uint64_t *bytes, const char **what, calf_error *err) {
+    membudget_bound resident, address;
+    int rc = membudget_limits(&resident, &address, err);
     if (rc) return rc;
     bool res = resident.bytes <= address.bytes;
     *bytes = res ? resident.bytes : address.bytes;
@@ -106,7 +106,7 @@ int memory_limit(uint64_t *bytes, const char **what, calf_error *err) {
     return CALF_OK;
 }
 
-void memory_format(double bytes, char *buf, size_t cap) {
+void membudget_format(double bytes, char *buf, size_t cap) {
     if (bytes >= 1024.0 * 1024.0 * 1024.0)
         snprintf(buf, cap, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
     else if (bytes >= 1024.0 * 1024.0) snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0));
