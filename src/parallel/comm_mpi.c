@@ -55,7 +55,14 @@ bool comm_mpi_launched(void) {
 typedef struct mpi_state {
     bool spin;                /* the user chose spinning waits (mpi_yield_when_idle 0) */
     char (*host)[HOST_LEN];   /* (size) every rank's host name, for naming a stuck rank */
+    unsigned long long asked; /* the send buffer of this rank's last roll call: it must
+                                 outlive the sends, which may still be pending after it */
 } mpi_state;
+
+static void mpi_state_free(mpi_state *m) {
+    if (m) free(m->host);
+    free(m);
+}
 
 /* Turn a failed MPI call into a one-line CALF_ECOMM naming the call. */
 static int mpi_check(int mpi_rc, const char *call, const comm *c, calf_error *err) {
@@ -113,20 +120,21 @@ static void nap_s(double s) {
  * all while the answers came in (a rank that was only slow). */
 static int rollcall(comm *c, MPI_Request *req, const char *call, double waited,
                     calf_error *err) {
-    const mpi_state *m = c->impl;
+    mpi_state *m = c->impl;
     unsigned char *here = mem_calloc((size_t)c->size, 1, err);
     MPI_Request *asks = here ? mem_calloc((size_t)c->size, sizeof *asks, err) : NULL;
     if (!asks) {
         free(here);
         return CALF_ENOMEM;
     }
-    unsigned long long seq = c->seq;
+    unsigned long long seq = m->asked = c->seq;
     for (int r = 0; r < c->size; r++) {
         asks[r] = MPI_REQUEST_NULL;
         if (r == c->index)
             here[r] = 1;
         else
-            MPI_Isend(&seq, 1, MPI_UNSIGNED_LONG_LONG, r, ROLLCALL_TAG, MPI_COMM_WORLD, &asks[r]);
+            MPI_Isend(&m->asked, 1, MPI_UNSIGNED_LONG_LONG, r, ROLLCALL_TAG, MPI_COMM_WORLD,
+                      &asks[r]);
     }
     int answered = 1, done = 0;
     double until = calf_monotonic_s() + ROLLCALL_GRACE_S;
@@ -145,9 +153,12 @@ static int rollcall(comm *c, MPI_Request *req, const char *call, double waited,
         }
         nap_s(1e-3);
     }
+    /* a rank that did not answer yet takes its ask later: MPI completes the send alone */
+    for (int r = 0; r < c->size; r++)
+        if (asks[r] != MPI_REQUEST_NULL) MPI_Request_free(&asks[r]);
+    free(asks);
     if (MPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
         free(here);
-        free(asks); /* the asks to ranks that answered have completed; the rest stay */
         return CALF_OK;
     }
     char list[512] = "";
@@ -162,7 +173,6 @@ static int rollcall(comm *c, MPI_Request *req, const char *call, double waited,
         }
     }
     free(here);
-    free(asks);
     if (missing == 0)
         return calf_error_set(err, CALF_ECOMM,
                               "comm: %s (collective #%llu) timed out after %.3g s on rank %d; "
@@ -189,10 +199,8 @@ static int mpi_wait(comm *c, MPI_Request *req, const char *call, calf_error *err
         double t = calf_monotonic_s();
         if (since < 0) since = t;
         if ((polls & 63) == 0) answer_rollcalls(c);
-        if (t - since > c->timeout_s) {
-            if ((rc = rollcall(c, req, call, t - since, err)) != CALF_OK) return rc;
-            return CALF_OK; /* it completed during the roll call */
-        }
+        /* CALF_OK when it completed during the roll call */
+        if (t - since > c->timeout_s) return rollcall(c, req, call, t - since, err);
         if (t - since >= NAP_AFTER_S)
             nap_s(1e-3);
         else if (!m->spin)
@@ -314,9 +322,7 @@ static void mpi_abort(comm *c, const char *msg) {
 }
 
 static void mpi_finalize(comm *c) {
-    mpi_state *m = c->impl;
-    if (m) free(m->host);
-    free(m);
+    mpi_state_free(c->impl);
     c->impl = NULL;
     int finalized = 0;
     if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
@@ -473,7 +479,7 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     mpi_state *m = c ? mem_calloc(1, sizeof *m, err) : NULL;
     if (m) m->host = mem_calloc((size_t)size, HOST_LEN, err);
     if (!m || !m->host) {
-        if (m) free(m);
+        mpi_state_free(m);
         free(c);
         free(machine);
         return CALF_ENOMEM;
@@ -485,8 +491,7 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     if ((rc = mpi_check(MPI_Allgather(mine, HOST_LEN, MPI_CHAR, m->host, HOST_LEN, MPI_CHAR,
                                       MPI_COMM_WORLD),
                         "MPI_Allgather(host names)", NULL, err)) != CALF_OK) {
-        free(m->host);
-        free(m);
+        mpi_state_free(m);
         free(c);
         free(machine);
         return rc;
@@ -502,8 +507,7 @@ int comm_mpi_init(comm **out, int *argc, char ***argv, calf_error *err) {
     c->machine = machine;
     c->machine_count = machine_count;
     if ((rc = calf_context_set_distributed(c->index, c->size, local_rank, err)) != CALF_OK) {
-        free(m->host);
-        free(m);
+        mpi_state_free(m);
         free(c);
         free(machine);
         return rc;
