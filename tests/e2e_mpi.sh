@@ -104,7 +104,7 @@ expect_in "$WORK/stop_err" "timed out after 1"
 expect_in "$WORK/stop_err" "rank 1 (host $(hostname)) did not arrive (TrainerConfig.collective_timeout_secs)"
 for _ in $(seq 1 50); do kill -0 "$W1" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$W1" 2>/dev/null; then bad "the stopped rank outlived the job"; kill -9 "$W1"; else ok; fi
-LASTCK=$(ls "$S/train/algorithm" | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -n 1)
+LASTCK=$(last_ckpt "$S")
 if [ -n "$LASTCK" ]; then
     expect_exit 0 timeout 120 "$CALF" train --root_dir "$S" --conf "$CONF" \
         --conf_param TrainerConfig.num_iterations=$((LASTCK + 2)) --conf_param TrainerConfig.evaluate=False

@@ -103,7 +103,7 @@ wait_for_line "$R/log/rank-0.log" "checkpoint $R/train/algorithm/ckpt-200" 30
 kill -9 $A
 { wait $A; } 2>/dev/null
 expect_exit 0 "$CALF" events "$R"/train/events.out.tfevents.*
-LAST=$(ls "$R/train/algorithm" | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -1)
+LAST=$(last_ckpt "$R")
 END=$((LAST + 30))
 expect_exit 0 "$CALF" train --root_dir "$R" --conf "$WORK/small.gin" --conf_param TrainerConfig.num_iterations=$END
 expect_in "$WORK/err" "resuming from $R/train/algorithm/ckpt-$LAST"

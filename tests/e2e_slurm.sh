@@ -134,7 +134,7 @@ timeout 300 srun --mpi=pmix -n 2 "$CALF" train --quiet --root_dir "$WORK/killed"
     >"$WORK/killed.out" 2>&1 &
 SRUN=$!
 if wait_for_line "$WORK/killed/log/rank-1.log" "environments" 120; then
-    kill -9 "$(sed -n '1s/.* pid \([0-9]*\) .*/\1/p' "$WORK/killed/log/rank-1.log")"
+    kill -9 "$(log_pid "$WORK/killed/log/rank-1.log")"
     t0=$(date +%s)
     wait $SRUN
     took=$(($(date +%s) - t0))
@@ -180,7 +180,7 @@ else
         wait_job "$JOB" 120 "|CANCELLED|COMPLETED" || bad "job $JOB still there after scancel: $(job_state "$JOB")"
         no_calf_left "$WORK/preempt"
         # (its last lines may not reach the output: srun is cancelled with the job)
-        J=$(ls "$CKPTS" | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -n 1)
+        J=$(last_ckpt "$WORK/preempt")
         [ -n "$J" ] && [ "$J" -gt "$K" ] && [ -f "$CKPTS/ckpt-$J" ] && ok ||
             { bad "scancel left no checkpoint after $K"; cat "$OUT" >&2; }
         # a second sbatch of the same script ends the run; an uninterrupted one must match it

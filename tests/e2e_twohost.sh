@@ -111,7 +111,7 @@ I=$WORK/int
 LONG=(--conf_param TrainerConfig.eval_interval=2 --conf_param TrainerConfig.num_iterations=1000000)
 interrupt_after "$I" "$TWOHOST_MPIRUN" -np 2 "$CALF" train --quiet --root_dir "$I" --conf "$CONF" "${LONG[@]}"
 expect_nothing_left "after the interrupted job"
-LAST=$(ls "$I/train/algorithm" | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -1)
+LAST=$(last_ckpt "$I")
 if [ -n "$LAST" ] && [ "$LAST" -ge 2 ]; then ok; else
     bad "no checkpoint after the interrupt (got '$LAST'; mpirun exit $INT_STATUS)"
     sed 's/^/  | /' "$WORK/int_err" | head -20 >&2

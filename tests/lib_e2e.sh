@@ -61,6 +61,8 @@ wait_for_line() {
 }
 # log_pid LOG: the process id a rank's log records on its first line
 log_pid() { sed -n 's/.*pid \([0-9]*\).*/\1/p' "$1" | head -1; }
+# last_ckpt ROOT: the iteration of the newest checkpoint in ROOT's train/algorithm ("" if none)
+last_ckpt() { ls "$1/train/algorithm" 2>/dev/null | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -n 1; }
 # interrupt_after ROOT CMD...: run CMD in the background, send it one SIGINT once ROOT's
 # rank-0 log shows iteration 2, and leave its exit status in INT_STATUS
 interrupt_after() {
