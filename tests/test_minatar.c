@@ -1,13 +1,14 @@
 /* test_minatar.c: MinAtar's games against MinAtar v1.0.15 itself. Replays the episodes
  * tests/data/minatar/record.py recorded from MinAtar (whole episodes, both action sets,
  * sticky actions on) and checks every observation, reward and termination; checks the
- * MT19937 draws against NumPy's RandomState. */
+ * MT19937 draws against NumPy's RandomState; draws states in MinAtar's display colours. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calf/env.h"
+#include "calf/render.h"
 #include "envs/minatar.h"
 #include "envs/mt19937.h"
 #include "test_util.h"
@@ -188,6 +189,68 @@ static void test_resume(const char *id) {
     calf_env_free(&b);
 }
 
+/* What `/usr/bin/python3 -c 'import seaborn; print(seaborn.color_palette("cubehelix", C))'`
+ * printed (seaborn 0.12.2, matplotlib 3.6.3, Debian 12), times 255 rounded: the colours
+ * of MinAtar's display and of its Gymnasium env's rgb_array for channels 0..C-1. */
+static const uint8_t want4[][3] = {{22, 61, 78}, {84, 121, 47}, {208, 126, 147}, {193, 202, 243}};
+static const uint8_t want6[][3] = {{26, 36, 65}, {27, 97, 69}, {105, 123, 48},
+                                   {200, 123, 124}, {205, 162, 224}, {198, 225, 241}};
+static const uint8_t want7[][3] = {{27, 30, 59}, {22, 83, 76}, {68, 119, 49}, {161, 121, 74},
+                                   {212, 132, 169}, {198, 180, 238}, {203, 232, 240}};
+static const uint8_t want10[][3] = {{25, 18, 43}, {23, 52, 76}, {24, 91, 72}, {60, 118, 50},
+                                    {126, 122, 54}, {188, 121, 103}, {212, 134, 175},
+                                    {202, 169, 231}, {194, 210, 243}, {214, 240, 239}};
+
+/* Every cell of a played state drawn at 10x10 has the colour of its highest channel
+ * (black for none), as MinAtar's numerical_state picks it; a larger picture is the grid
+ * scaled by nearest cell. Counts the channels seen, so a game whose colours were never
+ * exercised fails. */
+static void test_render(const char *id) {
+    calf_env env;
+    calf_error err;
+    CHECK_INT_EQ(calf_env_init(&env, id, 4, 1, &err), CALF_OK);
+    const calf_env_spec *sp = &env.cls->spec;
+    int nch = sp->obs_dim / (MINATAR_SIZE * MINATAR_SIZE);
+    const uint8_t(*want)[3] = nch == 4 ? want4 : nch == 6 ? want6 : nch == 7 ? want7 : want10;
+    calf_renderer *small = NULL, *big = NULL;
+    CHECK_INT_EQ(calf_renderer_open(id, MINATAR_SIZE, MINATAR_SIZE, &small, &err), CALF_OK);
+    CHECK_INT_EQ(calf_renderer_open(id, 45, 31, &big, &err), CALF_OK);
+    if (!small || !big) return;
+    CHECK(calf_renderer_fps(small) == 20);
+    float obs[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS], reward;
+    uint8_t a[MINATAR_SIZE * MINATAR_SIZE * 3], b[45 * 31 * 3];
+    int seen[MINATAR_MAX_CHANNELS + 1] = {0}, bad = 0, term, trunc;
+    calf_rng pick;
+    calf_rng_seed(&pick, 2, 0, CALF_RNG_ACTION);
+    calf_env_reset(&env, obs);
+    for (int t = 0; t < 400; t++) {
+        CHECK_INT_EQ(calf_renderer_draw(small, &env, a, &err), CALF_OK);
+        CHECK_INT_EQ(calf_renderer_draw(big, &env, b, &err), CALF_OK);
+        for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE; i++) {
+            int top = -1;
+            for (int ch = 0; ch < nch; ch++)
+                if (obs[i * nch + ch] != 0) top = ch;
+            static const uint8_t black[3] = {0, 0, 0};
+            seen[top + 1]++;
+            bad += memcmp(a + 3 * i, top < 0 ? black : want[top], 3) != 0;
+        }
+        for (int y = 0; y < 31; y++)
+            for (int x = 0; x < 45; x++)
+                bad += memcmp(b + 3 * (y * 45 + x), a + 3 * ((y * 10 / 31) * 10 + x * 10 / 45), 3) != 0;
+        calf_env_step(&env, (int)calf_rng_below(&pick, (uint32_t)sp->num_actions), NULL, obs, &reward,
+                      &term, &trunc);
+        if (term) calf_env_reset(&env, obs);
+    }
+    int kinds = 0;
+    for (int k = 0; k <= nch; k++) kinds += seen[k] > 0;
+    if (bad || kinds < 3) fprintf(stderr, "%s: %d pixels off, %d colours seen\n", id, bad, kinds);
+    CHECK_INT_EQ(bad, 0);
+    CHECK(kinds >= 3);
+    calf_renderer_close(small);
+    calf_renderer_close(big);
+    calf_env_free(&env);
+}
+
 int main(void) {
     test_mt19937();
     test_seeding();
@@ -197,5 +260,6 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) replay(ids[i]);
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) test_resume(ids[i]);
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i += 2) test_render(ids[i]);
     return test_report("test_minatar");
 }

@@ -1,6 +1,9 @@
 /* minatar.c: what MinAtar's five games share beyond the inline step (envs/minatar.h):
- * seeding an env's MT19937 from calf's (seed, index) stream, and naming that seed. */
+ * seeding an env's MT19937 from calf's (seed, index) stream, naming that seed, and
+ * drawing a state as MinAtar's display does. */
 #include "envs/minatar.h"
+
+#include <string.h>
 
 #include "calf/rng.h"
 
@@ -22,4 +25,50 @@ int minatar_create_at(void *state, const calf_env_class *cls, uint64_t seed, uin
 
 void minatar_reset_state(const void *state, double *out) {
     out[0] = (double)((const minatar_core *)state)->seed;
+}
+
+/* seaborn.color_palette("cubehelix", C) for the games' channel counts (C = 4, 6, 7, 10):
+ * matplotlib's cubehelix map (gamma 1, s 0.5, r -1.5, h 1; a 256-entry table) sampled at
+ * linspace(0, 1, C + 2)[1:-1], each component times 255 rounded. */
+static const uint8_t palette4[4][3] = {{22, 61, 78}, {84, 121, 47}, {208, 126, 147}, {193, 202, 243}};
+static const uint8_t palette6[6][3] = {{26, 36, 65},    {27, 97, 69},    {105, 123, 48},
+                                       {200, 123, 124}, {205, 162, 224}, {198, 225, 241}};
+static const uint8_t palette7[7][3] = {{27, 30, 59},    {22, 83, 76},    {68, 119, 49},
+                                       {161, 121, 74},  {212, 132, 169}, {198, 180, 238},
+                                       {203, 232, 240}};
+static const uint8_t palette10[10][3] = {{25, 18, 43},    {23, 52, 76},    {24, 91, 72},
+                                         {60, 118, 50},   {126, 122, 54},  {188, 121, 103},
+                                         {212, 134, 175}, {202, 169, 231}, {194, 210, 243},
+                                         {214, 240, 239}};
+
+int minatar_render(const minatar_game *g, const void *state, int width, int height,
+                   uint8_t *rgb, calf_error *err) {
+    const uint8_t(*palette)[3] = g->channels == 4   ? palette4
+                                 : g->channels == 6 ? palette6
+                                 : g->channels == 7 ? palette7
+                                 : g->channels == 10 ? palette10
+                                                     : NULL;
+    if (!palette)
+        return calf_error_set(err, CALF_EINVAL, "MinAtar/%s: no palette for %d channels", g->name,
+                              g->channels);
+    uint8_t grid[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS];
+    g->observe((const unsigned char *)state + MINATAR_GAME_OFFSET, grid);
+    static const uint8_t black[3] = {0, 0, 0};
+    const uint8_t *cell[MINATAR_SIZE * MINATAR_SIZE];
+    for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE; i++) {
+        cell[i] = black;
+        for (int ch = g->channels - 1; ch >= 0; ch--)
+            if (grid[i * g->channels + ch]) {
+                cell[i] = palette[ch];
+                break;
+            }
+    }
+    for (int y = 0; y < height; y++) {
+        int row = (int)((long)y * MINATAR_SIZE / height);
+        for (int x = 0; x < width; x++) {
+            int col = (int)((long)x * MINATAR_SIZE / width);
+            memcpy(rgb + 3 * ((size_t)y * width + x), cell[row * MINATAR_SIZE + col], 3);
+        }
+    }
+    return CALF_OK;
 }

@@ -61,6 +61,14 @@ int minatar_create_at(void *state, const calf_env_class *cls, uint64_t seed, uin
 /* reset_state: K, so `calf env` can say which MinAtar seed replays the env. */
 void minatar_reset_state(const void *state, double *out);
 
+/* The render hook, as MinAtar's display draws a state: each cell in the colour of the
+ * highest channel present in it (seaborn's "cubehelix" palette of `channels` colours,
+ * rounded to bytes), black where none is; the 10x10 grid scaled to width x height by
+ * nearest cell. MinAtar's display shows a frame every 50 ms: MINATAR_RENDER_FPS. */
+int minatar_render(const minatar_game *g, const void *state, int width, int height,
+                   uint8_t *rgb, calf_error *err);
+#define MINATAR_RENDER_FPS 20
+
 static inline void *minatar_game_state(void *state) {
     return (unsigned char *)state + MINATAR_GAME_OFFSET;
 }
@@ -113,6 +121,9 @@ static inline int minatar_step_env(const minatar_game *g, void *state, int a, fl
     static void prefix##_env_observe(const void *s, float *obs) {                             \
         minatar_observe_env(&game, s, obs);                                                    \
     }                                                                                          \
+    static int prefix##_env_render(const void *s, int w, int h, uint8_t *rgb, calf_error *e) { \
+        return minatar_render(&game, s, w, h, rgb, e);                                         \
+    }                                                                                          \
     const calf_env_class prefix##_v0_class = {                                                 \
         .spec = {.name = "MinAtar/" title "-v0",                                               \
                  .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (nch),                               \
@@ -125,6 +136,8 @@ static inline int minatar_step_env(const minatar_game *g, void *state, int a, fl
         .observe = prefix##_env_observe,                                                       \
         .create_at = minatar_create_at,                                                        \
         .reset_state = minatar_reset_state,                                                    \
+        .render = prefix##_env_render,                                                         \
+        .render_fps = MINATAR_RENDER_FPS,                                                      \
     };                                                                                         \
     const calf_env_class prefix##_v1_class = {                                                 \
         .spec = {.name = "MinAtar/" title "-v1",                                               \
@@ -138,6 +151,8 @@ static inline int minatar_step_env(const minatar_game *g, void *state, int a, fl
         .observe = prefix##_env_observe,                                                       \
         .create_at = minatar_create_at,                                                        \
         .reset_state = minatar_reset_state,                                                    \
+        .render = prefix##_env_render,                                                         \
+        .render_fps = MINATAR_RENDER_FPS,                                                      \
     }
 
 #endif
