@@ -7,7 +7,8 @@
 # built with it), resumes from the 2-process run's middle checkpoint onto 3 processes to
 # the same bytes, plays, exports a C file whose actions are play's, refuses a misspelled
 # setting of its own with exit 2 and file:line, and on the other kind of action space
-# either trains or is refused with exit 2 naming the line that chose it.
+# either trains or is refused with exit 2 naming the line that chose it. The same parity
+# and resume on each MinAtar game (PPO; DQN on Breakout).
 . "$(dirname "$0")/lib_e2e.sh"
 
 "$CALF" train --list-bindings >"$WORK/bindings" 2>&1 || bad "--list-bindings failed"
@@ -25,21 +26,12 @@ fi
 HAVE_CC=0
 command -v cc >/dev/null && HAVE_CC=1 || echo "export check skipped: no C compiler (cc)"
 
-ENVS=$("$CALF" envs)
-for NAME in $NAMES; do
-    echo "== $NAME"
-    # its examples name it; those of the default algorithm may name none. Only examples
-    # whose env this build has (a build without MuJoCo has no HalfCheetah-v4).
-    EX=$(for f in "$SRC"/examples/*.gin; do
-             env=$(sed -n 's/^create_environment.env_name = "\(.*\)".*/\1/p' "$f")
-             grep -q "^$env " <<<"$ENVS" || continue
-             if grep -q "^TrainerConfig.algorithm_ctor = @$NAME\$" "$f" ||
-                { [ "$NAME" = "$DEFAULT" ] && ! grep -q "^TrainerConfig.algorithm_ctor" "$f"; }; then
-                 echo "$f"; fi
-         done | sort | head -1)
-    if [ -z "$EX" ]; then bad "$NAME: no example in examples/ (every algorithm has one)"; continue; fi
-    echo "   from $EX"
-    D=$WORK/$NAME
+# parity NAME EX D [GIN-LINE...]: EX shrunk (plus the given lines) into D/short.gin
+# writes the same checkpoint bytes on --nproc 1..4 and under MPI, and the 2-process run
+# cut back to its middle checkpoint resumes on 3 processes to the same bytes.
+parity() {
+    local NAME=$1 EX=$2 D=$3
+    shift 3
     mkdir -p "$D"
     cat >"$D/short.gin" <<GIN
 include '$EX'
@@ -55,6 +47,7 @@ TrainerConfig.num_checkpoints = 2
 TrainerConfig.evaluate = False
 TrainerConfig.summary_interval = 3
 GIN
+    printf '%s\n' "$@" >>"$D/short.gin"
     LAST=train/algorithm/ckpt-12
     for n in 1 2 3 4; do
         expect_exit 0 "$CALF" train --quiet --root_dir "$D/n$n" --conf "$D/short.gin" --nproc $n
@@ -73,6 +66,24 @@ GIN
     expect_exit 0 "$CALF" train --root_dir "$D/resume" --conf "$D/short.gin" --nproc 3
     expect_in "$WORK/err" "resuming from $D/resume/train/algorithm/ckpt-6"
     expect_same_file "$D/n1/$LAST" "$D/resume/$LAST"
+}
+
+ENVS=$("$CALF" envs)
+for NAME in $NAMES; do
+    echo "== $NAME"
+    # its examples name it; those of the default algorithm may name none. Only examples
+    # whose env this build has (a build without MuJoCo has no HalfCheetah-v4).
+    EX=$(for f in "$SRC"/examples/*.gin; do
+             env=$(sed -n 's/^create_environment.env_name = "\(.*\)".*/\1/p' "$f")
+             grep -q "^$env " <<<"$ENVS" || continue
+             if grep -q "^TrainerConfig.algorithm_ctor = @$NAME\$" "$f" ||
+                { [ "$NAME" = "$DEFAULT" ] && ! grep -q "^TrainerConfig.algorithm_ctor" "$f"; }; then
+                 echo "$f"; fi
+         done | sort | head -1)
+    if [ -z "$EX" ]; then bad "$NAME: no example in examples/ (every algorithm has one)"; continue; fi
+    echo "   from $EX"
+    D=$WORK/$NAME
+    parity "$NAME" "$EX" "$D"
     # play, and the exported file acting as play does
     expect_exit 0 "$CALF" play --root_dir "$D/n1" --num_episodes 2 --dump_actions "$D/play"
     expect_in "$WORK/out" "average return over 2 episodes:"
@@ -109,5 +120,17 @@ GIN
     elif [ $code = 2 ] && grep -qF "$EX:" "$WORK/err" && [ ! -e "$D/other/train" ]; then
         ok; echo "   $OTHER refused: $(head -1 "$WORK/err")"
     else bad "$NAME on $OTHER: exit $code"; sed 's/^/  | /' "$WORK/err" >&2; fi
+done
+# MinAtar's games under the default algorithm and DQN (their checkpoints carry each env's
+# generator and game state): the same parity and resume.
+for GAME in Asterix Breakout Freeway Seaquest SpaceInvaders; do
+    grep -q "^MinAtar/$GAME-v1 " <<<"$ENVS" || { echo "MinAtar/$GAME skipped: not in calf envs"; continue; }
+    for NAME in $DEFAULT DqnAlgorithm; do
+        [ "$NAME" = DqnAlgorithm ] && [ "$GAME" != Breakout ] && continue
+        EX=$(grep -l "^TrainerConfig.algorithm_ctor = @$NAME\$" "$SRC"/examples/*.gin | head -1)
+        [ "$NAME" = "$DEFAULT" ] && EX=$SRC/examples/ppo_cartpole.gin
+        echo "== $NAME on MinAtar/$GAME-v1 from $EX"
+        parity "$NAME" "$EX" "$WORK/minatar-$GAME-$NAME" "create_environment.env_name = 'MinAtar/$GAME-v1'"
+    done
 done
 report e2e_algorithms
