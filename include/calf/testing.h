@@ -17,8 +17,11 @@
  *   memory_bytes=N     the memory checks take N bytes for the machine's memory (and
  *                      ignore the cgroup and ulimits)
  *   ckpt_chunk_envs=K  checkpoints are written and read K env records at a time
- * A setting changes when things happen or what a check takes for the machine's memory,
- * never a result. The library reads no environment variable for them: the calf program
+ *   alloc_fail=R:K     the K-th allocation through calf's allocator (src/base/mem.h) on
+ *                      rank R (0 in a run that is not distributed), counted from when
+ *                      the process learns its rank, fails as out of memory
+ * A setting changes when things happen, what a check takes for the machine's memory or
+ * which allocation fails, never a result. The library reads no environment variable for them: the calf program
  * sets them from CALF_TEST_HOOKS when it starts, a test program calls this. Settings are
  * process-wide and inherited by --nproc workers. A bad name or value is CALF_EINVAL
  * naming it, and changes nothing. */

@@ -1,10 +1,13 @@
 /* mem.c: allocation that can fail with a status (mem.h). The message names the source
- * line that asked, from src/ on, so a report says which buffer did not fit. */
+ * line that asked, from src/ on, so a report says which buffer did not fit. The
+ * alloc_fail test hook (calf/testing.h) makes one chosen allocation fail. */
 #include "base/mem.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/testing.h"
 
 /* "src/x/y.c" of a compiler's full path, or the path as it is. */
 static const char *from_src(const char *file) {
@@ -22,19 +25,19 @@ int mem_failed(calf_error *err, size_t count, size_t size, const char *file, int
 }
 
 void *mem_alloc_at(size_t n, calf_error *err, const char *file, int line) {
-    void *p = malloc(n ? n : 1);
+    void *p = testing_alloc_fails() ? NULL : malloc(n ? n : 1);
     if (!p) mem_failed(err, 1, n, file, line);
     return p;
 }
 
 void *mem_calloc_at(size_t count, size_t size, calf_error *err, const char *file, int line) {
-    void *p = calloc(count ? count : 1, size ? size : 1);
+    void *p = testing_alloc_fails() ? NULL : calloc(count ? count : 1, size ? size : 1);
     if (!p) mem_failed(err, count, size, file, line);
     return p;
 }
 
 void *mem_realloc_at(void *p, size_t n, calf_error *err, const char *file, int line) {
-    void *q = realloc(p, n ? n : 1);
+    void *q = testing_alloc_fails() ? NULL : realloc(p, n ? n : 1);
     if (!q) mem_failed(err, 1, n, file, line);
     return q;
 }

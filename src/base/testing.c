@@ -3,15 +3,30 @@
 #include "calf/testing.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/testing.h"
 
-static testing_hooks hooks = {.slow_rank = -1, .memory_bytes = 0, .ckpt_chunk_envs = 0};
+#define HOOKS_OFF {.slow_rank = -1, .memory_bytes = 0, .ckpt_chunk_envs = 0, .alloc_fail_rank = -1}
+static testing_hooks hooks = HOOKS_OFF;
+static int known_rank = -1;
+static atomic_uint_fast64_t alloc_count;
 
 const testing_hooks *testing_hooks_get(void) { return &hooks; }
+
+void testing_note_rank(int rank) {
+    known_rank = rank;
+    atomic_store(&alloc_count, 0);
+}
+
+bool testing_alloc_fails(void) {
+    if (hooks.alloc_fail_at == 0 || hooks.alloc_fail_rank != (known_rank < 0 ? 0 : known_rank))
+        return false;
+    return atomic_fetch_add(&alloc_count, 1) + 1 == hooks.alloc_fail_at;
+}
 
 /* The number of text[0..len), within [lo, hi]; false if it is not one. */
 static int parse_number(const char *text, size_t len, unsigned long long lo, unsigned long long hi,
@@ -29,7 +44,7 @@ static int parse_number(const char *text, size_t len, unsigned long long lo, uns
 }
 
 int calf_testing_set(const char *spec, calf_error *err) {
-    testing_hooks next = {.slow_rank = -1, .memory_bytes = 0, .ckpt_chunk_envs = 0};
+    testing_hooks next = HOOKS_OFF;
     for (const char *p = spec ? spec : ""; *p;) {
         size_t n = strcspn(p, ",");
         const char *eq = memchr(p, '=', n);
@@ -49,9 +64,16 @@ int calf_testing_set(const char *spec, calf_error *err) {
         } else if (name_len == 15 && !strncmp(p, "ckpt_chunk_envs", 15)) {
             ok = parse_number(value, value_len, 1, 1u << 30, &v);
             if (ok) next.ckpt_chunk_envs = (int)v;
+        } else if (name_len == 10 && !strncmp(p, "alloc_fail", 10)) {
+            const char *colon = memchr(value, ':', value_len);
+            unsigned long long r = 0;
+            ok = colon && parse_number(value, (size_t)(colon - value), 0, 1u << 20, &r) &&
+                 parse_number(colon + 1, value_len - (size_t)(colon - value) - 1, 1, UINT64_MAX, &v);
+            if (ok) next.alloc_fail_rank = (int)r, next.alloc_fail_at = v;
         } else {
             return calf_error_set(err, CALF_EINVAL, "test hooks: unknown hook '%.*s' (known: "
-                                  "slow_rank, memory_bytes, ckpt_chunk_envs)", (int)name_len, p);
+                                  "slow_rank, memory_bytes, ckpt_chunk_envs, alloc_fail)",
+                                  (int)name_len, p);
         }
         if (!ok)
             return calf_error_set(err, CALF_EINVAL, "test hooks: %.*s='%.*s' is not a number in "
@@ -60,5 +82,6 @@ int calf_testing_set(const char *spec, calf_error *err) {
         if (*p == ',') p++;
     }
     hooks = next;
+    atomic_store(&alloc_count, 0);
     return CALF_OK;
 }

@@ -2,15 +2,26 @@
 #ifndef CALF_BASE_TESTING_H
 #define CALF_BASE_TESTING_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct testing_hooks {
     int slow_rank;          /* -1: none */
     uint64_t memory_bytes;  /* 0: the machine's own limits */
     int ckpt_chunk_envs;    /* 0: about 64 MiB of records a chunk */
+    int alloc_fail_rank;    /* with alloc_fail_at: the rank whose allocation fails */
+    uint64_t alloc_fail_at; /* 0: none; k: that rank's k-th mem_* allocation fails */
 } testing_hooks;
 
 /* The current settings (all off until calf_testing_set). */
 const testing_hooks *testing_hooks_get(void);
+
+/* This process's rank in its job, as the per-process context learns it (-1: none, which
+ * the alloc_fail hook takes for rank 0); restarts the allocation count. */
+void testing_note_rank(int rank);
+
+/* Whether the allocation being made is the one the alloc_fail hook fails (counts it).
+ * mem.c asks before each allocation; thread-safe. */
+bool testing_alloc_fails(void);
 
 #endif

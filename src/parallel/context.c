@@ -4,6 +4,8 @@
 #include "calf/context.h"
 #include "calf/testing.h"
 
+#include "base/testing.h"
+
 static struct {
     int rank;          /* -1 when not distributed, else 0..num_processes-1 */
     int num_processes; /* 1 when not distributed */
@@ -34,6 +36,7 @@ int calf_context_set_distributed(int rank, int num_processes, int local_rank, ca
     ctx.num_processes = num_processes;
     ctx.local_rank = local_rank;
     ctx.is_set = true;
+    testing_note_rank(rank);
     return CALF_OK;
 }
 
@@ -51,4 +54,5 @@ void calf_context_reset_for_testing(void) {
     ctx.local_rank = -1;
     ctx.is_set = false;
     ctx.finalized = false;
+    testing_note_rank(-1);
 }

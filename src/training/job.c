@@ -94,7 +94,7 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
         free(text);
         return CALF_OK;
     }
-    /* a rank without memory for it fails here; rank 0's broadcast then sees it leave */
+    /* a rank without memory for it fails here, and its failure aborts the job (below) */
     if (rc == CALF_OK && !comm_is_main(c) && !(text = mem_calloc((size_t)head[1] + 1, 1, err)))
         rc = CALF_ENOMEM;
     if (rc == CALF_OK) rc = comm_broadcast(c, text, (size_t)head[1], 0, err);
@@ -138,10 +138,14 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
                             "processes (use mpirun -np N without --nproc)",
                             o->nproc);
     if (rc) {
-        if (err->msg[0]) { /* rank 0's, or a rank's own failure (others cleared theirs) */
-            if (comm_is_main(c)) fprintf(stderr, "calf: %s\n", err->msg);
-            else fprintf(stderr, "calf: rank %d: %s\n", c->index, err->msg);
+        /* rank 0's failure went to every rank in the head and all finalize together; a
+         * rank's own (others cleared theirs) may leave its peers inside a broadcast, so
+         * it is reported as a failure, which makes the finalize abort the job */
+        if (err->msg[0] && comm_is_main(c)) {
+            fprintf(stderr, "calf: %s\n", err->msg);
             fflush(stderr);
+        } else if (err->msg[0]) {
+            comm_report_failure(c, err->msg);
         }
         calf_error_clear(err);
         rundir_lock_release(&lock);
