@@ -526,9 +526,12 @@ static int compare_results(const problem *p, const result *a, const result *b, b
 
 /* Shapes over the tilings: gate widths 4H and 3H of 20 -> 80, 60 (16-wide tiles and a
  * 4-wide rest), 3 -> 12, 9 (8 + 4, 8 + 1), 33 -> 132, 99; B over the row blocks (6, 8,
- * 4, 1 rows; 13 = 6 + 6 + 1). */
+ * 4, 1 rows; 13 = 6 + 6 + 1). The last, (150, 50, 24, 20), takes rnn.c's column panels
+ * (gates 200 and 150, dX's 150 inputs: 64-column panels and the rest), row blocks (480 rows) and
+ * weight-gradient chunks (436 and 327 rows). */
 static void test_order(rnn_kind kind) {
-    const int shapes[][4] = {{37, 20, 5, 13}, {4, 3, 7, 2}, {64, 33, 3, 9}, {11, 16, 4, 1}};
+    const int shapes[][4] = {{37, 20, 5, 13}, {4, 3, 7, 2}, {64, 33, 3, 9}, {11, 16, 4, 1},
+                             {150, 50, 24, 20}};
     int bad = 0, n = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         problem p = problem_make(kind, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
@@ -543,8 +546,8 @@ static void test_order(rnn_kind kind) {
         problem_free(&p);
     }
     printf("%s: kernels against the scalar reference of rnn.h's order, %d shapes (in, H, T, B) "
-           "= (37,20,5,13) (4,3,7,2) (64,33,3,9) (11,16,4,1), random starts: y, hT, cT, dx, "
-           "dh0, dc0 and every parameter gradient bit for bit: %d differing\n",
+           "= (37,20,5,13) (4,3,7,2) (64,33,3,9) (11,16,4,1) (150,50,24,20), random starts: y, "
+           "hT, cT, dx, dh0, dc0 and every parameter gradient bit for bit: %d differing\n",
            kind_name(kind), n, bad);
     /* the same check must see a reference one rounding away */
     problem p = problem_make(kind, 37, 20, 5, 13);
@@ -563,10 +566,11 @@ static void test_order(rnn_kind kind) {
 
 /* Row b alone (B = 1) gives the bits it gives inside the batch: outputs and input
  * gradients. Then the acting step, fed the states one after another, gives y[t] and
- * the final c bit for bit. */
+ * the final c bit for bit. in 150, H 40: the sequence's products go through rnn.c's
+ * column panels (gates 160, inputs 150), the step's through one call. */
 static void test_rows_and_step(rnn_kind kind) {
     bool lstm = kind == RNN_LSTM;
-    problem p = problem_make(kind, 37, 20, 5, 13);
+    problem p = problem_make(kind, 150, 40, 5, 13);
     for (size_t r = 0; r < (size_t)p.T * p.B; r++) p.start[r] = calf_rng_uniform_float(&g_rng) < 0.2f;
     int H = p.cell.hidden, in = p.cell.in, T = p.T, B = p.B;
     result all = result_make(&p);
@@ -635,10 +639,11 @@ static void test_rows_and_step(rnn_kind kind) {
     problem_free(&p);
 }
 
-/* SET is ACC onto zeros, ADD is grad + SET; a fresh init is CleanRL's. */
+/* SET is ACC onto zeros, ADD is grad + SET (over 480 rows: in weight-gradient chunks);
+ * a fresh init is CleanRL's. */
 static void test_modes_and_init(rnn_kind kind) {
     bool lstm = kind == RNN_LSTM;
-    problem p = problem_make(kind, 9, 8, 3, 5);
+    problem p = problem_make(kind, 150, 50, 24, 20);
     rnn_cache k;
     CHECK_INT_EQ(rnn_cache_init(&k, &p.cell, p.T, p.B, NULL), CALF_OK);
     float *set = nn_alloc_floats(p.np, NULL), *acc = nn_alloc_floats(p.np, NULL);

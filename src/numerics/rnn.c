@@ -10,6 +10,9 @@
 
 #include "base/mem.h"
 
+/* The column panels and row blocks of panel_product (below). */
+enum { PANEL = 64, PANEL_ROWS = 192 };
+
 static size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
 void rnn_layout(rnn_cell *cell, rnn_kind kind, int in, int hidden, size_t *cursor) {
@@ -61,6 +64,9 @@ int rnn_cache_init(rnn_cache *c, const rnn_cell *cell, int max_T, int max_B, cal
         {&c->h, (size_t)max_B * H}, {&c->c, (size_t)max_B * H}, {&c->dh, (size_t)max_B * H},
         {&c->dc, (size_t)max_B * H}, {&c->tmp, (size_t)max_B * H}, {&c->wt_ih, G * in},
         {&c->wt_hh, G * H},
+        /* panels of W_ih or its transpose, or ADD's chains of a gradient block */
+        {&c->pack, (in > H ? in : H) * G + G},
+        {&c->pout, (size_t)PANEL_ROWS * (PANEL + NN_SMALL_OUT)},
         {&c->cprev, cell->kind == RNN_LSTM ? rows * H : 0},
         {&c->dgh, cell->kind == RNN_GRU ? rows * G : 0},
     };
@@ -75,7 +81,7 @@ int rnn_cache_init(rnn_cache *c, const rnn_cell *cell, int max_T, int max_B, cal
 void rnn_cache_free(rnn_cache *c) {
     if (!c) return;
     float *bufs[] = {c->x,  c->hprev, c->cprev, c->act, c->aux, c->ax,    c->dgh,  c->ah,
-                     c->h,  c->c,     c->dh,    c->dc,  c->tmp, c->wt_ih, c->wt_hh};
+                     c->h,  c->c,     c->dh,    c->dc,  c->tmp, c->wt_ih, c->wt_hh, c->pack, c->pout};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
     free(c->start);
     memset(c, 0, sizeof *c);
@@ -84,6 +90,82 @@ void rnn_cache_free(rnn_cache *c) {
 static void check_cache(const rnn_cell *cell, const rnn_cache *c, int T, int B) {
     CALF_ASSERT(c->kind == cell->kind && c->in == cell->in && c->hidden == cell->hidden);
     CALF_ASSERT(T >= 0 && T <= c->max_T && B >= 0 && B <= c->max_B);
+}
+
+/* ---------------------------------------------------------------- products */
+
+/* Rows per call of the weight-gradient kernel: nn's dW tile streams every row of dy once
+ * per six inputs, so a call over all T x B rows streams dy from memory dozens of times;
+ * chunks whose dy fits in L2 (256 KiB) stream it from there. Each chunk continues the
+ * previous one's chains (ACC), so the bits are those of one call over all rows. */
+static int grad_chunk_rows(int out) {
+    int rows = 65536 / out;
+    return rows < 32 ? 32 : rows;
+}
+
+/* dw, db by mode over R rows, in chunks (see grad_chunk_rows); ADD builds the SET chain
+ * in scratch (in * out + out floats) and adds it once. */
+static void params_grad(const float *x, const float *dy, int R, int in, int out, float *dw,
+                        float *db, rnn_grad_mode mode, float *scratch) {
+    float *w = mode == RNN_GRAD_ADD ? scratch : dw;
+    float *b = mode == RNN_GRAD_ADD ? scratch + (size_t)in * out : db;
+    int chunk = grad_chunk_rows(out);
+    for (int r0 = 0; r0 < R; r0 += chunk) {
+        int n = R - r0 < chunk ? R - r0 : chunk;
+        const float *xr = x + (size_t)r0 * in, *dr = dy + (size_t)r0 * out;
+        if (r0 == 0 && mode != RNN_GRAD_ACC) nn_linear_backward_params_set(xr, dr, n, in, out, w, b);
+        else nn_linear_backward_params(xr, dr, n, in, out, w, b);
+    }
+    if (mode != RNN_GRAD_ADD) return;
+    for (size_t e = 0; e < (size_t)in * out; e++) dw[e] = dw[e] + w[e];
+    for (int e = 0; e < out; e++) db[e] = db[e] + b[e];
+}
+
+/* y (R, N) = x (R, K) w (K, N): with init, nn_linear_forward's order (init then madd
+ * over k ascending), without, nn_linear_backward_input's (from 0). A wide w is cut into
+ * panels of about PANEL columns, each packed contiguous (128 KiB at K = 512, L2-sized)
+ * and run over blocks of PANEL_ROWS rows, so every block reads its panel from L2 where a
+ * single call reads all of w from memory for every six rows. Each element's chain is
+ * the single call's (no panel narrower than NN_SMALL_OUT, whose forward order differs).
+ * pack: K * N floats; out: PANEL_ROWS * (PANEL + NN_SMALL_OUT) floats (rnn_cache's). */
+static int panel_width(int N, int n0) {
+    return N - n0 < PANEL + NN_SMALL_OUT ? N - n0 : PANEL;
+}
+
+static void product(const float *x, const float *w, const float *init, int R, int K, int N,
+                    float *y) {
+    if (init) {
+        int rc = nn_linear_forward(x, w, init, R, K, N, y, NULL); /* N >= NN_SMALL_OUT */
+        CALF_ASSERT(rc == CALF_OK);
+    } else {
+        nn_linear_backward_input(x, w, R, N, K, y);
+    }
+}
+
+static void panel_product(const float *x, const float *w, const float *init, int R, int K,
+                          int N, float *y, float *pack, float *out) {
+    CALF_ASSERT(!init || N >= NN_SMALL_OUT);
+    if (N < PANEL + NN_SMALL_OUT) {
+        product(x, w, init, R, K, N, y);
+        return;
+    }
+    for (int n0 = 0, nc; n0 < N; n0 += nc) {
+        nc = panel_width(N, n0);
+        for (int k = 0; k < K; k++)
+            memcpy(pack + (size_t)K * n0 + (size_t)k * nc, w + (size_t)k * N + n0,
+                   (size_t)nc * sizeof(float));
+    }
+    for (int r0 = 0; r0 < R; r0 += PANEL_ROWS) {
+        int rn = R - r0 < PANEL_ROWS ? R - r0 : PANEL_ROWS;
+        for (int n0 = 0, nc; n0 < N; n0 += nc) {
+            nc = panel_width(N, n0);
+            product(x + (size_t)r0 * K, pack + (size_t)K * n0, init ? init + n0 : NULL, rn, K,
+                    nc, out);
+            for (int r = 0; r < rn; r++)
+                memcpy(y + (size_t)(r0 + r) * N + n0, out + (size_t)r * nc,
+                       (size_t)nc * sizeof(float));
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- one step's gates */
@@ -190,9 +272,8 @@ void rnn_forward(const rnn_cell *cell, const float *params, rnn_cache *k, const 
     memcpy(k->x, x, TB * (size_t)in * sizeof(float));
     if (episode_start) memcpy(k->start, episode_start, TB);
     else memset(k->start, 0, TB);
-    int rc = nn_linear_forward(x, params + cell->w_ih_off, params + cell->b_ih_off, (int)TB, in,
-                               G, k->ax, NULL);
-    CALF_ASSERT(rc == CALF_OK);
+    panel_product(x, params + cell->w_ih_off, params + cell->b_ih_off, (int)TB, in, G, k->ax,
+                  k->pack, k->pout);
     for (int t = 0; t < T; t++) {
         size_t r0 = (size_t)t * B;
         step(cell, params, k, k->ax + r0 * G, k->start + r0, B, t ? k->h : h0, t ? k->c : c0,
@@ -264,13 +345,6 @@ static void gru_back(int B, int H, const float *restrict act, const float *restr
     }
 }
 
-static void params_grad(const float *x, const float *dy, int R, int in, int out, float *dw,
-                        float *db, rnn_grad_mode mode) {
-    if (mode == RNN_GRAD_SET) nn_linear_backward_params_set(x, dy, R, in, out, dw, db);
-    else if (mode == RNN_GRAD_ADD) nn_linear_backward_params_add(x, dy, R, in, out, dw, db);
-    else nn_linear_backward_params(x, dy, R, in, out, dw, db);
-}
-
 void rnn_backward(const rnn_cell *cell, const float *params, rnn_cache *k, const float *dy,
                   const float *dhT, const float *dcT, float *grad, rnn_grad_mode mode,
                   float *dx, float *dh0, float *dc0) {
@@ -318,9 +392,10 @@ void rnn_backward(const rnn_cell *cell, const float *params, rnn_cache *k, const
     if (dh0) memcpy(dh0, k->dh, BH * sizeof(float));
     if (dc0) memcpy(dc0, k->dc, BH * sizeof(float));
     if (grad && TB > 0) {
-        params_grad(k->x, dax, (int)TB, in, G, grad + cell->w_ih_off, grad + cell->b_ih_off, mode);
+        params_grad(k->x, dax, (int)TB, in, G, grad + cell->w_ih_off, grad + cell->b_ih_off, mode,
+                    k->pack);
         params_grad(k->hprev, dgh, (int)TB, H, G, grad + cell->w_hh_off, grad + cell->b_hh_off,
-                    mode);
+                    mode, k->pack);
     } else if (grad && mode == RNN_GRAD_SET) {
         /* no rows: the SET chains are +0 */
         memset(grad + cell->w_ih_off, 0, (size_t)in * G * sizeof(float));
@@ -330,6 +405,6 @@ void rnn_backward(const rnn_cell *cell, const float *params, rnn_cache *k, const
     }
     if (dx && TB > 0) {
         nn_transpose(params + cell->w_ih_off, in, G, k->wt_ih);
-        nn_linear_backward_input(dax, k->wt_ih, (int)TB, in, G, dx);
+        panel_product(dax, k->wt_ih, NULL, (int)TB, G, in, dx, k->pack, k->pout);
     }
 }

@@ -53,6 +53,8 @@
  *   dW_ih from x and the input-side gate gradients, dW_hh from the state each step read
  *   (after its reset) and the hidden-side ones, db_ih and db_hh their column sums.
  *   dX = (input-side gradients) W_ih^T, nn_linear_backward_input over all T x B rows.
+ * rnn.c cuts the wide products into column panels and the weight gradients into row
+ * chunks (continuing the chains) to stay in cache; neither changes an element's chain.
  * Nothing depends on threads, the batch split or the CPU: fmaf is one rounding
  * everywhere, and tanh is calf's. */
 
@@ -105,6 +107,8 @@ typedef struct rnn_cache {
     float *dh, *dc, *tmp; /* (max_B, H): backward's carried gradients */
     float *wt_ih;      /* (G, in): W_ih transposed, made by backward */
     float *wt_hh;      /* (G, H) */
+    float *pack;       /* (max(in, H) G + G): packed column panels; ADD mode's chains */
+    float *pout;       /* a panel's block of rows */
 } rnn_cache;
 
 /* Room for T <= max_T steps of B <= max_B rows. CALF_ENOMEM when memory runs out (then
