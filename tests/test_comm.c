@@ -152,6 +152,34 @@ static int rank_parity(comm *c, report *rep, const void *argp) {
     free(all);
     free(mine);
 
+    /* The last rank's records are wider than the others' (a Python env's slot sized from
+     * that rank's own pickle): every rank fails, naming the sizes, before any record
+     * moves, and rank 0's buffer, sized by its own records, is not written past. */
+    size_t wide = r == P - 1 ? 3 * sizeof(int64_t) : 2 * sizeof(int64_t);
+    int64_t *recs = calloc((size_t)(count ? count : 1) * 3, sizeof *recs);
+    int64_t *room = r == 0 ? malloc(((size_t)a->E * 2 + 1) * sizeof *room) : NULL;
+    if (room) room[a->E * 2] = 0x5afe;
+    CHECK_INT_EQ(comm_gather_records(c, recs, wide, count, a->E, room, &err), CALF_ECOMM);
+    char want_msg[128];
+    snprintf(want_msg, sizeof want_msg, "ranks disagree on the record size: rank 0 has 16, "
+             "rank %d has 24", P - 1);
+    CHECK(strstr(err.msg, want_msg) != NULL);
+    if (room) CHECK_INT_EQ(room[a->E * 2], 0x5afe);
+    free(room);
+    free(recs);
+    /* Sizes ranks must agree on: the first that differs is named, with each value. */
+    const char *const names[] = {"the observation size", "the time limit"};
+    int64_t vals[2] = {4, r == P - 1 ? 500 : 200};
+    int which = -2;
+    CHECK_INT_EQ(comm_check_agree(c, vals, names, 2, &which, &err), CALF_ECOMM);
+    CHECK_INT_EQ(which, 1);
+    snprintf(want_msg, sizeof want_msg, "ranks disagree on the time limit: rank 0 has 200, "
+             "rank %d has 500", P - 1);
+    CHECK_STR_EQ(err.msg, want_msg);
+    vals[1] = 200;
+    CHECK_INT_EQ(comm_check_agree(c, vals, names, 2, &which, &err), CALF_OK);
+    CHECK_INT_EQ(which, -1);
+
     /* Broadcast from the last rank. */
     char buf[32];
     snprintf(buf, sizeof buf, "from rank %d", r);

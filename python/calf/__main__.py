@@ -2,7 +2,9 @@
 interpreter by the extension module (the same C code as the ``calf`` executable, which
 parses every option of its command table), plus this host's own
 ``--env_py MODULE:FUNCTION``: a factory of Gymnasium-API envs, imported from the command
-line (never from a config) and registered as env ``py:MODULE:FUNCTION``."""
+line (never from a config) and registered as env ``py:MODULE:FUNCTION`` (with
+``--env_py_max_episode_steps N`` and ``--env_py_state_bytes N`` as register_env's
+arguments)."""
 
 from __future__ import annotations
 
@@ -40,9 +42,13 @@ def _option(args: list[str], i: int, name: str) -> tuple[str | None, int]:
     return None, 0
 
 
-def _take_env_py(args: list[str]) -> tuple[list[str], list[str], int | None]:
-    """args without --env_py SPEC and --env_py_max_episode_steps N; the SPECs; N."""
-    rest, specs, steps = [], [], None
+_ENV_PY_INTS = ("--env_py_max_episode_steps", "--env_py_state_bytes")
+
+
+def _take_env_py(args: list[str]) -> tuple[list[str], list[str], dict[str, int]]:
+    """args without --env_py SPEC and the --env_py_* integer options; the SPECs; those
+    integers by option name."""
+    rest, specs, ints = [], [], {}
     i = 0
     while i < len(args):
         v, n = _option(args, i, "--env_py")
@@ -50,20 +56,22 @@ def _take_env_py(args: list[str]) -> tuple[list[str], list[str], int | None]:
             specs.append(v)
             i += n
             continue
-        v, n = _option(args, i, "--env_py_max_episode_steps")
-        if n:
-            try:
-                steps = int(v)
-            except ValueError:
-                raise ValueError(f"--env_py_max_episode_steps {v}: not an integer") from None
-            i += n
-            continue
-        rest.append(args[i])
-        i += 1
-    return rest, specs, steps
+        for name in _ENV_PY_INTS:
+            v, n = _option(args, i, name)
+            if n:
+                try:
+                    ints[name] = int(v)
+                except ValueError:
+                    raise ValueError(f"{name} {v}: not an integer") from None
+                i += n
+                break
+        else:
+            rest.append(args[i])
+            i += 1
+    return rest, specs, ints
 
 
-def _register(spec: str, steps: int | None) -> str:
+def _register(spec: str, ints: dict[str, int]) -> str:
     """Import MODULE, take FUNCTION and register it as env py:MODULE:FUNCTION."""
     module, _, func = spec.partition(":")
     if not module or not func:
@@ -79,20 +87,22 @@ def _register(spec: str, steps: int | None) -> str:
         factory = getattr(factory, part, None)
         if factory is None:
             raise ValueError(f"--env_py {spec}: {module} has no {func}")
-    return calf.register_env(factory, name=f"py:{spec}", max_episode_steps=steps)
+    return calf.register_env(factory, name=f"py:{spec}",
+                             max_episode_steps=ints.get("--env_py_max_episode_steps"),
+                             state_bytes=ints.get("--env_py_state_bytes"))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``calf ARGS...`` (argv: ARGS, default ``sys.argv[1:]``); return its exit status."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        args, specs, steps = _take_env_py(args)
+        args, specs, ints = _take_env_py(args)
         cmd = args[0] if args else ""
         if specs and cmd not in _ENV_PY_COMMANDS:
             raise ValueError(f"--env_py is for {', '.join(_ENV_PY_COMMANDS)}, not '{cmd}'")
         if len(specs) > 1 and cmd == "train":
             raise ValueError("train takes one --env_py (the env the job trains)")
-        names = [_register(s, steps) for s in specs]
+        names = [_register(s, ints) for s in specs]
     except (ValueError, TypeError, calf.EnvError) as e:
         print(f"calf: {e}", file=sys.stderr)
         return 2

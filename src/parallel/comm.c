@@ -195,30 +195,83 @@ int comm_check_equal(comm *c, const void *digest, size_t n, calf_error *err) {
     return rc;
 }
 
+/* " rank R has V" for each rank whose value `vals[r * stride]` differs from rank 0's, at
+ * most 8 of them, into list (size bytes). */
+static void list_differing(const comm *c, const int64_t *vals, size_t stride, char *list,
+                           size_t size) {
+    size_t used = 0;
+    int listed = 0;
+    list[0] = '\0';
+    for (int r = 1; r < c->size && used < size; r++) {
+        if (vals[(size_t)r * stride] == vals[0]) continue;
+        int w = listed++ < 8 ? snprintf(list + used, size - used, ", rank %d has %lld", r,
+                                        (long long)vals[(size_t)r * stride])
+                             : snprintf(list + used, size - used, ", ...");
+        if (w > 0) used += (size_t)w;
+        if (listed > 8) break;
+    }
+}
+
+int comm_check_agree(comm *c, const int64_t *vals, const char *const *names, int n,
+                     int *which, calf_error *err) {
+    CALF_ASSERT(n >= 1);
+    *which = -1;
+    int64_t *all = mem_alloc((size_t)c->size * (size_t)n * sizeof *all, err);
+    size_t *sizes = all ? comm_equal_sizes(c, (size_t)n * sizeof *vals, err) : NULL;
+    int rc = sizes ? c->ops->allgatherv(c, vals, all, sizes, err) : CALF_ENOMEM;
+    /* every rank sees the same values, so every rank fails alike: nobody waits */
+    for (int i = 0; rc == CALF_OK && i < n; i++) {
+        for (int r = 1; r < c->size; r++) {
+            if (all[(size_t)r * (size_t)n + (size_t)i] == all[i]) continue;
+            char list[256];
+            list_differing(c, all + i, (size_t)n, list, sizeof list);
+            *which = i;
+            rc = calf_error_set(err, CALF_ECOMM, "ranks disagree on %s: rank 0 has %lld%s",
+                                names[i], (long long)all[i], list);
+            break;
+        }
+    }
+    free(sizes);
+    free(all);
+    return rc;
+}
+
 int comm_gather_records(comm *c, const void *local, size_t rec_size, int count, int total,
                         void *all, calf_error *err) {
-    CALF_ASSERT(count >= 0 && total >= 0);
-    int64_t mine = count;
-    int64_t *counts = mem_alloc((size_t)c->size * sizeof *counts, err);
-    size_t *sizes = counts ? comm_equal_sizes(c, sizeof mine, err) : NULL;
-    int rc = sizes ? c->ops->allgatherv(c, &mine, counts, sizes, err) : CALF_ENOMEM;
+    CALF_ASSERT(count >= 0 && total >= 0 && rec_size <= INT64_MAX);
+    /* (count, record size) from every rank first: rank 0 makes room for what each rank
+     * says it sends, so a rank whose record size differs (a Python env's slot sized from
+     * its own pickle) must fail here, on every rank, before any record moves */
+    int64_t mine[2] = {count, (int64_t)rec_size};
+    int64_t *said = mem_alloc((size_t)c->size * sizeof mine, err);
+    size_t *sizes = said ? comm_equal_sizes(c, sizeof mine, err) : NULL;
+    int rc = sizes ? c->ops->allgatherv(c, mine, said, sizes, err) : CALF_ENOMEM;
     if (rc == CALF_OK) {
         int64_t sum = 0;
+        bool same = true;
         for (int r = 0; r < c->size; r++) {
-            sum += counts[r];
-            sizes[r] = (size_t)counts[r] * rec_size;
+            sum += said[2 * r];
+            same = same && said[2 * r + 1] == said[1];
+            sizes[r] = (size_t)said[2 * r] * rec_size;
         }
-        /* Every rank sees the same counts, so every rank fails alike: nobody waits. */
-        if (sum != total)
+        char list[256];
+        if (!same) {
+            list_differing(c, said + 1, 2, list, sizeof list);
+            rc = calf_error_set(err, CALF_ECOMM,
+                                "comm: gathering records: ranks disagree on the record size: "
+                                "rank 0 has %lld%s",
+                                (long long)said[1], list);
+        } else if (sum != total) {
             rc = calf_error_set(err, CALF_ECOMM,
                                 "comm: gathering records: ranks hold %lld records in all, "
                                 "expected %d",
                                 (long long)sum, total);
-        else
+        } else {
             rc = c->ops->gatherv(c, local, all, sizes, 0, err);
+        }
     }
     free(sizes);
-    free(counts);
+    free(said);
     return rc;
 }
 

@@ -119,10 +119,19 @@ int comm_agree(comm *c, int stop, int failed, int *any_stop, int *first_failed,
 /* All ranks compare their n-byte digest; a mismatch returns CALF_ECOMM on every rank,
  * naming the ranks that differ from rank 0. */
 int comm_check_equal(comm *c, const void *digest, size_t n, calf_error *err);
+/* All ranks compare n values that must be the same everywhere (sizes that records,
+ * buffers or collectives depend on), names[i] saying what vals[i] is: on a mismatch every
+ * rank returns CALF_ECOMM, *which the first value that differs, and the message names
+ * it, rank 0's value and each rank that differs with its own ("ranks disagree on NAME:
+ * rank 0 has A, rank 2 has B"). *which is -1 when they agree. */
+int comm_check_agree(comm *c, const int64_t *vals, const char *const *names, int n,
+                     int *which, calf_error *err);
 /* Ranks hold contiguous blocks of a global (total, rec_size) record array in rank order,
  * `count` records each. Rank 0 (the single process too) receives all `total` records in
  * global order into `all` (caller-allocated, total * rec_size bytes); elsewhere all may
- * be NULL. Rank 0 fails with CALF_ECOMM when the counts do not add up to total. */
+ * be NULL. Every rank fails alike with CALF_ECOMM, before any record moves, when the
+ * counts do not add up to total or the ranks' rec_size differ (rank 0 never receives
+ * more than total * rec_size bytes, whatever a rank would send). */
 int comm_gather_records(comm *c, const void *local, size_t rec_size, int count, int total,
                         void *all, calf_error *err);
 

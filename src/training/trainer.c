@@ -180,6 +180,42 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     return t->ops->create(&s, &t->algo, err);
 }
 
+/* Every size that ranks must agree on, agreed before anything depends on it: the env
+ * record (rank 0 gathers records of its own size into one file), the spaces (the
+ * networks' shapes, the collectives' sizes) and the time limit. Each process of an MPI
+ * job registers a Python env itself, sizing its checkpoint slot from its own fresh
+ * pickle, so these can differ there. One collective; a job of one process agrees. */
+static int agree_on_sizes(trainer *t, calf_error *err) {
+    if (comm_size(t->c) == 1) return CALF_OK;
+    const calf_env_spec *sp = t->spec;
+    uint64_t bounds = 14695981039346656037ull; /* FNV-1a of the bounds' bytes */
+    for (int j = 0; j < sp->action_dim; j++) {
+        float lh[2] = {sp->action_low[j], sp->action_high[j]};
+        unsigned char b[sizeof lh];
+        memcpy(b, lh, sizeof b);
+        for (size_t k = 0; k < sizeof b; k++) bounds = (bounds ^ b[k]) * 1099511628211ull;
+    }
+    const int64_t vals[] = {(int64_t)(vec_env_record_size(&t->ve) +
+                                      t->ops->env_record_size(t->algo)),
+                            sp->obs_dim, sp->num_actions, sp->action_dim,
+                            (int64_t)(bounds >> 1), sp->max_episode_steps};
+    static const char *const names[] = {"the env record size (bytes)", "the observation size",
+                                        "the number of actions", "the action dimensions",
+                                        "the action bounds (a hash of them)", "the time limit"};
+    int which = -1;
+    int rc = comm_check_agree(t->c, vals, names, (int)(sizeof vals / sizeof vals[0]), &which,
+                              err);
+    if (rc == CALF_OK || which < 0) return rc;
+    char detail[sizeof err->msg];
+    snprintf(detail, sizeof detail, "%s", err->msg);
+    return calf_error_set(
+        err, CALF_EINVAL, "environment %s: %s%s", t->env_name, detail,
+        which == 0 ? " (a Python env's checkpoint slot is sized from each process's own fresh "
+                     "pickle: fix it with register_env(state_bytes=N), or "
+                     "--env_py_state_bytes N, the same on every rank)"
+                   : " (each process made the env itself: make it the same on every rank)");
+}
+
 /* ---- checkpoints (trainer_checkpoint.h) -------------------------------------- */
 
 /* What the checkpoint payload reads and writes of this process's run. */
@@ -576,6 +612,7 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     int rank = c->index;
     int rc = rank_log_open(&t->log, o->root_dir, rank, err);
     if (rc == CALF_OK) rc = trainer_init(t, wa->cfg, c, err);
+    if (rc == CALF_OK) rc = agree_on_sizes(t, err);
     if (rc == CALF_OK) {
         /* The host too: an MPI job's ranks run on several machines, and a log (written on a
          * shared file system) must say which one to look at. */

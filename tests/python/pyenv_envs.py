@@ -5,6 +5,7 @@ installed; each is deterministic given its reset seed."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -121,3 +122,24 @@ class Faulty(Corridor):
 
 def make_faulty() -> Faulty:
     return Faulty()
+
+
+def _launcher_rank() -> int:
+    """This process's rank as mpirun tells it (0 outside mpirun)."""
+    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 0
+
+
+class RankSized(Corridor):
+    """A Corridor whose pickle is far larger on MPI rank 1 than on rank 0, so ranks that
+    size its checkpoint slot from a fresh pickle each (register_env) disagree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pad = bytes(40000 if _launcher_rank() == 1 else 10)
+
+
+def make_rank_sized() -> RankSized:
+    return RankSized()

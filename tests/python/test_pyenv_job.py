@@ -143,6 +143,40 @@ def test_mpi_ranks_give_the_same_bytes(one, tmp_path):
     assert same(one, root)
 
 
+def test_mpi_ranks_that_disagree_on_a_record_size_stop_at_the_start(tmp_path):
+    """Rank 1's fresh pickle is far larger than rank 0's, so each sizes the env's slot
+    otherwise: the job stops before anything is written, naming both sizes and the
+    remedy (a checkpoint gathered of both sizes once overflowed rank 0's buffer), and
+    with --env_py_state_bytes it trains."""
+    if calf.features().get("mpi") != "built in" or not shutil.which("mpirun"):
+        pytest.skip(f"MPI: {calf.features().get('mpi')}; mpirun: {shutil.which('mpirun')}")
+    os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    root = tmp_path / "r"
+    args = ["train", "--env_py", "pyenv_envs:make_rank_sized", "--env_py_max_episode_steps",
+            "60", "--conf", str(PPO), "--root_dir", str(root), "--quiet"]
+    for p in PARAMS:
+        args += ["--conf_param", p]
+    mpirun = ("mpirun", "--oversubscribe", "-np", "2")
+    r = python_m_calf(*args, runner=mpirun)
+    assert r.returncode != 0
+    assert ("environment py:pyenv_envs:make_rank_sized: ranks disagree on the env record size "
+            "(bytes): rank 0 has 8328, rank 1 has 327816") in r.stderr, r.stderr
+    assert "--env_py_state_bytes N" in r.stderr
+    assert not (root / "train" / "algorithm").exists() or not any(
+        (root / "train" / "algorithm").iterdir())
+    r = python_m_calf(*args, "--env_py_state_bytes", "65536", runner=mpirun)
+    assert r.returncode == 0, r.stderr
+    assert ckpt(root).exists()
+
+
+def test_a_pickle_that_differs_by_process_trains_on_the_local_backend(tmp_path):
+    """--nproc workers share the class the parent registered, so their slots agree
+    whatever each worker's envs pickle to."""
+    name = calf.register_env(pyenv_envs.make_rank_sized, max_episode_steps=60)
+    calf.train(PPO, root_dir=tmp_path / "r", env=name, overrides=OVERRIDES, nproc=2, quiet=True)
+    assert ckpt(tmp_path / "r").exists()
+
+
 def test_an_exception_in_a_worker_stops_the_job(tmp_path, capfd):
     pyenv_envs.Faulty.target_seed, pyenv_envs.Faulty.mode = 1 + 4, None
     name = calf.register_env(pyenv_envs.make_faulty, max_episode_steps=60)
