@@ -4,7 +4,8 @@ parses every option of its command table), plus this host's own
 ``--env_py MODULE:FUNCTION``: a factory of Gymnasium-API envs, imported from the command
 line (never from a config) and registered as env ``py:MODULE:FUNCTION`` (with
 ``--env_py_max_episode_steps N`` and ``--env_py_state_bytes N`` as register_env's
-arguments)."""
+arguments), and ``--trust_checkpoint``: a resume of train may unpickle Python envs' states
+that this user's calf did not write (calf.train's trust=True)."""
 
 from __future__ import annotations
 
@@ -102,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--env_py is for {', '.join(_ENV_PY_COMMANDS)}, not '{cmd}'")
         if len(specs) > 1 and cmd == "train":
             raise ValueError("train takes one --env_py (the env the job trains)")
+        trust = "--trust_checkpoint" in args
+        if trust and cmd != "train":
+            raise ValueError(f"--trust_checkpoint is for train, not '{cmd}'")
+        args = [a for a in args if a != "--trust_checkpoint"]
         names = [_register(s, ints) for s in specs]
-    except (ValueError, TypeError, calf.EnvError) as e:
+    except (ValueError, TypeError, OSError, calf.EnvError) as e:
         print(f"calf: {e}", file=sys.stderr)
         return 2
     if names and cmd == "train":
@@ -117,9 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C as the calf program has it: the default action, except while train runs,
     # which installs its own handlers (a checkpoint, then exit status 130)
     old = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _calf.set_trust_checkpoint(trust)
     try:
         return _calf.cli_main(["calf", *args], bool(names))
     finally:
+        _calf.set_trust_checkpoint(False)
         signal.signal(signal.SIGINT, old)
 
 

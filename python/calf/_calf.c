@@ -1066,8 +1066,11 @@ static PyMethodDef module_methods[] = {
     {"env_names", calf_py_env_names, METH_NOARGS, env_names_doc},
     {"register_env", (PyCFunction)(void (*)(void))pyenv_register, METH_VARARGS | METH_KEYWORDS,
      "register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,\n"
-     "state_bytes) -> name\n\nRegister a Python env class (calf.register_env checks the "
-     "spaces)."},
+     "state_bytes, render_fps, key, key_path) -> name\n\nRegister a Python env class "
+     "(calf.register_env checks the spaces and reads the key)."},
+    {"set_trust_checkpoint", pyenv_set_trust_checkpoint, METH_O,
+     "set_trust_checkpoint(on): while on, a resume unpickles Python envs' states this "
+     "user's key did not sign"},
     {"take_env_error", pyenv_take_error, METH_NOARGS,
      "take_env_error() -> the first exception an env raised in this process, or None"},
     {"set_print_tracebacks", pyenv_set_print_tracebacks, METH_O,

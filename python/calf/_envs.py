@@ -4,7 +4,9 @@
 class (C hooks in _pyenv.c): each of a job's envs is a ``make_env()`` object created by
 the process that owns it, seeded once with ``reset(seed=random_seed + i)`` for global env
 index i (evaluation envs: ``random_seed + 2**40 + k``) and reset unseeded afterwards, so
-its trajectory depends on (seed, i, actions) only. Checkpoints hold each env's pickle.
+its trajectory depends on (seed, i, actions) only. Checkpoints hold each env's pickle,
+signed with this user's key (_ckpt_key.py): a resume unpickles only what that key
+signed, unless trusted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from calf import _calf
+from calf._ckpt_key import load_key
 
 _NO_LIMIT = 2**31 - 1  # the longest time limit calf's step counters hold
 _MIN_STATE_BYTES = 4096
@@ -99,7 +102,9 @@ def register_env(
     said so on stderr (a resume then starts new episodes in its envs). Registering the
     same name again with the same spaces replaces the factory. Videos and ``render()``
     draw an env through its own ``render()`` (make it with ``render_mode="rgb_array"``),
-    scaled to the size asked, at its ``metadata["render_fps"]``.
+    scaled to the size asked, at its ``metadata["render_fps"]``. A checkpoint's pickles
+    are signed with this user's key (``$CALF_KEY_FILE``, else
+    ``$XDG_CONFIG_HOME/calf/key`` or ``~/.config/calf/key``, made here on first use).
     """
     if not callable(make_env):
         raise TypeError(f"calf.register_env: make_env must be callable, got {make_env!r}")
@@ -140,9 +145,10 @@ def register_env(
         close = getattr(env, "close", None)
         if close:
             close()
+    key, key_file = load_key()
     return _calf.register_env(
         name, make_env, obs_dim, num_actions, low, high, max_episode_steps, int(state_bytes),
-        float(fps),
+        float(fps), key, key_file,
     )
 
 

@@ -24,6 +24,7 @@ def train(
     seed: int | None = None,
     quiet: bool = False,
     env: Any = None,
+    trust: bool = False,
 ) -> None:
     """Run the training job ``calf train`` runs, to its end, in this process.
 
@@ -47,6 +48,10 @@ def train(
     (nproc workers are forked holding the GIL: other Python threads wait for the job).
     An env that raises stops the job: EnvError chained to its exception on one process,
     RuntimeError with the env's message and traceback on stderr from workers.
+
+    ``trust``: a resume unpickles Python envs' states (which can run any code) only when
+    this user's key signed them, i.e. this user's calf wrote them; ``trust=True`` accepts
+    this once for a checkpoint from elsewhere (another user's run dir, an older calf).
     """
     params = _conf_params(overrides)
     if env is not None:
@@ -55,6 +60,7 @@ def train(
         params.append(f"TrainerConfig.random_seed={_check_seed(seed)}")
     if isinstance(nproc, bool) or not isinstance(nproc, (int, np.integer)):
         raise TypeError(f"calf.train: nproc must be an integer, got {nproc!r}")
+    _calf.set_trust_checkpoint(bool(trust))
     try:
         _calf.train(
             _fspath(root_dir), _fspath(conf), params, int(nproc), bool(quiet), env is not None
@@ -62,3 +68,5 @@ def train(
     except (ValueError, OSError, RuntimeError) as e:
         raise_env_error(e)
         raise
+    finally:
+        _calf.set_trust_checkpoint(False)

@@ -1,7 +1,9 @@
 /* _pyenv.c: Gymnasium-API Python environments as calf env classes, so calf's C trainer
  * steps them like its own: one class object per factory (calf.register_env), one Python
  * env object per calf env, created by the process that owns the env and seeded once
- * with reset(seed=job seed + global index); checkpoints hold each env's pickled state. */
+ * with reset(seed=job seed + global index); checkpoints hold each env's pickled state,
+ * signed with this user's key, and a resume unpickles only what that key signed unless
+ * the user trusts the checkpoint (unpickling runs code). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
@@ -22,10 +24,15 @@
 #include "calf/env.h"
 #include "calf/error.h"
 
-/* Saved state: u32 magic, u32 length (NOT_SAVED: the env could not be pickled), then
- * the pickle's bytes and zeros up to the class's save_size. */
-#define SAVE_MAGIC 0x31595043u /* "CPY1" read as little-endian bytes */
-#define SAVE_HEADER 8
+/* Saved state: u32 magic, u32 length (NOT_SAVED: the env could not be pickled), the
+ * pickle's HMAC-SHA256 under this user's key (calf/_ckpt_key.py), then the pickle's bytes
+ * and zeros up to the class's save_size. "CPY1" states (before the signature) have no
+ * HMAC: u32 magic, u32 length, the pickle; they load only when trusted. */
+#define SAVE_MAGIC 0x32595043u    /* "CPY2" read as little-endian bytes */
+#define SAVE_MAGIC_V1 0x31595043u /* "CPY1": unsigned */
+#define SAVE_MAC 32
+#define SAVE_HEADER (8 + SAVE_MAC)
+#define SAVE_HEADER_V1 8
 #define NOT_SAVED 0xFFFFFFFFu
 #define PICKLE_PROTOCOL 4      /* fixed, so the bytes do not follow Python's default */
 #define PYENV_NAME_SIZE 200    /* a class name's room, its NUL included */
@@ -36,8 +43,11 @@ typedef struct pyenv_class {
     PyObject *module;    /* strong: the module that registered it, whose state mod is */
     pyenv_module *mod;   /* the module's state: pickle's functions, the first error */
     PyObject *factory;   /* strong; replaced when the same name is registered again */
+    PyObject *key;       /* strong bytes: the key that signs its envs' pickles */
+    PyObject *key_path;  /* strong str: the file the key came from, for messages */
     float *low, *high;   /* (action_dim) continuous bounds, or NULL */
     int unsaved_said;    /* an env's state did not fit or pickle: said once */
+    int trusted_said;    /* an unsigned state was unpickled on trust: said once */
 } pyenv_class;
 
 typedef struct pyenv_state {
@@ -297,6 +307,20 @@ static uint32_t get_u32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* mac = HMAC-SHA256(the class's key, data[0..n)); 0, or -1 with an exception set. */
+static int sign(const pyenv_class *pc, const void *data, size_t n, unsigned char mac[SAVE_MAC]) {
+    PyObject *view = PyMemoryView_FromMemory((char *)data, (Py_ssize_t)n, PyBUF_READ);
+    PyObject *d = view ? PyObject_CallFunction(pc->mod->hmac_digest, "OOs", pc->key, view,
+                                               "sha256")
+                       : NULL;
+    Py_XDECREF(view);
+    int ok = d && PyBytes_Check(d) && PyBytes_GET_SIZE(d) == SAVE_MAC;
+    if (ok) memcpy(mac, PyBytes_AS_STRING(d), SAVE_MAC);
+    else if (d) PyErr_SetString(PyExc_ValueError, "hmac.digest: not a SHA-256 digest");
+    Py_XDECREF(d);
+    return ok ? 0 : -1;
+}
+
 static void pyenv_save(const void *state, void *buf) {
     const pyenv_state *s = state;
     const size_t cap = s->pc->cls.spec.save_size;
@@ -324,6 +348,14 @@ static void pyenv_save(const void *state, void *buf) {
                               (unsigned long long)s->index, s->pc->name, PyBytes_GET_SIZE(b),
                               cap - SAVE_HEADER);
         *said = 1;
+    } else if (sign(s->pc, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), p + 8) != 0) {
+        if (!*said)
+            PySys_WriteStderr("calf: env %llu (%s): its pickle could not be signed; "
+                              "checkpoints do not hold its state\n",
+                              (unsigned long long)s->index, s->pc->name);
+        *said = 1;
+        PyErr_Clear();
+        memset(p + 8, 0, SAVE_MAC);
     } else {
         put_u32(p + 4, (uint32_t)PyBytes_GET_SIZE(b));
         memcpy(p + SAVE_HEADER, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
@@ -332,12 +364,59 @@ static void pyenv_save(const void *state, void *buf) {
     PyGILState_Release(g);
 }
 
+/* Whether the pickle of len bytes at p + header may be unpickled: signed with the class's
+ * key, or trusted by the user for this resume. 0, or -1 with err set (and no exception
+ * left pending). The GIL is held. */
+static int check_signed(pyenv_state *s, const unsigned char *p, size_t header, uint32_t len,
+                        calf_error *err) {
+    pyenv_class *pc = (pyenv_class *)s->pc;
+    int good = 0;
+    if (header == SAVE_HEADER) {
+        unsigned char mac[SAVE_MAC], diff = 0;
+        if (sign(pc, p + header, len, mac) != 0) {
+            pyenv_state tmp = *s;
+            tmp.failed = CALF_OK;
+            env_fail(&tmp, "signing it", "");
+            calf_error_set(err, CALF_EINVAL, "%s", tmp.failure);
+            return -1;
+        }
+        for (int i = 0; i < SAVE_MAC; i++) diff |= (unsigned char)(mac[i] ^ p[8 + i]);
+        good = diff == 0;
+    }
+    if (good) return 0;
+    const char *why = header == SAVE_HEADER
+                          ? "its pickle is not signed with this user's key"
+                          : "its pickle is unsigned (written before calf signed them)";
+    const char *key = PyUnicode_AsUTF8(pc->key_path);
+    if (!key) {
+        PyErr_Clear();
+        key = "?";
+    }
+    if (!pc->mod->trust_checkpoint) {
+        calf_error_set(err, CALF_EINVAL,
+                       "env %llu (%s): %s (%s), and unpickling runs any code it holds: not "
+                       "loaded; if you trust where this checkpoint came from, resume with "
+                       "--trust_checkpoint (calf.train/calf.Trainer: trust=True) to accept it "
+                       "once",
+                       (unsigned long long)s->index, pc->name, why, key);
+        return -1;
+    }
+    if (!pc->trusted_said)
+        PySys_WriteStderr("calf: env %llu (%s): %s (%s); unpickling it as --trust_checkpoint "
+                          "says\n",
+                          (unsigned long long)s->index, pc->name, why, key);
+    pc->trusted_said = 1;
+    return 0;
+}
+
 static int pyenv_load(void *state, const void *buf, calf_error *err) {
     pyenv_state *s = state;
     const size_t cap = s->pc->cls.spec.save_size;
     const unsigned char *p = buf;
-    if (get_u32(p) != SAVE_MAGIC)
+    uint32_t magic = get_u32(p);
+    if (magic != SAVE_MAGIC && magic != SAVE_MAGIC_V1)
         return calf_error_set(err, CALF_EINVAL, "not a saved Python env (bad magic)");
+    const size_t header = magic == SAVE_MAGIC ? SAVE_HEADER : SAVE_HEADER_V1;
     uint32_t len = get_u32(p + 4);
     if (len == NOT_SAVED) {
         s->restarted = 1;
@@ -348,13 +427,17 @@ static int pyenv_load(void *state, const void *buf, calf_error *err) {
         PyGILState_Release(g);
         return CALF_OK;
     }
-    if (len > cap - SAVE_HEADER)
+    if (len > cap - header)
         return calf_error_set(err, CALF_EINVAL, "saved Python env of %u bytes exceeds %zu",
-                              (unsigned)len, cap - SAVE_HEADER);
+                              (unsigned)len, cap - header);
     PyGILState_STATE g = PyGILState_Ensure();
+    if (check_signed(s, p, header, len, err) != 0) {
+        PyGILState_Release(g);
+        return err->status;
+    }
     int rc = CALF_OK;
     PyObject *env = PyObject_CallFunction(s->pc->mod->pickle_loads, "y#",
-                                          (const char *)p + SAVE_HEADER, (Py_ssize_t)len);
+                                          (const char *)p + header, (Py_ssize_t)len);
     if (!env) {
         pyenv_state tmp = *s;
         tmp.failed = CALF_OK;
@@ -437,16 +520,21 @@ static int pyenv_render(const void *state, int width, int height, uint8_t *rgb,
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     pyenv_module *st = &calf_state(module)->pyenv;
     static char *kwlist[] = {"name", "factory", "obs_dim", "num_actions", "low", "high",
-                             "max_episode_steps", "state_bytes", "render_fps", NULL};
+                             "max_episode_steps", "state_bytes", "render_fps", "key",
+                             "key_path", NULL};
     const char *name;
-    PyObject *factory, *low = Py_None, *high = Py_None;
+    PyObject *factory, *low = Py_None, *high = Py_None, *key, *key_path;
     int obs_dim, num_actions, max_steps;
     Py_ssize_t state_bytes;
     double render_fps = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOin|d:register_env", kwlist, &name,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOindSU:register_env", kwlist, &name,
                                      &factory, &obs_dim, &num_actions, &low, &high, &max_steps,
-                                     &state_bytes, &render_fps))
+                                     &state_bytes, &render_fps, &key, &key_path))
         return NULL;
+    if (PyBytes_GET_SIZE(key) < 16) {
+        PyErr_SetString(PyExc_ValueError, "calf.register_env: the key is shorter than 16 bytes");
+        return NULL;
+    }
     if (!PyCallable_Check(factory)) {
         PyErr_SetString(PyExc_TypeError, "calf.register_env: the factory is not callable");
         return NULL;
@@ -501,6 +589,10 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         }
         Py_INCREF(factory);
         Py_SETREF(pc->factory, factory);
+        Py_INCREF(key);
+        Py_SETREF(pc->key, key);
+        Py_INCREF(key_path);
+        Py_SETREF(pc->key_path, key_path);
         return PyUnicode_FromString(name);
     }
     if (st->num_classes >= PYENV_MAX_CLASSES) {
@@ -563,6 +655,10 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     }
     Py_INCREF(factory);
     pc->factory = factory;
+    Py_INCREF(key);
+    pc->key = key;
+    Py_INCREF(key_path);
+    pc->key_path = key_path;
     Py_INCREF(module);
     pc->module = module;
     st->classes[st->num_classes++] = pc;
@@ -575,6 +671,13 @@ PyObject *pyenv_take_error(PyObject *module, PyObject *Py_UNUSED(ignored)) {
     st->first_error = NULL;
     if (!e) Py_RETURN_NONE;
     return e;
+}
+
+PyObject *pyenv_set_trust_checkpoint(PyObject *module, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    calf_state(module)->pyenv.trust_checkpoint = on;
+    Py_RETURN_NONE;
 }
 
 PyObject *pyenv_set_print_tracebacks(PyObject *module, PyObject *arg) {
@@ -620,13 +723,19 @@ int pyenv_init(pyenv_module *st) {
     st->pickle_dumps = PyObject_GetAttrString(pickle, "dumps");
     st->pickle_loads = PyObject_GetAttrString(pickle, "loads");
     Py_DECREF(pickle);
-    return st->pickle_dumps && st->pickle_loads ? 0 : -1;
+    if (!st->pickle_dumps || !st->pickle_loads) return -1;
+    PyObject *hmac = PyImport_ImportModule("hmac"); /* new reference */
+    if (!hmac) return -1;
+    st->hmac_digest = PyObject_GetAttrString(hmac, "digest");
+    Py_DECREF(hmac);
+    return st->hmac_digest ? 0 : -1;
 }
 
 int pyenv_traverse(pyenv_module *st, visitproc visit, void *arg) {
     Py_VISIT(st->first_error);
     Py_VISIT(st->pickle_dumps);
     Py_VISIT(st->pickle_loads);
+    Py_VISIT(st->hmac_digest);
     return 0;
 }
 
@@ -634,4 +743,5 @@ void pyenv_clear(pyenv_module *st) {
     Py_CLEAR(st->first_error);
     Py_CLEAR(st->pickle_dumps);
     Py_CLEAR(st->pickle_loads);
+    Py_CLEAR(st->hmac_digest);
 }

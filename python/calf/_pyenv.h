@@ -23,13 +23,21 @@ typedef struct pyenv_module {
     PyObject *first_error;  /* strong: the first exception an env raised, for the API */
     PyObject *pickle_dumps; /* strong: pickle.dumps */
     PyObject *pickle_loads; /* strong: pickle.loads */
+    PyObject *hmac_digest;  /* strong: hmac.digest, which signs the pickles */
+    int trust_checkpoint;   /* unpickle a resume's unsigned or foreign-signed states (the
+                             * user said --trust_checkpoint or trust=True for this call) */
 } pyenv_module;
 
 /* register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,
- * state_bytes) -> name: the env class `name` whose envs are factory() objects. */
+ * state_bytes, render_fps, key, key_path) -> name: the env class `name` whose envs are
+ * factory() objects, their checkpointed pickles signed with `key` (bytes, read from the
+ * file key_path: calf/_ckpt_key.py). */
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs);
 /* take_env_error() -> the first exception an env raised in this process (cleared), or None */
 PyObject *pyenv_take_error(PyObject *module, PyObject *ignored);
+/* set_trust_checkpoint(on): while on, a resume unpickles Python envs' states that this
+ * user's key did not sign (each said once per class on stderr) */
+PyObject *pyenv_set_trust_checkpoint(PyObject *module, PyObject *arg);
 /* set_print_tracebacks(on): print an env's traceback on stderr when it raises */
 PyObject *pyenv_set_print_tracebacks(PyObject *module, PyObject *arg);
 /* While on in the calling thread, a fork it makes (calf's --nproc workers, made with

@@ -24,7 +24,8 @@ class Trainer:
     and holds its lock until ``close()``; stepped to the end it writes the files
     ``calf train`` writes for the same config, byte for byte. ``quiet``: no progress
     lines on stderr. Raises ValueError with calf's message ("file:line: ...") for bad
-    input, OSError for I/O failures. One thread at a time may use a trainer.
+    input, OSError for I/O failures. One thread at a time may use a trainer. ``trust``:
+    as ``calf.train``'s, a resume of Python envs' states this user's calf did not write.
     """
 
     def __init__(
@@ -36,12 +37,17 @@ class Trainer:
         overrides: Mapping[str, Any] | Iterable[str] | None = None,
         quiet: bool = True,
         env: Any = None,
+        trust: bool = False,
     ) -> None:
         self.root_dir: str = _fspath(root_dir)
         params = _conf_params(overrides)
         if env is not None:
             params.append(_env_binding(env))
-        self._raw = _calf.Trainer(self.root_dir, _fspath(conf), conf_text, params, bool(quiet))
+        _calf.set_trust_checkpoint(bool(trust))
+        try:
+            self._raw = _calf.Trainer(self.root_dir, _fspath(conf), conf_text, params, bool(quiet))
+        finally:
+            _calf.set_trust_checkpoint(False)
 
     def step(self) -> dict[str, float | int]:
         """Run one iteration and return its metrics.

@@ -134,7 +134,7 @@ def test_runs_are_deterministic_and_resume_exact(tmp_path):
         assert filecmp.cmp(ckpt(tmp_path / "a", n), ckpt(tmp_path / "c", n), shallow=False)
     # the checkpoint holds each env's pickle, mid-episode
     data = ckpt(tmp_path / "a", 6).read_bytes()
-    assert data.count(b"CPY1") == E
+    assert data.count(b"CPY2") == E
     assert b"pyenv_envs" in data and b"Corridor" in data
 
 
@@ -157,7 +157,7 @@ def test_unpicklable_env_restarts_its_episodes_on_resume(tmp_path, capfd):
     name = calf.register_env(pyenv_envs.make_unpicklable, max_episode_steps=60)
     assert "cannot be pickled" in capfd.readouterr().err
     train(tmp_path / "u", 2, name)
-    assert ckpt(tmp_path / "u", 2).read_bytes().count(b"CPY1\xff\xff\xff\xff") == E
+    assert ckpt(tmp_path / "u", 2).read_bytes().count(b"CPY2\xff\xff\xff\xff") == E
     capfd.readouterr()
     metrics = train(tmp_path / "u", 4, name)
     err = capfd.readouterr().err
