@@ -528,7 +528,7 @@ static int compare_results(const problem *p, const result *a, const result *b, b
  * 4-wide rest), 3 -> 12, 9 (8 + 4, 8 + 1), 33 -> 132, 99; B over the row blocks (6, 8,
  * 4, 1 rows; 13 = 6 + 6 + 1). The last, (150, 50, 24, 20), takes rnn.c's column panels
  * (gates 200 and 150, dX's 150 inputs: 64-column panels and the rest), row blocks (480 rows) and
- * weight-gradient chunks (436 and 327 rows). */
+ * weight-gradient chunks (187 and 218 rows for dW_ih, 262 and 327 for dW_hh). */
 static void test_order(rnn_kind kind) {
     const int shapes[][4] = {{37, 20, 5, 13}, {4, 3, 7, 2}, {64, 33, 3, 9}, {11, 16, 4, 1},
                              {150, 50, 24, 20}};
