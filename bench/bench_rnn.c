@@ -1,0 +1,258 @@
+/* bench_rnn.c: the LSTM and GRU of src/numerics/rnn.h, forward + backward through time,
+ * on the shapes a recurrent PPO runs (CleanRL's ppo_atari_lstm: 512 features into 128
+ * units; a CartPoleNoVel-sized 64 into 64), against this core's measured FMA peak and,
+ * with --torch PATH (bench/torch_rnn.py), PyTorch's nn.LSTM / nn.GRU on one thread: with
+ * the BLAS Debian's torch finds by default and, with --openblas DIR, again with DIR's
+ * libblas.so.3 (OpenBLAS) first on LD_LIBRARY_PATH.
+ *
+ * Usage: bench_rnn [REPEATS] [--torch bench/torch_rnn.py [--openblas DIR]]
+ * (REPEATS default 7: 35 timed runs a shape, each side; the best and the median of them) */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include <time.h>
+
+#include "bench_util.h"
+#include "calf/rng.h"
+#include "numerics/nn.h"
+#include "numerics/rnn.h"
+
+static volatile float sink;
+
+/* Seconds of CPU time this thread has run: up to seven helpers share this machine's two
+ * cores, and wall time would measure the queue; the FMA peak is measured the same way. */
+static double cpu_now(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    rnn_kind kind;
+    int in, H, T, B;
+} shape;
+
+static const shape SHAPES[] = {
+    {RNN_LSTM, 512, 128, 128, 8}, {RNN_LSTM, 512, 128, 32, 64}, {RNN_LSTM, 64, 64, 128, 8},
+    {RNN_LSTM, 64, 64, 32, 64},   {RNN_GRU, 512, 128, 128, 8},  {RNN_GRU, 512, 128, 32, 64},
+    {RNN_GRU, 64, 64, 128, 8},    {RNN_GRU, 64, 64, 32, 64},
+};
+enum { NSHAPES = sizeof SHAPES / sizeof SHAPES[0] };
+
+/* Multiply-add FLOPs of one forward + backward: forward x W_ih and h W_hh; backward dX,
+ * dW_ih, dh (through W_hh) and dW_hh: three times the forward's. The gate arithmetic
+ * (a few dozen operations per unit and step) is not counted. */
+static double shape_flop(const shape *s) {
+    double G = (s->kind == RNN_LSTM ? 4.0 : 3.0) * s->H;
+    return 6.0 * s->T * s->B * (s->in + s->H) * G;
+}
+
+/* ---- the core's FMA peak: twelve independent accumulators, registers only ---- */
+
+static volatile float peak_m = 0.999999f, peak_c = 1e-7f;
+
+static double fma_peak(int repeats) {
+#if defined(__AVX2__) && defined(__FMA__)
+    const long iters = 4 * 1000 * 1000;
+    double best = 0.0;
+    for (int r = 0; r < repeats; r++) {
+        __m256 m = _mm256_set1_ps(peak_m), c = _mm256_set1_ps(peak_c);
+        __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(1.0f), a2 = _mm256_set1_ps(2.0f),
+               a3 = _mm256_set1_ps(3.0f), a4 = _mm256_set1_ps(4.0f), a5 = _mm256_set1_ps(5.0f),
+               a6 = _mm256_set1_ps(6.0f), a7 = _mm256_set1_ps(7.0f), a8 = _mm256_set1_ps(8.0f),
+               a9 = _mm256_set1_ps(9.0f), a10 = _mm256_set1_ps(10.0f), a11 = _mm256_set1_ps(11.0f);
+        double t0 = cpu_now();
+        for (long i = 0; i < iters; i++) {
+            a0 = _mm256_fmadd_ps(a0, m, c), a1 = _mm256_fmadd_ps(a1, m, c);
+            a2 = _mm256_fmadd_ps(a2, m, c), a3 = _mm256_fmadd_ps(a3, m, c);
+            a4 = _mm256_fmadd_ps(a4, m, c), a5 = _mm256_fmadd_ps(a5, m, c);
+            a6 = _mm256_fmadd_ps(a6, m, c), a7 = _mm256_fmadd_ps(a7, m, c);
+            a8 = _mm256_fmadd_ps(a8, m, c), a9 = _mm256_fmadd_ps(a9, m, c);
+            a10 = _mm256_fmadd_ps(a10, m, c), a11 = _mm256_fmadd_ps(a11, m, c);
+        }
+        double dt = cpu_now() - t0;
+        __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                   _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+        sum = _mm256_add_ps(sum, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+        float s[8];
+        _mm256_storeu_ps(s, sum);
+        sink = s[0];
+        double rate = 12.0 * 8 * 2 * (double)iters / dt;
+        if (rate > best) best = rate;
+    }
+    return best;
+#else
+    (void)repeats;
+    return 0.0;
+#endif
+}
+
+/* ---- calf ---- */
+
+typedef struct {
+    shape s;
+    rnn_cell cell;
+    float *params, *grad, *x, *y, *dy, *dx, *h0, *c0, *dh0, *dc0;
+    uint8_t *start;
+    rnn_cache cache;
+} run;
+
+static void fill(calf_rng *rng, float *a, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) a[i] = scale * (2.0f * calf_rng_uniform_float(rng) - 1.0f);
+}
+
+static int run_make(run *r, const shape *s, calf_rng *rng) {
+    memset(r, 0, sizeof *r);
+    r->s = *s;
+    size_t cur = 0;
+    rnn_layout(&r->cell, s->kind, s->in, s->H, &cur);
+    size_t TB = (size_t)s->T * s->B, BH = (size_t)s->B * s->H;
+    r->params = nn_alloc_floats(cur, NULL), r->grad = nn_alloc_floats(cur, NULL);
+    r->x = nn_alloc_floats(TB * s->in, NULL), r->dx = nn_alloc_floats(TB * s->in, NULL);
+    r->y = nn_alloc_floats(TB * s->H, NULL), r->dy = nn_alloc_floats(TB * s->H, NULL);
+    r->h0 = nn_alloc_floats(BH, NULL), r->c0 = nn_alloc_floats(BH, NULL);
+    r->dh0 = nn_alloc_floats(BH, NULL), r->dc0 = nn_alloc_floats(BH, NULL);
+    r->start = calloc(TB, 1);
+    if (!r->params || !r->grad || !r->x || !r->dx || !r->y || !r->dy || !r->h0 || !r->c0 ||
+        !r->dh0 || !r->dc0 || !r->start)
+        return -1;
+    if (rnn_init(&r->cell, r->params, rng, NULL) != CALF_OK) return -1;
+    fill(rng, r->x, TB * s->in, 1.0f);
+    fill(rng, r->dy, TB * s->H, 1e-3f);
+    fill(rng, r->h0, BH, 0.5f);
+    fill(rng, r->c0, BH, 0.5f);
+    for (size_t e = 0; e < TB; e++) r->start[e] = calf_rng_uniform_float(rng) < 0.01f;
+    return rnn_cache_init(&r->cache, &r->cell, s->T, s->B, NULL);
+}
+
+static void run_free(run *r) {
+    free(r->params), free(r->grad), free(r->x), free(r->dx), free(r->y), free(r->dy);
+    free(r->h0), free(r->c0), free(r->dh0), free(r->dc0), free(r->start);
+    rnn_cache_free(&r->cache);
+}
+
+static void calf_fwd_bwd(run *r) {
+    bool lstm = r->s.kind == RNN_LSTM;
+    rnn_forward(&r->cell, r->params, &r->cache, r->x, r->start, r->h0, lstm ? r->c0 : NULL,
+                r->s.T, r->s.B, r->y, NULL, NULL);
+    rnn_backward(&r->cell, r->params, &r->cache, r->dy, NULL, NULL, r->grad, RNN_GRAD_SET,
+                 r->dx, r->dh0, lstm ? r->dc0 : NULL);
+    sink = r->grad[r->cell.w_hh_off] + r->dx[0];
+}
+
+/* CPU seconds of the fastest of 5 x `repeats` runs, each long enough (>= 30 ms) to
+ * average the clock out but short enough that some run finds the core's caches to
+ * itself on a shared machine; *median the median of them. */
+static double best_time(void (*fn)(run *), run *r, int repeats, double *median) {
+    enum { MAX_RUNS = 320 };
+    double t[MAX_RUNS];
+    int runs = 5 * repeats < MAX_RUNS ? 5 * repeats : MAX_RUNS;
+    fn(r); /* warm */
+    double t0 = cpu_now();
+    fn(r);
+    double once = cpu_now() - t0;
+    int reps = once > 0.03 ? 1 : (int)(0.03 / (once > 1e-6 ? once : 1e-6)) + 1;
+    for (int k = 0; k < runs; k++) {
+        t0 = cpu_now();
+        for (int i = 0; i < reps; i++) fn(r);
+        t[k] = (cpu_now() - t0) / reps;
+    }
+    *median = bench_quantile(t, runs, 0.5);
+    return t[0]; /* bench_quantile sorted t */
+}
+
+/* ---- PyTorch: torch_rnn.py times the same shapes, one line each: "RNN k seconds" ---- */
+
+/* blas_dir: a directory put first on LD_LIBRARY_PATH (OpenBLAS's libblas.so.3, one
+ * thread), or NULL for the BLAS Debian's torch finds by default. */
+static int run_torch(const char *path, const char *blas_dir, int repeats, double *sec) {
+    char cmd[2048], line[512];
+    int n = blas_dir ? snprintf(cmd, sizeof cmd,
+                                "env LD_LIBRARY_PATH='%s' OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "
+                                "'%s' --repeats %d", blas_dir, path, repeats)
+                     : snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' --repeats %d", path, repeats);
+    for (int k = 0; k < NSHAPES && n > 0 && (size_t)n < sizeof cmd; k++) {
+        const shape *s = &SHAPES[k];
+        n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %s:%d:%d:%d:%d",
+                      s->kind == RNN_LSTM ? "lstm" : "gru", s->in, s->H, s->T, s->B);
+    }
+    if (n <= 0 || (size_t)n >= sizeof cmd) return -1;
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    while (fgets(line, sizeof line, p)) {
+        int k;
+        double s;
+        if (sscanf(line, "RNN %d %lf", &k, &s) == 2 && k >= 0 && k < NSHAPES) sec[k] = s;
+        else fputs(line, stdout);
+    }
+    return pclose(p) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    int repeats = 7;
+    const char *torch = NULL, *blas_dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--torch") == 0 && i + 1 < argc) {
+            torch = argv[++i];
+        } else if (strcmp(argv[i], "--openblas") == 0 && i + 1 < argc) {
+            blas_dir = argv[++i];
+        } else {
+            char *end;
+            long v = strtol(argv[i], &end, 10);
+            if (*end || v < 1 || v > 64) {
+                fprintf(stderr, "usage: bench_rnn [REPEATS 1..64] [--torch PATH [--openblas DIR]]\n");
+                return 2;
+            }
+            repeats = (int)v;
+        }
+    }
+    double peak = fma_peak(10 * repeats);
+    printf("FMA peak of this core (12 independent 8-wide chains, registers only): %.1f GFLOP/s\n",
+           peak / 1e9);
+    calf_rng rng;
+    calf_rng_seed(&rng, 36, 0, CALF_RNG_INIT);
+    double calf_best[NSHAPES], calf_med[NSHAPES];
+    for (int k = 0; k < NSHAPES; k++) {
+        run r;
+        if (run_make(&r, &SHAPES[k], &rng) != 0) {
+            fprintf(stderr, "bench_rnn: out of memory\n");
+            return 1;
+        }
+        calf_best[k] = best_time(calf_fwd_bwd, &r, repeats, &calf_med[k]);
+        run_free(&r);
+    }
+    double torch_sec[NSHAPES], ob_sec[NSHAPES];
+    for (int k = 0; k < NSHAPES; k++) torch_sec[k] = ob_sec[k] = -1.0;
+    if (torch && run_torch(torch, NULL, repeats, torch_sec) != 0)
+        fprintf(stderr, "bench_rnn: %s did not run to the end\n", torch);
+    if (torch && blas_dir && run_torch(torch, blas_dir, repeats, ob_sec) != 0)
+        fprintf(stderr, "bench_rnn: %s with %s did not run to the end\n", torch, blas_dir);
+    printf("forward + backward through time, CPU ms of the best of %d runs (median); GFLOP/s "
+           "counts the gate products' multiply-adds only\n", 5 * repeats);
+    printf("| cell | in | H | T | B | calf ms | calf GFLOP/s | of peak | torch ms | of peak "
+           "| calf speedup | torch+OpenBLAS ms | of peak | calf speedup |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int k = 0; k < NSHAPES; k++) {
+        const shape *s = &SHAPES[k];
+        double f = shape_flop(s);
+        printf("| %s | %d | %d | %d | %d | %.2f (%.2f) | %.1f | %.0f%% |",
+               s->kind == RNN_LSTM ? "LSTM" : "GRU", s->in, s->H, s->T, s->B, 1e3 * calf_best[k],
+               1e3 * calf_med[k], f / calf_best[k] / 1e9, 100 * f / calf_best[k] / peak);
+        const double *ts[2] = {torch_sec, ob_sec};
+        for (int j = 0; j < 2; j++) {
+            if (ts[j][k] > 0)
+                printf(" %.1f | %.0f%% | %.1fx |", 1e3 * ts[j][k], 100 * f / ts[j][k] / peak,
+                       ts[j][k] / calf_best[k]);
+            else
+                printf(" - | - | - |");
+        }
+        printf("\n");
+    }
+    return 0;
+}
