@@ -112,7 +112,8 @@ typedef struct calf_env {
 
 /* Add a class to the registry. The registry keeps the pointer, so cls must outlive
  * every use (a static object). Fails with CALF_EINVAL on a duplicate name or a bad
- * spec, and when the registry is full. Not thread-safe: register at start-up. */
+ * spec, and when the registry is full. Safe from any thread, as are the look-ups below
+ * (the registry is locked); register before workers fork, so that they inherit it. */
 int calf_env_register(const calf_env_class *cls, calf_error *err);
 const calf_env_class *calf_env_find(const char *name);  /* NULL if unknown */
 /* calf_env_find, and when the name is unknown a message in err: the known names, or for
@@ -154,8 +155,9 @@ int calf_plugin_check_abi(int loader_abi, int plugin_abi, calf_error *err);
  * shared object, lacks calf_plugin_register, was built for another ABI, registers no
  * class, or a class's name is taken (by a built-in or another library); then nothing
  * of it stays registered or loaded; CALF_ENOMEM (nothing loaded) when memory runs out.
- * Not thread-safe: load at start-up, before workers fork (they inherit it). The
- * library stays loaded until the process ends. */
+ * Safe from any thread (threads loading one file at once load it once, and all get
+ * CALF_OK); load before workers fork (they inherit it). The library stays loaded until
+ * the process ends. */
 int calf_env_load_library(const char *path, calf_error *err);
 int calf_env_library_count(void);
 /* The absolute path of the i-th loaded library, in load order; NULL out of range.

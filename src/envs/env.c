@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,11 @@ bool env_class_measure(const calf_env_class *cls, size_t *mapped, size_t *touche
 }
 
 /* The classes added by calf_env_register (not the built-ins). Process-wide like the
- * context: filled at start-up, before workers fork, then only read. */
+ * context: filled at start-up, before workers fork, then mostly read. An embedding
+ * program may register, load plug-ins and make envs from several threads, so
+ * registry_lock guards registered, libs and loading_lib, each call holding it throughout
+ * (a plug-in is looked for, loaded and registered as one step). Recursive: a plug-in's
+ * register function, called under it, calls calf_env_register. */
 static const calf_env_class *registered[CALF_ENV_MAX_CLASSES - NUM_BUILTINS];
 static int registered_by[CALF_ENV_MAX_CLASSES - NUM_BUILTINS]; /* index in libs, or -1 */
 static int num_registered = 0;
@@ -61,21 +66,48 @@ static struct {
 } libs[CALF_ENV_MAX_LIBRARIES];
 static int num_libs = 0;
 static int loading_lib = -1;
+static pthread_mutex_t registry_lock;
+static pthread_once_t registry_lock_once = PTHREAD_ONCE_INIT;
 
-int calf_env_count(void) { return NUM_BUILTINS + num_registered; }
+static void make_registry_lock(void) {
+    pthread_mutexattr_t a;
+    CALF_ASSERT(pthread_mutexattr_init(&a) == 0);
+    CALF_ASSERT(pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE) == 0);
+    CALF_ASSERT(pthread_mutex_init(&registry_lock, &a) == 0);
+    pthread_mutexattr_destroy(&a);
+}
+static void lock_registry(void) {
+    CALF_ASSERT(pthread_once(&registry_lock_once, make_registry_lock) == 0);
+    CALF_ASSERT(pthread_mutex_lock(&registry_lock) == 0);
+}
+static void unlock_registry(void) { CALF_ASSERT(pthread_mutex_unlock(&registry_lock) == 0); }
+
+int calf_env_count(void) {
+    lock_registry();
+    int n = NUM_BUILTINS + num_registered;
+    unlock_registry();
+    return n;
+}
 
 const calf_env_class *calf_env_at(int i) {
-    if (i < 0 || i >= calf_env_count()) return NULL;
-    return i < NUM_BUILTINS ? builtin_classes[i] : registered[i - NUM_BUILTINS];
+    lock_registry();
+    const calf_env_class *c = i < 0 || i >= NUM_BUILTINS + num_registered ? NULL
+                              : i < NUM_BUILTINS ? builtin_classes[i]
+                                                 : registered[i - NUM_BUILTINS];
+    unlock_registry();
+    return c;
 }
 
 const calf_env_class *calf_env_find(const char *name) {
     if (!name) return NULL;
-    for (int i = 0; i < calf_env_count(); i++) {
+    lock_registry();
+    const calf_env_class *found = NULL;
+    for (int i = 0; i < calf_env_count() && !found; i++) {
         const calf_env_class *c = calf_env_at(i);
-        if (strcmp(c->spec.name, name) == 0) return c;
+        if (strcmp(c->spec.name, name) == 0) found = c;
     }
-    return NULL;
+    unlock_registry();
+    return found;
 }
 
 const calf_env_class *calf_env_lookup(const char *name, calf_error *err) {
@@ -111,11 +143,13 @@ void calf_env_list_names(char *buf, size_t size) {
     if (!buf || size == 0) return;
     size_t used = 0;
     buf[0] = '\0';
+    lock_registry();
     for (int i = 0; i < calf_env_count(); i++) {
         int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", calf_env_at(i)->spec.name);
-        if (n < 0 || (size_t)n >= size - used) return; /* truncated; snprintf terminated it */
+        if (n < 0 || (size_t)n >= size - used) break; /* truncated; snprintf terminated it */
         used += (size_t)n;
     }
+    unlock_registry();
 }
 
 /* Rejects what would break an env at run time: sizes no buffer could hold, an
@@ -177,10 +211,19 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
     return CALF_OK;
 }
 
+static int register_locked(const calf_env_class *cls, calf_error *err);
+
 int calf_env_register(const calf_env_class *cls, calf_error *err) {
     if (!cls) return calf_error_set(err, CALF_EINVAL, "env class is NULL");
     int rc = check_spec(cls, err);
     if (rc != CALF_OK) return rc;
+    lock_registry();
+    rc = register_locked(cls, err);
+    unlock_registry();
+    return rc;
+}
+
+static int register_locked(const calf_env_class *cls, calf_error *err) {
     const calf_env_class *taken = calf_env_find(cls->spec.name);
     if (taken) {
         const char *lib = calf_env_class_library(taken);
@@ -199,14 +242,27 @@ int calf_env_register(const calf_env_class *cls, calf_error *err) {
 }
 
 const char *calf_env_class_library(const calf_env_class *cls) {
-    for (int i = 0; i < num_registered; i++)
-        if (registered[i] == cls && registered_by[i] >= 0) return libs[registered_by[i]].path;
-    return NULL;
+    const char *path = NULL;
+    lock_registry();
+    for (int i = 0; i < num_registered && !path; i++)
+        if (registered[i] == cls && registered_by[i] >= 0) path = libs[registered_by[i]].path;
+    unlock_registry();
+    return path;
 }
 
-int calf_env_library_count(void) { return num_libs; }
+int calf_env_library_count(void) {
+    lock_registry();
+    int n = num_libs;
+    unlock_registry();
+    return n;
+}
 
-const char *calf_env_library_at(int i) { return i >= 0 && i < num_libs ? libs[i].path : NULL; }
+const char *calf_env_library_at(int i) {
+    lock_registry();
+    const char *path = i >= 0 && i < num_libs ? libs[i].path : NULL;
+    unlock_registry();
+    return path;
+}
 
 int calf_plugin_check_abi(int loader_abi, int plugin_abi, calf_error *err) {
     if (loader_abi == plugin_abi) return CALF_OK;
@@ -216,11 +272,20 @@ int calf_plugin_check_abi(int loader_abi, int plugin_abi, calf_error *err) {
                           plugin_abi, loader_abi);
 }
 
+static int load_library_locked(const char *path, const char *abs, calf_error *err);
+
 int calf_env_load_library(const char *path, calf_error *err) {
     if (!path || !path[0]) return calf_error_set(err, CALF_EINVAL, "--env_lib: empty path");
     char abs[PATH_MAX];
     if (!realpath(path, abs))
         return calf_error_set(err, CALF_EINVAL, "--env_lib %s: %s", path, strerror(errno));
+    lock_registry();
+    int rc = load_library_locked(path, abs, err);
+    unlock_registry();
+    return rc;
+}
+
+static int load_library_locked(const char *path, const char *abs, calf_error *err) {
     for (int i = 0; i < num_libs; i++)
         if (strcmp(libs[i].path, abs) == 0) return CALF_OK; /* already loaded */
     if (num_libs >= CALF_ENV_MAX_LIBRARIES)

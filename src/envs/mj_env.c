@@ -5,6 +5,7 @@
 #include "envs/mj_env.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,24 +16,35 @@
 #include "base/mem.h"
 
 /* The compiled models, one per task, kept for the life of the process (tasks are few,
- * models are read-only, and workers forked later share the pages). Like the env
- * registry, process-wide and filled before any env steps. */
-enum { MAX_TASKS = 2 * MJ_NUM_TASKS }; /* the built-in tasks, and room for a test's own */
+ * models are read-only, and workers forked later share the pages). Envs are opened from
+ * any thread: models_lock guards the table, and a first open compiles under it, so two
+ * threads never compile one task and the table never holds more than MJ_MAX_MODELS (the
+ * next first open is refused with an error). */
 static struct {
     const mj_task *task;
     mjModel *m;
-} models[MAX_TASKS];
+} models[MJ_MAX_MODELS];
 static int num_models = 0;
+static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* MuJoCo's default handlers print to stdout (where `calf env` writes its rows), write
  * MUJOCO_LOG.TXT into the working directory and, on error, wait for Enter and exit. An
  * error handler must not return into MuJoCo, so the calls that can fail (compiling a
  * model, making an env's data: allocations) run inside GUARDED, and the handler jumps
  * back there with the message, which comes back as a status: the host process goes on.
- * What remains unguarded (reset and step of data made here) fails only on a broken
+ * MuJoCo's handler is one for the process, so the jump point and the message are the
+ * calling thread's own: an error jumps back into the thread that raised it. What
+ * remains unguarded (reset and step of data made here) fails only on a broken
  * invariant, and panics. */
-static jmp_buf *guard = NULL;
-static char guard_msg[512];
+static _Thread_local jmp_buf *guard = NULL;
+static _Thread_local char guard_msg[512];
+
+/* MuJoCo 2.2's compiler (mjCModel::Compile) puts its own error handler in place of ours,
+ * process-wide, while it compiles, and puts ours back after: an error raised meanwhile in
+ * another thread would reach the compiler's handler, a C++ throw through C frames. So a
+ * compile holds mujoco_calls for writing and every other guarded call for reading. */
+static pthread_rwlock_t mujoco_calls = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 
 static void on_mujoco_warning(const char *msg) { fprintf(stderr, "calf: MuJoCo warning: %s\n", msg); }
 static void on_mujoco_error(const char *msg) {
@@ -40,27 +52,33 @@ static void on_mujoco_error(const char *msg) {
     snprintf(guard_msg, sizeof guard_msg, "%s", msg);
     longjmp(*guard, 1);
 }
+static void install_handlers(void) {
+    mju_user_warning = on_mujoco_warning;
+    mju_user_error = on_mujoco_error;
+}
 
 /* Run `call` (a statement) with MuJoCo's errors caught: *failed is 1 and guard_msg holds
  * MuJoCo's message when it raised one. Variables the statement assigns must be volatile
- * if read after a failure. */
-#define GUARDED(failed, call)                        \
-    do {                                             \
-        jmp_buf here_;                               \
-        jmp_buf *outer_ = guard;                     \
-        guard = &here_;                              \
-        if (setjmp(here_) == 0) {                    \
-            call;                                    \
-            *(failed) = 0;                           \
-        } else {                                     \
-            *(failed) = 1;                           \
-        }                                            \
-        guard = outer_;                              \
+ * if read after a failure. `writer`: the call compiles (see mujoco_calls). */
+#define GUARDED(failed, writer, call)                                                    \
+    do {                                                                                 \
+        CALF_ASSERT(pthread_once(&handlers_once, install_handlers) == 0);                \
+        CALF_ASSERT(((writer) ? pthread_rwlock_wrlock(&mujoco_calls)                     \
+                              : pthread_rwlock_rdlock(&mujoco_calls)) == 0);             \
+        jmp_buf here_;                                                                   \
+        jmp_buf *outer_ = guard;                                                         \
+        guard = &here_;                                                                  \
+        if (setjmp(here_) == 0) {                                                        \
+            call;                                                                        \
+            *(failed) = 0;                                                               \
+        } else {                                                                         \
+            *(failed) = 1;                                                               \
+        }                                                                                \
+        guard = outer_;                                                                  \
+        CALF_ASSERT(pthread_rwlock_unlock(&mujoco_calls) == 0);                          \
     } while (0)
 
 static mjModel *compile(const mj_task *t, calf_error *err) {
-    mju_user_warning = on_mujoco_warning;
-    mju_user_error = on_mujoco_error;
     /* mjVFS holds 2000 fixed-size names (about 2 MB): on the heap, not the stack. */
     mjVFS *vfs = mem_alloc(sizeof *vfs, err);
     if (!vfs) return NULL;
@@ -78,7 +96,7 @@ static mjModel *compile(const mj_task *t, calf_error *err) {
     char msg[1000] = "";
     mjModel *volatile m = NULL;
     int failed;
-    GUARDED(&failed, m = mj_loadXML(t->file, vfs, msg, (int)sizeof msg));
+    GUARDED(&failed, 1, m = mj_loadXML(t->file, vfs, msg, (int)sizeof msg));
     mj_deleteVFS(vfs);
     free(vfs);
     if (failed) {
@@ -116,14 +134,19 @@ static mjModel *compile(const mj_task *t, calf_error *err) {
 }
 
 const mjModel *mj_env_model(const mj_task *task, calf_error *err) {
-    for (int i = 0; i < num_models; i++)
-        if (models[i].task == task) return models[i].m;
-    CALF_ASSERT(num_models < MAX_TASKS);
-    mjModel *m = compile(task, err);
-    if (!m) return NULL;
-    models[num_models].task = task;
-    models[num_models].m = m;
-    num_models++;
+    CALF_ASSERT(pthread_mutex_lock(&models_lock) == 0);
+    mjModel *m = NULL;
+    for (int i = 0; i < num_models && !m; i++)
+        if (models[i].task == task) m = models[i].m;
+    if (!m && num_models == MJ_MAX_MODELS)
+        calf_error_set(err, CALF_ENOMEM, "%s: cannot compile its model: this process holds "
+                       "%d MuJoCo models already, the most it keeps", task->name, MJ_MAX_MODELS);
+    else if (!m && (m = compile(task, err))) {
+        models[num_models].task = task;
+        models[num_models].m = m;
+        num_models++;
+    }
+    CALF_ASSERT(pthread_mutex_unlock(&models_lock) == 0);
     return m;
 }
 
@@ -132,7 +155,7 @@ int mj_env_create(mj_state *s, const mj_task *task, calf_error *err) {
     if (!m) return err ? err->status : CALF_EIO;
     mjData *volatile d = NULL;
     int failed;
-    GUARDED(&failed, d = mj_makeData(m));
+    GUARDED(&failed, 0, d = mj_makeData(m));
     if (failed)
         return calf_error_set(err, CALF_ENOMEM, "%s: MuJoCo could not make an env's data: %s",
                               task->name, guard_msg);
@@ -489,10 +512,8 @@ int mj_env_step_hook(void *state, calf_rng *rng, int action, const float *u, flo
 }
 
 int mj_env_guarded(void (*fn)(void *arg), void *arg, const char *what, calf_error *err) {
-    mju_user_warning = on_mujoco_warning;
-    mju_user_error = on_mujoco_error;
     int failed;
-    GUARDED(&failed, fn(arg));
+    GUARDED(&failed, 0, fn(arg));
     if (failed) return calf_error_set(err, CALF_EIO, "%s: MuJoCo: %s", what, guard_msg);
     return CALF_OK;
 }

@@ -115,8 +115,11 @@ int mj_env_create_with_bodies(mj_state *s, const mj_task *task, const char *cons
  * more env maps (its mjData: struct, buffer, the whole stack) and touches (the stack only
  * as deep as a reset and 8 steps used it). false for any other class. */
 bool mj_env_measure(const calf_env_class *cls, size_t *mapped, size_t *touched);
+/* The most compiled models a process keeps: room for every task and a test's own. */
+enum { MJ_MAX_MODELS = 2 * MJ_NUM_TASKS };
 /* The process's compiled model of the task, compiled on first use; NULL with a message
- * when it cannot be. Not owned by the caller. */
+ * when it cannot be, or when MJ_MAX_MODELS other tasks' models are kept already. Not
+ * owned by the caller. Safe from any thread, as is everything here on separate envs. */
 const mjModel *mj_env_model(const mj_task *task, calf_error *err);
 
 /* mj_resetData(m, d)'s result, without clearing the contact and constraint rows that
