@@ -3,8 +3,8 @@
 # `calf train` is refused at once, exit 2, naming the holder, with nothing written; the
 # lock dies with its holder, also for --nproc and MPI jobs), a dead run's temporary files
 # removed by the next one, a killed run's events files readable and its resume exact,
-# path limits checked before anything is written, and a finished run on a read-only
-# mount that has nothing to do.
+# path limits checked before anything is written, a run dir with symbolic links in it
+# refused, and a finished run on a read-only mount that has nothing to do.
 . "$(dirname "$0")/lib_e2e.sh"
 
 small_gin "$WORK/small.gin"
@@ -90,6 +90,43 @@ expect_in "$WORK/err" "calf: removed $R/config.gin.tmp.4242"
 expect_eq "$(cd "$R" && find . -name '*.tmp.*' | sort | tr '\n' ' ')" "./notes.tmp.1 ./train/algorithm/ckpt-3.tmp.x " \
     "temporary files left (only what is not calf's)"
 if [ -f "$R/train/algorithm/ckpt-4" ]; then ok; else bad "the resumed run did not finish"; fi
+
+# ---- a run dir whose parts are symbolic links is refused, naming them, before calf
+# writes through one: a planted .lock, rank log or checkpoint directory would otherwise
+# have it overwrite, append to or delete another file (the victims here)
+plant_run() { # plant_run DIR: a finished small run to plant links into
+    expect_exit 0 "$CALF" train --quiet --root_dir "$1" --conf "$WORK/small.gin" --conf_param TrainerConfig.num_iterations=2
+}
+echo precious > "$WORK/victim_file"
+mkdir -p "$WORK/victim_dir"
+echo precious > "$WORK/victim_dir/ckpt-3.tmp.4242"
+echo precious > "$WORK/victim_dir/notes"
+victims() { (cd "$WORK" && find victim_file victim_dir -printf '%p %s %T@ %m\n' | sort && cat victim_file victim_dir/*); }
+victims > "$WORK/victims_before"
+for part in .lock log/rank-0.log train/algorithm; do
+    R=$WORK/links_$(echo "$part" | tr '/.' '__')
+    plant_run "$R"
+    rm -rf "${R:?}/$part"
+    if [ "$part" = train/algorithm ]; then ln -s "$WORK/victim_dir" "$R/$part"
+    else ln -s "$WORK/victim_file" "$R/$part"; fi
+    expect_exit 2 "$CALF" train --root_dir "$R" --conf "$WORK/small.gin" --conf_param TrainerConfig.num_iterations=4
+    expect_in "$WORK/err" "--root_dir $R has symbolic links where calf writes: $R/$part;"
+    expect_eq "$(wc -l < "$WORK/err")" 1 "lines of the refusal of a link at $part"
+    victims > "$WORK/victims_after"
+    expect_same_file "$WORK/victims_before" "$WORK/victims_after"
+    if [ -L "$R/$part" ]; then ok; else bad "the link at $part was removed"; fi
+done
+# several links: each named, on the one line
+R=$WORK/links_many
+plant_run "$R"
+rm -f "$R/.lock" "$R/log/rank-0.log"
+ln -s "$WORK/victim_file" "$R/.lock"
+ln -s "$WORK/victim_file" "$R/log/rank-0.log"
+expect_exit 2 "$CALF" train --root_dir "$R" --conf "$WORK/small.gin" --conf_param TrainerConfig.num_iterations=4
+expect_in "$WORK/err" "$R/.lock, $R/log/rank-0.log;"
+expect_eq "$(wc -l < "$WORK/err")" 1 "lines of the refusal of two links"
+victims > "$WORK/victims_after"
+expect_same_file "$WORK/victims_before" "$WORK/victims_after"
 
 # ---- a run killed while writing (a checkpoint every 100 iterations, every summary
 # record written at once): its events files read back (a cut last record would be a

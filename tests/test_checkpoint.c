@@ -1,7 +1,8 @@
 /* test_checkpoint.c: the checkpoint container: layout by hand from the format, round
  * trip, identical bytes for identical content, every payload-reader overrun, damaged
  * files (truncations, flipped bytes, bad header fields), the ckpt-<iter> directory
- * (list, prune, fall back past a corrupt newest file) and failed writes. */
+ * (list, prune, fall back past a corrupt newest file) and failed writes (a link planted
+ * at the temporary name among them). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "records/checkpoint.h"
 #include "records/crc32c.h"
 #include "test_files.h"
@@ -654,6 +656,31 @@ static void test_failed_writes(void) {
     free(before);
     free(after);
     free(big);
+
+    /* A symbolic link planted at the temporary name (a shared run dir): the write fails
+     * rather than landing in the file it points to, for checkpoints and for the atomic
+     * file writes (config.gin) alike. */
+    char victim[512], tmp[600];
+    join(victim, sizeof victim, tmp_root, "fw_victim");
+    CHECK_INT_EQ(write_file(victim, (const unsigned char *)"precious", 8), 0);
+    join(dir, sizeof dir, tmp_root, "fw_link");
+    CHECK_INT_EQ(mkdir(dir, 0755), 0);
+    join(path, sizeof path, dir, "ckpt-1");
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    CHECK_INT_EQ(symlink(victim, tmp), 0);
+    calf_error_clear(&err);
+    CHECK_INT_EQ(ckpt_write_atomic(path, 1, 1, payload, sizeof payload, &err), CALF_EIO);
+    CHECK(contains(err.msg, "symbolic links") && contains(err.msg, ".tmp."));
+    join(path, sizeof path, dir, "config.gin");
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    CHECK_INT_EQ(symlink(victim, tmp), 0);
+    calf_error_clear(&err);
+    CHECK_INT_EQ(fs_write_file_atomic(path, "x = 1\n", 6, &err), CALF_EIO);
+    CHECK(contains(err.msg, "symbolic links") && contains(err.msg, ".tmp."));
+    size_t nv;
+    unsigned char *v = read_file(victim, &nv);
+    CHECK(v && nv == 8 && memcmp(v, "precious", 8) == 0);
+    free(v);
 
     /* A directory we may not write to (meaningless as root, who may). */
     if (geteuid() != 0) {

@@ -74,7 +74,9 @@ int fs_write_file_atomic(const char *path, const void *data, size_t n, calf_erro
     else if (slash == path) snprintf(dir, len + 2, "/");
     else snprintf(dir, len + 2, "%.*s", (int)(slash - path), path);
     int rc = CALF_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    /* O_NOFOLLOW: a link planted at the temporary name would have the write land in the
+     * file it points to (rename then replaces a link at path itself, not its target) */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) {
         rc = calf_error_set(err, CALF_EIO, "create %s: %s", tmp, strerror(errno));
     } else {

@@ -247,7 +247,8 @@ int ckpt_writer_open(ckpt_writer *w, const char *path, uint64_t digest, int64_t 
     }
     int tlen = snprintf(w->tmp, tcap, "%s.tmp.%ld", path, (long)getpid());
     CALF_ASSERT(tlen > 0 && (size_t)tlen < tcap);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    /* O_NOFOLLOW: never write through a link planted at the temporary name */
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (w->fd < 0) {
         rc = calf_error_set(err, CALF_EIO, "checkpoint: create %s: %s", w->tmp, strerror(errno));
         free(w->tmp);

@@ -82,6 +82,85 @@ int rundir_check(const char *root, calf_error *err) {
     return calf_error_set(err, CALF_EIO, "--root_dir %s: %s", root, strerror(e));
 }
 
+/* ---- symbolic links ---------------------------------------------------------------
+ * calf writes, appends to, renames over and deletes files under the root dir; a link
+ * planted at one of those names (in a shared or copied run dir) would point these at
+ * another file. So a run dir with links where calf writes is refused, naming them, and
+ * the files are opened with O_NOFOLLOW besides (a directory opened by opendir is
+ * checked with lstat first). The root itself may be a link: that is the user's own path. */
+
+/* The names calf writes directly under the root, and the directories in which it writes
+ * every entry (checked one level deep: calf makes no deeper ones). */
+static const char *const top_names[] = {".lock", "config.gin", "log", "train", "eval"};
+static const char *const entry_dirs[] = {"log", "train", "eval", "train/algorithm"};
+
+typedef struct link_list {
+    char *text;   /* "R/a, R/b" */
+    size_t cap, used;
+    int count;
+} link_list;
+
+static void add_link(link_list *l, const char *root, const char *dir, const char *name) {
+    enum { SHOWN = 8 };
+    if (l->count++ >= SHOWN) return;
+    int n = snprintf(l->text + l->used, l->cap - l->used, "%s%s/%s%s%s", l->used ? ", " : "",
+                     root, dir ? dir : "", dir ? "/" : "", name);
+    if (n > 0 && (size_t)n < l->cap - l->used) l->used += (size_t)n;
+}
+
+/* lstat, which (like opendir) the fault shim of tests/e2e_faults.sh does not count:
+ * the check adds no call to the numbered ones that test fails in turn. */
+static bool is_link(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* Every entry of root/dir (a directory, not a link: a link there is named already)
+ * that is a link. */
+static void links_in(const char *root, const char *dir, link_list *l) {
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/%s", root, dir);
+    struct stat st;
+    if (n < 0 || (size_t)n >= sizeof path || lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return; /* missing (made later, as a directory), or a link: named already */
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+            add_link(l, root, dir, e->d_name);
+    closedir(d);
+}
+
+int rundir_check_links(const char *root, calf_error *err) {
+    char text[2048], path[PATH_MAX];
+    link_list l = {text, sizeof text, 0, 0};
+    text[0] = '\0';
+    for (size_t i = 0; i < sizeof top_names / sizeof top_names[0]; i++) {
+        int n = snprintf(path, sizeof path, "%s/%s", root, top_names[i]);
+        if (n > 0 && (size_t)n < sizeof path && is_link(path)) add_link(&l, root, NULL, top_names[i]);
+    }
+    /* config.gin's temporary files, config.gin.tmp.<pid> */
+    DIR *d = opendir(root);
+    struct stat st;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strncmp(e->d_name, "config.gin.", 11) == 0 &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+            add_link(&l, root, NULL, e->d_name);
+    if (d) closedir(d);
+    for (size_t i = 0; i < sizeof entry_dirs / sizeof entry_dirs[0]; i++)
+        links_in(root, entry_dirs[i], &l);
+    if (l.count == 0) return CALF_OK;
+    char more[48] = "";
+    if (l.count > 8) snprintf(more, sizeof more, " and %d more", l.count - 8);
+    return calf_error_set(err, CALF_EINVAL,
+                          "--root_dir %s has symbolic links where calf writes: %s%s; calf does "
+                          "not write through links (it would change the files they point to): "
+                          "remove them, or use another --root_dir",
+                          root, text, more);
+}
+
 #ifdef F_OFD_SETLK
 #define LOCK_CMD F_OFD_SETLK
 #else
@@ -114,9 +193,13 @@ int rundir_lock_take(rundir_lock *l, const char *root, const char *job, calf_err
     if (!path) return CALF_ENOMEM;
     snprintf(path, n, "%s/.lock", root);
     int rc = fs_mkdir_p(root, err);
-    int fd = rc == CALF_OK ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666) : -1;
+    if (rc == CALF_OK) rc = rundir_check_links(root, err);
+    int fd = rc == CALF_OK ? open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666) : -1;
     if (rc == CALF_OK && fd < 0) {
-        if (errno == EROFS || errno == EACCES || errno == EPERM) {
+        if (errno == ELOOP) {
+            rc = calf_error_set(err, CALF_EINVAL, "--root_dir %s: %s is a symbolic link, which "
+                                "calf does not write through", root, path);
+        } else if (errno == EROFS || errno == EACCES || errno == EPERM) {
             l->no_write = errno;
         } else {
             rc = calf_error_set(err, CALF_EIO, "cannot open %s: %s", path, strerror(errno));
@@ -192,8 +275,15 @@ static bool is_temp_name(const char *name, const char *prefix, bool prefix_digit
     return d > 0 && s[d] == '\0';
 }
 
-static int remove_in(const char *dir, const char *prefix, bool prefix_digits, FILE *note,
-                     calf_error *err) {
+/* The temporary files in dir. A subdirectory of the root is opened without following
+ * a link (one there is refused: the files it points to are not the run's to delete);
+ * the root itself may be the user's link. */
+static int remove_in(const char *dir, bool is_root, const char *prefix, bool prefix_digits,
+                     FILE *note, calf_error *err) {
+    struct stat st;
+    if (!is_root && lstat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return calf_error_set(err, CALF_EINVAL, "%s is a symbolic link or not a directory: "
+                              "calf deletes no files through it", dir);
     DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT) return CALF_OK;
@@ -215,7 +305,7 @@ static int remove_in(const char *dir, const char *prefix, bool prefix_digits, FI
         }
         if (!is_temp_name(e->d_name, prefix, prefix_digits)) continue;
         snprintf(path, cap, "%s/%s", dir, e->d_name);
-        if (unlink(path) != 0 && errno != ENOENT) {
+        if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT) {
             rc = calf_error_set(err, CALF_EIO, "cannot remove %s: %s", path, strerror(errno));
             break;
         }
@@ -231,8 +321,8 @@ int rundir_remove_temps(const char *root, FILE *note, calf_error *err) {
     char *dir = mem_alloc(cap, err);
     if (!dir) return CALF_ENOMEM;
     snprintf(dir, cap, "%s/train/algorithm", root);
-    int rc = remove_in(root, "config.gin", false, note, err);
-    if (rc == CALF_OK) rc = remove_in(dir, "ckpt-", true, note, err);
+    int rc = remove_in(root, true, "config.gin", false, note, err);
+    if (rc == CALF_OK) rc = remove_in(dir, false, "ckpt-", true, note, err);
     free(dir);
     return rc;
 }

@@ -19,6 +19,12 @@
  * Failures are CALF_EINVAL (bad input), or CALF_EIO when the system refuses to look. */
 int rundir_check(const char *root, calf_error *err);
 
+/* CALF_EINVAL naming them (one line) when root holds symbolic links where calf writes:
+ * .lock, config.gin (and its temporary files), log, train, eval, or any entry of log/,
+ * train/, eval/ and train/algorithm/; CALF_OK otherwise, and for a root not made yet.
+ * rundir_lock_take checks this before it opens anything. */
+int rundir_check_links(const char *root, calf_error *err);
+
 typedef struct rundir_lock {
     int fd;         /* ROOT/.lock while held; -1 otherwise */
     int no_write;   /* errno (EROFS, EACCES, EPERM) when this process cannot write in root:

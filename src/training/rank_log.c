@@ -22,8 +22,13 @@ int rank_log_open(rank_log *l, const char *root, int rank, calf_error *err) {
     int rc = fs_mkdir_p(l->path, err);
     if (rc) return rc;
     snprintf(l->path, cap, "%s/log/rank-%d.log", root, rank);
-    l->fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    /* not through a link: rundir_check_links refuses a run dir with one, and O_NOFOLLOW
+     * holds for one planted after that check */
+    l->fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666);
     struct stat st;
+    if (l->fd < 0 && errno == ELOOP)
+        return calf_error_set(err, CALF_EINVAL, "%s is a symbolic link, which calf does not "
+                              "write through", l->path);
     if (l->fd < 0 || fstat(l->fd, &st) != 0)
         return calf_error_set(err, CALF_EIO, "cannot open %s: %s", l->path, strerror(errno));
     l->size = st.st_size;
