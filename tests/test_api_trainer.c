@@ -1,8 +1,9 @@
 /* test_api_trainer.c: the stepwise trainer (calf/trainer.h) through the public API only.
  * Each iteration's metrics come back as values; a run stepped to the end writes the
  * bytes calf_train writes; a checkpoint taken by hand resumes to the same bytes; bad
- * input fails with a message and leaves the process able to open the next run; signal
- * handlers are installed only when asked for. */
+ * input fails with a message and leaves the process able to open the next run; misuse
+ * (NULL handles and assignments, double close, step or close from the progress callback)
+ * is refused; signal handlers are installed only when asked for. */
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -217,6 +218,99 @@ static void test_errors(void) {
     CHECK_INT_EQ(calf_trainer_close(NULL, &err), CALF_OK);
 }
 
+/* The progress callback misusing its trainer: step and close from inside it are refused
+ * (the iteration is not over), and the run goes on after it returns. */
+typedef struct {
+    calf_trainer *t;
+    int step_rc, close_rc, calls;
+    char step_msg[1024], close_msg[1024];
+} reentry;
+
+static void on_progress_reenter(const calf_trainer_metrics *m, void *arg) {
+    (void)m;
+    reentry *r = arg;
+    calf_error err;
+    r->calls++;
+    r->step_rc = calf_trainer_step(r->t, &err);
+    snprintf(r->step_msg, sizeof r->step_msg, "%s", err.msg);
+    r->close_rc = calf_trainer_close(r->t, &err);
+    snprintf(r->close_msg, sizeof r->close_msg, "%s", err.msg);
+}
+
+/* Misuse of the handles and options (include/calf/trainer.h, train.h): each a status
+ * and a message, never a crash or a read of freed memory. */
+static void test_misuse(void) {
+    char dir[512];
+    join(dir, sizeof dir, root, "misuse");
+    calf_error err;
+    /* NULL handles */
+    CHECK_INT_EQ(calf_trainer_step(NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "calf_trainer_step") && strstr(err.msg, "NULL"));
+    CHECK_INT_EQ(calf_trainer_checkpoint(NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "calf_trainer_checkpoint") && strstr(err.msg, "NULL"));
+    CHECK(calf_trainer_done(NULL));
+    CHECK_INT_EQ(calf_trainer_iteration(NULL), -1);
+    CHECK(calf_trainer_metrics_last(NULL) == NULL);
+    calf_trainer_options o = run_options(dir);
+    CHECK_INT_EQ(calf_trainer_open(&o, NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "out") && strstr(err.msg, "NULL"));
+    calf_trainer *t = (calf_trainer *)&err;
+    CHECK_INT_EQ(calf_trainer_open(NULL, &t, &err), CALF_EINVAL);
+    CHECK(t == NULL);
+
+    /* a NULL assignment, a negative count, a count without the array */
+    const char *with_null[] = {"TrainerConfig.random_seed = 3", NULL};
+    o.conf_params = with_null;
+    o.num_conf_params = 2;
+    CHECK_INT_EQ(calf_trainer_open(&o, &t, &err), CALF_EINVAL);
+    CHECK(t == NULL && strstr(err.msg, "conf_params[1] is NULL"));
+    o.num_conf_params = -1;
+    CHECK_INT_EQ(calf_trainer_open(&o, &t, &err), CALF_EINVAL);
+    CHECK(t == NULL && strstr(err.msg, "num_conf_params -1"));
+    o.conf_params = NULL;
+    o.num_conf_params = 1;
+    CHECK_INT_EQ(calf_trainer_open(&o, &t, &err), CALF_EINVAL);
+    CHECK(t == NULL && strstr(err.msg, "conf_params is NULL"));
+    char conf[512];
+    join(conf, sizeof conf, root, "run.gin"); /* reference_run's */
+    calf_train_options to = {.root_dir = dir, .conf_path = conf, .nproc = 1, .quiet = true,
+                             .conf_params = with_null, .num_conf_params = 2};
+    CHECK_INT_EQ(calf_train(&to, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "conf_params[1] is NULL") != NULL);
+    to.num_conf_params = -3;
+    CHECK_INT_EQ(calf_train(&to, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "num_conf_params -3") != NULL);
+    o.conf_params = NULL;
+    o.num_conf_params = 0;
+
+    /* step and close from inside the progress callback */
+    reentry r;
+    memset(&r, 0, sizeof r);
+    o.progress = on_progress_reenter;
+    o.progress_arg = &r;
+    CHECK_INT_EQ(calf_trainer_open(&o, &t, &err), CALF_OK);
+    if (!t) return;
+    r.t = t;
+    CHECK_INT_EQ(calf_trainer_step(t, &err), CALF_OK);
+    CHECK_INT_EQ(r.calls, 1);
+    CHECK_INT_EQ(r.step_rc, CALF_EINVAL);
+    CHECK(strstr(r.step_msg, "progress callback") != NULL);
+    CHECK_INT_EQ(r.close_rc, CALF_EINVAL);
+    CHECK(strstr(r.close_msg, "progress callback") != NULL);
+    CHECK_INT_EQ(calf_trainer_iteration(t), 1); /* one iteration, not nested ones */
+    CHECK_INT_EQ(calf_trainer_step(t, &err), CALF_OK);
+    CHECK_INT_EQ(r.calls, 2);
+    CHECK_INT_EQ(calf_trainer_iteration(t), 2);
+
+    /* double close: the second is refused, and so is any use of the closed handle */
+    CHECK_INT_EQ(calf_trainer_close(t, &err), CALF_OK);
+    CHECK_INT_EQ(calf_trainer_close(t, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "not an open trainer") != NULL);
+    CHECK_INT_EQ(calf_trainer_step(t, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "not an open trainer") != NULL);
+    CHECK_INT_EQ(calf_trainer_checkpoint(t, &err), CALF_EINVAL);
+}
+
 static volatile sig_atomic_t host_saw = 0;
 static void host_handler(int sig) { host_saw = sig; }
 
@@ -273,6 +367,7 @@ int main(void) {
     test_steps_and_bytes(reference);
     test_checkpoint_and_resume(reference);
     test_errors();
+    test_misuse();
     test_signals();
     rm_rf(root);
     return test_report("test_api_trainer");

@@ -12,8 +12,9 @@
 typedef struct calf_train_options {
     const char *root_dir;            /* where the run's files go (required) */
     const char *conf_path;           /* gin file; NULL: ROOT/config.gin of an earlier run */
-    const char *const *conf_params;  /* --conf_param assignments, applied after the file */
-    int num_conf_params;
+    const char *const *conf_params;  /* --conf_param assignments, applied after the file;
+                                      * none NULL (else CALF_EINVAL) */
+    int num_conf_params;             /* >= 0 (else CALF_EINVAL) */
     int nproc;                       /* local worker processes; <= 1: this process only */
     bool quiet;                      /* no progress output on stderr */
 } calf_train_options;

@@ -47,14 +47,17 @@ typedef struct calf_trainer_options {
     const char *conf_text;           /* with conf_path NULL: the config as gin text held in
                                       * memory (errors name it "<conf_text>:LINE"); both NULL:
                                       * ROOT/config.gin of an earlier run */
-    const char *const *conf_params;  /* 'Scope.param=value' assignments, after the config */
-    int num_conf_params;
+    const char *const *conf_params;  /* 'Scope.param=value' assignments, after the config;
+                                      * none NULL (else CALF_EINVAL) */
+    int num_conf_params;             /* >= 0 (else CALF_EINVAL) */
     bool quiet;                      /* no progress lines or notes on stderr */
     /* Install SIGINT/SIGTERM handlers for the trainer's life (restored by close): a
      * signal then makes the next calf_trainer_step finish its iteration, write a
      * checkpoint and return CALF_EINTR. false (the default): the host's handlers stay. */
     bool handle_signals;
-    /* Called at the end of every calf_trainer_step with that iteration's metrics. */
+    /* Called at the end of every calf_trainer_step with that iteration's metrics. It may
+     * read the trainer and call calf_trainer_checkpoint; calf_trainer_step and
+     * calf_trainer_close from inside it return CALF_EINVAL (the iteration is not over). */
     void (*progress)(const calf_trainer_metrics *m, void *arg);
     void *progress_arg;
 } calf_trainer_options;
@@ -74,7 +77,12 @@ typedef struct calf_trainer_options {
  * On success *out is the caller's, to release with calf_trainer_close. A run that is
  * already complete opens (calf_trainer_done is then true). On failure *out is NULL,
  * err says what and where (config errors as "file:line: ..."), nothing is left locked
- * or open, and the process can open another. Returns a calf_status. */
+ * or open, and the process can open another. Returns a calf_status.
+ *
+ * Misuse is CALF_EINVAL with a message, never undefined: NULL options or out, a NULL
+ * trainer, or one already closed, given to any call below (the queries then answer
+ * done true, iteration -1, metrics NULL), a second close, a NULL conf_params entry or a
+ * negative num_conf_params. One thread at a time per trainer. */
 int calf_trainer_open(const calf_trainer_options *o, calf_trainer **out, calf_error *err);
 
 /* Whether the run has reached its end (TrainerConfig.num_iterations or num_env_steps). */
@@ -100,7 +108,8 @@ int calf_trainer_checkpoint(calf_trainer *t, calf_error *err);
 
 /* Close the run: flush and close its summaries and log, release the lock, free
  * everything. Returns the first failure among those final writes (CALF_OK when none).
- * NULL is fine. */
+ * NULL is fine (CALF_OK); a trainer closed already, or from inside its progress
+ * callback, is CALF_EINVAL. */
 int calf_trainer_close(calf_trainer *t, calf_error *err);
 
 #endif

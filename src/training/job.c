@@ -225,6 +225,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
 
 int calf_train(const calf_train_options *o, calf_error *err) {
     calf_error_clear(err);
+    if (!o) return calf_error_set(err, CALF_EINVAL, "calf_train: the options are NULL");
     if (!o->root_dir || !o->root_dir[0])
         return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
     /* A file that reaches `ulimit -f` must fail its write (EFBIG), which is reported

@@ -2,6 +2,7 @@
  * run that the host program drives an iteration at a time. */
 #include "training/stepwise.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -25,7 +26,47 @@ struct calf_trainer {
     int last_rc;                /* the last step's status: a failure ends the run */
     void (*progress)(const calf_trainer_metrics *m, void *arg);
     void *progress_arg;
+    bool in_progress;           /* progress is running: step and close are refused */
+    calf_trainer *next_live;    /* the open handles' list */
 };
+
+/* The open handles. A call given a handle that is not among them (closed already, or
+ * never opened) is refused by comparing pointers, without reading what it points to. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static calf_trainer *live = NULL;
+
+static void live_add(calf_trainer *h) {
+    CALF_ASSERT(pthread_mutex_lock(&live_lock) == 0);
+    h->next_live = live;
+    live = h;
+    CALF_ASSERT(pthread_mutex_unlock(&live_lock) == 0);
+}
+
+/* Whether h is open; with unlink, also takes it off the list (close). */
+static bool live_find(const calf_trainer *h, bool unlink) {
+    CALF_ASSERT(pthread_mutex_lock(&live_lock) == 0);
+    calf_trainer **at = &live;
+    while (*at && *at != h) at = &(*at)->next_live;
+    bool found = *at != NULL;
+    if (found && unlink) *at = h->next_live;
+    CALF_ASSERT(pthread_mutex_unlock(&live_lock) == 0);
+    return found;
+}
+
+/* CALF_OK when h may be used by `call`: not NULL, open, and (for step and close) not
+ * from inside its own progress callback. */
+static int check_handle(const calf_trainer *h, const char *call, bool not_in_progress,
+                        calf_error *err) {
+    if (!h) return calf_error_set(err, CALF_EINVAL, "%s: the trainer is NULL", call);
+    if (!live_find(h, false))
+        return calf_error_set(err, CALF_EINVAL, "%s: %p is not an open trainer (closed "
+                              "already?)", call, (const void *)h);
+    if (not_in_progress && h->in_progress)
+        return calf_error_set(err, CALF_EINVAL, "%s: called from the trainer's own progress "
+                              "callback, inside an iteration: return from the callback first",
+                              call);
+    return CALF_OK;
+}
 
 /* Whether the caller's options struct (struct_size bytes) holds `field`. */
 #define HAS_OPTION(o, field) \
@@ -42,6 +83,7 @@ static void stepwise_free(calf_trainer *h) {
 int stepwise_open(const calf_trainer_options *o, const char *job, bool guard_exit,
                          calf_trainer **out, calf_error *err) {
     calf_error_clear(err);
+    if (!out) return calf_error_set(err, CALF_EINVAL, "calf_trainer_open: out is NULL");
     *out = NULL;
     if (!o || !HAS_OPTION(o, progress_arg))
         return calf_error_set(err, CALF_EINVAL, "calf_trainer_open: the options were not "
@@ -78,6 +120,7 @@ int stepwise_open(const calf_trainer_options *o, const char *job, bool guard_exi
     h->o.num_conf_params = 0;
     if (rc == CALF_OK && complete) {
         h->complete_at = h->rs.hdr.iteration;
+        live_add(h);
         *out = h;
         return CALF_OK;
     }
@@ -94,6 +137,7 @@ int stepwise_open(const calf_trainer_options *o, const char *job, bool guard_exi
         stepwise_free(h);
         return rc;
     }
+    live_add(h);
     *out = h;
     return CALF_OK;
 }
@@ -102,18 +146,25 @@ int calf_trainer_open(const calf_trainer_options *o, calf_trainer **out, calf_er
     return stepwise_open(o, "calf_trainer_open", false, out, err);
 }
 
-bool calf_trainer_done(const calf_trainer *h) { return !h->t || trainer_done(h->t); }
+bool calf_trainer_done(const calf_trainer *h) {
+    if (check_handle(h, "calf_trainer_done", false, NULL)) return true;
+    return !h->t || trainer_done(h->t);
+}
 
 int64_t calf_trainer_iteration(const calf_trainer *h) {
+    if (check_handle(h, "calf_trainer_iteration", false, NULL)) return -1;
     return h->t ? trainer_iteration(h->t) : h->complete_at;
 }
 
 const calf_trainer_metrics *calf_trainer_metrics_last(const calf_trainer *h) {
+    if (check_handle(h, "calf_trainer_metrics_last", false, NULL)) return NULL;
     return h->t ? trainer_metrics(h->t) : NULL;
 }
 
 int calf_trainer_step(calf_trainer *h, calf_error *err) {
     calf_error_clear(err);
+    int crc = check_handle(h, "calf_trainer_step", true, err);
+    if (crc) return crc;
     if (h->last_rc != CALF_OK && h->last_rc != CALF_EINTR)
         return calf_error_set(err, CALF_EINVAL, "the run in %s failed at iteration %lld: close "
                               "it (a new calf_trainer_open resumes from its last checkpoint)",
@@ -130,12 +181,18 @@ int calf_trainer_step(calf_trainer *h, calf_error *err) {
         *err = *trainer_error(h->t);
         return rc;
     }
-    if (h->progress) h->progress(trainer_metrics(h->t), h->progress_arg);
+    if (h->progress) {
+        h->in_progress = true;
+        h->progress(trainer_metrics(h->t), h->progress_arg);
+        h->in_progress = false;
+    }
     return CALF_OK;
 }
 
 int calf_trainer_checkpoint(calf_trainer *h, calf_error *err) {
     calf_error_clear(err);
+    int crc = check_handle(h, "calf_trainer_checkpoint", false, err);
+    if (crc) return crc;
     if (!h->t) return CALF_OK; /* complete at open: its last checkpoint is the run's end */
     if (h->last_rc != CALF_OK && h->last_rc != CALF_EINTR)
         return calf_error_set(err, CALF_EINVAL, "the run in %s failed; nothing to checkpoint",
@@ -151,7 +208,9 @@ int calf_trainer_checkpoint(calf_trainer *h, calf_error *err) {
 int calf_trainer_close(calf_trainer *h, calf_error *err) {
     calf_error_clear(err);
     if (!h) return CALF_OK;
-    int rc = CALF_OK;
+    int rc = check_handle(h, "calf_trainer_close", true, err);
+    if (rc) return rc;
+    live_find(h, true);
     if (h->t) {
         bool failed = h->last_rc != CALF_OK && h->last_rc != CALF_EINTR;
         calf_error cerr;

@@ -66,7 +66,15 @@ int trainer_load_config(const calf_train_options *o, const char *conf_text, calf
         rc = calf_config_parse_file(cfg, path, err);
     }
     if (rc) return rc == CALF_EIO ? CALF_EINVAL : rc;
-    for (int i = 0; i < o->num_conf_params; i++)
+    /* the API caller's array: a count that cannot be, or a NULL in it, is bad input */
+    int n = o->num_conf_params;
+    if (n < 0) return calf_error_set(err, CALF_EINVAL, "num_conf_params %d is negative", n);
+    if (n > 0 && !o->conf_params)
+        return calf_error_set(err, CALF_EINVAL, "conf_params is NULL but num_conf_params is %d", n);
+    for (int i = 0; i < n; i++)
+        if (!o->conf_params[i])
+            return calf_error_set(err, CALF_EINVAL, "conf_params[%d] is NULL (of %d)", i, n);
+    for (int i = 0; i < n; i++)
         if ((rc = calf_config_apply_param(cfg, o->conf_params[i], err))) return rc;
     if ((rc = calf_config_validate(cfg, err))) return rc;
     const char *env = calf_config_string(cfg, CALF_CFG_ENV_NAME);
