@@ -82,6 +82,12 @@ check_export() {
 }
 
 check_export ppo_cartpole ppo_cartpole.gin TrainerConfig.num_iterations=3
+# -o over a read-only file: refused, the file left as it was (play's --video alike)
+echo precious > "$WORK/ro.c"
+chmod 444 "$WORK/ro.c"
+expect_exit 1 "$CALF" export --root_dir "$WORK/ppo_cartpole" -o "$WORK/ro.c"
+expect_in "$WORK/err" "cannot write $WORK/ro.c: it is read-only (mode 0444), and calf does not replace it"
+expect_eq "$(cat "$WORK/ro.c") $(stat -c %a "$WORK/ro.c")" "precious 444" "the read-only file"
 check_export ppo_pendulum ppo_pendulum.gin TrainerConfig.num_iterations=2 TrainerConfig.num_env_steps=0
 # observations normalized (running statistics, clipped to +-3: the scaled rows clip)
 check_export ppo_pendulum_norm ppo_pendulum.gin TrainerConfig.num_iterations=2 TrainerConfig.num_env_steps=0 \

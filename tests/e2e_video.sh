@@ -68,6 +68,18 @@ expect_in "$WORK/err" "cannot write $WORK/no/such/dir/v.mp4: No such file or dir
 mkdir "$WORK/d.gif"
 expect_exit 1 "$CALF" play --root_dir "$WORK/cp" --video "$WORK/d.gif"
 expect_in "$WORK/err" "Is a directory"
+# a read-only file is refused before any frame is drawn, and left as it was; a writable
+# one is replaced and keeps its permissions
+echo precious > "$WORK/ro.gif"
+chmod 444 "$WORK/ro.gif"
+expect_exit 1 "$CALF" play --root_dir "$WORK/cp" --video "$WORK/ro.gif"
+expect_in "$WORK/err" "cannot write $WORK/ro.gif: it is read-only (mode 0444), and calf does not replace it"
+expect_eq "$(wc -l <"$WORK/err")" 1 "one line"
+expect_eq "$(cat "$WORK/ro.gif") $(stat -c %a "$WORK/ro.gif")" "precious 444" "the read-only file"
+echo old > "$WORK/rw.gif"
+chmod 600 "$WORK/rw.gif"
+expect_exit 0 "$CALF" play --root_dir "$WORK/cp" --num_episodes 1 --video "$WORK/rw.gif" --width 32 --height 32
+expect_eq "$(head -c 6 "$WORK/rw.gif") $(stat -c %a "$WORK/rw.gif")" "GIF89a 600" "the replaced file"
 [ ! -e "$WORK/v.mp4" ] && [ ! -e "$WORK/v.avi" ] && [ ! -e "$WORK/v.gif" ] && ok ||
     bad "a failed --video left a file"
 

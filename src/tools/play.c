@@ -182,13 +182,28 @@ static int act_on_file(const calf_play_testing *t, play_policy *p, FILE *f, int 
     return CALF_OK;
 }
 
+/* An existing regular file that this process may not write (no write bit in its mode,
+ * which root's access(2) would not say, or no permission) is refused: the rename of an
+ * atomic write would replace it all the same. */
+static int refuse_read_only(const char *path, const struct stat *st, calf_error *err) {
+    if ((st->st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) && access(path, W_OK) == 0) return CALF_OK;
+    return calf_error_set(err, CALF_EIO, "cannot write %s: it is read-only (mode %04o), and calf "
+                          "does not replace it: %s", path, (unsigned)(st->st_mode & 07777),
+                          strerror(EACCES));
+}
+
 int play_write_output(const char *path, const void *data, size_t n, calf_error *err) {
     struct stat st;
-    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) {
+    bool existed = stat(path, &st) == 0;
+    if (!existed || S_ISREG(st.st_mode)) {
+        if (existed && refuse_read_only(path, &st, err)) return CALF_EIO;
         calf_error sub;
         calf_error_clear(&sub);
         int rc = fs_write_file_atomic(path, data, n, &sub);
         if (rc != CALF_OK) return calf_error_set(err, rc, "cannot write %s: %s", path, sub.msg);
+        /* the new file keeps the replaced one's permissions */
+        if (existed && chmod(path, st.st_mode & 07777) != 0)
+            return calf_error_set(err, CALF_EIO, "chmod %s: %s", path, strerror(errno));
         return CALF_OK;
     }
     FILE *f = fopen(path, "w");
@@ -218,6 +233,8 @@ static int check_video_path(const char *path, calf_error *err) {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return calf_error_set(err, CALF_EIO, "cannot write %s: %s", path, strerror(EISDIR));
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && refuse_read_only(path, &st, err))
+        return CALF_EIO;
     size_t len = strlen(path);
     char *dir = mem_alloc(len + 2, err);
     if (!dir) return CALF_ENOMEM;

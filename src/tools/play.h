@@ -30,9 +30,10 @@ void play_policy_close(play_policy *p);
 
 /* Write the n bytes at data as the file path, for play's dump and export's C file: when
  * path is a regular file or new, atomically (fs_write_file_atomic: after a failure
- * there is no new file, not an empty or partial one); when it exists as something a
- * rename must not replace (/dev/stdout, a pipe, /dev/full), straight into it. A failure
- * is CALF_EIO "cannot write PATH: ..." ending in the system's reason. */
+ * there is no new file, not an empty or partial one; a file it replaces keeps its
+ * permissions, and a read-only one is refused, left as it was); when it exists as
+ * something a rename must not replace (/dev/stdout, a pipe, /dev/full), straight into
+ * it. A failure is CALF_EIO "cannot write PATH: ..." ending in the system's reason. */
 int play_write_output(const char *path, const void *data, /* (n) */ size_t n, calf_error *err);
 
 #endif
