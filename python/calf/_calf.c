@@ -432,12 +432,32 @@ static PyObject *gym_infos(VecEnvObject *self, const uint8_t *te, const uint8_t 
     return infos;
 }
 
+/* A step that raised (an env's non-finite value) still wrote every env's results: they
+ * go on the pending exception as its `results` attribute, the tuple a step returns
+ * (new references to the arrays, infos built here), so the caller loses none. Failing
+ * to attach them leaves the exception as it was. */
+static void attach_results(VecEnvObject *self, PyObject *obs, PyObject *rewards,
+                           PyObject *term, PyObject *trunc, const uint8_t *te,
+                           const uint8_t *tr) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *infos = value ? gym_infos(self, te, tr) : NULL; /* new reference */
+    PyObject *results = infos ? Py_BuildValue("(OOOON)", obs, rewards, term, trunc, infos)
+                              : NULL; /* steals infos */
+    if (!results || PyObject_SetAttrString(value, "results", results) < 0) PyErr_Clear();
+    Py_XDECREF(results);
+    PyErr_Restore(type, value, tb);
+}
+
 PyDoc_STRVAR(vecenv_step_gym_doc,
              "step_gym(actions) -> (obs, rewards, terminations, truncations, infos)\n\n"
              "Gymnasium's step in SAME_STEP mode in one call: actions an ndarray, (num_envs,)\n"
              "integers for a discrete env or (num_envs, action_dim) numbers for a continuous\n"
              "one; returns new arrays, obs (num_envs, obs_dim) float32, rewards float64,\n"
-             "terminations and truncations bool, and the infos SyncVectorEnv returns.");
+             "terminations and truncations bool, and the infos SyncVectorEnv returns.\n"
+             "When an env gives a non-finite value the step raises, and that tuple, every\n"
+             "env's results, is the exception's `results`.");
 static PyObject *vecenv_step_gym(VecEnvObject *self, PyObject *arg) {
     if (!vecenv_usable(self)) return NULL;
     if (!PyArray_Check(arg)) {
@@ -459,6 +479,8 @@ static PyObject *vecenv_step_gym(VecEnvObject *self, PyObject *arg) {
         if (vecenv_run_step(self, act, PyArray_DATA((PyArrayObject *)obs),
                             PyArray_DATA((PyArrayObject *)rewards), te, tr, self->final_obs) == 0)
             infos = gym_infos(self, te, tr);
+        else
+            attach_results(self, obs, rewards, term, trunc, te, tr);
     }
     if (!infos) {
         Py_XDECREF(obs);

@@ -11,7 +11,9 @@ signed, unless trusted.
 
 from __future__ import annotations
 
+import os
 import pickle
+import pickletools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +40,34 @@ def _factory_name(make_env: Callable[[], Any]) -> str:
     module = getattr(make_env, "__module__", None) or "?"
     qual = getattr(make_env, "__qualname__", None) or type(make_env).__qualname__
     return f"py:{module}:{qual}"
+
+
+# what a set may hold and still pickle in the same order in every process: values whose
+# hash is their own (not str's, salted per process, nor an object's, its address)
+_STABLE_HASH_OPS = frozenset({"BININT", "BININT1", "BININT2", "INT", "LONG", "LONG1", "LONG4",
+                              "BINFLOAT", "FLOAT", "NEWTRUE", "NEWFALSE", "MEMOIZE", "PUT",
+                              "BINPUT", "LONG_BINPUT", "FRAME"})
+
+
+def _hash_ordered(data: bytes) -> bool:
+    """Whether pickle `data` holds a set or frozenset of anything but numbers: its items
+    come out in hash order, which differs between processes (PYTHONHASHSEED), so the
+    same state pickles to different bytes."""
+    ops, marks = [], []
+    for op, _arg, _pos in pickletools.genops(data):
+        if op.name in ("ADDITEMS", "FROZENSET") and marks:
+            if any(o not in _STABLE_HASH_OPS for o in ops[marks[-1] + 1:]):
+                return True
+        if pickletools.markobject in op.stack_before and marks:
+            marks.pop()
+        if op.name == "MARK":
+            marks.append(len(ops))
+        ops.append(op.name)
+    return False
+
+
+def _hash_seed_fixed() -> bool:
+    return os.environ.get("PYTHONHASHSEED", "random") not in ("random", "")
 
 
 def _describe(space: Any) -> str:
@@ -99,7 +129,9 @@ def register_env(
     with neither is refused. ``state_bytes``: room each env's pickle has in a
     checkpoint; default eight times a fresh env's pickle, at least 4 KiB. One env is made,
     reset and pickled here to read its spaces and size; an env that cannot be pickled is
-    said so on stderr (a resume then starts new episodes in its envs). Registering the
+    said so on stderr (a resume then starts new episodes in its envs), and so is one whose
+    pickle holds a set of strings or objects, which pickles in hash order: identical
+    runs then write different checkpoints unless PYTHONHASHSEED is fixed. Registering the
     same name again with the same spaces replaces the factory. Videos and ``render()``
     draw an env through its own ``render()`` (make it with ``render_mode="rgb_array"``),
     scaled to the size asked, at its ``metadata["render_fps"]``. A checkpoint's pickles
@@ -129,7 +161,16 @@ def register_env(
         if state_bytes is None:
             try:
                 env.reset(seed=0)
-                size = len(pickle.dumps(env, protocol=4))
+                data = pickle.dumps(env, protocol=4)
+                size = len(data)
+                if not quiet and not _hash_seed_fixed() and _hash_ordered(data):
+                    print(
+                        f"calf: env {name} pickles a set of strings or objects, whose order "
+                        "follows this process's hashing: identical runs can write different "
+                        "checkpoints (run with PYTHONHASHSEED=0, or hold a sorted list; a set "
+                        "of objects hashed by identity differs even then)",
+                        file=sys.stderr,
+                    )
             except Exception as e:  # an env that cannot be pickled still trains
                 if not quiet:
                     print(

@@ -24,9 +24,9 @@
 #include "calf/env.h"
 #include "calf/error.h"
 
-/* Saved state: u32 magic, u32 length (NOT_SAVED: the env could not be pickled), the
- * pickle's HMAC-SHA256 under this user's key (calf/_ckpt_key.py), then the pickle's bytes
- * and zeros up to the class's save_size. "CPY1" states (before the signature) have no
+/* Saved state: u32 magic, u32 length (NOT_SAVED: no state, then u32 why and u32 the
+ * pickle's size when it did not fit), the pickle's HMAC-SHA256 under this user's key
+ * (calf/_ckpt_key.py), then the pickle's bytes and zeros up to the class's save_size. "CPY1" states (before the signature) have no
  * HMAC: u32 magic, u32 length, the pickle; they load only when trusted. */
 #define SAVE_MAGIC 0x32595043u    /* "CPY2" read as little-endian bytes */
 #define SAVE_MAGIC_V1 0x31595043u /* "CPY1": unsigned */
@@ -34,6 +34,7 @@
 #define SAVE_HEADER (8 + SAVE_MAC)
 #define SAVE_HEADER_V1 8
 #define NOT_SAVED 0xFFFFFFFFu
+enum { UNSAVED_UNPICKLABLE = 1, UNSAVED_TOO_BIG = 2, UNSAVED_UNSIGNED = 3 };
 #define PICKLE_PROTOCOL 4      /* fixed, so the bytes do not follow Python's default */
 #define PYENV_NAME_SIZE 200    /* a class name's room, its NUL included */
 
@@ -104,11 +105,9 @@ static void env_fail(pyenv_state *s, const char *where, const char *what) {
     if (mod->print_tracebacks || getpid() != mod->pid) {
         PySys_WriteStderr("calf: env %llu (%s): %s raised:\n", (unsigned long long)s->index,
                           s->pc->name, where);
-        Py_XINCREF(type);
-        Py_XINCREF(value);
-        Py_XINCREF(tb);
-        PyErr_Restore(type, value, tb);
-        PyErr_PrintEx(0);
+        /* PyErr_Display, not PyErr_Print: that one exits the process on SystemExit,
+         * running the host's atexit handlers in a forked worker */
+        if (type && value) PyErr_Display(type, value, tb);
     }
     if (!mod->first_error && value) {
         mod->first_error = value;
@@ -321,6 +320,10 @@ static int sign(const pyenv_class *pc, const void *data, size_t n, unsigned char
     return ok ? 0 : -1;
 }
 
+/* state_bytes that hold a pickle of n bytes with room to grow: twice what it needs, in
+ * whole KiB (register_env's own default is eight times a fresh pickle). */
+static size_t roomy(size_t n) { return ((n + SAVE_HEADER) * 2 + 1023) / 1024 * 1024; }
+
 static void pyenv_save(const void *state, void *buf) {
     const pyenv_state *s = state;
     const size_t cap = s->pc->cls.spec.save_size;
@@ -340,14 +343,20 @@ static void pyenv_save(const void *state, void *buf) {
                               (unsigned long long)s->index, s->pc->name);
         *said = 1;
         PyErr_Clear();
+        put_u32(p + 8, UNSAVED_UNPICKLABLE);
     } else if ((size_t)PyBytes_GET_SIZE(b) > cap - SAVE_HEADER) {
+        size_t n = (size_t)PyBytes_GET_SIZE(b);
         if (!*said)
-            PySys_WriteStderr("calf: env %llu (%s): its pickle (%zd bytes) exceeds the %zu "
-                              "bytes checkpoints keep for it (register_env(state_bytes=...)); "
-                              "checkpoints do not hold its state\n",
-                              (unsigned long long)s->index, s->pc->name, PyBytes_GET_SIZE(b),
-                              cap - SAVE_HEADER);
+            PySys_WriteStderr("calf: env %llu (%s): its pickle (%zu bytes) outgrew the %zu bytes "
+                              "its checkpoint slot holds, so checkpoints do not hold its state "
+                              "and a resume starts a new episode there; a run started with "
+                              "register_env(state_bytes=%zu) or --env_py_state_bytes %zu keeps "
+                              "it\n",
+                              (unsigned long long)s->index, s->pc->name, n, cap - SAVE_HEADER,
+                              roomy(n), roomy(n));
         *said = 1;
+        put_u32(p + 8, UNSAVED_TOO_BIG);
+        put_u32(p + 12, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
     } else if (sign(s->pc, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), p + 8) != 0) {
         if (!*said)
             PySys_WriteStderr("calf: env %llu (%s): its pickle could not be signed; "
@@ -356,6 +365,7 @@ static void pyenv_save(const void *state, void *buf) {
         *said = 1;
         PyErr_Clear();
         memset(p + 8, 0, SAVE_MAC);
+        put_u32(p + 8, UNSAVED_UNSIGNED);
     } else {
         put_u32(p + 4, (uint32_t)PyBytes_GET_SIZE(b));
         memcpy(p + SAVE_HEADER, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
@@ -420,10 +430,21 @@ static int pyenv_load(void *state, const void *buf, calf_error *err) {
     uint32_t len = get_u32(p + 4);
     if (len == NOT_SAVED) {
         s->restarted = 1;
+        uint32_t why = header == SAVE_HEADER ? get_u32(p + 8) : UNSAVED_UNPICKLABLE;
+        uint32_t n = get_u32(p + 12);
         PyGILState_STATE g = PyGILState_Ensure();
-        PySys_WriteStderr("calf: env %llu (%s): the checkpoint holds no state for it (it "
-                          "could not be pickled); it starts a new episode\n",
-                          (unsigned long long)s->index, s->pc->name);
+        if (why == UNSAVED_TOO_BIG)
+            PySys_WriteStderr("calf: env %llu (%s): the checkpoint holds no state for it (its "
+                              "pickle, %u bytes, outgrew the %zu bytes of its slot); it starts "
+                              "a new episode (a run started with register_env(state_bytes=%zu) "
+                              "or --env_py_state_bytes %zu keeps it)\n",
+                              (unsigned long long)s->index, s->pc->name, (unsigned)n,
+                              cap - SAVE_HEADER, roomy(n), roomy(n));
+        else
+            PySys_WriteStderr("calf: env %llu (%s): the checkpoint holds no state for it (it "
+                              "could not be %s); it starts a new episode\n",
+                              (unsigned long long)s->index, s->pc->name,
+                              why == UNSAVED_UNSIGNED ? "signed" : "pickled");
         PyGILState_Release(g);
         return CALF_OK;
     }

@@ -130,6 +130,10 @@ class VecEnv(_VectorEnvBase):
         ``infos["_final_obs"][i]`` True; ``final_obs`` is an object array holding None for
         the other envs, and ``final_info``/``_final_info`` go with it, as Gymnasium's
         SyncVectorEnv in SAME_STEP mode. infos is ``{}`` when no episode ended.
+
+        Raises ValueError, naming the env, when an env gives a non-finite observation or
+        reward (a Python env's failure among them). The step happened all the same, for every env: the exception's ``results`` is
+        the tuple above, so no env's reward, termination or final observation is lost.
         """
         # one call: the actions checked and converted, the step, new arrays and the
         # infos made in C (calf._calf.VecEnv.step_gym), no Python object per env

@@ -266,6 +266,31 @@ static int load_records(const trainer_ckpt_view *v, const unsigned char *chunk, 
     return CALF_OK;
 }
 
+/* The checkpoint's env records are rec bytes, this run's others. Where the env saves a
+ * state of its own (save_size), that is most likely what changed: a Python env sizes its
+ * slot from a fresh pickle (register_env), which grows with its code; the state size that
+ * gives the checkpoint's records is named, as what to register the env with. */
+static int record_size_error(const trainer_ckpt_view *v, const char *name, uint64_t rec,
+                             calf_error *err) {
+    size_t now = env_record_size(v);
+    const calf_env_class *cls = calf_env_find(v->env_name);
+    size_t ss = cls && cls->save ? cls->spec.save_size : 0;
+    if (ss > 0 && rec > now - ss && rec - (now - ss) <= ((uint64_t)1 << 32)) {
+        /* vec_env pads a record to 8 bytes: this size pads to the checkpoint's records */
+        unsigned long long theirs = (unsigned long long)(ss + (rec - now));
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: env record size %llu, this run's %zu: environment %s saves "
+                              "%zu bytes of state per env now, the checkpoint's records hold "
+                              "%llu (a Python env's room is sized from a fresh pickle unless "
+                              "given: resume with register_env(state_bytes=%llu) or "
+                              "--env_py_state_bytes %llu)",
+                              name, (unsigned long long)rec, now, v->env_name, ss, theirs,
+                              theirs, theirs);
+    }
+    return calf_error_set(err, CALF_EINVAL, "%s: env record size %llu, expected %zu", name,
+                          (unsigned long long)rec, now);
+}
+
 /* Resume from rs: each process reads the head and its own envs' records from the file,
  * or, where only rank 0 reads files (MPI ranks, which may not share a file system), rank
  * 0 reads and sends the head, then every record chunk by chunk. */
@@ -306,9 +331,7 @@ int trainer_checkpoint_load(const trainer_ckpt_view *v, const resume_state *rs,
     }
     free(head);
     if (rc) return rc;
-    if (rec != env_record_size(v))
-        return calf_error_set(err, CALF_EINVAL, "%s: env record size %llu, expected %zu", name,
-                              (unsigned long long)rec, env_record_size(v));
+    if (rec != env_record_size(v)) return record_size_error(v, name, rec, err);
     if (rs->hdr.payload_size != m.head_bytes + (uint64_t)v->E * rec)
         return calf_error_set(err, CALF_EINVAL, "%s: env records do not fill the payload", name);
     counters->iteration = m.iteration;

@@ -45,6 +45,8 @@ class Corridor:
             obs[0] = math.nan
         elif self.bad == "tuple":
             return obs, 0.0, term, False
+        elif self.bad == "exit":
+            raise SystemExit(3)
         return obs, (1.0 if term else -0.01), term, self.t >= 50, {}
 
     def close(self) -> None:
@@ -103,7 +105,7 @@ def make_unpicklable() -> Unpicklable:
 class Faulty(Corridor):
     """A Corridor that misbehaves in one env only (told apart by its first reset's seed)
     at its 20th step overall: `mode` None raises, "shape", "nan" and "tuple" return a
-    wrong value. The tests set the class attributes."""
+    wrong value, "exit" raises SystemExit. The tests set the class attributes."""
 
     target_seed = -1
     mode: str | None = None
@@ -143,3 +145,77 @@ class RankSized(Corridor):
 
 def make_rank_sized() -> RankSized:
     return RankSized()
+
+
+class Clock:
+    """obs (t, seed); reward 10 * seed + t; the env of seed 0 terminates at t = 3,
+    and the env of seed NAN_SEED gives a NaN observation there."""
+
+    NAN_SEED = 1
+
+    def __init__(self) -> None:
+        self.observation_space = calf.Box(low=-100.0, high=100.0, shape=(2,), dtype=np.float32)
+        self.action_space = calf.Discrete(2)
+        self.seed, self.t = 0, 0
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.seed = seed
+        self.t = 0
+        return np.array([0.0, self.seed]), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.array([self.t, self.seed], dtype=np.float64)
+        if self.seed == Clock.NAN_SEED and self.t == 3:
+            obs[0] = math.nan
+        return obs, 10.0 * self.seed + self.t, self.seed == 0 and self.t == 3, False, {}
+
+    def close(self) -> None:
+        pass
+
+
+def make_clock() -> Clock:
+    return Clock()
+
+
+class Growing(Corridor):
+    """A Corridor whose pickle grows by 300 bytes a step: it outgrows a 4 KiB slot."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trail = b""
+
+    def step(self, action):
+        self.trail += b"x" * 300
+        return super().step(action)
+
+
+def make_growing() -> Growing:
+    return Growing()
+
+
+class Padded(Corridor):
+    """A Corridor whose fresh pickle is PADDED_SIZE bytes longer (default 1000; the tests
+    change it, as a new version of an env's code would)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pad = bytes(int(os.environ.get("PADDED_SIZE", "1000")))
+
+
+def make_padded() -> Padded:
+    return Padded()
+
+
+class Tagged(Corridor):
+    """A Corridor holding a set of strings, which pickles in hash order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags = {"left", "right", "exit", "wall", "floor"}
+        self.counts = {1, 2, 3}  # a set of ints pickles the same in every process
+
+
+def make_tagged() -> Tagged:
+    return Tagged()

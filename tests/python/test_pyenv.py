@@ -12,6 +12,8 @@ from __future__ import annotations
 import filecmp
 import os
 import pathlib
+import re
+import subprocess
 import sys
 import traceback
 
@@ -24,7 +26,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pyenv_envs  # noqa: E402
 from calf_runs import checkpoint_path as ckpt  # noqa: E402
 
-SRC = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+SRC = HERE.parents[1]
 PPO = SRC / "examples" / "ppo_cartpole.gin"
 SAC = SRC / "examples" / "sac_pendulum.gin"
 E = 8
@@ -227,3 +230,103 @@ def test_every_replay_algorithm_trains_a_python_env_and_resumes_exactly(
                        shallow=False)
     pol = calf.load_policy(tmp_path / "a")
     assert pol.env_name == env
+
+
+def test_a_nan_in_one_env_loses_no_envs_step():
+    """VecEnv.step raises for env 1's NaN, and the exception holds every env's results of
+    that step: env 0's episode ended there (its reward, termination and final
+    observation) and env 2 went on."""
+    name = calf.register_env(pyenv_envs.make_clock, max_episode_steps=60, quiet=True)
+    envs = calf.make_vec(name, 3, seed=0)
+    envs.reset(seed=0)
+    for _ in range(2):
+        envs.step(np.zeros(3, dtype=np.int64))
+    with pytest.raises(ValueError, match="env index 1: step 3") as e:
+        envs.step(np.zeros(3, dtype=np.int64))
+    obs, rewards, term, trunc, infos = e.value.results
+    assert rewards[0] == 3.0 and rewards[2] == 23.0
+    assert term.tolist() == [True, False, False] and not trunc.any()
+    assert infos["_final_obs"].tolist() == [True, False, False]
+    assert infos["final_obs"][0].tolist() == [3.0, 0.0] and infos["final_obs"][2] is None
+    assert obs[0].tolist() == [0.0, 0.0] and obs[2].tolist() == [3.0, 2.0]
+    assert np.isnan(obs[1, 0])
+    envs.close()
+
+
+def test_a_pickle_that_outgrows_its_slot_says_the_env_the_sizes_and_the_remedy(tmp_path, capfd):
+    name = calf.register_env(pyenv_envs.make_growing, max_episode_steps=60, state_bytes=4096)
+    capfd.readouterr()
+    train(tmp_path / "g", 1, name)
+    err = capfd.readouterr().err
+    assert "calf: env 0 (py:pyenv_envs:make_growing): its pickle (" in err
+    assert ("bytes) outgrew the 4056 bytes its checkpoint slot holds, so checkpoints do not "
+            "hold its state and a resume starts a new episode there; a run started with "
+            "register_env(state_bytes=") in err and "--env_py_state_bytes" in err
+    train(tmp_path / "g", 2, name)
+    err = capfd.readouterr().err
+    assert "env 0 (py:pyenv_envs:make_growing): the checkpoint holds no state for it (its " \
+        "pickle, " in err
+    assert "bytes, outgrew the 4056 bytes of its slot); it starts a new episode (a run " \
+        "started with register_env(state_bytes=" in err
+    assert "could not be pickled" not in err
+
+
+def test_a_grown_fresh_pickle_names_the_state_bytes_that_resume(tmp_path):
+    """A new version of an env's code pickles larger, so register_env sizes its slot
+    otherwise: the resume names the env, both sizes and the state_bytes that resume it,
+    and that resumes it."""
+    root = tmp_path / "p"
+    args = ["train", "--env_py", "pyenv_envs:make_padded", "--env_py_max_episode_steps", "60",
+            "--conf", str(PPO), "--root_dir", str(root), "--quiet"]
+    for k, v in {**PPO_OVERRIDES, "TrainerConfig.num_iterations": 1}.items():
+        args += ["--conf_param", f"{k}={v}"]
+
+    def run(*more, size):
+        environ = {**os.environ, "PADDED_SIZE": str(size),
+                   "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+        return subprocess.run([sys.executable, "-m", "calf", *args, *more], capture_output=True,
+                              text=True, env=environ, timeout=600)
+
+    assert run(size=1000).returncode == 0
+    args[args.index("TrainerConfig.num_iterations=1")] = "TrainerConfig.num_iterations=2"
+    r = run(size=3000)
+    assert r.returncode == 2
+    m = re.search(r"env record size \d+, this run's \d+: environment py:pyenv_envs:make_padded "
+                  r"saves (\d+) bytes of state per env now, the checkpoint's records hold (\d+) "
+                  r"\(a Python env's room is sized from a fresh pickle unless given: resume with "
+                  r"register_env\(state_bytes=(\d+)\) or --env_py_state_bytes (\d+)\)", r.stderr)
+    assert m, r.stderr
+    now, theirs = int(m[1]), int(m[2])
+    assert now > theirs and m[3] == m[4] == str(theirs)
+    r = run("--env_py_state_bytes", str(theirs), size=3000)
+    assert r.returncode == 0, r.stderr
+    assert ckpt(root, 2).exists()
+
+
+def test_a_set_of_strings_in_the_pickle_is_said_to_make_runs_differ(capfd):
+    """A set of strings pickles in hash order, salted per process: two processes pickle
+    the same Tagged state to different bytes unless PYTHONHASHSEED is fixed, and
+    register_env says so (for no other env here)."""
+    capfd.readouterr()
+    calf.register_env(pyenv_envs.make_tagged, max_episode_steps=60)
+    calf.register_env(pyenv_envs.make_corridor, name="py:corridor-again", max_episode_steps=60)
+    err = capfd.readouterr().err
+    assert err.count("pickles a set") == 1
+    assert ("calf: env py:pyenv_envs:make_tagged pickles a set of strings or objects, whose "
+            "order follows this process's hashing: identical runs can write different "
+            "checkpoints (run with PYTHONHASHSEED=0") in err
+
+    def pickled(seed):
+        probe = ("import pickle, sys, pyenv_envs, calf; e = pyenv_envs.make_tagged(); "
+                 "e.reset(seed=0); sys.stdout.write(pickle.dumps(e, protocol=4).hex()); "
+                 "calf.register_env(pyenv_envs.make_tagged, max_episode_steps=60)")
+        environ = {**os.environ, "PYTHONHASHSEED": seed,
+                   "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+        r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           env=environ, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout, r.stderr
+
+    assert len({pickled(str(s))[0] for s in range(1, 7)}) > 1  # what it warns of
+    fixed = [pickled("0") for _ in range(2)]
+    assert fixed[0][0] == fixed[1][0] and "pickles a set" not in fixed[0][1]

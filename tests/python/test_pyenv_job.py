@@ -209,6 +209,36 @@ def test_an_exception_exits_1_from_the_cli(tmp_path):
     assert "Traceback (most recent call last)" in r.stderr
 
 
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_system_exit_in_an_env_never_runs_the_hosts_exit_handlers_in_a_worker(tmp_path, nproc):
+    """SystemExit inside an env is that env's failure: the job stops as for any exception,
+    and only the host, when it exits, runs its atexit handlers (printing the exception
+    with PyErr_Print once exited each forked worker through them)."""
+    log = tmp_path / "atexit.log"
+    script = tmp_path / "host.py"
+    script.write_text(
+        "import atexit, os, sys\n"
+        "import calf, pyenv_envs\n"
+        f"atexit.register(lambda: open({str(log)!r}, 'a').write(f'{{os.getpid()}}\\n'))\n"
+        "pyenv_envs.Faulty.target_seed, pyenv_envs.Faulty.mode = 1 + 4, 'exit'\n"
+        "name = calf.register_env(pyenv_envs.make_faulty, max_episode_steps=60)\n"
+        "try:\n"
+        f"    calf.train({str(PPO)!r}, root_dir={str(tmp_path / 'r')!r}, env=name,\n"
+        f"               overrides={OVERRIDES!r}, nproc={nproc}, quiet=True)\n"
+        "except (RuntimeError, calf.EnvError) as e:\n"
+        "    print('stopped:', type(e).__name__, e)\n"
+        "print('host', os.getpid())\n"
+    )
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join([str(HERE), *sys.path])
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=environ, timeout=600)
+    assert r.returncode == 0, r.stderr
+    host = r.stdout.split("host ")[1].split()[0]
+    assert log.read_text().split() == [host]
+    assert "stopped:" in r.stdout and "SystemExit" in r.stderr + r.stdout
+
+
 def make_gymnasium_cartpole():
     import gymnasium
 
