@@ -4,11 +4,8 @@
 # exit 1 and that rank's "out of memory allocating N bytes (src/FILE:LINE)" message naming
 # the rank; no process stays behind, no half-written file, the checkpoints written before
 # are the uninterrupted run's bytes, and a resume ends on the uninterrupted run's bytes.
-# The alloc_fail=1:K test hook (calf/testing.h) picks the allocation: early ones (setup),
-# and one 7/8 of the way to the last one rank 1 makes in the whole run (found by
-# bisection), so the failure comes after checkpoints whatever the count of allocations
-# becomes. The count near the end varies a little from run to run (work sharing hands
-# rank 1 more or fewer envs, and their tree sums allocate), hence not the last one itself.
+# The test hooks (calf/testing.h) pick the allocation: alloc_fail=1:K, rank 1's K-th
+# (setup), and alloc_fail_iter=1:I, its first in iteration I (after checkpoints).
 # Under MPI, rank 0 may be killed inside a checkpoint's write by the abort: its .tmp file
 # is left, and the resume must remove it.
 . "$(dirname "$0")/lib_e2e.sh"
@@ -31,9 +28,9 @@ else
     echo "MPI part skipped: calf built without MPI or no mpirun"
 fi
 
-# train LAUNCHER ROOT [K]: the job, with rank 1's K-th allocation failing when K is given
+# train LAUNCHER ROOT [HOOKS]: the job, with the given test hooks
 train() {
-    local hooks=${3:+alloc_fail=1:$3}
+    local hooks=${3:-}
     if [ "$1" = mpi ]; then
         CALF_TEST_HOOKS=$hooks timeout 120 mpirun --oversubscribe -np 2 -x CALF_TEST_HOOKS \
             "$CALF" train --quiet --root_dir "$2" --conf "$WORK/run.gin"
@@ -42,9 +39,9 @@ train() {
     fi
 }
 
-# check LAUNCHER K: the failure and what it leaves, then the resume
+# check LAUNCHER HOOK: the failure and what it leaves, then the resume
 check() {
-    local L=$1 K=$2 R=$WORK/$1-$2
+    local L=$1 K=$2 R=$WORK/$1-${2//[=:]/-}
     train "$L" "$R" "$K" >"$WORK/out" 2>"$WORK/err"
     local code=$?
     if [ $code = 1 ]; then ok; else bad "$L K=$K: exit $code (want 1)"; sed 's/^/  | /' "$WORK/err" >&2 | head; fi
@@ -61,20 +58,10 @@ check() {
 }
 
 for L in $LAUNCHERS; do
-    # the last failing K: rank 1 makes fewer than 4,096 allocations in this run
-    lo=1 hi=4096
-    train "$L" "$WORK/$L-probe-hi" "$hi" >/dev/null 2>&1 || bad "$L: K=$hi failed; raise the bound"
-    while [ $((hi - lo)) -gt 1 ]; do
-        mid=$(((lo + hi) / 2))
-        rm -rf "$WORK/$L-probe"
-        if train "$L" "$WORK/$L-probe" "$mid" >/dev/null 2>&1; then hi=$mid; else lo=$mid; fi
+    echo "== $L"
+    for K in alloc_fail=1:1 alloc_fail=1:5 alloc_fail=1:40 alloc_fail_iter=1:5 alloc_fail_iter=1:8; do
+        check "$L" "$K"
     done
-    rm -rf "$WORK/$L-probe" "$WORK/$L-probe-hi"
-    late=$((lo * 7 / 8))
-    echo "== $L: rank 1's last allocation was its ${lo}th"
-    for K in 1 5 40 "$late"; do
-        [ "$K" -le "$late" ] && check "$L" "$K"
-    done
-    [ -n "$(last_ckpt "$WORK/$L-$late")" ] || echo "   (no allocation after the first checkpoint on rank 1)"
+    [ -n "$(last_ckpt "$WORK/$L-alloc_fail_iter-1-5")" ] && ok || bad "$L: iteration 5's failure left no checkpoint"
 done
 report e2e_alloc_fail

@@ -60,5 +60,20 @@ int main(void) {
     CHECK_INT_EQ(h->alloc_fail_rank, 0); /* refused specs changed nothing */
     CHECK_INT_EQ(calf_testing_set("", &err), CALF_OK);
     CHECK(h->alloc_fail_at == 0 && !testing_alloc_fails());
+
+    /* alloc_fail_iter=R:I: rank R's first allocation once iteration I has started, once */
+    CHECK_INT_EQ(calf_testing_set("alloc_fail_iter=2:4", &err), CALF_OK);
+    testing_note_rank(2);
+    testing_note_iteration(3);
+    CHECK(!testing_alloc_fails() && !testing_alloc_fails());
+    testing_note_iteration(4);
+    CHECK(testing_alloc_fails());
+    CHECK(!testing_alloc_fails());
+    testing_note_iteration(5);
+    CHECK(!testing_alloc_fails());
+    CHECK_INT_EQ(calf_testing_set("alloc_fail_iter=2:0", &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "alloc_fail_iter='2:0' is not a number in range") != NULL);
+    CHECK_INT_EQ(calf_testing_set("", &err), CALF_OK);
+    testing_note_rank(-1);
     return test_report("test_testing");
 }

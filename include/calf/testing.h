@@ -20,6 +20,9 @@
  *   alloc_fail=R:K     the K-th allocation through calf's allocator (src/base/mem.h) on
  *                      rank R (0 in a run that is not distributed), counted from when
  *                      the process learns its rank, fails as out of memory
+ *   alloc_fail_iter=R:I  rank R's first such allocation once its trainer has started
+ *                      iteration I (1: the first) fails (given with alloc_fail, both
+ *                      name the rank last given)
  * A setting changes when things happen, what a check takes for the machine's memory or
  * which allocation fails, never a result. The library reads no environment variable for them: the calf program
  * sets them from CALF_TEST_HOOKS when it starts, a test program calls this. Settings are

@@ -14,18 +14,25 @@
 static testing_hooks hooks = HOOKS_OFF;
 static int known_rank = -1;
 static atomic_uint_fast64_t alloc_count;
+static _Atomic int_fast64_t iteration_now;
+static atomic_bool iter_failed;
 
 const testing_hooks *testing_hooks_get(void) { return &hooks; }
 
 void testing_note_rank(int rank) {
     known_rank = rank;
     atomic_store(&alloc_count, 0);
+    atomic_store(&iteration_now, 0);
+    atomic_store(&iter_failed, false);
 }
 
+void testing_note_iteration(int64_t iteration) { atomic_store(&iteration_now, iteration); }
+
 bool testing_alloc_fails(void) {
-    if (hooks.alloc_fail_at == 0 || hooks.alloc_fail_rank != (known_rank < 0 ? 0 : known_rank))
-        return false;
-    return atomic_fetch_add(&alloc_count, 1) + 1 == hooks.alloc_fail_at;
+    if (hooks.alloc_fail_rank != (known_rank < 0 ? 0 : known_rank)) return false;
+    if (hooks.alloc_fail_iter > 0 && atomic_load(&iteration_now) >= hooks.alloc_fail_iter)
+        return !atomic_exchange(&iter_failed, true);
+    return hooks.alloc_fail_at > 0 && atomic_fetch_add(&alloc_count, 1) + 1 == hooks.alloc_fail_at;
 }
 
 /* The number of text[0..len), within [lo, hi]; false if it is not one. */
@@ -70,9 +77,16 @@ int calf_testing_set(const char *spec, calf_error *err) {
             ok = colon && parse_number(value, (size_t)(colon - value), 0, 1u << 20, &r) &&
                  parse_number(colon + 1, value_len - (size_t)(colon - value) - 1, 1, UINT64_MAX, &v);
             if (ok) next.alloc_fail_rank = (int)r, next.alloc_fail_at = v;
+        } else if (name_len == 15 && !strncmp(p, "alloc_fail_iter", 15)) {
+            const char *colon = memchr(value, ':', value_len);
+            unsigned long long r = 0;
+            ok = colon && parse_number(value, (size_t)(colon - value), 0, 1u << 20, &r) &&
+                 parse_number(colon + 1, value_len - (size_t)(colon - value) - 1, 1, INT64_MAX, &v);
+            if (ok) next.alloc_fail_rank = (int)r, next.alloc_fail_iter = (int64_t)v;
         } else {
             return calf_error_set(err, CALF_EINVAL, "test hooks: unknown hook '%.*s' (known: "
-                                  "slow_rank, memory_bytes, ckpt_chunk_envs, alloc_fail)",
+                                  "slow_rank, memory_bytes, ckpt_chunk_envs, alloc_fail, "
+                                  "alloc_fail_iter)",
                                   (int)name_len, p);
         }
         if (!ok)
@@ -83,5 +97,6 @@ int calf_testing_set(const char *spec, calf_error *err) {
     }
     hooks = next;
     atomic_store(&alloc_count, 0);
+    atomic_store(&iter_failed, false);
     return CALF_OK;
 }

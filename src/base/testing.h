@@ -11,6 +11,8 @@ typedef struct testing_hooks {
     int ckpt_chunk_envs;    /* 0: about 64 MiB of records a chunk */
     int alloc_fail_rank;    /* with alloc_fail_at: the rank whose allocation fails */
     uint64_t alloc_fail_at; /* 0: none; k: that rank's k-th mem_* allocation fails */
+    int64_t alloc_fail_iter;/* 0: none; i: that rank's first allocation in iteration i
+                               (or later) fails */
 } testing_hooks;
 
 /* The current settings (all off until calf_testing_set). */
@@ -19,6 +21,9 @@ const testing_hooks *testing_hooks_get(void);
 /* This process's rank in its job, as the per-process context learns it (-1: none, which
  * the alloc_fail hook takes for rank 0); restarts the allocation count. */
 void testing_note_rank(int rank);
+
+/* The iteration this process's trainer is in (1 for the first), as the trainer starts it. */
+void testing_note_iteration(int64_t iteration);
 
 /* Whether the allocation being made is the one the alloc_fail hook fails (counts it).
  * mem.c asks before each allocation; thread-safe. */

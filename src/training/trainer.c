@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "base/fsutil.h"
 #include "base/mem.h"
+#include "base/testing.h"
 #include "envs/vec_env.h"
 #include "parallel/comm.h"
 #include "parallel/tree_sum.h"
@@ -690,6 +691,7 @@ int trainer_step(trainer *t) {
     CALF_ASSERT(!t->ended);
     bool stop = false;
     int64_t iteration = t->iteration + 1;
+    testing_note_iteration(iteration);
     calf_summary_writer *prev = calf_summary_set_current(t->train_writer);
     int rc = train_iteration(t, &stop);
     calf_summary_set_current(prev);
