@@ -13,11 +13,14 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # a failed r
 cat >"$WORK/run.gin" <<GIN
 include '$SRC/examples/ppo_cartpole.gin'
 TrainerConfig.num_env_steps = 0
-TrainerConfig.num_iterations = 8
-TrainerConfig.num_checkpoints = 4
+TrainerConfig.num_iterations = 6
+TrainerConfig.num_checkpoints = 3
 TrainerConfig.evaluate = False
+create_environment.num_parallel_environments = 4
+TrainerConfig.unroll_length = 8
+TrainerConfig.mini_batch_size = 16
 GIN
-LAST=train/algorithm/ckpt-8
+LAST=train/algorithm/ckpt-6
 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/ref" --conf "$WORK/run.gin" --nproc 2
 
 LAUNCHERS=local
@@ -59,9 +62,9 @@ check() {
 
 for L in $LAUNCHERS; do
     echo "== $L"
-    for K in alloc_fail=1:1 alloc_fail=1:5 alloc_fail=1:40 alloc_fail_iter=1:5 alloc_fail_iter=1:8; do
+    for K in alloc_fail=1:1 alloc_fail=1:5 alloc_fail=1:40 alloc_fail_iter=1:3 alloc_fail_iter=1:6; do
         check "$L" "$K"
     done
-    [ -n "$(last_ckpt "$WORK/$L-alloc_fail_iter-1-5")" ] && ok || bad "$L: iteration 5's failure left no checkpoint"
+    [ -n "$(last_ckpt "$WORK/$L-alloc_fail_iter-1-3")" ] && ok || bad "$L: iteration 3's failure left no checkpoint"
 done
 report e2e_alloc_fail
