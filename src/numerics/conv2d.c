@@ -73,6 +73,8 @@ int conv2d_init(const conv2d *l, float *params, float gain, calf_rng *rng, calf_
 
 static int padded_w(const conv2d *l) { return l->in_w + 2 * l->pad; }
 static int padded_h(const conv2d *l) { return l->in_h + 2 * l->pad; }
+/* Columns of W^T and of the patch gradient: k*k*C rounded up to whole 8-float vectors. */
+static int patch_stride(const conv2d *l) { return (conv2d_patch(l) + 7) / 8 * 8; }
 
 int conv2d_cache_init(conv2d_cache *c, const conv2d *l, int max_rows, calf_error *err) {
     CALF_ASSERT(max_rows > 0);
@@ -88,8 +90,9 @@ int conv2d_cache_init(conv2d_cache *c, const conv2d *l, int max_rows, calf_error
         return CALF_ENOMEM;
     }
     c->padded = nn_alloc_floats(padded_n, err);
-    c->wt = c->padded ? nn_alloc_floats((size_t)KP * (size_t)l->filters, err) : NULL;
-    c->dpatch = c->wt ? nn_alloc_floats((size_t)npos * (size_t)KP, err) : NULL;
+    size_t KPp = (size_t)patch_stride(l);
+    c->wt = c->padded ? nn_alloc_floats(KPp * (size_t)l->filters, err) : NULL;
+    c->dpatch = c->wt ? nn_alloc_floats((size_t)npos * KPp, err) : NULL;
     c->dpad = c->dpatch ? nn_alloc_floats(c->padded_size, err) : NULL;
     c->pos_off = c->dpad ? mem_alloc((size_t)npos * sizeof(int), err) : NULL;
     c->patch_off = c->pos_off ? mem_alloc((size_t)KP * sizeof(int), err) : NULL;
@@ -313,6 +316,11 @@ static void dw_rows(int R, const float *const *xr, const int *patch_off, int KP,
 #endif
 }
 
+/* d[i] = d[i] + s[i]: one add per element, no fusing (-ffp-contract=off), vectorized. */
+static void add_into(float *restrict d, const float *restrict s, int n) {
+    for (int i = 0; i < n; i++) d[i] = d[i] + s[i];
+}
+
 static void backward(const conv2d *l, const float *params, conv2d_cache *c, int row_begin,
                      int row_count, const float *dy, float *grad, float *dx, int set) {
     CALF_ASSERT(c->params == params);
@@ -341,10 +349,14 @@ static void backward(const conv2d *l, const float *params, conv2d_cache *c, int 
         }
     }
     if (dx) {
-        int C = l->in_c, Wp = padded_w(l);
-        nn_transpose(params + l->w_off, KP, F, c->wt);
+        int C = l->in_c, Wp = padded_w(l), k = l->kernel, kC = k * C, KPp = patch_stride(l);
+        /* W^T with its rows padded to KPp columns (zeros), so that the patch gradient's
+         * tiles cover whole vectors; the extra columns are computed and never read */
+        const float *w = params + l->w_off;
+        for (int f = 0; f < F; f++)
+            for (int p = 0; p < KP; p++) c->wt[(size_t)f * KPp + p] = w[(size_t)p * F + f];
         const int seg0 = 0;
-        chain_spec cs = {.seg_off = &seg0, .nseg = 1, .seglen = F, .w = c->wt, .ldw = KP,
+        chain_spec cs = {.seg_off = &seg0, .nseg = 1, .seglen = F, .w = c->wt, .ldw = KPp,
                          .init = NULL};
         size_t in_size = conv2d_in_size(l), row = (size_t)l->in_w * C;
         for (int n = 0; n < row_count; n++) {
@@ -355,16 +367,16 @@ static void backward(const conv2d *l, const float *params, conv2d_cache *c, int 
                 float *yp[TILE_ROWS];
                 for (int r = 0; r < R; r++) {
                     xp[r] = dyn + (size_t)(g + r) * F;
-                    yp[r] = c->dpatch + (size_t)(g + r) * KP;
+                    yp[r] = c->dpatch + (size_t)(g + r) * KPp;
                 }
-                rows_any(R, xp, &cs, KP, yp);
+                rows_any(R, xp, &cs, KPp, yp);
             }
             memset(c->dpad, 0, c->padded_size * sizeof(float));
-            for (int pos = 0; pos < npos; pos++) {
-                float *d = c->dpad + c->pos_off[pos];
-                const float *dp = c->dpatch + (size_t)pos * KP;
-                for (int p = 0; p < KP; p++) d[c->patch_off[p]] = d[c->patch_off[p]] + dp[p];
-            }
+            /* a kernel row of a patch is k*C contiguous floats of the padded sample */
+            for (int pos = 0; pos < npos; pos++)
+                for (int kh = 0; kh < k; kh++)
+                    add_into(c->dpad + c->pos_off[pos] + (size_t)kh * Wp * C,
+                             c->dpatch + (size_t)pos * KPp + (size_t)kh * kC, kC);
             const float *src = c->dpad + ((size_t)l->pad * Wp + l->pad) * C;
             for (int h = 0; h < l->in_h; h++)
                 memcpy(dx + (size_t)n * in_size + h * row, src + (size_t)h * Wp * C,

@@ -87,8 +87,8 @@ typedef struct conv2d_cache {
     int rows;              /* samples of the last forward; 0 before any */
     size_t padded_size;    /* floats per padded sample */
     float *padded;         /* (max_rows, H + 2 pad, W + 2 pad, C); the border stays 0 */
-    float *wt;             /* (F, k*k*C): W transposed, for dX */
-    float *dpatch;         /* (OH*OW, k*k*C): one sample's patch gradient */
+    float *wt;             /* (F, k*k*C rounded up to 8): W transposed, for dX */
+    float *dpatch;         /* (OH*OW, the same): one sample's patch gradient */
     float *dpad;           /* (H + 2 pad, W + 2 pad, C): one sample's dP */
     int *pos_off;          /* (OH*OW): offset of a position's patch in a padded sample */
     int *patch_off;        /* (k*k*C): offset of patch element p from its position's */
