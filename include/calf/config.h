@@ -168,7 +168,13 @@ enum calf_binding_flag {
       "(100, 100)", 1, 1024, -7, NULL, 0, CALF_NO_FALLBACK,                                    \
       "hidden layer sizes of SAC's critic networks (observation and action joined)")           \
     X(SAC_CRITIC_ACTIVATION, "critic/CriticNetwork.activation", CALF_CFG_STRING, "'relu'", 0, 0, \
-      0, "tanh|relu", 0, CALF_NO_FALLBACK, "hidden activation of SAC's critic networks")
+      0, "tanh|relu", 0, CALF_NO_FALLBACK, "hidden activation of SAC's critic networks")     \
+                                                                                               \
+    X(EVAL_MAX_EPISODE_STEPS, "TrainerConfig.eval_max_episode_steps", CALF_CFG_INT, "27000", 1, \
+      2147483647, 0, NULL, CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                            \
+      "end an evaluation or `calf play` episode after this many steps when the env has not "   \
+      "ended it (an env without a time limit: MinAtar, a Python env without one); its return " \
+      "so far counts, and a warning says so once. 27000: Atari's 108000 frames at frame skip 4")
 
 /* CALF_CFG_<ID> for every public row, in id order. These numbers are the ABI: a program
  * compiled against this header keeps them (rows are only appended). */

@@ -249,12 +249,14 @@ static int check_video_path(const char *path, calf_error *err) {
     return rc;
 }
 
-/* The greedy episodes of trainer_evaluate_greedy (the same envs: seed, index 2^40 + k),
- * one after another with one row per greedy call, each frame drawn after the reset and
- * after every step (or every k-th: video_writer_every), the first max_frames encoded. */
+/* The greedy episodes of trainer_evaluate_greedy (the same envs: seed, index 2^40 + k,
+ * the same cap of max_steps steps), one after another with one row per greedy call, each
+ * frame drawn after the reset and after every step (or every k-th: video_writer_every),
+ * the first max_frames encoded. */
 static int record_episodes(const calf_play_options *o, const algorithm_ops *ops, algorithm *algo,
-                           const calf_env_class *cls, calf_renderer *r, video_writer *v,
-                           double *returns, double *average, calf_error *err) {
+                           const calf_env_class *cls, int64_t max_steps, calf_renderer *r,
+                           video_writer *v, double *returns, double *average, int *capped,
+                           calf_error *err) {
     int od = cls->spec.obs_dim, ad = cls->spec.action_dim;
     int w = calf_renderer_width(r), h = calf_renderer_height(r);
     float *obs = mem_calloc((size_t)od, sizeof(float), err);
@@ -264,6 +266,7 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
     long long limit = o->max_frames > 0 ? o->max_frames : -1, drawn = 0, seen = 0;
     int every = video_writer_every(v);
     double total = 0;
+    *capped = 0;
     for (int k = 0; k < o->num_episodes && rc == CALF_OK; k++) {
         calf_env env;
         rc = calf_env_init(&env, cls->spec.name, (uint64_t)o->seed, ((uint64_t)1 << 40) + (uint64_t)k,
@@ -272,6 +275,8 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
         calf_env_reset(&env, obs);
         returns[k] = 0;
         int term = 0, trunc = 0;
+        int64_t steps = 0;
+        bool at_cap = false;
         for (;;) {
             if (video_interrupted) {
                 rc = calf_error_set(err, CALF_EINTR, "interrupted: no video written");
@@ -283,13 +288,15 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
                 if (rc != CALF_OK) break;
                 drawn++;
             }
-            if (term || trunc) break;
+            if (term || trunc || at_cap) break;
             int act = 0;
             float rew = 0;
             ops->greedy(algo, obs, 1, &act, u);
             calf_env_step(&env, act, ad ? u : NULL, obs, &rew, &term, &trunc);
             returns[k] += rew;
+            at_cap = !term && !trunc && ++steps >= max_steps;
         }
+        *capped += at_cap;
         total += returns[k];
         calf_env_free(&env);
     }
@@ -303,8 +310,9 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
 /* --video: the renderer and the writer, the episodes, then the file, written atomically;
  * SIGINT/SIGTERM caught meanwhile (and restored after). */
 static int play_video(const calf_play_options *o, const algorithm_ops *ops, algorithm *algo,
-                      const calf_env_class *cls, double *returns, double *average,
-                      long long *frames, double *fps, calf_error *err) {
+                      const calf_env_class *cls, int64_t max_steps, double *returns,
+                      double *average, int *capped, long long *frames, double *fps,
+                      calf_error *err) {
     int w = o->width > 0 ? o->width : 480, h = o->height > 0 ? o->height : 480;
     calf_renderer *r = NULL;
     video_writer *v = NULL;
@@ -322,7 +330,7 @@ static int play_video(const calf_play_options *o, const algorithm_ops *ops, algo
     video_interrupted = 0;
     CALF_ASSERT(sigaction(SIGINT, &sa, &old_int) == 0);
     CALF_ASSERT(sigaction(SIGTERM, &sa, &old_term) == 0);
-    rc = record_episodes(o, ops, algo, cls, r, v, returns, average, err);
+    rc = record_episodes(o, ops, algo, cls, max_steps, r, v, returns, average, capped, err);
     calf_renderer_close(r);
     *frames = video_writer_frames(v);
     *fps = video_writer_fps(v);
@@ -392,15 +400,25 @@ int calf_play_for_testing(const calf_play_options *o, const calf_play_testing *t
         dumping_policy d = {.ops = p->ops, .algo = p->algo, .spec = &p->cls->spec, .f = dump};
         algorithm_ops dumping_ops = *p->ops;
         dumping_ops.greedy = dumping_greedy;
+        /* the cap of the run's evaluation (its config.gin), so play reports what it did */
+        int64_t max_steps = calf_config_int(&p->cfg, CALF_CFG_EVAL_MAX_EPISODE_STEPS);
+        int capped = 0;
         if (o->video)
             rc = play_video(o, dump ? &dumping_ops : p->ops, dump ? (algorithm *)&d : p->algo, p->cls,
-                            returns, &avg, &frames, &video_fps, err);
+                            max_steps, returns, &avg, &capped, &frames, &video_fps, err);
         else if (dump)
             rc = trainer_evaluate_greedy(&dumping_ops, (algorithm *)&d, p->cls->spec.name,
-                                         (uint64_t)o->seed, o->num_episodes, returns, &avg, err);
+                                         (uint64_t)o->seed, o->num_episodes, max_steps, returns,
+                                         &avg, &capped, err);
         else
             rc = trainer_evaluate_greedy(p->ops, p->algo, p->cls->spec.name, (uint64_t)o->seed,
-                                         o->num_episodes, returns, &avg, err);
+                                         o->num_episodes, max_steps, returns, &avg, &capped, err);
+        if (rc == CALF_OK && capped) {
+            char line[512];
+            trainer_eval_cap_warning(line, sizeof line, p->cls->spec.name, max_steps, capped,
+                                     o->num_episodes);
+            fprintf(stderr, "calf play: %s\n", line);
+        }
     }
     if (dump) {
         bool failed = ferror(dump) != 0;

@@ -43,6 +43,7 @@ typedef struct trainer_params {
     bool evaluate;               /* TrainerConfig.evaluate */
     int64_t eval_interval;
     int num_eval_episodes;
+    int64_t eval_max_steps;      /* TrainerConfig.eval_max_episode_steps */
     int64_t summary_interval;
     double summaries_flush_secs;
     bool histograms;             /* TrainerConfig.summarize_grads_and_vars */
@@ -109,6 +110,7 @@ struct trainer {
     /* the last iteration's metrics, and the algorithm's scalars they point at */
     calf_trainer_metrics metrics;
     bool evaluated;          /* this iteration evaluated */
+    bool warned_eval_cap;    /* an evaluation episode reached eval_max_steps: said once */
     int num_metrics;
     char metric_names[TRAINER_MAX_METRICS][96];
     const char *metric_name_ptrs[TRAINER_MAX_METRICS];
@@ -121,6 +123,7 @@ static trainer_params trainer_params_of(const calf_config *cfg) {
         .evaluate = calf_config_bool(cfg, CALF_CFG_EVALUATE),
         .eval_interval = calf_config_int(cfg, CALF_CFG_EVAL_INTERVAL),
         .num_eval_episodes = (int)calf_config_int(cfg, CALF_CFG_NUM_EVAL_EPISODES),
+        .eval_max_steps = calf_config_int(cfg, CALF_CFG_EVAL_MAX_EPISODE_STEPS),
         .summary_interval = calf_config_int(cfg, CALF_CFG_SUMMARY_INTERVAL),
         .summaries_flush_secs = calf_config_float(cfg, CALF_CFG_SUMMARIES_FLUSH_SECS),
         .histograms = calf_config_bool(cfg, CALF_CFG_SUMMARIZE_GRADS_AND_VARS),
@@ -275,10 +278,12 @@ static void rollout(trainer *t) {
 /* ---- evaluation (main process only) ------------------------------------------ */
 
 /* Greedy episodes on fresh envs. Eval envs use their own index range (2^40 + k) so they
- * never replay a training env's stream. */
+ * never replay a training env's stream. An episode the env has not ended after max_steps
+ * steps ends there (an env without a time limit would otherwise run for ever under a
+ * policy that never loses). */
 int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const char *env_name,
-                            uint64_t seed, int episodes, double *returns, double *average,
-                            calf_error *err) {
+                            uint64_t seed, int episodes, int64_t max_steps, double *returns,
+                            double *average, int *capped, calf_error *err) {
     const calf_env_class *cls = calf_env_lookup(env_name, err);
     if (!cls) return CALF_EINVAL;
     int od = cls->spec.obs_dim, ad = cls->spec.action_dim;
@@ -287,7 +292,9 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const cha
     int *act = mem_calloc((size_t)episodes, sizeof(int), err);                  /* (episodes) */
     float *u = mem_calloc((size_t)episodes * (ad ? ad : 1), sizeof(float), err); /* (episodes, action_dim) */
     uint8_t *done = mem_calloc((size_t)episodes, 1, err);
-    int rc = envs && obs && act && u && done ? CALF_OK : CALF_ENOMEM;
+    int64_t *steps = mem_calloc((size_t)episodes, sizeof(int64_t), err);        /* (episodes) */
+    int rc = envs && obs && act && u && done && steps ? CALF_OK : CALF_ENOMEM;
+    *capped = 0;
     int made = 0; /* envs initialised, to free */
     for (int k = 0; k < episodes && rc == CALF_OK; k++, made++) {
         rc = calf_env_init(&envs[k], env_name, seed, ((uint64_t)1 << 40) + (uint64_t)k, err);
@@ -305,9 +312,11 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const cha
                 calf_env_step(&envs[k], act[k], ad ? u + (size_t)k * ad : NULL,
                               obs + (size_t)k * od, &rew, &term, &trunc);
                 returns[k] += rew;
-                if (term || trunc) {
+                bool at_cap = !term && !trunc && ++steps[k] >= max_steps;
+                if (term || trunc || at_cap) {
                     done[k] = 1;
                     left--;
+                    *capped += at_cap;
                 }
             }
         }
@@ -321,7 +330,17 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const cha
     free(act);
     free(u);
     free(done);
+    free(steps);
     return rc;
+}
+
+void trainer_eval_cap_warning(char *buf, size_t cap, const char *env_name, int64_t max_steps,
+                              int capped, int episodes) {
+    snprintf(buf, cap,
+             "warning: %s: %d of %d greedy episodes reached "
+             "TrainerConfig.eval_max_episode_steps = %lld before the env ended them; they end "
+             "there, their return so far counted (said once)",
+             env_name, capped, episodes, (long long)max_steps);
 }
 
 /* ---- the loop ----------------------------------------------------------------- */
@@ -432,10 +451,18 @@ static int evaluate(trainer *t, calf_error *err) {
     double *returns = mem_calloc((size_t)episodes, sizeof(double), err);
     if (!returns) return CALF_ENOMEM;
     double avg = 0;
-    int rc = trainer_evaluate_greedy(t->ops, t->algo, t->env_name, t->seed, episodes, returns,
-                                     &avg, err);
+    int capped = 0;
+    int rc = trainer_evaluate_greedy(t->ops, t->algo, t->env_name, t->seed, episodes,
+                                     t->p.eval_max_steps, returns, &avg, &capped, err);
     free(returns);
     if (rc) return rc;
+    if (capped && !t->warned_eval_cap) {
+        char line[512];
+        trainer_eval_cap_warning(line, sizeof line, t->env_name, t->p.eval_max_steps, capped,
+                                 episodes);
+        rank_log_printf(&t->log, true, "%s", line);
+        t->warned_eval_cap = true;
+    }
     t->eval_return = avg;
     t->evaluated = true;
     rank_log_printf(&t->log, false, "eval iter %lld: average return %.3f over %d episodes",
