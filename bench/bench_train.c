@@ -77,12 +77,12 @@ int main(int argc, char **argv) {
     }
     char iter_param[64];
     snprintf(iter_param, sizeof iter_param, "TrainerConfig.num_iterations=%ld", iters);
-    const char *params[6] = {iter_param, "TrainerConfig.evaluate=False",
-                             "TrainerConfig.num_checkpoints=0",
+    const char *params[6] = {iter_param, "TrainerConfig.num_env_steps=0", /* one budget */
+                             "TrainerConfig.evaluate=False", "TrainerConfig.num_checkpoints=0",
                              "TrainerConfig.summary_interval=1000000"};
     calf_error err;
     calf_train_options o = {.root_dir = "/nonexistent", .conf_path = conf, .conf_params = params,
-                            .num_conf_params = 4, .nproc = 1, .quiet = true};
+                            .num_conf_params = 5, .nproc = 1, .quiet = true};
     calf_config *cfg = calf_config_new(&err);
     if (!cfg || calf_train_load_config(&o, cfg, &err)) {
         fprintf(stderr, "bench_train: %s\n", err.msg);
@@ -102,7 +102,8 @@ int main(int argc, char **argv) {
     snprintf(half_envs, sizeof half_envs, "create_environment.num_parallel_environments=%lld",
              (long long)(envs / 2));
     snprintf(half_mbs, sizeof half_mbs, "TrainerConfig.mini_batch_size=%lld", (long long)(mbs / 2));
-    const char *half_params[6] = {params[0], params[1], params[2], params[3], half_envs, half_mbs};
+    const char *half_params[7] = {params[0], params[1], params[2], params[3], params[4],
+                                  half_envs, half_mbs};
     calf_train_options half = o;
     half.conf_params = half_params;
     half.num_conf_params = sizeof half_params / sizeof half_params[0];

@@ -97,6 +97,7 @@ create_environment.env_name = "InfObs-v0"
 create_environment.num_parallel_environments = 4
 TrainerConfig.random_seed = 7
 TrainerConfig.initial_collect_steps = 8
+TrainerConfig.num_env_steps = 0
 TrainerConfig.num_iterations = 30
 TrainerConfig.evaluate = False
 GIN

@@ -3,6 +3,7 @@
  * algorithm_find, the registry check; and the public ids and digests
  * that an algorithm's own rows must leave as they are. */
 #include <stddef.h>
+#include <string.h>
 
 #include "calf/config.h"
 #include "training/algorithm.h"
@@ -254,12 +255,119 @@ static void test_abi_and_digest(void) {
     CHECK(calf_config_digest(cfg) == 0x7ae10aa87a17c343ULL);
     CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.algorithm_ctor=@SacAlgorithm", &err),
                  CALF_OK);
+    /* SAC with the values it had before it had defaults of its own (calf's, PPO-shaped):
+     * the digest hashes values, never where they came from */
+    static const char *const before[] = {
+        "create_environment.num_parallel_environments=64", "TrainerConfig.unroll_length=32",
+        "TrainerConfig.num_updates_per_train_iter=4", "TrainerConfig.mini_batch_size=512",
+        "TrainerConfig.initial_collect_steps=0", "TrainerConfig.replay_buffer_length=100000",
+        "actor/Adam.lr=0.001", "critic/Adam.lr=0.001", "alpha/Adam.lr=0.001"};
+    for (size_t k = 0; k < sizeof before / sizeof before[0]; k++)
+        CHECK_INT_EQ(calf_config_apply_param(cfg, before[k], &err), CALF_OK);
     CHECK(calf_config_digest(cfg) == 0x87399da2800ba61fULL);
     /* PPO's and SAC's rows are in every config's digest (in_every_digest) */
     uint64_t sac = calf_config_digest(cfg);
     CHECK_INT_EQ(calf_config_apply_param(cfg, "PPOLoss.gamma=0.5", &err), CALF_OK);
     CHECK(calf_config_digest(cfg) != sac);
     calf_config_free(cfg);
+}
+
+/* An algorithm's defaults (registry.h): a config that names only the algorithm trains
+ * with them; whatever the config sets keeps its value, before or after the choice, and
+ * directly or through the unscoped row; the dump says where each value came from; the
+ * digest sees only values. */
+static void test_algorithm_defaults(void) {
+    calf_error err;
+    calf_config *cfg = calf_config_new(&err), *same = calf_config_new(&err);
+    CHECK(cfg != NULL && same != NULL);
+    if (!cfg || !same) return;
+    /* PPO's are calf's own */
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENVS), 64);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH), 32);
+    CHECK_INT_EQ(calf_config_parse_string(cfg, "TrainerConfig.unroll_length = 3\n"
+                                               "TrainerConfig.algorithm_ctor = @SacAlgorithm\n",
+                                          "sac.gin", &err), CALF_OK);
+    /* CleanRL's sac_continuous_action.py, where the config is silent */
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENVS), 1);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_UPDATES), 1);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE), 256);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS), 5000);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH), 1000000);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 3e-4, 0);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_CRITIC_LR), 1e-3, 0);
+    CHECK_STR_EQ(calf_config_origin(cfg, CALF_CFG_NUM_ENVS), "");
+    /* set before the choice: kept */
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH), 3);
+    /* set after it, and the unscoped Adam.lr over SAC's actor/Adam.lr */
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.mini_batch_size=64", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "Adam.lr=0.01", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE), 64);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 0.01, 0);
+    /* the dump: the file's line, the algorithm's default, calf's (no comment) */
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_INT_EQ(calf_config_write(cfg, f, NULL), CALF_OK);
+        rewind(f);
+        char text[16384];
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+        CHECK(strstr(text, "\nTrainerConfig.unroll_length = 3  # sac.gin:1\n") != NULL);
+        CHECK(strstr(text, "\ncreate_environment.num_parallel_environments = 1  # SacAlgorithm's "
+                           "default\n") != NULL);
+        CHECK(strstr(text, "\nTrainerConfig.initial_collect_steps = 5000  # SacAlgorithm's "
+                           "default\n") != NULL);
+        CHECK(strstr(text, "\nTrainerConfig.random_seed = 0\n") != NULL);
+        CHECK(strstr(text, "\nactor/Adam.lr = 0.01  # from Adam.lr at --conf_param\n") != NULL);
+        /* the same values written out are the same digest */
+        CHECK_INT_EQ(calf_config_parse_string(same,
+                                              "TrainerConfig.algorithm_ctor = @SacAlgorithm\n"
+                                              "create_environment.num_parallel_environments = 1\n"
+                                              "TrainerConfig.unroll_length = 3\n"
+                                              "TrainerConfig.num_updates_per_train_iter = 1\n"
+                                              "TrainerConfig.mini_batch_size = 64\n"
+                                              "TrainerConfig.initial_collect_steps = 5000\n"
+                                              "TrainerConfig.replay_buffer_length = 1000000\n"
+                                              "Adam.lr = 0.01\n",
+                                              "explicit.gin", &err), CALF_OK);
+        CHECK(calf_config_digest(same) == calf_config_digest(cfg));
+    }
+    /* choosing PPO again: calf's defaults where nothing was set */
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.algorithm_ctor=@PPOAlgorithm", &err),
+                 CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENVS), 64);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_UPDATES), 4);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE), 64);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.algorithm_ctor=@Td3Algorithm", &err),
+                 CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS), 25000);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE), 64); /* set above: kept */
+    /* each algorithm's own: DQN's train_frequency 10 is its unroll */
+    config_init(cfg);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.algorithm_ctor=@DqnAlgorithm", &err),
+                 CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENVS), 1);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH), 10);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS), 10000);
+    CHECK_NEAR(calf_config_float(cfg, CALF_CFG_CRITIC_LR), 2.5e-4, 0);
+    calf_config_free(same);
+    calf_config_free(cfg);
+
+    /* --list-bindings names them beside calf's */
+    f = tmpfile();
+    CHECK(f != NULL);
+    if (!f) return;
+    calf_config_list_bindings(f);
+    rewind(f);
+    char line[1024];
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "    int in [1, 1048576], default 64; @SacAlgorithm: 1, @Td3Algorithm: 1, "
+                         "@DqnAlgorithm: 1, @DdpgAlgorithm: 1\n") == line)
+            found++;
+    fclose(f);
+    CHECK_INT_EQ(found, 1);
 }
 
 int main(void) {
@@ -269,5 +377,6 @@ int main(void) {
     test_registry_check();
     test_own_rows_by_name();
     test_abi_and_digest();
+    test_algorithm_defaults();
     return test_report("test_algorithm");
 }

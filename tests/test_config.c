@@ -834,10 +834,55 @@ static void test_messages(void) {
     calf_config_free(cfg);
 }
 
+/* One budget: num_env_steps alone ends the run there (num_iterations' default gives way,
+ * and the dump says so); a config that sets both is refused naming both lines. */
+static void test_one_budget(void) {
+    calf_config *cfg = new_config();
+    calf_error err;
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS), 1000);
+    parse_ok(cfg, "steps.gin", "# budget\nTrainerConfig.num_env_steps = 5000000\n");
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS), 0);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ENV_STEPS), 5000000);
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_OK);
+    check_dump_line(cfg, "TrainerConfig.num_iterations = 0  # TrainerConfig.num_env_steps ends the run");
+    /* the dump reads back to the same budget */
+    char text[16384], path[600];
+    dump(cfg, text, sizeof text);
+    snprintf(path, sizeof path, "%s/dump.gin", tmpdir);
+    calf_config *back = new_config();
+    CHECK_INT_EQ(calf_config_parse_file(back, path, &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_validate(back, &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_int(back, CALF_CFG_NUM_ITERATIONS), 0);
+    calf_config_free(back);
+    /* num_env_steps back to 0: num_iterations' default is the budget again */
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_env_steps=0", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS), 1000);
+    /* both: refused, naming each line */
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_env_steps=7", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_iterations=3", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "--conf_param: TrainerConfig.num_iterations = 3 and --conf_param: "
+                          "TrainerConfig.num_env_steps = 7: a run has one budget; set one of "
+                          "them (the other to 0)");
+    config_init(cfg);
+    parse_ok(cfg, "both.gin", "TrainerConfig.num_iterations = 10\n\nTrainerConfig.num_env_steps = 99\n");
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_EINVAL);
+    char want[1024];
+    snprintf(want, sizeof want, "%s/both.gin:1: TrainerConfig.num_iterations = 10 and "
+             "%s/both.gin:3: TrainerConfig.num_env_steps = 99: a run has one budget; set one of "
+             "them (the other to 0)", tmpdir, tmpdir);
+    CHECK_STR_EQ(err.msg, want);
+    /* the other one at 0, as the examples write it: one budget */
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.num_iterations=0", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_validate(cfg, &err), CALF_OK);
+    calf_config_free(cfg);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/calf_test_config_XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
     test_defaults();
+    test_one_budget();
     test_parse_values();
     test_errors();
     test_includes();

@@ -345,6 +345,9 @@ static int ou_misses(mistake planted) {
                                           "TrainerConfig.algorithm_ctor = @DdpgAlgorithm\n"
                                           "create_environment.env_name = 'Pendulum-v1'\n"
                                           "create_environment.num_parallel_environments = 2\n"
+                                          /* the policy's actions from the first step, not
+                                           * DDPG's default 25,000 uniform ones */
+                                          "TrainerConfig.initial_collect_steps = 0\n"
                                           "actor/ActorDistributionNetwork.fc_layer_params = (8,)\n"
                                           "critic/CriticNetwork.joint_fc_layer_params = (8,)\n",
                                           "t.gin", &err), CALF_OK);

@@ -217,8 +217,9 @@ int calf_config_parse_file(calf_config *cfg, const char *path, calf_error *err);
 int calf_config_parse_string(calf_config *cfg, const char *text, const char *origin, calf_error *err);
 /* Apply one --conf_param 'Scope.param=value' (or 'NAME=value', a macro). */
 int calf_config_apply_param(calf_config *cfg, const char *assignment, calf_error *err);
-/* Checks across bindings, after every file and --conf_param: the run must stop, the
- * rollout must fit in memory, an off-policy sample must fit in the replay buffer, and
+/* Checks across bindings, after every file and --conf_param: the run must stop and have
+ * one budget (num_iterations and num_env_steps not both set above 0), the rollout must
+ * fit in memory, an off-policy sample must fit in the replay buffer, and
  * every macro must be used (an unused one is most likely a binding written without
  * its scope). */
 int calf_config_validate(const calf_config *cfg, calf_error *err);
@@ -238,8 +239,9 @@ int64_t calf_config_tuple_int(const calf_config *cfg, calf_binding_id id, int k)
 double calf_config_tuple_float(const calf_config *cfg, calf_binding_id id, int k);
 /* True when the value in effect is None. */
 bool calf_config_is_none(const calf_config *cfg, calf_binding_id id);
-/* Where the value in effect came from: "file:line", "--conf_param", or "" for the
- * row's own default. Points into cfg. */
+/* Where the value in effect came from: "file:line", "--conf_param", or "" for a default
+ * (the row's own, or the chosen algorithm's: see calf_config_write's comments). Points
+ * into cfg. */
 const char *calf_config_origin(const calf_config *cfg, calf_binding_id id);
 
 /* Table access for --list-bindings and tools: every id from 0 to calf_binding_count() - 1. */
@@ -261,7 +263,10 @@ int calf_binding_find(const char *name);
 void calf_config_list_bindings(FILE *out);
 /* Format the value in effect as gin text into buf. */
 void calf_config_format_value(const calf_config *cfg, calf_binding_id id, char *buf, size_t cap);
-/* Write the operative config (every binding's value in effect, with origins) as gin.
+/* Write the operative config (every binding's value in effect, with origins) as gin: a
+ * set value's line ends "# file:line", a default the chosen algorithm gives "# Name's
+ * default", num_iterations that num_env_steps replaces "# TrainerConfig.num_env_steps
+ * ends the run"; a line without a comment holds calf's own default.
  * `header` (may be NULL) is written first as comment lines. */
 int calf_config_write(const calf_config *cfg, FILE *out, const char *header);
 /* 64-bit digest of every binding's value in effect that changes the training result

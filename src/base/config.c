@@ -652,6 +652,7 @@ static int skip_import(parse_state *ps, int line, bool from) {
 }
 
 static int parse_text(parse_state *ps, const char *text);
+static void resolve_unset(calf_config *cfg);
 
 static int read_file(const char *path, char **out, calf_error *err) {
     FILE *f = fopen(path, "rb");
@@ -814,11 +815,79 @@ static int parse_text(parse_state *ps, const char *text) {
             if (rc) return rc;
             ps->cfg->values[id] = v;
             where(ps, t.line, ps->cfg->origin[id], sizeof ps->cfg->origin[id]);
+            if (id == CALF_CFG_ALGORITHM_CTOR || id == CALF_CFG_NUM_ENV_STEPS) resolve_unset(ps->cfg);
         }
         if (ps->single && ps->tok.kind != T_EOF)
             return fail(ps, ps->tok.line, "expected one 'Scope.param=value', found more after the value");
     }
     return CALF_OK;
+}
+
+/* ---- defaults ---------------------------------------------------------------- */
+
+/* `text`, a default of row `id` written as gin, into *out; a bad one is a bug in a table.
+ * cfg is only read for macros, which a default has none of (NULL is fine). */
+static void parse_default(calf_config *cfg, int id, const char *text, config_value *out) {
+    parse_state ps;
+    memset(&ps, 0, sizeof ps);
+    calf_error err;
+    ps.cfg = cfg;
+    ps.err = &err;
+    ps.file = "<defaults>";
+    ps.lx.p = text;
+    ps.lx.line = 1;
+    advance(&ps);
+    if (parse_value(&ps, row_at(id), out) != CALF_OK || ps.tok.kind != T_EOF)
+        calf_panic(__FILE__, __LINE__, "bad default '%s' for %s: %s", text, row_at(id)->name,
+                   err.msg);
+}
+
+/* The choice the config's REF row names (the algorithm it trains with), and the index of
+ * its first default in added->defaults. */
+static const config_choice *chosen(const calf_config *cfg, int *first_default) {
+    const char *name = cfg->values[CALF_CFG_ALGORITHM_CTOR].s;
+    int first = 0;
+    for (int k = 0; k < added->num_choices; k++) {
+        const config_choice *c = &added->choices[k];
+        if (strcmp(c->name, name) == 0) {
+            *first_default = first;
+            return c;
+        }
+        first += c->num_defaults;
+    }
+    CALF_ASSERT(!"the REF row holds one of its choices");
+    return NULL;
+}
+
+/* The default the chosen algorithm gives row `id` (gin text), or NULL when it gives
+ * none; *who gets the algorithm. */
+static const char *algorithm_default(const calf_config *cfg, int id, const config_choice **who) {
+    int first;
+    const config_choice *c = chosen(cfg, &first);
+    *who = c;
+    for (int k = first; k < first + c->num_defaults; k++)
+        if (strcmp(added->defaults[k].name, row_at(id)->name) == 0) return added->defaults[k].value;
+    return NULL;
+}
+
+/* One budget: TrainerConfig.num_iterations that is not set is 0 (no limit) while
+ * TrainerConfig.num_env_steps is, so the run ends at num_env_steps and not at
+ * num_iterations' default first. */
+static bool budget_by_env_steps(const calf_config *cfg, int id) {
+    return id == CALF_CFG_NUM_ITERATIONS && !cfg->origin[id][0] &&
+           cfg->values[CALF_CFG_NUM_ENV_STEPS].i > 0;
+}
+
+/* Every row the config does not set takes the default in effect: 0 for num_iterations
+ * when the budget is num_env_steps, else the chosen algorithm's default for it, else the
+ * row's own. Run after every change to what those depend on (the algorithm, the budget). */
+static void resolve_unset(calf_config *cfg) {
+    for (int i = 0, n = num_rows(); i < n; i++) {
+        if (cfg->origin[i][0]) continue;
+        const config_choice *who;
+        const char *text = budget_by_env_steps(cfg, i) ? "0" : algorithm_default(cfg, i, &who);
+        parse_default(cfg, i, text ? text : row_at(i)->def, &cfg->values[i]);
+    }
 }
 
 /* ---- public ---------------------------------------------------------------- */
@@ -859,25 +928,37 @@ static void check_table(void) {
         CALF_ASSERT(!(f->flags & CALF_BINDING_OPTIONAL) || (r->flags & CALF_BINDING_OPTIONAL));
         CALF_ASSERT(!r->choices || (f->choices && strcmp(f->choices, r->choices) == 0));
     }
+    /* A choice's defaults: rows that exist, once each, none of the budget's or the choice
+     * itself (they decide which defaults apply), none of another choice's own rows, and
+     * values its row accepts. */
+    int first = 0;
+    for (int k = 0; k < added->num_choices; k++) {
+        const config_choice *c = &added->choices[k];
+        CALF_ASSERT(c->num_defaults >= 0 && first + c->num_defaults <= added->num_defaults);
+        for (int d = first; d < first + c->num_defaults; d++) {
+            const config_default *def = &added->defaults[d];
+            int id = calf_binding_find(def->name);
+            if (id < 0 || id == CALF_CFG_NUM_ITERATIONS || id == CALF_CFG_NUM_ENV_STEPS ||
+                id == CALF_CFG_ALGORITHM_CTOR || strchr(def->value, '%') ||
+                (owner_of(id) && owner_of(id) != c))
+                calf_panic(__FILE__, __LINE__, "%s's default for '%s' names no row it may set",
+                           c->name, def->name);
+            for (int e = first; e < d; e++)
+                if (strcmp(added->defaults[e].name, def->name) == 0)
+                    calf_panic(__FILE__, __LINE__, "%s gives %s two defaults", c->name, def->name);
+            config_value v;
+            parse_default(NULL, id, def->value, &v);
+        }
+        first += c->num_defaults;
+    }
+    CALF_ASSERT(first == added->num_defaults);
 }
 
 void config_init(calf_config *cfg) {
     check_table();
     memset(cfg, 0, sizeof *cfg);
-    for (int i = 0, n = num_rows(); i < n; i++) {
-        parse_state ps;
-        memset(&ps, 0, sizeof ps);
-        calf_error err;
-        ps.cfg = cfg;
-        ps.err = &err;
-        ps.file = "<defaults>";
-        ps.lx.p = row_at(i)->def;
-        ps.lx.line = 1;
-        advance(&ps);
-        if (parse_value(&ps, row_at(i), &cfg->values[i]) != CALF_OK || ps.tok.kind != T_EOF)
-            calf_panic(__FILE__, __LINE__, "bad default for %s: %s", row_at(i)->name, err.msg);
-        cfg->origin[i][0] = '\0';
-    }
+    for (int i = 0, n = num_rows(); i < n; i++) parse_default(cfg, i, row_at(i)->def, &cfg->values[i]);
+    resolve_unset(cfg);
 }
 
 calf_config *calf_config_new(calf_error *err) {
@@ -926,6 +1007,15 @@ int calf_config_apply_param(calf_config *cfg, const char *assignment, calf_error
 int calf_config_validate(const calf_config *cfg, calf_error *err) {
     int64_t iters = calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS);
     int64_t steps = calf_config_int(cfg, CALF_CFG_NUM_ENV_STEPS);
+    /* one budget: set both and one of them would end the run unsaid (num_iterations only
+     * reaches here set when num_env_steps is set too: see budget_by_env_steps) */
+    if (iters > 0 && steps > 0 && cfg->origin[CALF_CFG_NUM_ITERATIONS][0])
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: TrainerConfig.num_iterations = %lld and %s: "
+                              "TrainerConfig.num_env_steps = %lld: a run has one budget; set one "
+                              "of them (the other to 0)",
+                              cfg->origin[CALF_CFG_NUM_ITERATIONS], (long long)iters,
+                              cfg->origin[CALF_CFG_NUM_ENV_STEPS], (long long)steps);
     if (iters == 0 && steps == 0)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: TrainerConfig.num_iterations and TrainerConfig.num_env_steps are "
@@ -1093,8 +1183,22 @@ void calf_config_list_bindings(FILE *out) {
         }
         if (r->fallback != CALF_NO_FALLBACK)
             snprintf(also, sizeof also, " (%s's value when that is set)", row_at(r->fallback)->name);
-        fprintf(out, "%s\n    %s%s%s, default %s%s\n    %s\n", r->name, type_name(r->type), bounds,
-                r->flags & CALF_BINDING_OPTIONAL ? " or None" : "", r->def, also, r->help);
+        /* the algorithms' defaults for the row, where they give one: "; @SacAlgorithm: 1, ..." */
+        char algos[600] = "";
+        size_t an = 0;
+        int first = 0, id = ordered(k);
+        if (id == CALF_CFG_NUM_ITERATIONS)
+            an = (size_t)snprintf(algos, sizeof algos, "; 0 when TrainerConfig.num_env_steps is set");
+        for (int c = 0; c < added->num_choices; c++) {
+            for (int d = first; d < first + added->choices[c].num_defaults; d++)
+                if (strcmp(added->defaults[d].name, r->name) == 0 && an < sizeof algos)
+                    an += (size_t)snprintf(algos + an, sizeof algos - an, "%s @%s: %s",
+                                           an ? "," : ";", added->choices[c].name,
+                                           added->defaults[d].value);
+            first += added->choices[c].num_defaults;
+        }
+        fprintf(out, "%s\n    %s%s%s, default %s%s%s\n    %s\n", r->name, type_name(r->type), bounds,
+                r->flags & CALF_BINDING_OPTIONAL ? " or None" : "", r->def, algos, also, r->help);
     }
 }
 
@@ -1125,8 +1229,11 @@ int calf_config_write(const calf_config *cfg, FILE *out, const char *header) {
         char val[700];
         format_value(&cfg->values[e], row_at(i)->type, val, sizeof val);
         fprintf(out, "%s = %s", name, val);
+        const config_choice *who;
         if (e != i) fprintf(out, "  # from %s at %s", row_at(e)->name, cfg->origin[e]);
         else if (cfg->origin[i][0]) fprintf(out, "  # %s", cfg->origin[i]);
+        else if (budget_by_env_steps(cfg, i)) fprintf(out, "  # TrainerConfig.num_env_steps ends the run");
+        else if (algorithm_default(cfg, i, &who)) fprintf(out, "  # %s's default", who->name);
         fputc('\n', out);
     }
     return ferror(out) ? CALF_EIO : CALF_OK;

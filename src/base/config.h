@@ -70,13 +70,22 @@ typedef struct config_row {
 #define CONFIG_ROW(id, name, type, def, min, max, tuple_len, choices, flags, fallback, help) \
     {name, type, def, min, max, tuple_len, choices, flags, fallback, help},
 
+/* A value a choice gives a row that a config choosing it leaves unset, in place of the
+ * row's own default. */
+typedef struct config_default {
+    const char *name;      /* the row's full name */
+    const char *value;     /* gin text */
+} config_default;
+
 /* One of the implementations the REF row chooses (calf's one REF row,
- * TrainerConfig.algorithm_ctor, chooses an algorithm), with the number of its own rows. */
+ * TrainerConfig.algorithm_ctor, chooses an algorithm), with the number of its own rows
+ * and of its defaults. */
 typedef struct config_choice {
     const char *name;      /* as a config refers to it: @name */
     int num_rows;          /* its rows follow the previous choice's in config_extension.rows */
     bool in_every_digest;  /* its rows enter every config's digest, not only of the configs
                             * that choose it */
+    int num_defaults;      /* its defaults follow the previous choice's in .defaults */
 } config_choice;
 
 /* What a layer above adds to the public rows: the REF row's choices and their own rows.
@@ -89,6 +98,8 @@ typedef struct config_extension {
     int num_choices;
     const config_row *rows;         /* every choice's own rows, in the choices' order */
     int num_rows;
+    const config_default *defaults; /* every choice's defaults, in the choices' order */
+    int num_defaults;
 } config_extension;
 
 /* The extension config.c reads: the algorithms and their own rows. Defined by the layer

@@ -1,13 +1,13 @@
 /* algorithm.c: the registry of algorithms by the name a config gives them, made from the
  * one table ALGORITHMS (training/registry.h), the check that it is well formed, and the
- * algorithms' own config rows as the config reads them (config_algorithms). */
+ * algorithms' own config rows and defaults as the config reads them (config_algorithms). */
 #include "training/algorithm.h"
 
 #include <string.h>
 
 #include "base/config.h"
 
-#define ALGORITHM_ENTRY_(name, ops, bindings, in_every_digest) {#name, &ops},
+#define ALGORITHM_ENTRY_(name, ops, bindings, defaults, in_every_digest) {#name, &ops},
 static const algorithm_entry registry[] = {ALGORITHMS(ALGORITHM_ENTRY_)};
 #undef ALGORITHM_ENTRY_
 
@@ -18,13 +18,19 @@ const algorithm_entry *algorithm_registry(int *n) {
 
 /* The algorithms and their rows, for the config: the REF row TrainerConfig.algorithm_ctor
  * chooses among the names; each algorithm's rows get the ids CFG_<ID> (registry.h), since
- * both follow ALGORITHMS' order. */
-#define ALGORITHM_ROWS_(name, ops, bindings, in_every_digest) bindings(CONFIG_ROW)
+ * both follow ALGORITHMS' order; each algorithm's defaults follow the previous one's. */
+#define ALGORITHM_ROWS_(name, ops, bindings, defaults, in_every_digest) bindings(CONFIG_ROW)
 static const config_row rows[] = {ALGORITHMS(ALGORITHM_ROWS_)};
 #undef ALGORITHM_ROWS_
+#define DEFAULT_ROW_(binding, value) {binding, value},
+#define ALGORITHM_DEFAULTS_(name, ops, bindings, defaults, in_every_digest) defaults(DEFAULT_ROW_)
+/* the first element stands in for an empty list (C has no empty arrays); never read */
+static const config_default defaults[] = {{NULL, NULL}, ALGORITHMS(ALGORITHM_DEFAULTS_)};
+#undef ALGORITHM_DEFAULTS_
+#undef DEFAULT_ROW_
 #define COUNT_ROW_(...) +1
-#define ALGORITHM_CHOICE_ROW_(name, ops, bindings, in_every_digest) \
-    {#name, 0 bindings(COUNT_ROW_), in_every_digest},
+#define ALGORITHM_CHOICE_ROW_(name, ops, bindings, defaults, in_every_digest) \
+    {#name, 0 bindings(COUNT_ROW_), in_every_digest, 0 defaults(COUNT_ROW_)},
 static const config_choice choices[] = {ALGORITHMS(ALGORITHM_CHOICE_ROW_)};
 #undef ALGORITHM_CHOICE_ROW_
 #undef COUNT_ROW_
@@ -35,6 +41,7 @@ _Static_assert(CFG_NUM_ROWS <= CONFIG_CAPACITY, "more rows than a calf_config ho
 const config_extension config_algorithms = {
     ALGORITHM_CHOICES, choices, (int)(sizeof choices / sizeof choices[0]),
     rows, (int)(sizeof rows / sizeof rows[0]),
+    defaults + 1, (int)(sizeof defaults / sizeof defaults[0]) - 1,
 };
 
 static bool is_reference_name(const char *s) {

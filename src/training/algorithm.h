@@ -115,7 +115,8 @@ typedef struct algorithm_entry {
 } algorithm_entry;
 
 /* Every algorithm's ops, each defined by its file in src/algorithms/. */
-#define ALGORITHM_OPS_EXTERN_(name, ops, bindings, in_every_digest) extern const algorithm_ops ops;
+#define ALGORITHM_OPS_EXTERN_(name, ops, bindings, defaults, in_every_digest) \
+    extern const algorithm_ops ops;
 ALGORITHMS(ALGORITHM_OPS_EXTERN_)
 #undef ALGORITHM_OPS_EXTERN_
 

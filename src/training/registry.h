@@ -8,10 +8,13 @@
 
 #include "calf/config.h"
 
-/* A(name, ops, bindings, in_every_digest), in the order of the choices and of the dump:
+/* A(name, ops, bindings, defaults, in_every_digest), in the order of the choices and of
+ * the dump:
  *   name       the reference a config writes: TrainerConfig.algorithm_ctor = @name
  *   ops        the `const algorithm_ops` its file in src/algorithms/ defines
  *   bindings   the X-macro list of its own rows below (NO_BINDINGS: it has none)
+ *   defaults   the X-macro list of the values it gives rows a config leaves unset, in place
+ *              of the rows' own (NO_DEFAULTS: calf's own are its: PPO's)
  *   in_every_digest  1: its rows enter the digest of every config, whichever algorithm
  *              it selects. PPO and SAC only: their rows were public rows, and so in every
  *              digest, before algorithms had rows of their own; this keeps the digest of
@@ -20,12 +23,76 @@
  *              existing checkpoint.
  * Adding an algorithm is its file in src/algorithms/ plus one row here (and, when it has
  * settings, its list of rows beside PPO's and SAC's). */
-#define ALGORITHMS(A)                                  \
-    A(PPOAlgorithm, ppo_algorithm_ops, PPO_BINDINGS, 1) \
-    A(SacAlgorithm, sac_algorithm_ops, SAC_BINDINGS, 1) \
-    A(Td3Algorithm, td3_algorithm_ops, TD3_BINDINGS, 0) \
-    A(DqnAlgorithm, dqn_algorithm_ops, DQN_BINDINGS, 0) \
-    A(DdpgAlgorithm, ddpg_algorithm_ops, DDPG_BINDINGS, 0)
+#define ALGORITHMS(A)                                                \
+    A(PPOAlgorithm, ppo_algorithm_ops, PPO_BINDINGS, NO_DEFAULTS, 1)   \
+    A(SacAlgorithm, sac_algorithm_ops, SAC_BINDINGS, SAC_DEFAULTS, 1)  \
+    A(Td3Algorithm, td3_algorithm_ops, TD3_BINDINGS, TD3_DEFAULTS, 0)  \
+    A(DqnAlgorithm, dqn_algorithm_ops, DQN_BINDINGS, DQN_DEFAULTS, 0)  \
+    A(DdpgAlgorithm, ddpg_algorithm_ops, DDPG_BINDINGS, DDPG_DEFAULTS, 0)
+
+/* An algorithm's defaults: D(binding name, value as gin text), each the value that a
+ * config choosing the algorithm gets for a row it does not set (one it sets, directly or
+ * through the unscoped row a scoped one falls back to, keeps its value). calf's own
+ * defaults (include/calf/config.h) are PPO's; the off-policy algorithms' below are taken
+ * from CleanRL's single-file scripts, each with its source, mapped onto calf's rows: one
+ * env stepped `unroll_length` steps per iteration, then `num_updates_per_train_iter`
+ * gradient steps, so CleanRL's one update per env step is 1 x 1, DQN's train_frequency
+ * 10 is 10 x 1; `learning_starts` is initial_collect_steps; `buffer_size` the replay
+ * buffer (per env, and there is one env). TrainerConfig.num_iterations is never one: it
+ * is calf's (the run's budget, see config.c). An algorithm's own rows keep their row
+ * defaults (PPO's and SAC's rows enter every config's digest). Every example sets these
+ * rows itself, so none of them changes (tests/test_algorithm.c checks that a config
+ * naming only the algorithm gets them). */
+#define NO_DEFAULTS(D)
+
+/* CleanRL sac_continuous_action.py (v1.0.0 defaults): num_envs 1, learning_starts 5e3,
+ * batch_size 256, buffer_size 1e6, policy_lr 3e-4, q_lr 1e-3 (also the temperature's,
+ * autotune), one update per env step. */
+#define SAC_DEFAULTS(D)                                          \
+    D("create_environment.num_parallel_environments", "1")       \
+    D("TrainerConfig.unroll_length", "1")                        \
+    D("TrainerConfig.num_updates_per_train_iter", "1")           \
+    D("TrainerConfig.mini_batch_size", "256")                    \
+    D("TrainerConfig.initial_collect_steps", "5000")             \
+    D("TrainerConfig.replay_buffer_length", "1000000")           \
+    D("actor/Adam.lr", "3e-4")                                   \
+    D("critic/Adam.lr", "1e-3")                                  \
+    D("alpha/Adam.lr", "1e-3")
+
+/* CleanRL td3_continuous_action.py: num_envs 1, learning_starts 25e3, batch_size 256,
+ * buffer_size 1e6, learning_rate 3e-4 (actor and critics), one update per env step. */
+#define TD3_DEFAULTS(D)                                          \
+    D("create_environment.num_parallel_environments", "1")       \
+    D("TrainerConfig.unroll_length", "1")                        \
+    D("TrainerConfig.num_updates_per_train_iter", "1")           \
+    D("TrainerConfig.mini_batch_size", "256")                    \
+    D("TrainerConfig.initial_collect_steps", "25000")            \
+    D("TrainerConfig.replay_buffer_length", "1000000")           \
+    D("actor/Adam.lr", "3e-4")                                   \
+    D("critic/Adam.lr", "3e-4")
+
+/* CleanRL dqn.py: num_envs 1, train_frequency 10 (10 env steps, then one update),
+ * learning_starts 10000, batch_size 128, buffer_size 10000, learning_rate 2.5e-4. */
+#define DQN_DEFAULTS(D)                                          \
+    D("create_environment.num_parallel_environments", "1")       \
+    D("TrainerConfig.unroll_length", "10")                       \
+    D("TrainerConfig.num_updates_per_train_iter", "1")           \
+    D("TrainerConfig.mini_batch_size", "128")                    \
+    D("TrainerConfig.initial_collect_steps", "10000")            \
+    D("TrainerConfig.replay_buffer_length", "10000")             \
+    D("critic/Adam.lr", "2.5e-4")
+
+/* CleanRL ddpg_continuous_action.py: num_envs 1, learning_starts 25e3, batch_size 256,
+ * buffer_size 1e6, learning_rate 3e-4 (actor and critic), one update per env step. */
+#define DDPG_DEFAULTS(D)                                         \
+    D("create_environment.num_parallel_environments", "1")       \
+    D("TrainerConfig.unroll_length", "1")                        \
+    D("TrainerConfig.num_updates_per_train_iter", "1")           \
+    D("TrainerConfig.mini_batch_size", "256")                    \
+    D("TrainerConfig.initial_collect_steps", "25000")            \
+    D("TrainerConfig.replay_buffer_length", "1000000")           \
+    D("actor/Adam.lr", "3e-4")                                   \
+    D("critic/Adam.lr", "3e-4")
 
 /* An algorithm's own rows: the columns of CALF_BINDINGS (include/calf/config.h). Each ID
  * makes the internal id CFG_<ID>, numbered after the public rows in ALGORITHMS order, the
@@ -125,7 +192,8 @@
 
 /* CFG_<ID> for every algorithm's rows, in ALGORITHMS order, after the public rows. */
 #define ALGORITHM_BINDING_ID_(id, ...) CFG_##id,
-#define ALGORITHM_BINDING_IDS_(name, ops, bindings, in_every_digest) bindings(ALGORITHM_BINDING_ID_)
+#define ALGORITHM_BINDING_IDS_(name, ops, bindings, defaults, in_every_digest) \
+    bindings(ALGORITHM_BINDING_ID_)
 enum {
     CFG_LAST_PUBLIC_ = CALF_CFG_NUM_BINDINGS - 1,
     ALGORITHMS(ALGORITHM_BINDING_IDS_)
@@ -136,7 +204,7 @@ enum {
 
 /* The algorithms' names, '|'-separated in ALGORITHMS order ("PPOAlgorithm|SacAlgorithm"):
  * TrainerConfig.algorithm_ctor's choices. A string constant. */
-#define ALGORITHM_CHOICE_(name, ops, bindings, in_every_digest) "|" #name
+#define ALGORITHM_CHOICE_(name, ops, bindings, defaults, in_every_digest) "|" #name
 #define ALGORITHM_CHOICES (&(ALGORITHMS(ALGORITHM_CHOICE_))[1])
 
 #endif
