@@ -15,7 +15,7 @@ import signal
 import sys
 
 import calf
-from calf import _calf
+from calf import _calf, _envs
 
 
 def _commands_taking(option: str) -> tuple[str, ...]:
@@ -88,9 +88,10 @@ def _register(spec: str, ints: dict[str, int]) -> str:
         factory = getattr(factory, part, None)
         if factory is None:
             raise ValueError(f"--env_py {spec}: {module} has no {func}")
-    return calf.register_env(factory, name=f"py:{spec}",
-                             max_episode_steps=ints.get("--env_py_max_episode_steps"),
-                             state_bytes=ints.get("--env_py_state_bytes"))
+    return _envs._register_env(factory, f"py:{spec}",
+                               ints.get("--env_py_max_episode_steps"),
+                               ints.get("--env_py_state_bytes"), False,
+                               "--env_py_max_episode_steps N")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -138,6 +138,20 @@ def register_env(
     are signed with this user's key (``$CALF_KEY_FILE``, else
     ``$XDG_CONFIG_HOME/calf/key`` or ``~/.config/calf/key``, made here on first use).
     """
+    return _register_env(make_env, name, max_episode_steps, state_bytes, quiet,
+                         "max_episode_steps=")
+
+
+def _register_env(
+    make_env: Callable[[], Any],
+    name: str | None,
+    max_episode_steps: int | None,
+    state_bytes: int | None,
+    quiet: bool,
+    limit_option: str,
+) -> str:
+    """register_env's work; ``limit_option`` is how the caller spells the time limit in
+    its messages (``max_episode_steps=``, or the CLI's ``--env_py_max_episode_steps N``)."""
     if not callable(make_env):
         raise TypeError(f"calf.register_env: make_env must be callable, got {make_env!r}")
     name = name or _factory_name(make_env)
@@ -152,12 +166,15 @@ def register_env(
             if not limit:
                 raise ValueError(
                     f"{name}: the env has no time limit (spec.max_episode_steps, which "
-                    "gymnasium.make sets): pass max_episode_steps= (calf's evaluation runs "
+                    f"gymnasium.make sets): pass {limit_option} (calf's evaluation runs "
                     "whole episodes)"
                 )
             max_episode_steps = int(limit)
         if not 1 <= max_episode_steps <= _NO_LIMIT:
-            raise ValueError(f"{name}: max_episode_steps {max_episode_steps} not in [1, 2^31)")
+            raise ValueError(
+                f"{name}: {limit_option.split()[0].rstrip('=')} {max_episode_steps} not in "
+                "[1, 2^31)"
+            )
         if state_bytes is None:
             try:
                 env.reset(seed=0)

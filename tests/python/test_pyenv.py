@@ -100,8 +100,11 @@ def test_unsupported_spaces_are_refused(obs, act, what):
 
 
 def test_no_time_limit_is_refused():
-    with pytest.raises(ValueError, match="no time limit"):
+    with pytest.raises(ValueError, match="no time limit") as e:
         calf.register_env(pyenv_envs.make_corridor, name="py:nolimit")
+    assert "pass max_episode_steps= " in str(e.value)  # the argument, as Python spells it
+    with pytest.raises(ValueError, match=r"max_episode_steps 0 not in \[1, 2\^31\)"):
+        calf.register_env(pyenv_envs.make_corridor, name="py:nolimit", max_episode_steps=0)
 
 
 def test_factory_exception_is_an_env_error():
