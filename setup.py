@@ -5,9 +5,11 @@ the generated embeds, the extension's own C files and the calf program's but for
 main) with the same flags and the same optional parts: MPI when an MPI compiler wrapper
 or pkg-config knows one, MuJoCo when its header and library are found, videos when
 cairo, giflib and FFmpeg's headers and libraries are (and EGL/OpenGL for MuJoCo's
-renderer). The environment variables CALF_WITH_MPI=0, CALF_WITH_MUJOCO=0,
-CALF_WITH_VIDEO=0 and CALF_NATIVE=0 turn those off as CMake's -D...=OFF do; the
-same choices give the same bits as the CMake build. Install (README, "Use calf from
+renderer). The hot files (KERNELS_SOURCES of src/numerics/kernels.h) are compiled once per
+kernel variant as CMake compiles them, the variant chosen at run time. The environment
+variables CALF_WITH_MPI=0, CALF_WITH_MUJOCO=0 and CALF_WITH_VIDEO=0 turn those parts off
+as CMake's -D...=OFF do, and CALF_NATIVE=1 compiles everything for this machine's CPU as
+-DCALF_NATIVE=ON does; the same choices give the same bits as the CMake build. Install (README, "Use calf from
 Python"):  python3 -m pip install --no-build-isolation --no-index .
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -42,6 +45,20 @@ def version() -> str:
     if not m:
         sys.exit("setup.py: include/calf/version.h has no CALF_VERSION_STRING")
     return m.group(1)
+
+
+def dispatched_sources() -> list[str]:
+    """KERNELS_SOURCES of src/numerics/kernels.h: the files compiled once per kernel variant."""
+    with open(os.path.join(HERE, "src", "numerics", "kernels.h"), encoding="utf-8") as f:
+        m = re.search(r'^#define KERNELS_SOURCES "([^"]*)"', f.read(), re.M)
+    if not m:
+        sys.exit('setup.py: src/numerics/kernels.h has no #define KERNELS_SOURCES "..."')
+    return [rel("src", *path.split("/")) for path in m.group(1).split()]
+
+
+def native() -> bool:
+    """CALF_NATIVE, off unless set to 1/ON/YES/TRUE (CMake's OFF default)."""
+    return os.environ.get("CALF_NATIVE", "0").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
 def wanted(name: str) -> bool:
@@ -144,7 +161,8 @@ def embed(out: str, inputs: list[str], prefix: str) -> None:
 
 
 class BuildCalf(build_ext):
-    """build_ext that first writes the generated sources CMake's embed.cmake writes."""
+    """build_ext that first writes the generated sources CMake's embed.cmake writes, and
+    compiles the dispatched files once per kernel variant, as CMakeLists.txt does."""
 
     def run(self) -> None:
         gen = os.path.join(self.build_temp, "generated")
@@ -155,6 +173,18 @@ class BuildCalf(build_ext):
                 embed(os.path.join(gen, "mj_models.c"), sorted(glob(rel("src", "envs", "*.xml"))), "mjcf_")
                 ext.sources.append(os.path.join(gen, "mj_models.c"))
         super().run()
+
+    def build_extension(self, ext: Extension) -> None:
+        objects = []
+        for variant, flags in ext.calf_variants:
+            objects += self.compiler.compile(
+                ext.calf_dispatched, output_dir=os.path.join(self.build_temp, variant),
+                macros=ext.define_macros + [("CALF_KERNEL_VARIANT", variant)],
+                include_dirs=ext.include_dirs,
+                extra_postargs=ext.extra_compile_args + flags
+                + ["-include", rel("src", "numerics", "kernels.h")])
+        ext.extra_objects = objects
+        super().build_extension(ext)
 
 
 def extension() -> Extension:
@@ -174,7 +204,8 @@ def extension() -> Extension:
                      "not found; building without them (apt-get install libcairo2-dev "
                      "libavcodec-dev libavformat-dev libswscale-dev libavutil-dev libgif-dev)"
                      if with_video else "turned off (CALF_WITH_VIDEO=0)"))
-    lib = sorted(glob(rel("src", "*", "*.c")))
+    dispatched = dispatched_sources()
+    lib = [s for s in sorted(glob(rel("src", "*", "*.c"))) if s not in dispatched]
     if not mujoco_inc:
         lib = [s for s in lib if not re.search(r"[/\\]mj_[^/\\]*\.c$", s)]
     if not video:
@@ -185,11 +216,15 @@ def extension() -> Extension:
     sources = lib + sorted(glob(rel("python", "calf", "*.c"))) + cli
     import numpy  # the build needs NumPy's headers, as CMake's find_package(Python3 NumPy)
 
-    # CMakeLists.txt's flags: the same arithmetic (no fast math, no contraction; native
-    # tuning unless turned off, which selects nn.c's AVX2/FMA kernels as CMake's does)
+    # CMakeLists.txt's flags: the same arithmetic (no fast math, no contraction); the
+    # dispatched files once per variant: generic, and on x86-64 fma (AVX2 and FMA), unless
+    # CALF_NATIVE compiles everything for this CPU
     cflags = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-fast-math", "-ffp-contract=off"]
-    if wanted("CALF_NATIVE"):
+    variants = [("generic", [])]
+    if native():
         cflags.append("-march=native")
+    elif platform.machine() in ("x86_64", "AMD64", "amd64"):
+        variants.append(("fma", ["-mavx2", "-mfma"]))
     ldflags = [f"-Wl,--version-script={rel('python', 'calf', '_calf.map')}"]
     libraries = ["m", "dl"]
     include_dirs = [rel("include"), rel("src"), rel("cli"), numpy.get_include()]
@@ -221,12 +256,17 @@ def extension() -> Extension:
             ("CALF_WITH_MPI", "1" if with_mpi else "0"),
             ("CALF_WITH_MUJOCO", "1" if with_mujoco else "0"),
             ("CALF_WITH_VIDEO", "1" if with_video else "0"),
+            # read by src/numerics/kernels.c only: which variants there are
+            ("CALF_KERNELS_NATIVE", "1" if native() else "0"),
+            ("CALF_KERNELS_FMA", "1" if len(variants) > 1 else "0"),
         ],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         libraries=libraries,
     )
     ext.calf_mujoco = bool(mujoco_inc)
+    ext.calf_dispatched = dispatched
+    ext.calf_variants = variants
     return ext
 
 

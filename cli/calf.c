@@ -163,9 +163,10 @@ int calf_cli_main(int argc, char **argv) {
         return output_checked(0);
     }
     if (!strcmp(name, "--version")) {
-        printf("calf %s (MPI backend: %s; MuJoCo envs: %s)\nvideos (calf play --video): %s\n",
+        printf("calf %s (MPI backend: %s; MuJoCo envs: %s)\nvideos (calf play --video): %s\n"
+               "kernels: %s\n",
                calf_version(), calf_feature_note("mpi"), calf_feature_note("mujoco"),
-               calf_feature_note("video"));
+               calf_feature_note("video"), calf_feature_note("kernels"));
         return output_checked(0);
     }
     const cli_command *cmd = cli_command_find(name);

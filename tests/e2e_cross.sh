@@ -1,8 +1,10 @@
 # e2e_cross.sh: calf's own arithmetic gives the same bits on every CPU. Builds the calf
-# program three ways (native x86-64, generic x86-64, aarch64 run under qemu-user), runs
-# the generic one a second time with glibc's FMA/AVX2 variants turned off, trains short
-# ppo_cartpole, ppo_pendulum and sac_pendulum runs with each and compares every
-# checkpoint byte for byte. MuJoCo envs stay per-platform and are not part of it.
+# program three ways (-DCALF_NATIVE=ON x86-64, the default portable x86-64 build, aarch64
+# run under qemu-user), checks which kernel variant the portable one chooses, runs it
+# forced to each variant (CALF_KERNELS=fma, generic), and forced to generic with glibc's
+# FMA/AVX2 variants turned off too, trains short ppo_cartpole, ppo_pendulum and
+# sac_pendulum runs with each and compares every checkpoint byte for byte with the native
+# build's and the forced-generic one's. MuJoCo envs stay per-platform and are not part of it.
 # Needs gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user; skipped without.
 # Before nn_madd fused everywhere and calf had its own transcendentals, all 33 of the
 # native build's checkpoints here differed from the other builds'. A few minutes on 2 cores.
@@ -36,7 +38,7 @@ build() {
     ok
 }
 build native -DCALF_NATIVE=ON || exit 1
-build generic -DCALF_NATIVE=OFF || exit 1
+build portable || exit 1 # the default: CALF_NATIVE off
 build aarch64 -DCALF_NATIVE=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
     -DCMAKE_C_COMPILER="$AARCH64_CC" || exit 1
 
@@ -62,21 +64,48 @@ train_all() {
     local rc=$?
     if [ $rc = 0 ]; then ok; else bad "training with the $name build: exit $rc"; tail -5 "$out.err" >&2; fi
 }
+# The portable build names the variant it runs, takes CALF_KERNELS, and refuses one it
+# does not have with one line (this CPU has AVX2 and FMA where fma is expected).
+P="$WORK/portable/calf"
+expect_exit 0 "$WORK/native/calf" --version
+expect_in "$WORK/out" "kernels: native ("
+fma=0
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && fma=1
+expect_exit 0 "$P" --version
+if [ $fma = 1 ]; then expect_in "$WORK/out" "kernels: fma ("; else expect_in "$WORK/out" "kernels: generic ("; fi
+expect_exit 0 env CALF_KERNELS=generic "$P" --version
+expect_in "$WORK/out" "kernels: generic ("
+expect_exit 2 env CALF_KERNELS=avx512 "$P" train --root_dir "$WORK/refused" \
+    --conf "$SRC/examples/ppo_cartpole.gin"
+expect_eq "$(cat "$WORK/err")" "calf: CALF_KERNELS=avx512: not a kernel variant of this build (it has generic, fma, or auto)" \
+    "the refusal of an unknown variant"
+expect_exit 2 env CALF_KERNELS=generic "$WORK/native/calf" train --root_dir "$WORK/refused" \
+    --conf "$SRC/examples/ppo_cartpole.gin"
+expect_in "$WORK/err" "not a kernel variant of this build (it has native, or auto)"
+
 train_all native "$WORK/native/calf"
-train_all generic "$WORK/generic/calf"
-GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA train_all generic-nofma "$WORK/generic/calf"
+# (left to choose, the portable build runs fma here, as --version said above)
+[ $fma = 1 ] && CALF_KERNELS=fma train_all portable-fma "$P"
+CALF_KERNELS=generic train_all portable-generic "$P"
+CALF_KERNELS=generic GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA \
+    train_all portable-generic-nofma "$P"
 train_all aarch64 qemu-aarch64 -L "$AARCH64_SYSROOT" "$WORK/aarch64/calf"
 
-# Every checkpoint of every job, byte for byte, against the native build's.
+# Every checkpoint of every job, byte for byte, against the native build's and the
+# forced-generic one's.
+others="portable-generic-nofma aarch64"
+[ $fma = 1 ] && others="$others portable-fma"
 for job in ppo_cartpole ppo_pendulum sac_pendulum; do
     ckpts=$(cd "$WORK/run-native/$job/train/algorithm" 2>/dev/null && ls ckpt-*)
     [ -n "$ckpts" ] || { bad "$job: the native build wrote no checkpoint"; continue; }
-    for other in generic generic-nofma aarch64; do
-        for c in $ckpts; do
-            if cmp -s "$WORK/run-native/$job/train/algorithm/$c" \
-                      "$WORK/run-$other/$job/train/algorithm/$c"; then ok; else
-                bad "$job/$c: the $other build's checkpoint differs from the native build's"
-            fi
+    for ref in native portable-generic; do
+        for other in $others $([ $ref = portable-generic ] && echo native); do
+            for c in $ckpts; do
+                if cmp -s "$WORK/run-$ref/$job/train/algorithm/$c" \
+                          "$WORK/run-$other/$job/train/algorithm/$c"; then ok; else
+                    bad "$job/$c: the $other run's checkpoint differs from the $ref run's"
+                fi
+            done
         done
     done
 done

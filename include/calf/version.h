@@ -34,7 +34,9 @@ bool calf_has_mpi(void);
 bool calf_has_mujoco(void);
 /* What this build did with a feature, "mpi", "mujoco" or "video", in words: "built in", or
  * "not built: ..." saying whether the build turned it off (-DCALF_WITH_MPI=OFF) or did
- * not find it, and how to get it. NULL for another name. Static storage. */
+ * not find it, and how to get it; for "kernels", the variant of the hot kernels this
+ * process runs ("fma (...)", "generic (...)"), chosen by the CPU or forced with the
+ * environment variable CALF_KERNELS. NULL for another name. Static storage. */
 const char *calf_feature_note(const char *feature);
 
 #endif

@@ -58,8 +58,9 @@ del _public
 def features() -> dict[str, str]:
     """What this build holds, as ``calf --version`` says.
 
-    Returns ``{"mpi": note, "mujoco": note, "video": note}``; each note is ``"built
-    in ..."`` or ``"not built: ..."`` saying why and how to get it.
+    Returns ``{"mpi": note, "mujoco": note, "video": note, "kernels": variant}``; each
+    note is ``"built in ..."`` or ``"not built: ..."`` saying why and how to get it, and
+    variant names the hot kernels' variant this process runs (``"fma (...)"``).
     """
     return _calf.features()
 

@@ -1032,10 +1032,11 @@ static PyTypeObject TrainerType = {
 
 PyDoc_STRVAR(features_doc,
              "features() -> dict\n\nWhat this build holds, as `calf --version` says: "
-             "{'mpi': note, 'mujoco': note}, each note \"built in\" or \"not built: ...\".");
+             "{'mpi': note, 'mujoco': note, 'video': note}, each note \"built in\" or \"not "
+             "built: ...\", and {'kernels': the variant of the hot kernels this process runs}.");
 static PyObject *calf_py_features(PyObject *module, PyObject *Py_UNUSED(ignored)) {
     (void)module;
-    static const char *const names[] = {"mpi", "mujoco", "video"};
+    static const char *const names[] = {"mpi", "mujoco", "video", "kernels"};
     PyObject *d = PyDict_New(); /* new reference, returned */
     if (!d) return NULL;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "numerics/kernels.h"
+
 const char *calf_version(void) { return CALF_VERSION_STRING; }
 
 bool calf_has_mpi(void) { return CALF_HAVE_MPI != 0; }
@@ -46,5 +48,6 @@ const char *calf_feature_note(const char *feature) {
         return "not built: turned off at build time (-DCALF_WITH_VIDEO=OFF)";
 #endif
     }
+    if (!strcmp(feature, "kernels")) return kernels_describe();
     return NULL;
 }

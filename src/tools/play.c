@@ -18,6 +18,7 @@
 #include "calf/render.h"
 #include "calf/testing.h"
 #include "calf/train.h"
+#include "numerics/kernels.h"
 #include "render/video_writer.h"
 #include "records/checkpoint.h"
 #include "training/trainer.h"
@@ -26,6 +27,8 @@ int play_policy_open(play_policy *p, const char *root, const char *checkpoint, c
     memset(p, 0, sizeof *p);
     char conf[4096], dir[4096];
     if (!root || !root[0]) return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
+    /* a CALF_KERNELS this build or this CPU lacks */
+    if (kernels_select(err) != CALF_OK) return CALF_EINVAL;
     if (snprintf(conf, sizeof conf, "%s/config.gin", root) >= (int)sizeof conf ||
         snprintf(dir, sizeof dir, "%s/train/algorithm", root) >= (int)sizeof dir)
         return calf_error_set(err, CALF_EINVAL, "path too long: %s", root);

@@ -13,6 +13,7 @@
 #include "calf/trainer.h"
 #include "parallel/comm.h"
 #include "base/mem.h"
+#include "numerics/kernels.h"
 #include "parallel/workers.h"
 #include "records/rundir.h"
 #include "training/job_setup.h"
@@ -228,6 +229,8 @@ int calf_train(const calf_train_options *o, calf_error *err) {
     if (!o) return calf_error_set(err, CALF_EINVAL, "calf_train: the options are NULL");
     if (!o->root_dir || !o->root_dir[0])
         return calf_error_set(err, CALF_EINVAL, "--root_dir is empty");
+    /* a CALF_KERNELS this build or this CPU lacks */
+    if (kernels_select(err) != CALF_OK) return CALF_EINVAL;
     /* A file that reaches `ulimit -f` must fail its write (EFBIG), which is reported
      * and cleaned up like any other write error, rather than kill the process. */
     struct sigaction ign, old_xfsz;

@@ -8,6 +8,7 @@
 
 #include "calf/trainer.h"
 #include "base/mem.h"
+#include "numerics/kernels.h"
 #include "parallel/comm.h"
 #include "records/rundir.h"
 #include "training/job_setup.h"
@@ -89,6 +90,8 @@ int stepwise_open(const calf_trainer_options *o, const char *job, bool guard_exi
         return calf_error_set(err, CALF_EINVAL, "calf_trainer_open: the options were not "
                               "initialised with CALF_TRAINER_OPTIONS_INIT");
     if (!o->root_dir || !o->root_dir[0]) return calf_error_set(err, CALF_EINVAL, "root_dir is empty");
+    /* a CALF_KERNELS this build or this CPU lacks */
+    if (kernels_select(err) != CALF_OK) return CALF_EINVAL;
     if (comm_mpi_launched())
         return calf_error_set(err, CALF_EINVAL, "calf_trainer_open runs one process; under an "
                               "MPI launcher, calf_train runs the job across the ranks");

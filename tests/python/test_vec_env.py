@@ -236,10 +236,11 @@ def test_extension_checks_its_arrays() -> None:
 def test_features_and_version_as_calf_says() -> None:
     out = subprocess.run([CALF, "--version"], check=True, capture_output=True, text=True).stdout
     m = re.match(r"calf (\S+) \(MPI backend: (.*); MuJoCo envs: (.*)\)\n"
-                 r"videos \(calf play --video\): (.*)$", out.strip())
+                 r"videos \(calf play --video\): (.*)\nkernels: (.*)$", out.strip())
     assert m, out
     assert calf.__version__ == m.group(1)
-    assert calf.features() == {"mpi": m.group(2), "mujoco": m.group(3), "video": m.group(4)}
+    assert calf.features() == {"mpi": m.group(2), "mujoco": m.group(3), "video": m.group(4),
+                               "kernels": m.group(5)}
     assert "CartPole-v1" in calf.env_names() and "Pendulum-v1" in calf.env_names()
 
 

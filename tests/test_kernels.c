@@ -1,0 +1,214 @@
+/* test_kernels.c: the kernel variants (numerics/kernels.h). CALF_KERNELS picks one or is
+ * refused with a message; and the fma variant's functions, called by their own names,
+ * give the generic variant's bits on every kernel, shape and odd value tried. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calf/rng.h"
+#include "numerics/kernels.h"
+#include "test_util.h"
+
+#ifndef CALF_KERNELS_FMA
+#define CALF_KERNELS_FMA 0
+#endif
+
+static void test_choice(void) {
+    calf_error err;
+    setenv("CALF_KERNELS", "avx512", 1);
+    CHECK_INT_EQ(kernels_select(&err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "CALF_KERNELS=avx512: not a kernel variant of this build") != NULL);
+    CHECK(strncmp(kernels_describe(), "refused: ", 9) == 0);
+    unsetenv("CALF_KERNELS");
+    CHECK_INT_EQ(kernels_select(&err), CALF_OK);
+    const char *d = kernels_describe();
+    int fma_cpu = 0;
+#if CALF_KERNELS_FMA
+    __builtin_cpu_init();
+    fma_cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    if (fma_cpu) CHECK(strncmp(d, "fma (", 5) == 0);
+    else CHECK(strncmp(d, "generic (", 9) == 0 || strncmp(d, "native (", 8) == 0);
+    /* chosen once: a later CALF_KERNELS is accepted but changes nothing */
+    setenv("CALF_KERNELS", "generic", 1);
+    CHECK_INT_EQ(kernels_select(&err), CALF_OK);
+    CHECK_STR_EQ(kernels_describe(), d);
+    unsetenv("CALF_KERNELS");
+}
+
+#if CALF_KERNELS_FMA
+#define KERNELS_DECLARE(ret, name, params, args) ret name##_generic params; ret name##_fma params;
+#define KERNELS_DECLARE_VOID(name, params, args) KERNELS_DECLARE(void, name, params, args)
+KERNELS_LIST(KERNELS_DECLARE, KERNELS_DECLARE_VOID)
+
+static calf_rng g_rng;
+
+/* n floats in [-2, 2), with a few odd ones where odd is asked for: zeros of both signs,
+ * subnormals, large values, infinities and NaN (tanh's clamp and pass-through) */
+static void fill(float *a, size_t n, int odd) {
+    static const float odds[] = {0.0f, -0.0f, 1e-40f, -3e-39f, 9.0f, -40.0f, INFINITY,
+                                 -INFINITY, NAN, 7.9053111f, FLT_MIN, 1e30f};
+    for (size_t i = 0; i < n; i++) {
+        a[i] = -2.0f + 4.0f * calf_rng_uniform_float(&g_rng);
+        if (odd && calf_rng_uniform_float(&g_rng) < 0.1f)
+            a[i] = odds[(size_t)(calf_rng_uniform_float(&g_rng) * 12) % 12];
+    }
+}
+
+static float *floats(size_t n) { return nn_alloc_floats(n, NULL); }
+
+static int same(const float *a, const float *b, size_t n) {
+    return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+/* Every layer kernel on one shape, both variants from the same inputs. */
+static void layer_shape(int B, int in, int out) {
+    size_t nx = (size_t)B * in, ny = (size_t)B * out, nw = (size_t)in * out;
+    float *x = floats(nx), *w = floats(nw), *b = floats(out), *dy = floats(ny);
+    float *y1 = floats(ny), *y2 = floats(ny), *dw1 = floats(nw), *dw2 = floats(nw);
+    float *db1 = floats(out), *db2 = floats(out), *dx1 = floats(nx), *dx2 = floats(nx);
+    float *wt = floats(nw), *wt2 = floats(nw);
+    fill(x, nx, 0), fill(w, nw, 0), fill(b, out, 0), fill(dy, ny, 0);
+    calf_error err;
+    CHECK_INT_EQ(nn_linear_forward_generic(x, w, b, B, in, out, y1, &err), CALF_OK);
+    CHECK_INT_EQ(nn_linear_forward_fma(x, w, b, B, in, out, y2, &err), CALF_OK);
+    CHECK(same(y1, y2, ny));
+    void (*const gen[])(const float *, const float *, int, int, int, float *, float *) = {
+        nn_linear_backward_params_generic, nn_linear_backward_params_set_generic,
+        nn_linear_backward_params_add_generic};
+    void (*const fma[])(const float *, const float *, int, int, int, float *, float *) = {
+        nn_linear_backward_params_fma, nn_linear_backward_params_set_fma,
+        nn_linear_backward_params_add_fma};
+    for (int mode = 0; mode < 3; mode++) {
+        fill(dw1, nw, 0), fill(db1, out, 0);
+        memcpy(dw2, dw1, nw * sizeof *dw1), memcpy(db2, db1, out * sizeof *db1);
+        gen[mode](x, dy, B, in, out, dw1, db1);
+        fma[mode](x, dy, B, in, out, dw2, db2);
+        CHECK(same(dw1, dw2, nw) && same(db1, db2, (size_t)out));
+    }
+    nn_transpose_generic(w, in, out, wt);
+    nn_transpose_fma(w, in, out, wt2);
+    CHECK(same(wt, wt2, nw));
+    nn_linear_backward_input_generic(dy, wt, B, in, out, dx1);
+    nn_linear_backward_input_fma(dy, wt, B, in, out, dx2);
+    CHECK(same(dx1, dx2, nx));
+    float *ptrs[] = {x, w, b, dy, y1, y2, dw1, dw2, db1, db2, wt, wt2, dx1, dx2};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+}
+
+static void test_layers(void) {
+    static const int rows[] = {1, 3, 8, 13, 64};
+    static const int widths[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 100};
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+        for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+            for (size_t o = 0; o < sizeof widths / sizeof widths[0]; o++)
+                layer_shape(rows[r], widths[i], widths[o]);
+}
+
+static void test_activations(void) {
+    enum { N = 1031 };
+    float *x = floats(N), *h = floats(N), *a = floats(N), *b = floats(N);
+    fill(x, N, 1);
+    nn_tanh_generic(x, a, N), nn_tanh_fma(x, b, N);
+    CHECK(same(a, b, N));
+    for (int i = 0; i < N; i++) {
+        float t1 = nn_tanh1_generic(x[i]), t2 = nn_tanh1_fma(x[i]);
+        CHECK(memcmp(&t1, &t2, sizeof t1) == 0);
+    }
+    nn_relu_generic(x, a, N), nn_relu_fma(x, b, N);
+    CHECK(same(a, b, N));
+    fill(h, N, 0);
+    for (int act = NN_ACT_TANH; act <= NN_ACT_RELU; act++) {
+        nn_activation_backward_generic((nn_activation)act, h, x, a, N);
+        nn_activation_backward_fma((nn_activation)act, h, x, b, N);
+        CHECK(same(a, b, N));
+        memcpy(a, x, N * sizeof *x), memcpy(b, x, N * sizeof *x);
+        nn_activate_generic((nn_activation)act, a, N), nn_activate_fma((nn_activation)act, b, N);
+        CHECK(same(a, b, N));
+    }
+    free(x), free(h), free(a), free(b);
+}
+
+/* ppo_cartpole's actor (4-64-64-2, tanh) and a relu 17-256-256-1 critic: forward, the
+ * three backward modes, per-row groups */
+static void test_mlps(void) {
+    static const struct { int in, hidden, out, act; } nets[] = {{4, 64, 2, NN_ACT_TANH},
+                                                               {17, 256, 1, NN_ACT_RELU}};
+    for (size_t k = 0; k < 2; k++) {
+        enum { B = 37 };
+        nn_mlp m;
+        size_t cursor = 0;
+        int hidden[2] = {nets[k].hidden, nets[k].hidden};
+        nn_mlp_layout_generic(&m, nets[k].in, hidden, 2, nets[k].out, (nn_activation)nets[k].act,
+                              &cursor);
+        float *p = floats(cursor), *g1 = floats(cursor), *g2 = floats(cursor);
+        calf_rng rng;
+        calf_rng_seed(&rng, 7, 0, 0);
+        CHECK_INT_EQ(nn_mlp_init_generic(&m, p, 1.4142135f, 0.01f, &rng, NULL), CALF_OK);
+        float *x = floats((size_t)B * nets[k].in), *dy = floats((size_t)B * nets[k].out);
+        float *y1 = floats((size_t)B * nets[k].out), *y2 = floats((size_t)B * nets[k].out);
+        float *dx1 = floats((size_t)B * nets[k].in), *dx2 = floats((size_t)B * nets[k].in);
+        fill(x, (size_t)B * nets[k].in, 0), fill(dy, (size_t)B * nets[k].out, 0);
+        nn_cache c1, c2;
+        CHECK_INT_EQ(nn_cache_init_generic(&c1, &m, B, NULL), CALF_OK);
+        CHECK_INT_EQ(nn_cache_init_fma(&c2, &m, B, NULL), CALF_OK);
+        nn_mlp_forward_generic(&m, p, x, B, &c1, y1);
+        nn_mlp_forward_fma(&m, p, x, B, &c2, y2);
+        CHECK(same(y1, y2, (size_t)B * nets[k].out));
+        memset(g1, 0, cursor * sizeof *g1), memset(g2, 0, cursor * sizeof *g2);
+        nn_mlp_backward_set_generic(&m, p, &c1, 0, 13, dy, g1, dx1);
+        nn_mlp_backward_set_fma(&m, p, &c2, 0, 13, dy, g2, dx2);
+        nn_mlp_backward_add_generic(&m, p, &c1, 13, 11, dy + 13 * nets[k].out, g1, NULL);
+        nn_mlp_backward_add_fma(&m, p, &c2, 13, 11, dy + 13 * nets[k].out, g2, NULL);
+        nn_mlp_backward_generic(&m, p, &c1, 24, 13, dy + 24 * nets[k].out, g1, dx1);
+        nn_mlp_backward_fma(&m, p, &c2, 24, 13, dy + 24 * nets[k].out, g2, dx2);
+        CHECK(same(g1, g2, cursor));
+        CHECK(same(dx1, dx2, (size_t)13 * nets[k].in));
+        nn_cache_free_generic(&c1), nn_cache_free_fma(&c2);
+        float *ptrs[] = {p, g1, g2, x, dy, y1, y2, dx1, dx2};
+        for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+    }
+}
+
+static void test_adam(void) {
+    enum { N = 1003 };
+    float *p1 = floats(N), *m1 = floats(N), *v1 = floats(N), *g = floats(N);
+    float *p2 = floats(N), *m2 = floats(N), *v2 = floats(N);
+    fill(p1, N, 0);
+    memcpy(p2, p1, N * sizeof *p1);
+    for (int64_t t = 1; t <= 4; t++) {
+        fill(g, N, 0);
+        g[t] = 1e-30f; /* moments below FLT_MIN flush to +0 */
+        adam_step_generic(p1, g, m1, v1, N, t, 3e-4f, 0.9f, 0.999f, 1e-7f);
+        adam_step_fma(p2, g, m2, v2, N, t, 3e-4f, 0.9f, 0.999f, 1e-7f);
+        CHECK(same(p1, p2, N) && same(m1, m2, N) && same(v1, v2, N));
+        double n1 = adam_global_norm_generic(g, N), n2 = adam_global_norm_fma(g, N);
+        CHECK(memcmp(&n1, &n2, sizeof n1) == 0);
+        n1 = adam_sum_sq_generic(g, ADAM_NORM_CHUNK), n2 = adam_sum_sq_fma(g, ADAM_NORM_CHUNK);
+        CHECK(memcmp(&n1, &n2, sizeof n1) == 0);
+        adam_scale_generic(p1, N, 0.75f), adam_scale_fma(p2, N, 0.75f);
+        CHECK(same(p1, p2, N));
+    }
+    float *ptrs[] = {p1, m1, v1, g, p2, m2, v2};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+}
+#endif
+
+int main(void) {
+    test_choice();
+#if CALF_KERNELS_FMA
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        calf_rng_seed(&g_rng, 39, 0, 0);
+        test_layers();
+        test_activations();
+        test_mlps();
+        test_adam();
+    } else {
+        fprintf(stderr, "test_kernels: this CPU runs no fma variant; compared nothing\n");
+    }
+#endif
+    return test_report("test_kernels");
+}
