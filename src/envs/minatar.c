@@ -51,14 +51,14 @@ int minatar_render(const minatar_game *g, const void *state, int width, int heig
     if (!palette)
         return calf_error_set(err, CALF_EINVAL, "MinAtar/%s: no palette for %d channels", g->name,
                               g->channels);
-    uint8_t grid[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS];
+    float grid[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS];
     g->observe((const unsigned char *)state + MINATAR_GAME_OFFSET, grid);
     static const uint8_t black[3] = {0, 0, 0};
     const uint8_t *cell[MINATAR_SIZE * MINATAR_SIZE];
     for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE; i++) {
         cell[i] = black;
         for (int ch = g->channels - 1; ch >= 0; ch--)
-            if (grid[i * g->channels + ch]) {
+            if (grid[i * g->channels + ch] != 0) {
                 cell[i] = palette[ch];
                 break;
             }

@@ -103,14 +103,14 @@ static int asterix_act(void *game, mt19937 *mt, int a, int *terminal) {
     return reward;
 }
 
-static void set_cell(uint8_t *obs, int y, int x, int ch) {
+static void set_cell(float *obs, int y, int x, int ch) {
     if ((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE)
         obs[MINATAR_AT(ASTERIX_CHANNELS, y, x, ch)] = 1;
 }
 
-static void asterix_observe(const void *game, uint8_t *obs) {
+static void asterix_observe(const void *game, float *obs) {
     const asterix_state *s = game;
-    for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE * ASTERIX_CHANNELS; i++) obs[i] = 0;
+    minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * ASTERIX_CHANNELS);
     set_cell(obs, s->player_y, s->player_x, CH_PLAYER);
     for (int i = 0; i < SLOTS; i++) {
         const asterix_entity *e = &s->e[i];

@@ -37,21 +37,23 @@ static void si_reset(void *game, mt19937 *mt) {
     s->alien_shot_timer = ENEMY_SHOT_INTERVAL;
 }
 
-/* np.roll of a grid by one row (down: +1) or one column (right: +1), wrapping around. */
-static void roll_rows(grid g, int by) {
-    grid t;
-    for (int y = 0; y < MINATAR_SIZE; y++)
-        for (int x = 0; x < MINATAR_SIZE; x++) t[(y + by + MINATAR_SIZE) % MINATAR_SIZE][x] = g[y][x];
-    for (int y = 0; y < MINATAR_SIZE; y++)
-        for (int x = 0; x < MINATAR_SIZE; x++) g[y][x] = t[y][x];
+/* np.roll(grid, 1, axis=0): every row down one, the bottom row wrapping to the top. */
+static void roll_down(grid g) {
+    uint8_t bottom[MINATAR_SIZE];
+    memcpy(bottom, g[MINATAR_SIZE - 1], MINATAR_SIZE);
+    memmove(g[1], g[0], (MINATAR_SIZE - 1) * MINATAR_SIZE);
+    memcpy(g[0], bottom, MINATAR_SIZE);
 }
 
+/* np.roll(grid, by, axis=1): every row rotated right by `by` columns (left if negative). */
 static void roll_cols(grid g, int by) {
-    grid t;
-    for (int y = 0; y < MINATAR_SIZE; y++)
-        for (int x = 0; x < MINATAR_SIZE; x++) t[y][(x + by + MINATAR_SIZE) % MINATAR_SIZE] = g[y][x];
-    for (int y = 0; y < MINATAR_SIZE; y++)
-        for (int x = 0; x < MINATAR_SIZE; x++) g[y][x] = t[y][x];
+    int k = (by % MINATAR_SIZE + MINATAR_SIZE) % MINATAR_SIZE;
+    for (int y = 0; y < MINATAR_SIZE; y++) {
+        uint8_t row[MINATAR_SIZE];
+        memcpy(row, g[y], MINATAR_SIZE);
+        memcpy(g[y] + k, row, (size_t)(MINATAR_SIZE - k));
+        memcpy(g[y], row + MINATAR_SIZE - k, (size_t)k);
+    }
 }
 
 static int column_has(const grid g, int x) {
@@ -60,11 +62,7 @@ static int column_has(const grid g, int x) {
     return 0;
 }
 
-static int row_has(const grid g, int y) {
-    for (int x = 0; x < MINATAR_SIZE; x++)
-        if (g[y][x]) return 1;
-    return 0;
-}
+static int row_has(const grid g, int y) { return minatar_row_any(g[y]); }
 
 static int count(const grid g) {
     int n = 0;
@@ -104,11 +102,12 @@ static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
     } else if (a == MA_RIGHT && s->pos < 9) {
         s->pos++;
     }
-    /* Bullets move one row; what leaves the grid is gone (the wrapped row is cleared). */
-    roll_rows(s->f_bullet, -1);
-    for (int x = 0; x < MINATAR_SIZE; x++) s->f_bullet[9][x] = 0;
-    roll_rows(s->e_bullet, 1);
-    for (int x = 0; x < MINATAR_SIZE; x++) s->e_bullet[0][x] = 0;
+    /* Bullets move one row (MinAtar's np.roll, the wrapped row cleared): what leaves the
+     * grid is gone. */
+    memmove(s->f_bullet[0], s->f_bullet[1], (MINATAR_SIZE - 1) * MINATAR_SIZE);
+    memset(s->f_bullet[MINATAR_SIZE - 1], 0, MINATAR_SIZE);
+    memmove(s->e_bullet[1], s->e_bullet[0], (MINATAR_SIZE - 1) * MINATAR_SIZE);
+    memset(s->e_bullet[0], 0, MINATAR_SIZE);
     if (s->e_bullet[9][s->pos]) s->terminal = 1;
 
     if (s->alien[9][s->pos]) s->terminal = 1;
@@ -119,7 +118,7 @@ static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
             (column_has(s->alien, 9) && s->alien_dir > 0)) {
             s->alien_dir = -s->alien_dir;
             if (row_has(s->alien, 9)) s->terminal = 1;
-            roll_rows(s->alien, 1); /* wraps the bottom row to the top, as np.roll does */
+            roll_down(s->alien); /* wraps the bottom row to the top, as np.roll does */
         } else {
             roll_cols(s->alien, s->alien_dir);
         }
@@ -129,11 +128,15 @@ static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
         s->alien_shot_timer = ENEMY_SHOT_INTERVAL;
         alien_fires(s);
     }
-    for (int y = 0; y < MINATAR_SIZE; y++)
-        for (int x = 0; x < MINATAR_SIZE; x++)
-            if (s->alien[y][x] && s->f_bullet[y][x]) {
+    /* A bullet in an alien's cell destroys both. Whether any does is one pass without
+     * branches (it vectorizes); a hit is rare. */
+    uint8_t *alien = &s->alien[0][0], *f = &s->f_bullet[0][0], any_hit = 0;
+    for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE; i++) any_hit |= (alien[i] != 0) & (f[i] != 0);
+    if (any_hit)
+        for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE; i++)
+            if (alien[i] && f[i]) {
                 reward++;
-                s->alien[y][x] = s->f_bullet[y][x] = 0;
+                alien[i] = f[i] = 0;
             }
 
     if (s->shot_timer > 0) s->shot_timer--;
@@ -150,19 +153,26 @@ static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
     return reward;
 }
 
-static void si_observe(const void *game, uint8_t *obs) {
+/* All zeros, then the rows that hold something: an alien row in one pass without
+ * branches, the few bullets one by one, and the cannon. */
+static void si_observe(const void *game, float *obs) {
     const space_invaders_state *s = game;
-    for (int y = 0; y < MINATAR_SIZE; y++)
-        for (int x = 0; x < MINATAR_SIZE; x++) {
-            uint8_t *cell = obs + MINATAR_AT(SI_CHANNELS, y, x, 0);
-            uint8_t alien = s->alien[y][x] != 0;
-            cell[CH_CANNON] = y == 9 && x == s->pos;
-            cell[CH_ALIEN] = alien;
-            cell[CH_ALIEN_LEFT] = s->alien_dir < 0 && alien;
-            cell[CH_ALIEN_RIGHT] = s->alien_dir >= 0 && alien;
-            cell[CH_F_BULLET] = s->f_bullet[y][x] != 0;
-            cell[CH_E_BULLET] = s->e_bullet[y][x] != 0;
-        }
+    minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * SI_CHANNELS);
+    const int alien_ch = s->alien_dir < 0 ? CH_ALIEN_LEFT : CH_ALIEN_RIGHT;
+    for (int y = 0; y < MINATAR_SIZE; y++) {
+        float *row = obs + MINATAR_AT(SI_CHANNELS, y, 0, 0);
+        if (row_has(s->alien, y))
+            for (int x = 0; x < MINATAR_SIZE; x++)
+                row[x * SI_CHANNELS + CH_ALIEN] = row[x * SI_CHANNELS + alien_ch] =
+                    (float)(s->alien[y][x] != 0);
+        if (row_has(s->f_bullet, y))
+            for (int x = 0; x < MINATAR_SIZE; x++)
+                if (s->f_bullet[y][x]) row[x * SI_CHANNELS + CH_F_BULLET] = 1;
+        if (row_has(s->e_bullet, y))
+            for (int x = 0; x < MINATAR_SIZE; x++)
+                if (s->e_bullet[y][x]) row[x * SI_CHANNELS + CH_E_BULLET] = 1;
+    }
+    if ((unsigned)s->pos < MINATAR_SIZE) obs[MINATAR_AT(SI_CHANNELS, 9, s->pos, CH_CANNON)] = 1;
 }
 
 const minatar_game minatar_space_invaders = {

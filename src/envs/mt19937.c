@@ -1,5 +1,6 @@
 /* mt19937.c: MT19937 as its authors' reference code defines it (init_genrand seeding,
- * genrand_int32 tempering), and NumPy's legacy RandomState draws over it. */
+ * the twist; genrand_int32's tempering is inline in mt19937.h), and NumPy's legacy
+ * RandomState randint over it. */
 #include "envs/mt19937.h"
 
 #define MT_M 397
@@ -16,8 +17,7 @@ void mt19937_seed(mt19937 *mt, uint32_t k) {
     mt->pos = MT19937_N;
 }
 
-/* One twist over the whole key: the next 624 untempered words. */
-static void mt_regenerate(mt19937 *mt) {
+void mt19937_twist(mt19937 *mt) {
     uint32_t *s = mt->key;
     int i = 0;
     for (; i < MT19937_N - MT_M; i++) {
@@ -31,22 +31,6 @@ static void mt_regenerate(mt19937 *mt) {
     uint32_t y = (s[MT19937_N - 1] & MT_UPPER) | (s[0] & MT_LOWER);
     s[MT19937_N - 1] = s[MT_M - 1] ^ (y >> 1) ^ (-(y & 1u) & MT_MATRIX_A);
     mt->pos = 0;
-}
-
-uint32_t mt19937_next(mt19937 *mt) {
-    /* >= rather than ==: a corrupted position regenerates instead of reading past key */
-    if (mt->pos < 0 || mt->pos >= MT19937_N) mt_regenerate(mt);
-    uint32_t y = mt->key[mt->pos++];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9d2c5680u;
-    y ^= (y << 15) & 0xefc60000u;
-    y ^= y >> 18;
-    return y;
-}
-
-double mt19937_rand(mt19937 *mt) {
-    uint32_t a = mt19937_next(mt) >> 5, b = mt19937_next(mt) >> 6;
-    return ((double)a * 67108864.0 + (double)b) / 9007199254740992.0;
 }
 
 int64_t mt19937_randint(mt19937 *mt, int64_t low, int64_t high) {

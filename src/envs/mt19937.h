@@ -17,11 +17,27 @@ typedef struct mt19937 {
 /* numpy.random.RandomState(k) and RandomState.seed(k) for an integer 0 <= k < 2^32:
  * the reference init_genrand(k), the stream positioned to regenerate at the first draw. */
 void mt19937_seed(mt19937 *mt, uint32_t k);
-/* The next 32-bit output (genrand_int32). */
-uint32_t mt19937_next(mt19937 *mt);
+/* One twist over the whole key: the next 624 untempered words, pos back to 0. */
+void mt19937_twist(mt19937 *mt);
+
+/* The next 32-bit output (genrand_int32). Inline, as every MinAtar step draws two. */
+static inline uint32_t mt19937_next(mt19937 *mt) {
+    /* >= rather than ==: a corrupted position regenerates instead of reading past key */
+    if (mt->pos < 0 || mt->pos >= MT19937_N) mt19937_twist(mt);
+    uint32_t y = mt->key[mt->pos++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+
 /* RandomState.rand() / random_sample(): two outputs a, b (in that order) give
  * ((a >> 5) * 2^26 + (b >> 6)) / 2^53, uniform in [0, 1) with 53 bits. */
-double mt19937_rand(mt19937 *mt);
+static inline double mt19937_rand(mt19937 *mt) {
+    uint32_t a = mt19937_next(mt) >> 5, b = mt19937_next(mt) >> 6;
+    return ((double)a * 67108864.0 + (double)b) / 9007199254740992.0;
+}
 /* RandomState.randint(low, high) for high - low = n >= 1 (one value; randint(low, high,
  * size) is that value size times over): low + v where v comes from masked rejection
  * (legacy NumPy's only method): mask = the smallest 2^j - 1 >= n - 1, draw 32-bit
