@@ -71,7 +71,13 @@ def _hash_seed_fixed() -> bool:
 
 
 def _describe(space: Any) -> str:
-    return f"{type(space).__name__}{getattr(space, 'shape', '')}"
+    """The space as Gymnasium prints it (``Box(-1.0, 1.0, (3,), float32)``,
+    ``Dict('a': Discrete(2))``): its own repr where it has one, else its class name."""
+    if space is None:
+        return "None"
+    if type(space).__repr__ is not object.__repr__:
+        return repr(space)
+    return type(space).__name__
 
 
 def _spaces(name: str, env: Any) -> tuple[int, int, Any, Any]:
@@ -125,8 +131,10 @@ def register_env(
     do this for you).
 
     ``name``: default ``"py:MODULE:QUALNAME"`` of the factory. ``max_episode_steps``:
-    default the env's ``spec.max_episode_steps`` (``gymnasium.make`` sets it); an env
-    with neither is refused. ``state_bytes``: room each env's pickle has in a
+    default the env's ``spec.max_episode_steps`` (``gymnasium.make`` sets it); with
+    neither, calf adds no time limit: the env's own truncation ends its episodes, and
+    evaluation and play end one at ``TrainerConfig.eval_max_episode_steps`` (27,000)
+    at the latest, warning once. ``state_bytes``: room each env's pickle has in a
     checkpoint; default eight times a fresh env's pickle, at least 4 KiB. One env is made,
     reset and pickled here to read its spaces and size; an env that cannot be pickled is
     said so on stderr (a resume then starts new episodes in its envs), and so is one whose
@@ -162,14 +170,10 @@ def _register_env(
     try:
         obs_dim, num_actions, low, high = _spaces(name, env)
         if max_episode_steps is None:
+            # without one, the env's own truncation ends its episodes, and evaluation
+            # ends them at TrainerConfig.eval_max_episode_steps at the latest
             limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
-            if not limit:
-                raise ValueError(
-                    f"{name}: the env has no time limit (spec.max_episode_steps, which "
-                    f"gymnasium.make sets): pass {limit_option} (calf's evaluation runs "
-                    "whole episodes)"
-                )
-            max_episode_steps = int(limit)
+            max_episode_steps = int(limit) if limit else _NO_LIMIT
         if not 1 <= max_episode_steps <= _NO_LIMIT:
             raise ValueError(
                 f"{name}: {limit_option.split()[0].rstrip('=')} {max_episode_steps} not in "

@@ -194,7 +194,8 @@ static int pyenv_create_at(void *state, const calf_env_class *cls, uint64_t seed
 static void pyenv_destroy(void *state) {
     pyenv_state *s = state;
     PyGILState_STATE g = PyGILState_Ensure();
-    if (s->env) {
+    /* close() is optional, as in Gymnasium's Env, whose default does nothing */
+    if (s->env && PyObject_HasAttrString(s->env, "close")) {
         PyObject *r = PyObject_CallMethod(s->env, "close", NULL);
         if (!r) {
             PySys_WriteStderr("calf: env %llu (%s): close() raised; ignored\n",

@@ -115,9 +115,9 @@ static void note_fault(vec_env *ve, int local_i, const float *obs, const float *
         snprintf(what, sizeof what, "returned a non-finite observation (obs[%d] = %g)", j,
                  (double)obs[j]);
     }
-    char when[64];
+    char when[64]; /* an env that says how it failed names the call ("reset() raised") */
     if (reward) snprintf(when, sizeof when, "step %d of its episode", env->elapsed_steps);
-    else snprintf(when, sizeof when, "its reset");
+    else snprintf(when, sizeof when, said != CALF_OK ? "its" : "its reset");
     calf_error_set(&ve->fault, status,
                    "environment %s%s%s, env index %lld: %s %s; the environment is at fault, "
                    "not training",

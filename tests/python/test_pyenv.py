@@ -99,12 +99,54 @@ def test_unsupported_spaces_are_refused(obs, act, what):
     assert "calf trains envs with a 1-D Box observation space" in str(e.value)
 
 
-def test_no_time_limit_is_refused():
-    with pytest.raises(ValueError, match="no time limit") as e:
-        calf.register_env(pyenv_envs.make_corridor, name="py:nolimit")
-    assert "pass max_episode_steps= " in str(e.value)  # the argument, as Python spells it
+def test_no_time_limit_is_the_envs_own():
+    # an env without spec.max_episode_steps trains as it is: its own truncation ends its
+    # episodes (evaluation caps them at TrainerConfig.eval_max_episode_steps)
+    name = calf.register_env(pyenv_envs.make_corridor, name="py:nolimit")
+    v = calf.make_vec(name, 1)
+    assert v.max_episode_steps == 2**31 - 1
+    v.close()
     with pytest.raises(ValueError, match=r"max_episode_steps 0 not in \[1, 2\^31\)"):
         calf.register_env(pyenv_envs.make_corridor, name="py:nolimit", max_episode_steps=0)
+
+
+class _NoClose:
+    """A Gymnasium-API env without close(), which Gymnasium's Env does not require."""
+
+    def __init__(self):
+        self.observation_space = calf.Box(-1, 1, (2,), np.float32)
+        self.action_space = calf.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+def test_an_env_without_close_is_fine(capfd):
+    name = calf.register_env(_NoClose, name="py:noclose", max_episode_steps=5)
+    v = calf.make_vec(name, 3)
+    v.reset()
+    v.close()
+    assert "close()" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "obs, act, printed",
+    [
+        (calf.Box(-1, 1, (2, 2), np.float32), calf.Discrete(2),
+         "observation_space Box(-1.0, 1.0, (2, 2), float32) is not supported"),
+        (calf.Box(-1, 1, (2,), np.float32), calf.MultiDiscrete([2, 3]),
+         "action_space MultiDiscrete([2 3]) is not supported"),
+        (None, calf.Discrete(2), "observation_space None is not supported"),
+    ],
+)
+def test_spaces_print_as_gymnasium_prints_them(obs, act, printed):
+    with pytest.raises(ValueError) as e:
+        calf.register_env(lambda: _Env(obs, act), name="py:bad", max_episode_steps=10)
+    assert printed in str(e.value)
+    assert "DictNone" not in str(e.value) and "MultiDiscrete(2,)" not in str(e.value)
 
 
 def test_factory_exception_is_an_env_error():

@@ -118,9 +118,7 @@ def test_python_m_calf_env_py(one, tmp_path):
         (["--env_py", "pyenv_envs"], "expected MODULE:FUNCTION"),
         (["--env_py", "no_such_module:f"], "cannot import no_such_module"),
         (["--env_py", "pyenv_envs:nothing"], "pyenv_envs has no nothing"),
-        (["--env_py", "pyenv_envs:make_corridor"], "no time limit"),
         # the flag as the CLI spells it, not the Python argument
-        (["--env_py", "pyenv_envs:make_corridor"], "pass --env_py_max_episode_steps N "),
         (["--env_py", "pyenv_envs:make_corridor", "--env_py_max_episode_steps", "0"],
          "--env_py_max_episode_steps 0 not in [1, 2^31)"),
         (["--env_py_max_episode_steps", "x"], "not an integer"),
