@@ -5,7 +5,10 @@
  * (calf/policy.h). It checks what it can and exits non-zero on a mismatch:
  *     example_embed [ROOT_DIR]     (default: a fresh directory under /tmp)
  * Built in the tree (example_embed) and against an installed calf (tests/e2e_install.sh):
- *     cc embed.c $(pkg-config --cflags --libs calf) -o embed */
+ *     cc -std=c11 embed.c $(pkg-config --cflags --libs calf) \
+ *         -Wl,-rpath,$(pkg-config --variable=libdir calf) -o embed
+ * (the rpath: where the program finds libcalf.so when the prefix is not one the dynamic
+ * loader searches, such as ~/.local) */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 
 #include <stdio.h>
