@@ -55,7 +55,7 @@ rows() {
         awk -F'|' '{ ex = $2; gsub(/[ `]/, "", ex); sub(/^examples\//, "", ex); sub(/\.gin$/, "", ex)
                      w = $8; gsub(/^ +| +$/, "", w); gsub(/ /, "-", w)
                      out = ex
-                     for (i = 3; i <= 7; i++) { v = $i; gsub(/[ ,]/, "", v); out = out " " v }
+                     for (i = 3; i <= 7; i++) { v = $i; gsub(/[ ,]/, "", v); out = out " " (v == "" ? "-" : v) }
                      print out " " w }'
 }
 rows "$README" > "$WORK/rows"
@@ -67,15 +67,15 @@ figure() {
     local cmd
     if [ ! -d "runs/$1-seed$2/train/algorithm" ]; then
         cmd=${TRAIN//EXAMPLE/$1}; cmd=${cmd//SEED/$2}
-        $cmd --quiet >"$WORK/train.out" 2>&1 || { echo "$cmd failed:" >&2; tail -3 "$WORK/train.out" >&2; echo "?"; return; }
+        $cmd --quiet </dev/null >"$WORK/train.out" 2>&1 || { echo "$cmd failed:" >&2; tail -3 "$WORK/train.out" >&2; echo "?"; return; }
     fi
     cmd=${PLAY//EXAMPLE/$1}; cmd=${cmd//SEED/$2}
-    $cmd 2>"$WORK/play.err" | awk '/^average return over 100 episodes: / { printf "%.1f\n", $NF; n++ }
+    $cmd </dev/null 2>"$WORK/play.err" | awk '/^average return over 100 episodes: / { printf "%.1f\n", $NF; n++ }
                                    END { if (!n) print "?" }'
 }
 # steps EXAMPLE: seed 1's env steps at its end
 steps() {
-    "$CALF" events --csv runs/"$1"-seed1/train/events.out.tfevents.* |
+    "$CALF" events --csv runs/"$1"-seed1/train/events.out.tfevents.* </dev/null |
         awk -F, '$1 == "Metrics/EnvironmentSteps" { v = $4 } END { printf "%d\n", v }'
 }
 
