@@ -5,7 +5,8 @@
 # fast with nothing left behind, and Ctrl-C checkpoints and exits 130.
 . "$(dirname "$0")/lib_e2e.sh"
 
-CONF=$SRC/examples/ppo_cartpole.gin
+CONF=$WORK/ppo64.gin   # the 64-env job this test was written for
+ppo64_gin "$CONF"
 run() { # run ROOT NPROC [more args]
     local root=$1 n=$2; shift 2
     expect_exit 0 "$CALF" train --quiet --root_dir "$root" --conf "$CONF" --nproc "$n" \

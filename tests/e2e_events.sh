@@ -192,7 +192,7 @@ expect_in "$WORK/err" "no_such.tfevents"
 # ---------------------------------------------------------------- a real run
 R=$WORK/real
 expect_exit 0 "$CALF" train --quiet --root_dir "$R" --conf "$SRC/examples/ppo_cartpole.gin" \
-    --conf_param TrainerConfig.num_iterations=3
+    --conf_param TrainerConfig.num_iterations=3 --conf_param create_environment.num_parallel_environments=64
 EV=$(ls "$R"/train/events.out.tfevents.* | head -1)
 expect_exit 0 "$CALF" events "$EV"
 cp "$WORK/out" "$WORK/real_full"
@@ -205,7 +205,7 @@ expect_exit 0 "$CALF" events "$WORK/real_cut"
 expect_in "$WORK/err" "calf: warning: $WORK/real_cut: last record cut at offset"
 expect_eq "$(cat "$WORK/out")" "$(sed '$d' "$WORK/real_full")" "a real file cut short"
 # CSV: one row per scalar line of the text form, four fields each, steps 1..3 (ALF's
-# Metrics_vs_EnvironmentSteps/ tags: the env steps, 2048 per iteration)
+# Metrics_vs_EnvironmentSteps/ tags: the env steps, 2048 per iteration of 64 envs x 32)
 expect_exit 0 "$CALF" events --csv "$EV"
 expect_eq "$(head -1 "$WORK/out")" "tag,step,wall_time,value" "CSV header"
 scalars=$(grep -c -v -e '^file_version' -e ' histogram ' -e ' session_' "$WORK/real_full")
@@ -226,7 +226,7 @@ expect_eq "$badrows" 0 "malformed CSV rows"
 if [ "$vsrows" -ge 3 ]; then ok; else bad "$vsrows Metrics_vs_EnvironmentSteps rows"; fi
 # a resumed launch adds a second file; both read as one run
 expect_exit 0 "$CALF" train --quiet --root_dir "$R" --conf "$SRC/examples/ppo_cartpole.gin" \
-    --conf_param TrainerConfig.num_iterations=5
+    --conf_param TrainerConfig.num_iterations=5 --conf_param create_environment.num_parallel_environments=64
 expect_eq "$(ls "$R"/train/events.out.tfevents.* | wc -l)" 2 "one events file per launch"
 expect_exit 0 "$CALF" events "$R"/train/events.out.tfevents.*
 expect_eq "$(grep -c '^file_version' "$WORK/out")" 2 "two files, two version records"

@@ -20,7 +20,8 @@ R1=$WORK/ppo-seed1
 R2=$WORK/ppo-seed2
 for s in 1 2; do
     expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/ppo-seed$s" --conf "$SRC/examples/ppo_cartpole.gin" \
-        --conf_param TrainerConfig.num_iterations=6 --conf_param TrainerConfig.random_seed=$s
+        --conf_param TrainerConfig.num_iterations=6 --conf_param TrainerConfig.random_seed=$s \
+        --conf_param create_environment.num_parallel_environments=64
 done
 csv() { "$CALF" events --csv "$1"/"$2"/events.out.tfevents.*; }
 csv "$R1" train > "$WORK/r1_train.csv" && csv "$R1" eval > "$WORK/r1_eval.csv" &&

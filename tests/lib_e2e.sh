@@ -75,6 +75,18 @@ interrupt_after() {
     wait $pid
     INT_STATUS=$?
 }
+# ppo64_gin FILE: examples/ppo_cartpole.gin's networks and loss in the shape the example
+# had before its re-tune to 8 envs (64 envs, minibatch 512, 4 epochs, a constant learning
+# rate), for the tests written for a 64-env job: its blocks split 32/32, 22/21/21, 16 each
+ppo64_gin() {
+    cat >"$1" <<GIN
+include '$SRC/examples/ppo_cartpole.gin'
+create_environment.num_parallel_environments = 64
+TrainerConfig.mini_batch_size = 512
+TrainerConfig.num_updates_per_train_iter = 4
+Adam.lr_schedule = 'constant'
+GIN
+}
 # small_gin FILE: a ppo_cartpole run of 4 iterations of 4 envs x 8 steps with 8-unit
 # networks, 2 checkpoints and 2 evaluations: the shortest run that still writes every file
 small_gin() {
@@ -85,6 +97,7 @@ TrainerConfig.unroll_length = 8
 TrainerConfig.mini_batch_size = 16
 TrainerConfig.num_updates_per_train_iter = 1
 TrainerConfig.num_iterations = 4
+Adam.lr_schedule = 'constant'          # a resume to a longer run continues it exactly
 TrainerConfig.num_checkpoints = 2
 TrainerConfig.eval_interval = 2
 TrainerConfig.num_eval_episodes = 1
