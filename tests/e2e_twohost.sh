@@ -9,7 +9,8 @@
 . "$(dirname "$0")/lib_e2e.sh"
 . "$(dirname "$0")/lib_twohost.sh"
 
-CONF=$SRC/examples/ppo_cartpole.gin
+CONF=$WORK/ppo64.gin   # the 64-env job this test was written for
+ppo64_gin "$CONF"
 ITERS=(--conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.eval_interval=2)
 
 if ! "$CALF" --version | grep -q "MPI backend: built in"; then
