@@ -66,11 +66,10 @@ def main() -> None:
     # the factory becomes calf env class "py:__main__:make_env"; 500 steps per episode
     name = calf.register_env(make_env, max_episode_steps=500)
     conf = pathlib.Path(__file__).resolve().parents[1] / "ppo_cartpole.gin"
-    with calf.Trainer(conf, root_dir=root, env=name,
-                      overrides={"TrainerConfig.num_iterations": 100}) as trainer:
+    with calf.Trainer(conf, root_dir=root, env=name) as trainer:  # the example's 391 iterations
         while not trainer.done:
             m = trainer.step()
-            if m["iteration"] % 10 == 0:
+            if m["iteration"] % 50 == 0 or trainer.done:
                 print(f"iteration {m['iteration']}: {m['env_steps']} env steps, "
                       f"average return {m['average_return']:.1f}, eval {m['eval_return']:.1f}")
     policy = calf.load_policy(root)

@@ -30,5 +30,8 @@ def test_train_own_env(tmp_path) -> None:
     # plain-Python CartPole trained by calf's PPO: solved, the same figures every run
     out = run("train_own_env.py", str(tmp_path / "run"))
     lines = out.splitlines()
-    assert lines[-2].startswith("iteration 100: 204800 env steps, average return 500.0"), out
+    # (the example's own 391 iterations since its re-tune; the last iteration may end no
+    # episode, so its training return can be nan: the greedy evaluation is what counts)
+    assert lines[-2].startswith("iteration 391: 100096 env steps, "), out
+    assert lines[-2].endswith(", eval 500.0"), out
     assert lines[-1] == "greedy episode from seed 777: return 500", out
