@@ -12,8 +12,14 @@ CALF = os.environ.get("CALF_BINARY", "calf")
 SRC = pathlib.Path(__file__).resolve().parents[2]
 CARTPOLE = SRC / "examples" / "ppo_cartpole.gin"
 
-# four iterations, evaluations on 2 and 4, checkpoints spread over the run
+# four iterations, evaluations on 2 and 4, checkpoints spread over the run, in the shape
+# the example had before its re-tune to 8 envs (64 envs, minibatch 512, 4 epochs, a
+# constant learning rate), which these tests were written for
 OVERRIDES = {
+    "create_environment.num_parallel_environments": 64,
+    "TrainerConfig.mini_batch_size": 512,
+    "TrainerConfig.num_updates_per_train_iter": 4,
+    "Adam.lr_schedule": "constant",
     "TrainerConfig.num_iterations": 4,
     "TrainerConfig.eval_interval": 2,
     "TrainerConfig.num_eval_episodes": 2,
@@ -22,6 +28,10 @@ OVERRIDES = {
 }
 # the same, as written for `calf train --conf_param`
 CONF_PARAMS = [
+    "create_environment.num_parallel_environments=64",
+    "TrainerConfig.mini_batch_size=512",
+    "TrainerConfig.num_updates_per_train_iter=4",
+    "Adam.lr_schedule='constant'",
     "TrainerConfig.num_iterations=4",
     "TrainerConfig.eval_interval=2",
     "TrainerConfig.num_eval_episodes=2",

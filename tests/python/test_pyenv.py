@@ -38,6 +38,7 @@ PPO_OVERRIDES = {
     "TrainerConfig.num_checkpoints": 6,
     "TrainerConfig.eval_interval": 3,
     "TrainerConfig.num_eval_episodes": 2,
+    "Adam.lr_schedule": "constant",  # a resume to a longer run continues it exactly
 }
 
 CORRIDOR = calf.register_env(pyenv_envs.make_corridor, max_episode_steps=60)

@@ -35,8 +35,9 @@ OVERRIDES = {
     "TrainerConfig.num_checkpoints": 4,
     "TrainerConfig.eval_interval": 2,
     "TrainerConfig.num_eval_episodes": 2,
+    "Adam.lr_schedule": "constant",  # a resume to a longer run continues it exactly
 }
-PARAMS = [f"{k}={v}" for k, v in OVERRIDES.items()]
+PARAMS = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in OVERRIDES.items()]
 
 
 def ckpt(root, n=4):

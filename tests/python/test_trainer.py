@@ -18,7 +18,7 @@ import calf._conf
 
 from calf_runs import CARTPOLE, CONF_PARAMS, OVERRIDES, calf_train, checkpoints
 
-E, T = 64, 32  # ppo_cartpole.gin's envs and unroll length
+E, T = 64, 32  # the envs (calf_runs.OVERRIDES) and ppo_cartpole.gin's unroll length
 
 
 def test_stepped_run_writes_calf_train_bytes(tmp_path: pathlib.Path) -> None:
