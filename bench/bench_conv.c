@@ -13,9 +13,6 @@
 #include "numerics/conv2d.h"
 #include "numerics/nn.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
 
 enum { RUNS = 9 };
 
@@ -53,52 +50,6 @@ static double best_time(bench_fn fn, void *arg, double *median) {
     return t[0];
 }
 
-/* FLOP/s of independent register-only fused multiply-adds: 12 chains of 8 lanes, more
- * than the FMA units' latency times their count, so the loop runs at their throughput. */
-static void peak_loop(void *p) {
-    long iters = *(long *)p;
-#if defined(__AVX2__) && defined(__FMA__)
-    __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f);
-    __m256 a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f);
-    __m256 a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f);
-    __m256 a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
-    for (long k = 0; k < iters; k++) {
-        a0 = _mm256_fmadd_ps(a0, m, c), a1 = _mm256_fmadd_ps(a1, m, c);
-        a2 = _mm256_fmadd_ps(a2, m, c), a3 = _mm256_fmadd_ps(a3, m, c);
-        a4 = _mm256_fmadd_ps(a4, m, c), a5 = _mm256_fmadd_ps(a5, m, c);
-        a6 = _mm256_fmadd_ps(a6, m, c), a7 = _mm256_fmadd_ps(a7, m, c);
-        a8 = _mm256_fmadd_ps(a8, m, c), a9 = _mm256_fmadd_ps(a9, m, c);
-        a10 = _mm256_fmadd_ps(a10, m, c), a11 = _mm256_fmadd_ps(a11, m, c);
-        /* registers only: the compiler may neither drop nor fold the chains */
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
-        __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
-    }
-    __m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    t = _mm256_add_ps(t, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-    float s[8];
-    _mm256_storeu_ps(s, t);
-    sink = s[0];
-#else
-    float a[12];
-    for (int i = 0; i < 12; i++) a[i] = (float)i;
-    for (long k = 0; k < iters; k++)
-        for (int i = 0; i < 12; i++) a[i] = nn_madd(a[i], 0.999999f, 1e-7f);
-    sink = a[0];
-#endif
-}
-
-static double peak_flops(void) {
-    long iters = 1 << 16;
-    double med, t = best_time(peak_loop, &iters, &med);
-#if defined(__AVX2__) && defined(__FMA__)
-    double per = 12.0 * 8 * 2;
-#else
-    double per = 12.0 * 2;
-#endif
-    return iters * per / t;
-}
 
 static void fill(calf_rng *rng, float *a, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) a[i] = scale * (2.0f * calf_rng_uniform_float(rng) - 1.0f);
@@ -168,11 +119,7 @@ static double loadavg(void) {
 int main(int argc, char **argv) {
     calf_rng rng;
     calf_rng_seed(&rng, 1, 0, CALF_RNG_INIT);
-    double peak = peak_flops();
-    for (int i = 0; i < 2; i++) { /* the best of three: the machine may be shared */
-        double p = peak_flops();
-        if (p > peak) peak = p;
-    }
+    double peak = bench_fma_peak(10); /* the best of ten: the machine may be shared */
     printf("calf: peak %.1f GFLOP/s (one core, register-only FMA loop); load average %.1f\n",
            peak * 1e-9, loadavg());
     if (argc > 1 && strcmp(argv[1], "--peak") == 0) return 0; /* the peak line only */

@@ -12,10 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
-
 #include <time.h>
 
 #include "bench_util.h"
@@ -51,46 +47,6 @@ enum { NSHAPES = sizeof SHAPES / sizeof SHAPES[0] };
 static double shape_flop(const shape *s) {
     double G = (s->kind == RNN_LSTM ? 4.0 : 3.0) * s->H;
     return 6.0 * s->T * s->B * (s->in + s->H) * G;
-}
-
-/* ---- the core's FMA peak: twelve independent accumulators, registers only ---- */
-
-static volatile float peak_m = 0.999999f, peak_c = 1e-7f;
-
-static double fma_peak(int repeats) {
-#if defined(__AVX2__) && defined(__FMA__)
-    const long iters = 4 * 1000 * 1000;
-    double best = 0.0;
-    for (int r = 0; r < repeats; r++) {
-        __m256 m = _mm256_set1_ps(peak_m), c = _mm256_set1_ps(peak_c);
-        __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(1.0f), a2 = _mm256_set1_ps(2.0f),
-               a3 = _mm256_set1_ps(3.0f), a4 = _mm256_set1_ps(4.0f), a5 = _mm256_set1_ps(5.0f),
-               a6 = _mm256_set1_ps(6.0f), a7 = _mm256_set1_ps(7.0f), a8 = _mm256_set1_ps(8.0f),
-               a9 = _mm256_set1_ps(9.0f), a10 = _mm256_set1_ps(10.0f), a11 = _mm256_set1_ps(11.0f);
-        double t0 = cpu_now();
-        for (long i = 0; i < iters; i++) {
-            a0 = _mm256_fmadd_ps(a0, m, c), a1 = _mm256_fmadd_ps(a1, m, c);
-            a2 = _mm256_fmadd_ps(a2, m, c), a3 = _mm256_fmadd_ps(a3, m, c);
-            a4 = _mm256_fmadd_ps(a4, m, c), a5 = _mm256_fmadd_ps(a5, m, c);
-            a6 = _mm256_fmadd_ps(a6, m, c), a7 = _mm256_fmadd_ps(a7, m, c);
-            a8 = _mm256_fmadd_ps(a8, m, c), a9 = _mm256_fmadd_ps(a9, m, c);
-            a10 = _mm256_fmadd_ps(a10, m, c), a11 = _mm256_fmadd_ps(a11, m, c);
-        }
-        double dt = cpu_now() - t0;
-        __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                                   _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-        sum = _mm256_add_ps(sum, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-        float s[8];
-        _mm256_storeu_ps(s, sum);
-        sink = s[0];
-        double rate = 12.0 * 8 * 2 * (double)iters / dt;
-        if (rate > best) best = rate;
-    }
-    return best;
-#else
-    (void)repeats;
-    return 0.0;
-#endif
 }
 
 /* ---- calf ---- */
@@ -212,7 +168,7 @@ int main(int argc, char **argv) {
             repeats = (int)v;
         }
     }
-    double peak = fma_peak(10 * repeats);
+    double peak = bench_fma_peak(10 * repeats);
     printf("FMA peak of this core (12 independent 8-wide chains, registers only): %.1f GFLOP/s\n",
            peak / 1e9);
     calf_rng rng;
