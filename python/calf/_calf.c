@@ -155,6 +155,12 @@ static int check_array(const char *who, PyObject *obj, const char *what, int typ
                      writable ? " and writable" : "");
         return 0;
     }
+    if (!PyArray_ISNOTSWAPPED(a)) { /* calf reads and writes the bytes as this machine's */
+        PyErr_Format(PyExc_ValueError, "%s: %s has dtype %S, not this machine's byte order "
+                     "(convert it with .astype(%S))", who, what, (PyObject *)PyArray_DESCR(a),
+                     (PyObject *)PyArray_DESCR(a)->typeobj);
+        return 0;
+    }
     return 1;
 }
 
@@ -323,7 +329,7 @@ static const void *actions_shape_error(PyArrayObject *a, const char *want) {
 }
 
 /* step_gym's actions as calf takes them: a's own data when it is that already (int32
- * or float32, C-contiguous), else converted into the block's scratch, as the pure-Python
+ * or float32, C-contiguous, this machine's byte order), else converted into the block's scratch, as the pure-Python
  * layer converted them (integers for a discrete env, checked to fit calf's int; any
  * numbers cast to float32 for a continuous one). NULL with an exception set when a
  * has the wrong shape or kind. */
@@ -340,7 +346,8 @@ static const void *gym_actions(VecEnvObject *self, PyArrayObject *a) {
                          (PyObject *)PyArray_DESCR(a));
             return NULL;
         }
-        if (PyArray_TYPE(a) == NPY_INT32 && PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a))
+        if (PyArray_TYPE(a) == NPY_INT32 && PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a) &&
+            PyArray_ISNOTSWAPPED(a))
             return PyArray_DATA(a);
         int is_unsigned = PyArray_ISUNSIGNED(a);
         /* new reference: a itself when it is int64/uint64 C-contiguous already */
@@ -373,7 +380,8 @@ static const void *gym_actions(VecEnvObject *self, PyArrayObject *a) {
         snprintf(want, sizeof want, "(%d, %d)", self->n, self->action_dim);
         return actions_shape_error(a, want);
     }
-    if (PyArray_TYPE(a) == NPY_FLOAT32 && PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a))
+    if (PyArray_TYPE(a) == NPY_FLOAT32 && PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a) &&
+        PyArray_ISNOTSWAPPED(a))
         return PyArray_DATA(a);
     PyArrayObject *w = (PyArrayObject *)PyArray_FromArray( /* new reference */
         a, PyArray_DescrFromType(NPY_FLOAT32),

@@ -231,6 +231,12 @@ def test_extension_checks_its_arrays() -> None:
         raw.step(*{**good, "r": np.empty(2, np.float32)}.values())
     with pytest.raises(TypeError, match="ndarray"):
         raw.step(*{**good, "te": [False, False]}.values())
+    # the other byte order has the dtype's number but not its bytes: refused, not misread
+    swapped = "<" if np.little_endian is False else ">"
+    with pytest.raises(ValueError, match="not this machine's byte order"):
+        raw.reset(np.empty((2, 4), swapped + "f4"))
+    with pytest.raises(ValueError, match="not this machine's byte order"):
+        raw.step(*{**good, "a": np.zeros(2, swapped + "i4")}.values())
 
 
 def test_features_and_version_as_calf_says() -> None:
@@ -333,10 +339,14 @@ def test_action_forms_step_alike() -> None:
     with pytest.raises(TypeError, match="numpy.ndarray"):
         envs._raw.step_gym([0, 1, 1, 0, 1])
 
+    # the other byte order, converted (2.0 in '>f4' read as this machine's bytes is ~0)
+    swapped = "<" if np.little_endian is False else ">"
+    assert_steps_alike(first_steps("CartPole-v1", 3, [base, base.astype(swapped + "i4")]))
+
     cont = np.array([[-0.5], [1.5], [2.0], [-3.0], [0.25]], dtype=np.float32)
     assert_steps_alike(first_steps("Pendulum-v1", 4, [
         cont, cont.astype(np.float64), np.asfortranarray(np.repeat(cont, 2, axis=1))[:, :1],
-        cont.tolist(),
+        cont.tolist(), cont.astype(swapped + "f4"),
     ]))
     whole = np.array([[0.0], [1.0], [2.0], [-3.0], [0.0]], dtype=np.float32)
     # integers, cast to float32
