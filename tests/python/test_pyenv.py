@@ -325,7 +325,7 @@ def test_a_grown_fresh_pickle_names_the_state_bytes_that_resume(tmp_path):
     args = ["train", "--env_py", "pyenv_envs:make_padded", "--env_py_max_episode_steps", "60",
             "--conf", str(PPO), "--root_dir", str(root), "--quiet"]
     for k, v in {**PPO_OVERRIDES, "TrainerConfig.num_iterations": 1}.items():
-        args += ["--conf_param", f"{k}={v}"]
+        args += ["--conf_param", f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"]
 
     def run(*more, size):
         environ = {**os.environ, "PADDED_SIZE": str(size),

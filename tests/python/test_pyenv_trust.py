@@ -33,6 +33,7 @@ PARAMS = {
     "TrainerConfig.mini_batch_size": 32,
     "TrainerConfig.num_checkpoints": 4,
     "TrainerConfig.evaluate": False,
+    "Adam.lr_schedule": "constant",  # a resume to a longer run continues it exactly
 }
 REFUSED = "and unpickling runs any code it holds: not loaded"
 FLAG = "--trust_checkpoint (calf.train/calf.Trainer: trust=True)"
@@ -141,7 +142,7 @@ def cli_train_args(root, iterations):
     args = ["train", "--env_py", "pyenv_envs:make_corridor", "--env_py_max_episode_steps", "60",
             "--conf", str(PPO), "--root_dir", str(root), "--quiet"]
     for k, v in overrides(iterations).items():
-        args += ["--conf_param", f"{k}={v}"]
+        args += ["--conf_param", f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"]
     return args
 
 
