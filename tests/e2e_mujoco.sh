@@ -61,6 +61,7 @@ run() { # run ROOT NPROC ENV ITERATIONS
         --conf_param create_environment.num_parallel_environments=5 \
         --conf_param TrainerConfig.unroll_length=64 --conf_param TrainerConfig.mini_batch_size=80 \
         --conf_param TrainerConfig.num_updates_per_train_iter=4 \
+        --conf_param TrainerConfig.num_env_steps=0 \
         --conf_param TrainerConfig.num_iterations="$4" --conf_param TrainerConfig.eval_interval=2 \
         --conf_param TrainerConfig.num_eval_episodes=2
 }
@@ -124,7 +125,7 @@ else bad "Hopper-v4 finished no episode in 4 iterations (${episodes:-no metric})
     --conf_param "create_environment.env_name='HalfCheetah-v4'" \
     --conf_param create_environment.num_parallel_environments=5 \
     --conf_param TrainerConfig.unroll_length=64 --conf_param TrainerConfig.mini_batch_size=80 \
-    --conf_param TrainerConfig.num_updates_per_train_iter=4 \
+    --conf_param TrainerConfig.num_updates_per_train_iter=4 --conf_param TrainerConfig.num_env_steps=0 \
     --conf_param TrainerConfig.num_iterations=4 --conf_param TrainerConfig.eval_interval=2 \
     --conf_param TrainerConfig.num_eval_episodes=2 >/dev/null 2>&1)
 expect_same_file "$WORK/HalfCheetah-v4_1/train/algorithm/ckpt-4" "$WORK/rel/train/algorithm/ckpt-4"
@@ -141,7 +142,8 @@ if [ -e "$WORK/many" ]; then bad "the refused run left $WORK/many"; else ok; fi
 CALF_TEST_HOOKS=memory_bytes=1000000000 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/fits" \
     --conf "$CONF" --conf_param "create_environment.env_name='Hopper-v4'" \
     --conf_param create_environment.num_parallel_environments=64 \
-    --conf_param TrainerConfig.unroll_length=8 --conf_param TrainerConfig.num_iterations=1
+    --conf_param TrainerConfig.unroll_length=8 --conf_param TrainerConfig.num_env_steps=0 \
+    --conf_param TrainerConfig.num_iterations=1
 if ldd "$CALF" 2>/dev/null | grep -q libasan; then
     echo "e2e_mujoco: the ulimit -v case is skipped under AddressSanitizer (its shadow memory is mapped)"
 else
