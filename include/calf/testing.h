@@ -23,6 +23,10 @@
  *   alloc_fail_iter=R:I  rank R's first such allocation once its trainer has started
  *                      iteration I (1: the first) fails (given with alloc_fail, both
  *                      name the rank last given)
+ *   busy_rank=R:S      rank R (0 in a run that is not distributed) spends the first S
+ *                      seconds of its second iteration working: it tells the job it is
+ *                      alive (comm_progress) every 10 ms, as a long evaluation does
+ *   stuck_rank=R:S     the same, silent, as an env step that does not return
  * A setting changes when things happen, what a check takes for the machine's memory or
  * which allocation fails, never a result. The library reads no environment variable for them: the calf program
  * sets them from CALF_TEST_HOOKS when it starts, a test program calls this. Settings are

@@ -10,7 +10,8 @@
 
 #include "base/testing.h"
 
-#define HOOKS_OFF {.slow_rank = -1, .memory_bytes = 0, .ckpt_chunk_envs = 0, .alloc_fail_rank = -1}
+#define HOOKS_OFF {.slow_rank = -1, .memory_bytes = 0, .ckpt_chunk_envs = 0, .alloc_fail_rank = -1, \
+                   .hold_rank = -1}
 static testing_hooks hooks = HOOKS_OFF;
 static int known_rank = -1;
 static atomic_uint_fast64_t alloc_count;
@@ -83,10 +84,17 @@ int calf_testing_set(const char *spec, calf_error *err) {
             ok = colon && parse_number(value, (size_t)(colon - value), 0, 1u << 20, &r) &&
                  parse_number(colon + 1, value_len - (size_t)(colon - value) - 1, 1, INT64_MAX, &v);
             if (ok) next.alloc_fail_rank = (int)r, next.alloc_fail_iter = (int64_t)v;
+        } else if ((name_len == 9 && !strncmp(p, "busy_rank", 9)) ||
+                   (name_len == 10 && !strncmp(p, "stuck_rank", 10))) {
+            const char *colon = memchr(value, ':', value_len);
+            unsigned long long r = 0;
+            ok = colon && parse_number(value, (size_t)(colon - value), 0, 1u << 20, &r) &&
+                 parse_number(colon + 1, value_len - (size_t)(colon - value) - 1, 1, 86400, &v);
+            if (ok) next.hold_rank = (int)r, next.hold_secs = (double)v, next.hold_busy = p[0] == 'b';
         } else {
             return calf_error_set(err, CALF_EINVAL, "test hooks: unknown hook '%.*s' (known: "
                                   "slow_rank, memory_bytes, ckpt_chunk_envs, alloc_fail, "
-                                  "alloc_fail_iter)",
+                                  "alloc_fail_iter, busy_rank, stuck_rank)",
                                   (int)name_len, p);
         }
         if (!ok)

@@ -13,6 +13,9 @@ typedef struct testing_hooks {
     uint64_t alloc_fail_at; /* 0: none; k: that rank's k-th mem_* allocation fails */
     int64_t alloc_fail_iter;/* 0: none; i: that rank's first allocation in iteration i
                                (or later) fails */
+    int hold_rank;          /* with hold_secs > 0: the rank held at its second iteration */
+    double hold_secs;       /* 0: none */
+    bool hold_busy;         /* busy_rank (working, comm_progress) or stuck_rank (silent) */
 } testing_hooks;
 
 /* The current settings (all off until calf_testing_set). */

@@ -22,6 +22,10 @@ void comm_set_timeout(comm *c, double secs) {
     c->timeout_s = secs;
 }
 
+void comm_progress(comm *c) {
+    if (c->ops->progress) c->ops->progress(c);
+}
+
 void comm_report_failure(comm *c, const char *msg) {
     if (!c->failed) c->ops->report_failure(c, msg);
     c->failed = true;

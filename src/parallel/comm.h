@@ -52,6 +52,8 @@ typedef struct comm_ops {
     /* Optional, as above: bytes shared_alloc can still hand out in all (the same on
      * every rank). */
     size_t (*shared_left)(const comm *c);
+    /* Optional (NULL: single): see comm_progress. */
+    void (*progress)(comm *c);
 } comm_ops;
 
 struct comm {
@@ -87,9 +89,17 @@ int comm_size(const comm *c);
  * process joins a job, for C users and code that has no comm. */
 bool comm_is_main(const comm *c);
 const char *comm_backend_name(const comm *c);
-/* Bound every wait of the local backend (default 600 s). MPI collectives cannot time
- * out; there a failing rank aborts the job instead. */
+/* Bound every wait of the local and MPI backends (default 600 s): a wait fails when a
+ * rank that has not arrived has shown no sign of life for this long (comm_progress). */
 void comm_set_timeout(comm *c, double secs);
+/* This rank is working, not stuck. Long work between collectives (env steps, rank 0's
+ * evaluation) calls this now and then, and a rank waiting in a collective times out only
+ * when some rank that has not arrived has shown no sign of life (an arrival or this call)
+ * for the timeout: a slow iteration is not taken for a stuck rank, while a stopped one, or
+ * one stuck inside an env step, still is. Cheap enough to call every env step (a clock
+ * read; under MPI an MPI_Iprobe at most every PROGRESS_POLL_S to answer roll calls). Not
+ * a collective; no result depends on it. */
+void comm_progress(comm *c);
 /* Whether rank r runs on the same machine as this rank (the memory both use adds up). */
 bool comm_same_machine(const comm *c, int r);
 /* Record this rank's one-line failure reason so that it reaches the user exactly once:

@@ -25,6 +25,7 @@
 /* One rank's place in the shared region, on its own cache lines. */
 typedef struct local_slot {
     _Alignas(64) _Atomic uint64_t arrived; /* last collective number this rank reached */
+    _Atomic int64_t alive_ns;              /* CLOCK_MONOTONIC ns of its last comm_progress */
     _Atomic int gone;                      /* supervisor: the process has exited */
     _Atomic int msg_ready;                 /* msg holds the rank's failure message */
     _Atomic int finished;                  /* the rank's worker function returned */
@@ -156,13 +157,35 @@ static int vanished_rank(const comm_local_shared *sh, uint64_t seq) {
     return -1;
 }
 
-static int timed_out(const comm *c, uint64_t seq, calf_error *err) {
+/* The last sign of life of rank r while this rank waited since `since` (ns): its last
+ * comm_progress, or the start of the wait if that was earlier. */
+static int64_t alive_since(const comm_local_shared *sh, int r, int64_t since) {
+    int64_t a = atomic_load_explicit(&sh->slot[r].alive_ns, memory_order_relaxed);
+    return a > since ? a : since;
+}
+
+/* At t (ns), after waiting since `since`: the oldest sign of life among the ranks that
+ * have not arrived at seq. The wait times out once that is timeout_s old. */
+static int64_t oldest_alive(const comm *c, uint64_t seq, int64_t since) {
+    const comm_local_shared *sh = c->impl;
+    int64_t oldest = INT64_MAX;
+    for (int r = 0; r < sh->nproc; r++) {
+        if (atomic_load_explicit(&sh->slot[r].arrived, memory_order_acquire) >= seq) continue;
+        int64_t a = alive_since(sh, r, since);
+        if (a < oldest) oldest = a;
+    }
+    return oldest == INT64_MAX ? since : oldest;
+}
+
+/* Name the ranks that have not arrived at seq and showed no sign of life for timeout_s. */
+static int timed_out(const comm *c, uint64_t seq, int64_t since, int64_t t, calf_error *err) {
     const comm_local_shared *sh = c->impl;
     char list[256] = "";
     size_t used = 0;
     int missing = 0;
     for (int r = 0; r < sh->nproc; r++) {
         if (atomic_load_explicit(&sh->slot[r].arrived, memory_order_acquire) >= seq) continue;
+        if (1e-9 * (double)(t - alive_since(sh, r, since)) < c->timeout_s) continue;
         if (missing++ < 16 && used < sizeof list) {
             int w = snprintf(list + used, sizeof list - used, "%s%d", missing > 1 ? ", " : "", r);
             if (w > 0) used += (size_t)w;
@@ -181,13 +204,17 @@ static int wait_all(comm *c, uint64_t seq, calf_error *err) {
     unsigned polls = 0;
     uint32_t exits_seen = 0;
     double waiting_since = -1.0; /* the clock at the first poll that found a rank missing */
+    int64_t since_ns = 0;        /* the same in ns, for signs of life */
     for (;;) {
         uint32_t seen = atomic_load_explicit(&sh->wake, memory_order_acquire);
         if (atomic_load_explicit(&sh->arrivals, memory_order_acquire) >= target) {
             if (waiting_since >= 0) c->wait_s += now_s() - waiting_since;
             return CALF_OK;
         }
-        if (waiting_since < 0) waiting_since = now_s();
+        if (waiting_since < 0) {
+            since_ns = now_ns();
+            waiting_since = 1e-9 * (double)since_ns;
+        }
         /* before the exits: a rank that left an interrupted job has not vanished */
         int64_t stop_at = atomic_load_explicit(&sh->stop_at, memory_order_acquire);
         if (stop_at != 0 && now_ns() >= stop_at)
@@ -216,8 +243,13 @@ static int wait_all(comm *c, uint64_t seq, calf_error *err) {
             cpu_relax();
             continue;
         }
-        double t = now_s(), left = c->timeout_s - (t - waiting_since);
-        if (left < 0) return timed_out(c, seq, err);
+        int64_t t_ns = now_ns();
+        double t = 1e-9 * (double)t_ns, left = c->timeout_s - (t - waiting_since);
+        if (left < 0) { /* a rank that has not arrived but still works extends the wait */
+            int64_t oldest = oldest_alive(c, seq, since_ns);
+            left = c->timeout_s - 1e-9 * (double)(t_ns - oldest);
+            if (left < 0) return timed_out(c, seq, since_ns, t_ns, err);
+        }
         if (t - waiting_since < sh->yield_s) {
             sched_yield();
             continue;
@@ -367,6 +399,11 @@ static void local_abort(comm *c, const char *msg) {
 
 static void local_finalize(comm *c) { (void)c; /* the mapping belongs to the supervisor */ }
 
+static void local_progress(comm *c) {
+    comm_local_shared *sh = c->impl;
+    atomic_store_explicit(&sh->slot[c->index].alive_ns, now_ns(), memory_order_relaxed);
+}
+
 static const comm_ops local_ops = {
     .name = "local",
     .measures_waits = true,
@@ -381,6 +418,7 @@ static const comm_ops local_ops = {
     .gathered = local_gathered,
     .shared_alloc = local_shared_alloc,
     .shared_left = local_shared_left,
+    .progress = local_progress,
 };
 
 int comm_local_create(comm_local_shared **out, int nproc, size_t arena_bytes,

@@ -57,6 +57,7 @@ typedef struct mpi_state {
     char (*host)[HOST_LEN];   /* (size) every rank's host name, for naming a stuck rank */
     unsigned long long asked; /* the send buffer of this rank's last roll call: it must
                                  outlive the sends, which may still be pending after it */
+    double progress_polled;   /* the clock when comm_progress last looked for roll calls */
 } mpi_state;
 
 static void mpi_state_free(mpi_state *m) {
@@ -80,26 +81,32 @@ static int mpi_check(int mpi_rc, const char *call, const comm *c, calf_error *er
  * waited for here: MPI_Test (which drives MPI's progress), yielding the core as Open MPI's
  * mpi_yield_when_idle does unless the user chose spinning, napping 1 ms once a wait is
  * long. After TrainerConfig.collective_timeout_secs (comm.timeout_s) the rank holds a roll
- * call: it asks every other rank, point to point, whether it is alive and waiting, and the
- * ranks that do not answer within ROLLCALL_GRACE_S are named with their hosts. Every rank
- * answers roll calls while it waits. No result depends on any of this: it only decides
+ * call: it asks every other rank, point to point, whether it is alive, and the ranks that
+ * do not answer within ROLLCALL_GRACE_S are named with their hosts. Every rank answers roll
+ * calls while it waits, and while it works between collectives from comm_progress (at most
+ * every PROGRESS_POLL_S), saying it is busy: when every rank answered and some were busy,
+ * the wait goes on for another timeout (a slow iteration), while a rank stopped or stuck
+ * inside an env step answers nothing. No result depends on any of this: it only decides
  * when a rank gives up. */
 #define ROLLCALL_TAG 30001       /* "are you there?": the asker's collective number */
 #define PRESENT_TAG 30002        /* "here": the answerer's collective number */
 #define ROLLCALL_GRACE_S 2.0     /* how long the asker waits for answers */
 #define SPIN_POLLS 256           /* MPI_Test calls before the clock is read */
 #define NAP_AFTER_S 0.1          /* a wait this long naps 1 ms between polls */
+#define PROGRESS_POLL_S 0.05     /* comm_progress looks for roll calls at most this often */
+#define BUSY_BIT (1ULL << 63)    /* in an answer: the rank works between collectives */
 
 /* Answer every roll call that has come in: this rank is alive, waiting in collective
- * #c->seq. Best effort: the answer is 8 bytes, sent eagerly by every MPI. */
-static void answer_rollcalls(comm *c) {
+ * #c->seq, or busy working towards it. Best effort: the answer is 8 bytes, sent eagerly by
+ * every MPI. */
+static void answer_rollcalls(comm *c, bool busy) {
     for (;;) {
         int flag = 0;
         MPI_Status st;
         if (MPI_Iprobe(MPI_ANY_SOURCE, ROLLCALL_TAG, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS ||
             !flag)
             return;
-        unsigned long long asked = 0, mine = c->seq;
+        unsigned long long asked = 0, mine = c->seq | (busy ? BUSY_BIT : 0);
         if (MPI_Recv(&asked, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, ROLLCALL_TAG,
                      MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return;
@@ -117,8 +124,9 @@ static void nap_s(double s) {
 
 /* The roll call after a timeout in `call` (collective #c->seq): CALF_ECOMM naming the ranks
  * that did not answer, and where they run. CALF_OK when the collective completed after
- * all while the answers came in (a rank that was only slow). */
-static int rollcall(comm *c, MPI_Request *req, const char *call, double waited,
+ * all while the answers came in (a rank that was only slow), or with *busy set when every
+ * rank answered and some are still working towards it. */
+static int rollcall(comm *c, MPI_Request *req, const char *call, double waited, bool *busy,
                     calf_error *err) {
     mpi_state *m = c->impl;
     unsigned char *here = mem_calloc((size_t)c->size, 1, err);
@@ -137,9 +145,10 @@ static int rollcall(comm *c, MPI_Request *req, const char *call, double waited,
                       &asks[r]);
     }
     int answered = 1, done = 0;
+    *busy = false;
     double until = calf_monotonic_s() + ROLLCALL_GRACE_S;
     while (answered < c->size && calf_monotonic_s() < until) {
-        answer_rollcalls(c); /* the others may be asking too */
+        answer_rollcalls(c, false); /* the others may be asking too */
         int flag = 0;
         MPI_Status st;
         if (MPI_Iprobe(MPI_ANY_SOURCE, PRESENT_TAG, MPI_COMM_WORLD, &flag, &st) == MPI_SUCCESS &&
@@ -149,6 +158,7 @@ static int rollcall(comm *c, MPI_Request *req, const char *call, double waited,
                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (!here[st.MPI_SOURCE]) answered++;
             here[st.MPI_SOURCE] = 1;
+            if (theirs & BUSY_BIT) *busy = true;
             continue;
         }
         nap_s(1e-3);
@@ -173,6 +183,8 @@ static int rollcall(comm *c, MPI_Request *req, const char *call, double waited,
         }
     }
     free(here);
+    if (missing == 0 && *busy) return CALF_OK;
+    *busy = false;
     if (missing == 0)
         return calf_error_set(err, CALF_ECOMM,
                               "comm: %s (collective #%llu) timed out after %.3g s on rank %d; "
@@ -198,9 +210,14 @@ static int mpi_wait(comm *c, MPI_Request *req, const char *call, calf_error *err
         if (polls < SPIN_POLLS) continue;
         double t = calf_monotonic_s();
         if (since < 0) since = t;
-        if ((polls & 63) == 0) answer_rollcalls(c);
-        /* CALF_OK when it completed during the roll call */
-        if (t - since > c->timeout_s) return rollcall(c, req, call, t - since, err);
+        if ((polls & 63) == 0) answer_rollcalls(c, false);
+        if (t - since > c->timeout_s) {
+            bool busy;
+            if ((rc = rollcall(c, req, call, t - since, &busy, err)) != CALF_OK) return rc;
+            if (!busy) return CALF_OK; /* it completed during the roll call */
+            since = calf_monotonic_s();  /* every rank lives and some work: wait on */
+            continue;
+        }
         if (t - since >= NAP_AFTER_S)
             nap_s(1e-3);
         else if (!m->spin)
@@ -337,6 +354,14 @@ static void mpi_finalize(comm *c) {
         fprintf(stderr, "calf: %s\n", err.msg);
 }
 
+static void mpi_progress(comm *c) {
+    mpi_state *m = c->impl;
+    double t = calf_monotonic_s();
+    if (t - m->progress_polled < PROGRESS_POLL_S) return;
+    m->progress_polled = t;
+    answer_rollcalls(c, true);
+}
+
 static const comm_ops mpi_ops = {
     .name = "mpi",
     .barrier = mpi_barrier,
@@ -347,6 +372,7 @@ static const comm_ops mpi_ops = {
     .abort = mpi_abort,
     .report_failure = mpi_report_failure,
     .finalize = mpi_finalize,
+    .progress = mpi_progress,
 };
 
 /* Open MPI's ranks spin while they wait for a message unless mpi_yield_when_idle is set,

@@ -410,11 +410,11 @@ int calf_play_for_testing(const calf_play_options *o, const calf_play_testing *t
             rc = play_video(o, dump ? &dumping_ops : p->ops, dump ? (algorithm *)&d : p->algo, p->cls,
                             max_steps, returns, &avg, &capped, &frames, &video_fps, err);
         else if (dump)
-            rc = trainer_evaluate_greedy(&dumping_ops, (algorithm *)&d, p->cls->spec.name,
+            rc = trainer_evaluate_greedy(&dumping_ops, (algorithm *)&d, NULL, p->cls->spec.name,
                                          (uint64_t)o->seed, o->num_episodes, max_steps, returns,
                                          &avg, &capped, err);
         else
-            rc = trainer_evaluate_greedy(p->ops, p->algo, p->cls->spec.name, (uint64_t)o->seed,
+            rc = trainer_evaluate_greedy(p->ops, p->algo, NULL, p->cls->spec.name, (uint64_t)o->seed,
                                          o->num_episodes, max_steps, returns, &avg, &capped, err);
         if (rc == CALF_OK && capped) {
             char line[512];

@@ -256,6 +256,7 @@ static void rollout(trainer *t) {
     int n = t->count, od = t->spec->obs_dim, ad = t->spec->action_dim;
     memset(t->ep_stats, 0, (size_t)n * NUM_EP_STATS * sizeof(double));
     for (int s = 0; s < t->T; s++) {
+        comm_progress(t->c);
         memcpy(t->obs, t->ve.obs, (size_t)n * od * sizeof(float));
         t->ops->act(t->algo, t->iteration, s, t->obs, t->act, t->u);
         vec_env_step(&t->ve, t->act, ad ? t->u : NULL, t->rew, t->term, t->trunc, t->final_obs,
@@ -281,8 +282,9 @@ static void rollout(trainer *t) {
  * never replay a training env's stream. An episode the env has not ended after max_steps
  * steps ends there (an env without a time limit would otherwise run for ever under a
  * policy that never loses). */
-int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const char *env_name,
-                            uint64_t seed, int episodes, int64_t max_steps, double *returns,
+int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
+                            const char *env_name, uint64_t seed, int episodes, int64_t max_steps,
+                            double *returns,
                             double *average, int *capped, calf_error *err) {
     const calf_env_class *cls = calf_env_lookup(env_name, err);
     if (!cls) return CALF_EINVAL;
@@ -304,6 +306,7 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const cha
     if (rc == CALF_OK) {
         int left = episodes;
         while (left > 0) {
+            if (c) comm_progress(c);
             ops->greedy(algo, obs, episodes, act, u);
             for (int k = 0; k < episodes; k++) {
                 if (done[k]) continue;
@@ -452,7 +455,7 @@ static int evaluate(trainer *t, calf_error *err) {
     if (!returns) return CALF_ENOMEM;
     double avg = 0;
     int capped = 0;
-    int rc = trainer_evaluate_greedy(t->ops, t->algo, t->env_name, t->seed, episodes,
+    int rc = trainer_evaluate_greedy(t->ops, t->algo, t->c, t->env_name, t->seed, episodes,
                                      t->p.eval_max_steps, returns, &avg, &capped, err);
     free(returns);
     if (rc) return rc;
@@ -714,11 +717,28 @@ const calf_trainer_metrics *trainer_metrics(const trainer *t) {
     return t->metrics.iteration > 0 ? &t->metrics : NULL;
 }
 
+/* The hold_rank test hook: rank R spends its second iteration's first S seconds working
+ * (busy, comm_progress every 10 ms: a long evaluation) or stuck (silent: an env step that
+ * never returns), so that tests can show which one the other ranks' waits take for stuck. */
+static void testing_hold(trainer *t, int64_t iteration) {
+    const testing_hooks *h = testing_hooks_get();
+    int rank = comm_rank(t->c) < 0 ? 0 : comm_rank(t->c);
+    if (h->hold_secs <= 0 || h->hold_rank != rank || iteration != 2) return;
+    rank_log_printf(&t->log, false, "test hook: %s for %g s", h->hold_busy ? "busy" : "stuck",
+                    h->hold_secs);
+    for (double until = calf_monotonic_s() + h->hold_secs; calf_monotonic_s() < until;) {
+        if (h->hold_busy) comm_progress(t->c);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 10000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int trainer_step(trainer *t) {
     CALF_ASSERT(!t->ended);
     bool stop = false;
     int64_t iteration = t->iteration + 1;
     testing_note_iteration(iteration);
+    testing_hold(t, iteration);
     calf_summary_writer *prev = calf_summary_set_current(t->train_writer);
     int rc = train_iteration(t, &stop);
     calf_summary_set_current(prev);

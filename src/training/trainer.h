@@ -58,10 +58,11 @@ int trainer_worker(comm *c, void *arg);
  * (seed, 2^40 + k); returns[k] gets episode k's return and *average their mean. An
  * episode that the env has not ended after max_steps steps (TrainerConfig.
  * eval_max_episode_steps) ends there, its return so far counted; *capped gets how many
- * did, for the caller's warning. Fails (CALF_EINVAL) only when the envs cannot be
- * created. */
-int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, const char *env_name,
-                            uint64_t seed, int episodes, int64_t max_steps,
+ * did, for the caller's warning. c (NULL outside a job) hears comm_progress every step,
+ * so that the ranks waiting for this one's evaluation know it works. Fails (CALF_EINVAL)
+ * only when the envs cannot be created. */
+int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
+                            const char *env_name, uint64_t seed, int episodes, int64_t max_steps,
                             double *returns, /* (episodes) */
                             double *average, int *capped, calf_error *err);
 /* The one line that says evaluation episodes of env_name reached max_steps, into buf. */
