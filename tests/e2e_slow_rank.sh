@@ -7,7 +7,7 @@
 # naming the rank. For the local backend's --nproc 2, and mpirun -np 2 where MPI is built.
 . "$(dirname "$0")/lib_e2e.sh"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # an aborted rank exits holding memory
-TIMEOUT=5 HOLD=15 # a hold three timeouts long, so a wait that ignored signs of life fails
+TIMEOUT=6 HOLD=18 # a hold three timeouts long, so a wait that ignored signs of life fails
 cat >"$WORK/run.gin" <<GIN
 include '$SRC/examples/ppo_cartpole.gin'
 TrainerConfig.num_env_steps = 0
