@@ -32,16 +32,33 @@ static void format_action_space(const calf_env_spec *s, char *buf, size_t size) 
     if (used < size) snprintf(buf + used, size - used, "], %d)", s->action_dim);
 }
 
+/* Observation space as Gymnasium prints a Box: Box(-inf, inf, (4,), float32) for a flat
+ * float vector (calf's spec gives no bounds), Box(0, 1, (10, 10, 4), uint8) for bytes. */
+static void format_obs_space(const calf_env_spec *s, char *buf, size_t size) {
+    char shape[64];
+    if (s->obs_shape[0] > 0)
+        snprintf(shape, sizeof shape, "(%d, %d, %d)", s->obs_shape[0], s->obs_shape[1],
+                 s->obs_shape[2]);
+    else
+        snprintf(shape, sizeof shape, "(%d,)", s->obs_dim);
+    if (s->obs_dtype == CALF_DTYPE_U8)
+        snprintf(buf, size, "Box(0, %d, %s, uint8)", s->obs_high ? s->obs_high : 255, shape);
+    else
+        snprintf(buf, size, "Box(-inf, inf, %s, float32)", shape);
+}
+
 int calf_cmd_envs(const cli_command *self, int argc, char **argv) {
     int rc = cli_parse(self, &argc, argv, NULL, NULL); /* it takes no options: set is never called */
     if (rc != CLI_RUN) return rc;
-    printf("%-28s %4s  %-24s %10s\n", "name", "obs", "action space", "time limit");
+    printf("%-28s %-32s %-24s %10s\n", "name", "observation space", "action space",
+           "time limit");
     for (int i = 0; i < calf_env_count(); i++) {
         const calf_env_spec *s = &calf_env_at(i)->spec;
-        char space[256];
+        char space[256], obs[128];
         format_action_space(s, space, sizeof space);
+        format_obs_space(s, obs, sizeof obs);
         const char *lib = calf_env_class_library(calf_env_at(i));
-        printf("%-28s %4d  %-24s %10d%s%s\n", s->name, s->obs_dim, space, s->max_episode_steps,
+        printf("%-28s %-32s %-24s %10d%s%s\n", s->name, obs, space, s->max_episode_steps,
                lib ? "  " : "", lib ? lib : "");
     }
     return 0;
@@ -126,8 +143,11 @@ int calf_cmd_env(const cli_command *self, int argc, char **argv) {
         free(drawn);
         return 1;
     }
-    printf("# %s seed=%llu index=%llu\n", s->name, (unsigned long long)seed,
-           (unsigned long long)index);
+    char obs_space[128], action_space[256];
+    format_obs_space(s, obs_space, sizeof obs_space);
+    format_action_space(s, action_space, sizeof action_space);
+    printf("# %s seed=%llu index=%llu: observation space %s, action space %s\n", s->name,
+           (unsigned long long)seed, (unsigned long long)index, obs_space, action_space);
     printf("# step action%s obs[%d] reward terminated truncated\n",
            s->action_dim > 1 ? "[...]" : "", s->obs_dim);
     float reward;

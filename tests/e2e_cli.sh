@@ -141,6 +141,11 @@ expect_in "$WORK/out" "CartPole-v1"
 expect_in "$WORK/out" "Pendulum-v1"
 expect_in "$WORK/out" "Box(-2..2, 1)"
 expect_in "$WORK/out" "Discrete(3)"
+# observation spaces as Gymnasium prints a Box: MinAtar's images are bytes of 0 and 1
+expect_eq "$(grep '^CartPole-v1 ' "$WORK/out" | grep -c 'Box(-inf, inf, (4,), float32) ')" 1 "CartPole's space"
+expect_eq "$(grep '^MinAtar/Seaquest-v1 ' "$WORK/out" | grep -c 'Box(0, 1, (10, 10, 10), uint8) ')" 1 "Seaquest's space"
+expect_exit 0 "$CALF" env MinAtar/Freeway-v0 --steps 1
+expect_in "$WORK/out" "# MinAtar/Freeway-v0 seed=0 index=0: observation space Box(0, 1, (10, 10, 7), uint8), action space Discrete(6)"
 
 # calf env: one line per step, deterministic for (seed, index), resets after an episode
 expect_exit 0 "$CALF" env CartPole-v1 --seed 7 --index 3 --steps 40

@@ -30,9 +30,9 @@ for name in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4 \
     InvertedDoublePendulum-v4 Swimmer-v4 Reacher-v4 Pusher-v4 Humanoid-v4 HumanoidStandup-v4; do
     expect_in "$WORK/out" "$name"
 done
-expect_in "$WORK/out" "Ant-v4                         27  Box(-1..1, 8)                  1000"
-expect_in "$WORK/out" "Humanoid-v4                   376  Box(-0.4..0.4, 17)             1000"
-expect_in "$WORK/out" "Reacher-v4                     11  Box(-1..1, 2)                    50"
+expect_in "$WORK/out" "Ant-v4                       Box(-inf, inf, (27,), float32)   Box(-1..1, 8)                  1000"
+expect_in "$WORK/out" "Humanoid-v4                  Box(-inf, inf, (376,), float32)  Box(-0.4..0.4, 17)             1000"
+expect_in "$WORK/out" "Reacher-v4                   Box(-inf, inf, (11,), float32)   Box(-1..1, 2)                    50"
 
 # calf env: each '# reset' line is followed by '# state' with nq + nv values (Ant: 15 +
 # 14), qpos as drawn (its quaternion not yet normalized), %.17g

@@ -180,4 +180,36 @@ expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/grow.so" --root_dir "$WORK/
     --conf_param TrainerConfig.num_iterations=4
 expect_in "$WORK/err" "the checkpoint does not fit environment 'Grow-v0' of plug-in $WORK/grow.so as it is now (observation size 2, 2 actions): was the plug-in rebuilt with another observation or action size?"
 
+# ---- plug-in ABI 3: the spaces it added are checked -----------------------------
+# MultiDiscrete actions and masks: the spec says them, `calf envs` lists them, and training
+# refuses them by name until the algorithms act on them
+for kind in nvec mask; do
+    build_plugin "space_$kind" <<C
+#include "calf/env.h"
+static void r(void *s, calf_rng *g, float *o) { (void)s; (void)g; o[0] = 0; }
+static int st(void *s, calf_rng *g, int a, const float *u, float *o, float *rew) {
+    (void)s; (void)g; (void)a; (void)u; o[0] = 0; *rew = 0; return 1;
+}
+static const int nvec[2] = {2, 3};
+static const calf_env_class cls = {
+    .spec = {.name = "Space-$kind", .obs_dim = 1, .num_actions = 5, .max_episode_steps = 5,
+             .state_size = 4,
+             $([ $kind = nvec ] && echo ".num_action_dims = 2, .action_nvec = nvec" || echo ".action_mask = 1")},
+    .reset = r, .step = st};
+int calf_plugin_register(int abi_version, calf_error *err) {
+    int rc = CALF_PLUGIN_CHECK_ABI(abi_version, err);
+    return rc != CALF_OK ? rc : calf_env_register(&cls, err);
+}
+C
+    expect_exit 0 "$CALF" envs --env_lib "$WORK/space_$kind.so"
+    expect_in "$WORK/out" "Space-$kind "
+    expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/space_$kind.so" --root_dir "$WORK/sp_$kind" \
+        --conf "$WORK/corridor.gin" --conf_param "create_environment.env_name='Space-$kind'"
+    [ ! -e "$WORK/sp_$kind/train" ] && ok || bad "a refused space left $WORK/sp_$kind/train"
+done
+expect_in "$WORK/err" "environment 'Space-mask' masks its actions (action_mask), which calf does not train yet"
+expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/space_nvec.so" --root_dir "$WORK/sp_nvec" \
+    --conf "$WORK/corridor.gin" --conf_param "create_environment.env_name='Space-nvec'"
+expect_in "$WORK/err" "environment 'Space-nvec' has MultiDiscrete actions (num_action_dims 2), which calf does not train yet"
+
 report e2e_plugin

@@ -792,6 +792,85 @@ static void test_registry(void) {
     calf_env_free(&env);
 }
 
+/* The spaces since ABI 3: MinAtar's (10, 10, C) bytes, and each field's check (a spec the
+ * check would let through if it were missing is refused, naming the field). */
+static void test_spaces(void) {
+    static const struct { const char *name; int c; } games[] = {
+        {"MinAtar/Asterix-v0", 4},  {"MinAtar/Breakout-v1", 4},      {"MinAtar/Freeway-v0", 7},
+        {"MinAtar/Seaquest-v1", 10}, {"MinAtar/SpaceInvaders-v0", 6},
+    };
+    for (size_t i = 0; i < sizeof games / sizeof games[0]; i++) {
+        const calf_env_spec *s = &calf_env_find(games[i].name)->spec;
+        CHECK(s->obs_shape[0] == 10 && s->obs_shape[1] == 10 && s->obs_shape[2] == games[i].c);
+        CHECK(s->obs_dtype == CALF_DTYPE_U8 && s->obs_high == 1);
+        CHECK(s->num_action_dims == 0 && s->action_mask == 0);
+    }
+    const calf_env_spec *cp = &calf_env_find("CartPole-v1")->spec; /* all 0: as before */
+    CHECK(cp->obs_shape[0] == 0 && cp->obs_shape[1] == 0 && cp->obs_shape[2] == 0);
+    CHECK(cp->obs_dtype == CALF_DTYPE_F32 && cp->obs_high == 0 && cp->num_action_dims == 0);
+
+    static const int nvec[3] = {3, 2, 4}, nvec_zero[2] = {9, 0};
+    static calf_env_class img; /* static: the registry keeps the pointer */
+    img = probe_class;
+    img.spec.name = "Image-v0", img.spec.obs_dim = 2 * 3 * 5;
+    img.spec.obs_shape[0] = 2, img.spec.obs_shape[1] = 3, img.spec.obs_shape[2] = 5;
+    img.spec.obs_dtype = CALF_DTYPE_U8;
+    calf_env_class md = probe_class;
+    md.spec.name = "MultiDiscrete-v0", md.spec.action_dim = 0, md.spec.action_low = NULL;
+    md.spec.action_high = NULL, md.spec.num_actions = 9;
+    md.spec.num_action_dims = 3, md.spec.action_nvec = nvec, md.spec.action_mask = 1;
+    struct {
+        const char *why, *field;
+        calf_env_class cls;
+    } bad[16];
+    int nb = 0;
+#define BAD_(WHY, FIELD, BASE, EDIT) \
+    do {                             \
+        bad[nb].why = WHY;           \
+        bad[nb].field = FIELD;       \
+        bad[nb].cls = BASE;          \
+        calf_env_class *c = &bad[nb++].cls; \
+        c->spec.name = "BadSpace-v0";       \
+        EDIT;                               \
+    } while (0)
+    BAD_("a product other than obs_dim", "obs_shape", img, c->spec.obs_shape[2] = 4);
+    BAD_("a partial shape", "obs_shape", img, (c->spec.obs_shape[2] = 0, c->spec.obs_dim = 6));
+    BAD_("a negative extent", "obs_shape", img,
+         (c->spec.obs_shape[0] = -2, c->spec.obs_shape[1] = -3));
+    BAD_("an unknown dtype", "obs_dtype", img, c->spec.obs_dtype = 2);
+    BAD_("a high over 255", "obs_high", img, c->spec.obs_high = 256);
+    BAD_("a high on floats", "obs_high", probe_class, c->spec.obs_high = 1);
+    BAD_("sub-actions of continuous actions", "num_action_dims", probe_class,
+         (c->spec.num_action_dims = 2, c->spec.action_nvec = nvec));
+    BAD_("a negative count", "num_action_dims", md, c->spec.num_action_dims = -1);
+    BAD_("no sizes", "action_nvec", md, c->spec.action_nvec = NULL);
+    BAD_("sizes that do not sum to num_actions", "action_nvec", md, c->spec.num_actions = 10);
+    BAD_("a size 0", "action_nvec", md, (c->spec.num_action_dims = 2, c->spec.action_nvec = nvec_zero));
+    BAD_("a mask of continuous actions", "action_mask", probe_class, c->spec.action_mask = 1);
+    BAD_("a mask flag other than 0/1", "action_mask", md, c->spec.action_mask = 2);
+#undef BAD_
+    calf_error err;
+    int before = calf_env_count();
+    for (int i = 0; i < nb; i++) {
+        calf_error_clear(&err);
+        int rc = calf_env_register(&bad[i].cls, &err);
+        CHECK_INT_EQ(rc, CALF_EINVAL);
+        if (rc != CALF_EINVAL || !strstr(err.msg, bad[i].field) || !strstr(err.msg, "BadSpace-v0"))
+            fprintf(stderr, "  %s: not refused naming %s (%s)\n", bad[i].why, bad[i].field, err.msg);
+        CHECK(strstr(err.msg, bad[i].field) != NULL);
+    }
+    CHECK_INT_EQ(calf_env_count(), before);
+    /* the good ones register (training refuses MultiDiscrete and masks until it has them) */
+    CHECK_INT_EQ(calf_env_register(&img, &err), CALF_OK);
+    static calf_env_class md_kept;
+    md_kept = md;
+    CHECK_INT_EQ(calf_env_register(&md_kept, &err), CALF_OK);
+    CHECK_INT_EQ(calf_env_count(), before + 2);
+    /* the ABI-2 reading happens only while the loader runs an ABI-2 plug-in: a program's own
+     * class keeps its pointer (no copy) */
+    CHECK(calf_env_find("Image-v0") == &img);
+}
+
 int main(void) {
     test_cartpole_dynamics();
     test_cartpole_thresholds();
@@ -803,5 +882,6 @@ int main(void) {
     test_truncation();
     test_reset_distributions();
     test_registry();
+    test_spaces();
     return test_report("test_envs");
 }

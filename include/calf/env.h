@@ -26,7 +26,24 @@ typedef struct calf_env_spec {
                                 save/load) also what a checkpoint copies byte for byte */
     size_t save_size;        /* classes with save/load: bytes of a saved state; else 0 */
     int reset_state_dim;     /* classes with reset_state: doubles it writes; else 0 */
+
+    /* ---- since ABI version 3: the spaces' shapes; all 0 is what version 2 meant ---- */
+    int obs_shape[3];        /* (H, W, C) of an image observation, NHWC (row, column,
+                                channel), H*W*C == obs_dim; all 0: a flat vector of obs_dim */
+    int obs_dtype;           /* CALF_DTYPE_F32 or CALF_DTYPE_U8 (below) */
+    int obs_high;            /* CALF_DTYPE_U8 only: the largest value the env writes, 1..255
+                                (0 means 255); the Box's high, and the default scale of the
+                                conversion to the network's floats, x / obs_high */
+    int num_action_dims;     /* MultiDiscrete: the number of sub-actions (>= 1); 0 otherwise */
+    const int *action_nvec;  /* MultiDiscrete: (num_action_dims) sizes, each >= 1, summing to
+                                num_actions; a static array that outlives the class */
+    int action_mask;         /* 1: the class says after every reset and step which of the
+                                num_actions actions are valid; 0: all always are */
 } calf_env_spec;
+
+/* An observation's storage type. The env always writes floats; with CALF_DTYPE_U8 they
+ * are integers 0..obs_high (exact in a float), which storage may keep as bytes. */
+enum { CALF_DTYPE_F32 = 0, CALF_DTYPE_U8 = 1 };
 
 struct calf_env;
 
@@ -96,6 +113,8 @@ typedef struct calf_env_class {
      * (a Python env that could not be pickled): the env then starts a new episode there
      * instead of continuing the stored one. */
     int (*load_restarts)(const void *state);
+
+    /* ---- since ABI version 3 ---- */
 } calf_env_class;
 
 #define CALF_ENV_TRUNCATED 2 /* step's return when the env ended the episode itself */
@@ -138,7 +157,7 @@ void calf_env_list_names(char *buf, size_t size);
  *      first failure's status, err set, or CALF_OK once all are registered.
  * examples/custom_env.c is one. `calf train|play|export|env|envs --env_lib PATH` loads
  * them; a config file never does (a config is data, and cannot make calf run code). */
-#define CALF_PLUGIN_ABI_VERSION 2  /* changes when calf_env_class, calf_env_spec, calf_env,
+#define CALF_PLUGIN_ABI_VERSION 3  /* changes when calf_env_class, calf_env_spec, calf_env,
                                       calf_rng or calf_error change their layout */
 #define CALF_PLUGIN_REGISTER_NAME "calf_plugin_register"
 typedef int (*calf_plugin_register_fn)(int abi_version, calf_error *err);

@@ -152,6 +152,58 @@ void calf_env_list_names(char *buf, size_t size) {
     unlock_registry();
 }
 
+/* The fields since ABI 3: a shape that is the observation's size, a dtype calf knows,
+ * MultiDiscrete sizes that are the discrete action count, a mask only over discrete
+ * actions. */
+static int check_spaces(const calf_env_spec *s, calf_error *err) {
+    const char *n = s->name;
+    const int *sh = s->obs_shape;
+    if (sh[0] || sh[1] || sh[2]) {
+        if (sh[0] < 1 || sh[1] < 1 || sh[2] < 1 ||
+            (int64_t)sh[0] * sh[1] * sh[2] != s->obs_dim)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "env '%s': obs_shape (%d, %d, %d) is not positive with a "
+                                  "product of obs_dim %d (or all 0 for a flat vector)",
+                                  n, sh[0], sh[1], sh[2], s->obs_dim);
+    }
+    if (s->obs_dtype != CALF_DTYPE_F32 && s->obs_dtype != CALF_DTYPE_U8)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': obs_dtype %d is neither CALF_DTYPE_F32 (%d) nor "
+                              "CALF_DTYPE_U8 (%d)",
+                              n, s->obs_dtype, CALF_DTYPE_F32, CALF_DTYPE_U8);
+    if (s->obs_high < 0 || s->obs_high > 255 || (s->obs_high && s->obs_dtype != CALF_DTYPE_U8))
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': obs_high %d is not 0 or, for CALF_DTYPE_U8, 1..255", n,
+                              s->obs_high);
+    if (s->num_action_dims < 0 || (s->num_action_dims > 0 && s->num_actions < 1))
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': num_action_dims %d: MultiDiscrete actions are discrete "
+                              "(num_actions, the sum of action_nvec, >= 1)",
+                              n, s->num_action_dims);
+    if (s->num_action_dims > 0) {
+        if (!s->action_nvec)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "env '%s': num_action_dims %d without action_nvec", n,
+                                  s->num_action_dims);
+        int64_t sum = 0;
+        for (int j = 0; j < s->num_action_dims && sum <= s->num_actions; j++) {
+            if (s->action_nvec[j] < 1)
+                return calf_error_set(err, CALF_EINVAL, "env '%s': action_nvec[%d] = %d < 1", n,
+                                      j, s->action_nvec[j]);
+            sum += s->action_nvec[j];
+        }
+        if (sum != s->num_actions)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "env '%s': action_nvec's %d sizes do not sum to num_actions %d",
+                                  n, s->num_action_dims, s->num_actions);
+    }
+    if (s->action_mask != 0 && (s->action_mask != 1 || s->num_actions < 1))
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': action_mask %d is not 0, or 1 with discrete actions", n,
+                              s->action_mask);
+    return CALF_OK;
+}
+
 /* Rejects what would break an env at run time: sizes no buffer could hold, an
  * ambiguous action space, bounds that clipping cannot use, hooks without their pair. */
 static int check_spec(const calf_env_class *cls, calf_error *err) {
@@ -208,7 +260,7 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
     if ((cls->reset_state != NULL) != (s->reset_state_dim > 0) || s->reset_state_dim > (1 << 16))
         return calf_error_set(err, CALF_EINVAL,
                               "env '%s': reset_state and reset_state_dim (1..2^16) go together", n);
-    return CALF_OK;
+    return check_spaces(s, err);
 }
 
 static int register_locked(const calf_env_class *cls, calf_error *err);

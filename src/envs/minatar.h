@@ -96,7 +96,8 @@ static inline void *minatar_game_state(void *state) {
     return (unsigned char *)state + MINATAR_GAME_OFFSET;
 }
 
-/* The observation as the env spec carries it: (10, 10, C) floats 0/1. */
+/* The observation as the env interface carries it: (10, 10, C) floats 0/1 (the spec says
+ * uint8 with obs_high 1). */
 static inline void minatar_observe_env(const minatar_game *g, const void *state, float *obs) {
     g->observe((const unsigned char *)state + MINATAR_GAME_OFFSET, obs);
 }
@@ -148,6 +149,9 @@ static inline int minatar_step_env(const minatar_game *g, void *state, int a, fl
     const calf_env_class prefix##_v0_class = {                                                 \
         .spec = {.name = "MinAtar/" title "-v0",                                               \
                  .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (nch),                               \
+                 .obs_shape = {MINATAR_SIZE, MINATAR_SIZE, (nch)},                             \
+                 .obs_dtype = CALF_DTYPE_U8,                                                   \
+                 .obs_high = 1,                                                                \
                  .num_actions = MA_NUM_ACTIONS,                                                \
                  .max_episode_steps = INT32_MAX,                                               \
                  .state_size = MINATAR_GAME_OFFSET + sizeof(state_type),                       \
@@ -163,6 +167,9 @@ static inline int minatar_step_env(const minatar_game *g, void *state, int a, fl
     const calf_env_class prefix##_v1_class = {                                                 \
         .spec = {.name = "MinAtar/" title "-v1",                                               \
                  .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (nch),                               \
+                 .obs_shape = {MINATAR_SIZE, MINATAR_SIZE, (nch)},                             \
+                 .obs_dtype = CALF_DTYPE_U8,                                                   \
+                 .obs_high = 1,                                                                \
                  .num_actions = (nmin),                                                        \
                  .max_episode_steps = INT32_MAX,                                               \
                  .state_size = MINATAR_GAME_OFFSET + sizeof(state_type),                       \
