@@ -131,6 +131,38 @@ static void test_steps_and_bytes(const char *reference) {
     CHECK_INT_EQ(calf_trainer_close(t, &err), CALF_OK);
 }
 
+/* calf_train given the config as text writes the file's bytes, on one process and on
+ * two; the config given both ways is refused, by calf_train and calf_trainer_open alike,
+ * with nothing written. */
+static void test_train_conf_text(const char *reference) {
+    for (int nproc = 1; nproc <= 2; nproc++) {
+        char dir[512], ckpt[600];
+        join(dir, sizeof dir, root, nproc == 1 ? "text1" : "text2");
+        calf_train_options o = {.root_dir = dir, .conf_text = conf_text, .nproc = nproc,
+                                .quiet = true};
+        calf_error err;
+        CHECK_INT_EQ(calf_train(&o, &err), CALF_OK);
+        join(ckpt, sizeof ckpt, dir, "train/algorithm/ckpt-4");
+        CHECK(same_file(ckpt, reference));
+    }
+    char dir[512], conf[512];
+    join(dir, sizeof dir, root, "twice");
+    join(conf, sizeof conf, root, "run.gin");
+    calf_train_options o = {.root_dir = dir, .conf_path = conf, .conf_text = conf_text,
+                            .nproc = 1, .quiet = true};
+    calf_error err;
+    CHECK_INT_EQ(calf_train(&o, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "given twice") && strstr(err.msg, conf) && strstr(err.msg, "conf_text"));
+    calf_trainer_options to = run_options(dir);
+    to.conf_path = conf;
+    calf_trainer *t = (calf_trainer *)&err;
+    CHECK_INT_EQ(calf_trainer_open(&to, &t, &err), CALF_EINVAL);
+    CHECK(t == NULL);
+    CHECK(strstr(err.msg, "given twice") != NULL);
+    struct stat st;
+    CHECK(stat(dir, &st) != 0); /* refused before the root dir was made */
+}
+
 /* A checkpoint written by hand after iteration 2, reopened (the config now from the
  * run's own config.gin), resumes at 2 and ends on the reference's bytes. */
 static void test_checkpoint_and_resume(const char *reference) {
@@ -366,6 +398,7 @@ int main(void) {
     reference_run(reference, sizeof reference);
     test_steps_and_bytes(reference);
     test_checkpoint_and_resume(reference);
+    test_train_conf_text(reference);
     test_errors();
     test_misuse();
     test_signals();

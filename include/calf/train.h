@@ -17,6 +17,10 @@ typedef struct calf_train_options {
     int num_conf_params;             /* >= 0 (else CALF_EINVAL) */
     int nproc;                       /* local worker processes; <= 1: this process only */
     bool quiet;                      /* no progress output on stderr */
+    /* The config as gin text held in memory, in place of conf_path (errors name it
+     * "<conf_text>:LINE"); both given is CALF_EINVAL. Appended after 0.3.0: a struct
+     * zeroed as the rule below says reads the file, as before. */
+    const char *conf_text;
 } calf_train_options;
 
 /* Load, override and validate the config described by `o` (no files written) into cfg,

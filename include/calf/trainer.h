@@ -44,9 +44,10 @@ typedef struct calf_trainer_options {
     size_t struct_size;              /* sizeof(calf_trainer_options) as the caller built it */
     const char *root_dir;            /* where the run's files go (required) */
     const char *conf_path;           /* a gin file, or NULL */
-    const char *conf_text;           /* with conf_path NULL: the config as gin text held in
+    const char *conf_text;           /* in place of conf_path: the config as gin text held in
                                       * memory (errors name it "<conf_text>:LINE"); both NULL:
-                                      * ROOT/config.gin of an earlier run */
+                                      * ROOT/config.gin of an earlier run; both set:
+                                      * CALF_EINVAL */
     const char *const *conf_params;  /* 'Scope.param=value' assignments, after the config;
                                       * none NULL (else CALF_EINVAL) */
     int num_conf_params;             /* >= 0 (else CALF_EINVAL) */

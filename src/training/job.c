@@ -171,6 +171,7 @@ static int train_one(const calf_train_options *o, calf_error *err) {
     calf_trainer_options to = CALF_TRAINER_OPTIONS_INIT;
     to.root_dir = o->root_dir;
     to.conf_path = o->conf_path;
+    to.conf_text = o->conf_text;
     to.conf_params = o->conf_params;
     to.num_conf_params = o->num_conf_params;
     to.quiet = o->quiet;

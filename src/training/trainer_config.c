@@ -46,13 +46,16 @@ static int unknown_env_error(const char *where, const char *env, const char *con
 }
 
 int calf_train_load_config(const calf_train_options *o, calf_config *cfg, calf_error *err) {
-    return trainer_load_config(o, NULL, cfg, err);
+    return trainer_load_config(o, o->conf_text, cfg, err);
 }
 
 int trainer_load_config(const calf_train_options *o, const char *conf_text, calf_config *cfg,
                         calf_error *err) {
     config_init(cfg);
     int rc;
+    if (o->conf_path && conf_text)
+        return calf_error_set(err, CALF_EINVAL, "the config is given twice, as the file %s and as "
+                              "conf_text: give one of them", o->conf_path);
     if (o->conf_path) {
         rc = calf_config_parse_file(cfg, o->conf_path, err);
     } else if (conf_text) {

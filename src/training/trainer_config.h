@@ -13,8 +13,8 @@
 #include "calf/train.h"
 #include "training/algorithm.h"
 
-/* calf_train_load_config, with the config given as text (conf_text, used when
- * o->conf_path is NULL; errors name it "<conf_text>:LINE"). */
+/* calf_train_load_config, with the config given as text (conf_text, in place of
+ * o->conf_path: both is CALF_EINVAL; errors name it "<conf_text>:LINE"). */
 int trainer_load_config(const calf_train_options *o, const char *conf_text, calf_config *cfg,
                         calf_error *err);
 
