@@ -70,6 +70,19 @@ static void test_defaults(void) {
     CHECK_INT_EQ(calf_config_tuple_int(cfg, CALF_CFG_SAC_ACTOR_LAYERS, 2), 10);
     CHECK_INT_EQ(calf_binding_find("TrainerConfig.num_iterations"), CALF_CFG_NUM_ITERATIONS);
     CHECK_INT_EQ(calf_binding_find("TrainerConfig.nope"), -1);
+    /* whose row, and the default each algorithm gives it (calf's own rows: none's) */
+    CHECK(calf_binding_algorithm(CALF_CFG_UNROLL_LENGTH) == NULL);
+    CHECK(strcmp(calf_binding_algorithm(calf_binding_find("PPOLoss.gamma")), "PPOAlgorithm") == 0);
+    CHECK(strcmp(calf_binding_algorithm(calf_binding_find("Td3Algorithm.policy_delay")),
+                 "Td3Algorithm") == 0);
+    CHECK(strcmp(calf_binding_algorithm(calf_binding_find("q/QNetwork.fc_layer_params")),
+                 "DqnAlgorithm") == 0);
+    CHECK(strcmp(calf_binding_default(CALF_CFG_UNROLL_LENGTH, NULL), "32") == 0);
+    CHECK(strcmp(calf_binding_default(CALF_CFG_UNROLL_LENGTH, "PPOAlgorithm"), "32") == 0);
+    CHECK(strcmp(calf_binding_default(CALF_CFG_UNROLL_LENGTH, "DqnAlgorithm"), "10") == 0);
+    CHECK(strcmp(calf_binding_default(CALF_CFG_ACTOR_LR, "SacAlgorithm"), "3e-4") == 0);
+    CHECK(strcmp(calf_binding_default(CALF_CFG_ACTOR_LR, "DqnAlgorithm"), "0.001") == 0);
+    CHECK(calf_binding_default(CALF_CFG_UNROLL_LENGTH, "NoSuchAlgorithm") == NULL);
     calf_config_free(cfg);
     calf_config_free(NULL);
 }

@@ -259,6 +259,14 @@ int calf_binding_fallback(calf_binding_id id);
 const char *calf_binding_choices(calf_binding_id id);
 /* Look a binding up by full name, an algorithm's own rows included; -1 if unknown. */
 int calf_binding_find(const char *name);
+/* The algorithm (an algorithm_ctor choice, without '@') whose own row id is
+ * ("PPOAlgorithm" for PPOLoss.gamma), or NULL for a public row. Static storage. */
+const char *calf_binding_algorithm(calf_binding_id id);
+/* The default, as gin text, that a config choosing `algorithm` (a choice without '@')
+ * gets for row id when it leaves the row unset: the algorithm's own default for it, else
+ * the row's (TrainerConfig.num_iterations aside: 0 when num_env_steps is set). NULL
+ * algorithm: the row's own default; NULL for an unknown algorithm. Static storage. */
+const char *calf_binding_default(calf_binding_id id, const char *algorithm);
 /* Print every binding: name, type, default, bounds, help. */
 void calf_config_list_bindings(FILE *out);
 /* Format the value in effect as gin text into buf. */

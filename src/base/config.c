@@ -1125,6 +1125,28 @@ int calf_binding_flags(calf_binding_id id) { return row_of(id)->flags; }
 int calf_binding_fallback(calf_binding_id id) { return row_of(id)->fallback; }
 const char *calf_binding_choices(calf_binding_id id) { return row_choices(row_of(id)); }
 
+const char *calf_binding_algorithm(calf_binding_id id) {
+    (void)row_of(id); /* its bounds check */
+    const config_choice *c = owner_of(id);
+    return c ? c->name : NULL;
+}
+
+const char *calf_binding_default(calf_binding_id id, const char *algorithm) {
+    const config_row *r = row_of(id);
+    if (!algorithm) return r->def;
+    int first = 0;
+    for (int k = 0; k < added->num_choices; k++) {
+        const config_choice *c = &added->choices[k];
+        if (strcmp(c->name, algorithm) == 0) {
+            for (int d = first; d < first + c->num_defaults; d++)
+                if (strcmp(added->defaults[d].name, r->name) == 0) return added->defaults[d].value;
+            return r->def;
+        }
+        first += c->num_defaults;
+    }
+    return NULL;
+}
+
 int calf_binding_find(const char *name) {
     for (int i = 0, n = num_rows(); i < n; i++)
         if (strcmp(row_at(i)->name, name) == 0) return i;
