@@ -9,7 +9,9 @@ minimal ``Box``/``Discrete``/``MultiDiscrete`` carry the same attributes.
 
 ``calf.load_policy(root_dir)`` opens a run's greedy policy, the one ``calf play`` runs;
 ``calf.train(conf, root_dir=...)`` runs the job ``calf train`` runs, and
-``calf.Trainer(conf, root_dir=...)`` trains it one iteration at a time;
+``calf.Trainer(conf, root_dir=...)`` trains it one iteration at a time (both also
+without a gin file: ``algorithm="ppo", env=..., total_timesteps=...`` and
+hyperparameters by SB3's and CleanRL's names; ``calf.list_bindings()`` lists calf's);
 ``calf.read_scalars(root_dir)`` reads a run's summaries as NumPy arrays, as TensorBoard
 reads them. ``python3 -m calf`` is the ``calf`` program.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 from calf import _calf
 from calf._envs import EnvError, register_env
 from calf._job import train
+from calf._names import list_bindings
 from calf._policy import Policy, load_policy
 from calf._scalars import Scalars, read_scalars
 from calf._spaces import Box, Discrete, MultiDiscrete
@@ -38,6 +41,7 @@ __all__ = [
     "VecEnv",
     "env_names",
     "features",
+    "list_bindings",
     "load_policy",
     "make_vec",
     "register_env",
@@ -50,7 +54,7 @@ __all__ = [
 # help() and pickles read as they did when all of them lived in this file (a checkpoint
 # holds a Python env's pickle, which may hold calf's spaces).
 for _public in (Box, Discrete, MultiDiscrete, Policy, Scalars, Trainer, VecEnv,
-                load_policy, make_vec, read_scalars, train):
+                list_bindings, load_policy, make_vec, read_scalars, train):
     _public.__module__ = __name__
 del _public
 

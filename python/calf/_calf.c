@@ -1169,6 +1169,7 @@ PyMODINIT_FUNC PyInit__calf(void) {
     }
     if (PyModule_AddFunctions(m, job_methods) < 0 ||
         PyModule_AddFunctions(m, scalars_methods) < 0 ||
+        PyModule_AddFunctions(m, config_methods) < 0 ||
         PyModule_AddStringConstant(m, "__version__", calf_version()) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -44,9 +44,11 @@ typedef struct conf_texts {
 int conf_texts_init(conf_texts *ct, const char *who, PyObject *params);
 void conf_texts_free(conf_texts *ct); /* idempotent */
 
-/* The module functions of _job.c (calf.train, python3 -m calf, calf play) and of
- * _scalars.c (the events reader), added to the module by PyInit__calf. */
+/* The module functions of _job.c (calf.train, python3 -m calf, calf play), of
+ * _scalars.c (the events reader) and of _config.c (the binding table, a config's values),
+ * added to the module by PyInit__calf. */
 extern PyMethodDef job_methods[];
 extern PyMethodDef scalars_methods[];
+extern PyMethodDef config_methods[];
 
 #endif

@@ -52,21 +52,23 @@ static int cli_call(void *arg) {
 }
 
 PyDoc_STRVAR(train_doc,
-             "train(root_dir, conf=None, conf_params=(), nproc=1, quiet=False)\n\n"
-             "Run the training job `calf train` runs (calf_train): --root_dir, --conf, the\n"
-             "'Scope.param=value' strings of conf_params as --conf_param, --nproc workers.\n"
+             "train(root_dir, conf=None, conf_params=(), nproc=1, quiet=False,\n"
+             "      python_env=False, conf_text=None)\n\n"
+             "Run the training job `calf train` runs (calf_train): --root_dir, --conf (or the\n"
+             "config as gin text, conf_text), the 'Scope.param=value' strings of conf_params\n"
+             "as --conf_param, --nproc workers.\n"
              "Raises ValueError with calf's message for bad input, KeyboardInterrupt after\n"
              "the checkpoint a Ctrl-C makes calf write, RuntimeError when a worker fails\n"
              "(its message is on stderr, as the CLI prints it).");
 static PyObject *job_train(PyObject *module, PyObject *args, PyObject *kwds) {
     (void)module;
     static char *kwlist[] = {"root_dir", "conf", "conf_params", "nproc", "quiet", "python_env",
-                             NULL};
-    const char *root_dir = NULL, *conf = NULL;
+                             "conf_text", NULL};
+    const char *root_dir = NULL, *conf = NULL, *conf_text = NULL;
     PyObject *params_arg = NULL; /* borrowed */
     int nproc = 1, quiet = 0, python_env = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zOipp:train", kwlist, &root_dir, &conf,
-                                     &params_arg, &nproc, &quiet, &python_env))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zOippz:train", kwlist, &root_dir, &conf,
+                                     &params_arg, &nproc, &quiet, &python_env, &conf_text))
         return NULL;
     if (nproc < 1 || nproc > 1024) /* the CLI's bounds for --nproc */
         return PyErr_Format(PyExc_ValueError, "calf.train: nproc must be in [1, 1024], got %d",
@@ -77,6 +79,7 @@ static PyObject *job_train(PyObject *module, PyObject *args, PyObject *kwds) {
     memset(&o, 0, sizeof o);
     o.root_dir = root_dir;
     o.conf_path = conf;
+    o.conf_text = conf_text;
     o.conf_params = ct.texts;
     o.num_conf_params = ct.n;
     o.nproc = nproc;

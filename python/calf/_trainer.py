@@ -9,7 +9,7 @@ from typing import Any
 
 from calf import _calf
 from calf._args import _fspath
-from calf._conf import _conf_params, _env_binding
+from calf._conf import _front_params
 from calf._envs import raise_env_error
 
 
@@ -17,7 +17,10 @@ class Trainer:
     """A training run stepped one iteration at a time (calf's stepwise trainer).
 
     ``conf``: a gin file; or ``conf_text``: the config as gin text (errors name it
-    ``<conf_text>:LINE``); neither: ROOT/config.gin of an earlier run. ``overrides``: a
+    ``<conf_text>:LINE``); both is a ValueError; neither: ROOT/config.gin of an earlier
+    run, or, given ``algorithm=``, no file at all. ``algorithm``, ``env``,
+    ``total_timesteps``, ``seed``, ``eval_freq``, ``n_eval_episodes`` and
+    ``**hyperparameters`` are ``calf.train``'s. ``overrides``: a
     dict of binding -> Python value (bool, int, float, str, tuples of them), written as
     gin, or an iterable of ``"Scope.param=value"`` gin text strings, both as
     ``--conf_param``. The run resumes from the newest valid checkpoint in ``root_dir``
@@ -38,11 +41,19 @@ class Trainer:
         quiet: bool = True,
         env: Any = None,
         trust: bool = False,
+        algorithm: str | None = None,
+        total_timesteps: int | None = None,
+        seed: int | None = None,
+        eval_freq: int | None = None,
+        n_eval_episodes: int | None = None,
+        **hyperparameters: Any,
     ) -> None:
         self.root_dir: str = _fspath(root_dir)
-        params = _conf_params(overrides)
-        if env is not None:
-            params.append(_env_binding(env))
+        conf_text, params = _front_params(
+            "calf.Trainer", conf=_fspath(conf), conf_text=conf_text, root_dir=self.root_dir,
+            algorithm=algorithm, env=env, total_timesteps=total_timesteps, seed=seed,
+            overrides=overrides, hyperparameters=hyperparameters, eval_freq=eval_freq,
+            n_eval_episodes=n_eval_episodes)
         _calf.set_trust_checkpoint(bool(trust))
         try:
             self._raw = _calf.Trainer(self.root_dir, _fspath(conf), conf_text, params, bool(quiet))

@@ -17,8 +17,8 @@ import numpy as np
 import calf
 
 PUBLIC = ["Box", "Discrete", "EnvError", "MultiDiscrete", "Policy", "Scalars", "Trainer",
-          "VecEnv", "env_names", "features", "load_policy", "make_vec", "register_env",
-          "read_scalars", "train", "__version__"]
+          "VecEnv", "env_names", "features", "list_bindings", "load_policy", "make_vec",
+          "register_env", "read_scalars", "train", "__version__"]
 
 
 def test_all_names() -> None:
