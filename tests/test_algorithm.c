@@ -167,6 +167,7 @@ static void test_own_rows_by_name(void) {
         {"Td3Algorithm.exploration_noise", CFG_TD3_EXPLORATION_NOISE},
         {"q/QNetwork.fc_layer_params", CFG_DQN_Q_LAYERS},
         {"q/QNetwork.activation", CFG_DQN_Q_ACTIVATION},
+        {"q/QNetwork.conv_layer_params", CFG_DQN_Q_CONV_LAYERS},
         {"DqnAlgorithm.target_update_period", CFG_DQN_TARGET_PERIOD},
         {"DqnAlgorithm.target_update_tau", CFG_DQN_TAU},
         {"DqnAlgorithm.start_epsilon", CFG_DQN_START_EPSILON},

@@ -182,6 +182,69 @@ static void test_errors(void) {
                 "'ValueNetwork.fc_layer_params' takes at most 7 elements, got 8");
 }
 
+/* ALF's conv_layer_params: a tuple of (filters, kernel, stride[, padding]) tuples, padding
+ * 0 when left out, written back with all four; bounds per element; the row enters the
+ * digest only when set to other than its default (CALF_BINDING_DIGEST_SET). */
+static void test_conv_layers(void) {
+    calf_error err;
+    calf_config *cfg = calf_config_new(&err);
+    CHECK(cfg != NULL);
+    uint64_t d_default = calf_config_digest(cfg);
+    CHECK_INT_EQ(calf_config_tuple_len(cfg, CALF_CFG_ACTOR_CONV_LAYERS), 0);
+    CHECK_INT_EQ(calf_config_parse_string(cfg,
+                                          "ActorDistributionNetwork.conv_layer_params = ()\n"
+                                          "EncodingNetwork.uint8_scale = None\n",
+                                          "same.gin", &err),
+                 CALF_OK);
+    CHECK(calf_config_digest(cfg) == d_default); /* set, but to the defaults */
+    CHECK_INT_EQ(calf_config_parse_string(cfg,
+                                          "ActorDistributionNetwork.conv_layer_params = "
+                                          "((16, 3, 1), (32, 4, 2, 1),)\n",
+                                          "conv.gin", &err),
+                 CALF_OK);
+    CHECK(calf_config_digest(cfg) != d_default);
+    CHECK_INT_EQ(calf_config_tuple_len(cfg, CALF_CFG_ACTOR_CONV_LAYERS), 2);
+    const int64_t want[8] = {16, 3, 1, 0, 32, 4, 2, 1};
+    for (int k = 0; k < 8; k++)
+        CHECK_INT_EQ(calf_config_tuple_int(cfg, CALF_CFG_ACTOR_CONV_LAYERS, k), want[k]);
+    char buf[200];
+    calf_config_format_value(cfg, CALF_CFG_ACTOR_CONV_LAYERS, buf, sizeof buf);
+    CHECK_STR_EQ(buf, "((16, 3, 1, 0), (32, 4, 2, 1))");
+    /* one layer keeps its trailing comma; the text reads back as the same value */
+    calf_config *back = calf_config_new(&err);
+    CHECK_INT_EQ(calf_config_parse_string(back, "ValueNetwork.conv_layer_params = ((8, 2, 1),)\n",
+                                          "one.gin", &err),
+                 CALF_OK);
+    calf_config_format_value(back, CALF_CFG_VALUE_CONV_LAYERS, buf, sizeof buf);
+    CHECK_STR_EQ(buf, "((8, 2, 1, 0),)");
+    char text[300];
+    snprintf(text, sizeof text, "ValueNetwork.conv_layer_params = %s\n", buf);
+    CHECK_INT_EQ(calf_config_parse_string(cfg, text, "again.gin", &err), CALF_OK);
+    calf_config_format_value(cfg, CALF_CFG_VALUE_CONV_LAYERS, text, sizeof text);
+    CHECK_STR_EQ(text, buf);
+    calf_config_free(back);
+    calf_config_free(cfg);
+    check_error("conv1.gin", "ActorDistributionNetwork.conv_layer_params = (16, 3, 1)\n", 1,
+                "'ActorDistributionNetwork.conv_layer_params': layer 1 expects (filters, kernel, "
+                "stride[, padding]), got '16'");
+    check_error("conv2.gin", "ActorDistributionNetwork.conv_layer_params = ((16, 3),)\n", 1,
+                "'ActorDistributionNetwork.conv_layer_params': layer 1 has 2 numbers; it needs "
+                "(filters, kernel, stride[, padding])");
+    check_error("conv3.gin", "ValueNetwork.conv_layer_params = ((16, 3, 1, 0, 5),)\n", 1,
+                "'ValueNetwork.conv_layer_params': layer 1 has more than 4 numbers (filters, kernel, "
+                "stride, padding)");
+    check_error("conv4.gin", "ValueNetwork.conv_layer_params = ((16, 3, 1), (8, 0, 1))\n", 1,
+                "'ValueNetwork.conv_layer_params': layer 2's kernel 0 out of bounds [1, 1024]");
+    check_error("conv5.gin", "ValueNetwork.conv_layer_params = ((16, 3, 1, -1),)\n", 1,
+                "'ValueNetwork.conv_layer_params': layer 1's padding -1 out of bounds [0, 1024]");
+    check_error("conv6.gin",
+                "ValueNetwork.conv_layer_params = ((1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), "
+                "(1, 1, 1))\n",
+                1, "'ValueNetwork.conv_layer_params' takes at most 4 conv layers");
+    check_error("conv7.gin", "ValueNetwork.conv_layer_params = ((16, 3, 1) (8, 2, 1))\n", 1,
+                "'ValueNetwork.conv_layer_params': expected ',' or ')' after conv layer 1, got '('");
+}
+
 static void test_includes(void) {
     calf_config *cfg = new_config();
     calf_error err;
@@ -898,6 +961,7 @@ int main(void) {
     test_one_budget();
     test_parse_values();
     test_errors();
+    test_conv_layers();
     test_includes();
     test_dump_and_digest();
     test_table();

@@ -23,13 +23,21 @@ typedef enum calf_config_type {
     CALF_CFG_STRING,
     CALF_CFG_INT_TUPLE,
     CALF_CFG_FLOAT_TUPLE,
-    CALF_CFG_REF          /* `@Name`: one of the row's choices, stored in .s without '@' */
+    CALF_CFG_REF,         /* `@Name`: one of the row's choices, stored in .s without '@' */
+    CALF_CFG_CONV_LAYERS  /* ALF's conv_layer_params: a tuple of (filters, kernel, stride[,
+                             padding]) tuples, e.g. ((16, 3, 1),) or (); min and max bound
+                             filters, kernel and stride, padding is 0..max (default 0),
+                             -tuple_len the number of layers */
 } calf_config_type;
 
 /* Row flags. */
 enum calf_binding_flag {
     CALF_BINDING_NODIGEST = 1, /* does not change the training result (run length, cadence) */
-    CALF_BINDING_OPTIONAL = 2  /* takes None (see calf_config_is_none) */
+    CALF_BINDING_OPTIONAL = 2, /* takes None (see calf_config_is_none) */
+    CALF_BINDING_DIGEST_SET = 4 /* in the digest only when its value in effect is not its
+                                   default: a row added after checkpoints were written,
+                                   whose default is what those runs did, leaves their
+                                   digest (and the checkpoints' bytes) as they were */
 };
 
 #define CALF_NO_FALLBACK (-1)
@@ -174,7 +182,19 @@ enum calf_binding_flag {
       2147483647, 0, NULL, CALF_BINDING_NODIGEST, CALF_NO_FALLBACK,                            \
       "end an evaluation or `calf play` episode after this many steps when the env has not "   \
       "ended it (an env without a time limit: MinAtar, a Python env without one); its return " \
-      "so far counts, and a warning says so once. 27000: Atari's 108000 frames at frame skip 4")
+      "so far counts, and a warning says so once. 27000: Atari's 108000 frames at frame skip 4") \
+    X(ACTOR_CONV_LAYERS, "ActorDistributionNetwork.conv_layer_params", CALF_CFG_CONV_LAYERS,   \
+      "()", 1, 1024, -4, NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                      \
+      "conv layers (filters, kernel, stride[, padding]) before the policy network's fc "       \
+      "layers, each with ReLU; needs an image observation (PPO)")                               \
+    X(VALUE_CONV_LAYERS, "ValueNetwork.conv_layer_params", CALF_CFG_CONV_LAYERS, "()", 1, 1024, \
+      -4, NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                     \
+      "conv layers (filters, kernel, stride[, padding]) before the value network's fc "        \
+      "layers, each with ReLU; needs an image observation (PPO)")                               \
+    X(UINT8_SCALE, "EncodingNetwork.uint8_scale", CALF_CFG_FLOAT, "None", 0, 1e6, 0, NULL,      \
+      CALF_BINDING_OPTIONAL | CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                       \
+      "a network reading a uint8 observation multiplies each byte by this first; None: "      \
+      "1 / the env's largest value (1/255 for pixels, 1 for MinAtar's 0/1 images)")
 
 /* CALF_CFG_<ID> for every public row, in id order. These numbers are the ABI: a program
  * compiled against this header keeps them (rows are only appended). */
@@ -233,7 +253,9 @@ double calf_config_float(const calf_config *cfg, calf_binding_id id);
 bool calf_config_bool(const calf_config *cfg, calf_binding_id id);
 const char *calf_config_string(const calf_config *cfg, calf_binding_id id);
 /* A tuple row's value in effect: its number of elements, and element k (0 <= k < that
- * number) of an INT_TUPLE or a FLOAT_TUPLE row. */
+ * number) of an INT_TUPLE or a FLOAT_TUPLE row. A CONV_LAYERS row: its number of layers,
+ * and element k = 4 layer + j of (filters, kernel, stride, padding) (padding 0 when the
+ * config left it out). */
 int calf_config_tuple_len(const calf_config *cfg, calf_binding_id id);
 int64_t calf_config_tuple_int(const calf_config *cfg, calf_binding_id id, int k);
 double calf_config_tuple_float(const calf_config *cfg, calf_binding_id id, int k);

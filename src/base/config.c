@@ -202,6 +202,7 @@ static const char *type_name(calf_config_type t) {
     case CALF_CFG_INT_TUPLE: return "tuple of ints";
     case CALF_CFG_FLOAT_TUPLE: return "tuple of floats";
     case CALF_CFG_REF: return "reference";
+    case CALF_CFG_CONV_LAYERS: return "tuple of (filters, kernel, stride[, padding]) tuples";
     }
     return "?";
 }
@@ -403,6 +404,81 @@ static int parse_ref(parse_state *ps, const config_row *row, config_value *out) 
     return CALF_OK;
 }
 
+/* One inner tuple of a CONV_LAYERS value, `(filters, kernel, stride[, padding])`, at the
+ * current token, into v[0..3] (padding 0 when left out). */
+static int parse_conv_layer(parse_state *ps, const config_row *row, int layer, int64_t *v) {
+    char buf[300];
+    token t = ps->tok;
+    tok_text(&t, buf, sizeof buf);
+    if (t.kind != T_LPAREN)
+        return fail(ps, t.line, "'%s': layer %d expects (filters, kernel, stride[, padding]), got "
+                    "'%s'", row->name, layer, t.kind == T_EOF ? "end of file" : buf);
+    advance(ps);
+    int n = 0;
+    v[3] = 0;
+    while (ps->tok.kind != T_RPAREN) {
+        token e = ps->tok;
+        tok_text(&e, buf, sizeof buf);
+        if (e.kind != T_INT)
+            return fail(ps, e.line, "'%s': layer %d: expected an int, got '%s'", row->name, layer,
+                        e.kind == T_EOF ? "end of file" : buf);
+        if (n == 4)
+            return fail(ps, e.line, "'%s': layer %d has more than 4 numbers (filters, kernel, "
+                        "stride, padding)", row->name, layer);
+        int64_t iv = 0;
+        double fv = 0;
+        int rc = parse_number(ps, &e, CALF_CFG_INT, &iv, &fv, row->name);
+        if (rc) return rc;
+        double lo = n == 3 ? 0 : row->min;
+        static const char *const what[4] = {"filters", "kernel", "stride", "padding"};
+        if ((double)iv < lo || (double)iv > row->max)
+            return fail(ps, e.line, "'%s': layer %d's %s %lld out of bounds [%.15g, %.15g]",
+                        row->name, layer, what[n], (long long)iv, lo, row->max);
+        v[n++] = iv;
+        advance(ps);
+        if (ps->tok.kind == T_COMMA) advance(ps);
+        else if (ps->tok.kind != T_RPAREN) {
+            tok_text(&ps->tok, buf, sizeof buf);
+            return fail(ps, ps->tok.line, "'%s': layer %d: expected ',' or ')', got '%s'", row->name,
+                        layer, ps->tok.kind == T_EOF ? "end of file" : buf);
+        }
+    }
+    if (n < 3)
+        return fail(ps, t.line, "'%s': layer %d has %d numbers; it needs (filters, kernel, "
+                    "stride[, padding])", row->name, layer, n);
+    advance(ps);
+    return CALF_OK;
+}
+
+/* ALF's conv_layer_params: `((filters, kernel, stride[, padding]), ...)` or `()`. */
+static int parse_conv_layers(parse_state *ps, const config_row *row, config_value *out) {
+    char buf[300];
+    token t = ps->tok;
+    tok_text(&t, buf, sizeof buf);
+    if (t.kind != T_LPAREN)
+        return fail(ps, t.line, "'%s' expects a tuple of conv layers like ((16, 3, 1),), got '%s'",
+                    row->name, buf);
+    advance(ps);
+    int n = 0, max = row->tuple_len < 0 ? -row->tuple_len : CONFIG_MAX_TUPLE / 4;
+    CALF_ASSERT(max <= CONFIG_MAX_TUPLE / 4);
+    while (ps->tok.kind != T_RPAREN) {
+        if (n == max)
+            return fail(ps, ps->tok.line, "'%s' takes at most %d conv layers", row->name, max);
+        int rc = parse_conv_layer(ps, row, n + 1, out->ti + 4 * n);
+        if (rc) return rc;
+        n++;
+        if (ps->tok.kind == T_COMMA) advance(ps);
+        else if (ps->tok.kind != T_RPAREN) {
+            tok_text(&ps->tok, buf, sizeof buf);
+            return fail(ps, ps->tok.line, "'%s': expected ',' or ')' after conv layer %d, got '%s'",
+                        row->name, n, ps->tok.kind == T_EOF ? "end of file" : buf);
+        }
+    }
+    out->n = n;
+    advance(ps);
+    return CALF_OK;
+}
+
 /* Parse the value at the current token into a binding of `row`'s type. */
 static int parse_value(parse_state *ps, const config_row *row, config_value *out) {
     int rc = expand_macro(ps);
@@ -457,6 +533,8 @@ static int parse_value(parse_state *ps, const config_row *row, config_value *out
         return CALF_OK;
     case CALF_CFG_REF:
         return parse_ref(ps, row, out);
+    case CALF_CFG_CONV_LAYERS:
+        return parse_conv_layers(ps, row, out);
     case CALF_CFG_INT_TUPLE:
     case CALF_CFG_FLOAT_TUPLE: {
         if (t.kind != T_LPAREN)
@@ -1091,14 +1169,16 @@ const char *calf_config_string(const calf_config *cfg, calf_binding_id id) {
 }
 
 int calf_config_tuple_len(const calf_config *cfg, calf_binding_id id) {
-    CALF_ASSERT(row_of(id)->type == CALF_CFG_INT_TUPLE || row_of(id)->type == CALF_CFG_FLOAT_TUPLE);
+    CALF_ASSERT(row_of(id)->type == CALF_CFG_INT_TUPLE || row_of(id)->type == CALF_CFG_FLOAT_TUPLE ||
+                row_of(id)->type == CALF_CFG_CONV_LAYERS);
     return present(cfg, id)->n;
 }
 
 int64_t calf_config_tuple_int(const calf_config *cfg, calf_binding_id id, int k) {
-    CALF_ASSERT(row_of(id)->type == CALF_CFG_INT_TUPLE);
+    calf_config_type type = row_of(id)->type;
+    CALF_ASSERT(type == CALF_CFG_INT_TUPLE || type == CALF_CFG_CONV_LAYERS);
     const config_value *v = present(cfg, id);
-    CALF_ASSERT(k >= 0 && k < v->n);
+    CALF_ASSERT(k >= 0 && k < (type == CALF_CFG_CONV_LAYERS ? 4 * v->n : v->n));
     return v->ti[k];
 }
 
@@ -1179,6 +1259,14 @@ static void format_value(const config_value *v, calf_config_type type, char *buf
         }
         if (off < cap) snprintf(buf + off, cap - off, v->n == 1 ? ",)" : ")");
         break;
+    case CALF_CFG_CONV_LAYERS:
+        off += (size_t)snprintf(buf + off, cap - off, "(");
+        for (int k = 0; k < v->n && off < cap; k++)
+            off += (size_t)snprintf(buf + off, cap - off, "%s(%lld, %lld, %lld, %lld)", k ? ", " : "",
+                                    (long long)v->ti[4 * k], (long long)v->ti[4 * k + 1],
+                                    (long long)v->ti[4 * k + 2], (long long)v->ti[4 * k + 3]);
+        if (off < cap) snprintf(buf + off, cap - off, v->n == 1 ? ",)" : ")");
+        break;
     }
 }
 
@@ -1191,7 +1279,7 @@ void calf_config_list_bindings(FILE *out) {
         const config_row *r = row_at(ordered(k));
         char bounds[160] = "", also[160] = "";
         if (r->type == CALF_CFG_INT || r->type == CALF_CFG_FLOAT || r->type == CALF_CFG_INT_TUPLE ||
-            r->type == CALF_CFG_FLOAT_TUPLE) {
+            r->type == CALF_CFG_FLOAT_TUPLE || r->type == CALF_CFG_CONV_LAYERS) {
             snprintf(bounds, sizeof bounds, " in [%.10g, %.10g]", r->min, r->max);
         } else if (r->type == CALF_CFG_REF) {
             size_t n = (size_t)snprintf(bounds, sizeof bounds, " one of @");
@@ -1273,6 +1361,13 @@ uint64_t calf_config_digest(const calf_config *cfg) {
         if (o && !o->in_every_digest && strcmp(o->name, algorithm) != 0) continue;
         char val[700];
         calf_config_format_value(cfg, i, val, sizeof val);
+        if (row_at(i)->flags & CALF_BINDING_DIGEST_SET) {
+            config_value def;
+            char dval[700];
+            parse_default(NULL, i, row_at(i)->def, &def);
+            format_value(&def, row_at(i)->type, dval, sizeof dval);
+            if (strcmp(val, dval) == 0) continue;
+        }
         const char *parts[3] = {row_at(i)->name, "=", val};
         for (int k = 0; k < 3; k++)
             for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)

@@ -23,8 +23,9 @@ typedef struct config_value {
     int64_t i;                          /* INT, BOOL */
     double f;                           /* FLOAT */
     char s[CONFIG_MAX_STRING];          /* STRING; REF: the name without '@' */
-    int n;                              /* tuple length */
-    int64_t ti[CONFIG_MAX_TUPLE];       /* INT_TUPLE */
+    int n;                              /* tuple length; CONV_LAYERS: layers */
+    int64_t ti[CONFIG_MAX_TUPLE];       /* INT_TUPLE; CONV_LAYERS: layer l's (filters,
+                                           kernel, stride, padding) at 4 l .. 4 l + 3 */
     double tf[CONFIG_MAX_TUPLE];        /* FLOAT_TUPLE */
     bool none;                          /* None (rows flagged CALF_BINDING_OPTIONAL only) */
 } config_value;

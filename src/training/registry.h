@@ -158,6 +158,10 @@
       NULL, 0, CALF_NO_FALLBACK, "hidden layer sizes of DQN's Q network")                        \
     X(DQN_Q_ACTIVATION, "q/QNetwork.activation", CALF_CFG_STRING, "'relu'", 0, 0, 0, "tanh|relu", \
       0, CALF_NO_FALLBACK, "hidden activation of DQN's Q network")                               \
+    X(DQN_Q_CONV_LAYERS, "q/QNetwork.conv_layer_params", CALF_CFG_CONV_LAYERS, "()", 1, 1024,    \
+      -4, NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                       \
+      "conv layers (filters, kernel, stride[, padding]) before DQN's Q network's fc layers, "   \
+      "each with ReLU; needs an image observation")                                              \
     X(DQN_TARGET_PERIOD, "DqnAlgorithm.target_update_period", CALF_CFG_INT, "50", 1, 1e9, 0, NULL, \
       0, CALF_NO_FALLBACK, "update the target Q network every this many updates")                \
     X(DQN_TAU, "DqnAlgorithm.target_update_tau", CALF_CFG_FLOAT, "1.0", 0, 1, 0, NULL, 0,          \
