@@ -1,0 +1,222 @@
+/* net.h: a network built from a spec (an image or flat input, conv layers with ReLU,
+ * fc layers, an optional recurrent core, a linear head) out of layer types kept in one
+ * table; the algorithms use it as they used nn_mlp: layout at a cursor, init, forward,
+ * backward over a row range, a cache. An fc-only spec is exactly an nn_mlp. */
+#ifndef CALF_NET_H
+#define CALF_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calf/error.h"
+#include "calf/rng.h"
+#include "numerics/conv2d.h"
+#include "numerics/nn.h"
+#include "numerics/rnn.h"
+
+/* Arithmetic order (part of the result, like the seed). A network is its layers in
+ * sequence, each layer's order its kernel header's; net adds only these steps:
+ * - uint8 input: x = (float)byte * in_scale, one rounding, before the first layer
+ *   (in_scale 1 leaves a byte's value as it is, so 0/1 images give the float bits).
+ * - A conv layer is conv2d.h's, then ReLU (max(y, 0), as nn_relu) on its output;
+ *   backward multiplies dy by (output > 0) before conv2d's backward.
+ * - fc layers and the head are one nn_mlp (nn.h's order, its activation after every
+ *   layer but the last); a block before a recurrent core also activates its last layer
+ *   (backward: nn_activation_backward, then the MLP's).
+ * - Flatten is a no-op (conv2d.h: NHWC output rows are already the fc's input rows).
+ * - Gradients: each layer's dW/db chains run over the rows passed, ascending, as its
+ *   header says. The three modes: ACCUMULATE continues each chain from grad's value
+ *   (nn_mlp_backward, conv2d_backward); SET writes what accumulating onto +0 gives;
+ *   ADD writes grad + (what SET gives), one rounding per element: conv layers form the
+ *   SET result in scratch, then add.
+ * So a row's output and dx depend on that row alone, and dW on the rows passed and
+ * their order: the batch, its split into row ranges and the CPU never show in the bits.
+ * An fc-only spec calls nn_mlp for everything: its bits are nn_mlp's. */
+
+#define NET_MAX_CONV 4                  /* conv layers in a spec (the config's tuples) */
+#define NET_MAX_LAYERS (NET_MAX_CONV + 3) /* conv..., fc block, core, fc block + head */
+
+/* The layer types, one row each in net.c's table (net_layer_types). */
+typedef enum {
+    NET_CONV2D, /* conv2d.h + ReLU */
+    NET_MLP,    /* nn.h's MLP: fc layers and (last block) the linear head */
+    NET_LSTM,   /* recurrent cores (rnn.h): rows in net_rnn.c, helper rppo's; until then */
+    NET_GRU,    /* a spec asking for one is refused by net_layout */
+    NET_NUM_KINDS
+} net_kind;
+
+typedef struct net_conv_spec {
+    int filters, kernel, stride, pad;
+} net_conv_spec;
+
+/* What a network is, read from the config (ALF's names: conv_layer_params,
+ * fc_layer_params, lstm_hidden_size) and the env spec (obs_shape, obs_dtype). */
+typedef struct net_spec {
+    int in_dim;                   /* floats per input row */
+    int in_h, in_w, in_c;         /* image input (NHWC, in_h*in_w*in_c == in_dim), or all 0 */
+    bool in_u8;                   /* rows come as bytes (net_forward_u8_v), x * in_scale */
+    float in_scale;               /* uint8 input's scale (config's, or 1 / obs_high) */
+    int num_conv;                 /* conv layers (need an image input) */
+    net_conv_spec conv[NET_MAX_CONV];
+    int num_fc;                   /* fc layers after the convs (before the core, if any) */
+    int fc[NN_MAX_LAYERS - 1];
+    nn_activation act;            /* the fc layers' activation (the convs' is ReLU) */
+    net_kind core;                /* NET_LSTM or NET_GRU with core_hidden > 0; else none */
+    int core_hidden;              /* the core's state width H (0: no core) */
+    int num_post_fc;              /* fc layers after the core */
+    int post_fc[NN_MAX_LAYERS - 1];
+    int out;                      /* the linear head's width */
+} net_spec;
+
+/* One layer: a view into the flat parameter array, like nn_mlp and conv2d. */
+typedef struct net_layer {
+    net_kind kind;
+    int in, out;          /* floats per row in and out */
+    bool act_out;         /* NET_MLP: its last layer activated too (a block before a core) */
+    conv2d conv;          /* NET_CONV2D */
+    nn_mlp mlp;           /* NET_MLP */
+    rnn_cell cell;        /* NET_LSTM, NET_GRU */
+} net_layer;
+
+/* A network: its layers in order, laid out contiguously. */
+typedef struct net {
+    int num_layers;
+    net_layer layer[NET_MAX_LAYERS];
+    int in, out;          /* floats per input row, per output row */
+    bool in_u8;
+    float in_scale;
+    nn_activation act;
+    size_t state_size;    /* recurrent floats per row (sum of the layers'); 0: feed-forward */
+    size_t offset;        /* this network's span [offset, offset + num_params) */
+    size_t num_params;    /* includes alignment padding (always zero) */
+} net;
+
+/* Per-layer caches (only the one of the layer's kind is used). */
+typedef struct net_layer_cache {
+    nn_cache mlp;
+    conv2d_cache conv;
+    rnn_cache rnn;
+} net_layer_cache;
+
+/* Activations of the last forward (kept for backward) and scratch. */
+typedef struct net_cache {
+    int max_rows;                     /* capacity */
+    int rows;                         /* rows of the last forward; 0 before any */
+    const float *params;              /* params of the last forward */
+    float *in;                        /* (max_rows, in): uint8 input as floats */
+    float *out[NET_MAX_LAYERS];       /* (max_rows, layer l's out): outputs of every layer
+                                         but the last, post-activation; NULL for the last */
+    float *d[2];                      /* (max_rows, widest layer): backward's dy/dx */
+    float *gsum;                      /* (largest conv layer's params): ADD mode's scratch */
+    net_layer_cache lc[NET_MAX_LAYERS];
+} net_cache;
+
+typedef enum { NET_GRAD_ACC, NET_GRAD_SET, NET_GRAD_ADD } net_grad_mode;
+
+/* The table: one row per layer type. A layer type is one file's functions plus its row;
+ * the network code never looks inside a layer. */
+typedef struct net_layer_type {
+    const char *name;     /* "conv2d", "mlp", "lstm", "gru": in messages */
+    /* Lay l out at *cursor (l's kind fields and in/out already set from the spec):
+     * offsets of its parameters in the flat array; CALF_EINVAL naming a bad shape. */
+    int (*layout)(net_layer *l, const net_spec *spec, int index, size_t *cursor,
+                  calf_error *err);
+    /* Recurrent floats per row this layer keeps between steps (h, and c for an LSTM);
+     * 0 for a feed-forward layer. */
+    size_t (*state_size)(const net_layer *l);
+    /* Orthogonal init of l's span; hidden_gain for a hidden layer, out_gain for a head. */
+    int (*init)(const net_layer *l, float *params, float hidden_gain, float out_gain,
+                calf_rng *rng, calf_error *err);
+    /* PyTorch's default init (uniform in +-1/sqrt(fan_in), weights then biases, each
+     * layer in storage order): DQN's (offpolicy_fan_in_init on an MLP). */
+    void (*init_fan_in)(const net_layer *l, float *params, calf_rng *rng);
+    int (*cache_init)(net_layer_cache *c, const net_layer *l, int max_rows, calf_error *err);
+    void (*cache_free)(net_layer_cache *c);
+    /* Feed-forward rows: y = layer(x) for B rows, activation included. */
+    void (*forward)(const net_layer *l, const float *params, uint64_t version,
+                    const float *x, int B, net_layer_cache *c, float *y);
+    /* Rows [rb, rb + rn) of the last forward: dW/db into grad by mode (grad may be
+     * NULL), dx written when not NULL. y is the layer's output of that forward (for the
+     * activation's derivative); dy may be overwritten. scratch: gsum of net_cache. */
+    void (*backward)(const net_layer *l, const float *params, net_layer_cache *c, int rb,
+                     int rn, const float *y, float *dy, float *grad, net_grad_mode mode,
+                     float *dx, float *scratch);
+    /* Export: what `calf export` writes for this layer; NULL: not exportable yet (export
+     * refuses the network naming the layer type). */
+    const char *export_c;
+    /* Recurrent layers (state_size > 0) also step over (T, B) sequences with an h0/c0
+     * per row and uint8 episode_start[t][b] (rnn.h's kernels): net_rnn.c adds those
+     * entry points for its rows; forward/backward above serve feed-forward rows only. */
+} net_layer_type;
+
+/* The row of kind k (NULL for a recurrent kind until net_rnn.c provides it). */
+const net_layer_type *net_layer_type_of(net_kind k);
+
+/* Lay out the network spec asks for at *cursor and advance it: conv layers (each
+ * conv2d + ReLU), then (no core) one MLP of the fc layers and the head, or (a core) an
+ * MLP of the fc layers with its last activated, the core, and an MLP of post_fc and the
+ * head. CALF_EINVAL with a message for a spec that cannot be built (convs without an
+ * image input, a kernel larger than its input, a core whose type is not built in). An
+ * fc-only spec is nn_mlp_layout's layout exactly. */
+int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err);
+
+/* A spec from an MLP's arguments (nn_mlp_layout's), for fc-only callers and tests. */
+net_spec net_spec_mlp(int in, const int *hidden, int num_hidden, int out, nn_activation act);
+
+/* Orthogonal init (PyTorch orthogonal_ semantics, as nn_mlp_init): hidden layers
+ * (convs, fc layers, the block before a core) with hidden_gain, the head with out_gain;
+ * biases 0; layer by layer from rng. fc-only: nn_mlp_init's draws exactly. */
+int net_init(const net *n, float *params, float hidden_gain, float out_gain, calf_rng *rng,
+             calf_error *err);
+/* PyTorch's default init (DQN's): every layer uniform in +-1/sqrt(fan_in), fan_in = in
+ * (fc) or k*k*C (conv), weights in storage order then biases, layer by layer. fc-only:
+ * offpolicy_fan_in_init's draws exactly. */
+void net_init_fan_in(const net *n, float *params, calf_rng *rng);
+
+/* Allocate for up to max_rows rows: CALF_ENOMEM when memory runs out (net_cache_free
+ * frees what was made). net_cache_free(NULL) is safe. */
+int net_cache_init(net_cache *c, const net *n, int max_rows, calf_error *err);
+void net_cache_free(net_cache *c);
+
+/* y = net(x) for B <= c->max_rows rows; keeps what backward needs in c. y may be NULL
+ * (net_output reads it). version: as nn_mlp_forward_v (nonzero and equal to the last
+ * forward's, with the same params: the values did not change); 0 always recomputes.
+ * A network with in_u8 takes floats holding byte values here (evaluation, play) and
+ * scales them as net_forward_u8_v scales bytes: the same bits. */
+void net_forward_v(const net *n, const float *params, uint64_t version,
+                   const float *x, /* (B, in) */
+                   int B, net_cache *c,
+                   float *y);      /* (B, out) */
+void net_forward(const net *n, const float *params, const float *x, int B, net_cache *c,
+                 float *y);
+/* The same from bytes (a network whose spec has in_u8): x * in_scale first. */
+void net_forward_u8_v(const net *n, const float *params, uint64_t version,
+                      const uint8_t *x, /* (B, in) */
+                      int B, net_cache *c,
+                      float *y);        /* (B, out) */
+/* The last forward's output, (c->rows, out). */
+const float *net_output(const net *n, const net_cache *c);
+
+/* Backprop rows [row_begin, row_begin + row_count) of the last forward, as
+ * nn_mlp_backward / _set / _add: dL/dparams into grad at n's offsets by mode (grad may
+ * be NULL: dx only), dL/dx written into dx when not NULL (NULL for a uint8 input).
+ * params must be the array the last forward used, unchanged since. */
+void net_backward(const net *n, const float *params, net_cache *c, int row_begin,
+                  int row_count,
+                  const float *dy, /* (row_count, out) */
+                  float *grad,     /* flat gradient array, += at n's offsets */
+                  float *dx);      /* (row_count, in), or NULL */
+void net_backward_set(const net *n, const float *params, net_cache *c, int row_begin,
+                      int row_count, const float *dy, float *grad, float *dx);
+void net_backward_add(const net *n, const float *params, net_cache *c, int row_begin,
+                      int row_count, const float *dy, float *grad, float *dx);
+
+/* The network as one nn_mlp when it is one (fc-only, float or uint8 input): for the
+ * exporter and callers that still take an MLP; NULL otherwise. */
+const nn_mlp *net_as_mlp(const net *n);
+/* The first layer `calf export` cannot write yet (its type's name), or NULL when every
+ * layer can be exported. */
+const char *net_unexportable(const net *n);
+
+#endif

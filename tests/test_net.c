@@ -1,0 +1,493 @@
+/* test_net.c: networks as layers (net.h). An fc-only spec is nn_mlp bit for bit (layout,
+ * both inits, forward, the three backward modes); conv+fc networks' gradients against
+ * finite differences of a double-precision reference; a row's bits alone, in a batch and
+ * across row splits and tree adds; uint8 input. Each checker is also run on planted
+ * mistakes (the ReLU's mask skipped, a flatten in PyTorch's NCHW order, ADD done as
+ * accumulate, a row reading its neighbour, the byte scale left out) and must reject them. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "algorithms/offpolicy.h"
+#include "calf/rng.h"
+#include "numerics/net.h"
+#include "test_util.h"
+
+static calf_rng g_rng;
+
+static void fill(float *a, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) a[i] = lo + (hi - lo) * calf_rng_uniform_float(&g_rng);
+}
+
+static bool same_bits(const float *a, const float *b, size_t n) {
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* ------------------------------------------------------------ implementations */
+
+typedef void (*forward_fn)(const net *, const float *, const float *, int, net_cache *, float *);
+typedef void (*backward_fn)(const net *, const float *, net_cache *, int, int, const float *,
+                            float *, float *);
+
+typedef struct {
+    const char *name;
+    forward_fn forward;
+    backward_fn backward;     /* accumulating */
+    backward_fn backward_set;
+    backward_fn backward_add;
+} impl;
+
+static void real_forward(const net *n, const float *p, const float *x, int B, net_cache *c,
+                         float *y) {
+    net_forward(n, p, x, B, c, y);
+}
+
+static const impl REAL = {"net", real_forward, net_backward, net_backward_set, net_backward_add};
+
+/* Mistake: the ReLU after the first conv not differentiated (its mask skipped): the
+ * layers' backwards chained by hand, conv2d's called on the raw dy. For specs of one conv
+ * layer and the MLP. */
+static void mut_nomask_backward(const net *n, const float *p, net_cache *c, int rb, int rn,
+                                const float *dy, float *grad, float *dx) {
+    CALF_ASSERT(n->num_layers == 2 && n->layer[0].kind == NET_CONV2D);
+    float *d = c->d[0];
+    nn_mlp_backward(&n->layer[1].mlp, p, &c->lc[1].mlp, rb, rn, dy, grad, d);
+    conv2d_backward(&n->layer[0].conv, p, &c->lc[0].conv, rb, rn, d, grad, dx);
+}
+static const impl NOMASK = {"relu mask skipped", real_forward, mut_nomask_backward, NULL, NULL};
+
+/* Mistake: flatten in PyTorch's (F, OH, OW) order where the fc reads NHWC rows: the
+ * forward permutes the conv's output before the MLP; backward is the real one. */
+static void mut_nchw_forward(const net *n, const float *p, const float *x, int B, net_cache *c,
+                             float *y) {
+    CALF_ASSERT(n->num_layers == 2 && n->layer[0].kind == NET_CONV2D);
+    net_forward(n, p, x, B, c, y);
+    const conv2d *cv = &n->layer[0].conv;
+    int P = cv->out_h * cv->out_w, F = cv->filters;
+    float *t = malloc((size_t)P * F * sizeof *t);
+    CALF_ASSERT(t);
+    for (int r = 0; r < B; r++) {
+        float *o = c->out[0] + (size_t)r * P * F;
+        for (int q = 0; q < P; q++)
+            for (int f = 0; f < F; f++) t[(size_t)f * P + q] = o[(size_t)q * F + f];
+        memcpy(o, t, (size_t)P * F * sizeof *t);
+    }
+    free(t);
+    nn_mlp_forward(&n->layer[1].mlp, p, c->out[0], B, &c->lc[1].mlp, y);
+}
+static const impl NCHW = {"flatten in NCHW order", mut_nchw_forward, net_backward, NULL, NULL};
+
+/* Mistake: a tree add done by accumulating onto the left sibling (the chains continue
+ * from its values) instead of left + this partial. */
+static const impl ADD_AS_ACC = {"add as accumulate", real_forward, net_backward, net_backward_set,
+                                net_backward};
+
+/* Mistake: each row reads one float of its neighbour (an input offset off by one). */
+static void mut_shift_forward(const net *n, const float *p, const float *x, int B, net_cache *c,
+                              float *y) {
+    size_t m = (size_t)B * n->in;
+    float *s = calloc(m, sizeof *s);
+    CALF_ASSERT(s);
+    memcpy(s, x + 1, (m - 1) * sizeof *s);
+    net_forward(n, p, s, B, c, y);
+    free(s);
+}
+static const impl SHIFT = {"input off by one", mut_shift_forward, net_backward, net_backward_set,
+                           net_backward_add};
+
+/* ------------------------------------------------------------ the specs */
+
+static net_spec conv_spec(int h, int w, int c, int nconv, const net_conv_spec *conv, int nfc,
+                          const int *fc, int out, nn_activation act) {
+    net_spec s = net_spec_mlp(h * w * c, fc, nfc, out, act);
+    s.in_h = h, s.in_w = w, s.in_c = c;
+    s.num_conv = nconv;
+    for (int k = 0; k < nconv; k++) s.conv[k] = conv[k];
+    return s;
+}
+
+/* ------------------------------------------------------------ double reference */
+
+/* The network of n on one row in double from float parameters (tanh exact). */
+static void ref_row(const net *n, const double *p, const double *x, double *y) {
+    double a[4096], b[4096];
+    CALF_ASSERT(n->in <= 4096);
+    memcpy(a, x, (size_t)n->in * sizeof *a);
+    for (int k = 0; k < n->num_layers; k++) {
+        const net_layer *l = &n->layer[k];
+        if (l->kind == NET_CONV2D) {
+            const conv2d *c = &l->conv;
+            CALF_ASSERT(conv2d_out_size(c) <= 4096);
+            for (int oh = 0; oh < c->out_h; oh++)
+                for (int ow = 0; ow < c->out_w; ow++)
+                    for (int f = 0; f < c->filters; f++) {
+                        double s = p[c->b_off + f];
+                        for (int kh = 0; kh < c->kernel; kh++)
+                            for (int kw = 0; kw < c->kernel; kw++) {
+                                int ih = oh * c->stride + kh - c->pad, iw = ow * c->stride + kw - c->pad;
+                                if (ih < 0 || iw < 0 || ih >= c->in_h || iw >= c->in_w) continue;
+                                for (int ch = 0; ch < c->in_c; ch++)
+                                    s += a[(ih * c->in_w + iw) * c->in_c + ch] *
+                                         p[c->w_off + ((size_t)(kh * c->kernel + kw) * c->in_c + ch) *
+                                                          c->filters + f];
+                            }
+                        b[(oh * c->out_w + ow) * c->filters + f] = s > 0 ? s : 0;
+                    }
+        } else {
+            const nn_mlp *m = &l->mlp;
+            double *in = a, *out = b;
+            for (int j = 0; j < m->num_layers; j++) {
+                int I = m->sizes[j], O = m->sizes[j + 1];
+                for (int o = 0; o < O; o++) {
+                    double s = p[m->b_off[j] + o];
+                    for (int i = 0; i < I; i++) s += in[i] * p[m->w_off[j] + (size_t)i * O + o];
+                    if (j + 1 < m->num_layers || l->act_out)
+                        s = m->act == NN_ACT_TANH ? tanh(s) : (s > 0 ? s : 0);
+                    out[o] = s;
+                }
+                if (j + 1 < m->num_layers) {
+                    memcpy(in, out, (size_t)O * sizeof *in);
+                }
+            }
+        }
+        memcpy(a, b, (size_t)l->out * sizeof *a);
+    }
+    memcpy(y, a, (size_t)n->out * sizeof *y);
+}
+
+/* L = sum over rows and outputs of g * y, in double */
+static double ref_loss(const net *n, const double *p, const double *x, int B, const double *g) {
+    double y[64], L = 0;
+    for (int r = 0; r < B; r++) {
+        ref_row(n, p, x + (size_t)r * n->in, y);
+        for (int o = 0; o < n->out; o++) L += g[(size_t)r * n->out + o] * y[o];
+    }
+    return L;
+}
+
+/* ------------------------------------------------------------ checkers */
+
+/* The forward against the double reference, and the gradients (params and input) of
+ * L = sum g * y against its central differences. True when every element agrees within
+ * tolerance. */
+static bool check_fd(const impl *im, const net_spec *spec, int B, bool verbose) {
+    net n;
+    size_t cursor = 3; /* not at 0: offsets are honoured */
+    calf_error err;
+    CALF_ASSERT(net_layout(&n, spec, &cursor, &err) == CALF_OK);
+    size_t P = cursor;
+    float *p = calloc(P, sizeof *p), *grad = calloc(P, sizeof *grad);
+    float *x = malloc((size_t)B * n.in * sizeof *x), *dx = malloc((size_t)B * n.in * sizeof *dx);
+    float *y = malloc((size_t)B * n.out * sizeof *y), *g = malloc((size_t)B * n.out * sizeof *g);
+    double *pd = malloc(P * sizeof *pd), *xd = malloc((size_t)B * n.in * sizeof *xd);
+    double *gd = malloc((size_t)B * n.out * sizeof *gd);
+    CALF_ASSERT(p && grad && x && dx && y && g && pd && xd && gd);
+    calf_rng rng;
+    calf_rng_seed(&rng, 5, 0, 0);
+    CALF_ASSERT(net_init(&n, p, 1.3f, 0.7f, &rng, &err) == CALF_OK);
+    /* biases away from zero so few ReLUs sit at their kink */
+    for (size_t i = 3; i < P; i++) p[i] += 0.05f * (calf_rng_uniform_float(&g_rng) - 0.5f);
+    fill(x, (size_t)B * n.in, -1, 1);
+    fill(g, (size_t)B * n.out, -1, 1);
+    net_cache c;
+    CALF_ASSERT(net_cache_init(&c, &n, B, &err) == CALF_OK);
+    im->forward(&n, p, x, B, &c, y);
+    im->backward(&n, p, &c, 0, B, g, grad, dx);
+    for (size_t i = 0; i < P; i++) pd[i] = p[i];
+    for (size_t i = 0; i < (size_t)B * n.in; i++) xd[i] = x[i];
+    for (size_t i = 0; i < (size_t)B * n.out; i++) gd[i] = g[i];
+    bool ok = true;
+    const double h = 1e-6;
+    int bad = 0;
+    for (int r = 0; r < B; r++) { /* the forward itself, against the reference */
+        double yr[64];
+        ref_row(&n, pd, xd + (size_t)r * n.in, yr);
+        for (int o = 0; o < n.out; o++)
+            if (fabs(yr[o] - y[(size_t)r * n.out + o]) > 1e-4 + 1e-4 * fabs(yr[o])) {
+                if (verbose && bad++ < 5)
+                    fprintf(stderr, "  %s: y[%d][%d] %.9g, reference %.9g\n", im->name, r, o,
+                            (double)y[(size_t)r * n.out + o], yr[o]);
+                ok = false;
+            }
+    }
+    for (size_t i = n.offset; i < n.offset + n.num_params; i++) {
+        double keep = pd[i];
+        pd[i] = keep + h;
+        double lp = ref_loss(&n, pd, xd, B, gd);
+        pd[i] = keep - h;
+        double lm = ref_loss(&n, pd, xd, B, gd);
+        pd[i] = keep;
+        double num = (lp - lm) / (2 * h);
+        if (fabs(num - grad[i]) > 2e-3 + 2e-3 * fabs(num)) {
+            if (verbose && bad++ < 5)
+                fprintf(stderr, "  %s: dparam[%zu] %.9g, finite differences %.9g\n", im->name, i,
+                        (double)grad[i], num);
+            ok = false;
+        }
+    }
+    for (size_t i = 0; i < (size_t)B * n.in; i++) {
+        double keep = xd[i];
+        xd[i] = keep + h;
+        double lp = ref_loss(&n, pd, xd, B, gd);
+        xd[i] = keep - h;
+        double lm = ref_loss(&n, pd, xd, B, gd);
+        xd[i] = keep;
+        double num = (lp - lm) / (2 * h);
+        if (fabs(num - dx[i]) > 2e-3 + 2e-3 * fabs(num)) {
+            if (verbose && bad++ < 5)
+                fprintf(stderr, "  %s: dx[%zu] %.9g, finite differences %.9g\n", im->name, i,
+                        (double)dx[i], num);
+            ok = false;
+        }
+    }
+    net_cache_free(&c);
+    free(p), free(grad), free(x), free(dx), free(y), free(g), free(pd), free(xd), free(gd);
+    return ok;
+}
+
+/* A row's bits: alone, in a batch of B, and its gradient chains over a row split:
+ * forward of each row alone == its row of the batch; ACCUMULATE over [0, a) then [a, B)
+ * == over [0, B); SET over [0, a), then ADD of [a, B) == SET of [0, a) + SET of [a, B)
+ * elementwise; dx of a range == those rows of dx over [0, B). */
+static bool check_rows(const impl *im, const net_spec *spec, int B) {
+    net n;
+    size_t cursor = 0;
+    calf_error err;
+    CALF_ASSERT(net_layout(&n, spec, &cursor, &err) == CALF_OK);
+    size_t P = cursor, X = (size_t)B * n.in, Y = (size_t)B * n.out;
+    float *p = calloc(P, sizeof *p), *x = malloc(X * sizeof *x), *y = malloc(Y * sizeof *y);
+    float *y1 = malloc(n.out * sizeof *y1), *dy = malloc(Y * sizeof *dy);
+    float *g1 = calloc(P, sizeof *g1), *g2 = calloc(P, sizeof *g2), *g3 = calloc(P, sizeof *g3);
+    float *dx = malloc(X * sizeof *dx), *dx2 = malloc(X * sizeof *dx2);
+    CALF_ASSERT(p && x && y && y1 && dy && g1 && g2 && g3 && dx && dx2);
+    calf_rng rng;
+    calf_rng_seed(&rng, 9, 0, 0);
+    CALF_ASSERT(net_init(&n, p, 1.4f, 1.0f, &rng, &err) == CALF_OK);
+    fill(x, X, -1, 1);
+    fill(dy, Y, -1, 1);
+    net_cache c, c1;
+    CALF_ASSERT(net_cache_init(&c, &n, B, &err) == CALF_OK);
+    CALF_ASSERT(net_cache_init(&c1, &n, 1, &err) == CALF_OK);
+    bool ok = true;
+    im->forward(&n, p, x, B, &c, y);
+    for (int r = 0; r < B; r++) {
+        im->forward(&n, p, x + (size_t)r * n.in, 1, &c1, y1);
+        ok = ok && same_bits(y1, y + (size_t)r * n.out, n.out);
+    }
+    im->forward(&n, p, x, B, &c, y);
+    int a = B / 3 + 1;
+    /* accumulate: one range vs two */
+    fill(g1, P, -1, 1);
+    memcpy(g2, g1, P * sizeof *g1);
+    im->backward(&n, p, &c, 0, B, dy, g1, dx);
+    im->backward(&n, p, &c, 0, a, dy, g2, dx2);
+    im->backward(&n, p, &c, a, B - a, dy + (size_t)a * n.out, g2, dx2 + (size_t)a * n.in);
+    ok = ok && same_bits(g1, g2, P) && same_bits(dx, dx2, X);
+    /* set + add vs the sum of two sets */
+    if (im->backward_set) {
+        im->backward_set(&n, p, &c, 0, a, dy, g1, NULL);
+        memset(g3, 0, P * sizeof *g3);
+        im->backward_set(&n, p, &c, a, B - a, dy + (size_t)a * n.out, g3, NULL);
+        for (size_t i = 0; i < P; i++) g3[i] = g1[i] + g3[i];
+        im->backward_add(&n, p, &c, a, B - a, dy + (size_t)a * n.out, g1, NULL);
+        ok = ok && same_bits(g1, g3, P);
+        /* set == accumulate onto +0 */
+        memset(g2, 0, P * sizeof *g2);
+        im->backward(&n, p, &c, 0, B, dy, g2, NULL);
+        fill(g1, P, -1, 1);
+        im->backward_set(&n, p, &c, 0, B, dy, g1, NULL);
+        for (int k = 0; k < n.num_layers; k++) { /* padding between layers is not written */
+            const net_layer *l = &n.layer[k];
+            if (l->kind == NET_CONV2D) {
+                size_t nw = (size_t)conv2d_patch(&l->conv) * l->conv.filters;
+                ok = ok && same_bits(g1 + l->conv.w_off, g2 + l->conv.w_off, nw) &&
+                     same_bits(g1 + l->conv.b_off, g2 + l->conv.b_off, l->conv.filters);
+            } else {
+                const nn_mlp *m = &l->mlp;
+                for (int j = 0; j < m->num_layers; j++)
+                    ok = ok &&
+                         same_bits(g1 + m->w_off[j], g2 + m->w_off[j],
+                                   (size_t)m->sizes[j] * m->sizes[j + 1]) &&
+                         same_bits(g1 + m->b_off[j], g2 + m->b_off[j], m->sizes[j + 1]);
+            }
+        }
+    }
+    net_cache_free(&c);
+    net_cache_free(&c1);
+    free(p), free(x), free(y), free(y1), free(dy), free(g1), free(g2), free(g3), free(dx), free(dx2);
+    return ok;
+}
+
+/* ------------------------------------------------------------ tests */
+
+static const net_conv_spec CONV_A[] = {{4, 3, 1, 1}, {5, 2, 2, 0}};
+static const net_conv_spec CONV_B[] = {{6, 3, 1, 0}};
+
+static void test_fc_only_is_nn_mlp(void) {
+    const int hidden[] = {12, 7};
+    for (int act = 0; act < 2; act++)
+        for (int nh = 0; nh <= 2; nh++)
+            for (int out = 1; out <= 9; out += 8) {
+                nn_activation a = act ? NN_ACT_RELU : NN_ACT_TANH;
+                nn_mlp m;
+                net n;
+                size_t cm = 5, cn = 5;
+                nn_mlp_layout(&m, 6, hidden, nh, out, a, &cm);
+                net_spec s = net_spec_mlp(6, hidden, nh, out, a);
+                calf_error err;
+                CHECK_INT_EQ(net_layout(&n, &s, &cn, &err), CALF_OK);
+                CHECK_INT_EQ(cn, cm);
+                const nn_mlp *v = net_as_mlp(&n);
+                CHECK(v != NULL && memcmp(v, &m, sizeof m) == 0);
+                CHECK(n.offset == m.offset && n.num_params == m.num_params && n.state_size == 0);
+                size_t P = cm;
+                float *pm = calloc(P, sizeof *pm), *pn = calloc(P, sizeof *pn);
+                calf_rng r1, r2;
+                calf_rng_seed(&r1, 3, 0, 1), calf_rng_seed(&r2, 3, 0, 1);
+                CHECK_INT_EQ(nn_mlp_init(&m, pm, 1.41f, 0.01f, &r1, &err), CALF_OK);
+                CHECK_INT_EQ(net_init(&n, pn, 1.41f, 0.01f, &r2, &err), CALF_OK);
+                CHECK(same_bits(pm, pn, P));
+                calf_rng_seed(&r1, 4, 0, 1), calf_rng_seed(&r2, 4, 0, 1);
+                offpolicy_fan_in_init(&m, pm, &r1);
+                net_init_fan_in(&n, pn, &r2);
+                CHECK(same_bits(pm, pn, P));
+                int B = 11;
+                float x[11 * 6], ym[11 * 9], yn[11 * 9], dy[11 * 9], dxm[11 * 6], dxn[11 * 6];
+                fill(x, sizeof x / sizeof *x, -2, 2);
+                fill(dy, sizeof dy / sizeof *dy, -1, 1);
+                nn_cache cmc;
+                net_cache cnc;
+                CHECK_INT_EQ(nn_cache_init(&cmc, &m, B, &err), CALF_OK);
+                CHECK_INT_EQ(net_cache_init(&cnc, &n, B, &err), CALF_OK);
+                nn_mlp_forward(&m, pm, x, B, &cmc, ym);
+                net_forward(&n, pn, x, B, &cnc, yn);
+                CHECK(same_bits(ym, yn, (size_t)B * out));
+                CHECK(same_bits(net_output(&n, &cnc), yn, (size_t)B * out));
+                float *gm = calloc(P, sizeof *gm), *gn = calloc(P, sizeof *gn);
+                fill(gm, P, -1, 1);
+                memcpy(gn, gm, P * sizeof *gm);
+                nn_mlp_backward(&m, pm, &cmc, 2, 7, dy, gm, dxm);
+                net_backward(&n, pn, &cnc, 2, 7, dy, gn, dxn);
+                CHECK(same_bits(gm, gn, P) && same_bits(dxm, dxn, 7 * 6));
+                nn_mlp_backward_set(&m, pm, &cmc, 0, 5, dy, gm, NULL);
+                net_backward_set(&n, pn, &cnc, 0, 5, dy, gn, NULL);
+                CHECK(same_bits(gm, gn, P));
+                nn_mlp_backward_add(&m, pm, &cmc, 5, 6, dy + 5 * out, gm, dxm);
+                net_backward_add(&n, pn, &cnc, 5, 6, dy + 5 * out, gn, dxn);
+                CHECK(same_bits(gm, gn, P) && same_bits(dxm, dxn, 6 * 6));
+                nn_cache_free(&cmc);
+                net_cache_free(&cnc);
+                free(pm), free(pn), free(gm), free(gn);
+            }
+}
+
+static void test_finite_differences(void) {
+    const int fc1[] = {7}, fc2[] = {5, 6};
+    net_spec s1 = conv_spec(6, 5, 3, 2, CONV_A, 1, fc1, 3, NN_ACT_TANH);
+    net_spec s2 = conv_spec(5, 5, 2, 1, CONV_B, 2, fc2, 9, NN_ACT_RELU);
+    net_spec s3 = conv_spec(4, 6, 2, 1, CONV_B, 0, NULL, 1, NN_ACT_TANH);
+    CHECK(check_fd(&REAL, &s1, 3, true));
+    CHECK(check_fd(&REAL, &s2, 2, true));
+    CHECK(check_fd(&REAL, &s3, 4, true));
+    /* the planted mistakes are caught */
+    CHECK(!check_fd(&NOMASK, &s2, 2, false));
+    CHECK(!check_fd(&NCHW, &s2, 2, false));
+}
+
+static void test_rows(void) {
+    const int fc1[] = {7}, fc2[] = {5, 6};
+    net_spec s1 = conv_spec(6, 5, 3, 2, CONV_A, 1, fc1, 3, NN_ACT_TANH);
+    net_spec s2 = conv_spec(5, 5, 2, 1, CONV_B, 2, fc2, 9, NN_ACT_RELU);
+    net_spec s3 = net_spec_mlp(10, fc2, 2, 4, NN_ACT_TANH);
+    CHECK(check_rows(&REAL, &s1, 13));
+    CHECK(check_rows(&REAL, &s2, 7));
+    CHECK(check_rows(&REAL, &s3, 9));
+    CHECK(!check_rows(&ADD_AS_ACC, &s1, 13));
+    CHECK(!check_rows(&SHIFT, &s2, 7));
+}
+
+/* uint8 input: bytes * scale, the same bits as the floats it makes; floats holding byte
+ * values give the same bits too (evaluation passes floats). */
+static bool check_u8(bool planted) {
+    const int fc[] = {8};
+    net_spec s = conv_spec(5, 4, 3, 1, CONV_B, 1, fc, 4, NN_ACT_RELU);
+    net_spec su = s;
+    su.in_u8 = true;
+    su.in_scale = 1.0f / 255.0f;
+    net n, nu;
+    size_t c1 = 0, c2 = 0;
+    calf_error err;
+    CALF_ASSERT(net_layout(&n, &s, &c1, &err) == CALF_OK && net_layout(&nu, &su, &c2, &err) == CALF_OK);
+    CALF_ASSERT(c1 == c2);
+    int B = 6;
+    size_t X = (size_t)B * n.in;
+    float *p = calloc(c1, sizeof *p), *xf = malloc(X * sizeof *xf), *xb = malloc(X * sizeof *xb);
+    float y[6 * 4], yu[6 * 4], yb[6 * 4];
+    uint8_t *b = malloc(X);
+    calf_rng rng;
+    calf_rng_seed(&rng, 2, 0, 0);
+    CALF_ASSERT(net_init(&n, p, 1.4f, 1.0f, &rng, &err) == CALF_OK);
+    for (size_t i = 0; i < X; i++) {
+        b[i] = (uint8_t)calf_rng_below(&g_rng, 256);
+        xb[i] = (float)b[i];
+        xf[i] = (float)b[i] * su.in_scale;
+    }
+    net_cache c, cu;
+    CALF_ASSERT(net_cache_init(&c, &n, B, &err) == CALF_OK && net_cache_init(&cu, &nu, B, &err) == CALF_OK);
+    net_forward(&n, p, xf, B, &c, y);
+    if (planted) net_forward(&n, p, xb, B, &c, yu); /* the scale left out */
+    else net_forward_u8_v(&nu, p, 0, b, B, &cu, yu);
+    net_forward(&nu, p, xb, B, &cu, yb);
+    bool ok = same_bits(y, yu, sizeof y / sizeof *y) && same_bits(y, yb, sizeof y / sizeof *y);
+    net_cache_free(&c), net_cache_free(&cu);
+    free(p), free(xf), free(xb), free(b);
+    return ok;
+}
+
+static void test_u8(void) {
+    CHECK(check_u8(false));
+    CHECK(!check_u8(true));
+}
+
+static void test_refusals(void) {
+    net n;
+    size_t cur = 0;
+    calf_error err;
+    const int fc[] = {4};
+    net_spec flat = net_spec_mlp(12, fc, 1, 2, NN_ACT_TANH);
+    flat.num_conv = 1;
+    flat.conv[0] = CONV_B[0];
+    CHECK_INT_EQ(net_layout(&n, &flat, &cur, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "image observation") != NULL);
+    net_spec big = conv_spec(2, 2, 3, 1, CONV_B, 1, fc, 2, NN_ACT_TANH); /* kernel 3 on 2x2 */
+    CHECK_INT_EQ(net_layout(&n, &big, &cur, &err), CALF_EINVAL);
+    net_spec core = net_spec_mlp(12, fc, 1, 2, NN_ACT_TANH);
+    core.core = NET_LSTM;
+    core.core_hidden = 8;
+    if (!net_layer_type_of(NET_LSTM)) {
+        CHECK_INT_EQ(net_layout(&n, &core, &cur, &err), CALF_EINVAL);
+        CHECK(strstr(err.msg, "LSTM") != NULL);
+    }
+    /* the table: every feed-forward row complete */
+    for (int k = 0; k < NET_NUM_KINDS; k++) {
+        const net_layer_type *t = net_layer_type_of((net_kind)k);
+        if (!t) continue;
+        CHECK(t->name && t->layout && t->state_size && t->init && t->init_fan_in && t->cache_init &&
+              t->cache_free && t->forward && t->backward);
+    }
+    net_spec s = conv_spec(6, 5, 3, 2, CONV_A, 0, NULL, 3, NN_ACT_TANH);
+    cur = 0;
+    CHECK_INT_EQ(net_layout(&n, &s, &cur, &err), CALF_OK);
+    CHECK(net_as_mlp(&n) == NULL);
+    CHECK(net_unexportable(&n) == NULL); /* calf export writes conv layers */
+}
+
+int main(void) {
+    calf_rng_seed(&g_rng, 1, 0, 0);
+    test_fc_only_is_nn_mlp();
+    test_finite_differences();
+    test_rows();
+    test_u8();
+    test_refusals();
+    return test_report("test_net");
+}
