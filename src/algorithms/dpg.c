@@ -72,7 +72,8 @@ static int dpg_check(const flavor *f, const calf_config *cfg, const calf_env_spe
                               offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), f->name, spec->name,
                               env_at[0] ? ", set at " : ", its default", env_at, spec->num_actions);
     }
-    return offpolicy_check(cfg, f->name, err);
+    int rc = offpolicy_check_mlp_only(cfg, f->name, err);
+    return rc ? rc : offpolicy_check(cfg, f->name, err);
 }
 
 static int td3_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {

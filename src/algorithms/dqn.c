@@ -13,7 +13,8 @@
 #include "algorithms/offpolicy.h"
 #include "algorithms/offpolicy_math.h"
 #include "base/mem.h"
-#include "numerics/nn.h"
+#include "algorithms/net_config.h"
+#include "numerics/net.h"
 #include "numerics/param_group.h"
 
 enum { DS_SAMPLES, DS_LOSS, DS_Q, NUM_DQN_STATS };
@@ -27,12 +28,12 @@ typedef struct dqn {
     double start_eps, end_eps;
     int64_t decay_steps;      /* env steps of the job over which epsilon falls */
     double epsilon;           /* the last act's */
-    nn_mlp q;
+    net q;                    /* the Q network (q and target_g share its layout) */
     param_group q_g, target_g;
     uint64_t q_ver, target_ver;
     float *qv, *tv, *dq;      /* (rows, nA) */
     float *y;                 /* (rows) */
-    nn_cache q_cache, t_cache;
+    net_cache q_cache, t_cache;
 } dqn;
 
 static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
@@ -50,7 +51,10 @@ static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                               "steps, but the run has no length: set TrainerConfig.num_iterations or "
                               "num_env_steps",
                               offpolicy_where(cfg, CFG_DQN_EXPLORATION_FRACTION));
-    return offpolicy_check(cfg, "DqnAlgorithm", err);
+    net_obs obs = net_obs_of(spec);
+    int rc = net_config_check(cfg, CFG_DQN_Q_CONV_LAYERS, CFG_DQN_Q_LAYERS, CFG_DQN_Q_ACTIVATION,
+                              &obs, spec->num_actions, err);
+    return rc ? rc : offpolicy_check(cfg, "DqnAlgorithm", err);
 }
 
 static void dqn_destroy(algorithm *a);
@@ -72,12 +76,13 @@ static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
                                (double)offpolicy_run_env_steps(cfg));
     t->epsilon = t->start_eps;
 
-    int h[CONFIG_MAX_TUPLE];
-    int nh = offpolicy_tuple_ints(cfg, CFG_DQN_Q_LAYERS, h);
-    CALF_ASSERT(nh < NN_MAX_LAYERS);
+    net_obs obs = net_obs_of(s->spec);
+    net_spec qs;
     size_t cursor = 0;
-    nn_mlp_layout(&t->q, o->od, h, nh, o->nA,
-                  offpolicy_activation(calf_config_string(cfg, CFG_DQN_Q_ACTIVATION)), &cursor);
+    if ((rc = net_config_spec(cfg, CFG_DQN_Q_CONV_LAYERS, CFG_DQN_Q_LAYERS, CFG_DQN_Q_ACTIVATION,
+                              &obs, o->nA, &qs, err)) ||
+        (rc = net_layout(&t->q, &qs, &cursor, err)))
+        return rc;
     adam_conf opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_CRITIC_LR));
     if ((rc = param_group_init(&t->q_g, "DQNQ", cursor, true, opt, err)) ||
         (rc = param_group_init(&t->target_g, "DQNT", cursor, false, opt, err)))
@@ -90,13 +95,13 @@ static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
     offpolicy_set_groups(o, "DQNU", groups, 2);
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
-    offpolicy_fan_in_init(&t->q, t->q_g.params, &rng);
+    net_init_fan_in(&t->q, t->q_g.params, &rng);
     memcpy(t->target_g.params, t->q_g.params, t->q_g.n * sizeof(float));
     t->q_ver = t->target_ver = 1;
 
     int rows = o->rows;
-    if ((rc = nn_cache_init(&t->q_cache, &t->q, rows, err)) ||
-        (rc = nn_cache_init(&t->t_cache, &t->q, rows, err)))
+    if ((rc = net_cache_init(&t->q_cache, &t->q, rows, err)) ||
+        (rc = net_cache_init(&t->t_cache, &t->q, rows, err)))
         return rc;
     size_t R = (size_t)rows, nA = (size_t)o->nA;
     if (!(t->qv = mem_calloc(R * nA, sizeof(float), err)) ||
@@ -118,8 +123,8 @@ static void dqn_destroy(algorithm *a) {
     offpolicy_free(&t->o);
     param_group_free(&t->q_g);
     param_group_free(&t->target_g);
-    nn_cache_free(&t->q_cache);
-    nn_cache_free(&t->t_cache);
+    net_cache_free(&t->q_cache);
+    net_cache_free(&t->t_cache);
     free(t->qv);
     free(t->tv);
     free(t->dq);
@@ -139,7 +144,7 @@ static void dqn_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     if (offpolicy_act_random(o, iteration, s, act, u)) return;
     int64_t steps_before = (iteration * o->T + s) * (int64_t)o->E;
     t->epsilon = offpolicy_linear_epsilon(t->start_eps, t->end_eps, t->decay_steps, steps_before);
-    nn_mlp_forward(&t->q, t->q_g.params, obs, o->count, &t->q_cache, t->qv);
+    net_forward(&t->q, t->q_g.params, obs, o->count, &t->q_cache, t->qv);
     for (int e = 0; e < o->count; e++) {
         if (calf_rng_uniform_double(&o->act_rng[e]) < t->epsilon)
             act[e] = (int)calf_rng_below(&o->act_rng[e], (uint32_t)o->nA);
@@ -154,16 +159,16 @@ static void dqn_greedy(algorithm *a, const float *obs, int rows, int *act, float
     const offpolicy *o = &t->o;
     for (int r0 = 0; r0 < rows; r0 += o->rows) {
         int b = rows - r0 < o->rows ? rows - r0 : o->rows;
-        nn_mlp_forward(&t->q, t->q_g.params, obs + (size_t)r0 * o->od, b, &t->q_cache, t->qv);
+        net_forward(&t->q, t->q_g.params, obs + (size_t)r0 * o->od, b, &t->q_cache, t->qv);
         for (int k = 0; k < b; k++) offpolicy_max_q(o->nA, t->qv + (size_t)k * o->nA, &act[r0 + k]);
     }
 }
 
 /* What dqn_greedy computes: the argmax of Q, the lowest index on ties. */
 static int dqn_export_c(const algorithm *a, export_c *x, calf_error *err) {
-    (void)err;
     const dqn *t = (const dqn *)a;
-    export_c_mlp(x, "q", &t->q, t->q_g.params);
+    int rc = export_c_net(x, "q", &t->q, t->q_g.params, err);
+    if (rc) return rc;
     export_c_body(x, "    float v[%d];\n    q_forward(obs, v);\n", t->o.nA);
     export_c_argmax_return(x, "v", t->o.nA);
     return CALF_OK;
@@ -179,11 +184,11 @@ static void q_pass(void *ctx, const offpolicy_view *v, int first, int k, comm_tr
     int nA = o->nA;
     int n = offpolicy_gather(o, v, first, k);
     float scale = 1.0f / (float)o->B;
-    nn_mlp_forward_v(&t->q, t->target_g.params, t->target_ver, o->next, n, &t->t_cache, t->tv);
+    net_forward_v(&t->q, t->target_g.params, t->target_ver, o->next, n, &t->t_cache, t->tv);
     for (int r = 0; r < n; r++)
         t->y[r] = offpolicy_td_target(o->rew[r], t->gamma, o->term[r],
                                       offpolicy_max_q(nA, t->tv + (size_t)r * nA, NULL));
-    nn_mlp_forward_v(&t->q, t->q_g.params, t->q_ver, o->obs, n, &t->q_cache, t->qv);
+    net_forward_v(&t->q, t->q_g.params, t->q_ver, o->obs, n, &t->q_cache, t->qv);
     memset(t->dq, 0, (size_t)n * nA * sizeof(float));
     for (int e = 0; e < k; e++) {
         double *st = v->stats + (size_t)(first + e) * NUM_DQN_STATS;
@@ -199,7 +204,7 @@ static void q_pass(void *ctx, const offpolicy_view *v, int first, int k, comm_tr
     for (int e = 0; e < k; e++) {
         int r0 = o->offsets[e], cnt = o->offsets[e + 1] - r0;
         float *leaf = comm_tree_leaf(tree);
-        nn_mlp_backward(&t->q, t->q_g.params, &t->q_cache, r0, cnt, t->dq + (size_t)r0 * nA, leaf,
+        net_backward(&t->q, t->q_g.params, &t->q_cache, r0, cnt, t->dq + (size_t)r0 * nA, leaf,
                         NULL);
         comm_tree_push(tree);
     }

@@ -22,6 +22,17 @@ const char *offpolicy_where(const calf_config *cfg, calf_binding_id id) {
     return o[0] ? o : "config";
 }
 
+int offpolicy_check_mlp_only(const calf_config *cfg, const char *name, calf_error *err) {
+    const calf_binding_id rows[] = {CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_VALUE_CONV_LAYERS};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
+        if (calf_config_tuple_len(cfg, rows[k]) > 0)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s trains MLP networks only; %s is for PPOAlgorithm (and "
+                                  "q/QNetwork.conv_layer_params for DqnAlgorithm)",
+                                  offpolicy_where(cfg, rows[k]), name, calf_binding_name(rows[k]));
+    return CALF_OK;
+}
+
 int64_t offpolicy_run_env_steps(const calf_config *cfg) {
     int64_t per_iter = calf_config_int(cfg, CALF_CFG_NUM_ENVS) * calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
     int64_t iters = calf_config_int(cfg, CALF_CFG_NUM_ITERATIONS);

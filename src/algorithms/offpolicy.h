@@ -109,6 +109,10 @@ typedef struct offpolicy {
  * above the buffer, initial_collect_steps below the run's env steps, at most 2^20 samples
  * per update, no observation normalization. CALF_EINVAL. */
 int offpolicy_check(const calf_config *cfg, const char *name, calf_error *err);
+/* For the algorithms whose networks are MLPs only (SAC, TD3, DDPG): a config that sets
+ * conv layers (ActorDistributionNetwork.conv_layer_params, ValueNetwork.conv_layer_params)
+ * is refused naming its line and `name`. CALF_EINVAL. */
+int offpolicy_check_mlp_only(const calf_config *cfg, const char *name, calf_error *err);
 /* algorithm_ops.check_memory for the replay rings of `envs` envs. */
 int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, int envs,
                            uint64_t memory, const char *limit, calf_error *err);

@@ -103,7 +103,7 @@ typedef struct ppo {
     ppo_model md;
     calf_rng *act_rng;       /* (count) per-env action streams */
     calf_rng *shuf_rng;      /* (count) per-env minibatch streams */
-    nn_cache a_cache, v_cache;
+    net_cache a_cache, v_cache;
     int cache_rows;
 
     /* rollout, time-major: index (t * count + e); obs, act, u, logp, adv, ret, perm and
@@ -116,7 +116,7 @@ typedef struct ppo {
                               * rank completes and steps a slice (PRIVATE_MODEL_MAX) */
     int group_envs;          /* envs per forward pass in the update */
     int adv_group;           /* envs per pass through the value net for advantages */
-    uint64_t params_version; /* bumped whenever md.params change (nn_mlp_forward_v) */
+    uint64_t params_version; /* bumped whenever md.params change (net_forward_v) */
     work_share share;        /* every rank's claim word and envs, when sharing; its rounds:
                               * the advantages, then each minibatch */
     comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
@@ -163,7 +163,7 @@ typedef struct ppo {
     int num_updates;
     int64_t iteration;       /* the iteration being trained (for messages) */
     /* evaluation and play: a cache for EVAL_ROWS rows of greedy actions */
-    nn_cache eval_cache;
+    net_cache eval_cache;
     float *eval_head;        /* (EVAL_ROWS, head_dim) */
     float *eval_in;          /* (EVAL_ROWS, obs_dim) normalized rows, when normalizing */
 } ppo;
@@ -306,7 +306,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
         rc = obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip, err);
     int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    if (rc == CALF_OK) rc = nn_cache_init(&t->eval_cache, &t->md.actor, EVAL_ROWS, err);
+    if (rc == CALF_OK) rc = net_cache_init(&t->eval_cache, &t->md.actor, EVAL_ROWS, err);
     if (rc == CALF_OK &&
         (!(t->eval_head = mem_calloc((size_t)EVAL_ROWS * hd, sizeof(float), err)) ||
          !(t->eval_in = mem_calloc((size_t)EVAL_ROWS * od, sizeof(float), err))))
@@ -336,8 +336,8 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     int max_chunk = (T + t->M - 1) / t->M;
     int cache_envs = n > t->group_envs ? n : t->group_envs;
     t->cache_rows = cache_envs * max_chunk; /* >= n: a minibatch, or one timestep of every env */
-    if ((rc = nn_cache_init(&t->a_cache, &t->md.actor, t->cache_rows, err)) ||
-        (rc = nn_cache_init(&t->v_cache, &t->md.value, t->cache_rows, err)))
+    if ((rc = net_cache_init(&t->a_cache, &t->md.actor, t->cache_rows, err)) ||
+        (rc = net_cache_init(&t->v_cache, &t->md.value, t->cache_rows, err)))
         return rc;
 
     if (!(t->act_rng = mem_calloc((size_t)n, sizeof *t->act_rng, err)) ||
@@ -426,7 +426,7 @@ static void value_of(ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
     int od = t->md.obs_dim;
     for (int r0 = 0; r0 < rows; r0 += t->cache_rows) {
         int b = rows - r0 < t->cache_rows ? rows - r0 : t->cache_rows;
-        nn_mlp_forward(&t->md.value, t->md.g.params, x + (size_t)r0 * od, b, &t->v_cache, out + r0);
+        net_forward(&t->md.value, t->md.g.params, x + (size_t)r0 * od, b, &t->v_cache, out + r0);
     }
 }
 
@@ -448,7 +448,7 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     } else {
         memcpy(x, obs, (size_t)n * od * sizeof(float));
     }
-    nn_mlp_forward(&md->actor, md->g.params, x, n, &t->a_cache, t->head);
+    net_forward(&md->actor, md->g.params, x, n, &t->a_cache, t->head);
     for (int e = 0; e < n; e++) {
         size_t i = base + (size_t)e;
         t->logp[i] = ppo_model_sample(md, md->g.params, t->head + (size_t)e * hd, &t->act_rng[e],
@@ -611,9 +611,9 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
                 memcpy(t->rows_in + ((size_t)k * len + j) * od, v->obs + i * od,
                        od * sizeof(float));
             }
-        nn_mlp_forward_v(&md->actor, md->g.params, t->params_version, t->rows_in, rows,
+        net_forward_v(&md->actor, md->g.params, t->params_version, t->rows_in, rows,
                          &t->a_cache, t->head);
-        nn_mlp_forward_v(&md->value, md->g.params, t->params_version, t->rows_in, rows,
+        net_forward_v(&md->value, md->g.params, t->params_version, t->rows_in, rows,
                          &t->v_cache, t->vout);
         for (int k = 0; k < g; k++) {
             int e = g0 + k;
@@ -647,14 +647,14 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
             float *left = comm_tree_left_sibling(tree);
             float *leaf = left ? left : comm_tree_leaf_raw(tree);
             if (left) {
-                nn_mlp_backward_add(&md->actor, md->g.params, &t->a_cache, r0, len,
+                net_backward_add(&md->actor, md->g.params, &t->a_cache, r0, len,
                                     t->dhead + (size_t)r0 * hd, leaf, NULL);
-                nn_mlp_backward_add(&md->value, md->g.params, &t->v_cache, r0, len, t->dval + r0,
+                net_backward_add(&md->value, md->g.params, &t->v_cache, r0, len, t->dval + r0,
                                     leaf, NULL);
             } else {
-                nn_mlp_backward_set(&md->actor, md->g.params, &t->a_cache, r0, len,
+                net_backward_set(&md->actor, md->g.params, &t->a_cache, r0, len,
                                     t->dhead + (size_t)r0 * hd, leaf, NULL);
-                nn_mlp_backward_set(&md->value, md->g.params, &t->v_cache, r0, len, t->dval + r0,
+                net_backward_set(&md->value, md->g.params, &t->v_cache, r0, len, t->dval + r0,
                                     leaf, NULL);
             }
             for (int a = 0; a < ad; a++) {
@@ -815,7 +815,7 @@ static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float
             obs_norm_apply(&t->onorm, x, b, t->eval_in);
             x = t->eval_in;
         }
-        nn_mlp_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
+        net_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
         for (int k = 0; k < b; k++)
             ppo_model_mode(md, t->eval_head + (size_t)k * hd, &act[r0 + k],
                            ad ? u + (size_t)(r0 + k) * ad : NULL);
@@ -829,7 +829,8 @@ static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     (void)err;
     const ppo *t = (const ppo *)a;
     const ppo_model *md = &t->md;
-    export_c_mlp(x, "actor", &md->actor, md->g.params);
+    int rc = export_c_net(x, "actor", &md->actor, md->g.params, err);
+    if (rc) return rc;
     if (t->p.normalize_obs) obs_norm_export_c(&t->onorm, x, "obs_in");
     export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
                   t->p.normalize_obs ? "obs_in" : "obs");
@@ -1007,9 +1008,9 @@ static void ppo_destroy(algorithm *a) {
     ppo *t = (ppo *)a;
     if (!t) return;
     ppo_model_free(&t->md);
-    nn_cache_free(&t->a_cache);
-    nn_cache_free(&t->v_cache);
-    nn_cache_free(&t->eval_cache);
+    net_cache_free(&t->a_cache);
+    net_cache_free(&t->v_cache);
+    net_cache_free(&t->eval_cache);
     obs_norm_free(&t->onorm);
     comm_tree_free(&t->tree);
     comm_tree_free(&t->steal_tree);
@@ -1027,6 +1028,7 @@ static void ppo_destroy(algorithm *a) {
 const algorithm_ops ppo_algorithm_ops = {
     .create = ppo_create,
     .destroy = ppo_destroy,
+    .check = ppo_model_check,
     .start = ppo_start,
     .act = ppo_act,
     .observe = ppo_observe,

@@ -1,4 +1,4 @@
-/* ppo_model.c: PPO's actor-critic (ppo_model.h): its layout in flat memory, its
+/* ppo_model.c: PPO's actor-critic (ppo_model.h): its networks' layout in flat memory, its
  * initialisation, and the per-row policy distribution calls (categorical or diagonal
  * Gaussian). */
 #include "algorithms/ppo_model.h"
@@ -7,12 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/net_config.h"
 #include "base/config.h"
 #include "numerics/action_dist.h"
-
-static nn_activation activation_of(const char *name) {
-    return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
-}
 
 int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
                    calf_error *err) {
@@ -21,28 +18,39 @@ int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *s
     md->num_actions = spec->num_actions;
     md->action_dim = spec->action_dim;
     md->head_dim = spec->num_actions > 0 ? spec->num_actions : spec->action_dim;
-    const config_value *al = config_get(cfg, CALF_CFG_ACTOR_LAYERS);
-    const config_value *vl = config_get(cfg, CALF_CFG_VALUE_LAYERS);
-    int ah[CONFIG_MAX_TUPLE], vh[CONFIG_MAX_TUPLE];
-    for (int i = 0; i < al->n; i++) ah[i] = (int)al->ti[i];
-    for (int i = 0; i < vl->n; i++) vh[i] = (int)vl->ti[i];
-    CALF_ASSERT(al->n < NN_MAX_LAYERS && vl->n < NN_MAX_LAYERS);
+    net_obs obs = net_obs_of(spec);
+    net_spec as, vs;
+    int rc;
+    if ((rc = net_config_spec(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
+                              CALF_CFG_ACTOR_ACTIVATION, &obs, md->head_dim, &as, err)) ||
+        (rc = net_config_spec(cfg, CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS,
+                              CALF_CFG_VALUE_ACTIVATION, &obs, 1, &vs, err)))
+        return rc;
     size_t cursor = 0;
-    nn_mlp_layout(&md->actor, md->obs_dim, ah, al->n, md->head_dim,
-                  activation_of(calf_config_string(cfg, CALF_CFG_ACTOR_ACTIVATION)), &cursor);
-    nn_mlp_layout(&md->value, md->obs_dim, vh, vl->n, 1,
-                  activation_of(calf_config_string(cfg, CALF_CFG_VALUE_ACTIVATION)), &cursor);
+    if ((rc = net_layout(&md->actor, &as, &cursor, err)) ||
+        (rc = net_layout(&md->value, &vs, &cursor, err)))
+        return rc;
     md->log_std_off = cursor;
     if (md->action_dim > 0) cursor += (size_t)md->action_dim;
     return param_group_init(&md->g, "PRMS", cursor, true, opt, err);
+}
+
+int ppo_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+    net_obs obs = net_obs_of(spec);
+    int head = spec->num_actions > 0 ? spec->num_actions : spec->action_dim, rc;
+    if ((rc = net_config_check(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
+                               CALF_CFG_ACTOR_ACTIVATION, &obs, head, err)))
+        return rc;
+    return net_config_check(cfg, CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS,
+                            CALF_CFG_VALUE_ACTIVATION, &obs, 1, err);
 }
 
 int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
     calf_rng rng;
     calf_rng_seed(&rng, seed, 0, CALF_RNG_INIT);
     /* CleanRL / SB3: sqrt(2) hidden, 0.01 policy head, 1 value head */
-    int rc = nn_mlp_init(&md->actor, md->g.params, sqrtf(2.0f), 0.01f, &rng, err);
-    if (rc == CALF_OK) rc = nn_mlp_init(&md->value, md->g.params, sqrtf(2.0f), 1.0f, &rng, err);
+    int rc = net_init(&md->actor, md->g.params, sqrtf(2.0f), 0.01f, &rng, err);
+    if (rc == CALF_OK) rc = net_init(&md->value, md->g.params, sqrtf(2.0f), 1.0f, &rng, err);
     if (rc) return rc;
     for (int k = 0; k < md->action_dim; k++)
         md->g.params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);

@@ -1,6 +1,7 @@
-/* ppo_model.h: the actor-critic that PPO trains: a policy MLP (logits of a categorical, or
- * the means of a diagonal Gaussian with a state-independent log-std) and a value MLP,
- * laid out in one flat parameter array with gradients and Adam moments beside it. */
+/* ppo_model.h: the actor-critic that PPO trains: a policy network (logits of a categorical,
+ * or the means of a diagonal Gaussian with a state-independent log-std) and a value
+ * network (net.h: MLPs, or conv layers first), laid out in one flat parameter array with
+ * gradients and Adam moments beside it. */
 #ifndef CALF_PPO_MODEL_H
 #define CALF_PPO_MODEL_H
 
@@ -12,6 +13,7 @@
 #include "calf/env.h"
 #include "calf/rng.h"
 #include "numerics/action_dist.h"
+#include "numerics/net.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
 
@@ -20,7 +22,7 @@ typedef struct ppo_model {
     int num_actions;        /* discrete: number of actions; 0 when continuous */
     int action_dim;         /* continuous: action size; 0 when discrete */
     int head_dim;           /* actor output size: num_actions or action_dim */
-    nn_mlp actor, value;
+    net actor, value;       /* separate networks, each from its own config rows */
     size_t log_std_off;     /* continuous: (action_dim) log-stds; unused when discrete */
     param_group g;          /* "PRMS": every parameter, the summed gradient of one update,
                              * Adam's moments, settings and step count (PPO steps it with
@@ -29,9 +31,13 @@ typedef struct ppo_model {
 
 /* Lay out the networks the config asks for, for an env with spec; all arrays zeroed;
  * the group steps with opt (PPO sets opt.lr each iteration, by its schedule). CALF_ENOMEM
- * when memory runs out (ppo_model_free frees what was made). */
+ * when memory runs out (ppo_model_free frees what was made); CALF_EINVAL naming the line
+ * of a network the env's observation cannot feed (conv layers on a flat vector). */
 int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
                    calf_error *err);
+/* algorithm_ops.check: whether the networks the config asks for can be built on spec's
+ * observation (conv layers need an image), naming the line that asked. CALF_EINVAL. */
+int ppo_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err);
 /* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config.
  * CALF_ENOMEM when the init's scratch cannot be allocated. */
 int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err);

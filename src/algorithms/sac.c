@@ -61,7 +61,8 @@ static const float *eps2_of(const sac *t, int r) { return eps_of(t, r) + t->o.A;
 
 static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
     (void)spec;
-    return offpolicy_check(cfg, "SacAlgorithm", err);
+    int rc = offpolicy_check_mlp_only(cfg, "SacAlgorithm", err);
+    return rc ? rc : offpolicy_check(cfg, "SacAlgorithm", err);
 }
 
 /* ---- setup ---------------------------------------------------------------------- */

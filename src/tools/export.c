@@ -26,7 +26,7 @@
 struct export_c {
     bytes_buf nets;      /* file scope: each network's weights and forward function */
     bytes_buf body;      /* calf_policy_act's statements */
-    bool uses_tanh, uses_relu;
+    bool uses_tanh, uses_relu, uses_conv;
     calf_error oom;      /* a scratch allocation that failed; status CALF_OK while none */
 };
 
@@ -122,6 +122,65 @@ void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *p
     put_f(b, "}\n");
 }
 
+int export_c_net(export_c *x, const char *name, const net *n, const float *params,
+                 calf_error *err) {
+    const char *missing = net_unexportable(n);
+    if (missing)
+        return calf_error_set(err, CALF_EINVAL,
+                              "calf export: network %s has %s layers, which calf export cannot "
+                              "write yet; calf play and calf.load_policy run this policy",
+                              name, missing);
+    const nn_mlp *m = net_as_mlp(n);
+    if (m && (!n->in_u8 || n->in_scale == 1.0f)) {
+        export_c_mlp(x, name, m, params);
+        return CALF_OK;
+    }
+    /* conv layers (conv2d.h's chain per output, padding taps multiplied as +0, ReLU),
+     * then the MLP, after x * in_scale for bytes given as floats (exact): net_forward_v */
+    bytes_buf *b = &x->nets;
+    char inner[96], arr[128], num[EXPORT_C_NUM];
+    int L = n->num_layers;
+    const nn_mlp *head = &n->layer[L - 1].mlp;
+    CALF_ASSERT(n->layer[L - 1].kind == NET_MLP);
+    snprintf(inner, sizeof inner, "%s_mlp", name);
+    export_c_mlp(x, inner, head, params);
+    for (int k = 0; k + 1 < L; k++) {
+        const conv2d *c = &n->layer[k].conv;
+        CALF_ASSERT(n->layer[k].kind == NET_CONV2D); /* net_unexportable passed it */
+        put_f(b, "\n/* network %s, conv layer %d: %dx%dx%d -> %dx%dx%d, kernel %d, stride %d, "
+                 "padding %d, ReLU; weights (kh, kw, c, f) */\n",
+              name, k, c->in_h, c->in_w, c->in_c, c->out_h, c->out_w, c->filters, c->kernel,
+              c->stride, c->pad);
+        snprintf(arr, sizeof arr, "%s_c%d_w", name, k);
+        put_floats(b, arr, params + c->w_off, (size_t)conv2d_patch(c) * (size_t)c->filters);
+        snprintf(arr, sizeof arr, "%s_c%d_b", name, k);
+        put_floats(b, arr, params + c->b_off, (size_t)c->filters);
+        x->uses_conv = x->uses_relu = true;
+    }
+    put_f(b, "\nstatic void %s_forward(const float *x, float *y) {\n", name);
+    const char *in = "x";
+    if (n->in_u8 && n->in_scale != 1.0f) {
+        put_f(b, "    static float s[%d];\n"
+                 "    for (int i = 0; i < %d; i++) s[i] = x[i] * %s;\n",
+              n->in, n->in, export_c_float(n->in_scale, num));
+        in = "s";
+    }
+    for (int k = 0; k + 1 < L; k++) {
+        const conv2d *c = &n->layer[k].conv;
+        char src[16];
+        snprintf(src, sizeof src, "c%d", k - 1);
+        put_f(b, "    static float c%d[%zu];\n"
+                 "    calf_conv2d(%s, %s_c%d_w, %s_c%d_b, %d, %d, %d, %d, %d, %d, %d, c%d);\n"
+                 "    calf_relu(c%d, %zu);\n",
+              k, conv2d_out_size(c), k == 0 ? in : src,
+              name, k, name, k, c->in_h, c->in_w, c->in_c, c->filters, c->kernel, c->stride,
+              c->pad, k, k, conv2d_out_size(c));
+    }
+    if (L > 1) snprintf(arr, sizeof arr, "c%d", L - 2);
+    put_f(b, "    %s_forward(%s, y);\n}\n", inner, L > 1 ? arr : in);
+    return CALF_OK;
+}
+
 void export_c_argmax_return(export_c *x, const char *v, int n) {
     export_c_body(x,
                   "    int best = 0;\n"
@@ -171,6 +230,29 @@ static const char prelude_linear[] =
     "            y[o] = b[o] + (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));\n"
     "        }\n"
     "    }\n"
+    "}\n";
+
+/* A conv layer on one NHWC sample, in conv2d.h's order: an output starts from its bias
+ * and adds patch[p] W[p][f] for p = (kh k + kw) C + c ascending, a padding tap as +0. */
+static const char prelude_conv2d[] =
+    "\nstatic void calf_conv2d(const float *x, const float *w, const float *b, int H, int W, int C,\n"
+    "                        int F, int k, int s, int pad, float *y) {\n"
+    "    int OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1;\n"
+    "    for (int oh = 0; oh < OH; oh++)\n"
+    "        for (int ow = 0; ow < OW; ow++)\n"
+    "            for (int f = 0; f < F; f++) {\n"
+    "                float acc = b[f];\n"
+    "                for (int kh = 0; kh < k; kh++)\n"
+    "                    for (int kw = 0; kw < k; kw++) {\n"
+    "                        int ih = oh * s + kh - pad, iw = ow * s + kw - pad;\n"
+    "                        int inside = ih >= 0 && ih < H && iw >= 0 && iw < W;\n"
+    "                        for (int c = 0; c < C; c++) {\n"
+    "                            float v = inside ? x[((size_t)ih * (size_t)W + (size_t)iw) * (size_t)C + (size_t)c] : 0.0f;\n"
+    "                            acc = calf_madd(v, w[((size_t)(kh * k + kw) * (size_t)C + (size_t)c) * (size_t)F + (size_t)f], acc);\n"
+    "                        }\n"
+    "                    }\n"
+    "                y[((size_t)oh * (size_t)OW + (size_t)ow) * (size_t)F + (size_t)f] = acc;\n"
+    "            }\n"
     "}\n";
 
 /* Whether the body's text holds name. */
@@ -239,6 +321,7 @@ static void put_prelude(bytes_buf *b, const export_c *x) {
                  "    for (int i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;\n"
                  "}\n");
     bytes_buf_put_str(b, prelude_linear);
+    if (x->uses_conv) bytes_buf_put_str(b, prelude_conv2d);
 }
 
 /* s as text inside a C comment: a path holding the comment's end or a line break must

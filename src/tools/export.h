@@ -8,6 +8,8 @@
 #ifndef CALF_EXPORT_H
 #define CALF_EXPORT_H
 
+#include "calf/error.h"
+#include "numerics/net.h"
 #include "numerics/nn.h"
 
 typedef struct export_c export_c;
@@ -16,6 +18,13 @@ typedef struct export_c export_c;
  *   static void NAME_forward(const float *x, float *y)   x (sizes[0]), y (sizes[L])
  * computing nn_mlp_forward's bits for one row. NAME is a C identifier, unique. */
 void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *params);
+
+/* Network n (net.h) as NAME_forward, the same signature, computing net_forward_v's bits
+ * for one row: conv layers (conv2d.h's chain, ReLU), then the MLP (export_c_mlp's); for
+ * an observation of bytes given as floats, x * in_scale first. CALF_EINVAL naming the
+ * layer type when n has one calf export cannot write yet (net_unexportable). */
+int export_c_net(export_c *x, const char *name, const net *n, const float *params,
+                 calf_error *err);
 
 /* Append printf-style text to calf_policy_act's body. Its arguments are `obs`
  * (CALF_POLICY_OBS_DIM) and `action`; the body ends in a return. */
