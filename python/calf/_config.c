@@ -17,6 +17,7 @@ static const char *type_name(calf_config_type t) {
     case CALF_CFG_INT_TUPLE: return "int tuple";
     case CALF_CFG_FLOAT_TUPLE: return "float tuple";
     case CALF_CFG_REF: return "reference";
+    case CALF_CFG_CONV_LAYERS: return "conv layers";
     }
     return "?";
 }
@@ -25,11 +26,11 @@ PyDoc_STRVAR(bindings_doc,
              "bindings(algorithm=None) -> ((name, type, default, help, optional, choices,\n"
              "fallback, owner), ...)\n\n"
              "Every row of calf's binding table in id order: its type ('int', 'float', 'bool',\n"
-             "'str', 'int tuple', 'float tuple', 'reference'), the default as gin text that a\n"
-             "config choosing `algorithm` (an algorithm_ctor choice without '@'; None: calf's\n"
-             "own) gets, its help, whether it takes None, its allowed values ('|'-separated or\n"
-             "None), the row it falls back to (or None) and the algorithm whose own row it is\n"
-             "(or None). ValueError for an unknown algorithm.");
+             "'str', 'int tuple', 'float tuple', 'reference', 'conv layers'), the default as gin\n"
+             "text that a config choosing `algorithm` (an algorithm_ctor choice without '@';\n"
+             "None: calf's own) gets, its help, whether it takes None, its allowed values\n"
+             "('|'-separated or None), the row it falls back to (or None) and the algorithm\n"
+             "whose own row it is (or None). ValueError for an unknown algorithm.");
 static PyObject *config_bindings(PyObject *module, PyObject *args) {
     (void)module;
     const char *algorithm = NULL;

@@ -181,7 +181,7 @@ def list_bindings(algorithm: str | None = None) -> list[dict[str, Any]]:
     ``algorithm`` ("ppo", "sac", ...; None: all of them): the bindings a config choosing
     it reads (calf's and the algorithm's own, not the other algorithms'), each with the
     default that algorithm gives it. Each a dict: ``name`` ("PPOLoss.gamma"), ``type``
-    ("int", "float", "bool", "str", "int tuple", "float tuple", "reference"),
+    ("int", "float", "bool", "str", "int tuple", "float tuple", "reference", "conv layers"),
     ``default`` (gin text), ``default_from`` (the algorithm's name when the default is
     the algorithm's own, else "calf"), ``help``, ``optional`` (takes None), ``choices``
     (a list, or None), ``fallback`` (the unscoped binding a scoped one takes when that
