@@ -180,7 +180,47 @@ expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/grow.so" --root_dir "$WORK/
     --conf_param TrainerConfig.num_iterations=4
 expect_in "$WORK/err" "the checkpoint does not fit environment 'Grow-v0' of plug-in $WORK/grow.so as it is now (observation size 2, 2 actions): was the plug-in rebuilt with another observation or action size?"
 
-# ---- plug-in ABI 3: the spaces it added are checked -----------------------------
+# ---- plug-in ABI 3: older plug-ins still load, the spaces it added are checked ------
+# tests/plugin_abi2.c built against the frozen ABI-2 headers (tests/abi2/calf/) and against
+# this calf's: the loader reads the old build's class in version 2's layout, tells its
+# create_at its own class object, drops its step_many (a planted NaN: the job would stop),
+# and both builds train to the same bytes, on 1 and 2 processes
+"$CC" -shared -fPIC -I"$SRC/tests/abi2" "$SRC/tests/plugin_abi2.c" -o "$WORK/stairs2.so" \
+    || bad "cc failed for the ABI-2 plug-in"
+"$CC" -shared -fPIC -I"$SRC/include" "$SRC/tests/plugin_abi2.c" -o "$WORK/stairs3.so" \
+    || bad "cc failed for the ABI-3 build of the ABI-2 plug-in"
+expect_exit 0 "$CALF" envs --env_lib "$WORK/stairs2.so"
+expect_in "$WORK/out" "Stairs-v0 "
+expect_in "$WORK/out" "Box(-inf, inf, (3,), float32)"
+stairs="--conf_param create_environment.env_name='Stairs-v0'"
+expect_exit 0 "$CALF" train --quiet --env_lib "$WORK/stairs2.so" --root_dir "$WORK/s2" \
+    --conf "$WORK/corridor.gin" $stairs
+expect_exit 0 "$CALF" train --quiet --env_lib "$WORK/stairs3.so" --root_dir "$WORK/s3" \
+    --conf "$WORK/corridor.gin" $stairs
+expect_exit 0 "$CALF" train --quiet --env_lib "$WORK/stairs2.so" --root_dir "$WORK/s2n2" \
+    --conf "$WORK/corridor.gin" $stairs --nproc 2
+expect_same_file "$WORK/s3/train/algorithm/ckpt-3" "$WORK/s2/train/algorithm/ckpt-3"
+expect_same_file "$WORK/s3/train/algorithm/ckpt-3" "$WORK/s2n2/train/algorithm/ckpt-3"
+expect_exit 0 "$CALF" play --root_dir "$WORK/s2" --num_episodes 2 --env_lib "$WORK/stairs2.so"
+expect_in "$WORK/out" "average return over 2 episodes"
+# the planted NaN is real: with its step_many kept (built with ABI 3, which calls it) the
+# job stops on it
+"$CC" -shared -fPIC -I"$SRC/include" -DSTAIRS_KEEP_STEP_MANY "$SRC/tests/plugin_abi2.c" \
+    -o "$WORK/stairs_nan.so" || bad "cc failed for the planted step_many"
+expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/stairs_nan.so" --root_dir "$WORK/snan" \
+    --conf "$WORK/corridor.gin" $stairs
+expect_in "$WORK/err" "non-finite observation"
+# versions other than 2 and 3 are refused, saying which this calf loads
+for v in 1 4; do
+    build_plugin "abi$v" <<C
+#include "calf/env.h"
+int calf_plugin_register(int abi_version, calf_error *err) {
+    return calf_plugin_check_abi(abi_version, $v, err);
+}
+C
+    expect_exit 2 "$CALF" envs --env_lib "$WORK/abi$v.so"
+    expect_in "$WORK/err" "--env_lib $WORK/abi$v.so: built for calf plug-in ABI version $v, but this calf has version 3 (and loads versions 2 to 3)"
+done
 # MultiDiscrete actions and masks: the spec says them, `calf envs` lists them, and training
 # refuses them by name until the algorithms act on them
 for kind in nvec mask; do

@@ -156,14 +156,24 @@ void calf_env_list_names(char *buf, size_t size);
  *   2. call calf_env_register for each of its classes (static objects) and return the
  *      first failure's status, err set, or CALF_OK once all are registered.
  * examples/custom_env.c is one. `calf train|play|export|env|envs --env_lib PATH` loads
- * them; a config file never does (a config is data, and cannot make calf run code). */
+ * them; a config file never does (a config is data, and cannot make calf run code).
+ *
+ * Older plug-ins: one built against version 2's headers refuses the loader's 3 through
+ * CALF_PLUGIN_CHECK_ABI, which tells the loader its version; the loader then calls it
+ * again with 2, and calf_env_register reads each class it passes during that call in
+ * version 2's layout, registering a copy in this one (the fields since version 3 zero:
+ * a flat float observation, no MultiDiscrete actions, no mask; its step_many, which may
+ * read calf_env_class, is left out, so its envs step one at a time, the same bits).
+ * Any other version is refused. */
 #define CALF_PLUGIN_ABI_VERSION 3  /* changes when calf_env_class, calf_env_spec, calf_env,
                                       calf_rng or calf_error change their layout */
+#define CALF_PLUGIN_ABI_OLDEST 2   /* the oldest version the loader still loads */
 #define CALF_PLUGIN_REGISTER_NAME "calf_plugin_register"
 typedef int (*calf_plugin_register_fn)(int abi_version, calf_error *err);
 int calf_plugin_register(int abi_version, calf_error *err); /* defined by a plug-in */
 /* CALF_OK when the loader's ABI (abi_version) is the one the plug-in was compiled with,
- * else CALF_EINVAL saying both. A macro, so it takes the plug-in's own header version. */
+ * else CALF_EINVAL saying both (and, while the loader runs the plug-in, telling it the
+ * plug-in's version). A macro, so it takes the plug-in's own header version. */
 #define CALF_PLUGIN_CHECK_ABI(abi_version, err) \
     calf_plugin_check_abi((abi_version), CALF_PLUGIN_ABI_VERSION, (err))
 int calf_plugin_check_abi(int loader_abi, int plugin_abi, calf_error *err);

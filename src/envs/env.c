@@ -55,6 +55,10 @@ bool env_class_measure(const calf_env_class *cls, size_t *mapped, size_t *touche
  * register function, called under it, calls calf_env_register. */
 static const calf_env_class *registered[CALF_ENV_MAX_CLASSES - NUM_BUILTINS];
 static int registered_by[CALF_ENV_MAX_CLASSES - NUM_BUILTINS]; /* index in libs, or -1 */
+/* For a class an ABI-2 plug-in passed: the plug-in's own object, which its create_at is
+ * told (registered[] holds calf's converted copy, malloc'ed, kept for the process's life
+ * unless its library fails to load); NULL for classes in this version's layout. */
+static const void *registered_abi2[CALF_ENV_MAX_CLASSES - NUM_BUILTINS];
 static int num_registered = 0;
 
 /* The plug-in libraries loaded, in load order (absolute paths, strdup'ed; kept with
@@ -66,6 +70,11 @@ static struct {
 } libs[CALF_ENV_MAX_LIBRARIES];
 static int num_libs = 0;
 static int loading_lib = -1;
+/* While a plug-in's register function runs: the ABI version the loader called it with
+ * (the layout calf_env_register reads), and the version the plug-in said it was built
+ * for when it refused (calf_plugin_check_abi; 0 when it did not say). */
+static int loading_abi = CALF_PLUGIN_ABI_VERSION;
+static int loading_told_abi = 0;
 static pthread_mutex_t registry_lock;
 static pthread_once_t registry_lock_once = PTHREAD_ONCE_INIT;
 
@@ -263,19 +272,97 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
     return check_spaces(s, err);
 }
 
-static int register_locked(const calf_env_class *cls, calf_error *err);
+/* calf_env_spec and calf_env_class as ABI version 2 laid them out (include/calf/env.h
+ * before version 3 appended to the spec; tests/abi2/calf/env.h is that header, frozen,
+ * and tests/e2e_plugin.sh trains with a plug-in built against it). */
+typedef struct abi2_spec {
+    const char *name;
+    int obs_dim, num_actions, action_dim;
+    const float *action_low, *action_high;
+    int max_episode_steps;
+    size_t state_size, save_size;
+    int reset_state_dim;
+} abi2_spec;
+typedef struct abi2_class {
+    abi2_spec spec;
+    void (*reset)(void *state, calf_rng *rng, float *obs);
+    int (*step)(void *state, calf_rng *rng, int action, const float *u, float *obs, float *reward);
+    void (*observe)(const void *state, float *obs);
+    void (*step_many)(struct calf_env *envs, int n, const int *actions, const float *u, float *obs,
+                      float *reward, uint8_t *terminated);
+    int (*create)(void *state, calf_error *err);
+    void (*destroy)(void *state);
+    void (*save)(const void *state, void *buf);
+    int (*load)(void *state, const void *buf, calf_error *err);
+    void (*reset_state)(const void *state, double *out);
+    int (*render)(const void *state, int width, int height, uint8_t *rgb, calf_error *err);
+    double render_fps;
+    int (*create_at)(void *state, const struct calf_env_class *cls, uint64_t seed,
+                     uint64_t index, calf_error *err);
+    int (*failure)(const void *state, char *buf, size_t size);
+    int (*load_restarts)(const void *state);
+} abi2_class;
+_Static_assert(CALF_PLUGIN_ABI_OLDEST == 2, "the loader converts version 2's layout only");
+
+/* A class in this version's layout from a version-2 one: its fields, those since version
+ * 3 zero, and no step_many (which may read calf_env_class in its own layout; the envs
+ * then step one at a time, which by its contract gives the same bits). Caller frees. */
+static calf_env_class *class_from_abi2(const abi2_class *o, calf_error *err) {
+    calf_env_class *c = mem_calloc(1, sizeof *c, err);
+    if (!c) return NULL;
+    c->spec.name = o->spec.name;
+    c->spec.obs_dim = o->spec.obs_dim;
+    c->spec.num_actions = o->spec.num_actions;
+    c->spec.action_dim = o->spec.action_dim;
+    c->spec.action_low = o->spec.action_low;
+    c->spec.action_high = o->spec.action_high;
+    c->spec.max_episode_steps = o->spec.max_episode_steps;
+    c->spec.state_size = o->spec.state_size;
+    c->spec.save_size = o->spec.save_size;
+    c->spec.reset_state_dim = o->spec.reset_state_dim;
+    c->reset = o->reset;
+    c->step = o->step;
+    c->observe = o->observe;
+    c->create = o->create;
+    c->destroy = o->destroy;
+    c->save = o->save;
+    c->load = o->load;
+    c->reset_state = o->reset_state;
+    c->render = o->render;
+    c->render_fps = o->render_fps;
+    c->create_at = o->create_at;
+    c->failure = o->failure;
+    c->load_restarts = o->load_restarts;
+    return c;
+}
+
+/* The class object its own hooks know: the plug-in's for a converted ABI-2 class. */
+static const calf_env_class *class_as_made(const calf_env_class *cls) {
+    const calf_env_class *made = cls;
+    lock_registry();
+    for (int i = 0; i < num_registered; i++)
+        if (registered[i] == cls && registered_abi2[i]) made = registered_abi2[i];
+    unlock_registry();
+    return made;
+}
+
+static int register_locked(const calf_env_class *cls, const void *abi2, calf_error *err);
 
 int calf_env_register(const calf_env_class *cls, calf_error *err) {
     if (!cls) return calf_error_set(err, CALF_EINVAL, "env class is NULL");
-    int rc = check_spec(cls, err);
-    if (rc != CALF_OK) return rc;
     lock_registry();
-    rc = register_locked(cls, err);
+    /* an ABI-2 plug-in's register function, called by the loader with 2, passes its classes
+     * in version 2's layout */
+    const void *abi2 = loading_lib >= 0 && loading_abi == 2 ? cls : NULL;
+    calf_env_class *copy = abi2 ? class_from_abi2(abi2, err) : NULL;
+    int rc = abi2 && !copy ? CALF_ENOMEM : check_spec(copy ? copy : cls, err);
+    if (rc == CALF_OK) rc = register_locked(copy ? copy : cls, abi2, err);
+    if (rc != CALF_OK) free(copy);
     unlock_registry();
     return rc;
 }
 
-static int register_locked(const calf_env_class *cls, calf_error *err) {
+static int register_locked(const calf_env_class *cls, const void *abi2, calf_error *err) {
     const calf_env_class *taken = calf_env_find(cls->spec.name);
     if (taken) {
         const char *lib = calf_env_class_library(taken);
@@ -289,6 +376,7 @@ static int register_locked(const calf_env_class *cls, calf_error *err) {
         return calf_error_set(err, CALF_EINVAL, "cannot register env '%s': registry full (%d classes)",
                               cls->spec.name, CALF_ENV_MAX_CLASSES);
     registered_by[num_registered] = loading_lib;
+    registered_abi2[num_registered] = abi2;
     registered[num_registered++] = cls;
     return CALF_OK;
 }
@@ -318,10 +406,13 @@ const char *calf_env_library_at(int i) {
 
 int calf_plugin_check_abi(int loader_abi, int plugin_abi, calf_error *err) {
     if (loader_abi == plugin_abi) return CALF_OK;
+    lock_registry();
+    if (loading_lib >= 0) loading_told_abi = plugin_abi; /* the loader may call it again */
+    unlock_registry();
     return calf_error_set(err, CALF_EINVAL,
-                          "built for calf plug-in ABI version %d, but this calf has version %d: "
-                          "rebuild it against this calf's headers",
-                          plugin_abi, loader_abi);
+                          "built for calf plug-in ABI version %d, but this calf has version %d "
+                          "(and loads versions %d to %d): rebuild it against this calf's headers",
+                          plugin_abi, loader_abi, CALF_PLUGIN_ABI_OLDEST, CALF_PLUGIN_ABI_VERSION);
 }
 
 static int load_library_locked(const char *path, const char *abs, calf_error *err);
@@ -369,14 +460,24 @@ static int load_library_locked(const char *path, const char *abs, calf_error *er
     calf_error why;
     calf_error_clear(&why);
     loading_lib = num_libs;
+    loading_abi = CALF_PLUGIN_ABI_VERSION;
+    loading_told_abi = 0;
     int rc = reg(CALF_PLUGIN_ABI_VERSION, &why);
+    if (rc != CALF_OK && num_registered == before && loading_told_abi == 2) {
+        calf_error_clear(&why); /* built against version 2's headers: asked again in those */
+        loading_abi = 2;
+        rc = reg(2, &why);
+    }
     loading_lib = -1;
+    loading_abi = CALF_PLUGIN_ABI_VERSION;
     if (rc == CALF_OK && num_registered == before)
         rc = calf_error_set(&why, CALF_EINVAL,
                             "it registered no environment (a plug-in calls calf_env_register, "
                             "and is not linked against a libcalf of its own)");
     if (rc != CALF_OK) {
-        num_registered = before; /* nothing of it stays: its classes go with it */
+        for (int i = before; i < num_registered; i++) /* nothing of it stays: its classes go */
+            if (registered_abi2[i]) free((void *)registered[i]);
+        num_registered = before;
         dlclose(h);
         free(kept);
         return calf_error_set(err, CALF_EINVAL, "--env_lib %s: %s", path,
@@ -404,7 +505,7 @@ int calf_env_init(calf_env *env, const char *name, uint64_t seed, uint64_t index
     }
     if (cls->create || cls->create_at) {
         int rc = cls->create ? cls->create(env->state, err)
-                             : cls->create_at(env->state, cls, seed, index, err);
+                             : cls->create_at(env->state, class_as_made(cls), seed, index, err);
         if (rc != CALF_OK) {
             calf_env_free(env); /* cls not yet set: no destroy of what was not created */
             return rc;
