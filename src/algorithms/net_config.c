@@ -7,7 +7,10 @@
 
 net_obs net_obs_of(const calf_env_spec *spec) {
     net_obs o = {.dim = spec->obs_dim};
-    /* obs_shape and obs_dtype (ABI 3): read here once calf_env_spec has them */
+    if (spec->obs_shape[0] > 0) /* an image: (H, W, C), H*W*C == obs_dim (registration checks) */
+        o.h = spec->obs_shape[0], o.w = spec->obs_shape[1], o.c = spec->obs_shape[2];
+    o.u8 = spec->obs_dtype == CALF_DTYPE_U8;
+    o.high = spec->obs_high;
     return o;
 }
 
