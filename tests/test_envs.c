@@ -390,6 +390,90 @@ static void test_mountain_car_continuous_dynamics(void) {
     calf_env_free(&env);
 }
 
+/* ---- the NoVel envs ----------------------------------------------------------------- */
+
+/* One observation of a NoVel env against its base env's: the masked entries zero with
+ * the velocity's sign (the float32 `observation * mask` of rl-baselines3-zoo's
+ * MaskVelocityWrapper), every other entry the base's bits. */
+static bool novel_agrees(const float *base, const float *novel, int dim, const int *masked,
+                         int nmasked) {
+    bool ok = true;
+    for (int j = 0; j < dim; j++) {
+        bool is_masked = false;
+        for (int k = 0; k < nmasked; k++) is_masked |= masked[k] == j;
+        float want = is_masked ? base[j] * 0.0f : base[j];
+        ok &= !is_masked || novel[j] == 0.0f;
+        ok &= memcmp(&want, &novel[j], sizeof want) == 0;
+    }
+    return ok;
+}
+
+/* Whole episodes of a NoVel env stepped beside its base env from the same (seed, index)
+ * and the same actions: the same states, rewards, endings and random draws at every step
+ * (the base class's code), the observations as novel_agrees says. */
+static void check_novel(const char *name, const char *base_name, const int *masked,
+                        int nmasked) {
+    calf_env a = make_env(name, 13, 2), b = make_env(base_name, 13, 2);
+    const calf_env_spec *sa = &a.cls->spec, *sb = &b.cls->spec;
+    CHECK(sa->obs_dim == sb->obs_dim && sa->num_actions == sb->num_actions &&
+          sa->action_dim == sb->action_dim && sa->max_episode_steps == sb->max_episode_steps &&
+          sa->state_size == sb->state_size && sa->save_size == sb->save_size);
+    for (int j = 0; j < sa->action_dim; j++)
+        CHECK(sa->action_low[j] == sb->action_low[j] && sa->action_high[j] == sb->action_high[j]);
+    CHECK((a.cls->step_many != NULL) == (b.cls->step_many != NULL));
+    calf_rng pick;
+    calf_rng_seed(&pick, 5, 0, CALF_RNG_ACTION);
+    float oa[CLASSIC_MAX_OBS], ob[CLASSIC_MAX_OBS], seen[CLASSIC_MAX_OBS], u[CLASSIC_MAX_ACT];
+    int episodes = 0, steps = 0, negative_zero = 0;
+    bool same = true;
+    calf_env_reset(&a, oa);
+    calf_env_reset(&b, ob);
+    same &= novel_agrees(ob, oa, sa->obs_dim, masked, nmasked);
+    while (episodes < 6) {
+        int act = sa->num_actions ? (int)calf_rng_below(&pick, (uint32_t)sa->num_actions) : 0;
+        for (int j = 0; j < sa->action_dim; j++)
+            u[j] = (float)calf_rng_uniform_range(&pick, -2.5, 2.5); /* some beyond the bounds */
+        float ra, rb;
+        int ta, tb, ua, ub;
+        calf_env_step(&a, act, u, oa, &ra, &ta, &ua);
+        calf_env_step(&b, act, u, ob, &rb, &tb, &ub);
+        steps++;
+        same &= novel_agrees(ob, oa, sa->obs_dim, masked, nmasked);
+        same &= memcmp(&ra, &rb, sizeof ra) == 0 && ta == tb && ua == ub;
+        same &= memcmp(a.state, b.state, sa->state_size) == 0;
+        same &= memcmp(&a.rng, &b.rng, sizeof a.rng) == 0 && a.elapsed_steps == b.elapsed_steps;
+        a.cls->observe(a.state, seen); /* what a checkpoint's record is validated with */
+        same &= memcmp(seen, oa, (size_t)sa->obs_dim * sizeof(float)) == 0;
+        for (int k = 0; k < nmasked; k++) negative_zero += signbit(oa[masked[k]]) != 0;
+        if (ta || ua) {
+            episodes++;
+            calf_env_reset(&a, oa);
+            calf_env_reset(&b, ob);
+            same &= novel_agrees(ob, oa, sa->obs_dim, masked, nmasked);
+        }
+    }
+    CHECK(same);
+    CHECK(steps > 6 * 9);
+    CHECK(negative_zero > 0); /* the sign rule above was exercised */
+    /* The check rejects planted mistakes in the last step's observation: an unmasked
+     * entry zeroed (index 0 is never a velocity here), a velocity left in. */
+    float wrong[CLASSIC_MAX_OBS];
+    CHECK(ob[0] != 0.0f && novel_agrees(ob, oa, sa->obs_dim, masked, nmasked));
+    memcpy(wrong, oa, sizeof wrong);
+    wrong[0] = ob[0] * 0.0f;
+    CHECK(!novel_agrees(ob, wrong, sa->obs_dim, masked, nmasked));
+    memcpy(wrong, oa, sizeof wrong);
+    wrong[masked[nmasked - 1]] = ob[masked[nmasked - 1]] != 0.0f ? ob[masked[nmasked - 1]] : 0.25f;
+    CHECK(!novel_agrees(ob, wrong, sa->obs_dim, masked, nmasked));
+    calf_env_free(&a);
+    calf_env_free(&b);
+}
+
+static void test_novel(void) {
+    check_novel("CartPoleNoVel-v1", "CartPole-v1", (const int[]){1, 3}, 2);
+    check_novel("PendulumNoVel-v1", "Pendulum-v1", (const int[]){2}, 1);
+}
+
 /* ---- batched stepping ------------------------------------------------------------ */
 
 /* A class's step_many must give the bytes n separate step calls give, whatever n
@@ -634,7 +718,7 @@ static const calf_env_class probe_class = {
 
 static void test_registry(void) {
     const char *builtin[] = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
-                             "MountainCarContinuous-v0",
+                             "MountainCarContinuous-v0", "CartPoleNoVel-v1", "PendulumNoVel-v1",
 #if CALF_HAVE_MUJOCO
                              "InvertedPendulum-v4", "HalfCheetah-v4", "Hopper-v4", "Walker2d-v4",
                              "Ant-v4", "InvertedDoublePendulum-v4", "Swimmer-v4", "Reacher-v4",
@@ -755,7 +839,7 @@ static void test_registry(void) {
     char names[1024];
     calf_env_list_names(names, sizeof names);
     CHECK_STR_EQ(names, "CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCar-v0, "
-                        "MountainCarContinuous-v0, "
+                        "MountainCarContinuous-v0, CartPoleNoVel-v1, PendulumNoVel-v1, "
 #if CALF_HAVE_MUJOCO
                         "InvertedPendulum-v4, HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, "
                         "InvertedDoublePendulum-v4, Swimmer-v4, Reacher-v4, Pusher-v4, "
@@ -878,6 +962,7 @@ int main(void) {
     test_acrobot_dynamics();
     test_mountain_car_dynamics();
     test_mountain_car_continuous_dynamics();
+    test_novel();
     test_step_many();
     test_truncation();
     test_reset_distributions();

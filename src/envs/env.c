@@ -24,6 +24,7 @@ static const calf_env_class *const builtin_classes[] = {
     &cartpole_class,     &pendulum_class,
     &acrobot_class,      &mountain_car_class,
     &mountain_car_continuous_class,
+    &cartpole_novel_class, &pendulum_novel_class,
 #if CALF_HAVE_MUJOCO
 #define MJ_TASK_ENTRY_(id, name, model) &id##_class,
     MJ_TASKS(MJ_TASK_ENTRY_)

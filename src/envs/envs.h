@@ -32,6 +32,8 @@ extern const calf_env_class pendulum_class;                /* Pendulum-v1 */
 extern const calf_env_class acrobot_class;                 /* Acrobot-v1 */
 extern const calf_env_class mountain_car_class;            /* MountainCar-v0 */
 extern const calf_env_class mountain_car_continuous_class; /* MountainCarContinuous-v0 */
+/* The same with the velocities masked (novel.c): CartPoleNoVel-v1, PendulumNoVel-v1 */
+extern const calf_env_class cartpole_novel_class, pendulum_novel_class;
 
 /* What one more env of cls takes, for a class that can say: the bytes it maps and, of
  * those, the bytes it touches (MuJoCo's classes: their mjData, the stack as deep as a reset

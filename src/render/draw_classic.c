@@ -192,6 +192,8 @@ static const classic_kind kinds[] = {
     {&acrobot_class, 500, 500, 15, paint_acrobot},
     {&mountain_car_class, 600, 400, 30, paint_mountain_car_v0},
     {&mountain_car_continuous_class, 600, 400, 30, paint_mountain_car_continuous},
+    {&cartpole_novel_class, 600, 400, 50, paint_cartpole},
+    {&pendulum_novel_class, 500, 500, 30, paint_pendulum},
 };
 
 static const classic_kind *kind_of(const calf_env_class *cls) {
