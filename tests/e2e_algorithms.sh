@@ -184,4 +184,31 @@ if [ $CONV_OK = 1 ]; then
         play_export "conv $NAME" "$D"
     done
 fi
+# Recurrent PPO (issue 36): each env's core state carried through the rollout, zeroed
+# where an episode starts and kept in the env's record; minibatches of whole env sequences
+# drawn per epoch (4 of 5 envs here), the same plan on any number of processes. An LSTM on
+# CartPoleNoVel-v1, and GRUs on PendulumNoVel-v1 (continuous) with observations normalized.
+EX=$SRC/examples/ppo_lstm_cartpole_novel.gin
+RECURRENT=("TrainerConfig.unroll_length = 8" "TrainerConfig.mini_batch_size = 12")
+echo "== recurrent PPO (LSTM) from $EX"
+parity PPOAlgorithm "$EX" "$WORK/rppo-lstm" "${RECURRENT[@]}" \
+    "ActorDistributionNetwork.lstm_hidden_size = 8" "ValueNetwork.lstm_hidden_size = 6"
+grep -q "4 minibatches per epoch of whole env sequences" "$WORK/rppo-lstm/n1/config.gin" && ok ||
+    bad "recurrent PPO: config.gin does not say its minibatch plan"
+echo "== recurrent PPO (GRU, continuous) from $EX"
+parity PPOAlgorithm "$EX" "$WORK/rppo-gru" "${RECURRENT[@]}" \
+    "create_environment.env_name = 'PendulumNoVel-v1'" "TrainerConfig.normalize_observations = True" \
+    "ActorDistributionNetwork.lstm_hidden_size = 0" "ActorDistributionNetwork.gru_hidden_size = 6" \
+    "ValueNetwork.lstm_hidden_size = 0" "ValueNetwork.gru_hidden_size = 5"
+# a recurrent policy plays (each episode's state from zero); export is refused by name
+expect_exit 0 "$CALF" play --root_dir "$WORK/rppo-lstm/n1" --num_episodes 3
+expect_in "$WORK/out" "average return over 3 episodes:"
+expect_exit 2 "$CALF" export --root_dir "$WORK/rppo-lstm/n1" -o "$WORK/rppo.c"
+expect_in "$WORK/err" "a recurrent policy (ActorDistributionNetwork.lstm_hidden_size = 8) cannot be exported"
+[ ! -e "$WORK/rppo.c" ] && ok || bad "a refused export wrote a file"
+# an LSTM and a GRU in one network is refused, naming the line
+printf "include '%s'\nActorDistributionNetwork.gru_hidden_size = 4\n" "$WORK/rppo-lstm/short.gin" >"$WORK/both.gin"
+expect_exit 2 "$CALF" train --quiet --root_dir "$WORK/both" --conf "$WORK/both.gin"
+expect_in "$WORK/err" "$WORK/both.gin:2: ActorDistributionNetwork.gru_hidden_size and ActorDistributionNetwork.lstm_hidden_size"
+
 report e2e_algorithms

@@ -156,6 +156,10 @@ static void test_own_rows_by_name(void) {
         {"PPOLoss.td_loss_weight", CFG_PPO_TD_LOSS_WEIGHT},
         {"PPOLoss.entropy_regularization", CFG_PPO_ENTROPY_REG},
         {"PPOLoss.normalize_advantages", CFG_PPO_NORMALIZE_ADVANTAGES},
+        {"ActorDistributionNetwork.lstm_hidden_size", CFG_PPO_ACTOR_LSTM},
+        {"ActorDistributionNetwork.gru_hidden_size", CFG_PPO_ACTOR_GRU},
+        {"ValueNetwork.lstm_hidden_size", CFG_PPO_VALUE_LSTM},
+        {"ValueNetwork.gru_hidden_size", CFG_PPO_VALUE_GRU},
         {"SacAlgorithm.target_update_tau", CFG_SAC_TAU},
         {"SacAlgorithm.target_update_period", CFG_SAC_TARGET_PERIOD},
         {"SacAlgorithm.initial_log_alpha", CFG_SAC_INITIAL_LOG_ALPHA},
@@ -254,6 +258,13 @@ static void test_abi_and_digest(void) {
     calf_config *cfg = calf_config_new(&err);
     CHECK(cfg != NULL);
     CHECK(calf_config_digest(cfg) == 0x7ae10aa87a17c343ULL);
+    /* rows added later (CALF_BINDING_DIGEST_SET) enter the digest only away from their
+     * default: set to it, the digest above holds; set elsewhere, it changes */
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "ValueNetwork.lstm_hidden_size=0", &err), CALF_OK);
+    CHECK(calf_config_digest(cfg) == 0x7ae10aa87a17c343ULL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "ValueNetwork.lstm_hidden_size=8", &err), CALF_OK);
+    CHECK(calf_config_digest(cfg) != 0x7ae10aa87a17c343ULL);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "ValueNetwork.lstm_hidden_size=0", &err), CALF_OK);
     CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.algorithm_ctor=@SacAlgorithm", &err),
                  CALF_OK);
     /* SAC with the values it had before it had defaults of its own (calf's, PPO-shaped):

@@ -20,8 +20,10 @@ enum calf_rng_purpose {
     CALF_RNG_INIT = 5,     /* parameter initialisation (index 0) */
     CALF_RNG_REPLAY = 6,   /* replay sampling; index (iteration << 20) | update, the same
                               on every process (algorithms/replay.h) */
-    CALF_RNG_NOISE = 7     /* an update's per-sample policy noise (SAC; index from the
+    CALF_RNG_NOISE = 7,    /* an update's per-sample policy noise (SAC; index from the
                               update's stream and the sample's place in the batch) */
+    CALF_RNG_PLAN = 8      /* a recurrent PPO epoch's minibatches of whole env sequences;
+                              index (iteration << 20) | epoch, the same on every process */
 };
 
 /* Seed the stream identified by (seed, index, purpose). Distinct triples give

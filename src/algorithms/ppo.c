@@ -18,6 +18,7 @@
 #include "algorithms/ppo_model.h"
 #include "algorithms/obs_norm.h"
 #include "algorithms/ppo_math.h"
+#include "algorithms/ppo_recurrent.h"
 #include "parallel/work_share.h"
 
 /* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
@@ -41,6 +42,12 @@ typedef struct rollout_view {
     double *adv_sums;        /* (count, 2) sum and sum of squares of each env's advantages */
     int *perm;               /* (count, T) this epoch's shuffle of each env's timesteps */
     double *stats;           /* (count, NUM_STATS) */
+    /* with recurrent cores only (ppo_recurrent.h; empty otherwise) */
+    uint8_t *start;          /* (T, count) 1 where step t begins an episode */
+    float *state0;           /* (count, state_dim) each env's state before step 0 */
+    float *val;              /* (T, count) V(obs), computed while acting */
+    float *cut_val;          /* (T, count) V(final obs) where truncated */
+    float *boot_val;         /* (count) V(the observation after the last step) */
 } rollout_view;
 
 /* Envs per pass through the value net for advantages without sharing: rows enough for
@@ -162,6 +169,19 @@ typedef struct ppo {
     double grad_norm_sum;
     int num_updates;
     int64_t iteration;       /* the iteration being trained (for messages) */
+    /* recurrent cores (ppo_recurrent.h): every env's state while acting and whether its
+     * next step begins an episode; the acting and one sequence's update scratch; the
+     * epoch's plan of whole env sequences (every rank draws the same); greedy's rows */
+    uint64_t seed;
+    ppo_rec_state rstate;    /* (count) */
+    uint8_t *next_start;     /* (count) */
+    ppo_rec_act ract;        /* rows: max(count, EVAL_ROWS) */
+    ppo_seq_work seq;
+    int *plan, *mb_of;       /* (E) the epoch's order of envs; each env's minibatch */
+    float *sq_obs, *sq_u, *sq_logp, *sq_adv, *sq_ret; /* (T, ...) one env's sequence */
+    int *sq_act;             /* (T) */
+    uint8_t *sq_start;       /* (T) */
+    ppo_rec_state gstate;    /* greedy rows' states (greedy_reset) */
     /* evaluation and play: a cache for EVAL_ROWS rows of greedy actions */
     net_cache eval_cache;
     float *eval_head;        /* (EVAL_ROWS, head_dim) */
@@ -179,7 +199,7 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
 /* Lay out a view of `count` envs at base (NULL: only measure, v's pointers NULL); returns
  * its bytes. Every rank computes every peer's layout alike from the peer's count. */
 static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
-                         int od, int ad) {
+                         int od, int ad, int sd) {
     size_t off = 0, nt = (size_t)count * (size_t)T;
     v->obs = comm_carve(base, &off, nt * (size_t)od * sizeof(float));
     v->act = comm_carve(base, &off, nt * sizeof(int));
@@ -195,6 +215,12 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
     v->adv_sums = comm_carve(base, &off, (size_t)count * 2 * sizeof(double));
     v->perm = comm_carve(base, &off, nt * sizeof(int));
     v->stats = comm_carve(base, &off, (size_t)count * NUM_STATS * sizeof(double));
+    size_t rec = sd > 0 ? 1 : 0; /* the recurrent parts: none without cores */
+    v->start = comm_carve(base, &off, rec * nt);
+    v->state0 = comm_carve(base, &off, (size_t)count * (size_t)sd * sizeof(float));
+    v->val = comm_carve(base, &off, rec * nt * sizeof(float));
+    v->cut_val = comm_carve(base, &off, rec * nt * sizeof(float));
+    v->boot_val = comm_carve(base, &off, rec * (size_t)count * sizeof(float));
     if (base) {
         v->begin = begin;
         v->count = count;
@@ -216,7 +242,7 @@ static size_t shared_state_at(const ppo_model *md, int part) {
 static size_t share_carve(void *view, unsigned char *base, int begin, int count, void *ctx) {
     const ppo *t = ctx;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    return view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad);
+    return view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad, t->md.state_dim);
 }
 
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
@@ -236,11 +262,11 @@ static int views_init(ppo *t, calf_error *err) {
                  work_share_fits(c, t->E, extra, &lay);
     if (!t->sharing) {
         rollout_view scratch;
-        size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad);
+        size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad, t->md.state_dim);
         if (!(t->views = mem_calloc(1, sizeof *t->views, err)) ||
             !(t->view_mem = mem_calloc(1, bytes, err)))
             return CALF_ENOMEM; /* ppo_destroy frees what was made */
-        view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad);
+        view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad, t->md.state_dim);
         t->own = &t->views[0];
         return CALF_OK;
     }
@@ -285,6 +311,42 @@ static int minibatches_of(int E, int T, int64_t mini_batch_size) {
     return (int)M;
 }
 
+/* With recurrent cores a minibatch is whole env sequences: the global mini_batch_size
+ * rounded to whole envs of T steps. */
+static int sequence_minibatches_of(int E, int T, int64_t mini_batch_size) {
+    int64_t M = ((int64_t)E * T + mini_batch_size - 1) / mini_batch_size;
+    if (M < 1) M = 1;
+    if (M > E) M = E;
+    return (int)M;
+}
+
+/* What recurrent cores add: every env's state (zero, each env about to start an episode),
+ * the acting scratch (also greedy's), and the update's per-sequence buffers. */
+static int recurrent_init(ppo *t, calf_error *err) {
+    const ppo_model *md = &t->md;
+    int n = t->count, T = t->T, od = md->obs_dim, ad = md->action_dim > 0 ? md->action_dim : 1;
+    int rows = n > EVAL_ROWS ? n : EVAL_ROWS;
+    int rc = ppo_rec_act_init(&t->ract, md, rows, err);
+    if (rc || n == 0) return rc; /* acting only (calf play) */
+    if ((rc = ppo_rec_state_init(&t->rstate, md, n, err)) ||
+        (rc = ppo_seq_work_init(&t->seq, md, T, err)))
+        return rc;
+    size_t E = (size_t)t->E, Tn = (size_t)T;
+    if (!(t->next_start = mem_calloc((size_t)n, 1, err)) ||
+        !(t->plan = mem_calloc(E, sizeof(int), err)) ||
+        !(t->mb_of = mem_calloc(E, sizeof(int), err)) ||
+        !(t->sq_obs = mem_calloc(Tn * (size_t)od, sizeof(float), err)) ||
+        !(t->sq_u = mem_calloc(Tn * (size_t)ad, sizeof(float), err)) ||
+        !(t->sq_logp = mem_calloc(Tn, sizeof(float), err)) ||
+        !(t->sq_adv = mem_calloc(Tn, sizeof(float), err)) ||
+        !(t->sq_ret = mem_calloc(Tn, sizeof(float), err)) ||
+        !(t->sq_act = mem_calloc(Tn, sizeof(int), err)) ||
+        !(t->sq_start = mem_calloc(Tn, 1, err)))
+        return CALF_ENOMEM;
+    memset(t->next_start, 1, (size_t)n);
+    return CALF_OK;
+}
+
 static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     const calf_config *cfg = s->cfg;
     comm *c = s->c;
@@ -294,6 +356,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->T = s->T;
     t->begin = s->begin;
     t->count = s->count;
+    t->seed = s->seed;
     t->mini_batch_size = calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
     t->M = minibatches_of(t->E, t->T, t->mini_batch_size);
     t->params_version = 1;
@@ -302,6 +365,10 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->total_iterations = s->total_iterations;
     int rc = ppo_model_init(&t->md, cfg, s->spec, opt, err);
     if (rc == CALF_OK) rc = ppo_model_init_params(&t->md, cfg, s->seed, err);
+    if (rc == CALF_OK && t->md.state_dim) {
+        t->M = sequence_minibatches_of(t->E, t->T, t->mini_batch_size);
+        rc = recurrent_init(t, err);
+    }
     if (rc == CALF_OK && t->p.normalize_obs)
         rc = obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip, err);
     int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
@@ -430,6 +497,22 @@ static void value_of(ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
     }
 }
 
+/* Recurrent cores: every env's state steps on x (after the reset of an env whose episode
+ * starts here), the actor's rows into t->head and the values kept for the advantages; at
+ * step 0 the states the update will start from. */
+static void act_recurrent(ppo *t, int s, const float *x /* (count, obs_dim) */) {
+    ppo_model *md = &t->md;
+    int n = t->count, sd = md->state_dim;
+    size_t base = (size_t)s * n;
+    if (s == 0)
+        for (int e = 0; e < n; e++)
+            ppo_rec_state_get(&t->rstate, md, e, t->own->state0 + (size_t)e * sd);
+    uint8_t *start = t->own->start + base;
+    memcpy(start, t->next_start, (size_t)n);
+    ppo_rec_step(md, md->g.params, &t->ract, &t->rstate, x, start, n, &t->a_cache, t->head,
+                 &t->v_cache, t->own->val + base);
+}
+
 /* Sample every env's action at step s and keep what the update needs of it. */
 static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
                     float *u) {
@@ -448,7 +531,8 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     } else {
         memcpy(x, obs, (size_t)n * od * sizeof(float));
     }
-    net_forward(&md->actor, md->g.params, x, n, &t->a_cache, t->head);
+    if (md->state_dim) act_recurrent(t, s, x);
+    else net_forward(&md->actor, md->g.params, x, n, &t->a_cache, t->head);
     for (int e = 0; e < n; e++) {
         size_t i = base + (size_t)e;
         t->logp[i] = ppo_model_sample(md, md->g.params, t->head + (size_t)e * hd, &t->act_rng[e],
@@ -465,6 +549,28 @@ static void obs_in(const ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
     else memcpy(y, x, (size_t)rows * (size_t)t->md.obs_dim * sizeof(float));
 }
 
+/* Recurrent cores: which envs start an episode at the next step, and the values that
+ * look one observation ahead of an env's state (V(final obs) where truncated; at the last
+ * step, V(next obs) to bootstrap), as the advantages need them. */
+static void observe_recurrent(ppo *t, const algo_step *st) {
+    ppo_model *md = &t->md;
+    int n = t->count, od = md->obs_dim;
+    size_t base = (size_t)st->s * n;
+    for (int e = 0; e < n; e++) {
+        size_t i = base + (size_t)e;
+        if (st->truncated[e])
+            t->own->cut_val[i] = ppo_rec_peek_value(md, md->g.params, &t->ract, &t->rstate, e,
+                                                    t->trunc_obs + i * od, false, &t->v_cache);
+        t->next_start[e] = (uint8_t)(st->terminated[e] | st->truncated[e]);
+    }
+    if (st->s == t->T - 1)
+        for (int e = 0; e < n; e++)
+            t->own->boot_val[e] =
+                ppo_rec_peek_value(md, md->g.params, &t->ract, &t->rstate, e,
+                                   t->own->boot_obs + (size_t)e * od, t->next_start[e],
+                                   &t->v_cache);
+}
+
 static void ppo_observe(algorithm *a, const algo_step *st) {
     ppo *t = (ppo *)a;
     int n = t->count, od = t->md.obs_dim;
@@ -477,9 +583,33 @@ static void ppo_observe(algorithm *a, const algo_step *st) {
             obs_in(t, st->final_obs + (size_t)e * od, 1, t->trunc_obs + (base + (size_t)e) * od);
     /* what the advantages need besides: the observation each env's next step would see */
     if (st->s == t->T - 1) obs_in(t, st->next_obs, n, t->own->boot_obs);
+    if (t->md.state_dim) observe_recurrent(t, st);
 }
 
 /* ---- advantages ------------------------------------------------------------- */
+
+/* Env e of view v: GAE advantages and returns from t->g_val and t->g_next (each step's
+ * value and the value after it), and the advantage sums. */
+static void gae_env(ppo *t, rollout_view *v, int e) {
+    int T = t->T, vn = v->count;
+    for (int s = 0; s < T; s++) {
+        size_t i = (size_t)s * vn + (size_t)e;
+        t->g_rew[s] = v->rew[i];
+        t->g_term[s] = v->term[i];
+        t->g_ended[s] = (uint8_t)(v->term[i] | v->trunc[i]);
+    }
+    ppo_gae(T, t->g_rew, t->g_val, t->g_next, t->g_term, t->g_ended, t->p.gamma, t->p.lambda,
+            t->g_adv, t->g_ret);
+    double *sums = v->adv_sums + 2 * (size_t)e;
+    sums[0] = sums[1] = 0;
+    for (int s = 0; s < T; s++) {
+        size_t i = (size_t)s * vn + (size_t)e;
+        v->adv[i] = t->g_adv[s];
+        v->ret[i] = t->g_ret[s];
+        sums[0] += t->g_adv[s];
+        sums[1] += (double)t->g_adv[s] * t->g_adv[s];
+    }
+}
 
 /* Values, GAE advantages and returns, and the advantage sums of envs [first, first+cnt)
  * of view v (cnt <= adv_group): V(obs) of every step, V(obs after the last step) to
@@ -514,29 +644,36 @@ static void advantages_group(ppo *t, rollout_view *v, int first, int cnt) {
     for (int k = 0; k < cnt; k++) {
         int e = first + k;
         for (int s = 0; s < T; s++) {
-            size_t r = (size_t)k * T + s, i = (size_t)s * vn + (size_t)e;
-            t->g_rew[s] = v->rew[i];
+            size_t r = (size_t)k * T + s;
             t->g_val[s] = t->grp_val[r];
             t->g_next[s] = t->grp_next[r];
-            t->g_term[s] = v->term[i];
-            t->g_ended[s] = (uint8_t)(v->term[i] | v->trunc[i]);
         }
-        ppo_gae(T, t->g_rew, t->g_val, t->g_next, t->g_term, t->g_ended, t->p.gamma, t->p.lambda,
-                t->g_adv, t->g_ret);
-        double *sums = v->adv_sums + 2 * (size_t)e;
-        sums[0] = sums[1] = 0;
+        gae_env(t, v, e);
+    }
+}
+
+/* The same with recurrent cores, from the values computed while acting (each env's state
+ * carried along: a row can no longer go through the net on its own). */
+static void advantages_stored(ppo *t, rollout_view *v, int first, int cnt) {
+    int T = t->T, vn = v->count;
+    for (int e = first; e < first + cnt; e++) {
         for (int s = 0; s < T; s++) {
             size_t i = (size_t)s * vn + (size_t)e;
-            v->adv[i] = t->g_adv[s];
-            v->ret[i] = t->g_ret[s];
-            sums[0] += t->g_adv[s];
-            sums[1] += (double)t->g_adv[s] * t->g_adv[s];
+            t->g_val[s] = v->val[i];
+            t->g_next[s] = v->trunc[i] ? v->cut_val[i]
+                           : s + 1 < T ? v->val[i + (size_t)vn]
+                                       : v->boot_val[e];
         }
+        gae_env(t, v, e);
     }
 }
 
 /* The same for envs [first, first+cnt) of v, adv_group at a time. */
 static void advantages_envs(ppo *t, rollout_view *v, int first, int cnt) {
+    if (t->md.state_dim) {
+        advantages_stored(t, v, first, cnt);
+        return;
+    }
     for (int g = first; g < first + cnt; g += t->adv_group)
         advantages_group(t, v, g, first + cnt - g < t->adv_group ? first + cnt - g : t->adv_group);
 }
@@ -588,9 +725,69 @@ static void shuffle_env(calf_rng *rng, int *perm, int T) {
     }
 }
 
+/* With recurrent cores, an epoch's minibatches are whole env sequences: the E envs
+ * shuffled by the (seed, iteration << 20 | epoch, CALF_RNG_PLAN) stream, minibatch m the
+ * m-th of M nearly equal chunks of that order. Every rank draws the same plan, so it does
+ * not depend on the number of processes. */
+static void plan_sequences(ppo *t, int epoch) {
+    calf_rng r;
+    calf_rng_seed(&r, t->seed, ((uint64_t)t->iteration << 20) | (uint64_t)epoch, CALF_RNG_PLAN);
+    shuffle_env(&r, t->plan, t->E);
+    for (int m = 0; m < t->M; m++) {
+        int off, len;
+        chunk_range(t->E, t->M, m, &off, &len);
+        for (int j = off; j < off + len; j++) t->mb_of[t->plan[j]] = m;
+    }
+}
+
 typedef struct loss_weights {
     float clip, td_w, ent_w, scale;
 } loss_weights;
+
+/* With recurrent cores, minibatch mb of this epoch's plan (t->mb_of): envs [first,
+ * first+cnt) of view v that are in it give their whole sequence's partial gradient
+ * (ppo_seq_grad, from the state their rollout started with), the others a zero partial,
+ * so the tree over every env sums the minibatch's envs in env order, on any split. */
+static void minibatch_sequences(ppo *t, const rollout_view *v, int first, int cnt, int mb,
+                                const loss_weights *w, comm_tree *tree) {
+    ppo_model *md = &t->md;
+    int T = t->T, vn = v->count, od = md->obs_dim, ad = md->action_dim;
+    int adim = ad > 0 ? ad : 1;
+    ppo_seq_weights lw = {.clip = w->clip, .td_w = w->td_w, .ent_w = w->ent_w, .scale = w->scale};
+    for (int e = first; e < first + cnt; e++) {
+        float *left = comm_tree_left_sibling(tree);
+        if (t->mb_of[v->begin + e] != mb) {
+            /* a zero partial: the left sibling as it is (x + 0 is x: no partial is -0), or
+             * a zeroed leaf */
+            if (left) {
+                comm_tree_push_into_left(tree);
+            } else {
+                comm_tree_leaf(tree);
+                comm_tree_push(tree);
+            }
+            continue;
+        }
+        for (int s = 0; s < T; s++) {
+            size_t i = (size_t)s * vn + (size_t)e;
+            memcpy(t->sq_obs + (size_t)s * od, v->obs + i * od, (size_t)od * sizeof(float));
+            if (ad) memcpy(t->sq_u + (size_t)s * ad, v->u + i * adim, (size_t)ad * sizeof(float));
+            t->sq_start[s] = v->start[i];
+            t->sq_act[s] = v->act[i];
+            t->sq_logp[s] = v->logp[i];
+            t->sq_adv[s] = v->adv[i];
+            t->sq_ret[s] = v->ret[i];
+        }
+        ppo_seq sq = {.T = T, .obs = t->sq_obs, .start = t->sq_start,
+                      .state0 = v->state0 + (size_t)e * md->state_dim, .act = t->sq_act,
+                      .u = ad ? t->sq_u : NULL, .logp = t->sq_logp, .adv = t->sq_adv,
+                      .ret = t->sq_ret};
+        float *leaf = left ? left : comm_tree_leaf_raw(tree);
+        ppo_seq_grad(md, md->g.params, t->params_version, &t->seq, &sq, &lw, leaf, left != NULL,
+                     v->stats + (size_t)e * NUM_STATS);
+        if (left) comm_tree_push_into_left(tree);
+        else comm_tree_push(tree);
+    }
+}
 
 /* Forward, per-sample loss and per-env backward for envs [first, first+cnt) of view v
  * (indices within v) on timesteps [off, off+len) of their shuffles, each env's partial
@@ -598,6 +795,10 @@ typedef struct loss_weights {
  * The result depends only on the parameters and v's data, not on who runs it. */
 static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, int off,
                            int len, const loss_weights *w, comm_tree *tree) {
+    if (t->md.state_dim) {
+        minibatch_sequences(t, v, first, cnt, off, w, tree);
+        return;
+    }
     ppo_model *md = &t->md;
     int T = t->T, vn = v->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     int adim = ad > 0 ? ad : 1;
@@ -738,11 +939,20 @@ static int update(ppo *t, calf_error *err) {
     };
 
     for (int epoch = 0; epoch < t->p.epochs; epoch++) {
-        for (int e = 0; e < n; e++) shuffle_env(&t->shuf_rng[e], t->perm + (size_t)e * T, T);
+        if (md->state_dim) plan_sequences(t, epoch);
+        else
+            for (int e = 0; e < n; e++) shuffle_env(&t->shuf_rng[e], t->perm + (size_t)e * T, T);
         for (int mb = 0; mb < t->M; mb++) {
             int off, len;
-            chunk_range(T, t->M, mb, &off, &len);
-            w.scale = 1.0f / ((float)t->E * (float)len);
+            if (md->state_dim) {
+                /* minibatch mb: len whole env sequences (minibatch_sequences) */
+                chunk_range(t->E, t->M, mb, &off, &len);
+                off = mb;
+                w.scale = 1.0f / ((float)len * (float)T);
+            } else {
+                chunk_range(T, t->M, mb, &off, &len);
+                w.scale = 1.0f / ((float)t->E * (float)len);
+            }
             double waited = t->c->wait_s;
             int rc = minibatch_gradient(t, off, len, &w, err);
             if (rc) return rc;
@@ -815,20 +1025,51 @@ static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float
             obs_norm_apply(&t->onorm, x, b, t->eval_in);
             x = t->eval_in;
         }
-        net_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
+        if (md->acore_h) {
+            /* the rows' states, as greedy_reset started them and earlier calls left them */
+            CALF_ASSERT(rows <= t->gstate.n);
+            ppo_rec_state rs = ppo_rec_state_rows(&t->gstate, md, r0, b);
+            ppo_rec_step(md, md->g.params, &t->ract, &rs, x, NULL, b, &t->eval_cache,
+                         t->eval_head, NULL, NULL);
+        } else {
+            net_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
+        }
         for (int k = 0; k < b; k++)
             ppo_model_mode(md, t->eval_head + (size_t)k * hd, &act[r0 + k],
                            ad ? u + (size_t)(r0 + k) * ad : NULL);
     }
 }
 
+/* A recurrent actor carries its core's state (h, and c for an LSTM) per greedy row. */
+static int ppo_greedy_memory(const algorithm *a) {
+    const ppo_model *md = &((const ppo *)a)->md;
+    return ppo_core_state(&md->acore, md->acore_h);
+}
+
+static int ppo_greedy_reset(algorithm *a, int rows, calf_error *err) {
+    ppo *t = (ppo *)a;
+    if (!t->md.acore_h) return CALF_OK;
+    if (rows > t->gstate.n) {
+        ppo_rec_state_free(&t->gstate);
+        int rc = ppo_rec_state_init(&t->gstate, &t->md, rows, err);
+        if (rc) return rc;
+    }
+    ppo_rec_state_zero(&t->gstate, &t->md, 0, rows);
+    return CALF_OK;
+}
+
 /* The actor and its distribution's mode, as ppo_greedy and ppo_model_mode compute them (on
  * the observation normalized by the checkpoint's statistics, when configured): the
  * categorical's argmax, or the Gaussian's mean (unclipped: the env clips). */
 static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
-    (void)err;
     const ppo *t = (const ppo *)a;
     const ppo_model *md = &t->md;
+    if (md->acore_h)
+        return calf_error_set(err, CALF_EINVAL,
+                              "calf export: a recurrent policy (ActorDistributionNetwork.%s = "
+                              "%d) cannot be exported yet: the exported C has no per-row state",
+                              md->acore.kind == RNN_LSTM ? "lstm_hidden_size" : "gru_hidden_size",
+                              md->acore_h);
     int rc = export_c_net(x, "actor", &md->actor, md->g.params, err);
     if (rc) return rc;
     if (t->p.normalize_obs) obs_norm_export_c(&t->onorm, x, "obs_in");
@@ -917,10 +1158,12 @@ static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
     return rc;
 }
 
-/* Each env's record: its action stream, then its shuffle stream. */
+/* Each env's record: its action stream, then its shuffle stream; with recurrent cores
+ * then whether its next step begins an episode (a byte, 0 or 1) and its state (state_dim
+ * float32s, ppo_rec_state_put), so a resume on any number of processes continues it. */
 static size_t ppo_env_record_size(const algorithm *a) {
-    (void)a;
-    return 2 * BYTES_RNG;
+    const ppo *t = (const ppo *)a;
+    return 2 * BYTES_RNG + (t->md.state_dim ? 1 + 4 * (size_t)t->md.state_dim : 0);
 }
 
 static int get_rng(const unsigned char *p, calf_rng *r, const char *name, int env, calf_error *err) {
@@ -933,6 +1176,10 @@ static void ppo_save_env(const algorithm *a, int e, unsigned char *rec) {
     const ppo *t = (const ppo *)a;
     bytes_put_rng(rec, &t->act_rng[e]);
     bytes_put_rng(rec + BYTES_RNG, &t->shuf_rng[e]);
+    if (t->md.state_dim) {
+        rec[2 * BYTES_RNG] = t->next_start[e];
+        ppo_rec_state_put(&t->rstate, &t->md, e, rec + 2 * BYTES_RNG + 1);
+    }
 }
 
 static int ppo_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
@@ -940,6 +1187,15 @@ static int ppo_load_env(algorithm *a, int e, const unsigned char *rec, const cha
     ppo *t = (ppo *)a;
     int rc = get_rng(rec, &t->act_rng[e], name, t->begin + e, err);
     if (rc == CALF_OK) rc = get_rng(rec + BYTES_RNG, &t->shuf_rng[e], name, t->begin + e, err);
+    if (rc == CALF_OK && t->md.state_dim) {
+        const unsigned char *r = rec + 2 * BYTES_RNG;
+        if (r[0] > 1 || !ppo_rec_state_load(&t->rstate, &t->md, e, r + 1))
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: env %d's recurrent state is damaged (%s)", name,
+                                  t->begin + e, r[0] > 1 ? "an episode-start flag not 0 or 1"
+                                                         : "a value that is not finite");
+        t->next_start[e] = r[0];
+    }
     return rc;
 }
 
@@ -969,10 +1225,20 @@ static void ppo_describe(const algorithm *a, char *text, size_t cap) {
     int off0, len0, offl, lenl;
     chunk_range(t->T, t->M, 0, &off0, &len0);
     chunk_range(t->T, t->M, t->M - 1, &offl, &lenl);
-    snprintf(text, cap,
-             "mini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
-             "every env (%d..%d samples)",
-             (long long)t->mini_batch_size, t->M, lenl, len0, t->E * lenl, t->E * len0);
+    if (t->md.state_dim) {
+        chunk_range(t->E, t->M, 0, &off0, &len0);
+        chunk_range(t->E, t->M, t->M - 1, &offl, &lenl);
+        snprintf(text, cap,
+                 "mini_batch_size = %lld: %d minibatches per epoch of whole env sequences (a "
+                 "recurrent core), each %d..%d envs x %d steps, the envs drawn per epoch by the "
+                 "(seed, iteration, epoch) stream",
+                 (long long)t->mini_batch_size, t->M, lenl, len0, t->T);
+    } else {
+        snprintf(text, cap,
+                 "mini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
+                 "every env (%d..%d samples)",
+                 (long long)t->mini_batch_size, t->M, lenl, len0, t->E * lenl, t->E * len0);
+    }
     size_t off = strlen(text);
     if (t->p.lr_linear && off < cap)
         off += (size_t)snprintf(text + off, cap - off,
@@ -984,6 +1250,31 @@ static void ppo_describe(const algorithm *a, char *text, size_t cap) {
                  "\nobservations normalized by the statistics of all iterations before, "
                  "merged once per iteration over %d envs x %d steps",
                  t->E, t->T);
+}
+
+/* A core is an LSTM or a GRU, not both, and of at least 3 units (rnn.h); then whether
+ * the networks can be built on the env's observation (ppo_model_check). */
+static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+    static const int rows[2][2] = {{CFG_PPO_ACTOR_LSTM, CFG_PPO_ACTOR_GRU},
+                                   {CFG_PPO_VALUE_LSTM, CFG_PPO_VALUE_GRU}};
+    for (int k = 0; k < 2; k++) {
+        int64_t lstm = calf_config_int(cfg, rows[k][0]), gru = calf_config_int(cfg, rows[k][1]);
+        if (lstm > 0 && gru > 0)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s and %s (%s) are both set: a network's core is an "
+                                  "LSTM or a GRU, not both",
+                                  calf_config_origin(cfg, rows[k][1]), calf_binding_name(rows[k][1]),
+                                  calf_binding_name(rows[k][0]), calf_config_origin(cfg, rows[k][0]));
+        for (int j = 0; j < 2; j++) {
+            int64_t h = j ? gru : lstm;
+            if (h > 0 && h < 3)
+                return calf_error_set(err, CALF_EINVAL,
+                                      "%s: %s = %lld: a recurrent core needs at least 3 units",
+                                      calf_config_origin(cfg, rows[k][j]),
+                                      calf_binding_name(rows[k][j]), (long long)h);
+        }
+    }
+    return ppo_model_check(cfg, spec, err);
 }
 
 static int ppo_start(algorithm *a, calf_error *err) {
@@ -1008,6 +1299,10 @@ static void ppo_destroy(algorithm *a) {
     ppo *t = (ppo *)a;
     if (!t) return;
     ppo_model_free(&t->md);
+    ppo_rec_state_free(&t->rstate);
+    ppo_rec_state_free(&t->gstate);
+    ppo_rec_act_free(&t->ract);
+    ppo_seq_work_free(&t->seq);
     net_cache_free(&t->a_cache);
     net_cache_free(&t->v_cache);
     net_cache_free(&t->eval_cache);
@@ -1020,7 +1315,8 @@ static void ppo_destroy(algorithm *a) {
                     t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val,
                     t->g_next, t->g_adv, t->g_ret, t->g_term, t->g_ended, t->grp_obs,
                     t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val, t->eval_head,
-                    t->eval_in, t->norm_acc};
+                    t->eval_in, t->norm_acc, t->next_start, t->plan, t->mb_of, t->sq_obs,
+                    t->sq_u, t->sq_logp, t->sq_adv, t->sq_ret, t->sq_act, t->sq_start};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }
@@ -1028,12 +1324,14 @@ static void ppo_destroy(algorithm *a) {
 const algorithm_ops ppo_algorithm_ops = {
     .create = ppo_create,
     .destroy = ppo_destroy,
-    .check = ppo_model_check,
+    .check = ppo_check,
     .start = ppo_start,
     .act = ppo_act,
     .observe = ppo_observe,
     .train = ppo_train,
     .greedy = ppo_greedy,
+    .greedy_memory = ppo_greedy_memory,
+    .greedy_reset = ppo_greedy_reset,
     .export_c = ppo_export_c,
     .summarize = ppo_summarize,
     .digest = ppo_digest,

@@ -10,6 +10,17 @@
 #include "algorithms/net_config.h"
 #include "base/config.h"
 #include "numerics/action_dist.h"
+#include "training/registry.h"
+
+/* What each network reads: the observation, or with a recurrent core (ppo_recurrent.h,
+ * outside the net for now) the core's h, a flat vector of its width (so conv layers with
+ * a core are refused, naming the conv row's line). */
+static void core_inputs(const calf_env_spec *spec, int a_core, int v_core, net_obs *a,
+                        net_obs *v) {
+    net_obs obs = net_obs_of(spec);
+    *a = a_core ? (net_obs){.dim = a_core} : obs;
+    *v = v_core ? (net_obs){.dim = v_core} : obs;
+}
 
 int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
                    calf_error *err) {
@@ -18,13 +29,18 @@ int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *s
     md->num_actions = spec->num_actions;
     md->action_dim = spec->action_dim;
     md->head_dim = spec->num_actions > 0 ? spec->num_actions : spec->action_dim;
-    net_obs obs = net_obs_of(spec);
+    int a_lstm = (int)calf_config_int(cfg, CFG_PPO_ACTOR_LSTM);
+    int v_lstm = (int)calf_config_int(cfg, CFG_PPO_VALUE_LSTM);
+    md->acore_h = a_lstm ? a_lstm : (int)calf_config_int(cfg, CFG_PPO_ACTOR_GRU);
+    md->vcore_h = v_lstm ? v_lstm : (int)calf_config_int(cfg, CFG_PPO_VALUE_GRU);
+    net_obs aobs, vobs;
+    core_inputs(spec, md->acore_h, md->vcore_h, &aobs, &vobs);
     net_spec as, vs;
     int rc;
     if ((rc = net_config_spec(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
-                              CALF_CFG_ACTOR_ACTIVATION, &obs, md->head_dim, &as, err)) ||
+                              CALF_CFG_ACTOR_ACTIVATION, &aobs, md->head_dim, &as, err)) ||
         (rc = net_config_spec(cfg, CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS,
-                              CALF_CFG_VALUE_ACTIVATION, &obs, 1, &vs, err)))
+                              CALF_CFG_VALUE_ACTIVATION, &vobs, 1, &vs, err)))
         return rc;
     size_t cursor = 0;
     if ((rc = net_layout(&md->actor, &as, &cursor, err)) ||
@@ -32,17 +48,25 @@ int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *s
         return rc;
     md->log_std_off = cursor;
     if (md->action_dim > 0) cursor += (size_t)md->action_dim;
+    if (md->acore_h)
+        rnn_layout(&md->acore, a_lstm ? RNN_LSTM : RNN_GRU, md->obs_dim, md->acore_h, &cursor);
+    if (md->vcore_h)
+        rnn_layout(&md->vcore, v_lstm ? RNN_LSTM : RNN_GRU, md->obs_dim, md->vcore_h, &cursor);
+    md->state_dim = ppo_core_state(&md->acore, md->acore_h) + ppo_core_state(&md->vcore, md->vcore_h);
     return param_group_init(&md->g, "PRMS", cursor, true, opt, err);
 }
 
 int ppo_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
-    net_obs obs = net_obs_of(spec);
+    int a_core = (int)(calf_config_int(cfg, CFG_PPO_ACTOR_LSTM) + calf_config_int(cfg, CFG_PPO_ACTOR_GRU));
+    int v_core = (int)(calf_config_int(cfg, CFG_PPO_VALUE_LSTM) + calf_config_int(cfg, CFG_PPO_VALUE_GRU));
+    net_obs aobs, vobs;
+    core_inputs(spec, a_core, v_core, &aobs, &vobs);
     int head = spec->num_actions > 0 ? spec->num_actions : spec->action_dim, rc;
     if ((rc = net_config_check(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
-                               CALF_CFG_ACTOR_ACTIVATION, &obs, head, err)))
+                               CALF_CFG_ACTOR_ACTIVATION, &aobs, head, err)))
         return rc;
     return net_config_check(cfg, CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS,
-                            CALF_CFG_VALUE_ACTIVATION, &obs, 1, err);
+                            CALF_CFG_VALUE_ACTIVATION, &vobs, 1, err);
 }
 
 int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
@@ -51,6 +75,10 @@ int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, 
     /* CleanRL / SB3: sqrt(2) hidden, 0.01 policy head, 1 value head */
     int rc = net_init(&md->actor, md->g.params, sqrtf(2.0f), 0.01f, &rng, err);
     if (rc == CALF_OK) rc = net_init(&md->value, md->g.params, sqrtf(2.0f), 1.0f, &rng, err);
+    /* the cores after the networks (CleanRL's LSTM init: orthogonal, gain 1, biases 0),
+     * so that a config without them draws what it always drew */
+    if (rc == CALF_OK && md->acore_h) rc = rnn_init(&md->acore, md->g.params, &rng, err);
+    if (rc == CALF_OK && md->vcore_h) rc = rnn_init(&md->vcore, md->g.params, &rng, err);
     if (rc) return rc;
     for (int k = 0; k < md->action_dim; k++)
         md->g.params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);

@@ -106,6 +106,11 @@ static void dumping_greedy(algorithm *a, const float *obs, int rows, int *act, f
     dump_rows(d->f, d->spec, obs, rows, act, u);
 }
 
+static int dumping_greedy_reset(algorithm *a, int rows, calf_error *err) {
+    dumping_policy *d = (dumping_policy *)a;
+    return d->ops->greedy_reset ? d->ops->greedy_reset(d->algo, rows, err) : CALF_OK;
+}
+
 /* Rows of obs_dim numbers (anything strtof reads), one a line; blank lines skipped.
  * *obs is the caller's (free()). */
 static int read_observations(const char *path, int od, float **obs, int *rows, calf_error *err) {
@@ -177,12 +182,14 @@ static int act_on_file(const calf_play_testing *t, play_policy *p, FILE *f, int 
         free(act);
         return CALF_ENOMEM;
     }
-    if (*rows > 0) p->ops->greedy(p->algo, obs, *rows, act, u);
-    dump_rows(f, spec, obs, *rows, act, u);
+    /* a policy with memory: each row the first step of an episode */
+    if (*rows > 0 && p->ops->greedy_reset) rc = p->ops->greedy_reset(p->algo, *rows, err);
+    if (rc == CALF_OK && *rows > 0) p->ops->greedy(p->algo, obs, *rows, act, u);
+    if (rc == CALF_OK) dump_rows(f, spec, obs, *rows, act, u);
     free(obs);
     free(act);
     free(u);
-    return CALF_OK;
+    return rc;
 }
 
 /* An existing regular file that this process may not write (no write bit in its mode,
@@ -277,6 +284,10 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
         if (rc != CALF_OK) break;
         calf_env_reset(&env, obs);
         returns[k] = 0;
+        if (ops->greedy_reset && (rc = ops->greedy_reset(algo, 1, err)) != CALF_OK) {
+            calf_env_free(&env); /* a policy with memory starts a new episode */
+            break;
+        }
         int term = 0, trunc = 0;
         int64_t steps = 0;
         bool at_cap = false;
@@ -403,6 +414,7 @@ int calf_play_for_testing(const calf_play_options *o, const calf_play_testing *t
         dumping_policy d = {.ops = p->ops, .algo = p->algo, .spec = &p->cls->spec, .f = dump};
         algorithm_ops dumping_ops = *p->ops;
         dumping_ops.greedy = dumping_greedy;
+        dumping_ops.greedy_reset = p->ops->greedy_reset ? dumping_greedy_reset : NULL;
         /* the cap of the run's evaluation (its config.gin), so play reports what it did */
         int64_t max_steps = calf_config_int(&p->cfg, CALF_CFG_EVAL_MAX_EPISODE_STEPS);
         int capped = 0;

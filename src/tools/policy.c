@@ -47,6 +47,12 @@ int calf_policy_open(const char *root_dir, const char *checkpoint, calf_policy *
     calf_policy *p = mem_calloc(1, sizeof *p, err);
     if (!p) return CALF_ENOMEM;
     int rc = play_policy_open(&p->pp, root_dir, checkpoint, err);
+    /* a policy with memory needs a reset and per-row state, which this API has not yet */
+    if (rc == CALF_OK && p->pp.ops->greedy_memory && p->pp.ops->greedy_memory(p->pp.algo) > 0)
+        rc = calf_error_set(err, CALF_EINVAL,
+                            "%s: a recurrent policy (its greedy rows carry state): calf_policy "
+                            "cannot act with it yet; `calf play` can",
+                            p->pp.path);
     if (rc != CALF_OK) {
         play_policy_close(&p->pp);
         free(p);

@@ -71,6 +71,14 @@ typedef struct algorithm_ops {
     int (*train)(algorithm *a, int64_t iteration, calf_error *err);
     /* Greedy actions for rows of obs (evaluation, play); no collective. */
     void (*greedy)(algorithm *a, const float *obs, int rows, int *act, float *u);
+    /* Optional (may be NULL: 0), a policy with memory (a recurrent core): the floats of
+     * state each greedy row carries from one call to the next; 0 for none. */
+    int (*greedy_memory)(const algorithm *a);
+    /* Optional, required when greedy_memory says > 0: the next greedy calls act on rows
+     * [0, rows), each starting an episode now (its state zeroed) and keeping its state from
+     * call to call until the next reset; room is made for that many rows (CALF_ENOMEM when
+     * it cannot be). A greedy call of more rows than the last reset made room for is a bug. */
+    int (*greedy_reset)(algorithm *a, int rows, calf_error *err);
     /* Collective when summaries are due: reduce the last train's statistics over envs
      * and write them (only the main process has a current writer). */
     int (*summarize)(algorithm *a, int64_t step, bool histograms, calf_error *err);

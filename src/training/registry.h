@@ -114,7 +114,21 @@
     X(PPO_ENTROPY_REG, "PPOLoss.entropy_regularization", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL,  \
       0, CALF_NO_FALLBACK, "weight of the entropy bonus")                                        \
     X(PPO_NORMALIZE_ADVANTAGES, "PPOLoss.normalize_advantages", CALF_CFG_BOOL, "True", 0, 0, 0,   \
-      NULL, 0, CALF_NO_FALLBACK, "normalise advantages over each iteration's whole batch")
+      NULL, 0, CALF_NO_FALLBACK, "normalise advantages over each iteration's whole batch")      \
+    X(PPO_ACTOR_LSTM, "ActorDistributionNetwork.lstm_hidden_size", CALF_CFG_INT, "0", 0, 1024, 0, \
+      NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                           \
+      "PPO: an LSTM of this many units between the observation and the policy's fc layers "     \
+      "(0: none; a recurrent policy, its state carried per env and reset at episode starts)")  \
+    X(PPO_ACTOR_GRU, "ActorDistributionNetwork.gru_hidden_size", CALF_CFG_INT, "0", 0, 1024, 0,   \
+      NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                           \
+      "PPO: a GRU of this many units there instead (0: none; not with lstm_hidden_size)")       \
+    X(PPO_VALUE_LSTM, "ValueNetwork.lstm_hidden_size", CALF_CFG_INT, "0", 0, 1024, 0, NULL,       \
+      CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                 \
+      "PPO: an LSTM of this many units between the observation and the value's fc layers "      \
+      "(0: none)")                                                                               \
+    X(PPO_VALUE_GRU, "ValueNetwork.gru_hidden_size", CALF_CFG_INT, "0", 0, 1024, 0, NULL,         \
+      CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                 \
+      "PPO: a GRU of this many units there instead (0: none; not with lstm_hidden_size)")
 
 #define SAC_BINDINGS(X)                                                                          \
     X(SAC_TAU, "SacAlgorithm.target_update_tau", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,        \

@@ -303,6 +303,8 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
         if (rc == CALF_OK) calf_env_reset(&envs[k], obs + (size_t)k * od);
         returns[k] = 0;
     }
+    /* a policy with memory starts every row's episode here */
+    if (rc == CALF_OK && ops->greedy_reset) rc = ops->greedy_reset(algo, episodes, err);
     if (rc == CALF_OK) {
         int left = episodes;
         while (left > 0) {

@@ -1,0 +1,110 @@
+/* ppo_recurrent.h: what PPO does differently when its networks have a recurrent core
+ * (ppo_model.h's acore, vcore; CleanRL's ppo_atari_lstm, SB3-contrib's RecurrentPPO): each
+ * env's state carried through the rollout and zeroed where an episode starts, the values
+ * computed while acting, and in the update one env's whole sequence recomputed from the
+ * state its rollout started with, as that env's partial gradient. */
+#ifndef CALF_PPO_RECURRENT_H
+#define CALF_PPO_RECURRENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "algorithms/ppo_model.h"
+#include "numerics/net.h"
+#include "numerics/rnn.h"
+
+/* One env's state as the checkpoint and the update see it: state_dim floats, the actor
+ * core's h then c (LSTM), then the value core's h then c. While acting, the process keeps
+ * every env's state by core and part, (envs, H) each, as the cells step them. */
+typedef struct ppo_rec_state {
+    int n;                 /* rows */
+    float *ha, *ca;        /* (n, acore_h) actor core's h and c (c NULL for a GRU or none) */
+    float *hv, *cv;        /* (n, vcore_h) value core's */
+} ppo_rec_state;
+
+int ppo_rec_state_init(ppo_rec_state *s, const ppo_model *md, int n, calf_error *err);
+void ppo_rec_state_free(ppo_rec_state *s);
+/* Zero rows [first, first + count). */
+void ppo_rec_state_zero(ppo_rec_state *s, const ppo_model *md, int first, int count);
+/* Row r to and from the state_dim floats of one env (the layout above). */
+void ppo_rec_state_get(const ppo_rec_state *s, const ppo_model *md, int r, float *out);
+void ppo_rec_state_set(ppo_rec_state *s, const ppo_model *md, int r, const float *in);
+/* Rows [first, first + n) of s, as a state of n rows (pointers into s). */
+ppo_rec_state ppo_rec_state_rows(const ppo_rec_state *s, const ppo_model *md, int first, int n);
+/* Row r as 4 * state_dim bytes (float32, little-endian: a checkpoint's env record), and
+ * back: false, and nothing changed, when a value read is not finite (a damaged file). */
+void ppo_rec_state_put(const ppo_rec_state *s, const ppo_model *md, int r, unsigned char *out);
+bool ppo_rec_state_load(ppo_rec_state *s, const ppo_model *md, int r, const unsigned char *in);
+
+/* Scratch of the acting steps: the cells' one-step caches for up to max_rows rows, and a
+ * one-row state for looking ahead. */
+typedef struct ppo_rec_act {
+    int max_rows;
+    rnn_cache a_step, v_step;
+    ppo_rec_state peek;    /* one row */
+    float *peek_x;         /* (obs_dim) */
+} ppo_rec_act;
+
+int ppo_rec_act_init(ppo_rec_act *w, const ppo_model *md, int max_rows, calf_error *err);
+void ppo_rec_act_free(ppo_rec_act *w);
+
+/* One step of n <= max_rows envs: rows whose start is set are zeroed first, then each
+ * core steps on its row of x (rnn_step: the bits of rnn_forward's step); the actor's
+ * output rows into head (n, head_dim) through ac, and, when val is not NULL, the values
+ * into val (n) through vc. x is what the networks read (normalized when configured). */
+void ppo_rec_step(const ppo_model *md, const float *params, ppo_rec_act *w, ppo_rec_state *s,
+                  const float *x,         /* (n, obs_dim) */
+                  const uint8_t *start,   /* (n), or NULL: no episode starts */
+                  int n, net_cache *ac, float *head, net_cache *vc, float *val);
+
+/* The value of observation x for row r if the env stepped on from its state (zeroed
+ * first when start): V(final observation) of a truncated episode, V(the next
+ * observation) to bootstrap. Changes no state. */
+float ppo_rec_peek_value(const ppo_model *md, const float *params, ppo_rec_act *w,
+                         const ppo_rec_state *s, int r, const float *x /* (obs_dim) */,
+                         bool start, net_cache *vc);
+
+/* ---- one env's sequence in the update --------------------------------------------- */
+
+typedef struct ppo_seq {
+    int T;
+    const float *obs;       /* (T, obs_dim) what the policy acted on */
+    const uint8_t *start;   /* (T) 1 where an episode starts: the state is zeroed first */
+    const float *state0;    /* (state_dim) the state before step 0 */
+    const int *act;         /* (T) discrete actions */
+    const float *u;         /* (T, action_dim) continuous actions, or NULL */
+    const float *logp;      /* (T) log-probabilities when acting */
+    const float *adv, *ret; /* (T) advantages (normalized when configured) and returns */
+} ppo_seq;
+
+typedef struct ppo_seq_work {
+    int max_T;
+    rnn_cache ra, rv;       /* the cores' forward over one sequence (B = 1) */
+    net_cache ac, vc;       /* the networks over its T rows */
+    float *ya, *yv;         /* (T, H) the cores' outputs */
+    float *dya, *dyv;       /* (T, H) their gradients from the networks */
+    float *head, *dhead;    /* (T, head_dim) */
+    float *val, *dval;      /* (T) */
+    float *dlogstd;         /* (T, action_dim) */
+} ppo_seq_work;
+
+int ppo_seq_work_init(ppo_seq_work *w, const ppo_model *md, int max_T, calf_error *err);
+void ppo_seq_work_free(ppo_seq_work *w);
+
+typedef struct ppo_seq_weights {
+    float clip, td_w, ent_w; /* PPOLoss's */
+    float scale;             /* 1 / samples in the minibatch */
+} ppo_seq_weights;
+
+/* The env's partial gradient: the cores forward over the sequence from state0 (resetting
+ * where start says), the networks on their outputs, each sample's loss (ppo_sample_loss), and
+ * back: the networks' rows, then the cores through time (rnn_backward), the log-std's rows
+ * summed in order. Written over every parameter of the model (add false: grad = partial,
+ * the padding untouched) or added to what grad holds (true: grad + partial, the tree's
+ * left sibling), as net_backward_set and _add. stats[0..3] += the samples' pg loss, td
+ * loss, entropy and clip indicator. version: net_forward_v's for params. */
+void ppo_seq_grad(const ppo_model *md, const float *params, uint64_t version,
+                  ppo_seq_work *w, const ppo_seq *sq, const ppo_seq_weights *lw, float *grad,
+                  bool add, double *stats);
+
+#endif
