@@ -3,12 +3,19 @@
  * bytes calf_train writes; a checkpoint taken by hand resumes to the same bytes; bad
  * input fails with a message and leaves the process able to open the next run; misuse
  * (NULL handles and assignments, double close, step or close from the progress callback)
- * is refused; signal handlers are installed only when asked for. */
+ * is refused; signal handlers are installed only when asked for, by one run at a time;
+ * two trainers stepped in two threads at once each write only their own summaries. */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
+#include "calf/env.h"
+#include "calf/summary.h"
 #include "calf/train.h"
 #include "calf/trainer.h"
 #include "test_files.h"
@@ -388,6 +395,252 @@ static void test_signals(void) {
     signal(SIGINT, SIG_DFL);
 }
 
+/* ---- two trainers in two threads ------------------------------------------------ */
+
+/* Lockstep: every env step of one thread's run waits for a step of the other's, so the
+ * two runs are inside calf_trainer_step at the same moment on every step, whatever the
+ * scheduler does: each has made its summary writer current before the other writes a
+ * summary. A partner that stops stepping (done, or failed) releases the other; so does
+ * a wait of over 60 s (lockstep_broken: then the runs did not overlap as meant). */
+static pthread_mutex_t ls_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ls_cv = PTHREAD_COND_INITIALIZER;
+static int ls_active = 0;      /* threads still stepping */
+static int ls_waiting = 0;
+static unsigned long ls_round = 0;
+static bool lockstep_broken = false;
+
+static void lockstep(void) {
+    pthread_mutex_lock(&ls_mu);
+    if (ls_active == 2 && !lockstep_broken) {
+        unsigned long r = ls_round;
+        if (++ls_waiting == 2) {
+            ls_waiting = 0;
+            ls_round++;
+            pthread_cond_broadcast(&ls_cv);
+        } else {
+            struct timespec deadline;
+            clock_gettime(CLOCK_REALTIME, &deadline);
+            deadline.tv_sec += 60;
+            while (r == ls_round && ls_active == 2 && !lockstep_broken)
+                if (pthread_cond_timedwait(&ls_cv, &ls_mu, &deadline) == ETIMEDOUT)
+                    lockstep_broken = true;
+            if (r == ls_round) ls_waiting = 0; /* released without a partner */
+        }
+    }
+    pthread_mutex_unlock(&ls_mu);
+}
+
+static void lockstep_leave(void) {
+    pthread_mutex_lock(&ls_mu);
+    ls_active--;
+    pthread_cond_broadcast(&ls_cv);
+    pthread_mutex_unlock(&ls_mu);
+}
+
+/* A walk on a line: push left or right, paid for staying near 0, over at |x| > 1. */
+typedef struct {
+    float x;
+} walk_state;
+
+static void walk_reset(void *state, calf_rng *rng, float *obs) {
+    walk_state *s = state;
+    s->x = (float)calf_rng_uniform_range(rng, -0.5, 0.5);
+    obs[0] = s->x;
+}
+
+static int walk_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                     float *reward) {
+    (void)rng;
+    (void)u;
+    walk_state *s = state;
+    lockstep();
+    s->x += action ? 0.1f : -0.1f;
+    obs[0] = s->x;
+    *reward = 1.0f - fabsf(s->x);
+    return fabsf(s->x) > 1.0f;
+}
+
+static const calf_env_class walk_class = {
+    .spec = {.name = "LockstepWalk-v0", .obs_dim = 1, .num_actions = 2,
+             .max_episode_steps = 30, .state_size = sizeof(walk_state)},
+    .reset = walk_reset,
+    .step = walk_step,
+};
+
+#define THREAD_ITERATIONS 12
+
+/* One thread's run, and what its steps returned: per iteration, PPO's pg_loss. */
+typedef struct {
+    char dir[512];
+    const char *param;           /* its seed */
+    int rc;                      /* the first failing call's status, else CALF_OK */
+    char msg[1024];
+    int steps;
+    double pg_loss[THREAD_ITERATIONS + 1]; /* [i]: iteration i's, NAN when missing */
+} thread_run;
+
+static const char walk_conf[] =
+    "create_environment.env_name = 'LockstepWalk-v0'\n"
+    "create_environment.num_parallel_environments = 4\n"
+    "TrainerConfig.unroll_length = 8\n"
+    "TrainerConfig.mini_batch_size = 16\n"
+    "TrainerConfig.num_updates_per_train_iter = 1\n"
+    "TrainerConfig.num_iterations = 12\n"
+    "TrainerConfig.num_checkpoints = 1\n"
+    "ActorDistributionNetwork.fc_layer_params = (8,)\n"
+    "ValueNetwork.fc_layer_params = (8,)\n";
+
+static void *run_in_thread(void *arg) {
+    thread_run *r = arg;
+    calf_trainer_options o = CALF_TRAINER_OPTIONS_INIT;
+    o.root_dir = r->dir;
+    o.conf_text = walk_conf;
+    o.conf_params = &r->param;
+    o.num_conf_params = 1;
+    o.quiet = true;
+    calf_trainer *t = NULL;
+    calf_error err;
+    calf_error_clear(&err);
+    for (int i = 0; i <= THREAD_ITERATIONS; i++) r->pg_loss[i] = NAN;
+    r->rc = calf_trainer_open(&o, &t, &err);
+    while (r->rc == CALF_OK && !calf_trainer_done(t)) {
+        r->rc = calf_trainer_step(t, &err);
+        const calf_trainer_metrics *m = calf_trainer_metrics_last(t);
+        if (r->rc == CALF_OK && m && m->iteration >= 1 && m->iteration <= THREAD_ITERATIONS) {
+            const double *pg = metric(m, "PPOLoss/pg_loss");
+            if (pg) r->pg_loss[m->iteration] = *pg;
+            r->steps++;
+        }
+    }
+    lockstep_leave();
+    if (t) {
+        int crc = calf_trainer_close(t, r->rc == CALF_OK ? &err : NULL);
+        if (r->rc == CALF_OK) r->rc = crc;
+    }
+    snprintf(r->msg, sizeof r->msg, "%s", err.msg);
+    return NULL;
+}
+
+/* What a run's train/ events file holds of one tag: the value at each step and how many
+ * times each step was written. */
+typedef struct {
+    const char *tag;
+    double value[THREAD_ITERATIONS + 1];
+    int count[THREAD_ITERATIONS + 1];
+    int other_steps; /* rows at steps outside 1..THREAD_ITERATIONS */
+} tag_rows;
+
+static int collect_tag(void *arg, const char *tag, int64_t step, double wall_time, float value) {
+    (void)wall_time;
+    tag_rows *rows = arg;
+    if (strcmp(tag, rows->tag) != 0) return CALF_OK;
+    if (step < 1 || step > THREAD_ITERATIONS) {
+        rows->other_steps++;
+        return CALF_OK;
+    }
+    rows->count[step]++;
+    rows->value[step] = value;
+    return CALF_OK;
+}
+
+/* The one events file in dir/train, read back with calf's events reader. */
+static int read_train_tag(const char *dir, tag_rows *rows, calf_error *err) {
+    char train[600], path[1200];
+    join(train, sizeof train, dir, "train");
+    DIR *d = opendir(train);
+    int found = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (!strncmp(e->d_name, "events.out.tfevents.", 20)) {
+            join(path, sizeof path, train, e->d_name);
+            found++;
+        }
+    if (d) closedir(d);
+    if (found != 1) return calf_error_set(err, CALF_EINVAL, "%s: %d events files", train, found);
+    const char *paths[1] = {path};
+    return calf_events_scalars(paths, 1, stderr, collect_tag, rows, err);
+}
+
+/* Two trainers stepped at once in two threads, on two seeds: each run's events file
+ * holds each iteration once, and its pg_loss is the one that run's steps returned. With
+ * one process-wide current writer both runs' summaries went into whichever writer was
+ * made current last (issue 40, item 4). */
+static void test_threads(void) {
+    calf_error err;
+    CHECK_INT_EQ(calf_env_register(&walk_class, &err), CALF_OK);
+    thread_run runs[2];
+    memset(runs, 0, sizeof runs);
+    static const char *seeds[2] = {"TrainerConfig.random_seed = 11",
+                                   "TrainerConfig.random_seed = 12"};
+    ls_active = 2;
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "thread%d", k);
+        join(runs[k].dir, sizeof runs[k].dir, root, name);
+        runs[k].param = seeds[k];
+        CHECK_INT_EQ(pthread_create(&th[k], NULL, run_in_thread, &runs[k]), 0);
+    }
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    CHECK(!lockstep_broken);
+    for (int k = 0; k < 2; k++) {
+        thread_run *r = &runs[k];
+        if (r->rc != CALF_OK) fprintf(stderr, "run %d: %s\n", k, r->msg);
+        CHECK_INT_EQ(r->rc, CALF_OK);
+        CHECK_INT_EQ(r->steps, THREAD_ITERATIONS);
+        tag_rows env_steps = {.tag = "Metrics/EnvironmentSteps"};
+        tag_rows pg = {.tag = "PPOLoss/pg_loss"};
+        CHECK_INT_EQ(read_train_tag(r->dir, &env_steps, &err), CALF_OK);
+        CHECK_INT_EQ(read_train_tag(r->dir, &pg, &err), CALF_OK);
+        CHECK_INT_EQ(env_steps.other_steps, 0);
+        CHECK_INT_EQ(pg.other_steps, 0);
+        int wrong = 0;
+        for (int i = 1; i <= THREAD_ITERATIONS; i++) {
+            wrong += env_steps.count[i] != 1 || env_steps.value[i] != (double)i * 4 * 8;
+            /* the file's float32 of the value this run's own step returned */
+            wrong += pg.count[i] != 1 || !(pg.value[i] == (double)(float)r->pg_loss[i]);
+        }
+        if (wrong) fprintf(stderr, "run %d: %d of its iterations' summaries are missing, "
+                           "doubled or another run's\n", k, wrong);
+        CHECK_INT_EQ(wrong, 0);
+    }
+    /* the two seeds' losses differ, so the check above tells the runs apart */
+    CHECK(runs[0].pg_loss[1] != runs[1].pg_loss[1]);
+}
+
+/* Signal handlers are the process's: a second run asking for them while one has them is
+ * refused, saying why; one that does not ask opens, and once the first closes they are
+ * free again. */
+static void test_signals_one_run(void) {
+    char d1[512], d2[512];
+    join(d1, sizeof d1, root, "signals1");
+    join(d2, sizeof d2, root, "signals2");
+    calf_trainer_options o1 = run_options(d1), o2 = run_options(d2);
+    o1.handle_signals = o2.handle_signals = true;
+    calf_trainer *t1 = NULL, *t2 = NULL;
+    calf_error err;
+    CHECK_INT_EQ(calf_trainer_open(&o1, &t1, &err), CALF_OK);
+    if (!t1) return;
+    CHECK_INT_EQ(calf_trainer_open(&o2, &t2, &err), CALF_EINVAL);
+    CHECK(t2 == NULL && strstr(err.msg, "process-wide") && strstr(err.msg, "handle_signals"));
+    /* calf_train's jobs handle them too: one process, and --nproc's launcher */
+    char conf[512];
+    join(conf, sizeof conf, root, "run.gin"); /* reference_run's */
+    calf_train_options to = {.root_dir = d2, .conf_path = conf, .nproc = 1, .quiet = true};
+    CHECK_INT_EQ(calf_train(&to, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "process-wide") != NULL);
+    to.nproc = 2;
+    CHECK_INT_EQ(calf_train(&to, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "process-wide") != NULL);
+    o2.handle_signals = false;
+    CHECK_INT_EQ(calf_trainer_open(&o2, &t2, &err), CALF_OK);
+    CHECK_INT_EQ(calf_trainer_close(t2, &err), CALF_OK);
+    CHECK_INT_EQ(calf_trainer_close(t1, &err), CALF_OK);
+    o2.handle_signals = true;
+    CHECK_INT_EQ(calf_trainer_open(&o2, &t2, &err), CALF_OK);
+    CHECK_INT_EQ(calf_trainer_close(t2, &err), CALF_OK);
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/calf_test_api_trainer.XXXXXX");
     if (!mkdtemp(root)) {
@@ -402,6 +655,8 @@ int main(void) {
     test_errors();
     test_misuse();
     test_signals();
+    test_signals_one_run();
+    test_threads();
     rm_rf(root);
     return test_report("test_api_trainer");
 }

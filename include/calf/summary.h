@@ -38,7 +38,8 @@ int calf_summary_writer_flush(calf_summary_writer *w, calf_error *err);
 /* The first write error since the writer was opened (filling err), or CALF_OK; writes
  * nothing. */
 int calf_summary_writer_status(const calf_summary_writer *w, calf_error *err);
-/* Flush, close and free; NULL is fine. Stops being the current writer if it was. */
+/* Flush, close and free; NULL is fine. Stops being the calling thread's current writer
+ * if it was (close a writer only where no other thread has it current). */
 int calf_summary_writer_close(calf_summary_writer *w, calf_error *err);
 
 /* Write to an explicit writer with an explicit timestamp (seconds since the epoch).
@@ -72,8 +73,10 @@ int calf_summary_writer_add_histogram(calf_summary_writer *w, const char *tag,
                                       int64_t step, double wall_time,
                                       const float *values, /* (n) */ size_t n);
 
-/* The current writer: the one the calf_summary_* calls below write to. Not owned by
- * this registry; set_current returns the previous one so contexts nest. */
+/* The current writer: the one the calf_summary_* calls below write to. Each thread has
+ * its own (none at first), so runs in different threads (two calf_trainer handles) write
+ * only to their own files. Not owned by this registry; set_current returns the calling
+ * thread's previous one so contexts nest. */
 calf_summary_writer *calf_summary_set_current(calf_summary_writer *w);
 calf_summary_writer *calf_summary_current(void);
 bool calf_summary_enabled(void); /* a writer is current */
@@ -86,8 +89,8 @@ bool calf_summary_enabled(void); /* a writer is current */
 int calf_summary_run(const char *dir, double flush_secs, int (*fn)(void *arg), void *arg,
                      calf_error *err);
 
-/* Write to the current writer, stamped with the current time; no-ops when none is
- * current. A write error is remembered and reported by the next flush or close. */
+/* Write to the calling thread's current writer, stamped with the current time; no-ops
+ * when none is current. A write error is remembered and reported by the next flush or close. */
 void calf_summary_scalar(const char *tag, int64_t step, double value);
 void calf_summary_histogram(const char *tag, int64_t step,
                             const float *values, /* (n) */ size_t n);

@@ -54,7 +54,10 @@ typedef struct calf_trainer_options {
     bool quiet;                      /* no progress lines or notes on stderr */
     /* Install SIGINT/SIGTERM handlers for the trainer's life (restored by close): a
      * signal then makes the next calf_trainer_step finish its iteration, write a
-     * checkpoint and return CALF_EINTR. false (the default): the host's handlers stay. */
+     * checkpoint and return CALF_EINTR. false (the default): the host's handlers stay.
+     * Signal handlers are the process's, so one run at a time may have them: while a
+     * trainer opened with handle_signals, or a calf_train job, runs in this process,
+     * another open with handle_signals is CALF_EINVAL saying so. */
     bool handle_signals;
     /* Called at the end of every calf_trainer_step with that iteration's metrics. It may
      * read the trainer and call calf_trainer_checkpoint; calf_trainer_step and
@@ -83,7 +86,12 @@ typedef struct calf_trainer_options {
  * Misuse is CALF_EINVAL with a message, never undefined: NULL options or out, a NULL
  * trainer, or one already closed, given to any call below (the queries then answer
  * done true, iteration -1, metrics NULL), a second close, a NULL conf_params entry or a
- * negative num_conf_params. One thread at a time per trainer. */
+ * negative num_conf_params. One thread at a time per trainer.
+ *
+ * Threads: trainers open at once in different threads are independent, each writing its
+ * own files (the current summary writer, calf/summary.h, is each thread's). What is the
+ * process's and not the trainer's: the signal handlers (one trainer at a time asks for
+ * them, handle_signals above) and the env registry (calf/env.h, safe from any thread). */
 int calf_trainer_open(const calf_trainer_options *o, calf_trainer **out, calf_error *err);
 
 /* Whether the run has reached its end (TrainerConfig.num_iterations or num_env_steps). */

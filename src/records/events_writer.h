@@ -6,8 +6,8 @@
 
 typedef void (*summary_listener)(void *arg, const char *tag, double value);
 
-/* From now on calf_summary_scalar also calls fn(arg, tag, value), whether or not a
- * writer is current; NULL stops it. One listener per process. */
+/* From now on calf_summary_scalar, called in this thread, also calls fn(arg, tag,
+ * value), whether or not a writer is current; NULL stops it. One listener per thread. */
 void summary_listen(summary_listener fn, void *arg);
 
 #endif

@@ -20,6 +20,7 @@
 #include "training/stepwise.h"
 #include "training/trainer.h"
 #include "training/trainer_config.h"
+#include "training/trainer_signals.h"
 
 /* More workers than cores works (and gives the same bits), but they take turns on the
  * cores and every collective waits for each of them to get one: say so, once the input
@@ -216,9 +217,15 @@ static int train_local(const calf_train_options *o, calf_error *err) {
         rundir_lock_release(&lock);
         return rc;
     }
+    /* the launcher's SIGINT/SIGTERM handlers are the process's, as a trainer's are */
+    if (!trainer_signals_claim()) {
+        rundir_lock_release(&lock);
+        return calf_error_set(err, CALF_EINVAL, "calf_train: %s", TRAINER_SIGNALS_TAKEN);
+    }
     trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true, false}; /* the launcher sees an early exit */
     warn_oversubscribed(nproc);
     int code = workers_run(nproc, trainer_worker, &wa, err);
+    trainer_signals_unclaim();
     rundir_lock_release(&lock);
     if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */
     calf_error_clear(err); /* the workers' messages are on stderr already */

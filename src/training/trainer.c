@@ -488,18 +488,17 @@ static int evaluate(trainer *t, calf_error *err) {
 
 /* Push the summaries written so far to the file (main process); a failure is kept by
  * the writer and seen by io_failed. */
-static void flush_summaries(void) {
-    calf_summary_writer *w = calf_summary_current();
+static void flush_summaries(trainer *t) {
     calf_error werr;
-    if (w) calf_summary_writer_flush(w, &werr);
+    if (t->train_writer) calf_summary_writer_flush(t->train_writer, &werr);
 }
 
 /* Has this process failed to write its log or (main process) its summaries? The first
  * such failure is kept in t->io_err. */
 static bool io_failed(trainer *t) {
-    calf_summary_writer *w = calf_summary_current();
     if (t->io_err.status == CALF_OK && t->log.err.status != CALF_OK) t->io_err = t->log.err;
-    if (t->io_err.status == CALF_OK && w) calf_summary_writer_status(w, &t->io_err);
+    if (t->io_err.status == CALF_OK && t->train_writer)
+        calf_summary_writer_status(t->train_writer, &t->io_err);
     if (t->io_err.status == CALF_OK && t->eval_writer)
         calf_summary_writer_status(t->eval_writer, &t->io_err);
     return t->io_err.status != CALF_OK;
@@ -568,7 +567,7 @@ static int train_iteration(trainer *t, bool *stop) {
     }
     /* everything up to the checkpoint's iteration is on disk before it is */
     bool planned = checkpoint_due(t) || finished(t);
-    if (planned) flush_summaries();
+    if (planned) flush_summaries(t);
     /* One agreement per iteration: Ctrl-C on any rank, or a failed write on any rank
      * (its log, or rank 0's summaries), stops every rank after this iteration, with a
      * checkpoint. */
@@ -583,7 +582,7 @@ static int train_iteration(trainer *t, bool *stop) {
                      ? t->ops->digest(t->algo) : 0;
     if (d != 0 && (rc = comm_check_equal(t->c, &d, sizeof d, err))) return rc;
     if (planned || *stop) {
-        if (!planned) flush_summaries();
+        if (!planned) flush_summaries(t);
         calf_error cerr;
         calf_error_clear(&cerr);
         rc = write_checkpoint(t, who >= 0 ? &cerr : err);
@@ -635,9 +634,12 @@ int trainer_open(trainer **out, comm *c, const trainer_args *wa) {
     if (wa->handle_signals) {
         /* the notice comes from the process the user sees: calf train's own (never its
          * --nproc workers, whose launcher says it), or a quiet-less stepwise trainer */
-        trainer_signals_install(&t->old_int, &t->old_term,
-                              comm_is_main(c) && strcmp(comm_backend_name(c), "local") != 0 &&
-                                  (wa->guard_exit || !o->quiet));
+        if (!trainer_signals_install(&t->old_int, &t->old_term,
+                                     comm_is_main(c) && strcmp(comm_backend_name(c), "local") != 0 &&
+                                         (wa->guard_exit || !o->quiet))) {
+            t->ended = true;
+            return calf_error_set(t->err, CALF_EINVAL, "%s", TRAINER_SIGNALS_TAKEN);
+        }
         t->handlers = true;
     }
     comm_set_timeout(c, calf_config_float(wa->cfg, CALF_CFG_COLLECTIVE_TIMEOUT));

@@ -3,6 +3,7 @@
  * which must not end `calf train` quietly. */
 #include "training/trainer_signals.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,9 @@
 #include "calf/error.h"
 
 /* Set by SIGINT/SIGTERM; read at the end of each iteration, where the ranks agree on
- * stopping (comm_agree) so that all of them stop after the same iteration. The one piece
- * of process-wide state besides the per-process context: a signal handler can reach
- * nothing else. */
+ * stopping (comm_agree) so that all of them stop after the same iteration. Process-wide,
+ * as the handlers are (a signal handler can reach nothing else): hence one run of the
+ * process at a time holds them (signals_owner). */
 static volatile sig_atomic_t stop_requested = 0;
 /* Whether the first signal says what happens (this process is the one the user sees: one
  * process, or MPI rank 0; --nproc workers leave it to their launcher). */
@@ -30,10 +31,29 @@ static void on_stop_signal(int sig) {
     stop_requested = 1;
 }
 
+/* The process whose run holds the handlers, or 0. A pid rather than a flag: a forked
+ * --nproc worker inherits its launcher's claim and must be able to make its own. Atomic
+ * rather than under a mutex, which a fork could copy locked. */
+static _Atomic long signals_owner = 0;
+
+bool trainer_signals_claim(void) {
+    long me = (long)getpid();
+    long cur = atomic_load(&signals_owner);
+    while (cur != me)
+        if (atomic_compare_exchange_weak(&signals_owner, &cur, me)) return true;
+    return false;
+}
+
+void trainer_signals_unclaim(void) {
+    long me = (long)getpid();
+    atomic_compare_exchange_strong(&signals_owner, &me, 0L);
+}
+
 /* Agree on stopping after Ctrl-C; a second Ctrl-C gets the default action (SA_RESETHAND),
  * as the launcher's second Ctrl-C kills its workers. */
-void trainer_signals_install(struct sigaction *old_int, struct sigaction *old_term,
+bool trainer_signals_install(struct sigaction *old_int, struct sigaction *old_term,
                              bool announce) {
+    if (!trainer_signals_claim()) return false;
     announce_stop = announce;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -44,12 +64,14 @@ void trainer_signals_install(struct sigaction *old_int, struct sigaction *old_te
     /* cannot fail for these signals and a valid handler */
     CALF_ASSERT(sigaction(SIGINT, &sa, old_int) == 0);
     CALF_ASSERT(sigaction(SIGTERM, &sa, old_term) == 0);
+    return true;
 }
 
 void trainer_signals_restore(const struct sigaction *old_int,
                              const struct sigaction *old_term) {
     CALF_ASSERT(sigaction(SIGINT, old_int, NULL) == 0);
     CALF_ASSERT(sigaction(SIGTERM, old_term, NULL) == 0);
+    trainer_signals_unclaim();
 }
 
 bool trainer_signals_stop_requested(void) { return stop_requested != 0; }
