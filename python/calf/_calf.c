@@ -11,6 +11,7 @@
 #include <numpy/arrayobject.h>
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -826,7 +827,23 @@ static PyTypeObject PolicyType = {
 
 #define TRAINER "calf.Trainer"
 
-PyThread_type_lock trainer_lock; /* see _calf.h */
+/* The run lock (_calf.h). Writers first where glibc offers it (its default lets a stream
+ * of readers keep a writer waiting). */
+#ifdef PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP
+static pthread_rwlock_t run_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+#else
+static pthread_rwlock_t run_lock = PTHREAD_RWLOCK_INITIALIZER;
+#endif
+
+void run_lock_shared(void) {
+    if (pthread_rwlock_rdlock(&run_lock) != 0) Py_FatalError("calf: the run lock failed");
+}
+void run_lock_alone(void) {
+    if (pthread_rwlock_wrlock(&run_lock) != 0) Py_FatalError("calf: the run lock failed");
+}
+void run_unlock(void) {
+    if (pthread_rwlock_unlock(&run_lock) != 0) Py_FatalError("calf: the run lock failed");
+}
 
 typedef struct {
     PyObject_HEAD
@@ -873,9 +890,9 @@ static int trainer_init(TrainerObject *self, PyObject *args, PyObject *kwds) {
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS /* reads the config, resumes, builds the envs */
-    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
+    run_lock_shared();
     rc = calf_trainer_open(&o, &t, &err);
-    PyThread_release_lock(trainer_lock);
+    run_unlock();
     Py_END_ALLOW_THREADS
     self->busy = 0;
     conf_texts_free(&ct);
@@ -894,9 +911,9 @@ static int trainer_release(TrainerObject *self, calf_error *err) {
     if (!t) return CALF_OK;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* flushes the summaries and the log */
-    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
+    run_lock_shared();
     rc = calf_trainer_close(t, err);
-    PyThread_release_lock(trainer_lock);
+    run_unlock();
     Py_END_ALLOW_THREADS
     return rc;
 }
@@ -956,9 +973,9 @@ static PyObject *trainer_step(TrainerObject *self, PyObject *Py_UNUSED(ignored))
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
+    run_lock_shared();
     rc = calf_trainer_step(self->t, &err);
-    PyThread_release_lock(trainer_lock);
+    run_unlock();
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != CALF_OK) return raise_calf(&err);
@@ -979,9 +996,9 @@ static PyObject *trainer_checkpoint(TrainerObject *self, PyObject *Py_UNUSED(ign
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
+    run_lock_shared();
     rc = calf_trainer_checkpoint(self->t, &err);
-    PyThread_release_lock(trainer_lock);
+    run_unlock();
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != CALF_OK) return raise_calf(&err);
@@ -1139,10 +1156,6 @@ PyMODINIT_FUNC PyInit__calf(void) {
     if (PyType_Ready(&VecEnvType) < 0 || PyType_Ready(&PolicyType) < 0 ||
         PyType_Ready(&TrainerType) < 0)
         return NULL;
-    if (!trainer_lock) {
-        trainer_lock = PyThread_allocate_lock();
-        if (!trainer_lock) return PyErr_NoMemory();
-    }
     PyObject *m = PyModule_Create(&calf_module); /* new reference, returned */
     if (!m) return NULL;
     if (pyenv_init(&calf_state(m)->pyenv) < 0) {

@@ -1,6 +1,6 @@
 /* _calf.h: what the extension module's C files share (_calf.c holds them): the
  * module's state, calf's errors as Python exceptions, the conf_params argument as C
- * strings, and the lock that keeps two trainings from running in one process at once. */
+ * strings, and the lock that keeps a whole job from running beside trainers. */
 #ifndef CALF_PY_CALF_H
 #define CALF_PY_CALF_H
 
@@ -11,7 +11,7 @@
 #include "calf/error.h"
 
 /* The module's state (PEP 3121: calf_module's m_size), zeroed when the module is made:
- * what the extension keeps of its own beyond its types and the trainer lock. */
+ * what the extension keeps of its own beyond its types and the run lock. */
 typedef struct calf_module_state {
     pyenv_module pyenv; /* _pyenv.c's: the Python env classes, pickle's functions */
 } calf_module_state;
@@ -24,12 +24,16 @@ calf_module_state *calf_state(PyObject *module);
  * RuntimeError. Returns NULL so callers can `return raise_calf(&err);`. */
 PyObject *raise_calf(const calf_error *err);
 
-/* Held around every calf_trainer_* and calf_train call, taken with the GIL released: a
- * training writes its summaries through process-wide state (the current summary
- * writer, the metrics listener), so two may not run at once; one after the other is
- * fine (each sets that state and restores it). Made by PyInit__calf, never freed (the
- * module is never unloaded). */
-extern PyThread_type_lock trainer_lock;
+/* calf's run lock, taken with the GIL released, a reader-writer lock. Every
+ * calf_trainer_* call shares it: trainers in different threads run at once (each writes
+ * its own summaries, calf/trainer.h). The whole jobs (calf_train, the calf program,
+ * calf_play) hold it alone: they install the process's signal handlers and fork
+ * workers, and a fork must not copy another thread in the middle of a trainer call (a
+ * lock it holds would stay locked in the worker). A waiting job goes before new trainer
+ * calls, so stepping trainers cannot starve it. Never freed (a static lock). */
+void run_lock_shared(void);
+void run_lock_alone(void);
+void run_unlock(void);
 
 /* A sequence of str (or None) as the const char * array calf's options take. */
 typedef struct conf_texts {

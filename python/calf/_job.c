@@ -12,14 +12,14 @@
 #include "calf/train.h"
 #include "commands.h"
 
-/* Run fn(arg) holding calf's training lock. Without Python envs the GIL is released
- * meanwhile; with them the job keeps it, so that --nproc workers are forked holding it
- * and run Python's fork steps (pyenv's fork guard), as os.fork's children do, and
- * other Python threads wait until the job ends. */
+/* Run fn(arg) holding calf's run lock alone (_calf.h). Without Python envs the GIL is
+ * released meanwhile; with them the job keeps it, so that --nproc workers are forked
+ * holding it and run Python's fork steps (pyenv's fork guard), as os.fork's children
+ * do, and other Python threads wait until the job ends. */
 static int run_locked(int python_env, int (*fn)(void *), void *arg) {
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(trainer_lock, WAIT_LOCK);
+    run_lock_alone();
     if (!python_env) rc = fn(arg);
     Py_END_ALLOW_THREADS
     if (python_env) {
@@ -27,7 +27,7 @@ static int run_locked(int python_env, int (*fn)(void *), void *arg) {
         rc = fn(arg);
         pyenv_fork_guard(0);
     }
-    PyThread_release_lock(trainer_lock);
+    run_unlock();
     return rc;
 }
 

@@ -375,6 +375,12 @@ static void pyenv_save(const void *state, void *buf) {
     PyGILState_Release(g);
 }
 
+/* set_trust_checkpoint's flag: the calling thread's, not the module's, since a resume
+ * runs in the thread that opens the run (and in the workers it forks, which copy it),
+ * and a trust=True given to one thread's run must not reach a run another thread opens
+ * meanwhile. */
+static _Thread_local int trust_checkpoint;
+
 /* Whether the pickle of len bytes at p + header may be unpickled: signed with the class's
  * key, or trusted by the user for this resume. 0, or -1 with err set (and no exception
  * left pending). The GIL is held. */
@@ -403,7 +409,7 @@ static int check_signed(pyenv_state *s, const unsigned char *p, size_t header, u
         PyErr_Clear();
         key = "?";
     }
-    if (!pc->mod->trust_checkpoint) {
+    if (!trust_checkpoint) {
         calf_error_set(err, CALF_EINVAL,
                        "env %llu (%s): %s (%s), and unpickling runs any code it holds: not "
                        "loaded; if you trust where this checkpoint came from, resume with "
@@ -698,7 +704,8 @@ PyObject *pyenv_take_error(PyObject *module, PyObject *Py_UNUSED(ignored)) {
 PyObject *pyenv_set_trust_checkpoint(PyObject *module, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
-    calf_state(module)->pyenv.trust_checkpoint = on;
+    (void)module;
+    trust_checkpoint = on;
     Py_RETURN_NONE;
 }
 

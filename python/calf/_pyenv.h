@@ -24,8 +24,6 @@ typedef struct pyenv_module {
     PyObject *pickle_dumps; /* strong: pickle.dumps */
     PyObject *pickle_loads; /* strong: pickle.loads */
     PyObject *hmac_digest;  /* strong: hmac.digest, which signs the pickles */
-    int trust_checkpoint;   /* unpickle a resume's unsigned or foreign-signed states (the
-                             * user said --trust_checkpoint or trust=True for this call) */
 } pyenv_module;
 
 /* register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,
@@ -35,7 +33,8 @@ typedef struct pyenv_module {
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs);
 /* take_env_error() -> the first exception an env raised in this process (cleared), or None */
 PyObject *pyenv_take_error(PyObject *module, PyObject *ignored);
-/* set_trust_checkpoint(on): while on, a resume unpickles Python envs' states that this
+/* set_trust_checkpoint(on): while on in the calling thread (each thread its own, as
+ * trainers in two threads open at once), a resume unpickles Python envs' states that this
  * user's key did not sign (each said once per class on stderr) */
 PyObject *pyenv_set_trust_checkpoint(PyObject *module, PyObject *arg);
 /* set_print_tracebacks(on): print an env's traceback on stderr when it raises */

@@ -15,6 +15,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -194,6 +195,41 @@ def test_a_crafted_pickle_is_refused_on_every_mpi_rank(run2, tmp_path):
     r = python_m_calf(*cli_train_args(root, 4), "--trust_checkpoint",
                       runner=("mpirun", "--oversubscribe", "-np", "2"))
     assert marker.exists()
+
+
+def test_trust_given_to_one_threads_run_is_not_another_threads(run2, tmp_path, monkeypatch):
+    """trust=True is the run's it was given to: another thread that opens a run while it
+    is on is refused. The interleaving is forced: this thread's calf.Trainer sets its
+    trust off, then the other thread turns trust on and holds it while this one opens."""
+    root = copy_of(run2, tmp_path)
+    marker = tmp_path / "marker"
+    plant(checkpoint_path(root, 2), marker)
+    real = calf._calf.set_trust_checkpoint
+    trusting, done = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        real(True)  # as a calf.Trainer(..., trust=True) in that thread does
+        trusting.set()
+        done.wait(600)
+        real(False)
+
+    other = threading.Thread(target=other_thread)
+
+    def set_trust(on: bool) -> None:
+        real(on)
+        if not on and other.ident is None:  # the first: just before the open
+            other.start()
+            assert trusting.wait(600)
+
+    monkeypatch.setattr(calf._calf, "set_trust_checkpoint", set_trust)
+    try:
+        with pytest.raises(ValueError, match=REFUSED):
+            calf.Trainer(PPO, root_dir=root, env=register(), overrides=overrides(4))
+    finally:
+        done.set()
+        if other.ident is not None:
+            other.join()
+    assert not marker.exists()
 
 
 def test_trust_runs_what_the_flag_accepts(run2, tmp_path):

@@ -11,6 +11,7 @@ import math
 import pathlib
 import threading
 
+import numpy as np
 import pytest
 
 import calf
@@ -123,15 +124,17 @@ def test_errors(tmp_path: pathlib.Path) -> None:
 
 
 def test_two_threads_train_their_own_runs(tmp_path: pathlib.Path) -> None:
-    """Two runs stepped from two threads (their calf calls take turns, the GIL
-    released) write the bytes each writes alone, summaries kept apart."""
+    """Two runs stepped from two threads at once (the GIL released, no lock between
+    them) write the bytes each writes alone, and each run's events file holds each of
+    its iterations once, with the values its own steps returned."""
     errors: list[BaseException] = []
+    metrics: dict[str, list[dict[str, float | int]]] = {"t0": [], "t1": []}
 
     def run(root: pathlib.Path) -> None:
         try:
             with calf.Trainer(CARTPOLE, root_dir=root, overrides=OVERRIDES) as t:
                 while not t.done:
-                    t.step()
+                    metrics[root.name].append(t.step())
         except BaseException as e:  # reported by the main thread
             errors.append(e)
 
@@ -147,3 +150,10 @@ def test_two_threads_train_their_own_runs(tmp_path: pathlib.Path) -> None:
     for i in range(2):  # each run's summaries in its own events file
         events = list((tmp_path / f"t{i}" / "train").glob("events.out.tfevents.*"))
         assert len(events) == 1 and events[0].stat().st_size > 0
+        scalars = calf.read_scalars(tmp_path / f"t{i}")["train"]
+        for tag in ("Metrics/EnvironmentSteps", "Metrics/AverageReturn", "PPOLoss/pg_loss"):
+            assert scalars[tag].steps.tolist() == [1, 2, 3, 4], tag
+        assert scalars["Metrics/EnvironmentSteps"].values.tolist() == [E * T * k for k in (1, 2, 3, 4)]
+        assert scalars["PPOLoss/pg_loss"].values.tolist() == [
+            float(np.float32(m["PPOLoss/pg_loss"])) for m in metrics[f"t{i}"]
+        ]
