@@ -1006,6 +1006,72 @@ static void test_csv(void) {
     dumped_free(&d);
 }
 
+/* The text view escapes what a terminal would act on in a tag (issue 40, item 13): a
+ * newline forging a line, ESC starting a colour, a C1 CSI, bytes that are not UTF-8;
+ * UTF-8 text stays as it is, and the CSV keeps the tag's bytes, quoted. */
+static void test_text_escapes(void) {
+    char dir[512];
+    join(dir, sizeof dir, tmp_root, "escapes");
+    calf_error err;
+    calf_error_clear(&err);
+    calf_summary_writer *w = calf_summary_writer_open(dir, 0, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", calf_summary_writer_path(w));
+    const char *tags[] = {
+        "two\n7 Metrics/AverageReturn 500", /* a forged line */
+        "\x1b[31mred\x1b[0m\a",             /* a colour and a bell */
+        "tab\tcr\rdel\x7f back\\slash",
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x84", /* UTF-8: as it is */
+        "c1 \xc2\x9b" "2J, bad \xff\xc3( \xed\xa0\x80 \xc0\xaf", /* CSI; not UTF-8 */
+    };
+    for (int i = 0; i < 5; i++)
+        CHECK_INT_EQ(calf_summary_writer_add_scalar(w, tags[i], i + 1, 0.5, 0.25), CALF_OK);
+    const float h[1] = {1};
+    CHECK_INT_EQ(calf_summary_writer_add_histogram(w, "h\x1b]0;title\x07", 6, 0.5, h, 1),
+                 CALF_OK);
+    CHECK_INT_EQ(calf_summary_writer_close(w, &err), CALF_OK);
+    dumped d = dump_file(path, false, false);
+    CHECK_DUMP(d, CALF_OK,
+               "file_version brain.Event:2\n"
+               "1 two\\n7 Metrics/AverageReturn 500 0.25\n"
+               "2 \\x1b[31mred\\x1b[0m\\x07 0.25\n"
+               "3 tab\\tcr\\rdel\\x7f back\\\\slash 0.25\n"
+               "4 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x84 0.25\n"
+               "5 c1 \\u009b2J, bad \\xff\\xc3( \\xed\\xa0\\x80 \\xc0\\xaf 0.25\n"
+               "6 h\\x1b]0;title\\x07 histogram num=1 min=1 max=1 sum=1\n",
+               "");
+    dumped_free(&d);
+    d = dump_file(path, false, true);
+    CHECK_DUMP(d, CALF_OK,
+               "tag,step,wall_time,value\n"
+               "\"two\n7 Metrics/AverageReturn 500\",1,0.5,0.25\n"
+               "\x1b[31mred\x1b[0m\a,2,0.5,0.25\n"
+               "\"tab\tcr\rdel\x7f back\\slash\",3,0.5,0.25\n"
+               "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x84,4,0.5,0.25\n"
+               "\"c1 \xc2\x9b" "2J, bad \xff\xc3( \xed\xa0\x80 \xc0\xaf\",5,0.5,0.25\n",
+               "");
+    dumped_free(&d);
+}
+
+/* A FIFO named like an events file, that nothing writes: refused as an empty file, where
+ * opening it waited for a writer for ever (issue 40, item 13). The alarm turns such a
+ * wait into a failure. */
+static void test_fifo(void) {
+    char dir[512], path[600];
+    join(dir, sizeof dir, tmp_root, "fifo");
+    CHECK(mkdir(dir, 0777) == 0);
+    join(path, sizeof path, dir, "events.out.tfevents.0000000001.000000.host.1.0");
+    CHECK(mkfifo(path, 0666) == 0);
+    alarm(120);
+    dumped d = dump_file(path, false, false);
+    CHECK_INT_EQ(d.rc, CALF_EINVAL);
+    CHECK(contains(d.err.msg, "empty file"));
+    dumped_free(&d);
+    alarm(0);
+}
+
 /* ------------------------------------------------------------------ scalars as numbers */
 
 /* What calf_events_scalars gave: the rows as calf events --csv writes them, the values'
@@ -1449,6 +1515,8 @@ int main(void) {
     test_purge();
     test_purge_old_version();
     test_csv();
+    test_text_escapes();
+    test_fifo();
     test_scalars();
     test_damage();
     test_write_error();

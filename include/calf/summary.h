@@ -111,7 +111,11 @@ typedef struct calf_events_dump_options {
  * Text (the default): "file_version <v>" for each version record, "<step> session_start"
  * for a restart marker (session_stop, session_checkpoint, "session_log status=<n>" for
  * the other SessionLog statuses), and one line per value, "<step> <tag> <simple_value>"
- * or "<step> <tag> histogram num=<n> min=<min> max=<max> sum=<sum>" (%.9g).
+ * or "<step> <tag> histogram num=<n> min=<min> max=<max> sum=<sum>" (%.9g). Tags and
+ * versions are anyone's bytes, so the text view escapes what a terminal would act on: a
+ * newline, a carriage return and a tab as \n, \r and \t, a backslash as \\, other
+ * control characters and bytes that are not UTF-8 as \xNN, C1 controls (U+0080 to
+ * U+009F) as \u0080..\u009f; the rest of UTF-8 as it is.
  * CSV: the header "tag,step,wall_time,value", then per scalar (simple_value) a row with
  * the tag (in double quotes, quotes doubled, when it holds a comma, a quote or a line
  * break, as RFC 4180 has it), the step, wall_time as %.17g (seconds; reads back as the

@@ -4,6 +4,7 @@ files as NumPy arrays, read by calf's events reader as TensorBoard reads them.""
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from typing import NamedTuple
 
@@ -37,8 +38,9 @@ def read_scalars(root_dir: str | os.PathLike) -> dict[str, dict[str, Scalars]]:
     its files read in name order as one, with the values a resume wrote again shown
     once (``calf events --csv``). Returns {run: {tag: Scalars}}, runs in name order.
     A file cut inside its last record (a crash while writing) is read up to it with a
-    RuntimeWarning. Raises ValueError with calf's message for a damaged file, OSError
-    for an unreadable one, FileNotFoundError when root_dir is not a directory.
+    RuntimeWarning. Raises ValueError with calf's message for a damaged file (or one
+    that is not a regular file: a FIFO), OSError for an unreadable one,
+    FileNotFoundError when root_dir is not a directory.
     """
     root = _fspath(root_dir)
     if not os.path.isdir(root):
@@ -49,6 +51,11 @@ def read_scalars(root_dir: str | os.PathLike) -> dict[str, dict[str, Scalars]]:
         files = sorted(f for f in filenames if f.startswith(_EVENTS_PREFIX))
         if not files:
             continue
+        for f in files:  # a FIFO named like one would block the read until written
+            path = os.path.join(dirpath, f)
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise ValueError(f"calf.read_scalars: {path}: not a regular file, so not an "
+                                 "events file")
         # the arrays as calf's reader made them: the numbers as stored, no text between
         columns, warned = _calf.events_scalars([os.path.join(dirpath, f) for f in files])
         for line in warned.splitlines():

@@ -107,6 +107,8 @@ class VecEnv(_VectorEnvBase):
         """
         if options:
             raise ValueError(f"calf.VecEnv.reset: options are not supported, got {options!r}")
+        if self.closed:  # a seed would otherwise open a new block behind close()'s back
+            raise ValueError("calf.VecEnv: the env is closed")
         if seed is not None:
             raw = _calf.VecEnv(
                 self._name, self.num_envs, _check_seed(seed), self._first_index, self._env_lib

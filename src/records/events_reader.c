@@ -4,9 +4,11 @@
 #include "records/events_reader.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "calf/summary.h"
 #include "base/bytes.h"
@@ -375,8 +377,18 @@ int events_decode_event(const unsigned char *data, size_t len, events_record *re
 int events_reader_open(events_reader *r, const char *path, calf_error *err) {
     CALF_ASSERT(r != NULL && path != NULL);
     memset(r, 0, sizeof *r);
-    r->f = fopen(path, "rb");
-    if (!r->f) return calf_error_set(err, CALF_EIO, "events: open %s: %s", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO that no process writes (one named like an events file in a run
+     * dir) would block open until one does; opened so, it reads as empty and is refused
+     * as an empty file. Reads block again after, so a pipe being written (`calf
+     * events /dev/stdin`) is read to its end. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return calf_error_set(err, CALF_EIO, "events: open %s: %s", path, strerror(errno));
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 || !(r->f = fdopen(fd, "rb"))) {
+        int e = errno;
+        close(fd);
+        return calf_error_set(err, CALF_EIO, "events: open %s: %s", path, strerror(e));
+    }
     r->path = mem_strdup(path, err);
     if (!r->path) {
         fclose(r->f); /* read-only: nothing to lose */
@@ -663,6 +675,51 @@ static int put_csv_field(FILE *out, const char *s) {
     return fputc('"', out) == EOF ? -1 : 0;
 }
 
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 when s does not start one. */
+static size_t utf8_length(const unsigned char *s) {
+    unsigned char c = s[0];
+    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (n == 0 || s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return n;
+}
+
+/* A tag or version in the text view, as a terminal should show it: they are anyone's
+ * bytes, and a newline would forge a line of the view and ESC (or a C1 control, U+0080
+ * to U+009F) start a terminal escape sequence. So control characters are written as C
+ * escapes (\n, \r, \t, else \xNN; C1 ones as \u0080..\u009f), a backslash as \\ (so
+ * the view reads back unambiguously), bytes that are not UTF-8 as \xNN, and all else
+ * (printable ASCII and UTF-8) as it is. The CSV keeps the bytes, quoted (RFC 4180). */
+static int put_text(FILE *out, const char *text) {
+    const unsigned char *s = (const unsigned char *)text;
+    while (*s) {
+        unsigned char c = *s;
+        int rc;
+        size_t n = 1;
+        if (c == '\\') rc = fputs("\\\\", out);
+        else if (c == '\n') rc = fputs("\\n", out);
+        else if (c == '\r') rc = fputs("\\r", out);
+        else if (c == '\t') rc = fputs("\\t", out);
+        else if (c < 0x20 || c == 0x7F) rc = fprintf(out, "\\x%02x", c);
+        else if (c < 0x80) rc = fputc(c, out);
+        else if ((n = utf8_length(s)) == 0) {
+            n = 1;
+            rc = fprintf(out, "\\x%02x", c);
+        } else if (c == 0xC2 && s[1] < 0xA0) {
+            rc = fprintf(out, "\\u%04x", s[1]); /* U+0080..U+009F: C1 controls */
+        } else {
+            rc = fwrite(s, 1, n, out) == n ? 0 : EOF;
+        }
+        if (rc < 0) return -1;
+        s += n;
+    }
+    return 0;
+}
+
 static int dump_print_line(const events_entry *l, FILE *out, bool csv) {
     long long step = (long long)l->step;
     if (csv) {
@@ -670,18 +727,20 @@ static int dump_print_line(const events_entry *l, FILE *out, bool csv) {
         if (put_csv_field(out, l->text) < 0) return -1;
         return fprintf(out, ",%lld,%.17g,%.9g\n", step, l->wall_time, (double)l->simple_value);
     }
-    if (l->what == EVENTS_ENTRY_VERSION) return fprintf(out, "file_version %s\n", l->text);
+    if (l->what == EVENTS_ENTRY_VERSION)
+        return fputs("file_version ", out) < 0 || put_text(out, l->text) < 0 ||
+                       fputc('\n', out) == EOF ? -1 : 0;
     if (l->what == EVENTS_ENTRY_SESSION) {
         const char *name = session_name(l->status);
         return name ? fprintf(out, "%lld %s\n", step, name)
                     : fprintf(out, "%lld session_log status=%d\n", step, l->status);
     }
-    if (l->kind == EVENTS_VALUE_SIMPLE)
-        return fprintf(out, "%lld %s %.9g\n", step, l->text, (double)l->simple_value);
+    if (fprintf(out, "%lld ", step) < 0 || put_text(out, l->text) < 0) return -1;
+    if (l->kind == EVENTS_VALUE_SIMPLE) return fprintf(out, " %.9g\n", (double)l->simple_value);
     if (l->kind == EVENTS_VALUE_HISTO)
-        return fprintf(out, "%lld %s histogram num=%.9g min=%.9g max=%.9g sum=%.9g\n", step,
-                       l->text, l->histo_num, l->histo_min, l->histo_max, l->histo_sum);
-    return fprintf(out, "%lld %s (unsupported value type)\n", step, l->text);
+        return fprintf(out, " histogram num=%.9g min=%.9g max=%.9g sum=%.9g\n", l->histo_num,
+                       l->histo_min, l->histo_max, l->histo_sum);
+    return fputs(" (unsupported value type)\n", out) < 0 ? -1 : 0;
 }
 
 static int dump_print(const events_run *d, const calf_events_dump_options *opt, FILE *out,

@@ -2,10 +2,13 @@
  * the checkpoint it resumes from, record by record and on each tag's own step axis,
  * instead of writing TensorBoard's restart marker (session_log.h says why). */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/bytes.h"
 #include "base/fsutil.h"
@@ -29,8 +32,16 @@ static bool keeps(const events_record *rec, int64_t iteration, int64_t env_steps
 
 /* Cut one file (session_trim). */
 static int trim_file(const char *path, int64_t iteration, int64_t env_steps, calf_error *err) {
-    FILE *in = fopen(path, "rb");
-    if (!in) return CALF_OK; /* gone since the listing: nothing to keep */
+    /* O_NONBLOCK and a regular file only: a FIFO or device named like an events file is
+     * no file of calf's, and opening a FIFO that nothing writes would block the resume */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return CALF_OK; /* gone since the listing: nothing to keep */
+    struct stat st;
+    FILE *in = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(in = fdopen(fd, "rb"))) {
+        close(fd);
+        return CALF_OK; /* not calf's: left as it is */
+    }
     events_reader r;
     calf_error rerr;
     if (events_reader_open(&r, path, &rerr) != CALF_OK) {

@@ -2,14 +2,16 @@
 
 Checked against `calf events --csv` (the program ctest names in CALF_BINARY) value for
 value, on a run resumed part-way (whose repeated values TensorBoard shows once), on a
-file cut inside its last record, and on a damaged one.
+file cut inside its last record, on a damaged one, and on a FIFO named like one.
 """
 
 from __future__ import annotations
 
 import csv
+import os
 import pathlib
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -95,3 +97,28 @@ def test_cut_and_damaged_files(resumed_run: pathlib.Path, tmp_path: pathlib.Path
         calf.read_scalars(bad)
     with pytest.raises(FileNotFoundError, match="not a directory"):
         calf.read_scalars(tmp_path / "missing")
+
+
+def test_a_fifo_named_like_an_events_file_is_refused(tmp_path: pathlib.Path) -> None:
+    """A FIFO that nothing writes, named like an events file, is refused naming it; its
+    open used to wait for a writer for ever (issue 40, item 13). The read runs in a
+    thread so that a wait fails the test instead of hanging it."""
+    run = tmp_path / "run" / "train"
+    run.mkdir(parents=True)
+    fifo = run / "events.out.tfevents.0000000001.000000.host.1.0"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            calf.read_scalars(tmp_path / "run")
+            outcome.append(None)
+        except BaseException as e:  # reported by the test's thread
+            outcome.append(e)
+
+    th = threading.Thread(target=read, daemon=True)
+    th.start()
+    th.join(timeout=120)
+    assert outcome, "read_scalars waited on the FIFO"
+    assert isinstance(outcome[0], ValueError)
+    assert f"{fifo}: not a regular file" in str(outcome[0])

@@ -212,6 +212,14 @@ def test_errors_are_exceptions_with_calf_messages() -> None:
     assert envs.closed
     with pytest.raises(ValueError, match="closed"):
         envs.step(np.zeros(3, dtype=np.int32))
+    with pytest.raises(ValueError, match="closed"):
+        envs.reset()
+    # a seeded reset reopened the block while `closed` stayed True (issue 40, item 13)
+    with pytest.raises(ValueError, match="closed"):
+        envs.reset(seed=5)
+    assert envs.closed
+    with pytest.raises(ValueError, match="closed"):
+        envs.step(np.zeros(3, dtype=np.int32))
 
 
 def test_extension_checks_its_arrays() -> None:
