@@ -216,8 +216,26 @@ static void check_open(const char *cartpole, const char *pendulum) {
     calf_policy_close(p);
     CHECK_INT_EQ(calf_policy_open(cartpole, NULL, &p, &err), CALF_OK);
     if (p) CHECK_INT_EQ(calf_policy_iteration(p), 3);
+    /* misuse (calf/policy.h): a closed handle is refused, never read through; a second
+     * close does nothing; NULL is refused the same way */
+    calf_policy_close(p);
     calf_policy_close(p);
     calf_policy_close(NULL);
+    float row[4] = {0};
+    int act = 7;
+    CHECK_INT_EQ(calf_policy_greedy(p, row, 1, &act, NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "not an open policy") != NULL);
+    CHECK_INT_EQ(act, 7);
+    CHECK_INT_EQ(calf_policy_greedy(NULL, row, 1, &act, NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "calf_policy_greedy: the policy is NULL") != NULL);
+    CHECK_INT_EQ(calf_policy_obs_dim(p), -1);
+    CHECK_INT_EQ(calf_policy_discrete(p), -1);
+    CHECK_INT_EQ(calf_policy_num_actions(NULL), -1);
+    CHECK_INT_EQ(calf_policy_action_dim(p), -1);
+    CHECK_INT_EQ(calf_policy_iteration(p), -1);
+    CHECK(calf_policy_env_name(p) == NULL && calf_policy_checkpoint(NULL) == NULL);
+    CHECK_INT_EQ(calf_policy_open(cartpole, NULL, NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "out is NULL") != NULL);
 
     p = (calf_policy *)&err;
     char missing[1024];

@@ -192,6 +192,29 @@ static void test_errors(void) {
     CHECK_INT_EQ(calf_vec_env_step(a, good, NULL, obs, rew, te, tr, NULL, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "Pendulum-v1 has continuous actions: cont_actions is NULL") != NULL);
     calf_vec_env_close(a);
+
+    /* misuse (calf/vec_env.h): a closed handle is refused, never read through; a second
+     * close does nothing; NULL is refused the same way */
+    calf_vec_env_close(a);
+    calf_vec_env_close(NULL);
+    CHECK_INT_EQ(calf_vec_env_step(a, good, NULL, obs, rew, te, tr, NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "calf_vec_env_step") && strstr(err.msg, "not an open vec_env"));
+    CHECK_INT_EQ(calf_vec_env_reset(a, obs, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "calf_vec_env_reset") && strstr(err.msg, "not an open vec_env"));
+    CHECK_INT_EQ(calf_vec_env_step(NULL, good, NULL, obs, rew, te, tr, NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "the vec_env is NULL") != NULL);
+    CHECK_INT_EQ(calf_vec_env_reset(NULL, obs, &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_vec_env_count(a), -1);
+    CHECK_INT_EQ(calf_vec_env_first_index(NULL), -1);
+    CHECK_INT_EQ(calf_vec_env_obs_dim(a), -1);
+    CHECK_INT_EQ(calf_vec_env_discrete(a), -1);
+    CHECK_INT_EQ(calf_vec_env_num_actions(a), -1);
+    CHECK_INT_EQ(calf_vec_env_action_dim(a), -1);
+    CHECK_INT_EQ(calf_vec_env_max_episode_steps(a), -1);
+    CHECK(calf_vec_env_name(a) == NULL && calf_vec_env_env(a, 0) == NULL);
+    CHECK(calf_vec_env_action_low(a) == NULL && calf_vec_env_action_high(NULL) == NULL);
+    CHECK_INT_EQ(calf_vec_env_open("CartPole-v1", NULL, 1, 0, 4, NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "out is NULL") != NULL);
 }
 
 /* A class registered by the program (as a plug-in registers its own) that returns a

@@ -10,7 +10,11 @@
 #include "calf/error.h"
 
 /* Opaque: made by calf_policy_open, released by calf_policy_close. One thread at a time
- * may use a handle (acting reuses its buffers); different handles are independent. */
+ * may use a handle (acting reuses its buffers); different handles are independent.
+ *
+ * Misuse is refused, never undefined: a NULL handle, or one closed already, given to
+ * calf_policy_greedy is CALF_EINVAL with a message; the queries below then answer -1
+ * (NULL for the strings); a second close does nothing; a NULL out is CALF_EINVAL. */
 typedef struct calf_policy calf_policy;
 
 /* Open the policy of the run in root_dir (its config.gin, checked against the

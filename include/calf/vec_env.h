@@ -11,7 +11,11 @@
 #include "calf/error.h"
 
 /* Opaque: made by calf_vec_env_open, released by calf_vec_env_close. One thread at a
- * time may use a handle; different handles are independent. */
+ * time may use a handle; different handles are independent.
+ *
+ * Misuse is refused, never undefined: a NULL handle, or one closed already, given to
+ * reset or step is CALF_EINVAL with a message; the queries below then answer -1 (NULL
+ * for the pointer ones); a second close does nothing; a NULL out is CALF_EINVAL. */
 typedef struct calf_vec_env calf_vec_env;
 
 /* Open envs [first_index, first_index + count) of a job of env_name seeded with seed,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/bytes.h"
+#include "base/live.h"
 #include "base/mem.h"
 #include "calf/vec_env.h"
 
@@ -371,13 +372,29 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
  * calls; only the argument checks a library owes its caller are added. */
 
 struct calf_vec_env {
+    live_link live; /* first: the open handles' list (base/live.h) */
     vec_env ve;
     bool fresh; /* neither reset nor stepped since open: reset returns open's episodes */
 };
 
+/* The open handles: a NULL, closed or never-opened one given to a call is refused
+ * (calf/vec_env.h says how) by comparing pointers, never by reading through it. */
+static live_set vec_envs = LIVE_SET_INIT;
+
+static bool open_handle(const calf_vec_env *v) { return live_has(&vec_envs, v); }
+
+/* CALF_OK when v is open, else CALF_EINVAL naming the call. */
+static int check_handle(const calf_vec_env *v, const char *call, calf_error *err) {
+    if (!v) return calf_error_set(err, CALF_EINVAL, "%s: the vec_env is NULL", call);
+    if (!open_handle(v))
+        return calf_error_set(err, CALF_EINVAL, "%s: %p is not an open vec_env (closed "
+                              "already?)", call, (const void *)v);
+    return CALF_OK;
+}
+
 int calf_vec_env_open(const char *env_name, const char *env_lib, uint64_t seed, int first_index,
                       int count, calf_vec_env **out, calf_error *err) {
-    CALF_ASSERT(out != NULL);
+    if (!out) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_open: out is NULL");
     *out = NULL;
     if (!env_name) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_open: no environment name");
     if (env_lib) {
@@ -392,38 +409,50 @@ int calf_vec_env_open(const char *env_name, const char *env_lib, uint64_t seed, 
         return rc;
     }
     v->fresh = true;
+    live_add(&vec_envs, v);
     *out = v;
     return CALF_OK;
 }
 
 void calf_vec_env_close(calf_vec_env *v) {
-    if (!v) return;
+    if (!live_take(&vec_envs, v)) return; /* NULL, or closed already: nothing to do */
     vec_env_free(&v->ve);
     free(v);
 }
 
 static const calf_env_spec *handle_spec(const calf_vec_env *v) { return &v->ve.envs[0].cls->spec; }
 
-int calf_vec_env_count(const calf_vec_env *v) { return v->ve.count; }
-int calf_vec_env_first_index(const calf_vec_env *v) { return v->ve.begin; }
-const char *calf_vec_env_name(const calf_vec_env *v) { return handle_spec(v)->name; }
-int calf_vec_env_obs_dim(const calf_vec_env *v) { return v->ve.obs_dim; }
-int calf_vec_env_discrete(const calf_vec_env *v) { return v->ve.action_dim == 0; }
-int calf_vec_env_num_actions(const calf_vec_env *v) { return v->ve.num_actions; }
-int calf_vec_env_action_dim(const calf_vec_env *v) { return v->ve.action_dim; }
+/* The queries answer -1 (NULL for pointers) for a handle that is not open. */
+int calf_vec_env_count(const calf_vec_env *v) { return open_handle(v) ? v->ve.count : -1; }
+int calf_vec_env_first_index(const calf_vec_env *v) { return open_handle(v) ? v->ve.begin : -1; }
+const char *calf_vec_env_name(const calf_vec_env *v) {
+    return open_handle(v) ? handle_spec(v)->name : NULL;
+}
+int calf_vec_env_obs_dim(const calf_vec_env *v) { return open_handle(v) ? v->ve.obs_dim : -1; }
+int calf_vec_env_discrete(const calf_vec_env *v) {
+    return open_handle(v) ? v->ve.action_dim == 0 : -1;
+}
+int calf_vec_env_num_actions(const calf_vec_env *v) {
+    return open_handle(v) ? v->ve.num_actions : -1;
+}
+int calf_vec_env_action_dim(const calf_vec_env *v) { return open_handle(v) ? v->ve.action_dim : -1; }
 const float *calf_vec_env_action_low(const calf_vec_env *v) {
-    return v->ve.action_dim ? handle_spec(v)->action_low : NULL;
+    return open_handle(v) && v->ve.action_dim ? handle_spec(v)->action_low : NULL;
 }
 const float *calf_vec_env_action_high(const calf_vec_env *v) {
-    return v->ve.action_dim ? handle_spec(v)->action_high : NULL;
+    return open_handle(v) && v->ve.action_dim ? handle_spec(v)->action_high : NULL;
 }
-int calf_vec_env_max_episode_steps(const calf_vec_env *v) { return handle_spec(v)->max_episode_steps; }
+int calf_vec_env_max_episode_steps(const calf_vec_env *v) {
+    return open_handle(v) ? handle_spec(v)->max_episode_steps : -1;
+}
 
 static void copy_obs(const calf_vec_env *v, float *obs) {
     memcpy(obs, v->ve.obs, (size_t)v->ve.count * (size_t)v->ve.obs_dim * sizeof *obs);
 }
 
 int calf_vec_env_reset(calf_vec_env *v, float *obs, calf_error *err) {
+    int crc = check_handle(v, "calf_vec_env_reset", err);
+    if (crc) return crc;
     if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_reset: obs is NULL");
     /* open's reset already recorded its own fault, which this call returns */
     if (!v->fresh) {
@@ -438,6 +467,8 @@ int calf_vec_env_reset(calf_vec_env *v, float *obs, calf_error *err) {
 int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_actions, float *obs,
                       float *reward, uint8_t *terminated, uint8_t *truncated, float *final_obs,
                       calf_error *err) {
+    int crc = check_handle(v, "calf_vec_env_step", err);
+    if (crc) return crc;
     vec_env *ve = &v->ve;
     if (!obs || !reward || !terminated || !truncated)
         return calf_error_set(err, CALF_EINVAL, "calf_vec_env_step: an output array is NULL");
@@ -466,5 +497,5 @@ int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_act
 }
 
 const calf_env *calf_vec_env_env(const calf_vec_env *v, int e) {
-    return e >= 0 && e < v->ve.count ? &v->ve.envs[e] : NULL;
+    return open_handle(v) && e >= 0 && e < v->ve.count ? &v->ve.envs[e] : NULL;
 }

@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/live.h"
 #include "base/mem.h"
 #include "tools/play.h"
 
 struct calf_policy {
+    live_link live;    /* first: the open handles' list (base/live.h) */
     play_policy pp;
     int *act;          /* (cap) scratch for the array the caller need not pass */
     float *u;          /* (cap, action_dim) */
@@ -32,9 +34,15 @@ static int run_dir_of(const char *checkpoint, char *root, size_t cap, calf_error
     return CALF_OK;
 }
 
+/* The open handles: a NULL, closed or never-opened one given to a call is refused
+ * (calf/policy.h says how) by comparing pointers, never by reading through it. */
+static live_set policies = LIVE_SET_INIT;
+
+static bool open_handle(const calf_policy *p) { return live_has(&policies, p); }
+
 int calf_policy_open(const char *root_dir, const char *checkpoint, calf_policy **out,
                      calf_error *err) {
-    CALF_ASSERT(out != NULL);
+    if (!out) return calf_error_set(err, CALF_EINVAL, "calf_policy_open: out is NULL");
     *out = NULL;
     char derived[4096];
     if (!root_dir) {
@@ -58,12 +66,13 @@ int calf_policy_open(const char *root_dir, const char *checkpoint, calf_policy *
         free(p);
         return rc;
     }
+    live_add(&policies, p);
     *out = p;
     return CALF_OK;
 }
 
 void calf_policy_close(calf_policy *p) {
-    if (!p) return;
+    if (!live_take(&policies, p)) return; /* NULL, or closed already: nothing to do */
     play_policy_close(&p->pp);
     free(p->act);
     free(p->u);
@@ -72,16 +81,29 @@ void calf_policy_close(calf_policy *p) {
 
 static const calf_env_spec *policy_spec(const calf_policy *p) { return &p->pp.cls->spec; }
 
-int calf_policy_obs_dim(const calf_policy *p) { return policy_spec(p)->obs_dim; }
-int calf_policy_discrete(const calf_policy *p) { return policy_spec(p)->action_dim == 0; }
-int calf_policy_num_actions(const calf_policy *p) { return policy_spec(p)->num_actions; }
-int calf_policy_action_dim(const calf_policy *p) { return policy_spec(p)->action_dim; }
-const char *calf_policy_env_name(const calf_policy *p) { return policy_spec(p)->name; }
-const char *calf_policy_checkpoint(const calf_policy *p) { return p->pp.path; }
-int64_t calf_policy_iteration(const calf_policy *p) { return p->pp.iteration; }
+/* The queries answer -1 (NULL for strings) for a handle that is not open. */
+int calf_policy_obs_dim(const calf_policy *p) { return open_handle(p) ? policy_spec(p)->obs_dim : -1; }
+int calf_policy_discrete(const calf_policy *p) {
+    return open_handle(p) ? policy_spec(p)->action_dim == 0 : -1;
+}
+int calf_policy_num_actions(const calf_policy *p) {
+    return open_handle(p) ? policy_spec(p)->num_actions : -1;
+}
+int calf_policy_action_dim(const calf_policy *p) {
+    return open_handle(p) ? policy_spec(p)->action_dim : -1;
+}
+const char *calf_policy_env_name(const calf_policy *p) {
+    return open_handle(p) ? policy_spec(p)->name : NULL;
+}
+const char *calf_policy_checkpoint(const calf_policy *p) { return open_handle(p) ? p->pp.path : NULL; }
+int64_t calf_policy_iteration(const calf_policy *p) { return open_handle(p) ? p->pp.iteration : -1; }
 
 int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
                        float *cont_actions, calf_error *err) {
+    if (!p) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: the policy is NULL");
+    if (!open_handle(p))
+        return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: %p is not an open policy "
+                              "(closed already?)", (const void *)p);
     const int ad = policy_spec(p)->action_dim;
     if (rows < 0) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: rows = %d", rows);
     if (rows == 0) return CALF_OK;

@@ -2,11 +2,11 @@
  * run that the host program drives an iteration at a time. */
 #include "training/stepwise.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 
 #include "calf/trainer.h"
+#include "base/live.h"
 #include "base/mem.h"
 #include "numerics/kernels.h"
 #include "parallel/comm.h"
@@ -16,6 +16,7 @@
 #include "training/trainer_config.h"
 
 struct calf_trainer {
+    live_link live;             /* first: the open handles' list (base/live.h) */
     calf_config cfg;
     char *root_dir;             /* the caller's, copied */
     calf_train_options o;       /* what the trainer reads after open: root_dir, quiet */
@@ -28,38 +29,18 @@ struct calf_trainer {
     void (*progress)(const calf_trainer_metrics *m, void *arg);
     void *progress_arg;
     bool in_progress;           /* progress is running: step and close are refused */
-    calf_trainer *next_live;    /* the open handles' list */
 };
 
 /* The open handles. A call given a handle that is not among them (closed already, or
  * never opened) is refused by comparing pointers, without reading what it points to. */
-static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-static calf_trainer *live = NULL;
-
-static void live_add(calf_trainer *h) {
-    CALF_ASSERT(pthread_mutex_lock(&live_lock) == 0);
-    h->next_live = live;
-    live = h;
-    CALF_ASSERT(pthread_mutex_unlock(&live_lock) == 0);
-}
-
-/* Whether h is open; with unlink, also takes it off the list (close). */
-static bool live_find(const calf_trainer *h, bool unlink) {
-    CALF_ASSERT(pthread_mutex_lock(&live_lock) == 0);
-    calf_trainer **at = &live;
-    while (*at && *at != h) at = &(*at)->next_live;
-    bool found = *at != NULL;
-    if (found && unlink) *at = h->next_live;
-    CALF_ASSERT(pthread_mutex_unlock(&live_lock) == 0);
-    return found;
-}
+static live_set trainers = LIVE_SET_INIT;
 
 /* CALF_OK when h may be used by `call`: not NULL, open, and (for step and close) not
  * from inside its own progress callback. */
 static int check_handle(const calf_trainer *h, const char *call, bool not_in_progress,
                         calf_error *err) {
     if (!h) return calf_error_set(err, CALF_EINVAL, "%s: the trainer is NULL", call);
-    if (!live_find(h, false))
+    if (!live_has(&trainers, h))
         return calf_error_set(err, CALF_EINVAL, "%s: %p is not an open trainer (closed "
                               "already?)", call, (const void *)h);
     if (not_in_progress && h->in_progress)
@@ -123,7 +104,7 @@ int stepwise_open(const calf_trainer_options *o, const char *job, bool guard_exi
     h->o.num_conf_params = 0;
     if (rc == CALF_OK && complete) {
         h->complete_at = h->rs.hdr.iteration;
-        live_add(h);
+        live_add(&trainers, h);
         *out = h;
         return CALF_OK;
     }
@@ -140,7 +121,7 @@ int stepwise_open(const calf_trainer_options *o, const char *job, bool guard_exi
         stepwise_free(h);
         return rc;
     }
-    live_add(h);
+    live_add(&trainers, h);
     *out = h;
     return CALF_OK;
 }
@@ -213,7 +194,9 @@ int calf_trainer_close(calf_trainer *h, calf_error *err) {
     if (!h) return CALF_OK;
     int rc = check_handle(h, "calf_trainer_close", true, err);
     if (rc) return rc;
-    live_find(h, true);
+    if (!live_take(&trainers, h)) /* another thread's close came first */
+        return calf_error_set(err, CALF_EINVAL, "calf_trainer_close: %p is not an open trainer "
+                              "(closed already?)", (const void *)h);
     if (h->t) {
         bool failed = h->last_rc != CALF_OK && h->last_rc != CALF_EINTR;
         calf_error cerr;
