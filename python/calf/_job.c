@@ -93,6 +93,13 @@ static PyObject *job_train(PyObject *module, PyObject *args, PyObject *kwds) {
     conf_texts_free(&ct);
     if (rc == CALF_OK) Py_RETURN_NONE;
     if (rc == CALF_EINTR) {
+        /* A SIGINT that Python's own handler caught during the job (one that came before
+         * calf's handlers were in place, in its setup) is the interrupt calf stopped for,
+         * or one before it: raised once, here, not again in the caller's except block */
+        if (PyErr_CheckSignals() < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return NULL;
+            PyErr_Clear();
+        }
         PyErr_SetString(PyExc_KeyboardInterrupt,
                         "calf.train: interrupted: stopped after an iteration, its checkpoint "
                         "written (calling train again resumes from it)");
@@ -127,6 +134,12 @@ static PyObject *job_cli_main(PyObject *module, PyObject *args) {
     int rc = run_locked(python_env, cli_call, &(cli_args){ct.n, argv});
     PyMem_Free(argv);
     conf_texts_free(&ct);
+    /* interrupted (exit status 130): a SIGINT Python's handler also caught is that same
+     * interrupt, which the program has reported (see job_train) */
+    if (rc == 130 && PyErr_CheckSignals() < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return NULL;
+        PyErr_Clear();
+    }
     return PyLong_FromLong(rc);
 }
 
