@@ -4,13 +4,24 @@
 #ifndef CALF_ADAM_H
 #define CALF_ADAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* One optimizer's settings (Adam.lr, betas, eps, gradient_clipping). */
+/* Which optimizer a parameter group steps with: Adam (the zero value, so every existing
+ * adam_conf means it) or RMSProp (numerics/rmsprop.h). */
+enum { OPTIM_ADAM, OPTIM_RMSPROP };
+
+/* One optimizer's settings (Adam.lr, betas, eps, gradient_clipping); with kind
+ * OPTIM_RMSPROP, RMSProp's: lr, eps, alpha, centered (betas unused). Clipping is the same
+ * for both. */
 typedef struct adam_conf {
     float lr, beta1, beta2, eps;
     double max_norm;         /* clip the gradient to this global norm (0: none) */
+    int kind;                /* OPTIM_ADAM or OPTIM_RMSPROP */
+    float alpha;             /* RMSProp's decay of its averages */
+    float one_minus_alpha;   /* 1 - alpha rounded once from double (rmsprop.h) */
+    bool centered;           /* RMSProp divides by the root of a variance, not of a mean square */
 } adam_conf;
 
 /* Adam (Kingma & Ba; PyTorch's arrangement of the bias corrections) over n flat floats:

@@ -11,10 +11,11 @@
 #include "calf/error.h"
 #include "numerics/adam.h"
 #include "numerics/nn.h"
+#include "numerics/rmsprop.h"
 
 /* The files compiled once per variant, under src/: CMakeLists.txt and setup.py read this
  * line. A file added here needs its rows below. */
-#define KERNELS_SOURCES "numerics/nn.c numerics/adam.c"
+#define KERNELS_SOURCES "numerics/nn.c numerics/adam.c numerics/rmsprop.c"
 
 /* Every external function of the files of KERNELS_SOURCES, as
  * X(return type, name, (parameters), (arguments)) rows (V(name, ...) for a void one), a
@@ -94,7 +95,12 @@
     X(double, adam_global_norm, (const float *grad, size_t n), (grad, n))                       \
     X(float, adam_clip_coef, (double norm, double max_norm), (norm, max_norm))                  \
     V(adam_scale, (float *x, size_t n, float c), (x, n, c))                                     \
-    X(float, adam_lr_linear_at, (double lr, int64_t k, int64_t N), (lr, k, N))
+    X(float, adam_lr_linear_at, (double lr, int64_t k, int64_t N), (lr, k, N))                  \
+    /* numerics/rmsprop.c */                                                                    \
+    V(rmsprop_step,                                                                             \
+      (float *params, const float *grad, float *m, float *v, size_t n, float neg_lr,            \
+       float alpha, float one_minus_alpha, float eps, bool centered),                           \
+      (params, grad, m, v, n, neg_lr, alpha, one_minus_alpha, eps, centered))
 
 #define KERNELS_STR2(x) #x
 #define KERNELS_STR(x) KERNELS_STR2(x)

@@ -1,5 +1,6 @@
 /* param_group.c: named parameter groups (param_group.h): their flat arrays, each group's
- * optimizer step with its own settings and step count (adam.h), digest and checkpoint. */
+ * optimizer step with its own settings and step count (adam.h, or rmsprop.h where the
+ * group's settings choose RMSProp), digest and checkpoint. */
 #include "numerics/param_group.h"
 
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "numerics/nn.h"
+#include "numerics/rmsprop.h"
 
 int param_group_init(param_group *g, const char *tag, size_t n, bool trained, adam_conf opt,
                      calf_error *err) {
@@ -60,8 +62,12 @@ void param_group_step_slice(param_group *g, size_t lo, size_t hi, double norm) {
     size_t n = hi - lo;
     adam_scale(g->grad + lo, n, adam_clip_coef(norm, g->opt.max_norm));
     g->step++;
-    adam_step(g->params + lo, g->grad + lo, g->m + lo, g->v + lo, n, g->step, g->opt.lr,
-              g->opt.beta1, g->opt.beta2, g->opt.eps);
+    if (g->opt.kind == OPTIM_RMSPROP)
+        rmsprop_step(g->params + lo, g->grad + lo, g->m + lo, g->v + lo, n, -g->opt.lr,
+                     g->opt.alpha, g->opt.one_minus_alpha, g->opt.eps, g->opt.centered);
+    else
+        adam_step(g->params + lo, g->grad + lo, g->m + lo, g->v + lo, n, g->step, g->opt.lr,
+                  g->opt.beta1, g->opt.beta2, g->opt.eps);
 }
 
 /* FNV-1a's step on 64-bit words (two floats each, the odd one out alone) in four lanes,

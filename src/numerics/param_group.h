@@ -2,7 +2,8 @@
  * trained) a gradient and Adam moments beside it, and its own optimizer settings and
  * step count: SAC's actor, critics, target critics and temperature are four groups, PPO's
  * actor-critic one. A target network is a group without an optimizer holding a copy of
- * another's layout. The arithmetic of a step is adam.h's. */
+ * another's layout. The arithmetic of a step is adam.h's, or rmsprop.h's where the group's
+ * settings say RMSProp (its square_avg in v, its grad_avg in m). */
 #ifndef CALF_PARAM_GROUP_H
 #define CALF_PARAM_GROUP_H
 
@@ -18,9 +19,10 @@ typedef struct param_group {
     char tag[5];             /* the group's checkpoint section, 4 characters */
     size_t n;                /* floats */
     float *params;           /* (n) */
-    float *grad, *m, *v;     /* (n) each when trained, else NULL */
+    float *grad, *m, *v;     /* (n) each when trained, else NULL; RMSProp's grad_avg and
+                                square_avg are m and v, so the checkpoint holds either */
     adam_conf opt;
-    int64_t step;            /* Adam steps taken */
+    int64_t step;            /* optimizer steps taken */
     bool external;           /* the arrays are the caller's (param_group_use): not freed */
 } param_group;
 
@@ -34,7 +36,7 @@ void param_group_free(param_group *g); /* zeroed or freed g is fine */
  * without copying; param_group_free then leaves the caller's alone. */
 void param_group_use(param_group *g, float *params, float *grad, float *m, float *v);
 /* One optimizer step on the group's gradient: clip to opt.max_norm (adam_global_norm
- * order), then Adam (adam_step) with step + 1. False (nothing changed) when the
+ * order), then Adam (adam_step) with step + 1, or RMSProp (rmsprop_step). False (nothing changed) when the
  * gradient is not finite. */
 bool param_group_step(param_group *g);
 /* The same step on elements [lo, hi) only, given the norm of the whole gradient (finite):
