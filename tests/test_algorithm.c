@@ -178,6 +178,11 @@ static void test_own_rows_by_name(void) {
         {"DqnAlgorithm.end_epsilon", CFG_DQN_END_EPSILON},
         {"DqnAlgorithm.exploration_fraction", CFG_DQN_EXPLORATION_FRACTION},
         {"DqnAlgorithm.td_loss", CFG_DQN_TD_LOSS},
+        {"DqnAlgorithm.optimizer", CFG_DQN_OPTIMIZER},
+        {"RMSprop.lr", CFG_DQN_RMSPROP_LR},
+        {"RMSprop.alpha", CFG_DQN_RMSPROP_ALPHA},
+        {"RMSprop.eps", CFG_DQN_RMSPROP_EPS},
+        {"RMSprop.centered", CFG_DQN_RMSPROP_CENTERED},
         {"DdpgAlgorithm.target_update_tau", CFG_DDPG_TAU},
         {"DdpgAlgorithm.target_update_period", CFG_DDPG_TARGET_PERIOD},
         {"DdpgAlgorithm.exploration_noise", CFG_DDPG_NOISE},
@@ -281,6 +286,30 @@ static void test_abi_and_digest(void) {
     uint64_t sac = calf_config_digest(cfg);
     CHECK_INT_EQ(calf_config_apply_param(cfg, "PPOLoss.gamma=0.5", &err), CALF_OK);
     CHECK(calf_config_digest(cfg) != sac);
+    calf_config_free(cfg);
+}
+
+/* Rows flagged CALF_BINDING_DIGEST_SET (DQN's optimizer rows, added after DQN
+ * checkpoints existed) enter the digest only when not at their own default: a DQN config
+ * has the digest it had before them (the value calf computed then), set to their
+ * defaults explicitly too, and another once one of them changes. */
+static void test_digest_if_changed(void) {
+    calf_error err;
+    calf_config *cfg = calf_config_new(&err);
+    CHECK(cfg != NULL);
+    if (!cfg) return;
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "TrainerConfig.algorithm_ctor=@DqnAlgorithm", &err),
+                 CALF_OK);
+    const uint64_t before = 0x0c9ad3d6b411608bULL; /* calf 1c0475d, before the rows */
+    CHECK(calf_config_digest(cfg) == before);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "RMSprop.lr=0.01", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "DqnAlgorithm.optimizer='adam'", &err), CALF_OK);
+    CHECK(calf_config_digest(cfg) == before);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "DqnAlgorithm.optimizer='rmsprop'", &err), CALF_OK);
+    uint64_t rmsprop = calf_config_digest(cfg);
+    CHECK(rmsprop != before);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "RMSprop.lr=0.02", &err), CALF_OK);
+    CHECK(calf_config_digest(cfg) != rmsprop);
     calf_config_free(cfg);
 }
 
@@ -389,6 +418,7 @@ int main(void) {
     test_registry_check();
     test_own_rows_by_name();
     test_abi_and_digest();
+    test_digest_if_changed();
     test_algorithm_defaults();
     return test_report("test_algorithm");
 }

@@ -6,6 +6,9 @@
  *   mean_j (Q(s_j, a_j) - y_j)^2, y_j = r_j + gamma max_a Q'(s'_j, a) of the TARGET
  *   network (r_j when terminated); the target is Q's copy after update 2
  *   (target_update_period 2), unchanged after updates 1 and 3;
+ * - the same with RMSProp (DqnAlgorithm.optimizer = 'rmsprop', centered, alpha 0.9: its
+ *   grad_avg is the same 0.9 m + 0.1 g), whose first step is also checked against
+ *   rmsprop.h's, and which a config refuses to set while the optimizer is Adam;
  * - epsilon-greedy acting: each env's action is what its own stream gives, a uniform
  *   action when u < epsilon(the job's env steps), else the greedy one.
  * Each check counts misses, and the test plants mistakes in the reference (a target
@@ -95,8 +98,12 @@ static double loss_at(const nn_mlp *q, const float *p, const batch *bt) {
     return loss / B;
 }
 
+/* rmsprop: also check that update k = 1 (from zero averages) moved each parameter as
+ * RMSProp does (rmsprop.h; alpha 0.9, centered, eps EPS_RMS): by -LR g / (sqrt(0.1 g^2 -
+ * (0.1 g)^2) + eps), about 3.3 LR where Adam's first step moves it by about LR. */
+static const double EPS_RMS = 1e-6;
 static int update_misses(const nn_mlp *q, const transitions *tr, int it, int k, const groups *b,
-                         const groups *f, mistake planted) {
+                         const groups *f, mistake planted, bool rmsprop) {
     int env[B];
     int64_t pos[B];
     replay_sample(SEED, it, 0, E, it + 1, B, env, pos);
@@ -123,6 +130,10 @@ static int update_misses(const nn_mlp *q, const transitions *tr, int it, int k, 
         double used = ((double)f->m[i] - 0.9 * (double)b->m[i]) / 0.1;
         if (fabs(g) > 1e-3) checked++;
         if (fabs(used - g) > 2e-3 * (fabs(g) + 1e-2)) misses++;
+        if (rmsprop && k == 1) {
+            double gu = used, step = -LR * gu / (sqrt(0.1 * gu * gu - 0.01 * gu * gu) + EPS_RMS);
+            if (fabs((double)f->q[i] - b->q[i] - step) > 1e-3 * fabs(step) + 1e-6) misses++;
+        }
     }
     free(p);
     if (checked < 16) misses++;
@@ -136,7 +147,7 @@ static int update_misses(const nn_mlp *q, const transitions *tr, int it, int k, 
 /* A CartPole config for DQN: E envs, initial collection `collect` steps, a run of
  * `iterations` (the schedule's length). */
 static algorithm *make(const algorithm_ops *ops, calf_config *cfg, comm *c, int collect,
-                       int iterations) {
+                       int iterations, bool rmsprop) {
     const calf_env_class *cls = calf_env_find("CartPole-v1");
     config_init(cfg);
     char text[1024];
@@ -155,8 +166,12 @@ static algorithm *make(const algorithm_ops *ops, calf_config *cfg, comm *c, int 
              "Adam.eps = 1e-8\n"
              "DqnAlgorithm.target_update_period = 2\n"
              "DqnAlgorithm.exploration_fraction = 0.5\n"
-             "OneStepTDLoss.gamma = %g\n",
-             E, iterations, B, collect, H, H, LR, GAMMA);
+             "OneStepTDLoss.gamma = %g\n"
+             "%s",
+             E, iterations, B, collect, H, H, LR, GAMMA,
+             rmsprop ? "DqnAlgorithm.optimizer = 'rmsprop'\nRMSprop.lr = 3e-2\n"
+                       "RMSprop.alpha = 0.9\nRMSprop.eps = 1e-6\nRMSprop.centered = True\n"
+                     : "");
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(cfg, text, "test", &err), CALF_OK);
     CHECK_INT_EQ(ops->check(cfg, &cls->spec, &err), CALF_OK);
@@ -177,7 +192,7 @@ static void transition(int e, int t, bool terminated, transitions *tr) {
     tr->term[e][t] = terminated;
 }
 
-static void updates_case(bool terminated) {
+static void updates_case(bool terminated, bool rmsprop) {
     const algorithm_ops *ops = algorithm_find("DqnAlgorithm");
     CHECK(ops != NULL);
     if (!ops) return;
@@ -185,7 +200,7 @@ static void updates_case(bool terminated) {
     CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
     calf_config cfg;
     int first = STEPS - UPDATES;
-    algorithm *a = make(ops, &cfg, c, E * (first + 1), 100);
+    algorithm *a = make(ops, &cfg, c, E * (first + 1), 100, rmsprop);
     if (!a) return;
     nn_mlp q;
     int hidden[2] = {H, H};
@@ -220,13 +235,20 @@ static void updates_case(bool terminated) {
         if (t >= first) read_groups(ops, a, &snap[t - first + 1]);
     }
     for (int k = 1; k <= UPDATES; k++) {
-        int misses = update_misses(&q, &tr, first + k - 1, k, &snap[k - 1], &snap[k], NONE);
-        if (misses) fprintf(stderr, "terminated=%d, update %d: %d misses\n", terminated, k, misses);
+        int misses =
+            update_misses(&q, &tr, first + k - 1, k, &snap[k - 1], &snap[k], NONE, rmsprop);
+        if (misses)
+            fprintf(stderr, "terminated=%d rmsprop=%d, update %d: %d misses\n", terminated, rmsprop,
+                    k, misses);
         CHECK_INT_EQ(misses, 0);
     }
+    /* the RMSProp check rejects Adam's first step */
+    if (!rmsprop)
+        CHECK(update_misses(&q, &tr, first, 1, &snap[0], &snap[1], NONE, true) > 0);
     /* update 2 is the first whose target differs from the online network */
     if (!terminated)
-        CHECK(update_misses(&q, &tr, first + 1, 2, &snap[1], &snap[2], TARGET_FROM_ONLINE) > 0);
+        CHECK(update_misses(&q, &tr, first + 1, 2, &snap[1], &snap[2], TARGET_FROM_ONLINE, false) >
+              0);
     for (int k = 0; k <= UPDATES; k++) free(snap[k].q), free(snap[k].target), free(snap[k].m);
     ops->destroy(a);
     comm_finalize(c);
@@ -240,7 +262,7 @@ static int acting_misses(mistake planted, int *greedy) {
     comm *c = NULL;
     CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
     calf_config cfg;
-    algorithm *a = make(ops, &cfg, c, 0, 40);
+    algorithm *a = make(ops, &cfg, c, 0, 40, false);
     if (!a) return -1;
     calf_rng rng[E];
     for (int e = 0; e < E; e++) calf_rng_seed(&rng[e], SEED, (uint64_t)e, CALF_RNG_ACTION);
@@ -295,11 +317,32 @@ static void refuses_continuous(void) {
                           "(create_environment.env_name, set at t.gin:2) has continuous ones (1 dims)");
 }
 
+/* RMSprop.* set while DqnAlgorithm.optimizer is Adam would change nothing: refused. */
+static void refuses_unused_rmsprop(void) {
+    const calf_env_class *cls = calf_env_find("CartPole-v1");
+    calf_config cfg;
+    config_init(&cfg);
+    calf_error err;
+    CHECK_INT_EQ(calf_config_parse_string(&cfg,
+                                          "TrainerConfig.algorithm_ctor = @DqnAlgorithm\n"
+                                          "TrainerConfig.num_env_steps = 100000\n"
+                                          "RMSprop.alpha = 0.95\n",
+                                          "t.gin", &err), CALF_OK);
+    const algorithm_ops *ops = algorithm_find("DqnAlgorithm");
+    CHECK_INT_EQ(ops->check(&cfg, &cls->spec, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "t.gin:3: RMSprop.alpha is set, but DqnAlgorithm.optimizer is 'adam': "
+                          "set DqnAlgorithm.optimizer = 'rmsprop' to use it");
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "DqnAlgorithm.optimizer='rmsprop'", &err), CALF_OK);
+    CHECK_INT_EQ(ops->check(&cfg, &cls->spec, &err), CALF_OK);
+}
+
 int main(void) {
     losses();
-    updates_case(false);
-    updates_case(true);
+    updates_case(false, false);
+    updates_case(true, false);
+    updates_case(false, true);
     acting();
     refuses_continuous();
+    refuses_unused_rmsprop();
     return test_report("test_dqn");
 }

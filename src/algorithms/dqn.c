@@ -1,6 +1,7 @@
 /* dqn.c: DQN (Mnih et al. 2015, as CleanRL's dqn.py): one Q network trained towards
  * r + gamma max_a Q'(s', a) of a target network that copies it (or moves tau of the way)
- * every target_update_period updates, with the squared or Huber TD loss; epsilon-greedy
+ * every target_update_period updates, with the squared or Huber TD loss, by Adam or
+ * RMSProp (the MinAtar paper's); epsilon-greedy
  * acting whose epsilon falls linearly over a fraction of the run's env steps, each env's
  * draws from its own stream. Discrete actions only. The replay, sampling, per-env
  * partials and work sharing are the off-policy core's (offpolicy.h). */
@@ -51,6 +52,17 @@ static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                               "steps, but the run has no length: set TrainerConfig.num_iterations or "
                               "num_env_steps",
                               offpolicy_where(cfg, CFG_DQN_EXPLORATION_FRACTION));
+    /* RMSprop.* set for a run that steps with Adam would be silently unused */
+    static const int rmsprop_rows[] = {CFG_DQN_RMSPROP_LR, CFG_DQN_RMSPROP_ALPHA,
+                                       CFG_DQN_RMSPROP_EPS, CFG_DQN_RMSPROP_CENTERED};
+    if (strcmp(calf_config_string(cfg, CFG_DQN_OPTIMIZER), "rmsprop") != 0)
+        for (size_t k = 0; k < sizeof rmsprop_rows / sizeof rmsprop_rows[0]; k++)
+            if (cfg->origin[rmsprop_rows[k]][0])
+                return calf_error_set(err, CALF_EINVAL,
+                                      "%s: %s is set, but DqnAlgorithm.optimizer is 'adam': set "
+                                      "DqnAlgorithm.optimizer = 'rmsprop' to use it",
+                                      offpolicy_where(cfg, (calf_binding_id)rmsprop_rows[k]),
+                                      calf_binding_name((calf_binding_id)rmsprop_rows[k]));
     net_obs obs = net_obs_of(spec);
     int rc = net_config_check(cfg, CFG_DQN_Q_CONV_LAYERS, CFG_DQN_Q_LAYERS, CFG_DQN_Q_ACTIVATION,
                               &obs, spec->num_actions, err);
@@ -84,6 +96,15 @@ static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
         (rc = net_layout(&t->q, &qs, &cursor, err)))
         return rc;
     adam_conf opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_CRITIC_LR));
+    if (strcmp(calf_config_string(cfg, CFG_DQN_OPTIMIZER), "rmsprop") == 0) {
+        double alpha = calf_config_float(cfg, CFG_DQN_RMSPROP_ALPHA);
+        opt.kind = OPTIM_RMSPROP;
+        opt.lr = (float)calf_config_float(cfg, CFG_DQN_RMSPROP_LR);
+        opt.eps = (float)calf_config_float(cfg, CFG_DQN_RMSPROP_EPS);
+        opt.alpha = (float)alpha;
+        opt.one_minus_alpha = (float)(1.0 - alpha); /* rmsprop.h: as PyTorch rounds it */
+        opt.centered = calf_config_bool(cfg, CFG_DQN_RMSPROP_CENTERED);
+    }
     if ((rc = param_group_init(&t->q_g, "DQNQ", cursor, true, opt, err)) ||
         (rc = param_group_init(&t->target_g, "DQNT", cursor, false, opt, err)))
         return rc;

@@ -166,7 +166,9 @@
 /* DQN's own settings, after CleanRL's dqn.py (its target_network_frequency of 500 env
  * steps at train_frequency 10 is 50 updates; train_frequency itself is the iteration:
  * TrainerConfig.unroll_length env steps per env, then num_updates_per_train_iter
- * updates). Its learning rate is critic/Adam.lr, its gamma OneStepTDLoss.gamma. */
+ * updates). Its learning rate is critic/Adam.lr, its gamma OneStepTDLoss.gamma. The
+ * optimizer rows came later (the MinAtar paper's DQN trains with RMSProp): at their
+ * defaults they stay out of the digest, so DQN checkpoints written before keep theirs. */
 #define DQN_BINDINGS(X)                                                                          \
     X(DQN_Q_LAYERS, "q/QNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(120, 84)", 1, 1024, -7,  \
       NULL, 0, CALF_NO_FALLBACK, "hidden layer sizes of DQN's Q network")                        \
@@ -188,7 +190,24 @@
       0, NULL, 0, CALF_NO_FALLBACK,                                                              \
       "epsilon decays linearly over this fraction of the run's env steps")                       \
     X(DQN_TD_LOSS, "DqnAlgorithm.td_loss", CALF_CFG_STRING, "'mse'", 0, 0, 0, "mse|huber", 0,      \
-      CALF_NO_FALLBACK, "the TD loss: squared error (CleanRL's) or Huber (smooth L1, delta 1)")
+      CALF_NO_FALLBACK, "the TD loss: squared error (CleanRL's) or Huber (smooth L1, delta 1)")   \
+    X(DQN_OPTIMIZER, "DqnAlgorithm.optimizer", CALF_CFG_STRING, "'adam'", 0, 0, 0, "adam|rmsprop", \
+      CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                   \
+      "the Q network's optimizer: Adam (critic/Adam.lr, Adam.betas, Adam.eps) or RMSProp as "   \
+      "PyTorch's RMSprop (RMSprop.lr, alpha, eps, centered); both clip by "                      \
+      "Adam.gradient_clipping")                                                                  \
+    X(DQN_RMSPROP_LR, "RMSprop.lr", CALF_CFG_FLOAT, "0.01", 0, 10, 0, NULL,                       \
+      CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                   \
+      "RMSProp's learning rate (DqnAlgorithm.optimizer = 'rmsprop'; PyTorch's default)")         \
+    X(DQN_RMSPROP_ALPHA, "RMSprop.alpha", CALF_CFG_FLOAT, "0.99", 0, 1, 0, NULL,                  \
+      CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                   \
+      "RMSProp's decay of its running averages of g^2 (and of g, centered)")                     \
+    X(DQN_RMSPROP_EPS, "RMSprop.eps", CALF_CFG_FLOAT, "1e-8", 0, 1, 0, NULL,                      \
+      CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                   \
+      "RMSProp's epsilon, added to the root: g / (sqrt(v) + eps)")                               \
+    X(DQN_RMSPROP_CENTERED, "RMSprop.centered", CALF_CFG_BOOL, "False", 0, 0, 0, NULL,            \
+      CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                   \
+      "RMSProp divides by the root of the gradient's running variance, not its mean square")
 
 /* DDPG's own settings, ALF's DdpgAlgorithm names and defaults (its networks, learning
  * rates and gamma are the rows TD3 reads). */
