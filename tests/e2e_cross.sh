@@ -2,9 +2,10 @@
 # program three ways (-DCALF_NATIVE=ON x86-64, the default portable x86-64 build, aarch64
 # run under qemu-user), checks which kernel variant the portable one chooses, runs it
 # forced to each variant (CALF_KERNELS=fma, generic), and forced to generic with glibc's
-# FMA/AVX2 variants turned off too, trains short ppo_cartpole, ppo_pendulum and
-# sac_pendulum runs with each and compares every checkpoint byte for byte with the native
-# build's and the forced-generic one's. MuJoCo envs stay per-platform and are not part of it.
+# FMA/AVX2 variants turned off too, trains short ppo_cartpole, ppo_pendulum, sac_pendulum
+# and DQN-with-RMSProp runs with each and compares every checkpoint byte for byte with the
+# native build's and the forced-generic one's, and a `calf env` dump of each MinAtar game
+# with the native build's. MuJoCo envs stay per-platform and are not part of it.
 # Needs gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user; skipped without.
 # Before nn_madd fused everywhere and calf had its own transcendentals, all 33 of the
 # native build's checkpoints here differed from the other builds'. A few minutes on 2 cores.
@@ -46,6 +47,14 @@ build aarch64 -DCALF_NATIVE=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESS
 small_nets=(--conf_param 'ActorDistributionNetwork.fc_layer_params=(16,16)'
             --conf_param 'ValueNetwork.fc_layer_params=(16,16)'
             --conf_param TrainerConfig.evaluate=False)
+# dump_envs OUT cmd...: 500 steps of each MinAtar game as `calf env` prints them, into OUT
+dump_envs() {
+    local out=$1; shift
+    for game in Asterix Breakout Freeway Seaquest SpaceInvaders; do
+        "$@" env "MinAtar/$game-v0" --seed 5 --index 3 --steps 500 >"$out/env-$game.txt" \
+            2>>"$out.err" || return 1
+    done
+}
 # train_all NAME cmd...: the three jobs with the calf program cmd..., into $WORK/run-NAME
 train_all() {
     local name=$1; shift
@@ -60,7 +69,16 @@ train_all() {
         --conf_param 'critic/CriticNetwork.joint_fc_layer_params=(16,16)' \
         --conf_param TrainerConfig.evaluate=False --conf_param TrainerConfig.num_env_steps=0 \
         --conf_param TrainerConfig.initial_collect_steps=200 \
-        --conf_param TrainerConfig.num_iterations=600 >>"$out.err" 2>&1
+        --conf_param TrainerConfig.num_iterations=600 >>"$out.err" 2>&1 &&
+    "$@" train --quiet --root_dir "$out/dqn_rmsprop" --conf "$SRC/examples/dqn_cartpole.gin" \
+        --conf_param 'q/QNetwork.fc_layer_params=(16,16)' \
+        --conf_param "DqnAlgorithm.optimizer='rmsprop'" --conf_param RMSprop.lr=2.5e-4 \
+        --conf_param RMSprop.alpha=0.95 --conf_param RMSprop.eps=0.01 \
+        --conf_param RMSprop.centered=True \
+        --conf_param TrainerConfig.evaluate=False --conf_param TrainerConfig.num_env_steps=0 \
+        --conf_param TrainerConfig.initial_collect_steps=200 \
+        --conf_param TrainerConfig.num_iterations=100 >>"$out.err" 2>&1 &&
+    dump_envs "$out" "$@"
     local rc=$?
     if [ $rc = 0 ]; then ok; else bad "training with the $name build: exit $rc"; tail -5 "$out.err" >&2; fi
 }
@@ -95,7 +113,7 @@ train_all aarch64 qemu-aarch64 -L "$AARCH64_SYSROOT" "$WORK/aarch64/calf"
 # forced-generic one's.
 others="portable-generic-nofma aarch64"
 [ $fma = 1 ] && others="$others portable-fma"
-for job in ppo_cartpole ppo_pendulum sac_pendulum; do
+for job in ppo_cartpole ppo_pendulum sac_pendulum dqn_rmsprop; do
     ckpts=$(cd "$WORK/run-native/$job/train/algorithm" 2>/dev/null && ls ckpt-*)
     [ -n "$ckpts" ] || { bad "$job: the native build wrote no checkpoint"; continue; }
     for ref in native portable-generic; do
@@ -107,6 +125,17 @@ for job in ppo_cartpole ppo_pendulum sac_pendulum; do
                 fi
             done
         done
+    done
+done
+
+# MinAtar's games: the same observations, rewards and ends from each build (`calf env`
+# dumps of 500 steps each, a game's whole stream: MT19937, the rules, the float writes).
+for game in Asterix Breakout Freeway Seaquest SpaceInvaders; do
+    [ -s "$WORK/run-native/env-$game.txt" ] || { bad "MinAtar/$game: the native build dumped nothing"; continue; }
+    for other in $others portable-generic; do
+        if cmp -s "$WORK/run-native/env-$game.txt" "$WORK/run-$other/env-$game.txt"; then ok; else
+            bad "MinAtar/$game-v0: the $other build's \`calf env\` dump differs from the native build's"
+        fi
     done
 done
 
