@@ -132,6 +132,25 @@ static void replay(const char *id) {
 }
 
 /* The same (seed, index) gives the same K and the same episode; K is what reset_state says. */
+/* rand() < p decided in integers (mt19937_rand_below) is rand() < p: the threshold sits
+ * exactly at p for the games' p (the last integer below it is below p, it is not), and
+ * two copies of a stream agree draw for draw. */
+static void test_rand_below(void) {
+    static const double ps[] = {MINATAR_STICKY, 0.5, 1.0 / 3.0, 0.0, 1.0};
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        double p = ps[k];
+        uint64_t t = mt19937_threshold(p);
+        CHECK(t == 0 || (double)(t - 1) / 9007199254740992.0 < p);
+        CHECK((double)t / 9007199254740992.0 >= p);
+        mt19937 a, b;
+        mt19937_seed(&a, 37);
+        mt19937_seed(&b, 37);
+        int bad = 0;
+        for (int i = 0; i < 20000; i++) bad += mt19937_rand_below(&a, p) != (mt19937_rand(&b) < p);
+        CHECK_INT_EQ(bad, 0);
+    }
+}
+
 static void test_seeding(void) {
     calf_env a, b, c;
     calf_error err;
@@ -253,6 +272,7 @@ static void test_render(const char *id) {
 
 int main(void) {
     test_mt19937();
+    test_rand_below();
     test_seeding();
     static const char *const ids[] = {
         "MinAtar/Asterix-v0", "MinAtar/Asterix-v1", "MinAtar/Breakout-v0", "MinAtar/Breakout-v1",

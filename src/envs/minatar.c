@@ -7,6 +7,16 @@
 
 #include "calf/rng.h"
 
+/* memset read through a volatile pointer: gcc cannot see which function it calls, so it
+ * cannot put its own `rep stos` in place of glibc's (it did, knowing a piece <= 2 KiB). */
+static void *(*volatile glibc_memset)(void *, int, size_t) = memset;
+
+void minatar_zero(float *obs, int n) {
+    enum { PIECE = 2048 / sizeof(float) };
+    for (int i = 0; i < n; i += PIECE)
+        glibc_memset(obs + i, 0, (size_t)(n - i < PIECE ? n - i : PIECE) * sizeof *obs);
+}
+
 void minatar_seed(void *state, uint32_t k) {
     minatar_core *c = state;
     mt19937_seed(&c->mt, k);

@@ -37,8 +37,8 @@ static void asterix_reset(void *game, mt19937 *mt) {
 /* A new entity in a random free row, from a random side; the side and the kind are drawn
  * even when no row is free. */
 static void spawn(asterix_state *s, mt19937 *mt) {
-    int right = mt19937_rand(mt) < 0.5;
-    int gold = mt19937_rand(mt) < 1.0 / 3.0;
+    int right = mt19937_rand_below(mt, 0.5);
+    int gold = mt19937_rand_below(mt, 1.0 / 3.0);
     int free_slots[SLOTS], n = 0;
     for (int i = 0; i < SLOTS; i++)
         if (!s->e[i].live) free_slots[n++] = i;

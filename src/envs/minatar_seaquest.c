@@ -128,8 +128,8 @@ static void seaquest_reset(void *game, mt19937 *mt) {
 /* An enemy in a random row (1..8) from a random side, unless an enemy in that row moves
  * the other way; the side, the kind and the row are drawn in any case. */
 static void spawn_enemy(seaquest_state *s, mt19937 *mt) {
-    int right = mt19937_rand(mt) < 0.5;
-    int is_sub = mt19937_rand(mt) < 1.0 / 3.0;
+    int right = mt19937_rand_below(mt, 0.5);
+    int is_sub = mt19937_rand_below(mt, 1.0 / 3.0);
     int y = (int)mt19937_randint(mt, 1, 9);
     for (int i = 0; i < s->e_subs.n; i++)
         if (s->e_subs.a[i].y == y && s->e_subs.a[i].right != right) return;
@@ -146,7 +146,7 @@ static void spawn_enemy(seaquest_state *s, mt19937 *mt) {
 }
 
 static void spawn_diver(seaquest_state *s, mt19937 *mt) {
-    int right = mt19937_rand(mt) < 0.5;
+    int right = mt19937_rand_below(mt, 0.5);
     int y = (int)mt19937_randint(mt, 1, 9);
     append(VIEW(s->divers), (sq_obj){.x = right ? 0 : 9, .y = (int8_t)y, .right = (int8_t)right,
                                      .move = DIVER_MOVE_INTERVAL});

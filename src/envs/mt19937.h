@@ -4,6 +4,7 @@
 #ifndef CALF_MT19937_H
 #define CALF_MT19937_H
 
+#include <math.h>
 #include <stdint.h>
 
 #define MT19937_N 624
@@ -37,6 +38,20 @@ static inline uint32_t mt19937_next(mt19937 *mt) {
 static inline double mt19937_rand(mt19937 *mt) {
     uint32_t a = mt19937_next(mt) >> 5, b = mt19937_next(mt) >> 6;
     return ((double)a * 67108864.0 + (double)b) / 9007199254740992.0;
+}
+/* The 53-bit integer x of RandomState.rand() = x / 2^53 (the same two outputs). */
+static inline uint64_t mt19937_rand53(mt19937 *mt) {
+    uint64_t a = mt19937_next(mt) >> 5, b = mt19937_next(mt) >> 6;
+    return a << 26 | b;
+}
+/* The T with x / 2^53 < p exactly when x < T, for p in [0, 1]: ceil(p * 2^53), p * 2^53
+ * being exact in double. A constant p folds to a constant. */
+static inline uint64_t mt19937_threshold(double p) {
+    return (uint64_t)ceil(p * 9007199254740992.0);
+}
+/* RandomState.rand() < p, decided in integers (no conversion to double). */
+static inline int mt19937_rand_below(mt19937 *mt, double p) {
+    return mt19937_rand53(mt) < mt19937_threshold(p);
 }
 /* RandomState.randint(low, high) for high - low = n >= 1 (one value; randint(low, high,
  * size) is that value size times over): low + v where v comes from masked rejection
