@@ -62,6 +62,7 @@ void ppo_rec_state_get(const ppo_rec_state *s, const ppo_model *md, int r, float
     int width[4];
     parts_of(s, md, part, width);
     for (int k = 0; k < 4; k++) {
+        if (!width[k]) continue; /* a part this model has not (its pointer NULL) */
         memcpy(out, part[k] + (size_t)r * width[k], (size_t)width[k] * sizeof(float));
         out += width[k];
     }
@@ -72,6 +73,7 @@ void ppo_rec_state_set(ppo_rec_state *s, const ppo_model *md, int r, const float
     int width[4];
     parts_of(s, md, part, width);
     for (int k = 0; k < 4; k++) {
+        if (!width[k]) continue;
         memcpy(part[k] + (size_t)r * width[k], in, (size_t)width[k] * sizeof(float));
         in += width[k];
     }
