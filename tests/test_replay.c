@@ -1,8 +1,8 @@
 /* test_replay.c: the per-env replay rings (layout, wrap-around, the same env's data
  * whichever process holds it), the sampler's documented stream and its uniformity over
  * every transition of the job (a chi-square test that broken samplers fail), the owned
- * selection's canonical order, and checkpoint records across splits, damaged ones
- * refused with a message. */
+ * selection's canonical order, checkpoint records across splits, damaged ones refused
+ * with a message, and replays of byte observations (their size, their records). */
 #include <stdint.h>
 
 #include "algorithms/replay.h"
@@ -49,15 +49,15 @@ static int holds_step(const replay *rb, int env, int64_t pos, int step) {
 static void test_layout(void) {
     /* 2 envs x 3 slots, obs 3, act 1: obs 72 B at 0, next_obs at 128, act (24) at 256,
      * reward (24) at 320, terminated (6) at 384, total rounded to 448 */
-    CHECK_INT_EQ(replay_bytes(2, 3, 3, 1), 448);
-    CHECK_INT_EQ(replay_bytes(1, 1, 1, 1), 64 * 4 + 1 + 63);
-    CHECK_INT_EQ(replay_bytes(0, 3, 3, 1), 0);
-    CHECK_INT_EQ(replay_bytes(2, 0, 3, 1), 0);
-    CHECK_INT_EQ(replay_bytes(2, 3, 0, 1), 0);
-    CHECK_INT_EQ(replay_bytes(1 << 30, INT64_MAX / 2, 3, 1), 0); /* does not fit */
+    CHECK_INT_EQ(replay_bytes(2, 3, 3, CALF_DTYPE_F32, 1), 448);
+    CHECK_INT_EQ(replay_bytes(1, 1, 1, CALF_DTYPE_F32, 1), 64 * 4 + 1 + 63);
+    CHECK_INT_EQ(replay_bytes(0, 3, 3, CALF_DTYPE_F32, 1), 0);
+    CHECK_INT_EQ(replay_bytes(2, 0, 3, CALF_DTYPE_F32, 1), 0);
+    CHECK_INT_EQ(replay_bytes(2, 3, 0, CALF_DTYPE_F32, 1), 0);
+    CHECK_INT_EQ(replay_bytes(1 << 30, INT64_MAX / 2, 3, CALF_DTYPE_F32, 1), 0); /* does not fit */
     replay rb;
     calf_error err = {0};
-    CHECK_INT_EQ(replay_create(&rb, 4, 1, 2, 3, 3, 1, &err), CALF_OK);
+    CHECK_INT_EQ(replay_create(&rb, 4, 1, 2, 3, 3, CALF_DTYPE_F32, 1, &err), CALF_OK);
     CHECK((uintptr_t)rb.obs % 64 == 0 && (uintptr_t)rb.next_obs % 64 == 0);
     CHECK((uintptr_t)rb.act % 64 == 0 && (uintptr_t)rb.reward % 64 == 0);
     CHECK((uintptr_t)rb.terminated % 64 == 0);
@@ -68,13 +68,14 @@ static void test_layout(void) {
     replay_free(&rb); /* twice is fine, and NULL */
     replay_free(NULL);
     /* a size past the address space is an error with a message, not a crash */
-    CHECK_INT_EQ(replay_create(&rb, 1 << 30, 0, 1 << 30, INT64_MAX / 2, 3, 1, &err),
-                 CALF_EINVAL);
+    CHECK_INT_EQ(
+        replay_create(&rb, 1 << 30, 0, 1 << 30, INT64_MAX / 2, 3, CALF_DTYPE_F32, 1, &err),
+        CALF_EINVAL);
     CHECK(strstr(err.msg, "too large") != NULL);
     CHECK(rb.owned == NULL);
     /* caller's memory: not owned */
     static _Alignas(64) unsigned char mem[448];
-    replay_init(&rb, 2, 0, 2, 3, 3, 1, mem);
+    replay_init(&rb, 2, 0, 2, 3, 3, CALF_DTYPE_F32, 1, mem);
     CHECK(rb.owned == NULL && (unsigned char *)rb.obs == mem);
     CHECK((unsigned char *)rb.terminated == mem + 384);
     replay_free(&rb); /* frees nothing */
@@ -82,7 +83,7 @@ static void test_layout(void) {
 
 static void test_wrap(void) {
     replay rb;
-    CHECK_INT_EQ(replay_create(&rb, 2, 0, 2, 3, OD, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&rb, 2, 0, 2, 3, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
     add_step(&rb, 0);
     add_step(&rb, 1);
     CHECK(rb.stored == 2 && rb.next_slot == 2);
@@ -116,7 +117,7 @@ static void test_ownership(void) {
     enum { E = 5, CAP = 4, STEPS = 7 };
     const int splits[3][4] = {{0, 5, 5, 5}, {0, 3, 5, 5}, {0, 1, 2, 5}}; /* block ends */
     replay whole;
-    CHECK_INT_EQ(replay_create(&whole, E, 0, E, CAP, OD, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&whole, E, 0, E, CAP, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
     for (int s = 0; s < STEPS; s++) add_step(&whole, s);
     for (int sp = 0; sp < 3; sp++) {
         replay part[4];
@@ -124,7 +125,8 @@ static void test_ownership(void) {
         for (int p = 0; p < 4 && begin < E; p++) {
             int end = splits[sp][p];
             if (end == begin) continue;
-            CHECK_INT_EQ(replay_create(&part[n], E, begin, end - begin, CAP, OD, AD, NULL),
+            CHECK_INT_EQ(replay_create(&part[n], E, begin, end - begin, CAP, OD, CALF_DTYPE_F32,
+                                       AD, NULL),
                          CALF_OK);
             n++;
             begin = end;
@@ -366,9 +368,9 @@ static void test_select_owned(void) {
 
     /* gathering the selection: the same rows from a split as from the whole */
     replay whole, lo, hi;
-    CHECK_INT_EQ(replay_create(&whole, E, 0, E, 6, OD, AD, NULL), CALF_OK);
-    CHECK_INT_EQ(replay_create(&lo, E, 0, 2, 6, OD, AD, NULL), CALF_OK);
-    CHECK_INT_EQ(replay_create(&hi, E, 2, 3, 6, OD, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&whole, E, 0, E, 6, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&lo, E, 0, 2, 6, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&hi, E, 2, 3, 6, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
     for (int s = 0; s < 8; s++) add_step(&whole, s), add_step(&lo, s), add_step(&hi, s);
     float ow[B * OD], aw[B * AD], rw[B], nw[B * OD];
     uint8_t tw[B];
@@ -424,7 +426,9 @@ static int load_all(replay *rb, const ckpt_buf *b, calf_error *err) {
 static int make_split(replay *procs, int E, const int *sizes, int nprocs, int64_t cap) {
     int begin = 0;
     for (int p = 0; p < nprocs; p++) {
-        if (replay_create(&procs[p], E, begin, sizes[p], cap, OD, AD, NULL) != CALF_OK) return 0;
+        if (replay_create(&procs[p], E, begin, sizes[p], cap, OD, CALF_DTYPE_F32, AD, NULL) !=
+            CALF_OK)
+            return 0;
         begin += sizes[p];
     }
     return begin == E;
@@ -505,7 +509,7 @@ static void test_checkpoint_roundtrip(void) {
 /* Load a damaged copy of b into a fresh 2-env replay; expect failure mentioning what. */
 static void expect_refused(const ckpt_buf *b, int64_t cap, const char *what) {
     replay rb;
-    CALF_ASSERT(replay_create(&rb, 2, 1, 1, cap, OD, AD, NULL) == CALF_OK);
+    CALF_ASSERT(replay_create(&rb, 2, 1, 1, cap, OD, CALF_DTYPE_F32, AD, NULL) == CALF_OK);
     calf_error err = {0};
     int st = load_all(&rb, b, &err);
     CHECK_INT_EQ(st, CALF_EINVAL);
@@ -532,7 +536,7 @@ static void test_checkpoint_damage(void) {
     {
         replay rb;
         calf_error err = {0};
-        CALF_ASSERT(replay_create(&rb, 2, 1, 1, CAP, OD, AD, NULL) == CALF_OK);
+        CALF_ASSERT(replay_create(&rb, 2, 1, 1, CAP, OD, CALF_DTYPE_F32, AD, NULL) == CALF_OK);
         CHECK_INT_EQ(load_all(&rb, &good, &err), CALF_OK);
         check_split_holds(&rb, 1, 2);
         replay_free(&rb);
@@ -582,6 +586,116 @@ static void test_checkpoint_damage(void) {
     free_split(src, 2);
 }
 
+/* ---- observations kept as bytes (CALF_DTYPE_U8) ---- */
+
+/* The transition of a byte env: observations integers 0..255 (as an image env writes). */
+static void make_byte_row(int env, int step, float *obs, float *act, float *rew, uint8_t *term,
+                          float *next_obs) {
+    make_row(env, step, obs, act, rew, term, next_obs);
+    for (int k = 0; k < OD; k++) {
+        obs[k] = (float)((env * 31 + step * 7 + k * 100) % 256);
+        next_obs[k] = (float)((env * 31 + step * 7 + k * 100 + 255) % 256);
+    }
+}
+
+static void add_byte_step(replay *rb, int step) {
+    float obs[16 * OD], act[16 * AD], rew[16], nobs[16 * OD];
+    uint8_t term[16];
+    CALF_ASSERT(rb->env_count <= 16);
+    for (int e = 0; e < rb->env_count; e++)
+        make_byte_row(rb->env_begin + e, step, obs + e * OD, act + e * AD, rew + e, term + e,
+                      nobs + e * OD);
+    replay_add_step(rb, obs, act, rew, term, nobs);
+}
+
+/* rb (bytes) gives back, as floats, what step `step` of env added at pos */
+static int holds_byte_step(const replay *rb, int env, int64_t pos, int step) {
+    float obs[OD], act[AD], rew, nobs[OD], go[OD], ga[AD], gr, gn[OD];
+    uint8_t term, gt;
+    make_byte_row(env, step, obs, act, &rew, &term, nobs);
+    replay_gather(rb, 1, NULL, &env, &pos, go, ga, &gr, &gt, gn);
+    return memcmp(go, obs, sizeof obs) == 0 && memcmp(ga, act, sizeof act) == 0 && gr == rew &&
+           gt == term && memcmp(gn, nobs, sizeof nobs) == 0;
+}
+
+static void test_bytes(void) {
+    /* The memory the issue names: a 100k-transition replay of MinAtar images as bytes, a
+     * quarter of what floats take. Seaquest (10x10x10, DQN's one action float): obs and
+     * next_obs 10^8 bytes each, action and reward 4e5 each, terminated 1e5, the total
+     * rounded up to 64 bytes; 200.9 MB where floats took 800.9 MB. Freeway's 10x10x7:
+     * 140.9 MB where floats took 560.9 MB. */
+    CHECK_INT_EQ(replay_bytes(1, 100000, 1000, CALF_DTYPE_U8, 1), 200900032);
+    CHECK_INT_EQ(replay_bytes(1, 100000, 1000, CALF_DTYPE_F32, 1), 800900032);
+    CHECK_INT_EQ(replay_bytes(1, 100000, 700, CALF_DTYPE_U8, 1), 140900032);
+    CHECK_INT_EQ(replay_bytes(1, 100000, 700, CALF_DTYPE_F32, 1), 560900032);
+    CHECK_INT_EQ(replay_bytes(1, 100000, 700, 2, 1), 0); /* no such dtype */
+    replay big;
+    calf_error err = {0};
+    if (replay_create(&big, 1, 0, 1, 100000, 1000, CALF_DTYPE_U8, 1, &err) == CALF_OK) {
+        /* the allocation is the figure above, the byte arrays laid out inside it */
+        const unsigned char *m = big.owned;
+        CHECK((const unsigned char *)big.obs == m);
+        CHECK((const unsigned char *)big.next_obs == m + 100000000);
+        CHECK((const unsigned char *)big.act == m + 200000000);
+        CHECK(big.terminated + 100000 <= m + 200900032);
+        replay_free(&big);
+    } else {
+        fprintf(stderr, "test_bytes: the 200.9 MB replay was not allocated (%s); its layout "
+                "is not checked\n", err.msg);
+    }
+
+    /* A byte replay gives back the floats it was given, wraps, and splits like a float one. */
+    enum { E = 5, CAP = 4 };
+    replay whole, lo, hi;
+    CHECK_INT_EQ(replay_create(&whole, E, 0, E, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&lo, E, 0, 2, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&hi, E, 2, 3, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
+    for (int s = 0; s < 6; s++)
+        add_byte_step(&whole, s), add_byte_step(&lo, s), add_byte_step(&hi, s);
+    for (int env = 0; env < E; env++)
+        for (int64_t pos = 0; pos < CAP; pos++) {
+            CHECK(holds_byte_step(&whole, env, pos, 2 + (int)pos));
+            CHECK(holds_byte_step(env < 2 ? &lo : &hi, env, pos, 2 + (int)pos));
+        }
+    /* the checkpoint: bytes for observations, its own tags, the same bytes from any split */
+    ckpt_buf b, b2;
+    ckpt_buf_init(&b);
+    ckpt_buf_init(&b2);
+    save_split(&whole, 1, &b);
+    replay two[2] = {lo, hi};
+    save_split(two, 2, &b2);
+    CHECK(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
+    CHECK_INT_EQ(b.len, 36 + E * (28 + CAP * (2 * OD + 4 * (AD + 1) + 1)));
+    CHECK(memcmp(b.data, "RPL8", 4) == 0 && memcmp(b.data + 36, "RPE8", 4) == 0);
+    replay back;
+    CHECK_INT_EQ(replay_create(&back, E, 1, 3, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(load_all(&back, &b, &err), CALF_OK);
+    for (int env = 1; env < 4; env++)
+        for (int64_t pos = 0; pos < CAP; pos++)
+            CHECK(holds_byte_step(&back, env, pos, 2 + (int)pos));
+    /* neither kind loads as the other */
+    replay flt;
+    CHECK_INT_EQ(replay_create(&flt, E, 0, E, CAP, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(load_all(&flt, &b, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "RPLC") != NULL);
+    for (int s = 0; s < 6; s++) add_step(&flt, s);
+    ckpt_buf bf;
+    ckpt_buf_init(&bf);
+    save_split(&flt, 1, &bf);
+    replay_free(&back);
+    CHECK_INT_EQ(replay_create(&back, E, 1, 3, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(load_all(&back, &bf, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "RPL8") != NULL);
+    ckpt_buf_free(&b);
+    ckpt_buf_free(&b2);
+    ckpt_buf_free(&bf);
+    replay_free(&back);
+    replay_free(&flt);
+    replay_free(&whole);
+    replay_free(&lo);
+    replay_free(&hi);
+}
+
 int main(void) {
     test_layout();
     test_wrap();
@@ -592,5 +706,6 @@ int main(void) {
     test_select_owned();
     test_checkpoint_roundtrip();
     test_checkpoint_damage();
+    test_bytes();
     return test_report("test_replay");
 }

@@ -2,7 +2,7 @@
  * would (so any split of the global env range gives the same bytes), auto-reset while
  * keeping the pre-reset observation, report finished episodes, round-trip its state
  * through checkpoint records that reject corrupted input, and name the env that returns
- * a non-finite observation or reward. */
+ * a non-finite observation or reward, or a byte env's value outside 0..obs_high. */
 #include "envs/vec_env.h"
 
 #include <math.h>
@@ -624,6 +624,75 @@ static void test_faults(void) {
     }
 }
 
+/* A byte env (CALF_DTYPE_U8, values 0..3) whose second observation value is bytes_value
+ * from step 2 on. */
+static float bytes_value = 2.0f;
+static void bytes_reset(void *state, calf_rng *rng, float *obs) {
+    (void)rng;
+    *(int *)state = 0;
+    obs[0] = 1.0f, obs[1] = 0.0f;
+}
+static int bytes_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                      float *reward) {
+    (void)rng, (void)u;
+    int t = ++*(int *)state;
+    obs[0] = (float)action, obs[1] = t >= 2 ? bytes_value : 3.0f;
+    *reward = 0;
+    return 0;
+}
+static const calf_env_class bytes_class = {
+    .spec = {.name = "Bytes-v0", .obs_dim = 2, .num_actions = 2, .max_episode_steps = 50,
+             .state_size = sizeof(int), .obs_dtype = CALF_DTYPE_U8, .obs_high = 3},
+    .reset = bytes_reset,
+    .step = bytes_step,
+};
+
+/* A CALF_DTYPE_U8 env's values must be integers 0..obs_high, since calf keeps them as
+ * bytes: a fraction, a value above obs_high, a negative one or a NaN is the env's fault,
+ * named as such; MinAtar's games keep to it. */
+static void test_byte_faults(void) {
+    calf_error err;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_env_register(&bytes_class, &err), CALF_OK);
+    static const struct { float v; const char *said; } cases[] = {
+        {2.0f, NULL},
+        {0.0f, NULL},
+        {2.5f, "step 2 of its episode returned observation value obs[1] = 2.5, not an integer "
+               "0..3 as its uint8 observation space says"},
+        {4.0f, "obs[1] = 4, not an integer 0..3"},
+        {-1.0f, "obs[1] = -1, not an integer 0..3"},
+        {NAN, "returned a non-finite observation (obs[1] = nan)"},
+    };
+    int actions[3] = {1, 0, 1};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        bytes_value = cases[c].v;
+        vec_env ve;
+        CHECK_INT_EQ(vec_env_init(&ve, "Bytes-v0", 1, 0, 3, &err), CALF_OK);
+        float reward[3], final_obs[6];
+        uint8_t term[3], trunc[3];
+        for (int t = 0; t < 3; t++)
+            vec_env_step(&ve, actions, NULL, reward, term, trunc, final_obs, NULL, NULL);
+        int rc = vec_env_fault(&ve, &err);
+        CHECK_INT_EQ(rc, cases[c].said ? CALF_EINVAL : CALF_OK);
+        if (cases[c].said && !strstr(err.msg, cases[c].said)) {
+            fprintf(stderr, "  Bytes-v0 with %g: expected \"%s\" in: %s\n", (double)cases[c].v,
+                    cases[c].said, err.msg);
+            CHECK(0);
+        }
+        vec_env_free(&ve);
+    }
+    bytes_value = 2.0f;
+    for (int i = 0; i < calf_env_count(); i++) {
+        const calf_env_class *cls = calf_env_at(i);
+        if (strncmp(cls->spec.name, "MinAtar/", 8) != 0) continue;
+        vec_env ve;
+        CHECK_INT_EQ(vec_env_init(&ve, cls->spec.name, 11, 0, 4, &err), CALF_OK);
+        step_n(&ve, 0, 300, NULL);
+        CHECK_INT_EQ(vec_env_fault(&ve, &err), CALF_OK);
+        vec_env_free(&ve);
+    }
+}
+
 int main(void) {
     const char *names[] = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
                            "MountainCarContinuous-v0"};
@@ -636,5 +705,6 @@ int main(void) {
     test_init_errors();
     test_native_state();
     test_faults();
+    test_byte_faults();
     return test_report("test_vec_env");
 }

@@ -42,7 +42,9 @@ typedef struct calf_env_spec {
 } calf_env_spec;
 
 /* An observation's storage type. The env always writes floats; with CALF_DTYPE_U8 they
- * are integers 0..obs_high (exact in a float), which storage may keep as bytes. */
+ * are integers 0..obs_high (exact in a float, checked as the env returns them), and calf
+ * keeps them as bytes in rollouts, replay buffers and checkpoints, turning them back into
+ * those floats where a network reads them (which scales them by its uint8 scale). */
 enum { CALF_DTYPE_F32 = 0, CALF_DTYPE_U8 = 1 };
 
 struct calf_env;

@@ -87,7 +87,7 @@ int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, in
                            uint64_t memory, const char *limit, calf_error *err) {
     int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
     int ad = spec->action_dim > 0 ? spec->action_dim : 1;
-    size_t need = replay_bytes(envs, cap, spec->obs_dim, ad);
+    size_t need = replay_bytes(envs, cap, spec->obs_dim, spec->obs_dtype, ad);
     if (need != 0 && (uint64_t)need <= memory) return CALF_OK;
     char want[32] = "more than a size_t holds", have[32];
     if (need) membudget_format((double)need, want, sizeof want);
@@ -176,11 +176,12 @@ static size_t view_carve(offpolicy_view *v, const offpolicy *o, unsigned char *m
         v->count = count;
     }
     if (!rings) return off;
-    size_t ring = replay_bytes(count, o->rb.capacity, o->od, o->rb.act_dim);
+    size_t ring = replay_bytes(count, o->rb.capacity, o->od, o->odt, o->rb.act_dim);
     if (ring == 0 || ring > SIZE_MAX - off) return SIZE_MAX;
     if (mem) {
         v->ring = mem + off;
-        replay_init(&v->rb, o->E, begin, count, o->rb.capacity, o->od, o->rb.act_dim, v->ring);
+        replay_init(&v->rb, o->E, begin, count, o->rb.capacity, o->od, o->odt, o->rb.act_dim,
+                    v->ring);
     }
     return off + ring;
 }
@@ -196,6 +197,7 @@ int offpolicy_init(offpolicy *o, const algo_setup *s, int num_stats, int noise_d
     o->T = s->T;
     o->seed = s->seed;
     o->od = spec->obs_dim;
+    o->odt = spec->obs_dtype;
     o->A = spec->action_dim;
     o->nA = spec->num_actions;
     o->ad = o->A > 0 ? o->A : 1;
@@ -229,7 +231,7 @@ int offpolicy_init(offpolicy *o, const algo_setup *s, int num_stats, int noise_d
     for (int e = 0; e < o->count; e++)
         calf_rng_seed(&o->act_rng[e], s->seed, (uint64_t)(o->begin + e), CALF_RNG_ACTION);
     int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
-    int rc = replay_create(&o->rb, o->E, o->begin, o->count, cap, o->od, o->ad, err);
+    int rc = replay_create(&o->rb, o->E, o->begin, o->count, cap, o->od, o->odt, o->ad, err);
     if (rc) return rc;
     /* this process's view, private until offpolicy_start finds memory to share */
     o->nviews = 1;
@@ -282,7 +284,8 @@ int offpolicy_start(offpolicy *o, calf_error *err) {
     }
     offpolicy_view *own = &views[c->index];
     /* the rings, stored transitions and all, then the counters */
-    memcpy(own->ring, o->rb.owned, replay_bytes(o->count, o->rb.capacity, o->od, o->rb.act_dim));
+    memcpy(own->ring, o->rb.owned,
+           replay_bytes(o->count, o->rb.capacity, o->od, o->odt, o->rb.act_dim));
     own->rb.stored = o->rb.stored;
     own->rb.next_slot = o->rb.next_slot;
     memset(own->stats, 0, (size_t)o->count * (size_t)o->num_stats * sizeof(double));
@@ -446,7 +449,7 @@ void offpolicy_save_counters(const offpolicy *o, ckpt_buf *b) { replay_save_coun
 
 int offpolicy_load_counters(offpolicy *o, ckpt_reader *r, int64_t iteration, calf_error *err) {
     if (o->count == 0) { /* acting only: the replay is not built; skip its counters */
-        ckpt_get_tag(r, "RPLC");
+        ckpt_get_tag(r, replay_counters_tag(o->odt));
         unsigned char skip[8 * 3 + 4 * 2];
         return ckpt_get_bytes(r, skip, sizeof skip);
     }
@@ -531,7 +534,7 @@ int offpolicy_load_env(offpolicy *o, int e, const unsigned char *rec, const char
 
 void offpolicy_describe(const offpolicy *o, char *text, size_t cap) {
     char all[32], per[32];
-    double per_env = (double)replay_bytes(1, o->rb.capacity, o->od, o->rb.act_dim);
+    double per_env = (double)replay_bytes(1, o->rb.capacity, o->od, o->odt, o->rb.act_dim);
     membudget_format(per_env * o->E, all, sizeof all);
     membudget_format(per_env, per, sizeof per);
     snprintf(text, cap,
@@ -542,8 +545,8 @@ void offpolicy_describe(const offpolicy *o, char *text, size_t cap) {
 
 void offpolicy_report(const offpolicy *o, double run_s, char *text, size_t cap) {
     char mine[32];
-    membudget_format((double)replay_bytes(o->count, o->rb.capacity, o->od, o->rb.act_dim), mine,
-                     sizeof mine);
+    membudget_format((double)replay_bytes(o->count, o->rb.capacity, o->od, o->odt, o->rb.act_dim),
+                     mine, sizeof mine);
     snprintf(text, cap,
              "replay: %lld transitions stored per env (capacity %lld, %s on this process); "
              "%lld updates, %.0f updates/s\n",

@@ -54,6 +54,7 @@ typedef struct offpolicy {
     comm *c;
     int E, begin, count, T;
     int od;                  /* observation size */
+    int odt;                 /* its storage in the replay: the spec's obs_dtype */
     int A;                   /* continuous: action size; discrete: 0 */
     int nA;                  /* discrete: number of actions; continuous: 0 */
     int ad;                  /* a stored action's floats: max(A, 1) */

@@ -32,6 +32,9 @@ enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
 typedef struct rollout_view {
     int begin, count;        /* the rank's envs */
     float *obs;              /* (T, count, obs_dim) */
+    /* with a CALF_DTYPE_U8 env the three observation arrays hold the env's bytes instead
+     * (obs8, trunc_obs8, boot_obs8; the float ones are then empty): see obs_rows_in */
+    uint8_t *obs8, *trunc_obs8, *boot_obs8;
     int *act;                /* (T, count) */
     float *u;                /* (T, count, max(action_dim, 1)) continuous actions, unclipped */
     float *logp, *adv, *ret; /* (T, count) */
@@ -91,6 +94,7 @@ typedef struct ppo_params {
     int epochs;                 /* TrainerConfig.num_updates_per_train_iter */
     bool normalize_obs;         /* TrainerConfig.normalize_observations */
     float obs_clip;             /* ObservationNormalizer.clipping */
+    bool obs_u8;                /* the env's obs_dtype is CALF_DTYPE_U8: rollouts keep bytes */
 } ppo_params;
 
 typedef struct ppo {
@@ -186,6 +190,8 @@ typedef struct ppo {
     net_cache eval_cache;
     float *eval_head;        /* (EVAL_ROWS, head_dim) */
     float *eval_in;          /* (EVAL_ROWS, obs_dim) normalized rows, when normalizing */
+    float *act_in;           /* (count, obs_dim) what the policy acts on, when the rollout
+                                keeps bytes (else it acts on the kept floats) */
 } ppo;
 
 
@@ -199,9 +205,13 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
 /* Lay out a view of `count` envs at base (NULL: only measure, v's pointers NULL); returns
  * its bytes. Every rank computes every peer's layout alike from the peer's count. */
 static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
-                         int od, int ad, int sd) {
+                         int od, int ad, int sd, bool u8) {
     size_t off = 0, nt = (size_t)count * (size_t)T;
-    v->obs = comm_carve(base, &off, nt * (size_t)od * sizeof(float));
+    size_t of = u8 ? 0 : sizeof(float), ob = u8 ? 1 : 0; /* bytes of a float, a byte value */
+    v->obs = comm_carve(base, &off, nt * (size_t)od * of);
+    v->obs8 = comm_carve(base, &off, nt * (size_t)od * ob);
+    v->trunc_obs8 = comm_carve(base, &off, nt * (size_t)od * ob);
+    v->boot_obs8 = comm_carve(base, &off, (size_t)count * (size_t)od * ob);
     v->act = comm_carve(base, &off, nt * sizeof(int));
     v->u = comm_carve(base, &off, nt * (size_t)ad * sizeof(float));
     v->logp = comm_carve(base, &off, nt * sizeof(float));
@@ -210,8 +220,8 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
     v->rew = comm_carve(base, &off, nt * sizeof(float));
     v->term = comm_carve(base, &off, nt);
     v->trunc = comm_carve(base, &off, nt);
-    v->trunc_obs = comm_carve(base, &off, nt * (size_t)od * sizeof(float));
-    v->boot_obs = comm_carve(base, &off, (size_t)count * (size_t)od * sizeof(float));
+    v->trunc_obs = comm_carve(base, &off, nt * (size_t)od * of);
+    v->boot_obs = comm_carve(base, &off, (size_t)count * (size_t)od * of);
     v->adv_sums = comm_carve(base, &off, (size_t)count * 2 * sizeof(double));
     v->perm = comm_carve(base, &off, nt * sizeof(int));
     v->stats = comm_carve(base, &off, (size_t)count * NUM_STATS * sizeof(double));
@@ -242,7 +252,8 @@ static size_t shared_state_at(const ppo_model *md, int part) {
 static size_t share_carve(void *view, unsigned char *base, int begin, int count, void *ctx) {
     const ppo *t = ctx;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    return view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad, t->md.state_dim);
+    return view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad, t->md.state_dim,
+                      t->p.obs_u8);
 }
 
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
@@ -262,11 +273,13 @@ static int views_init(ppo *t, calf_error *err) {
                  work_share_fits(c, t->E, extra, &lay);
     if (!t->sharing) {
         rollout_view scratch;
-        size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad, t->md.state_dim);
+        size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad, t->md.state_dim,
+                                  t->p.obs_u8);
         if (!(t->views = mem_calloc(1, sizeof *t->views, err)) ||
             !(t->view_mem = mem_calloc(1, bytes, err)))
             return CALF_ENOMEM; /* ppo_destroy frees what was made */
-        view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad, t->md.state_dim);
+        view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad, t->md.state_dim,
+                   t->p.obs_u8);
         t->own = &t->views[0];
         return CALF_OK;
     }
@@ -351,6 +364,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     const calf_config *cfg = s->cfg;
     comm *c = s->c;
     t->p = ppo_params_of(cfg);
+    t->p.obs_u8 = s->spec->obs_dtype == CALF_DTYPE_U8;
     t->c = c;
     t->E = s->E;
     t->T = s->T;
@@ -364,6 +378,9 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
                      .max_norm = t->p.max_norm};
     t->total_iterations = s->total_iterations;
     int rc = ppo_model_init(&t->md, cfg, s->spec, opt, err);
+    /* a recurrent core peeks at the final and bootstrap observations as floats: its
+     * rollout keeps floats */
+    t->p.obs_u8 = t->p.obs_u8 && t->md.state_dim == 0;
     if (rc == CALF_OK) rc = ppo_model_init_params(&t->md, cfg, s->seed, err);
     if (rc == CALF_OK && t->md.state_dim) {
         t->M = sequence_minibatches_of(t->E, t->T, t->mini_batch_size);
@@ -382,6 +399,8 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     if (t->p.normalize_obs &&
         !(t->norm_acc = mem_calloc((size_t)t->count * OBS_NORM_ACC(t->md.obs_dim), sizeof(double),
                                    err)))
+        return CALF_ENOMEM;
+    if (t->p.obs_u8 && !(t->act_in = mem_calloc((size_t)n * od, sizeof(float), err)))
         return CALF_ENOMEM;
 
     if ((rc = views_init(t, err))) return rc;
@@ -497,6 +516,33 @@ static void value_of(ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
     }
 }
 
+/* ---- observations kept as bytes ---------------------------------------------
+ * With a CALF_DTYPE_U8 env the rollout keeps each observation as the env's bytes, a
+ * quarter of the floats' memory: x as (uint8_t)x, exact for the integers 0..255 such an
+ * env writes (vec_env checks them). They are turned back into the floats the networks
+ * take where they are read, (float)b, normalized when configured: the statistics stay
+ * fixed through the iteration, so that is the same floats a float rollout keeps. */
+
+/* rows observations (rows * obs_dim floats) as bytes */
+static void obs_to_bytes(const ppo *t, const float *x, int rows, uint8_t *b) {
+    size_t n = (size_t)rows * (size_t)t->md.obs_dim;
+    for (size_t k = 0; k < n; k++) b[k] = (uint8_t)x[k];
+}
+
+/* rows consecutive observations of a rollout array from row i, as the networks take
+ * them, into y (rows, obs_dim): a float array's (already normalized) or a byte array's
+ * (f NULL) converted */
+static void obs_rows_in(const ppo *t, const float *f, const uint8_t *b, size_t i, int rows,
+                        float *y) {
+    size_t od = (size_t)t->md.obs_dim, n = (size_t)rows * od;
+    if (!t->p.obs_u8) {
+        memcpy(y, f + i * od, n * sizeof(float));
+        return;
+    }
+    for (size_t k = 0; k < n; k++) y[k] = (float)b[i * od + k];
+    if (t->p.normalize_obs) obs_norm_apply(&t->onorm, y, rows, y);
+}
+
 /* Recurrent cores: every env's state steps on x (after the reset of an env whose episode
  * starts here), the actor's rows into t->head and the values kept for the advantages; at
  * step 0 the states the update will start from. */
@@ -521,12 +567,18 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     ppo_model *md = &t->md;
     int n = t->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     size_t base = (size_t)s * n;
-    float *x = t->obs + base * od; /* (n, obs_dim) what the policy acts on, kept */
+    /* (n, obs_dim) what the policy acts on: kept, or made from the bytes kept */
+    float *x = t->p.obs_u8 ? t->act_in : t->obs + base * od;
     if (t->p.normalize_obs) {
         size_t acc = OBS_NORM_ACC(od);
         if (s == 0) memset(t->norm_acc, 0, (size_t)n * acc * sizeof(double));
         for (int e = 0; e < n; e++)
             obs_norm_accumulate(&t->onorm, obs + (size_t)e * od, t->norm_acc + (size_t)e * acc);
+    }
+    if (t->p.obs_u8) {
+        obs_to_bytes(t, obs, n, t->own->obs8 + base * od);
+        obs_rows_in(t, NULL, t->own->obs8, base, n, x);
+    } else if (t->p.normalize_obs) {
         obs_norm_apply(&t->onorm, obs, n, x);
     } else {
         memcpy(x, obs, (size_t)n * od * sizeof(float));
@@ -579,10 +631,14 @@ static void ppo_observe(algorithm *a, const algo_step *st) {
     memcpy(t->term + base, st->terminated, (size_t)n);
     memcpy(t->trunc + base, st->truncated, (size_t)n);
     for (int e = 0; e < n; e++)
-        if (st->truncated[e])
+        if (st->truncated[e] && t->p.obs_u8)
+            obs_to_bytes(t, st->final_obs + (size_t)e * od, 1,
+                         t->own->trunc_obs8 + (base + (size_t)e) * od);
+        else if (st->truncated[e])
             obs_in(t, st->final_obs + (size_t)e * od, 1, t->trunc_obs + (base + (size_t)e) * od);
     /* what the advantages need besides: the observation each env's next step would see */
-    if (st->s == t->T - 1) obs_in(t, st->next_obs, n, t->own->boot_obs);
+    if (st->s == t->T - 1 && t->p.obs_u8) obs_to_bytes(t, st->next_obs, n, t->own->boot_obs8);
+    else if (st->s == t->T - 1) obs_in(t, st->next_obs, n, t->own->boot_obs);
     if (t->md.state_dim) observe_recurrent(t, st);
 }
 
@@ -619,13 +675,13 @@ static void gae_env(ppo *t, rollout_view *v, int e) {
 static void advantages_group(ppo *t, rollout_view *v, int first, int cnt) {
     CALF_ASSERT(cnt >= 0 && cnt <= t->adv_group);
     int T = t->T, vn = v->count, od = t->md.obs_dim;
-    size_t row_bytes = (size_t)od * sizeof(float);
     /* rows k*T + s: env first+k at step s; rows cnt*T + k: its bootstrap observation */
     for (int k = 0; k < cnt; k++)
         for (int s = 0; s < T; s++)
-            memcpy(t->grp_obs + ((size_t)k * T + s) * od,
-                   v->obs + ((size_t)s * vn + (size_t)(first + k)) * od, row_bytes);
-    memcpy(t->grp_obs + (size_t)cnt * T * od, v->boot_obs + (size_t)first * od, cnt * row_bytes);
+            obs_rows_in(t, v->obs, v->obs8, (size_t)s * vn + (size_t)(first + k), 1,
+                        t->grp_obs + ((size_t)k * T + s) * od);
+    obs_rows_in(t, v->boot_obs, v->boot_obs8, (size_t)first, cnt,
+                t->grp_obs + (size_t)cnt * T * od);
     value_of(t, t->grp_obs, cnt * (T + 1), t->grp_val);
     int cut = 0;
     for (int k = 0; k < cnt; k++)
@@ -633,7 +689,7 @@ static void advantages_group(ppo *t, rollout_view *v, int first, int cnt) {
             size_t r = (size_t)k * T + s, i = (size_t)s * vn + (size_t)(first + k);
             t->grp_next[r] = s + 1 < T ? t->grp_val[r + 1] : t->grp_val[(size_t)cnt * T + k];
             if (v->trunc[i]) {
-                memcpy(t->grp_obs + (size_t)cut * od, v->trunc_obs + i * od, row_bytes);
+                obs_rows_in(t, v->trunc_obs, v->trunc_obs8, i, 1, t->grp_obs + (size_t)cut * od);
                 t->grp_trunc[cut++] = (int)r;
             }
         }
@@ -809,8 +865,7 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
         for (int k = 0; k < g; k++)
             for (int j = 0; j < len; j++) {
                 size_t i = (size_t)v->perm[(size_t)(g0 + k) * T + off + j] * vn + (size_t)(g0 + k);
-                memcpy(t->rows_in + ((size_t)k * len + j) * od, v->obs + i * od,
-                       od * sizeof(float));
+                obs_rows_in(t, v->obs, v->obs8, i, 1, t->rows_in + ((size_t)k * len + j) * od);
             }
         net_forward_v(&md->actor, md->g.params, t->params_version, t->rows_in, rows,
                          &t->a_cache, t->head);
@@ -1316,7 +1371,7 @@ static void ppo_destroy(algorithm *a) {
                     t->g_next, t->g_adv, t->g_ret, t->g_term, t->g_ended, t->grp_obs,
                     t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val, t->eval_head,
                     t->eval_in, t->norm_acc, t->next_start, t->plan, t->mb_of, t->sq_obs,
-                    t->sq_u, t->sq_logp, t->sq_adv, t->sq_ret, t->sq_act, t->sq_start};
+                    t->sq_u, t->sq_logp, t->sq_adv, t->sq_ret, t->sq_act, t->sq_start, t->act_in};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }

@@ -33,13 +33,17 @@ typedef struct layout {
     size_t obs, next_obs, act, reward, terminated, total;
 } layout;
 
-static int compute_layout(int env_count, int64_t capacity, int obs_dim, int act_dim,
-                          layout *l) {
+/* Bytes of one observation value in a replay of obs_dtype. */
+static size_t obs_elem(int obs_dtype) { return obs_dtype == CALF_DTYPE_U8 ? 1 : sizeof(float); }
+
+static int compute_layout(int env_count, int64_t capacity, int obs_dim, int obs_dtype,
+                          int act_dim, layout *l) {
     if (env_count < 1 || capacity < 1 || obs_dim < 1 || act_dim < 1) return 0;
+    if (obs_dtype != CALF_DTYPE_F32 && obs_dtype != CALF_DTYPE_U8) return 0;
     if ((uint64_t)capacity > SIZE_MAX) return 0;
     size_t rows, obs_n, act_n, rew_n, at = 0;
     if (!mul_size((size_t)env_count, (size_t)capacity, &rows)) return 0;
-    if (!mul_size(rows, (size_t)obs_dim, &obs_n) || !mul_size(obs_n, sizeof(float), &obs_n))
+    if (!mul_size(rows, (size_t)obs_dim, &obs_n) || !mul_size(obs_n, obs_elem(obs_dtype), &obs_n))
         return 0;
     if (!mul_size(rows, (size_t)act_dim, &act_n) || !mul_size(act_n, sizeof(float), &act_n))
         return 0;
@@ -51,16 +55,16 @@ static int compute_layout(int env_count, int64_t capacity, int obs_dim, int act_
     return 1;
 }
 
-size_t replay_bytes(int env_count, int64_t capacity, int obs_dim, int act_dim) {
+size_t replay_bytes(int env_count, int64_t capacity, int obs_dim, int obs_dtype, int act_dim) {
     layout l;
-    return compute_layout(env_count, capacity, obs_dim, act_dim, &l) ? l.total : 0;
+    return compute_layout(env_count, capacity, obs_dim, obs_dtype, act_dim, &l) ? l.total : 0;
 }
 
 void replay_init(replay *rb, int num_envs, int env_begin, int env_count, int64_t capacity,
-                 int obs_dim, int act_dim, void *mem) {
+                 int obs_dim, int obs_dtype, int act_dim, void *mem) {
     CALF_ASSERT(env_begin >= 0 && env_count >= 1 && env_count <= num_envs - env_begin);
     layout l;
-    CALF_ASSERT(compute_layout(env_count, capacity, obs_dim, act_dim, &l));
+    CALF_ASSERT(compute_layout(env_count, capacity, obs_dim, obs_dtype, act_dim, &l));
     CALF_ASSERT(mem != NULL && (uintptr_t)mem % 64 == 0);
     unsigned char *m = mem;
     memset(rb, 0, sizeof *rb);
@@ -69,30 +73,32 @@ void replay_init(replay *rb, int num_envs, int env_begin, int env_count, int64_t
     rb->env_count = env_count;
     rb->obs_dim = obs_dim;
     rb->act_dim = act_dim;
+    rb->obs_dtype = obs_dtype;
     rb->capacity = capacity;
-    rb->obs = (float *)(void *)(m + l.obs);
-    rb->next_obs = (float *)(void *)(m + l.next_obs);
+    rb->obs = m + l.obs;
+    rb->next_obs = m + l.next_obs;
     rb->act = (float *)(void *)(m + l.act);
     rb->reward = (float *)(void *)(m + l.reward);
     rb->terminated = m + l.terminated;
 }
 
 int replay_create(replay *rb, int num_envs, int env_begin, int env_count, int64_t capacity,
-                  int obs_dim, int act_dim, calf_error *err) {
+                  int obs_dim, int obs_dtype, int act_dim, calf_error *err) {
     memset(rb, 0, sizeof *rb);
-    size_t n = replay_bytes(env_count, capacity, obs_dim, act_dim);
+    size_t n = replay_bytes(env_count, capacity, obs_dim, obs_dtype, act_dim);
     if (n == 0)
         return calf_error_set(err, CALF_EINVAL,
                               "replay buffer of %d envs x %" PRId64
-                              " transitions (obs %d, action %d floats) is too large to address",
-                              env_count, capacity, obs_dim, act_dim);
+                              " transitions (obs %d %s, action %d floats) is too large to address",
+                              env_count, capacity, obs_dim,
+                              obs_dtype == CALF_DTYPE_U8 ? "bytes" : "floats", act_dim);
     void *mem = aligned_alloc(64, n); /* n is a multiple of 64, as C11 asks */
     if (!mem)
         return calf_error_set(err, CALF_ENOMEM,
                               "replay buffer: out of memory allocating %zu bytes (%d envs x %" PRId64
                               " transitions)",
                               n, env_count, capacity);
-    replay_init(rb, num_envs, env_begin, env_count, capacity, obs_dim, act_dim, mem);
+    replay_init(rb, num_envs, env_begin, env_count, capacity, obs_dim, obs_dtype, act_dim, mem);
     rb->owned = mem;
     return CALF_OK;
 }
@@ -105,13 +111,40 @@ void replay_free(replay *rb) {
 
 /* ---------------------------------------------------------------------- add, read */
 
+/* Observation row `row` of base (rb->obs or rb->next_obs). */
+static void *obs_at(const replay *rb, void *base, size_t row) {
+    return (unsigned char *)base + row * (size_t)rb->obs_dim * obs_elem(rb->obs_dtype);
+}
+
+/* One observation (obs_dim floats) into a row of base, in the replay's type. */
+static void obs_put(const replay *rb, void *base, size_t row, const float *x) {
+    const size_t od = (size_t)rb->obs_dim;
+    if (rb->obs_dtype == CALF_DTYPE_U8) {
+        uint8_t *d = obs_at(rb, base, row);
+        for (size_t k = 0; k < od; k++) d[k] = (uint8_t)x[k];
+    } else {
+        memcpy(obs_at(rb, base, row), x, od * sizeof(float));
+    }
+}
+
+/* A row of base back as obs_dim floats: what obs_put was given. */
+static void obs_get(const replay *rb, void *base, size_t row, float *y) {
+    const size_t od = (size_t)rb->obs_dim;
+    if (rb->obs_dtype == CALF_DTYPE_U8) {
+        const uint8_t *s = obs_at(rb, base, row);
+        for (size_t k = 0; k < od; k++) y[k] = (float)s[k];
+    } else {
+        memcpy(y, obs_at(rb, base, row), od * sizeof(float));
+    }
+}
+
 void replay_add_step(replay *rb, const float *obs, const float *act, const float *reward,
                      const uint8_t *terminated, const float *next_obs) {
     const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim;
     for (int e = 0; e < rb->env_count; e++) {
         size_t row = (size_t)e * (size_t)rb->capacity + (size_t)rb->next_slot;
-        memcpy(rb->obs + row * od, obs + (size_t)e * od, od * sizeof(float));
-        memcpy(rb->next_obs + row * od, next_obs + (size_t)e * od, od * sizeof(float));
+        obs_put(rb, rb->obs, row, obs + (size_t)e * od);
+        obs_put(rb, rb->next_obs, row, next_obs + (size_t)e * od);
         memcpy(rb->act + row * ad, act + (size_t)e * ad, ad * sizeof(float));
         rb->reward[row] = reward[e];
         rb->terminated[row] = terminated[e] ? 1 : 0;
@@ -135,12 +168,13 @@ static size_t row_of(const replay *rb, int env, int64_t pos) {
 }
 
 void replay_get(const replay *rb, int env, int64_t pos, replay_item *out) {
+    CALF_ASSERT(rb->obs_dtype == CALF_DTYPE_F32);
     size_t row = row_of(rb, env, pos);
-    out->obs = rb->obs + row * (size_t)rb->obs_dim;
+    out->obs = obs_at(rb, rb->obs, row);
     out->act = rb->act + row * (size_t)rb->act_dim;
     out->reward = rb->reward[row];
     out->terminated = rb->terminated[row];
-    out->next_obs = rb->next_obs + row * (size_t)rb->obs_dim;
+    out->next_obs = obs_at(rb, rb->next_obs, row);
 }
 
 void replay_gather(const replay *rb, int n, const int *idx, const int *env, const int64_t *pos,
@@ -151,12 +185,11 @@ void replay_gather(const replay *rb, int n, const int *idx, const int *env, cons
     for (int i = 0; i < n; i++) {
         int s = idx ? idx[i] : i;
         size_t row = row_of(rb, env[s], pos[s]);
-        if (obs) memcpy(obs + (size_t)i * od, rb->obs + row * od, od * sizeof(float));
+        if (obs) obs_get(rb, rb->obs, row, obs + (size_t)i * od);
         if (act) memcpy(act + (size_t)i * ad, rb->act + row * ad, ad * sizeof(float));
         if (reward) reward[i] = rb->reward[row];
         if (terminated) terminated[i] = rb->terminated[row];
-        if (next_obs)
-            memcpy(next_obs + (size_t)i * od, rb->next_obs + row * od, od * sizeof(float));
+        if (next_obs) obs_get(rb, rb->next_obs, row, next_obs + (size_t)i * od);
     }
 }
 
@@ -214,11 +247,17 @@ int replay_select_owned(int B, const int *env, int env_begin, int env_count, int
 
 /* --------------------------------------------------------------------- checkpoints */
 
-#define COUNTERS_TAG "RPLC"
-#define ENV_TAG "RPLE"
+/* A replay of bytes has tags of its own, so that neither kind loads as the other. */
+const char *replay_counters_tag(int obs_dtype) {
+    return obs_dtype == CALF_DTYPE_U8 ? "RPL8" : "RPLC";
+}
+static const char *counters_tag(const replay *rb) { return replay_counters_tag(rb->obs_dtype); }
+static const char *env_tag(const replay *rb) {
+    return rb->obs_dtype == CALF_DTYPE_U8 ? "RPE8" : "RPLE";
+}
 
 void replay_save_counters(const replay *rb, ckpt_buf *b) {
-    ckpt_put_tag(b, COUNTERS_TAG);
+    ckpt_put_tag(b, counters_tag(rb));
     ckpt_put_u64(b, (uint64_t)rb->num_envs);
     ckpt_put_u64(b, (uint64_t)rb->capacity);
     ckpt_put_u64(b, (uint64_t)rb->stored);
@@ -230,7 +269,8 @@ void replay_save_counters(const replay *rb, ckpt_buf *b) {
 enum { ENV_HEAD_BYTES = 4 + 8 + 8 + 4 + 4 };
 
 size_t replay_env_record_bytes(const replay *rb) {
-    size_t per = (size_t)(2 * rb->obs_dim + rb->act_dim + 1) * sizeof(float) + 1;
+    size_t per = 2 * (size_t)rb->obs_dim * obs_elem(rb->obs_dtype) +
+                 (size_t)(rb->act_dim + 1) * sizeof(float) + 1;
     return ENV_HEAD_BYTES + (size_t)rb->stored * per;
 }
 
@@ -245,23 +285,34 @@ static unsigned char *put_rows(const replay *rb, unsigned char *p, const float *
     return p;
 }
 
+/* The env's stored observations of base (rb->obs or rb->next_obs), oldest first, at p
+ * in the replay's type (floats as little-endian bits, or bytes); returns the end. */
+static unsigned char *put_obs_rows(const replay *rb, unsigned char *p, void *base, size_t ring) {
+    if (rb->obs_dtype != CALF_DTYPE_U8)
+        return put_rows(rb, p, obs_at(rb, base, ring), (size_t)rb->obs_dim);
+    const size_t od = (size_t)rb->obs_dim;
+    for (int64_t pos = 0; pos < rb->stored; pos++, p += od)
+        memcpy(p, obs_at(rb, base, ring + (size_t)replay_slot(rb, pos)), od);
+    return p;
+}
+
 void replay_save_env(const replay *rb, int env, unsigned char *out) {
     CALF_ASSERT(env >= rb->env_begin && env - rb->env_begin < rb->env_count);
     const size_t ring = (size_t)(env - rb->env_begin) * (size_t)rb->capacity;
-    const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim;
+    const size_t ad = (size_t)rb->act_dim;
     unsigned char *p = out;
-    memcpy(p, ENV_TAG, 4);
+    memcpy(p, env_tag(rb), 4);
     bytes_put_le(p + 4, (uint64_t)env, 8);
     bytes_put_le(p + 12, (uint64_t)rb->stored, 8);
     bytes_put_le(p + 20, (uint32_t)rb->obs_dim, 4);
     bytes_put_le(p + 24, (uint32_t)rb->act_dim, 4);
     p += ENV_HEAD_BYTES;
-    p = put_rows(rb, p, rb->obs + ring * od, od);
+    p = put_obs_rows(rb, p, rb->obs, ring);
     p = put_rows(rb, p, rb->act + ring * ad, ad);
     p = put_rows(rb, p, rb->reward + ring, 1);
     for (int64_t pos = 0; pos < rb->stored; pos++)
         *p++ = rb->terminated[ring + (size_t)replay_slot(rb, pos)];
-    p = put_rows(rb, p, rb->next_obs + ring * od, od);
+    p = put_obs_rows(rb, p, rb->next_obs, ring);
     CALF_ASSERT((size_t)(p - out) == replay_env_record_bytes(rb));
 }
 
@@ -292,7 +343,7 @@ static int expect_u32(ckpt_reader *r, uint32_t want, const char *what) {
 }
 
 int replay_load_counters(replay *rb, ckpt_reader *r) {
-    ckpt_get_tag(r, COUNTERS_TAG);
+    ckpt_get_tag(r, counters_tag(rb));
     expect_u64(r, (uint64_t)rb->num_envs, "env count");
     expect_u64(r, (uint64_t)rb->capacity, "capacity");
     size_t at = r->pos;
@@ -341,17 +392,29 @@ static void get_rows(replay *rb, ckpt_reader *r, float *dst, size_t width, const
     }
 }
 
+/* Read the env's stored observations into base's ring (own; else check only). */
+static void get_obs_rows(replay *rb, ckpt_reader *r, void *base, size_t ring, int own,
+                         const char *what, int env) {
+    if (rb->obs_dtype != CALF_DTYPE_U8) {
+        get_rows(rb, r, own ? obs_at(rb, base, ring) : NULL, (size_t)rb->obs_dim, what, env);
+        return;
+    }
+    size_t n = (size_t)rb->stored * (size_t)rb->obs_dim; /* bounded by replay_bytes */
+    const unsigned char *p = claim(r, n, what, env);
+    if (p && own) memcpy(obs_at(rb, base, ring), p, n); /* every byte is a value 0..255 */
+}
+
 int replay_load_env(replay *rb, ckpt_reader *r, int env) {
     CALF_ASSERT(env >= 0 && env < rb->num_envs);
     int own = env >= rb->env_begin && env - rb->env_begin < rb->env_count;
     const size_t ring = own ? (size_t)(env - rb->env_begin) * (size_t)rb->capacity : 0;
-    const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim;
-    ckpt_get_tag(r, ENV_TAG);
+    const size_t ad = (size_t)rb->act_dim;
+    ckpt_get_tag(r, env_tag(rb));
     expect_u64(r, (uint64_t)env, "env index");
     expect_u64(r, (uint64_t)rb->stored, "transition count of the env");
     expect_u32(r, (uint32_t)rb->obs_dim, "observation size");
     expect_u32(r, (uint32_t)rb->act_dim, "action size");
-    get_rows(rb, r, own ? rb->obs + ring * od : NULL, od, "observation", env);
+    get_obs_rows(rb, r, rb->obs, ring, own, "observation", env);
     get_rows(rb, r, own ? rb->act + ring * ad : NULL, ad, "action", env);
     get_rows(rb, r, own ? rb->reward + ring : NULL, 1, "reward", env);
     size_t at = r->pos;
@@ -364,6 +427,6 @@ int replay_load_env(replay *rb, ckpt_reader *r, int env) {
         }
         if (own) rb->terminated[ring + (size_t)pos] = t[pos];
     }
-    get_rows(rb, r, own ? rb->next_obs + ring * od : NULL, od, "next observation", env);
+    get_obs_rows(rb, r, rb->next_obs, ring, own, "next observation", env);
     return r->status;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calf/env.h"
 #include "calf/error.h"
 #include "calf/rng.h"
 #include "records/checkpoint.h"
@@ -16,7 +17,9 @@
 /* A transition: obs, action, reward, terminated (the episode ended in a terminal state:
  * no bootstrap), next_obs (the true observation after the step; for a truncated step
  * the episode's final observation, not the reset one). A discrete action is stored as
- * its index in one float (act_dim 1; exact below 2^24).
+ * its index in one float (act_dim 1; exact below 2^24). Observations are kept in the
+ * env's obs_dtype: floats, or bytes for CALF_DTYPE_U8 (the env writes integers 0..255
+ * as floats; a replay of bytes is a quarter the size, and reads back the same floats).
  *
  * Envs step in lockstep, so every env of the job holds the same number of transitions:
  * one counter (stored) and one write slot (next_slot) serve all of them. A position pos
@@ -29,13 +32,14 @@ typedef struct replay {
     int env_begin;       /* this process owns global envs [env_begin, env_begin + env_count) */
     int env_count;
     int obs_dim, act_dim;
+    int obs_dtype;       /* CALF_DTYPE_F32 or CALF_DTYPE_U8: the type of obs and next_obs */
     int64_t capacity;    /* transitions kept per env, >= 1 */
     int64_t stored;      /* transitions held per env, 0..capacity */
     int64_t next_slot;   /* ring slot the next step writes, 0..capacity-1 */
     /* Views into the memory (env-major: local env e's ring is rows [e * capacity,
      * (e + 1) * capacity)). Slots not yet written hold whatever the memory held. */
-    float *obs;          /* (env_count, capacity, obs_dim) */
-    float *next_obs;     /* (env_count, capacity, obs_dim) */
+    void *obs;           /* (env_count, capacity, obs_dim) of obs_dtype */
+    void *next_obs;      /* (env_count, capacity, obs_dim) of obs_dtype */
     float *act;          /* (env_count, capacity, act_dim) */
     float *reward;       /* (env_count, capacity) */
     uint8_t *terminated; /* (env_count, capacity), 0 or 1 */
@@ -45,26 +49,27 @@ typedef struct replay {
 /* Bytes of memory replay_init needs: the five arrays above, each starting on a 64-byte
  * boundary, the total a multiple of 64. 0 if that does not fit in a size_t (or a size
  * is not positive). */
-size_t replay_bytes(int env_count, int64_t capacity, int obs_dim, int act_dim);
+size_t replay_bytes(int env_count, int64_t capacity, int obs_dim, int obs_dtype, int act_dim);
 
 /* Lay rb out over mem (64-byte aligned, replay_bytes(...) bytes, e.g. shared memory;
  * not owned, not cleared) and make it empty. 0 <= env_begin, 1 <= env_count,
  * env_begin + env_count <= num_envs, capacity >= 1, obs_dim >= 1, act_dim >= 1
  * (asserted). The counters live in rb itself. */
 void replay_init(replay *rb, int num_envs, int env_begin, int env_count, int64_t capacity,
-                 int obs_dim, int act_dim, void *mem);
+                 int obs_dim, int obs_dtype, int act_dim, void *mem);
 /* replay_init over memory it allocates (rb owns it; replay_free releases it).
  * CALF_EINVAL if the size does not fit in memory's address range, CALF_ENOMEM if the
  * allocation fails, each with a message giving the size. */
 int replay_create(replay *rb, int num_envs, int env_begin, int env_count, int64_t capacity,
-                  int obs_dim, int act_dim, calf_error *err);
+                  int obs_dim, int obs_dtype, int act_dim, calf_error *err);
 /* Release what replay_create allocated and zero rb. NULL and a zeroed rb are fine. */
 void replay_free(replay *rb);
 
 /* Append one step of every owned env (rows in local env order) at next_slot, then
  * advance it (wrapping at capacity) and count it (stored stops at capacity: from then
  * on each step overwrites each env's oldest transition). terminated is stored as 0/1
- * (any nonzero is 1). */
+ * (any nonzero is 1). A CALF_DTYPE_U8 replay stores each observation value as the byte
+ * (uint8_t)x: the env's integers 0..255 exactly (vec_env has checked them). */
 void replay_add_step(replay *rb,
                      const float *obs,          /* (env_count, obs_dim) */
                      const float *act,          /* (env_count, act_dim) */
@@ -76,7 +81,8 @@ void replay_add_step(replay *rb,
  *   (next_slot - stored + pos) mod capacity. */
 int64_t replay_slot(const replay *rb, int64_t pos);
 
-/* One stored transition; pointers into rb, valid until the next add or load. */
+/* One stored transition; pointers into rb, valid until the next add or load. A
+ * CALF_DTYPE_F32 replay's only (asserted): replay_gather reads any. */
 typedef struct replay_item {
     const float *obs;      /* (obs_dim) */
     const float *act;      /* (act_dim) */
@@ -87,7 +93,8 @@ typedef struct replay_item {
 /* Global env `env` (owned) at position pos < stored. */
 void replay_get(const replay *rb, int env, int64_t pos, replay_item *out);
 /* Copy n transitions into batch rows 0..n-1: row i is (env[s], pos[s]) with s = idx[i],
- * or s = i when idx is NULL. Every env[s] must be owned. Any output may be NULL. */
+ * or s = i when idx is NULL. Every env[s] must be owned. Any output may be NULL.
+ * Observations come out as floats whatever the replay keeps (a byte b as (float)b). */
 void replay_gather(const replay *rb, int n,
                    const int *idx,      /* (n) sample indices, or NULL */
                    const int *env,      /* global env of each sample */
@@ -143,8 +150,12 @@ int replay_select_owned(int B, const int *env, /* (B) */
  *              obs (stored * obs_dim f32), act (stored * act_dim f32),
  *              reward (stored f32), terminated (stored bytes, 0 or 1),
  *              next_obs (stored * obs_dim f32)
+ * A CALF_DTYPE_U8 replay's records are tagged "RPL8" and "RPE8" (so neither kind loads
+ * as the other) and hold obs and next_obs as stored * obs_dim bytes.
  * The write slot is not kept: a loaded ring holds position p in slot p. */
 void replay_save_counters(const replay *rb, ckpt_buf *b);
+/* The counters record's tag for a replay of obs_dtype ("RPLC" or "RPL8"). */
+const char *replay_counters_tag(int obs_dtype);
 /* An env's record is replay_env_record_bytes long (the same for every env of rb);
  * replay_save_env writes env's at out, which has room for it (nothing is allocated). */
 size_t replay_env_record_bytes(const replay *rb);

@@ -43,6 +43,9 @@ int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, in
     ve->obs_dim = cls->spec.obs_dim;
     ve->num_actions = cls->spec.num_actions;
     ve->action_dim = cls->spec.action_dim;
+    ve->obs_high = cls->spec.obs_dtype != CALF_DTYPE_U8 ? 0
+                   : cls->spec.obs_high > 0         ? cls->spec.obs_high
+                                                    : 255;
     bool ok = (ve->envs = mem_calloc((size_t)count, sizeof *ve->envs, err)) &&
               (ve->obs = mem_calloc((size_t)count * (size_t)ve->obs_dim, sizeof *ve->obs, err)) &&
               (ve->episode_return = mem_calloc((size_t)count, sizeof *ve->episode_return, err)) &&
@@ -97,6 +100,25 @@ static bool floats_finite(const float *x, size_t n) {
     return bad == 0;
 }
 
+/* Whether all n floats are integers 0..high, what a CALF_DTYPE_U8 env writes (and calf
+ * keeps as bytes): a NaN, an infinity, a fraction or a value out of range is not. */
+static bool floats_bytes(const float *x, size_t n, int high) {
+    const float h = (float)high;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        int in = v >= 0.0f && v <= h; /* false for a NaN */
+        float c = in ? v : 0.0f;
+        bad |= (uint32_t)(!in | (c != (float)(int)c));
+    }
+    return bad == 0;
+}
+
+/* What an env's observation row must be: finite, and for byte envs integers 0..high. */
+static bool obs_valid(const vec_env *ve, const float *obs, size_t n) {
+    return ve->obs_high ? floats_bytes(obs, n, ve->obs_high) : floats_finite(obs, n);
+}
+
 /* Records, if it is the first, that env local_i returned a non-finite value: its
  * observation row obs (obs_dim) or *reward (NULL after a reset). */
 static void note_fault(vec_env *ve, int local_i, const float *obs, const float *reward) {
@@ -112,9 +134,15 @@ static void note_fault(vec_env *ve, int local_i, const float *obs, const float *
         snprintf(what, sizeof what, "returned a non-finite reward (%g)", (double)*reward);
     } else {
         int j = 0;
-        while (j < ve->obs_dim - 1 && floats_finite(obs + j, 1)) j++;
-        snprintf(what, sizeof what, "returned a non-finite observation (obs[%d] = %g)", j,
-                 (double)obs[j]);
+        while (j < ve->obs_dim - 1 && obs_valid(ve, obs + j, 1)) j++;
+        if (floats_finite(obs + j, 1))
+            snprintf(what, sizeof what,
+                     "returned observation value obs[%d] = %.9g, not an integer 0..%d as its "
+                     "uint8 observation space says",
+                     j, (double)obs[j], ve->obs_high);
+        else
+            snprintf(what, sizeof what, "returned a non-finite observation (obs[%d] = %g)", j,
+                     (double)obs[j]);
     }
     char when[64]; /* an env that says how it failed names the call ("reset() raised") */
     if (reward) snprintf(when, sizeof when, "step %d of its episode", env->elapsed_steps);
@@ -129,15 +157,15 @@ static void note_fault(vec_env *ve, int local_i, const float *obs, const float *
 /* Checks the rows of envs [0, n) after a step: obs (n, obs_dim), reward (n). */
 static void check_step(vec_env *ve, const float *obs, const float *reward) {
     const size_t n = (size_t)ve->count, od = (size_t)ve->obs_dim;
-    if (floats_finite(obs, n * od) && floats_finite(reward, n)) return;
+    if (obs_valid(ve, obs, n * od) && floats_finite(reward, n)) return;
     for (size_t i = 0; i < n; i++)
-        if (!floats_finite(obs + i * od, od) || !floats_finite(&reward[i], 1))
+        if (!obs_valid(ve, obs + i * od, od) || !floats_finite(&reward[i], 1))
             note_fault(ve, (int)i, obs + i * od, &reward[i]);
 }
 
 /* Env local_i's observation after a reset, at obs (obs_dim). */
 static void check_reset(vec_env *ve, int local_i, const float *obs) {
-    if (!floats_finite(obs, (size_t)ve->obs_dim)) note_fault(ve, local_i, obs, NULL);
+    if (!obs_valid(ve, obs, (size_t)ve->obs_dim)) note_fault(ve, local_i, obs, NULL);
 }
 
 int vec_env_fault(const vec_env *ve, calf_error *err) {

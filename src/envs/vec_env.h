@@ -14,6 +14,8 @@
 typedef struct vec_env {
     int begin, count;          /* global env indices [begin, begin+count) */
     int obs_dim, num_actions, action_dim;
+    int obs_high;              /* a CALF_DTYPE_U8 env's largest value (spec.obs_high, or 255);
+                                  0 for floats */
     calf_env *envs;            /* (count) */
     float *obs;                /* (count, obs_dim) current observation (after auto-reset) */
     double *episode_return;    /* (count) running return of the current episode */
@@ -21,7 +23,8 @@ typedef struct vec_env {
     float *clipped;            /* (count, action_dim) scratch for batched continuous classes, or NULL */
     float *scratch_obs;        /* (2, obs_dim) a record's observation and the one its state gives */
     /* The first non-finite observation or reward an env returned since init (or since
-     * the owner cleared it), naming the env and its global index; status CALF_OK while
+     * the owner cleared it), or observation value of a CALF_DTYPE_U8 env that is not an
+     * integer 0..obs_high, naming the env and its global index; status CALF_OK while
      * there is none. The block steps on after one exactly as before: the check only
      * reads, and the owner decides when to stop (the trainer after a rollout). */
     calf_error fault;
