@@ -1114,7 +1114,8 @@ static PyMethodDef module_methods[] = {
     {"env_names", calf_py_env_names, METH_NOARGS, env_names_doc},
     {"register_env", (PyCFunction)(void (*)(void))pyenv_register, METH_VARARGS | METH_KEYWORDS,
      "register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,\n"
-     "state_bytes, render_fps, key, key_path) -> name\n\nRegister a Python env class "
+     "state_bytes, render_fps, key, key_path, *, obs_shape, obs_dtype, obs_high, box_shape,\n"
+     "dict_keys, dict_shapes) -> name\n\nRegister a Python env class "
      "(calf.register_env checks the spaces and reads the key)."},
     {"set_trust_checkpoint", pyenv_set_trust_checkpoint, METH_O,
      "set_trust_checkpoint(on): while on, a resume unpickles Python envs' states this "

@@ -15,8 +15,8 @@ import os
 import pickle
 import pickletools
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,22 +80,92 @@ def _describe(space: Any) -> str:
     return type(space).__name__
 
 
-def _spaces(name: str, env: Any) -> tuple[int, int, Any, Any]:
-    """(obs_dim, num_actions, low, high) from env's spaces, or ValueError saying what is
-    supported. Spaces are read by their Gymnasium class names and attributes, so
+class _Obs(NamedTuple):
+    """An observation space as calf's env spec takes it (include/calf/env.h)."""
+
+    dim: int                              # obs_dim: the values of one observation
+    shape3: tuple[int, int, int]          # obs_shape (H, W, C), or (0, 0, 0): a flat vector
+    dtype: int                            # 0: float32, 1: uint8 (CALF_DTYPE_F32, _U8)
+    high: int                             # uint8: the largest value (obs_high), else 0
+    shape: tuple[int, ...] | None         # a Box's own shape, what reset/step return
+    keys: tuple[Any, ...] | None          # a Dict's keys, in the order they are flattened
+    part_shapes: tuple[tuple[int, ...], ...] | None  # the shape of each key's Box
+
+
+# Observation spaces calf cannot train. Those Gymnasium can flatten into a Box become
+# trainable inside gymnasium.wrappers.FlattenObservation; these it cannot flatten.
+_NOT_FLATTENABLE = frozenset({"Text", "Graph", "Sequence", "OneOf"})
+_FLATTENABLE = frozenset({"Tuple", "Discrete", "MultiDiscrete", "MultiBinary", "Dict"})
+
+
+def _box_part(space: Any) -> tuple[tuple[int, ...], bool, int] | None:
+    """(shape, bytes, high) of a Box: bytes for dtype uint8 or bool, whose values calf keeps
+    as bytes, high their largest (255 unless the bounds say less); None if not a Box."""
+    shape = getattr(space, "shape", None)
+    if type(space).__name__ != "Box" or shape is None:
+        return None
+    shape = tuple(int(d) for d in shape)
+    dtype = np.dtype(getattr(space, "dtype", np.float32))
+    if dtype not in (np.dtype(np.uint8), np.dtype(np.bool_)):
+        return shape, False, 0
+    high = np.asarray(getattr(space, "high", 255)).astype(np.float64)
+    top = 1 if dtype == np.bool_ else int(high.max()) if high.size else 255
+    return shape, True, top if 1 <= top <= 255 else 255
+
+
+def _obs_spec(name: str, space: Any, supported: str) -> _Obs:
+    """The spec of an observation space: a Box of any rank (its values in C order; rank 3
+    an image (H, W, C) and rank 2 one of a channel (H, W, 1), which conv layers can read;
+    uint8 and bool Boxes kept as bytes), or a Dict of Boxes, flattened in the Dict's key
+    order, each Box in C order (what ``gymnasium.spaces.flatten`` does; Gymnasium sorts a
+    Dict's keys). Else ValueError naming the space, and the wrapper that makes it a Box
+    where there is one."""
+    box = _box_part(space)
+    if box is not None:
+        shape, is_bytes, high = box
+        dim = int(np.prod(shape, dtype=np.int64))
+        if dim < 1 or any(d < 1 for d in shape):
+            raise ValueError(f"{name}: observation_space Box of shape {shape} is empty; {supported}")
+        shape3 = shape if len(shape) == 3 else shape + (1,) if len(shape) == 2 else (0, 0, 0)
+        return _Obs(dim, shape3, int(is_bytes), high if is_bytes else 0, shape, None, None)
+    kind = type(space).__name__
+    parts = getattr(space, "spaces", None)
+    if kind == "Dict" and isinstance(parts, Mapping) and len(parts) > 0:
+        boxes = [(key, _box_part(part)) for key, part in parts.items()]
+        for key, part in boxes:
+            if part is None or not all(d >= 1 for d in part[0]):
+                raise ValueError(
+                    f"{name}: observation_space {_describe(space)} is not supported: its part "
+                    f"{key!r} is {_describe(parts[key])}, not a Box; {supported}; "
+                    "gymnasium.wrappers.FlattenObservation makes the whole a Box"
+                )
+        is_bytes = all(part[1] for _key, part in boxes)
+        dim = sum(int(np.prod(part[0], dtype=np.int64)) for _key, part in boxes)
+        high = max(part[2] for _key, part in boxes) if is_bytes else 0
+        return _Obs(dim, (0, 0, 0), int(is_bytes), high, None,
+                    tuple(key for key, _part in boxes), tuple(part[0] for _key, part in boxes))
+    flattenable = getattr(space, "is_np_flattenable", None)
+    if flattenable is None:
+        flattenable = kind in _FLATTENABLE and kind not in _NOT_FLATTENABLE
+    how = ("wrap the env in gymnasium.wrappers.FlattenObservation, which makes it a Box"
+           if flattenable else "no Gymnasium wrapper makes it a Box")
+    raise ValueError(
+        f"{name}: observation_space {_describe(space)} is not supported; {supported}; {how}"
+    )
+
+
+def _spaces(name: str, env: Any) -> tuple[_Obs, int, Any, Any]:
+    """(observation spec, num_actions, low, high) from env's spaces, or ValueError saying
+    what is supported. Spaces are read by their Gymnasium class names and attributes, so
     Gymnasium need not be importable here."""
     supported = (
-        "calf trains envs with a 1-D Box observation space and a Discrete (start 0) or "
-        "1-D Box action space with finite bounds"
+        "calf trains envs with a Box observation space (any rank; float, or uint8 kept as "
+        "bytes) or a Dict of such Boxes, and a Discrete (start 0) or 1-D Box action space "
+        "with finite bounds"
     )
     obs_space = getattr(env, "observation_space", None)
     act_space = getattr(env, "action_space", None)
-    shape = getattr(obs_space, "shape", None)
-    if type(obs_space).__name__ != "Box" or shape is None or len(shape) != 1 or shape[0] < 1:
-        raise ValueError(
-            f"{name}: observation_space {_describe(obs_space)} is not supported; {supported}"
-        )
-    obs_dim = int(shape[0])
+    obs = _obs_spec(name, obs_space, supported)
     kind = type(act_space).__name__
     if kind == "Discrete":
         n, start = int(act_space.n), int(getattr(act_space, "start", 0))
@@ -103,7 +173,7 @@ def _spaces(name: str, env: Any) -> tuple[int, int, Any, Any]:
             raise ValueError(
                 f"{name}: action_space Discrete({n}, start={start}) is not supported; {supported}"
             )
-        return obs_dim, n, None, None
+        return obs, n, None, None
     ashape = getattr(act_space, "shape", None)
     if kind == "Box" and ashape is not None and len(ashape) == 1 and ashape[0] >= 1:
         low = np.asarray(act_space.low, dtype=np.float32).reshape(-1)
@@ -113,7 +183,7 @@ def _spaces(name: str, env: Any) -> tuple[int, int, Any, Any]:
                 f"{name}: action_space bounds must be finite with low < high (calf clips "
                 f"actions to them); {supported}"
             )
-        return obs_dim, 0, low, high
+        return obs, 0, low, high
     raise ValueError(f"{name}: action_space {_describe(act_space)} is not supported; {supported}")
 
 
@@ -129,6 +199,15 @@ def register_env(
     a calf environment class and return its name, to put in a config's
     ``create_environment.env_name`` (``calf.train(env=...)`` and ``calf.Trainer(env=...)``
     do this for you).
+
+    Observations: a Box of any rank, its values read in C order (a rank-3 Box is an image
+    (H, W, C) and a rank-2 one an image of one channel, as conv layers read them); a
+    uint8 or bool Box is kept as bytes in rollouts, replay buffers and checkpoints. A Dict
+    of Boxes is one flat vector: the Dict's keys in its own order (Gymnasium sorts them),
+    each Box's values in C order, which is ``gymnasium.spaces.flatten``'s vector and
+    ``FlattenObservation``'s; kept as bytes when every Box is uint8 or bool. Tuple, Text,
+    Graph and other spaces are refused, saying whether ``FlattenObservation`` makes them
+    a Box.
 
     ``name``: default ``"py:MODULE:QUALNAME"`` of the factory. ``max_episode_steps``:
     default the env's ``spec.max_episode_steps`` (``gymnasium.make`` sets it); with
@@ -168,7 +247,7 @@ def _register_env(
     except Exception as e:
         raise EnvError(f"{name}: the env factory raised {type(e).__name__}: {e}") from e
     try:
-        obs_dim, num_actions, low, high = _spaces(name, env)
+        obs, num_actions, low, high = _spaces(name, env)
         if max_episode_steps is None:
             # without one, the env's own truncation ends its episodes, and evaluation
             # ends them at TrainerConfig.eval_max_episode_steps at the latest
@@ -209,8 +288,10 @@ def _register_env(
             close()
     key, key_file = load_key()
     return _calf.register_env(
-        name, make_env, obs_dim, num_actions, low, high, max_episode_steps, int(state_bytes),
-        float(fps), key, key_file,
+        name, make_env, obs.dim, num_actions, low, high, max_episode_steps, int(state_bytes),
+        float(fps), key, key_file, obs_shape=obs.shape3, obs_dtype=obs.dtype,
+        obs_high=obs.high, box_shape=obs.shape, dict_keys=obs.keys,
+        dict_shapes=obs.part_shapes,
     )
 
 

@@ -47,6 +47,9 @@ typedef struct pyenv_class {
     PyObject *key;       /* strong bytes: the key that signs its envs' pickles */
     PyObject *key_path;  /* strong str: the file the key came from, for messages */
     float *low, *high;   /* (action_dim) continuous bounds, or NULL */
+    /* the observation the env returns: a Box's shape (a tuple of ints), or for a Dict of
+     * Boxes its keys in the order calf flattens them and each key's Box shape (tuples) */
+    PyObject *box_shape, *dict_keys, *dict_shapes; /* strong, or NULL */
     int unsaved_said;    /* an env's state did not fit or pickle: said once */
     int trusted_said;    /* an unsigned state was unpickled on trust: said once */
 } pyenv_class;
@@ -122,23 +125,40 @@ static void fill_nan(float *x, int n) {
     for (int j = 0; j < n; j++) x[j] = NAN;
 }
 
-/* obs (any array-like) into out (obs_dim float32, NumPy's cast); 0 with s failed. */
-static int read_obs(pyenv_state *s, const char *where, PyObject *obj, float *out) {
-    const int dim = s->pc->cls.spec.obs_dim;
-    /* The common cases without a temporary array: float64 rows (Gymnasium's
-     * classic-control and MuJoCo envs) rounded to float32 as NumPy's cast rounds, and
-     * float32 rows copied. */
-    if (PyArray_CheckExact(obj) && PyArray_NDIM((PyArrayObject *)obj) == 1 &&
-        PyArray_DIMS((PyArrayObject *)obj)[0] == dim &&
+/* Whether arr's shape is `shape` (a tuple of ints). */
+static int shape_is(PyArrayObject *arr, PyObject *shape) {
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    if (PyArray_NDIM(arr) != nd) return 0;
+    for (Py_ssize_t k = 0; k < nd; k++)
+        if (PyArray_DIMS(arr)[k] != PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k))) return 0;
+    return 1;
+}
+
+/* One Box's observation obj of `shape` into out (its size in float32, C order, NumPy's
+ * cast: uint8 and bool exact); 0 with s failed. part: which Box of a Dict it is, for the
+ * message ("" for a Box space, " part 'image'"). */
+static int read_box(pyenv_state *s, const char *where, const char *part, PyObject *obj,
+                    PyObject *shape, float *out) {
+    /* The common cases without a temporary array: float64 (Gymnasium's classic-control and
+     * MuJoCo envs) rounded to float32 as NumPy's cast rounds, float32 copied, and the
+     * bytes of images. */
+    if (PyArray_CheckExact(obj) && shape_is((PyArrayObject *)obj, shape) &&
         PyArray_ISCARRAY_RO((PyArrayObject *)obj) && PyArray_ISNOTSWAPPED((PyArrayObject *)obj)) {
         PyArrayObject *arr = (PyArrayObject *)obj;
-        if (PyArray_TYPE(arr) == NPY_FLOAT64) {
+        npy_intp n = PyArray_SIZE(arr);
+        int type = PyArray_TYPE(arr);
+        if (type == NPY_FLOAT64) {
             const double *d = PyArray_DATA(arr);
-            for (int j = 0; j < dim; j++) out[j] = (float)d[j];
+            for (npy_intp j = 0; j < n; j++) out[j] = (float)d[j];
             return 1;
         }
-        if (PyArray_TYPE(arr) == NPY_FLOAT32) {
-            memcpy(out, PyArray_DATA(arr), (size_t)dim * sizeof *out);
+        if (type == NPY_FLOAT32) {
+            memcpy(out, PyArray_DATA(arr), (size_t)n * sizeof *out);
+            return 1;
+        }
+        if (type == NPY_UINT8 || type == NPY_BOOL) {
+            const uint8_t *b = PyArray_DATA(arr);
+            for (npy_intp j = 0; j < n; j++) out[j] = (float)b[j];
             return 1;
         }
     }
@@ -149,19 +169,63 @@ static int read_obs(pyenv_state *s, const char *where, PyObject *obj, float *out
         return 0;
     }
     PyArrayObject *arr = (PyArrayObject *)a;
-    if (PyArray_NDIM(arr) != 1 || PyArray_DIMS(arr)[0] != dim) {
-        char what[160];
+    if (!shape_is(arr, shape)) {
+        char what[300], want[96] = "?";
+        PyObject *r = PyObject_Repr(shape);
+        const char *rs = r ? PyUnicode_AsUTF8(r) : NULL;
+        if (rs) snprintf(want, sizeof want, "%s", rs);
+        Py_XDECREF(r);
+        PyErr_Clear();
         int nd = PyArray_NDIM(arr);
         snprintf(what, sizeof what,
-                 "returned an observation of %d dimension%s (first %ld), not shape (%d,) as "
+                 "returned an observation%s of %d dimension%s (first %ld), not shape %s as "
                  "its observation_space",
-                 nd, nd == 1 ? "" : "s", nd > 0 ? (long)PyArray_DIMS(arr)[0] : 0L, dim);
+                 part, nd, nd == 1 ? "" : "s", nd > 0 ? (long)PyArray_DIMS(arr)[0] : 0L, want);
         Py_DECREF(a);
         env_fail(s, where, what);
         return 0;
     }
-    memcpy(out, PyArray_DATA(arr), (size_t)dim * sizeof *out);
+    memcpy(out, PyArray_DATA(arr), (size_t)PyArray_SIZE(arr) * sizeof *out);
     Py_DECREF(a);
+    return 1;
+}
+
+/* obs (any array-like; for a Dict space a mapping of them) into out (obs_dim float32:
+ * a Dict's Boxes one after another in the class's key order); 0 with s failed. */
+static int read_obs(pyenv_state *s, const char *where, PyObject *obj, float *out) {
+    const pyenv_class *pc = s->pc;
+    if (!pc->dict_keys) return read_box(s, where, "", obj, pc->box_shape, out);
+    if (!PyMapping_Check(obj) || PyUnicode_Check(obj) || PyBytes_Check(obj)) {
+        env_fail(s, where, "returned an observation that is not a dict, as its Dict "
+                           "observation_space says");
+        return 0;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(pc->dict_keys);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *key = PyTuple_GET_ITEM(pc->dict_keys, k);
+        PyObject *shape = PyTuple_GET_ITEM(pc->dict_shapes, k);
+        char part[140] = " part ?";
+        PyObject *r = PyObject_Repr(key);
+        const char *rs = r ? PyUnicode_AsUTF8(r) : NULL;
+        if (rs) snprintf(part, sizeof part, " part %s", rs);
+        Py_XDECREF(r);
+        PyErr_Clear();
+        PyObject *v = PyObject_GetItem(obj, key); /* new reference */
+        if (!v) {
+            PyErr_Clear();
+            char what[200];
+            snprintf(what, sizeof what, "returned an observation without its%s", part);
+            env_fail(s, where, what);
+            return 0;
+        }
+        int ok = read_box(s, where, part, v, shape, out);
+        Py_DECREF(v);
+        if (!ok) return 0;
+        Py_ssize_t size = 1;
+        for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(shape); d++)
+            size *= PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
+        out += size;
+    }
     return 1;
 }
 
@@ -545,20 +609,79 @@ static int pyenv_render(const void *state, int width, int height, uint8_t *rgb,
 
 /* ---- the module's functions ----------------------------------------------------------- */
 
+/* Whether class pc's observation has the form register_env was given now (the Box's shape,
+ * None for a flat vector; or the Dict's keys and shapes), exceptions cleared. */
+static int same_obs_form(const pyenv_class *pc, PyObject *box_shape, PyObject *dict_keys,
+                         PyObject *dict_shapes) {
+    int same;
+    if (dict_keys != Py_None)
+        same = pc->dict_keys && PyObject_RichCompareBool(pc->dict_keys, dict_keys, Py_EQ) == 1 &&
+               PyObject_RichCompareBool(pc->dict_shapes, dict_shapes, Py_EQ) == 1;
+    else
+        same = pc->box_shape &&
+               (box_shape == Py_None ||
+                PyObject_RichCompareBool(pc->box_shape, box_shape, Py_EQ) == 1);
+    PyErr_Clear();
+    return same;
+}
+
+/* The values a shape (a tuple of ints >= 1) holds, or -1 (no exception) when it is not
+ * one or holds more than 2^20. */
+static Py_ssize_t shape_size(PyObject *shape) {
+    if (!PyTuple_Check(shape)) return -1;
+    Py_ssize_t size = 1;
+    for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(shape); d++) {
+        PyObject *x = PyTuple_GET_ITEM(shape, d);
+        long e = PyLong_Check(x) ? PyLong_AsLong(x) : -1;
+        if (e == -1) PyErr_Clear();
+        if (e < 1 || e > (1 << 20) || size > (1 << 20) / e) return -1;
+        size *= e;
+    }
+    return size;
+}
+
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     pyenv_module *st = &calf_state(module)->pyenv;
     static char *kwlist[] = {"name", "factory", "obs_dim", "num_actions", "low", "high",
                              "max_episode_steps", "state_bytes", "render_fps", "key",
-                             "key_path", NULL};
+                             "key_path", "obs_shape", "obs_dtype", "obs_high", "box_shape",
+                             "dict_keys", "dict_shapes", NULL};
     const char *name;
     PyObject *factory, *low = Py_None, *high = Py_None, *key, *key_path;
-    int obs_dim, num_actions, max_steps;
+    PyObject *box_shape = Py_None, *dict_keys = Py_None, *dict_shapes = Py_None;
+    int obs_dim, num_actions, max_steps, obs_dtype = CALF_DTYPE_F32, obs_high = 0;
+    int obs_shape[3] = {0, 0, 0};
     Py_ssize_t state_bytes;
     double render_fps = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOindSU:register_env", kwlist, &name,
-                                     &factory, &obs_dim, &num_actions, &low, &high, &max_steps,
-                                     &state_bytes, &render_fps, &key, &key_path))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOindSU|$(iii)iiOOO:register_env", kwlist,
+                                     &name, &factory, &obs_dim, &num_actions, &low, &high,
+                                     &max_steps, &state_bytes, &render_fps, &key, &key_path,
+                                     &obs_shape[0], &obs_shape[1], &obs_shape[2], &obs_dtype,
+                                     &obs_high, &box_shape, &dict_keys, &dict_shapes))
         return NULL;
+    /* the observation's form: a Box of box_shape (None: a flat vector of obs_dim), or a
+     * Dict of dict_keys' Boxes of dict_shapes; their values must add up to obs_dim */
+    Py_ssize_t total = -1;
+    if (dict_keys != Py_None) {
+        if (PyTuple_Check(dict_keys) && PyTuple_Check(dict_shapes) &&
+            PyTuple_GET_SIZE(dict_keys) == PyTuple_GET_SIZE(dict_shapes) &&
+            PyTuple_GET_SIZE(dict_keys) >= 1) {
+            total = 0;
+            for (Py_ssize_t k = 0; total >= 0 && k < PyTuple_GET_SIZE(dict_shapes); k++) {
+                Py_ssize_t size = shape_size(PyTuple_GET_ITEM(dict_shapes, k));
+                total = size < 0 ? -1 : total + size;
+            }
+        }
+    } else {
+        total = box_shape == Py_None ? obs_dim : shape_size(box_shape);
+    }
+    if (total != obs_dim) {
+        PyErr_Format(PyExc_ValueError,
+                     "calf.register_env: the observation's shapes (box_shape, or dict_keys with "
+                     "dict_shapes: tuples of sizes >= 1) do not hold obs_dim %d values",
+                     obs_dim);
+        return NULL;
+    }
     if (PyBytes_GET_SIZE(key) < 16) {
         PyErr_SetString(PyExc_ValueError, "calf.register_env: the key is shorter than 16 bytes");
         return NULL;
@@ -601,6 +724,9 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         if (strcmp(pc->name, name) != 0) continue;
         const calf_env_spec *sp = &pc->cls.spec;
         int same = sp->obs_dim == obs_dim && sp->num_actions == num_actions &&
+                   sp->obs_dtype == obs_dtype && sp->obs_high == obs_high &&
+                   memcmp(sp->obs_shape, obs_shape, sizeof obs_shape) == 0 &&
+                   same_obs_form(pc, box_shape, dict_keys, dict_shapes) &&
                    sp->action_dim == action_dim && sp->max_episode_steps == max_steps &&
                    sp->save_size == (size_t)state_bytes &&
                    (action_dim == 0 ||
@@ -649,12 +775,27 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         PyMem_RawFree(pc);
         return PyErr_NoMemory();
     }
+    /* a flat vector's shape is (obs_dim,) */
+    pc->box_shape = dict_keys != Py_None ? NULL
+                    : box_shape == Py_None ? Py_BuildValue("(i)", obs_dim)
+                                           : (Py_INCREF(box_shape), box_shape);
+    pc->dict_keys = dict_keys != Py_None ? (Py_INCREF(dict_keys), dict_keys) : NULL;
+    pc->dict_shapes = dict_keys != Py_None ? (Py_INCREF(dict_shapes), dict_shapes) : NULL;
+    if (!pc->box_shape && !pc->dict_keys) {
+        PyMem_RawFree(pc->low);
+        PyMem_RawFree(pc->high);
+        PyMem_RawFree(pc);
+        return NULL;
+    }
     snprintf(pc->name, sizeof pc->name, "%s", name);
     pc->mod = st;
     calf_env_class *c = &pc->cls;
     c->spec = (calf_env_spec){
         .name = pc->name,
         .obs_dim = obs_dim,
+        .obs_shape = {obs_shape[0], obs_shape[1], obs_shape[2]},
+        .obs_dtype = obs_dtype,
+        .obs_high = obs_high,
         .num_actions = num_actions,
         .action_dim = action_dim,
         .action_low = pc->low,
@@ -675,6 +816,9 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     c->render_fps = render_fps > 0 && render_fps < 1e4 ? render_fps : 0.0;
     calf_error err = {0};
     if (calf_env_register(c, &err) != CALF_OK) {
+        Py_XDECREF(pc->box_shape);
+        Py_XDECREF(pc->dict_keys);
+        Py_XDECREF(pc->dict_shapes);
         PyMem_RawFree(pc->low);
         PyMem_RawFree(pc->high);
         PyMem_RawFree(pc);

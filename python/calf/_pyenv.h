@@ -27,9 +27,12 @@ typedef struct pyenv_module {
 } pyenv_module;
 
 /* register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,
- * state_bytes, render_fps, key, key_path) -> name: the env class `name` whose envs are
- * factory() objects, their checkpointed pickles signed with `key` (bytes, read from the
- * file key_path: calf/_ckpt_key.py). */
+ * state_bytes, render_fps, key, key_path, *, obs_shape, obs_dtype, obs_high, box_shape,
+ * dict_keys, dict_shapes) -> name: the env class `name` whose envs are factory() objects,
+ * their checkpointed pickles signed with `key` (bytes, read from the file key_path:
+ * calf/_ckpt_key.py). The observation: the spec's obs_shape (H, W, C), obs_dtype and
+ * obs_high, and what reset/step return: a Box of box_shape (None: (obs_dim,)), or a
+ * Dict whose dict_keys' Boxes of dict_shapes are read in that order into one vector. */
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs);
 /* take_env_error() -> the first exception an env raised in this process (cleared), or None */
 PyObject *pyenv_take_error(PyObject *module, PyObject *ignored);

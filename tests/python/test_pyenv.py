@@ -86,7 +86,7 @@ class _Env:
 @pytest.mark.parametrize(
     "obs, act, what",
     [
-        (calf.Box(-1, 1, (2, 2), np.float32), calf.Discrete(2), "observation_space Box"),
+        (_Space("Tuple"), calf.Discrete(2), "observation_space Tuple"),
         (calf.Box(-1, 1, (2,), np.float32), calf.MultiDiscrete([2, 2]), "action_space MultiDiscrete"),
         (calf.Box(-1, 1, (2,), np.float32), calf.Box(-np.inf, np.inf, (1,), np.float32),
          "bounds must be finite"),
@@ -97,7 +97,7 @@ class _Env:
 def test_unsupported_spaces_are_refused(obs, act, what):
     with pytest.raises(ValueError, match=what) as e:
         calf.register_env(lambda: _Env(obs, act), name="py:bad", max_episode_steps=10)
-    assert "calf trains envs with a 1-D Box observation space" in str(e.value)
+    assert "calf trains envs with a Box observation space (any rank" in str(e.value)
 
 
 def test_no_time_limit_is_the_envs_own():
@@ -136,8 +136,7 @@ def test_an_env_without_close_is_fine(capfd):
 @pytest.mark.parametrize(
     "obs, act, printed",
     [
-        (calf.Box(-1, 1, (2, 2), np.float32), calf.Discrete(2),
-         "observation_space Box(-1.0, 1.0, (2, 2), float32) is not supported"),
+        (_Space("Graph"), calf.Discrete(2), "observation_space Graph is not supported"),
         (calf.Box(-1, 1, (2,), np.float32), calf.MultiDiscrete([2, 3]),
          "action_space MultiDiscrete([2 3]) is not supported"),
         (None, calf.Discrete(2), "observation_space None is not supported"),
