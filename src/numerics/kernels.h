@@ -10,12 +10,13 @@
 
 #include "calf/error.h"
 #include "numerics/adam.h"
+#include "numerics/conv2d.h"
 #include "numerics/nn.h"
 #include "numerics/rmsprop.h"
 
 /* The files compiled once per variant, under src/: CMakeLists.txt and setup.py read this
  * line. A file added here needs its rows below. */
-#define KERNELS_SOURCES "numerics/nn.c numerics/adam.c numerics/rmsprop.c"
+#define KERNELS_SOURCES "numerics/nn.c numerics/adam.c numerics/rmsprop.c numerics/conv2d.c"
 
 /* Every external function of the files of KERNELS_SOURCES, as
  * X(return type, name, (parameters), (arguments)) rows (V(name, ...) for a void one), a
@@ -100,7 +101,29 @@
     V(rmsprop_step,                                                                             \
       (float *params, const float *grad, float *m, float *v, size_t n, float neg_lr,            \
        float alpha, float one_minus_alpha, float eps, bool centered),                           \
-      (params, grad, m, v, n, neg_lr, alpha, one_minus_alpha, eps, centered))
+      (params, grad, m, v, n, neg_lr, alpha, one_minus_alpha, eps, centered))                  \
+    /* numerics/conv2d.c */                                                                     \
+    X(int, conv2d_layout,                                                                       \
+      (conv2d *l, int in_h, int in_w, int in_c, int filters, int kernel, int stride, int pad,   \
+       size_t *cursor, calf_error *err),                                                        \
+      (l, in_h, in_w, in_c, filters, kernel, stride, pad, cursor, err))                         \
+    X(int, conv2d_init, (const conv2d *l, float *params, float gain, calf_rng *rng,             \
+                         calf_error *err),                                                      \
+      (l, params, gain, rng, err))                                                              \
+    X(int, conv2d_cache_init, (conv2d_cache *c, const conv2d *l, int max_rows, calf_error *err), \
+      (c, l, max_rows, err))                                                                    \
+    V(conv2d_cache_free, (conv2d_cache *c), (c))                                                \
+    V(conv2d_forward,                                                                           \
+      (const conv2d *l, const float *params, const float *x, int B, conv2d_cache *c, float *y), \
+      (l, params, x, B, c, y))                                                                  \
+    V(conv2d_backward,                                                                          \
+      (const conv2d *l, const float *params, conv2d_cache *c, int row_begin, int row_count,     \
+       const float *dy, float *grad, float *dx),                                                \
+      (l, params, c, row_begin, row_count, dy, grad, dx))                                       \
+    V(conv2d_backward_set,                                                                      \
+      (const conv2d *l, const float *params, conv2d_cache *c, int row_begin, int row_count,     \
+       const float *dy, float *grad, float *dx),                                                \
+      (l, params, c, row_begin, row_count, dy, grad, dx))
 
 #define KERNELS_STR2(x) #x
 #define KERNELS_STR(x) KERNELS_STR2(x)
