@@ -11,10 +11,20 @@
 #include "calf/rng.h"
 #include "commands.h"
 
-/* Action space as text: Discrete(n), Box(low..high, dim), or per-dimension bounds. */
+/* Action space as text: Discrete(n), MultiDiscrete(n1, n2, ...), either with " masked"
+ * when the env masks its actions, Box(low..high, dim), or per-dimension bounds. */
 static void format_action_space(const calf_env_spec *s, char *buf, size_t size) {
+    const char *masked = s->action_mask ? " masked" : "";
+    if (s->num_action_dims > 0) {
+        size_t used = (size_t)snprintf(buf, size, "MultiDiscrete(");
+        for (int d = 0; d < s->num_action_dims && used < size; d++)
+            used += (size_t)snprintf(buf + used, size - used, "%s%d", d ? ", " : "",
+                                     s->action_nvec[d]);
+        if (used < size) snprintf(buf + used, size - used, ")%s", masked);
+        return;
+    }
     if (s->num_actions > 0) {
-        snprintf(buf, size, "Discrete(%d)", s->num_actions);
+        snprintf(buf, size, "Discrete(%d)%s", s->num_actions, masked);
         return;
     }
     int uniform = 1;
@@ -132,15 +142,20 @@ int calf_cmd_env(const cli_command *self, int argc, char **argv) {
     calf_rng action_rng;
     calf_rng_seed(&action_rng, seed, index, CALF_RNG_ACTION);
 
+    int ai = calf_env_action_ints(s);
     float *obs = calloc((size_t)s->obs_dim, sizeof *obs);
     float *u = calloc(s->action_dim > 0 ? (size_t)s->action_dim : 1, sizeof *u);
     double *drawn = calloc(s->reset_state_dim > 0 ? (size_t)s->reset_state_dim : 1, sizeof *drawn);
-    if (!obs || !u || !drawn) {
+    int *acts = calloc((size_t)ai, sizeof *acts);
+    uint8_t *mask = calloc(s->num_actions > 0 ? (size_t)s->num_actions : 1, 1);
+    if (!obs || !u || !drawn || !acts || !mask) {
         fprintf(stderr, "calf env: out of memory for %s's observation\n", s->name);
         calf_env_free(&env);
         free(obs);
         free(u);
         free(drawn);
+        free(acts);
+        free(mask);
         return 1;
     }
     char obs_space[128], action_space[256];
@@ -156,17 +171,27 @@ int calf_cmd_env(const cli_command *self, int argc, char **argv) {
     calf_env_reset(&env, obs);
     print_reset(&env, obs, drawn);
     for (uint64_t t = 1; t <= steps; t++) {
-        int action = 0, term, trunc;
+        int term, trunc;
         if (s->num_actions > 0) {
-            action = (int)calf_rng_below(&action_rng, (uint32_t)s->num_actions);
+            /* each sub-action uniform over its valid choices (all of them without a mask),
+             * one draw each, in order */
+            calf_env_action_mask(&env, mask);
+            for (int d = 0, off = 0; d < ai; d++) {
+                int w = s->num_action_dims > 0 ? s->action_nvec[d] : s->num_actions, valid = 0;
+                for (int j = 0; j < w; j++) valid += mask[off + j];
+                int k = (int)calf_rng_below(&action_rng, (uint32_t)valid);
+                for (int j = 0; j < w; j++)
+                    if (mask[off + j] && k-- == 0) acts[d] = j;
+                off += w;
+            }
         } else {
             for (int j = 0; j < s->action_dim; j++)
                 u[j] = (float)calf_rng_uniform_range(&action_rng, s->action_low[j], s->action_high[j]);
         }
-        calf_env_step(&env, action, u, obs, &reward, &term, &trunc);
+        calf_env_step_actions(&env, acts, u, obs, &reward, &term, &trunc);
         printf("%llu", (unsigned long long)t);
         if (s->num_actions > 0)
-            printf(" %d", action);
+            for (int d = 0; d < ai; d++) printf(" %d", acts[d]);
         else
             print_floats(u, s->action_dim);
         print_floats(obs, s->obs_dim);
@@ -176,6 +201,8 @@ int calf_cmd_env(const cli_command *self, int argc, char **argv) {
             print_reset(&env, obs, drawn);
         }
     }
+    free(acts);
+    free(mask);
     calf_env_free(&env);
     free(obs);
     free(u);

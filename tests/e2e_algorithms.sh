@@ -28,7 +28,9 @@ command -v cc >/dev/null && HAVE_CC=1 || echo "export check skipped: no C compil
 
 # parity NAME EX D [GIN-LINE...]: EX shrunk (plus the given lines) into D/short.gin
 # writes the same checkpoint bytes on --nproc 1..4 and under MPI, and the 2-process run
-# cut back to its middle checkpoint resumes on 3 processes to the same bytes.
+# cut back to its middle checkpoint resumes on 3 processes to the same bytes. Every run
+# gets the arguments in PARITY_ARGS (a plug-in's --env_lib).
+PARITY_ARGS=()
 parity() {
     local NAME=$1 EX=$2 D=$3
     shift 3
@@ -50,12 +52,12 @@ GIN
     printf '%s\n' "$@" >>"$D/short.gin"
     LAST=train/algorithm/ckpt-12
     for n in 1 2 3 4; do
-        expect_exit 0 "$CALF" train --quiet --root_dir "$D/n$n" --conf "$D/short.gin" --nproc $n
+        expect_exit 0 "$CALF" train --quiet "${PARITY_ARGS[@]}" --root_dir "$D/n$n" --conf "$D/short.gin" --nproc $n
         [ $n = 1 ] || expect_same_file "$D/n1/$LAST" "$D/n$n/$LAST"
     done
     if [ $MPI = 1 ]; then
         expect_exit 0 timeout 300 mpirun --oversubscribe -np 2 "$CALF" train --quiet \
-            --root_dir "$D/mpi2" --conf "$D/short.gin"
+            "${PARITY_ARGS[@]}" --root_dir "$D/mpi2" --conf "$D/short.gin"
         expect_same_file "$D/n1/$LAST" "$D/mpi2/$LAST"
     fi
     # resume: the 2-process run cut back to its ckpt-6 (transitions stored, the buffer
@@ -63,7 +65,7 @@ GIN
     # shorter run would be another plan (schedules over the run's length differ).
     mkdir -p "$D/resume" && cp -r "$D/n2/." "$D/resume/"
     rm "$D/resume/$LAST"
-    expect_exit 0 "$CALF" train --root_dir "$D/resume" --conf "$D/short.gin" --nproc 3
+    expect_exit 0 "$CALF" train "${PARITY_ARGS[@]}" --root_dir "$D/resume" --conf "$D/short.gin" --nproc 3
     expect_in "$WORK/err" "resuming from $D/resume/train/algorithm/ckpt-6"
     expect_same_file "$D/n1/$LAST" "$D/resume/$LAST"
 }
@@ -211,4 +213,17 @@ printf "include '%s'\nActorDistributionNetwork.gru_hidden_size = 4\n" "$WORK/rpp
 expect_exit 2 "$CALF" train --quiet --root_dir "$WORK/both" --conf "$WORK/both.gin"
 expect_in "$WORK/err" "$WORK/both.gin:2: ActorDistributionNetwork.gru_hidden_size and ActorDistributionNetwork.lstm_hidden_size"
 
+# A masked and a MultiDiscrete PPO config on the tests' envs (tests/action_envs.c, a
+# plug-in; tests/e2e_actions.sh shows what they learn): the same parity and resume.
+if [ -f "${CALF_ACTION_ENVS:-}" ]; then
+    PARITY_ARGS=(--env_lib "$CALF_ACTION_ENVS")
+    for G in ppo_masked_choice ppo_multi_choice; do
+        echo "== $DEFAULT on the action envs from $G.gin"
+        parity "$DEFAULT" "$SRC/tests/data/actions/$G.gin" "$WORK/actions-$G" \
+            "create_environment.env_name = '$([ $G = ppo_multi_choice ] && echo Test/MaskedMultiChoice-v0 || echo Test/MaskedChoice-v0)'"
+    done
+    PARITY_ARGS=()
+else
+    echo "action envs skipped: CALF_ACTION_ENVS does not name the action_envs plug-in"
+fi
 report e2e_algorithms

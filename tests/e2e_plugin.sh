@@ -221,8 +221,9 @@ C
     expect_exit 2 "$CALF" envs --env_lib "$WORK/abi$v.so"
     expect_in "$WORK/err" "--env_lib $WORK/abi$v.so: built for calf plug-in ABI version $v, but this calf has version 3 (and loads versions 2 to 3)"
 done
-# MultiDiscrete actions and masks: the spec says them, `calf envs` lists them, and training
-# refuses them by name until the algorithms act on them
+# MultiDiscrete actions and masks: the spec says them, with the hooks that go with them
+# (step_multi, action_mask); a plug-in that sets a field without its hook is refused at
+# load, naming both (tests/e2e_actions.sh trains the ones that have them)
 for kind in nvec mask; do
     build_plugin "space_$kind" <<C
 #include "calf/env.h"
@@ -241,15 +242,12 @@ int calf_plugin_register(int abi_version, calf_error *err) {
     return rc != CALF_OK ? rc : calf_env_register(&cls, err);
 }
 C
-    expect_exit 0 "$CALF" envs --env_lib "$WORK/space_$kind.so"
-    expect_in "$WORK/out" "Space-$kind "
-    expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/space_$kind.so" --root_dir "$WORK/sp_$kind" \
-        --conf "$WORK/corridor.gin" --conf_param "create_environment.env_name='Space-$kind'"
-    [ ! -e "$WORK/sp_$kind/train" ] && ok || bad "a refused space left $WORK/sp_$kind/train"
+    expect_exit 2 "$CALF" envs --env_lib "$WORK/space_$kind.so"
+    if [ $kind = nvec ]; then
+        expect_in "$WORK/err" "env 'Space-nvec': a MultiDiscrete action needs action_nvec and step_multi"
+    else
+        expect_in "$WORK/err" "env 'Space-mask': spec.action_mask (1) and the action_mask hook go together"
+    fi
 done
-expect_in "$WORK/err" "environment 'Space-mask' masks its actions (action_mask), which calf does not train yet"
-expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/space_nvec.so" --root_dir "$WORK/sp_nvec" \
-    --conf "$WORK/corridor.gin" --conf_param "create_environment.env_name='Space-nvec'"
-expect_in "$WORK/err" "environment 'Space-nvec' has MultiDiscrete actions (num_action_dims 2), which calf does not train yet"
 
 report e2e_plugin

@@ -1,8 +1,9 @@
 /* export_main.c: the tiny program tests/e2e_export.sh builds around a policy written by
  * `calf export`, included as CALF_POLICY_FILE. It reads observations from stdin, a line
- * each (CALF_POLICY_OBS_DIM numbers; the rest of the line, e.g. the action calf chose,
- * is ignored), and prints each one's action as `calf play --dump_actions` does: the
- * discrete index, or the continuous floats as %.9g. C99 only. */
+ * each (CALF_POLICY_OBS_DIM numbers, then for a masked policy its CALF_POLICY_NUM_ACTIONS
+ * mask numbers, 0 or 1; the rest of the line, e.g. the action calf chose, is ignored), and
+ * prints each one's action as `calf play --dump_actions` does: the discrete index, a
+ * MultiDiscrete's sub-actions, or the continuous floats as %.9g. C99 only. */
 #include CALF_POLICY_FILE
 
 #include <stdio.h>
@@ -25,8 +26,33 @@ int main(void) {
             }
             s = end;
         }
+#ifdef CALF_POLICY_MASKED
+        {
+            unsigned char mask[CALF_POLICY_NUM_ACTIONS];
+            for (i = 0; i < CALF_POLICY_NUM_ACTIONS; i++) {
+                char *end;
+                float m = strtof(s, &end);
+                if (end == s) {
+                    fprintf(stderr, "export_main: line %ld: expected %d mask numbers\n", n,
+                            CALF_POLICY_NUM_ACTIONS);
+                    return 1;
+                }
+                mask[i] = m != 0.0f;
+                s = end;
+            }
+            r = calf_policy_act_masked(obs, mask, action);
+        }
+#else
         r = calf_policy_act(obs, action);
-#if CALF_POLICY_DISCRETE
+#endif
+#if defined(CALF_POLICY_NUM_ACTION_DIMS)
+        if (r != 0) {
+            fprintf(stderr, "export_main: line %ld: returned %d\n", n, r);
+            return 1;
+        }
+        for (i = 0; i < CALF_POLICY_ACTION_DIM; i++) printf("%s%d", i ? " " : "", (int)action[i]);
+        printf("\n");
+#elif CALF_POLICY_DISCRETE
         if (r < 0 || r >= CALF_POLICY_NUM_ACTIONS || action[0] != (float)r) {
             fprintf(stderr, "export_main: line %ld: returned %d, wrote %g\n", n, r, (double)action[0]);
             return 1;

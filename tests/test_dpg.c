@@ -296,7 +296,7 @@ static void one_case(const flavor *fl, bool terminated) {
             rew[e] = tr.r[e][t];
             te[e] = tr.term[e][t];
         }
-        ops->act(a, t, 0, o, act, sampled);
+        ops->act(a, t, 0, o, NULL, act, sampled);
         for (int e = 0; e < E; e++) CHECK(sampled[e] >= -2.0f && sampled[e] <= 2.0f);
         algo_step st = {.s = 0, .obs = o, .act = act, .u = act_u, .reward = rew,
                         .terminated = te, .truncated = trunc, .final_obs = nx, .next_obs = nx};
@@ -395,8 +395,8 @@ static int ou_misses(mistake planted) {
         float o[E * OD], u[E], best[E];
         int act[E];
         for (int i = 0; i < E * OD; i++) o[i] = (float)sin(0.4 * t + 1.1 * i);
-        ops->act(a, t, 0, o, act, u);
-        ops->greedy(a, o, E, act, best);
+        ops->act(a, t, 0, o, NULL, act, u);
+        ops->greedy(a, o, NULL, E, act, best);
         for (int e = 0; e < E; e++) {
             float n = (float)calf_rng_normal(&rng[e]);
             float keep = 1.0f - 0.15f;

@@ -222,7 +222,7 @@ static void updates_case(bool terminated, bool rmsprop) {
             te[e] = tr.term[e][t];
         }
         int sampled[E];
-        ops->act(a, t, 0, o, sampled, NULL);
+        ops->act(a, t, 0, o, NULL, sampled, NULL);
         for (int e = 0; e < E; e++) {
             CHECK(sampled[e] >= 0 && sampled[e] < NA);
             act[e] = tr.a[e][t];
@@ -272,8 +272,8 @@ static int acting_misses(mistake planted, int *greedy) {
         float o[E * OD];
         for (int i = 0; i < E * OD; i++) o[i] = (float)sin(0.3 * it + 1.7 * i);
         int act[E], best[E];
-        ops->act(a, it, 0, o, act, NULL);
-        ops->greedy(a, o, E, best, NULL);
+        ops->act(a, it, 0, o, NULL, act, NULL);
+        ops->greedy(a, o, NULL, E, best, NULL);
         double eps = planted == EPSILON_CONSTANT
                          ? 1.0
                          : offpolicy_linear_epsilon(1.0, 0.05, 40, (int64_t)it * E);

@@ -876,6 +876,17 @@ static void test_registry(void) {
     calf_env_free(&env);
 }
 
+/* The hooks a MultiDiscrete masked class has (env ABI 3's action side). */
+static int md_step(void *state, calf_rng *rng, const int *actions, float *obs, float *reward) {
+    (void)state, (void)rng, (void)actions;
+    obs[0] = 0, *reward = 0;
+    return 1;
+}
+static void md_mask(const void *state, uint8_t *mask) {
+    (void)state;
+    memset(mask, 1, 9);
+}
+
 /* The spaces since ABI 3: MinAtar's (10, 10, C) bytes, and each field's check (a spec the
  * check would let through if it were missing is refused, naming the field). */
 static void test_spaces(void) {
@@ -903,6 +914,7 @@ static void test_spaces(void) {
     md.spec.name = "MultiDiscrete-v0", md.spec.action_dim = 0, md.spec.action_low = NULL;
     md.spec.action_high = NULL, md.spec.num_actions = 9;
     md.spec.num_action_dims = 3, md.spec.action_nvec = nvec, md.spec.action_mask = 1;
+    md.step_multi = md_step, md.action_mask = md_mask;
     struct {
         const char *why, *field;
         calf_env_class cls;
@@ -944,7 +956,14 @@ static void test_spaces(void) {
         CHECK(strstr(err.msg, bad[i].field) != NULL);
     }
     CHECK_INT_EQ(calf_env_count(), before);
-    /* the good ones register (training refuses MultiDiscrete and masks until it has them) */
+    /* the good ones register; the action side's hooks go with their fields */
+    calf_env_class nohook = md;
+    nohook.spec.name = "BadSpace-v0", nohook.step_multi = NULL;
+    CHECK_INT_EQ(calf_env_register(&nohook, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "step_multi") != NULL);
+    nohook = md, nohook.spec.name = "BadSpace-v0", nohook.action_mask = NULL;
+    CHECK_INT_EQ(calf_env_register(&nohook, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "action_mask hook") != NULL);
     CHECK_INT_EQ(calf_env_register(&img, &err), CALF_OK);
     static calf_env_class md_kept;
     md_kept = md;

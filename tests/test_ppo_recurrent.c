@@ -50,7 +50,7 @@ static double loss_of(fixture *f, const float *params) {
     double L = 0;
     for (int j = 0; j < T; j++) {
         float logp, ent;
-        ppo_model_logp_entropy(md, params, w->head + j * hd, f->act[j],
+        ppo_model_logp_entropy(md, params, w->head + j * hd, NULL, &f->act[j],
                                md->action_dim ? f->u + j : NULL, &logp, &ent, NULL);
         ppo_sample_result res;
         ppo_sample_loss(logp, f->logp[j], f->adv[j], ent, w->val[j], f->ret[j], f->lw.clip,
@@ -127,7 +127,7 @@ static void fixture_init(fixture *f, bool continuous) {
     loss_of(f, md->g.params);
     for (int j = 0; j < T; j++) {
         float logp, ent;
-        ppo_model_logp_entropy(md, md->g.params, f->w.head + j * md->head_dim, f->act[j],
+        ppo_model_logp_entropy(md, md->g.params, f->w.head + j * md->head_dim, NULL, &f->act[j],
                                continuous ? f->u + j : NULL, &logp, &ent, NULL);
         f->logp[j] = logp + (float)calf_rng_uniform_range(&r, -0.05, 0.05);
     }

@@ -265,7 +265,7 @@ static void one_case(bool terminated, int64_t sched_n) {
             te[e] = tr.term[e][t];
         }
         float sampled[E * A];
-        ops->act(a, t, 0, o, act, sampled);
+        ops->act(a, t, 0, o, NULL, act, sampled);
         if (t < STEPS - 1) /* still collecting: uniform in the bounds */
             for (int e = 0; e < E; e++) CHECK(sampled[e] >= -2.0f && sampled[e] <= 2.0f);
         algo_step st = {.s = 0, .obs = o, .act = act, .u = act_u, .reward = rew,

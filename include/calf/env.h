@@ -116,7 +116,19 @@ typedef struct calf_env_class {
      * instead of continuing the stored one. */
     int (*load_restarts)(const void *state);
 
-    /* ---- since ABI version 3 ---- */
+    /* ---- since ABI version 3: the action side ---- */
+    /* Required when spec.action_mask is 1, else NULL: which actions the current state
+     * allows, written into mask (num_actions bytes: 1 valid, 0 not; MultiDiscrete: each
+     * sub-action's slice of action_nvec[d] bytes in turn), at least one valid (in every
+     * slice). calf asks after every reset and step (and after a checkpoint's state is
+     * loaded), so it must depend on the state alone. A policy never picks an invalid
+     * action; what step does with one is the class's business. */
+    void (*action_mask)(const void *state, uint8_t *mask);
+    /* Required for MultiDiscrete (spec.num_action_dims > 0), and then used instead of
+     * step (which may be NULL): actions (num_action_dims), actions[d] in
+     * 0..action_nvec[d]-1. Returns and writes what step does. */
+    int (*step_multi)(void *state, calf_rng *rng, const int *actions, float *obs,
+                      float *reward);
 } calf_env_class;
 
 #define CALF_ENV_TRUNCATED 2 /* step's return when the env ended the episode itself */
@@ -221,5 +233,19 @@ void calf_env_reset(calf_env *env, float *obs);
  * step did not terminate. Does not reset: the caller does, after either flag. */
 void calf_env_step(calf_env *env, int action, const float *u, float *obs, float *reward,
                    int *terminated, int *truncated);
+/* Ints an action of spec takes: num_action_dims for MultiDiscrete, else 1 (a Discrete
+ * action; continuous envs read floats, and the int is unused). */
+int calf_env_action_ints(const calf_env_spec *spec);
+/* calf_env_step for every kind of action space: actions (calf_env_action_ints) for
+ * Discrete and MultiDiscrete envs, u (action_dim) for continuous ones (the other may be
+ * NULL). Each sub-action must lie in its range (asserted). */
+void calf_env_step_actions(calf_env *env, const int *actions, const float *u, float *obs,
+                           float *reward, int *terminated, int *truncated);
+/* The actions the env's current state allows: mask (num_actions bytes, 1 valid, 0 not;
+ * MultiDiscrete: each sub-action's slice in turn). All 1 for a class without a mask (or
+ * a continuous one, which writes nothing: num_actions is 0). A slice the hook left with
+ * no valid action (a terminal state's, or a broken env's) reads as all valid, and the
+ * call returns 1 (vec_env reports it as the env's fault); else 0. */
+int calf_env_action_mask(const calf_env *env, uint8_t *mask);
 
 #endif

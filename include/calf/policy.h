@@ -40,6 +40,12 @@ int calf_policy_obs_dim(const calf_policy *p);     /* floats per observation row
 int calf_policy_discrete(const calf_policy *p);
 int calf_policy_num_actions(const calf_policy *p); /* discrete: the choices; else 0 */
 int calf_policy_action_dim(const calf_policy *p);  /* continuous: floats; discrete: 0 */
+/* MultiDiscrete: the sub-actions D and their sizes (D ints summing to num_actions, the
+ * handle's until close); an action is then D ints per row. Otherwise 0 and NULL. */
+int calf_policy_action_dims(const calf_policy *p);
+const int *calf_policy_action_nvec(const calf_policy *p);
+/* 1 when the run's environment masks its actions (calf_policy_greedy_masked). */
+int calf_policy_masked(const calf_policy *p);
 /* The run's environment name, and the checkpoint file opened (as given, or as found in
  * the run dir) and its iteration. The strings are the handle's, valid until close. */
 const char *calf_policy_env_name(const calf_policy *p);
@@ -58,5 +64,13 @@ int64_t calf_policy_iteration(const calf_policy *p);
  * defines, which computes the same actions.) */
 int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
                        float *cont_actions, calf_error *err);
+/* calf_policy_greedy among the actions mask allows: mask (rows, num_actions) bytes,
+ * nonzero where valid, as the environment reports them (calf_vec_env_action_mask; any
+ * discrete policy takes one, also of an env without a mask), or NULL (every action
+ * valid: calf_policy_greedy). A MultiDiscrete policy writes actions
+ * (rows, D). CALF_EINVAL, before anything is written, when a row's mask (one of its
+ * sub-action slices) allows no action. */
+int calf_policy_greedy_masked(calf_policy *p, const float *obs, const uint8_t *mask, int rows,
+                              int *actions, float *cont_actions, calf_error *err);
 
 #endif

@@ -45,6 +45,16 @@ int calf_vec_env_obs_dim(const calf_vec_env *v);     /* floats per observation, 
 int calf_vec_env_discrete(const calf_vec_env *v);
 int calf_vec_env_num_actions(const calf_vec_env *v); /* discrete: >= 1 choices; else 0 */
 int calf_vec_env_action_dim(const calf_vec_env *v);  /* continuous: >= 1; discrete: 0 */
+/* MultiDiscrete: the sub-actions D (>= 1) and their sizes (D ints, summing to
+ * num_actions; calf's, as long as the process); an action is then D ints per env, each in
+ * 0..nvec[d]-1. Otherwise 0 and NULL. */
+int calf_vec_env_action_dims(const calf_vec_env *v);
+const int *calf_vec_env_action_nvec(const calf_vec_env *v);
+/* When the env masks its actions: (n, num_actions) bytes, 1 where the action is valid in
+ * the state each env's obs row shows (after reset and after every step, auto-reset
+ * included); valid until the next reset or step, owned by v. NULL for an env without a
+ * mask. */
+const uint8_t *calf_vec_env_action_mask(const calf_vec_env *v);
 /* Continuous: the bounds, action_dim floats each, low < high; a step clips actions to
  * them (in a copy; NaN stays NaN). Owned by calf, they live as long as the process.
  * Discrete: NULL. */
@@ -82,7 +92,8 @@ const calf_env *calf_vec_env_env(const calf_vec_env *v, int e);
  * episodes from each env's stream. Returns CALF_OK, or CALF_EINVAL as above. */
 int calf_vec_env_reset(calf_vec_env *v, float *obs, calf_error *err);
 
-/* Step every env once. actions (n) for a discrete env, each in 0..num_actions-1;
+/* Step every env once. actions (n) for a discrete env, each in 0..num_actions-1, (n, D)
+ * for a MultiDiscrete one;
  * cont_actions (n, action_dim) for a continuous one; the other may be NULL.
  * Writes obs (n, od), reward (n), terminated (n) and truncated (n), each 0 or 1, and,
  * when final_obs is not NULL, final_obs (n, od): see auto-reset above.

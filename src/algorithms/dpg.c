@@ -226,12 +226,12 @@ static void dpg_destroy(algorithm *a) {
 
 /* ---- acting --------------------------------------------------------------------- */
 
-static void dpg_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
-                    float *u) {
+static void dpg_act(algorithm *a, int64_t iteration, int s, const float *obs,
+                    const uint8_t *mask, int *act, float *u) {
     dpg *t = (dpg *)a;
     offpolicy *o = &t->o;
     int A = o->A;
-    if (offpolicy_act_random(o, iteration, s, act, u)) return;
+    if (offpolicy_act_random(o, iteration, s, mask, act, u)) return;
     nn_mlp_forward(&t->actor, t->actor_g.params, obs, o->count, &t->actor_cache, t->x);
     for (int e = 0; e < o->count; e++) {
         float *noise = t->row_a;
@@ -252,7 +252,9 @@ static void dpg_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     }
 }
 
-static void dpg_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+static void dpg_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                       int *act, float *u) {
+    (void)mask; /* continuous actions only */
     dpg *t = (dpg *)a;
     const offpolicy *o = &t->o;
     for (int r0 = 0; r0 < rows; r0 += o->rows) {

@@ -15,6 +15,7 @@
 #include "algorithms/offpolicy_math.h"
 #include "base/mem.h"
 #include "algorithms/net_config.h"
+#include "numerics/action_dist.h"
 #include "numerics/net.h"
 #include "numerics/param_group.h"
 
@@ -29,6 +30,7 @@ typedef struct dqn {
     double start_eps, end_eps;
     int64_t decay_steps;      /* env steps of the job over which epsilon falls */
     double epsilon;           /* the last act's */
+    bool masked;              /* the env masks its actions */
     net q;                    /* the Q network (q and target_g share its layout) */
     param_group q_g, target_g;
     uint64_t q_ver, target_ver;
@@ -46,6 +48,8 @@ static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                               offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), spec->name,
                               env_at[0] ? ", set at " : ", its default", env_at, spec->action_dim);
     }
+    int rc = offpolicy_check_action_space(cfg, spec, "DqnAlgorithm", true, err);
+    if (rc) return rc;
     if (calf_config_float(cfg, CFG_DQN_EXPLORATION_FRACTION) > 0 && offpolicy_run_env_steps(cfg) == 0)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: DqnAlgorithm.exploration_fraction is a fraction of the run's env "
@@ -64,8 +68,8 @@ static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                                       offpolicy_where(cfg, (calf_binding_id)rmsprop_rows[k]),
                                       calf_binding_name((calf_binding_id)rmsprop_rows[k]));
     net_obs obs = net_obs_of(spec);
-    int rc = net_config_check(cfg, CFG_DQN_Q_CONV_LAYERS, CFG_DQN_Q_LAYERS, CFG_DQN_Q_ACTIVATION,
-                              &obs, spec->num_actions, err);
+    rc = net_config_check(cfg, CFG_DQN_Q_CONV_LAYERS, CFG_DQN_Q_LAYERS, CFG_DQN_Q_ACTIVATION,
+                          &obs, spec->num_actions, err);
     return rc ? rc : offpolicy_check(cfg, "DqnAlgorithm", err);
 }
 
@@ -87,6 +91,7 @@ static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
     t->decay_steps = (int64_t)(calf_config_float(cfg, CFG_DQN_EXPLORATION_FRACTION) *
                                (double)offpolicy_run_env_steps(cfg));
     t->epsilon = t->start_eps;
+    t->masked = s->spec->action_mask != 0;
 
     net_obs obs = net_obs_of(s->spec);
     net_spec qs;
@@ -156,42 +161,50 @@ static void dqn_destroy(algorithm *a) {
 /* ---- acting --------------------------------------------------------------------- */
 
 /* Each env: u uniform in [0, 1) from its stream; u < epsilon: a uniform action from the
- * same stream, else the greedy one. epsilon is the schedule's at the job's env steps
- * before this step. */
-static void dqn_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
-                    float *u) {
+ * same stream, else the greedy one; both among the valid actions when the env masks them
+ * (dist_masked_uniform, dist_categorical_mode_masked: the argmax of offpolicy_max_q, the
+ * lowest index on ties, when nothing is masked). epsilon is the schedule's at the job's
+ * env steps before this step. */
+static void dqn_act(algorithm *a, int64_t iteration, int s, const float *obs,
+                    const uint8_t *mask, int *act, float *u) {
     dqn *t = (dqn *)a;
     offpolicy *o = &t->o;
-    if (offpolicy_act_random(o, iteration, s, act, u)) return;
+    if (offpolicy_act_random(o, iteration, s, mask, act, u)) return;
     int64_t steps_before = (iteration * o->T + s) * (int64_t)o->E;
     t->epsilon = offpolicy_linear_epsilon(t->start_eps, t->end_eps, t->decay_steps, steps_before);
     net_forward(&t->q, t->q_g.params, obs, o->count, &t->q_cache, t->qv);
     for (int e = 0; e < o->count; e++) {
+        const uint8_t *m = mask ? mask + (size_t)e * o->nA : NULL;
         if (calf_rng_uniform_double(&o->act_rng[e]) < t->epsilon)
-            act[e] = (int)calf_rng_below(&o->act_rng[e], (uint32_t)o->nA);
+            act[e] = dist_masked_uniform(m, o->nA, &o->act_rng[e]);
         else
-            offpolicy_max_q(o->nA, t->qv + (size_t)e * o->nA, &act[e]);
+            act[e] = dist_categorical_mode_masked(t->qv + (size_t)e * o->nA, m, o->nA);
     }
 }
 
-static void dqn_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+static void dqn_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                       int *act, float *u) {
     (void)u;
     dqn *t = (dqn *)a;
     const offpolicy *o = &t->o;
     for (int r0 = 0; r0 < rows; r0 += o->rows) {
         int b = rows - r0 < o->rows ? rows - r0 : o->rows;
         net_forward(&t->q, t->q_g.params, obs + (size_t)r0 * o->od, b, &t->q_cache, t->qv);
-        for (int k = 0; k < b; k++) offpolicy_max_q(o->nA, t->qv + (size_t)k * o->nA, &act[r0 + k]);
+        for (int k = 0; k < b; k++)
+            act[r0 + k] = dist_categorical_mode_masked(
+                t->qv + (size_t)k * o->nA, mask ? mask + (size_t)(r0 + k) * o->nA : NULL, o->nA);
     }
 }
 
-/* What dqn_greedy computes: the argmax of Q, the lowest index on ties. */
+/* What dqn_greedy computes: the argmax of Q (among the valid actions of a masked env), the
+ * lowest index on ties. */
 static int dqn_export_c(const algorithm *a, export_c *x, calf_error *err) {
     const dqn *t = (const dqn *)a;
     int rc = export_c_net(x, "q", &t->q, t->q_g.params, err);
     if (rc) return rc;
     export_c_body(x, "    float v[%d];\n    q_forward(obs, v);\n", t->o.nA);
-    export_c_argmax_return(x, "v", t->o.nA);
+    if (t->masked) export_c_masked_argmax_return(x, "v", t->o.nA);
+    else export_c_argmax_return(x, "v", t->o.nA);
     return CALF_OK;
 }
 

@@ -14,6 +14,7 @@
 #include "base/bytes.h"
 #include "base/mem.h"
 #include "base/membudget.h"
+#include "numerics/action_dist.h"
 
 /* ---- settings ------------------------------------------------------------------- */
 
@@ -40,6 +41,27 @@ int64_t offpolicy_run_env_steps(const calf_config *cfg) {
     int64_t by_iters = iters > 0 && iters <= INT64_MAX / per_iter ? iters * per_iter : 0;
     if (steps > 0 && (by_iters == 0 || steps < by_iters)) return steps;
     return by_iters;
+}
+
+int offpolicy_check_action_space(const calf_config *cfg, const calf_env_spec *spec,
+                                 const char *name, bool masks_ok, calf_error *err) {
+    const char *env_at = cfg->origin[CALF_CFG_ENV_NAME];
+    if (spec->num_action_dims > 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: %s cannot train a MultiDiscrete action space; %s "
+                              "(create_environment.env_name%s%s) has one of %d sub-actions: "
+                              "train it with @PPOAlgorithm",
+                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), name, spec->name,
+                              env_at[0] ? ", set at " : ", its default", env_at,
+                              spec->num_action_dims);
+    if (spec->action_mask && !masks_ok)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: %s cannot train with an action mask; %s "
+                              "(create_environment.env_name%s%s) masks its actions: train it "
+                              "with @PPOAlgorithm or @DqnAlgorithm",
+                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), name, spec->name,
+                              env_at[0] ? ", set at " : ", its default", env_at);
+    return CALF_OK;
 }
 
 int offpolicy_check(const calf_config *cfg, const char *name, calf_error *err) {
@@ -330,12 +352,15 @@ int offpolicy_create(size_t size, int (*init)(algorithm *a, const algo_setup *s,
 
 /* ---- acting --------------------------------------------------------------------- */
 
-bool offpolicy_act_random(offpolicy *o, int64_t iteration, int s, int *act, float *u) {
+bool offpolicy_act_random(offpolicy *o, int64_t iteration, int s, const uint8_t *mask, int *act,
+                          float *u) {
     int64_t steps_before = (iteration * o->T + s) * (int64_t)o->E;
     if (steps_before >= o->initial_collect) return false;
     int A = o->A;
     for (int e = 0; e < o->count; e++) {
-        if (A == 0) act[e] = (int)calf_rng_below(&o->act_rng[e], (uint32_t)o->nA);
+        if (A == 0)
+            act[e] = dist_masked_uniform(mask ? mask + (size_t)e * o->nA : NULL, o->nA,
+                                         &o->act_rng[e]);
         for (int i = 0; i < A; i++)
             u[(size_t)e * A + i] = (float)calf_rng_uniform_range(&o->act_rng[e], o->lo[i], o->hi[i]);
     }

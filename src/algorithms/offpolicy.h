@@ -114,6 +114,10 @@ int offpolicy_check(const calf_config *cfg, const char *name, calf_error *err);
  * conv layers (ActorDistributionNetwork.conv_layer_params, ValueNetwork.conv_layer_params)
  * is refused naming its line and `name`. CALF_EINVAL. */
 int offpolicy_check_mlp_only(const calf_config *cfg, const char *name, calf_error *err);
+/* The action spaces a replay algorithm `name` cannot train, refused naming the binding
+ * that chose it (CALF_EINVAL): MultiDiscrete always, an action mask unless masks_ok. */
+int offpolicy_check_action_space(const calf_config *cfg, const calf_env_spec *spec,
+                                 const char *name, bool masks_ok, calf_error *err);
 /* algorithm_ops.check_memory for the replay rings of `envs` envs. */
 int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, int envs,
                            uint64_t memory, const char *limit, calf_error *err);
@@ -173,9 +177,11 @@ int offpolicy_create(size_t size, int (*init)(algorithm *a, const algo_setup *s,
 /* ---- acting ---- */
 
 /* While the job has taken fewer than initial_collect_steps env steps before step s of
- * `iteration`: uniform random actions from each env's stream into act (discrete) or u
+ * `iteration`: uniform random actions from each env's stream into act (discrete: among
+ * the valid ones of mask (count, nA) when not NULL, dist_masked_uniform) or u
  * (continuous), and true; else false and nothing drawn. */
-bool offpolicy_act_random(offpolicy *o, int64_t iteration, int s, int *act, float *u);
+bool offpolicy_act_random(offpolicy *o, int64_t iteration, int s, const uint8_t *mask, int *act,
+                          float *u);
 /* The step's transitions into the rings (discrete actions stored as floats). */
 void offpolicy_observe(offpolicy *o, const algo_step *st);
 

@@ -35,8 +35,10 @@ typedef struct rollout_view {
     /* with a CALF_DTYPE_U8 env the three observation arrays hold the env's bytes instead
      * (obs8, trunc_obs8, boot_obs8; the float ones are then empty): see obs_rows_in */
     uint8_t *obs8, *trunc_obs8, *boot_obs8;
-    int *act;                /* (T, count) */
+    int *act;                /* (T, count, action_ints) */
     float *u;                /* (T, count, max(action_dim, 1)) continuous actions, unclipped */
+    uint8_t *mask;           /* (T, count, num_actions) the valid actions acted among, when
+                              * the env masks them; else NULL */
     float *logp, *adv, *ret; /* (T, count) */
     float *rew;              /* (T, count) */
     uint8_t *term, *trunc;   /* (T, count) */
@@ -205,14 +207,14 @@ static void chunk_range(int T, int M, int m, int *off, int *len) {
 /* Lay out a view of `count` envs at base (NULL: only measure, v's pointers NULL); returns
  * its bytes. Every rank computes every peer's layout alike from the peer's count. */
 static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
-                         int od, int ad, int sd, bool u8) {
+                         int od, int ad, int sd, bool u8, int ai, int mask_bytes) {
     size_t off = 0, nt = (size_t)count * (size_t)T;
     size_t of = u8 ? 0 : sizeof(float), ob = u8 ? 1 : 0; /* bytes of a float, a byte value */
     v->obs = comm_carve(base, &off, nt * (size_t)od * of);
     v->obs8 = comm_carve(base, &off, nt * (size_t)od * ob);
     v->trunc_obs8 = comm_carve(base, &off, nt * (size_t)od * ob);
     v->boot_obs8 = comm_carve(base, &off, (size_t)count * (size_t)od * ob);
-    v->act = comm_carve(base, &off, nt * sizeof(int));
+    v->act = comm_carve(base, &off, nt * (size_t)ai * sizeof(int));
     v->u = comm_carve(base, &off, nt * (size_t)ad * sizeof(float));
     v->logp = comm_carve(base, &off, nt * sizeof(float));
     v->adv = comm_carve(base, &off, nt * sizeof(float));
@@ -231,6 +233,8 @@ static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int co
     v->val = comm_carve(base, &off, rec * nt * sizeof(float));
     v->cut_val = comm_carve(base, &off, rec * nt * sizeof(float));
     v->boot_val = comm_carve(base, &off, rec * (size_t)count * sizeof(float));
+    v->mask = comm_carve(base, &off, nt * (size_t)mask_bytes);
+    if (!mask_bytes) v->mask = NULL;
     if (base) {
         v->begin = begin;
         v->count = count;
@@ -253,7 +257,7 @@ static size_t share_carve(void *view, unsigned char *base, int begin, int count,
     const ppo *t = ctx;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
     return view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad, t->md.state_dim,
-                      t->p.obs_u8);
+                      t->p.obs_u8, t->md.action_ints, t->md.masked ? t->md.num_actions : 0);
 }
 
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
@@ -273,13 +277,14 @@ static int views_init(ppo *t, calf_error *err) {
                  work_share_fits(c, t->E, extra, &lay);
     if (!t->sharing) {
         rollout_view scratch;
+        int ai = t->md.action_ints, mb = t->md.masked ? t->md.num_actions : 0;
         size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad, t->md.state_dim,
-                                  t->p.obs_u8);
+                                  t->p.obs_u8, ai, mb);
         if (!(t->views = mem_calloc(1, sizeof *t->views, err)) ||
             !(t->view_mem = mem_calloc(1, bytes, err)))
             return CALF_ENOMEM; /* ppo_destroy frees what was made */
         view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad, t->md.state_dim,
-                   t->p.obs_u8);
+                   t->p.obs_u8, ai, mb);
         t->own = &t->views[0];
         return CALF_OK;
     }
@@ -560,8 +565,8 @@ static void act_recurrent(ppo *t, int s, const float *x /* (count, obs_dim) */) 
 }
 
 /* Sample every env's action at step s and keep what the update needs of it. */
-static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
-                    float *u) {
+static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs,
+                    const uint8_t *mask, int *act, float *u) {
     ppo *t = (ppo *)a;
     (void)iteration;
     ppo_model *md = &t->md;
@@ -585,12 +590,19 @@ static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs, in
     }
     if (md->state_dim) act_recurrent(t, s, x);
     else net_forward(&md->actor, md->g.params, x, n, &t->a_cache, t->head);
+    int ai = md->action_ints, nA = md->num_actions;
+    uint8_t *mk = NULL; /* (n, nA) this step's masks, kept for the update */
+    if (md->masked) {
+        mk = t->own->mask + base * nA;
+        memcpy(mk, mask, (size_t)n * nA);
+    }
     for (int e = 0; e < n; e++) {
         size_t i = base + (size_t)e;
-        t->logp[i] = ppo_model_sample(md, md->g.params, t->head + (size_t)e * hd, &t->act_rng[e],
-                                      &t->act[i], ad ? t->u + i * ad : NULL);
+        t->logp[i] = ppo_model_sample(md, md->g.params, t->head + (size_t)e * hd,
+                                      mk ? mk + (size_t)e * nA : NULL, &t->act_rng[e],
+                                      &t->act[i * ai], ad ? t->u + i * ad : NULL);
     }
-    memcpy(act, t->act + base, (size_t)n * sizeof(int));
+    memcpy(act, t->act + base * ai, (size_t)n * ai * sizeof(int));
     if (ad) memcpy(u, t->u + base * ad, (size_t)n * ad * sizeof(float));
 }
 
@@ -879,14 +891,16 @@ static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, in
                 size_t i = (size_t)v->perm[(size_t)e * T + off + j] * vn + (size_t)e;
                 const float *h = t->head + (size_t)r * hd;
                 const float *u = ad ? v->u + i * adim : NULL;
+                const uint8_t *mk = v->mask ? v->mask + i * md->num_actions : NULL;
+                const int *act = v->act + i * md->action_ints;
                 float logp, ent;
                 dist_categorical_cache dc;
-                ppo_model_logp_entropy(md, md->g.params, h, v->act[i], u, &logp, &ent, &dc);
+                ppo_model_logp_entropy(md, md->g.params, h, mk, act, u, &logp, &ent, &dc);
                 ppo_sample_result res;
                 ppo_sample_loss(logp, v->logp[i], v->adv[i], ent, t->vout[r], v->ret[i], w->clip,
                                 w->td_w, w->ent_w, w->scale, &res);
-                ppo_model_dist_backward(md, md->g.params, h, v->act[i], u, res.dlogp,
-                                        res.dentropy, &dc, t->dhead + (size_t)r * hd,
+                ppo_model_dist_backward(md, md->g.params, h, mk, act, u, res.dlogp, res.dentropy,
+                                        &dc, t->dhead + (size_t)r * hd,
                                         ad ? t->dlogstd + (size_t)r * ad : NULL);
                 t->dval[r] = res.dvalue;
                 st[ST_PG] += res.pg_loss;
@@ -1069,7 +1083,8 @@ static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
 }
 
 /* Greedy actions, in slices of EVAL_ROWS rows (the evaluation cache). */
-static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+static void ppo_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                       int *act, float *u) {
     ppo *t = (ppo *)a;
     ppo_model *md = &t->md;
     int od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
@@ -1089,9 +1104,12 @@ static void ppo_greedy(algorithm *a, const float *obs, int rows, int *act, float
         } else {
             net_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
         }
-        for (int k = 0; k < b; k++)
-            ppo_model_mode(md, t->eval_head + (size_t)k * hd, &act[r0 + k],
-                           ad ? u + (size_t)(r0 + k) * ad : NULL);
+        for (int k = 0; k < b; k++) {
+            size_t r = (size_t)(r0 + k);
+            ppo_model_mode(md, t->eval_head + (size_t)k * hd,
+                           mask ? mask + r * md->num_actions : NULL,
+                           &act[r * md->action_ints], ad ? u + r * ad : NULL);
+        }
     }
 }
 
@@ -1115,7 +1133,8 @@ static int ppo_greedy_reset(algorithm *a, int rows, calf_error *err) {
 
 /* The actor and its distribution's mode, as ppo_greedy and ppo_model_mode compute them (on
  * the observation normalized by the checkpoint's statistics, when configured): the
- * categorical's argmax, or the Gaussian's mean (unclipped: the env clips). */
+ * categorical's argmax (among the valid actions, with a mask; per sub-action, for
+ * MultiDiscrete), or the Gaussian's mean (unclipped: the env clips). */
 static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     const ppo *t = (const ppo *)a;
     const ppo_model *md = &t->md;
@@ -1130,8 +1149,11 @@ static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     if (t->p.normalize_obs) obs_norm_export_c(&t->onorm, x, "obs_in");
     export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
                   t->p.normalize_obs ? "obs_in" : "obs");
-    if (md->num_actions > 0) {
-        export_c_argmax_return(x, "head", md->num_actions);
+    if (md->num_action_dims > 0) {
+        export_c_multi_argmax_return(x, "head", md->nvec, md->num_action_dims, md->masked);
+    } else if (md->num_actions > 0) {
+        if (md->masked) export_c_masked_argmax_return(x, "head", md->num_actions);
+        else export_c_argmax_return(x, "head", md->num_actions);
     } else {
         export_c_body(x, "    for (int i = 0; i < %d; i++) action[i] = head[i]; /* the mean */\n"
                          "    return 0;\n", md->action_dim);

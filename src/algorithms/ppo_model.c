@@ -28,6 +28,10 @@ int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *s
     md->obs_dim = spec->obs_dim;
     md->num_actions = spec->num_actions;
     md->action_dim = spec->action_dim;
+    md->num_action_dims = spec->num_action_dims;
+    md->nvec = spec->num_action_dims > 0 ? spec->action_nvec : NULL;
+    md->action_ints = calf_env_action_ints(spec);
+    md->masked = spec->action_mask != 0;
     md->head_dim = spec->num_actions > 0 ? spec->num_actions : spec->action_dim;
     int a_lstm = (int)calf_config_int(cfg, CFG_PPO_ACTOR_LSTM);
     int v_lstm = (int)calf_config_int(cfg, CFG_PPO_VALUE_LSTM);
@@ -95,11 +99,19 @@ void ppo_model_use_state(ppo_model *md, float *params, float *m, float *v, float
     param_group_use(&md->g, params, grad, m, v);
 }
 
-float ppo_model_sample(const ppo_model *md, const float *params, const float *head, calf_rng *rng,
-                       int *action, float *u) {
+float ppo_model_sample(const ppo_model *md, const float *params, const float *head,
+                       const uint8_t *mask, calf_rng *rng, int *action, float *u) {
+    if (md->num_action_dims > 0) {
+        float logp;
+        dist_multi_sample(head, mask, md->nvec, md->num_action_dims, rng, action);
+        dist_multi_eval(head, mask, md->nvec, md->num_action_dims, action, &logp, NULL);
+        return logp;
+    }
     if (md->num_actions > 0) {
-        *action = dist_categorical_sample(head, md->num_actions, rng);
-        return dist_categorical_log_prob(head, md->num_actions, *action);
+        float logp;
+        *action = dist_categorical_sample_masked(head, mask, md->num_actions, rng);
+        dist_categorical_eval_masked(head, mask, md->num_actions, *action, &logp, NULL, NULL);
+        return logp;
     }
     const float *log_std = params + md->log_std_off;
     *action = 0;
@@ -107,19 +119,26 @@ float ppo_model_sample(const ppo_model *md, const float *params, const float *he
     return dist_gaussian_log_prob(head, log_std, md->action_dim, u);
 }
 
-void ppo_model_mode(const ppo_model *md, const float *head, int *action, float *u) {
-    if (md->num_actions > 0) *action = dist_categorical_mode(head, md->num_actions);
+void ppo_model_mode(const ppo_model *md, const float *head, const uint8_t *mask, int *action,
+                    float *u) {
+    if (md->num_action_dims > 0) dist_multi_mode(head, mask, md->nvec, md->num_action_dims, action);
+    else if (md->num_actions > 0) *action = dist_categorical_mode_masked(head, mask, md->num_actions);
     else {
         *action = 0;
         dist_gaussian_mode(head, md->action_dim, u);
     }
 }
 
-void ppo_model_logp_entropy(const ppo_model *md, const float *params, const float *head, int action,
-                            const float *u, float *logp, float *entropy,
-                            dist_categorical_cache *cache) {
+void ppo_model_logp_entropy(const ppo_model *md, const float *params, const float *head,
+                            const uint8_t *mask, const int *action, const float *u, float *logp,
+                            float *entropy, dist_categorical_cache *cache) {
+    if (md->num_action_dims > 0) {
+        if (cache) cache->n = 0; /* nothing cached: the backward recomputes the same numbers */
+        dist_multi_eval(head, mask, md->nvec, md->num_action_dims, action, logp, entropy);
+        return;
+    }
     if (md->num_actions > 0) {
-        dist_categorical_eval(head, md->num_actions, action, logp, entropy, cache);
+        dist_categorical_eval_masked(head, mask, md->num_actions, *action, logp, entropy, cache);
         return;
     }
     const float *log_std = params + md->log_std_off;
@@ -128,10 +147,16 @@ void ppo_model_logp_entropy(const ppo_model *md, const float *params, const floa
 }
 
 void ppo_model_dist_backward(const ppo_model *md, const float *params, const float *head,
-                             int action, const float *u, float c_logp, float c_ent,
-                             const dist_categorical_cache *cache, float *dhead, float *dlog_std) {
+                             const uint8_t *mask, const int *action, const float *u, float c_logp,
+                             float c_ent, const dist_categorical_cache *cache, float *dhead,
+                             float *dlog_std) {
+    if (md->num_action_dims > 0) {
+        dist_multi_grad(head, mask, md->nvec, md->num_action_dims, action, c_logp, c_ent, dhead);
+        return;
+    }
     if (md->num_actions > 0) {
-        dist_categorical_grad_cached(head, md->num_actions, action, c_logp, c_ent, cache, dhead);
+        dist_categorical_grad_masked(head, mask, md->num_actions, *action, c_logp, c_ent, cache,
+                                     dhead);
         return;
     }
     /* written per row; the trainer sums rows in order into the env's partial */

@@ -1,7 +1,8 @@
 /* ppo_model.h: the actor-critic that PPO trains: a policy network (logits of a categorical,
- * or the means of a diagonal Gaussian with a state-independent log-std) and a value
- * network (net.h: MLPs, or conv layers first), laid out in one flat parameter array with
- * gradients and Adam moments beside it. */
+ * masked or not, or of a factored categorical for MultiDiscrete, or the means of a
+ * diagonal Gaussian with a state-independent log-std) and a value network (net.h: MLPs,
+ * or conv layers first), laid out in one flat parameter array with gradients and Adam
+ * moments beside it. */
 #ifndef CALF_PPO_MODEL_H
 #define CALF_PPO_MODEL_H
 
@@ -20,7 +21,12 @@
 
 typedef struct ppo_model {
     int obs_dim;
-    int num_actions;        /* discrete: number of actions; 0 when continuous */
+    int num_actions;        /* discrete: number of actions (MultiDiscrete: the sum of nvec);
+                             * 0 when continuous */
+    int num_action_dims;    /* MultiDiscrete: sub-actions; 0 otherwise */
+    const int *nvec;        /* (num_action_dims) MultiDiscrete sizes (the spec's array) */
+    int action_ints;        /* ints per action: num_action_dims, or 1 */
+    bool masked;            /* the env masks its actions: rows come with a mask */
     int action_dim;         /* continuous: action size; 0 when discrete */
     int head_dim;           /* actor output size: num_actions or action_dim */
     net actor, value;       /* separate networks, each from its own config rows */
@@ -59,25 +65,29 @@ void ppo_model_free(ppo_model *md);
 /* The model's arrays in memory the caller owns (param_group_use). */
 void ppo_model_use_state(ppo_model *md, float *params, float *m, float *v, float *grad);
 
-/* Per-row policy math on an actor output row (head_dim floats). */
+/* Per-row policy math on an actor output row (head_dim floats). mask: the row's
+ * (num_actions) valid actions, or NULL (all valid; the unmasked bits); invalid actions
+ * have probability 0 (action_dist.h). action: action_ints ints. */
 /* Sample an action from the row's distribution with rng; returns its log-prob.
- * Discrete: *action; continuous: u (action_dim, unclipped). */
-float ppo_model_sample(const ppo_model *md, const float *params, const float *head, calf_rng *rng,
-                       int *action, float *u);
+ * Discrete: action; continuous: u (action_dim, unclipped). */
+float ppo_model_sample(const ppo_model *md, const float *params, const float *head,
+                       const uint8_t *mask, calf_rng *rng, int *action, float *u);
 /* The greedy action (mode). */
-void ppo_model_mode(const ppo_model *md, const float *head, int *action, float *u);
+void ppo_model_mode(const ppo_model *md, const float *head, const uint8_t *mask, int *action,
+                    float *u);
 /* Log-prob and entropy of an action under the row's distribution. cache (may be NULL)
  * keeps what the row's ppo_model_dist_backward can reuse. */
-void ppo_model_logp_entropy(const ppo_model *md, const float *params, const float *head, int action,
-                            const float *u, float *logp, float *entropy,
-                            dist_categorical_cache *cache);
+void ppo_model_logp_entropy(const ppo_model *md, const float *params, const float *head,
+                            const uint8_t *mask, const int *action, const float *u, float *logp,
+                            float *entropy, dist_categorical_cache *cache);
 /* Gradient of (c_logp * logp(action) + c_ent * entropy) w.r.t. the head row (written to
  * dhead) and, for continuous actions, this row's log-std gradient WRITTEN to dlog_std
  * (action_dim); the caller sums rows in a fixed order. cache: what ppo_model_logp_entropy
  * left for this row, or NULL. */
 void ppo_model_dist_backward(const ppo_model *md, const float *params, const float *head,
-                             int action, const float *u, float c_logp, float c_ent,
-                             const dist_categorical_cache *cache, float *dhead, float *dlog_std);
+                             const uint8_t *mask, const int *action, const float *u, float c_logp,
+                             float c_ent, const dist_categorical_cache *cache, float *dhead,
+                             float *dlog_std);
 
 /* 64-bit digest of parameters and Adam moments (to prove ranks agree). */
 uint64_t ppo_model_digest(const ppo_model *md);

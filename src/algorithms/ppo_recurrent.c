@@ -236,11 +236,11 @@ void ppo_seq_grad(const ppo_model *md, const float *params, uint64_t version,
         const float *u = ad ? sq->u + (size_t)j * ad : NULL;
         float logp, ent;
         dist_categorical_cache dc;
-        ppo_model_logp_entropy(md, params, h, sq->act[j], u, &logp, &ent, &dc);
+        ppo_model_logp_entropy(md, params, h, NULL, &sq->act[j], u, &logp, &ent, &dc);
         ppo_sample_result res;
         ppo_sample_loss(logp, sq->logp[j], sq->adv[j], ent, w->val[j], sq->ret[j], lw->clip,
                         lw->td_w, lw->ent_w, lw->scale, &res);
-        ppo_model_dist_backward(md, params, h, sq->act[j], u, res.dlogp, res.dentropy, &dc,
+        ppo_model_dist_backward(md, params, h, NULL, &sq->act[j], u, res.dlogp, res.dentropy, &dc,
                                 w->dhead + (size_t)j * hd, ad ? w->dlogstd + (size_t)j * ad : NULL);
         w->dval[j] = res.dvalue;
         stats[0] += res.pg_loss;

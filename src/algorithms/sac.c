@@ -16,6 +16,7 @@
 #include "algorithms/sac_math.h"
 #include "base/mem.h"
 #include "base/cmath.h"
+#include "numerics/action_dist.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
 
@@ -60,8 +61,8 @@ static const float *eps2_of(const sac *t, int r) { return eps_of(t, r) + t->o.A;
 /* ---- settings ------------------------------------------------------------------- */
 
 static int sac_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
-    (void)spec;
-    int rc = offpolicy_check_mlp_only(cfg, "SacAlgorithm", err);
+    int rc = offpolicy_check_action_space(cfg, spec, "SacAlgorithm", false, err);
+    if (rc == CALF_OK) rc = offpolicy_check_mlp_only(cfg, "SacAlgorithm", err);
     return rc ? rc : offpolicy_check(cfg, "SacAlgorithm", err);
 }
 
@@ -194,12 +195,12 @@ static void min_rows(const float *qa, const float *qb, int rows, int n, float *o
 
 static float alpha_of(const sac *t) { return (float)cm_exp((double)t->alpha_g.params[0]); }
 
-static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs, int *act,
-                    float *u) {
+static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs,
+                    const uint8_t *mask, int *act, float *u) {
     sac *t = (sac *)a;
     offpolicy *o = &t->o;
     int n = o->count, A = o->A;
-    if (offpolicy_act_random(o, iteration, s, act, u)) return;
+    if (offpolicy_act_random(o, iteration, s, mask, act, u)) return;
     if (A > 0) {
         nn_mlp_forward(&t->actor, t->actor_g.params, obs, n, &t->actor_cache, t->head);
         for (int e = 0; e < n; e++) {
@@ -220,8 +221,9 @@ static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs, in
                                      calf_rng_uniform_double(&o->act_rng[e]));
 }
 
-static void sac_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
-    sac *t = (sac *)a;
+static void sac_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                       int *act, float *u) {
+    sac *t = (sac *)a; /* sac_check refuses masked envs; a caller's mask (calf_policy) holds */
     const offpolicy *o = &t->o;
     for (int r0 = 0; r0 < rows; r0 += o->rows) {
         int b = rows - r0 < o->rows ? rows - r0 : o->rows;
@@ -238,7 +240,10 @@ static void sac_greedy(algorithm *a, const float *obs, int rows, int *act, float
         nn_mlp_forward(&t->q1, t->critic_g.params, x, b, &t->qa_cache, t->qa);
         nn_mlp_forward(&t->q2, t->critic_g.params, x, b, &t->qb_cache, t->qb);
         min_rows(t->qa, t->qb, b, o->nA, t->ta);
-        for (int k = 0; k < b; k++) act[r0 + k] = sac_discrete_greedy(o->nA, t->ta + (size_t)k * o->nA);
+        for (int k = 0; k < b; k++)
+            act[r0 + k] = mask ? dist_categorical_mode_masked(t->ta + (size_t)k * o->nA,
+                                                              mask + (size_t)(r0 + k) * o->nA, o->nA)
+                               : sac_discrete_greedy(o->nA, t->ta + (size_t)k * o->nA);
     }
 }
 

@@ -214,6 +214,29 @@ static int check_spaces(const calf_env_spec *s, calf_error *err) {
     return CALF_OK;
 }
 
+/* The action side of ABI 3's hooks, once check_spaces passed the fields: a MultiDiscrete
+ * class steps through step_multi (and only it has one), a masked one has action_mask. */
+static int check_action_hooks(const calf_env_class *cls, calf_error *err) {
+    const calf_env_spec *s = &cls->spec;
+    const char *n = s->name;
+    if (s->num_action_dims > (1 << 10))
+        return calf_error_set(err, CALF_EINVAL, "env '%s': num_action_dims %d not in [0, 1024]",
+                              n, s->num_action_dims);
+    if ((s->num_action_dims > 0) != (cls->step_multi != NULL))
+        return calf_error_set(err, CALF_EINVAL,
+                              s->num_action_dims > 0
+                                  ? "env '%s': a MultiDiscrete action needs action_nvec and "
+                                    "step_multi"
+                                  : "env '%s': step_multi without a MultiDiscrete action "
+                                    "(num_action_dims 0)",
+                              n);
+    if ((s->action_mask != 0) != (cls->action_mask != NULL))
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': spec.action_mask (1) and the action_mask hook go "
+                              "together", n);
+    return CALF_OK;
+}
+
 /* Rejects what would break an env at run time: sizes no buffer could hold, an
  * ambiguous action space, bounds that clipping cannot use, hooks without their pair. */
 static int check_spec(const calf_env_class *cls, calf_error *err) {
@@ -228,7 +251,7 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
             return calf_error_set(err, CALF_EINVAL,
                                   "env name '%s' contains a space or non-printable character", n);
     }
-    if (!cls->reset || !cls->step)
+    if (!cls->reset || (!cls->step && !(s->num_action_dims > 0 && cls->step_multi)))
         return calf_error_set(err, CALF_EINVAL, "env '%s': reset and step are required", n);
     /* The limits only keep products of sizes far from overflow. */
     if (s->obs_dim < 1 || s->obs_dim > (1 << 20))
@@ -270,7 +293,8 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
     if ((cls->reset_state != NULL) != (s->reset_state_dim > 0) || s->reset_state_dim > (1 << 16))
         return calf_error_set(err, CALF_EINVAL,
                               "env '%s': reset_state and reset_state_dim (1..2^16) go together", n);
-    return check_spaces(s, err);
+    int rc = check_spaces(s, err);
+    return rc != CALF_OK ? rc : check_action_hooks(cls, err);
 }
 
 /* calf_env_spec and calf_env_class as ABI version 2 laid them out (include/calf/env.h
@@ -554,8 +578,38 @@ void calf_env_reset(calf_env *env, float *obs) {
     env->cls->reset(env->state, &env->rng, obs);
 }
 
+int calf_env_action_ints(const calf_env_spec *spec) {
+    return spec->num_action_dims > 0 ? spec->num_action_dims : 1;
+}
+
+int calf_env_action_mask(const calf_env *env, uint8_t *mask) {
+    const calf_env_class *cls = env->cls;
+    const calf_env_spec *sp = &cls->spec;
+    if (!cls->action_mask) {
+        memset(mask, 1, (size_t)sp->num_actions);
+        return 0;
+    }
+    cls->action_mask(env->state, mask);
+    int empty = 0, dims = calf_env_action_ints(sp);
+    for (int d = 0, off = 0; d < dims; d++) {
+        int w = sp->num_action_dims > 0 ? sp->action_nvec[d] : sp->num_actions, any = 0;
+        for (int j = 0; j < w; j++) any |= mask[off + j] != 0;
+        if (!any) {
+            memset(mask + off, 1, (size_t)w);
+            empty = 1;
+        }
+        off += w;
+    }
+    return empty;
+}
+
 void calf_env_step(calf_env *env, int action, const float *u, float *obs, float *reward,
                    int *terminated, int *truncated) {
+    calf_env_step_actions(env, &action, u, obs, reward, terminated, truncated);
+}
+
+void calf_env_step_actions(calf_env *env, const int *actions, const float *u, float *obs,
+                           float *reward, int *terminated, int *truncated) {
     const calf_env_class *cls = env->cls;
     const calf_env_spec *spec = &cls->spec;
     float *clipped = env->clipped;
@@ -569,10 +623,20 @@ void calf_env_step(calf_env *env, int action, const float *u, float *obs, float 
                          : x > spec->action_high[j] ? spec->action_high[j] : x;
         }
         uc = clipped;
-    } else {
-        CALF_ASSERT(action >= 0 && action < spec->num_actions);
     }
-    int r = cls->step(env->state, &env->rng, action, uc, obs, reward);
+    int r;
+    if (spec->num_action_dims > 0) {
+        for (int d = 0; d < spec->num_action_dims; d++)
+            CALF_ASSERT(actions[d] >= 0 && actions[d] < spec->action_nvec[d]);
+        r = cls->step_multi(env->state, &env->rng, actions, obs, reward);
+    } else {
+        int action = 0;
+        if (spec->action_dim == 0) {
+            action = actions[0];
+            CALF_ASSERT(action >= 0 && action < spec->num_actions);
+        }
+        r = cls->step(env->state, &env->rng, action, uc, obs, reward);
+    }
     int term = r != 0 && r != CALF_ENV_TRUNCATED;
     env->elapsed_steps++;
     *terminated = term;

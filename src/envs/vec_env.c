@@ -46,11 +46,14 @@ int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, in
     ve->obs_high = cls->spec.obs_dtype != CALF_DTYPE_U8 ? 0
                    : cls->spec.obs_high > 0         ? cls->spec.obs_high
                                                     : 255;
+    ve->action_ints = calf_env_action_ints(&cls->spec);
     bool ok = (ve->envs = mem_calloc((size_t)count, sizeof *ve->envs, err)) &&
               (ve->obs = mem_calloc((size_t)count * (size_t)ve->obs_dim, sizeof *ve->obs, err)) &&
               (ve->episode_return = mem_calloc((size_t)count, sizeof *ve->episode_return, err)) &&
               (ve->episode_length = mem_calloc((size_t)count, sizeof *ve->episode_length, err)) &&
               (ve->scratch_obs = mem_calloc(2 * (size_t)ve->obs_dim, sizeof *ve->scratch_obs, err));
+    if (ok && cls->spec.action_mask)
+        ok = (ve->mask = mem_calloc((size_t)count, (size_t)ve->num_actions, err)) != NULL;
     if (ok && cls->step_many && ve->action_dim > 0)
         ok = (ve->clipped = mem_calloc((size_t)count * (size_t)ve->action_dim, sizeof *ve->clipped,
                                        err)) != NULL;
@@ -80,6 +83,7 @@ void vec_env_free(vec_env *ve) {
     free(ve->episode_length);
     free(ve->clipped);
     free(ve->scratch_obs);
+    free(ve->mask);
     memset(ve, 0, sizeof *ve);
 }
 
@@ -173,11 +177,29 @@ int vec_env_fault(const vec_env *ve, calf_error *err) {
     return calf_error_set(err, ve->fault.status, "%s", ve->fault.msg);
 }
 
+/* Env local_i's row of ve->mask from its current state (when the class has a mask); a
+ * mask that allows no action is the env's fault (calf_env_action_mask allowed all). */
+static void refresh_mask(vec_env *ve, int local_i) {
+    if (!ve->mask ||
+        !calf_env_action_mask(&ve->envs[local_i], ve->mask + (size_t)local_i * ve->num_actions) ||
+        ve->fault.status != CALF_OK)
+        return;
+    const calf_env *env = &ve->envs[local_i];
+    const char *lib = calf_env_class_library(env->cls);
+    calf_error_set(&ve->fault, CALF_EINVAL,
+                   "environment %s%s%s, env index %lld: step %d of its episode: its action mask "
+                   "allows no action%s; the environment is at fault, not training",
+                   env->cls->spec.name, lib ? " of plug-in " : "", lib ? lib : "",
+                   (long long)ve->begin + local_i, env->elapsed_steps,
+                   env->cls->spec.num_action_dims > 0 ? " of a sub-action" : "");
+}
+
 int vec_env_reset(vec_env *ve) {
     for (int i = 0; i < ve->count; i++) {
         float *obs = ve->obs + (size_t)i * (size_t)ve->obs_dim;
         calf_env_reset(&ve->envs[i], obs);
         check_reset(ve, i, obs);
+        refresh_mask(ve, i);
         ve->episode_return[i] = 0.0;
         ve->episode_length[i] = 0;
     }
@@ -210,7 +232,8 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
     int *restrict run_length = ve->episode_length;
     const calf_env_class *cls = envs[0].cls;
     CALF_ASSERT(ad > 0 ? cont_actions != NULL : actions != NULL);
-    if (cls->step_many) {
+    const int ai = ve->action_ints;
+    if (cls->step_many && ai == 1) {
         const float *u = NULL;
         if (ad > 0) {
             clip_actions(&cls->spec, cont_actions, ve->clipped, n);
@@ -231,9 +254,9 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
     } else {
         for (int i = 0; i < n; i++) {
             int term, trunc;
-            calf_env_step(&envs[i], ad > 0 ? 0 : actions[i],
-                          ad > 0 ? cont_actions + (size_t)i * (size_t)ad : NULL,
-                          vobs + (size_t)i * (size_t)od, &reward[i], &term, &trunc);
+            calf_env_step_actions(&envs[i], ad > 0 ? NULL : actions + (size_t)i * ai,
+                                  ad > 0 ? cont_actions + (size_t)i * (size_t)ad : NULL,
+                                  vobs + (size_t)i * (size_t)od, &reward[i], &term, &trunc);
             terminated[i] = (uint8_t)term;
             truncated[i] = (uint8_t)trunc;
         }
@@ -255,6 +278,7 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
             calf_env_reset(&envs[i], vobs + (size_t)i * (size_t)od);
             check_reset(ve, i, vobs + (size_t)i * (size_t)od);
         }
+    for (int i = 0; ve->mask && i < n; i++) refresh_mask(ve, i);
     return ve->fault.status;
 }
 
@@ -384,6 +408,7 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
         float *row = ve->obs + (size_t)local_i * (size_t)ve->obs_dim;
         calf_env_reset(env, row);
         check_reset(ve, local_i, row);
+        refresh_mask(ve, local_i);
         ve->episode_length[local_i] = 0;
         ve->episode_return[local_i] = 0.0;
         return CALF_OK;
@@ -392,6 +417,7 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     ve->episode_length[local_i] = length;
     ve->episode_return[local_i] = ret;
     memcpy(ve->obs + (size_t)local_i * (size_t)ve->obs_dim, obs, (size_t)ve->obs_dim * sizeof *obs);
+    refresh_mask(ve, local_i);
     return CALF_OK;
 }
 
@@ -464,6 +490,16 @@ int calf_vec_env_num_actions(const calf_vec_env *v) {
     return open_handle(v) ? v->ve.num_actions : -1;
 }
 int calf_vec_env_action_dim(const calf_vec_env *v) { return open_handle(v) ? v->ve.action_dim : -1; }
+int calf_vec_env_action_dims(const calf_vec_env *v) {
+    return open_handle(v) ? handle_spec(v)->num_action_dims : -1;
+}
+const int *calf_vec_env_action_nvec(const calf_vec_env *v) {
+    return open_handle(v) && handle_spec(v)->num_action_dims > 0 ? handle_spec(v)->action_nvec
+                                                                 : NULL;
+}
+const uint8_t *calf_vec_env_action_mask(const calf_vec_env *v) {
+    return open_handle(v) ? v->ve.mask : NULL;
+}
 const float *calf_vec_env_action_low(const calf_vec_env *v) {
     return open_handle(v) && v->ve.action_dim ? handle_spec(v)->action_low : NULL;
 }
@@ -509,12 +545,23 @@ int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_act
             return calf_error_set(err, CALF_EINVAL,
                                   "calf_vec_env_step: %s has discrete actions: actions is NULL",
                                   handle_spec(v)->name);
+        const calf_env_spec *sp = handle_spec(v);
+        int ai = ve->action_ints;
         for (int i = 0; i < ve->count; i++)
-            if (actions[i] < 0 || actions[i] >= ve->num_actions)
-                return calf_error_set(err, CALF_EINVAL,
-                                      "calf_vec_env_step: action %d of row %d (env index %lld) is "
-                                      "not in 0..%d",
-                                      actions[i], i, (long long)ve->begin + i, ve->num_actions - 1);
+            for (int d = 0; d < ai; d++) {
+                int a = actions[(size_t)i * ai + d];
+                int n = sp->num_action_dims > 0 ? sp->action_nvec[d] : ve->num_actions;
+                if ((a < 0 || a >= n) && sp->num_action_dims > 0)
+                    return calf_error_set(err, CALF_EINVAL,
+                                          "calf_vec_env_step: sub-action %d of row %d (env index "
+                                          "%lld) is %d, not in 0..%d",
+                                          d, i, (long long)ve->begin + i, a, n - 1);
+                if (a < 0 || a >= n)
+                    return calf_error_set(err, CALF_EINVAL,
+                                          "calf_vec_env_step: action %d of row %d (env index "
+                                          "%lld) is not in 0..%d",
+                                          a, i, (long long)ve->begin + i, n - 1);
+            }
     }
     calf_error_clear(&ve->fault);
     vec_env_step(ve, actions, ve->action_dim ? cont_actions : NULL, reward, terminated, truncated,

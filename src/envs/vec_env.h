@@ -16,7 +16,12 @@ typedef struct vec_env {
     int obs_dim, num_actions, action_dim;
     int obs_high;              /* a CALF_DTYPE_U8 env's largest value (spec.obs_high, or 255);
                                   0 for floats */
+    int action_ints;           /* ints per env's action: num_action_dims (MultiDiscrete), else 1 */
     calf_env *envs;            /* (count) */
+    uint8_t *mask;             /* (count, num_actions) the actions each env's current state
+                                  allows (after auto-reset: the new episode's), kept after
+                                  every reset, step and loaded record; NULL when the class
+                                  has no mask */
     float *obs;                /* (count, obs_dim) current observation (after auto-reset) */
     double *episode_return;    /* (count) running return of the current episode */
     int *episode_length;       /* (count) */
@@ -40,8 +45,8 @@ void vec_env_free(vec_env *ve);   /* safe on a zeroed or freed vec_env */
 /* Start a new episode in every env (draws from each env's stream; init already did
  * this once), fill obs, zero the episode accumulators. Returns ve->fault.status. */
 int vec_env_reset(vec_env *ve);
-/* Step every env. actions (count) for discrete, cont_actions (count, action_dim) for
- * continuous (the other may be NULL).
+/* Step every env. actions (count, action_ints) for discrete and MultiDiscrete,
+ * cont_actions (count, action_dim) for continuous (the other may be NULL).
  * Outputs (count): reward, terminated, truncated; final_obs (count, obs_dim, may be
  * NULL): the observation the step produced BEFORE auto-reset (so the trainer can
  * bootstrap on truncation); ve->obs afterwards holds the next observation (the reset

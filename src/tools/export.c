@@ -191,6 +191,32 @@ void export_c_argmax_return(export_c *x, const char *v, int n) {
                   n, v, v);
 }
 
+void export_c_masked_argmax_return(export_c *x, const char *v, int n) {
+    export_c_body(x,
+                  "    int best = -1;\n"
+                  "    for (int j = 0; j < %d; j++)\n"
+                  "        if ((!mask || mask[j]) && (best < 0 || %s[j] > %s[best])) best = j;\n"
+                  "    action[0] = (float)best;\n"
+                  "    return best;\n",
+                  n, v, v);
+}
+
+void export_c_multi_argmax_return(export_c *x, const char *v, const int *nvec, int D,
+                                  bool masked) {
+    export_c_body(x, "    static const int nvec[%d] = {", D);
+    for (int d = 0; d < D; d++) export_c_body(x, "%s%d", d ? ", " : "", nvec[d]);
+    export_c_body(x,
+                  "};\n"
+                  "    for (int d = 0, off = 0; d < %d; off += nvec[d], d++) {\n"
+                  "        int best = -1;\n"
+                  "        for (int j = off; j < off + nvec[d]; j++)\n"
+                  "            if (%s(best < 0 || %s[j] > %s[best])) best = j;\n"
+                  "        action[d] = (float)(best - off);\n"
+                  "    }\n"
+                  "    return 0;\n",
+                  D, masked ? "(!mask || mask[j]) && " : "", v, v);
+}
+
 /* ---- the file ------------------------------------------------------------------- */
 
 /* Floating-point contraction off, whatever the compiler's default: clang honours C99's
@@ -342,7 +368,7 @@ static const char *comment_safe(const char *s, char *buf, size_t cap) {
 /* The comment that opens the file, and the macros. */
 static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
     const calf_env_spec *spec = &p->cls->spec;
-    bool discrete = spec->num_actions > 0;
+    bool discrete = spec->num_actions > 0, multi = spec->num_action_dims > 0;
     char rs[4200], ps[4200], es[256];
     put_f(b,
           "/* The greedy policy of a calf run, written by `calf export` (calf %s).\n"
@@ -354,12 +380,20 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
           " *   obs: CALF_POLICY_OBS_DIM floats, as the environment observes them.\n",
           calf_version(), comment_safe(root, rs, sizeof rs), comment_safe(p->path, ps, sizeof ps),
           (long long)p->iteration, calf_config_string(&p->cfg, CALF_CFG_ALGORITHM_CTOR), comment_safe(spec->name, es, sizeof es));
-    if (discrete)
+    if (multi)
+        put_f(b, " *   MultiDiscrete: writes CALF_POLICY_ACTION_DIM sub-actions to action as floats, sub-action d\n"
+                 " *   in 0..nvec[d]-1 (CALF_POLICY_ACTION_NVEC), and returns 0.\n");
+    else if (discrete)
         put_f(b, " *   Returns the action, 0..CALF_POLICY_NUM_ACTIONS-1, and writes it to action[0] as a float.\n");
     else
         put_f(b,
               " *   Writes CALF_POLICY_ACTION_DIM floats to action and returns 0. They are not clipped:\n"
               " *   calf's environments clip actions to CALF_POLICY_ACTION_LOW..HIGH as they step.\n");
+    if (spec->action_mask)
+        put_f(b, " *\n"
+                 " * int calf_policy_act_masked(const float *obs, const unsigned char *mask, float *action)\n"
+                 " *   The same among the valid actions: mask, CALF_POLICY_NUM_ACTIONS bytes as the env\n"
+                 " *   reports them, nonzero where valid (NULL: all valid, calf_policy_act).\n");
     put_f(b,
           " *\n"
           " * It computes what `calf play` computes for obs, operation for operation: discrete\n"
@@ -372,7 +406,17 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
           "#define CALF_POLICY_DISCRETE %d\n"
           "#define CALF_POLICY_CONTINUOUS %d\n",
           spec->obs_dim, discrete, !discrete);
-    if (discrete) {
+    if (spec->action_mask) put_f(b, "#define CALF_POLICY_MASKED 1\n");
+    if (multi) {
+        put_f(b, "#define CALF_POLICY_NUM_ACTIONS %d /* the sum of the sub-actions' sizes */\n"
+                 "#define CALF_POLICY_NUM_ACTION_DIMS %d\n"
+                 "#define CALF_POLICY_ACTION_DIM %d /* the floats calf_policy_act writes */\n"
+                 "#define CALF_POLICY_ACTION_NVEC {",
+              spec->num_actions, spec->num_action_dims, spec->num_action_dims);
+        for (int d = 0; d < spec->num_action_dims; d++)
+            put_f(b, "%s%d", d ? ", " : "", spec->action_nvec[d]);
+        put_f(b, "}\n");
+    } else if (discrete) {
         put_f(b, "#define CALF_POLICY_NUM_ACTIONS %d\n"
                  "#define CALF_POLICY_ACTION_DIM 1 /* the floats calf_policy_act writes */\n",
               spec->num_actions);
@@ -388,7 +432,11 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
             put_f(b, "}\n");
         }
     }
-    put_f(b, "int calf_policy_act(const float *obs, float *action);\n\n");
+    put_f(b, "int calf_policy_act(const float *obs, float *action);\n");
+    if (spec->action_mask)
+        put_f(b, "int calf_policy_act_masked(const float *obs, const unsigned char *mask, "
+                 "float *action);\n");
+    put_f(b, "\n");
 }
 
 static int export_text(const play_policy *p, const char *root, bytes_buf *out, calf_error *err) {
@@ -406,10 +454,19 @@ static int export_text(const play_policy *p, const char *root, bytes_buf *out, c
         put_prelude(out, &x);
         unsigned char *at = x.nets.len ? bytes_buf_room(out, x.nets.len) : NULL;
         if (at) memcpy(at, x.nets.data, x.nets.len);
-        put_f(out, "\nint calf_policy_act(const float *obs, float *action) {\n");
+        bool masked = p->cls->spec.action_mask != 0;
+        if (masked)
+            put_f(out, "\nint calf_policy_act_masked(const float *obs, const unsigned char *mask, "
+                       "float *action) {\n");
+        else
+            put_f(out, "\nint calf_policy_act(const float *obs, float *action) {\n");
         at = x.body.len ? bytes_buf_room(out, x.body.len) : NULL;
         if (at) memcpy(at, x.body.data, x.body.len);
         put_f(out, "}\n");
+        if (masked)
+            put_f(out, "\nint calf_policy_act(const float *obs, float *action) {\n"
+                       "    return calf_policy_act_masked(obs, 0, action);\n"
+                       "}\n");
         if (x.nets.failed || x.body.failed || out->failed)
             rc = calf_error_set(err, CALF_ENOMEM,
                                 "export: out of memory writing the C file of %s (%zu bytes so far)",

@@ -8,6 +8,8 @@
 #ifndef CALF_EXPORT_H
 #define CALF_EXPORT_H
 
+#include <stdbool.h>
+
 #include "calf/error.h"
 #include "numerics/net.h"
 #include "numerics/nn.h"
@@ -34,6 +36,15 @@ void export_c_body(export_c *x, const char *fmt, ...) __attribute__((format(prin
  * the array named v, the lowest on ties (strict >, as dist_categorical_mode and
  * sac_discrete_greedy pick it), written to action[0] as a float and returned. */
 void export_c_argmax_return(export_c *x, const char *v, int n);
+/* The same among the valid actions of an env with a mask: the body then also has `mask`
+ * (n bytes, nonzero valid; NULL: all valid), and the lowest valid index that holds the
+ * largest value is returned (dist_categorical_mode_masked). */
+void export_c_masked_argmax_return(export_c *x, const char *v, int n);
+/* MultiDiscrete: each of the D slices of v (nvec[d] floats each, in turn) its argmax
+ * (among the valid ones of `mask` when masked), written to action[d] as a float; returns
+ * 0 (dist_multi_mode). */
+void export_c_multi_argmax_return(export_c *x, const char *v, const int *nvec, int D,
+                                  bool masked);
 
 /* A float (with an f suffix) or a double as C source that reads back as exactly that
  * value: C99 hex, "%a". Writes into buf (at least EXPORT_C_NUM bytes), returns buf. */

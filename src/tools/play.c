@@ -75,15 +75,20 @@ void play_policy_close(play_policy *p) {
 
 /* ---- testing: the policy's greedy actions on given observations ---------------- */
 
-/* One row a line: the observation, then the action (the discrete index, or the
+/* One row a line: the observation, for an env with a mask its num_actions mask bytes
+ * (0 or 1), then the action (the discrete index, a MultiDiscrete's sub-actions, or the
  * continuous vector), each number as %.9g, which reads back as the same float. */
-static void dump_rows(FILE *f, const calf_env_spec *spec, const float *obs, int rows, const int *act,
-                      const float *u) {
-    int od = spec->obs_dim, ad = spec->action_dim;
+static void dump_rows(FILE *f, const calf_env_spec *spec, const float *obs, const uint8_t *mask,
+                      int rows, const int *act, const float *u) {
+    int od = spec->obs_dim, ad = spec->action_dim, ai = calf_env_action_ints(spec);
     for (int r = 0; r < rows; r++) {
         for (int i = 0; i < od; i++) fprintf(f, "%s%.9g", i ? " " : "", (double)obs[(size_t)r * od + i]);
-        if (ad == 0) fprintf(f, " %d\n", act[r]);
-        else {
+        for (int j = 0; mask && j < spec->num_actions; j++)
+            fprintf(f, " %d", mask[(size_t)r * spec->num_actions + j] != 0);
+        if (ad == 0) {
+            for (int d = 0; d < ai; d++) fprintf(f, " %d", act[(size_t)r * ai + d]);
+            fputc('\n', f);
+        } else {
             for (int i = 0; i < ad; i++) fprintf(f, " %.9g", (double)u[(size_t)r * ad + i]);
             fputc('\n', f);
         }
@@ -100,10 +105,11 @@ typedef struct dumping_policy {
     FILE *f;
 } dumping_policy;
 
-static void dumping_greedy(algorithm *a, const float *obs, int rows, int *act, float *u) {
+static void dumping_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                           int *act, float *u) {
     dumping_policy *d = (dumping_policy *)a;
-    d->ops->greedy(d->algo, obs, rows, act, u);
-    dump_rows(d->f, d->spec, obs, rows, act, u);
+    d->ops->greedy(d->algo, obs, mask, rows, act, u);
+    dump_rows(d->f, d->spec, obs, mask, rows, act, u);
 }
 
 static int dumping_greedy_reset(algorithm *a, int rows, calf_error *err) {
@@ -111,8 +117,9 @@ static int dumping_greedy_reset(algorithm *a, int rows, calf_error *err) {
     return d->ops->greedy_reset ? d->ops->greedy_reset(d->algo, rows, err) : CALF_OK;
 }
 
-/* Rows of obs_dim numbers (anything strtof reads), one a line; blank lines skipped.
- * *obs is the caller's (free()). */
+/* Rows of od numbers (anything strtof reads), one a line; blank lines skipped. *obs is
+ * the caller's (free()). (An env with a mask: od is obs_dim + num_actions, the mask's
+ * bytes written as numbers after the observation, as the dump writes them.) */
 static int read_observations(const char *path, int od, float **obs, int *rows, calf_error *err) {
     *obs = NULL;
     *rows = 0;
@@ -170,23 +177,43 @@ static int read_observations(const char *path, int od, float **obs, int *rows, c
 static int act_on_file(const calf_play_testing *t, play_policy *p, FILE *f, int *rows,
                        calf_error *err) {
     const calf_env_spec *spec = &p->cls->spec;
-    float *obs = NULL;
-    int rc = read_observations(t->observations, spec->obs_dim, &obs, rows, err);
+    int od = spec->obs_dim, nA = spec->action_mask ? spec->num_actions : 0;
+    float *in = NULL; /* (rows, od + nA) */
+    int rc = read_observations(t->observations, od + nA, &in, rows, err);
     if (rc) return rc;
-    int ad = spec->action_dim;
-    int *act = mem_calloc((size_t)*rows + 1, sizeof(int), err);
-    float *u = act ? mem_calloc(((size_t)*rows + 1) * (size_t)(ad ? ad : 1), sizeof(float), err)
-                   : NULL;
-    if (!u) {
-        free(obs);
-        free(act);
+    int ad = spec->action_dim, ai = calf_env_action_ints(spec);
+    size_t n = (size_t)*rows + 1;
+    int *act = mem_calloc(n * (size_t)ai, sizeof(int), err);
+    float *u = act ? mem_calloc(n * (size_t)(ad ? ad : 1), sizeof(float), err) : NULL;
+    float *obs = u ? mem_calloc(n * (size_t)od, sizeof(float), err) : NULL;
+    uint8_t *mask = obs && nA ? mem_calloc(n, (size_t)nA, err) : NULL;
+    if (!obs || (nA && !mask)) {
+        free(in), free(act), free(u), free(obs);
         return CALF_ENOMEM;
     }
+    for (int r = 0; r < *rows; r++) {
+        const float *row = in + (size_t)r * (od + nA);
+        memcpy(obs + (size_t)r * od, row, (size_t)od * sizeof(float));
+        for (int j = 0; j < nA; j++) mask[(size_t)r * nA + j] = row[od + j] != 0.0f;
+    }
+    /* a row's mask must allow an action (in each sub-action's slice) */
+    for (int r = 0; r < *rows && mask && rc == CALF_OK; r++)
+        for (int d = 0, off = 0; d < ai && rc == CALF_OK; d++) {
+            int w = spec->num_action_dims > 0 ? spec->action_nvec[d] : nA, valid = 0;
+            for (int j = 0; j < w; j++) valid += mask[(size_t)r * nA + off + j];
+            if (!valid)
+                rc = calf_error_set(err, CALF_EINVAL, "%s: row %d: its mask allows no action",
+                                    t->observations, r + 1);
+            off += w;
+        }
     /* a policy with memory: each row the first step of an episode */
-    if (*rows > 0 && p->ops->greedy_reset) rc = p->ops->greedy_reset(p->algo, *rows, err);
-    if (rc == CALF_OK && *rows > 0) p->ops->greedy(p->algo, obs, *rows, act, u);
-    if (rc == CALF_OK) dump_rows(f, spec, obs, *rows, act, u);
+    if (rc == CALF_OK && *rows > 0 && p->ops->greedy_reset)
+        rc = p->ops->greedy_reset(p->algo, *rows, err);
+    if (rc == CALF_OK && *rows > 0) p->ops->greedy(p->algo, obs, mask, *rows, act, u);
+    if (rc == CALF_OK) dump_rows(f, spec, obs, mask, *rows, act, u);
+    free(in);
     free(obs);
+    free(mask);
     free(act);
     free(u);
     return rc;
@@ -267,12 +294,15 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
                            const calf_env_class *cls, int64_t max_steps, calf_renderer *r,
                            video_writer *v, double *returns, double *average, int *capped,
                            calf_error *err) {
-    int od = cls->spec.obs_dim, ad = cls->spec.action_dim;
+    int od = cls->spec.obs_dim, ad = cls->spec.action_dim, ai = calf_env_action_ints(&cls->spec);
+    int nA = cls->spec.num_actions;
     int w = calf_renderer_width(r), h = calf_renderer_height(r);
     float *obs = mem_calloc((size_t)od, sizeof(float), err);
     float *u = obs ? mem_calloc((size_t)(ad ? ad : 1), sizeof(float), err) : NULL;
     uint8_t *rgb = u ? mem_alloc((size_t)w * h * 3, err) : NULL;
-    int rc = rgb ? CALF_OK : CALF_ENOMEM;
+    int *act = rgb ? mem_calloc((size_t)ai, sizeof(int), err) : NULL;
+    uint8_t *mask = act && cls->spec.action_mask ? mem_calloc((size_t)nA, 1, err) : NULL;
+    int rc = act && (mask || !cls->spec.action_mask) ? CALF_OK : CALF_ENOMEM;
     long long limit = o->max_frames > 0 ? o->max_frames : -1, drawn = 0, seen = 0;
     int every = video_writer_every(v);
     double total = 0;
@@ -303,10 +333,10 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
                 drawn++;
             }
             if (term || trunc || at_cap) break;
-            int act = 0;
             float rew = 0;
-            ops->greedy(algo, obs, 1, &act, u);
-            calf_env_step(&env, act, ad ? u : NULL, obs, &rew, &term, &trunc);
+            if (mask) calf_env_action_mask(&env, mask);
+            ops->greedy(algo, obs, mask, 1, act, u);
+            calf_env_step_actions(&env, act, ad ? u : NULL, obs, &rew, &term, &trunc);
             returns[k] += rew;
             at_cap = !term && !trunc && ++steps >= max_steps;
         }
@@ -318,6 +348,8 @@ static int record_episodes(const calf_play_options *o, const algorithm_ops *ops,
     free(obs);
     free(u);
     free(rgb);
+    free(act);
+    free(mask);
     return rc;
 }
 

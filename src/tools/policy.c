@@ -13,7 +13,7 @@
 struct calf_policy {
     live_link live;    /* first: the open handles' list (base/live.h) */
     play_policy pp;
-    int *act;          /* (cap) scratch for the array the caller need not pass */
+    int *act;          /* (cap, action ints) scratch for the array the caller need not pass */
     float *u;          /* (cap, action_dim) */
     int cap;
 };
@@ -98,13 +98,30 @@ const char *calf_policy_env_name(const calf_policy *p) {
 const char *calf_policy_checkpoint(const calf_policy *p) { return open_handle(p) ? p->pp.path : NULL; }
 int64_t calf_policy_iteration(const calf_policy *p) { return open_handle(p) ? p->pp.iteration : -1; }
 
+int calf_policy_action_dims(const calf_policy *p) {
+    return open_handle(p) ? policy_spec(p)->num_action_dims : -1;
+}
+const int *calf_policy_action_nvec(const calf_policy *p) {
+    return open_handle(p) && policy_spec(p)->num_action_dims > 0 ? policy_spec(p)->action_nvec
+                                                                 : NULL;
+}
+int calf_policy_masked(const calf_policy *p) {
+    return open_handle(p) ? policy_spec(p)->action_mask != 0 : -1;
+}
+
 int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
                        float *cont_actions, calf_error *err) {
+    return calf_policy_greedy_masked(p, obs, NULL, rows, actions, cont_actions, err);
+}
+
+int calf_policy_greedy_masked(calf_policy *p, const float *obs, const uint8_t *mask, int rows,
+                              int *actions, float *cont_actions, calf_error *err) {
     if (!p) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: the policy is NULL");
     if (!open_handle(p))
         return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: %p is not an open policy "
                               "(closed already?)", (const void *)p);
-    const int ad = policy_spec(p)->action_dim;
+    const calf_env_spec *spec = policy_spec(p);
+    const int ad = spec->action_dim, ai = calf_env_action_ints(spec), nA = spec->num_actions;
     if (rows < 0) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: rows = %d", rows);
     if (rows == 0) return CALF_OK;
     if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: obs is NULL");
@@ -116,10 +133,24 @@ int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
         return calf_error_set(err, CALF_EINVAL,
                               "calf_policy_greedy: %s has continuous actions: cont_actions is NULL",
                               policy_spec(p)->name);
+    if (mask && ad > 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "calf_policy_greedy_masked: %s has continuous actions: no mask",
+                              spec->name);
+    for (int r = 0; mask && r < rows; r++) /* each row (each slice) allows an action */
+        for (int d = 0, off = 0; d < ai; d++) {
+            int w = spec->num_action_dims > 0 ? spec->action_nvec[d] : nA, valid = 0;
+            for (int j = 0; j < w; j++) valid |= mask[(size_t)r * nA + off + j] != 0;
+            if (!valid)
+                return calf_error_set(err, CALF_EINVAL,
+                                      "calf_policy_greedy_masked: row %d's mask allows no "
+                                      "action%s", r, ai > 1 ? " of a sub-action" : "");
+            off += w;
+        }
     /* greedy writes both arrays; the one the caller did not pass goes to scratch */
     if (rows > p->cap) {
         calf_error merr;
-        int *act = mem_realloc(p->act, (size_t)rows * sizeof *act, &merr);
+        int *act = mem_realloc(p->act, (size_t)rows * ai * sizeof *act, &merr);
         if (act) p->act = act;
         float *u = act ? mem_realloc(p->u, (size_t)rows * (size_t)(ad ? ad : 1) * sizeof *u, &merr)
                        : NULL;
@@ -129,6 +160,6 @@ int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
                                   merr.msg);
         p->cap = rows;
     }
-    p->pp.ops->greedy(p->pp.algo, obs, rows, ad ? p->act : actions, ad ? cont_actions : p->u);
+    p->pp.ops->greedy(p->pp.algo, obs, mask, rows, ad ? p->act : actions, ad ? cont_actions : p->u);
     return CALF_OK;
 }

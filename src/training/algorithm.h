@@ -62,15 +62,21 @@ typedef struct algorithm_ops {
      * iteration: e.g. PPO moves its model to memory the processes share. May be NULL. */
     int (*start)(algorithm *a, calf_error *err);
     /* Actions for this process's envs at step s of iteration `iteration` (0-based):
-     * writes act (count) for discrete envs, u (count, action_dim) for continuous ones
-     * (the env clips to its bounds in a copy; u is what the algorithm sampled). */
-    void (*act)(algorithm *a, int64_t iteration, int s, const float *obs, int *act, float *u);
+     * writes act (count, action_ints: 1, or num_action_dims for MultiDiscrete) for
+     * discrete envs, u (count, action_dim) for continuous ones (the env clips to its
+     * bounds in a copy; u is what the algorithm sampled). mask (count, num_actions), or
+     * NULL when the env has none: the actions each env's state allows; an algorithm that
+     * takes masked envs never picks an invalid one (check refuses them otherwise). */
+    void (*act)(algorithm *a, int64_t iteration, int s, const float *obs, const uint8_t *mask,
+                int *act, float *u);
     /* What that step did. */
     void (*observe)(algorithm *a, const algo_step *st);
     /* Collective: this iteration's updates, after its T steps. */
     int (*train)(algorithm *a, int64_t iteration, calf_error *err);
-    /* Greedy actions for rows of obs (evaluation, play); no collective. */
-    void (*greedy)(algorithm *a, const float *obs, int rows, int *act, float *u);
+    /* Greedy actions for rows of obs (evaluation, play); no collective. mask (rows,
+     * num_actions) or NULL, as act's; act (rows, action_ints). */
+    void (*greedy)(algorithm *a, const float *obs, const uint8_t *mask, int rows, int *act,
+                   float *u);
     /* Optional (may be NULL: 0), a policy with memory (a recurrent core): the floats of
      * state each greedy row carries from one call to the next; 0 for none. */
     int (*greedy_memory)(const algorithm *a);

@@ -76,7 +76,7 @@ struct trainer {
     algorithm *algo;
     /* one step of this process's envs */
     float *obs;              /* (count, obs_dim) what the step acted on */
-    int *act;                /* (count) */
+    int *act;                /* (count, action_ints) */
     float *u;                /* (count, max(action_dim, 1)) */
     float *rew;              /* (count) */
     uint8_t *term, *trunc;   /* (count) */
@@ -167,7 +167,7 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
     size_t n = (size_t)t->count, od = (size_t)t->spec->obs_dim;
     size_t ad = t->spec->action_dim > 0 ? (size_t)t->spec->action_dim : 1;
     if (!(t->obs = mem_calloc(n * od, sizeof(float), err)) ||
-        !(t->act = mem_calloc(n, sizeof(int), err)) ||
+        !(t->act = mem_calloc(n * (size_t)calf_env_action_ints(t->spec), sizeof(int), err)) ||
         !(t->u = mem_calloc(n * ad, sizeof(float), err)) ||
         !(t->rew = mem_calloc(n, sizeof(float), err)) ||
         !(t->term = mem_calloc(n, 1, err)) ||
@@ -199,13 +199,19 @@ static int agree_on_sizes(trainer *t, calf_error *err) {
         memcpy(b, lh, sizeof b);
         for (size_t k = 0; k < sizeof b; k++) bounds = (bounds ^ b[k]) * 1099511628211ull;
     }
+    for (int d = 0; d < sp->num_action_dims; d++) /* MultiDiscrete sizes with the bounds */
+        for (int k = 0; k < 4; k++)
+            bounds = (bounds ^ (unsigned char)((unsigned)sp->action_nvec[d] >> (8 * k))) *
+                     1099511628211ull;
     const int64_t vals[] = {(int64_t)(vec_env_record_size(&t->ve) +
                                       t->ops->env_record_size(t->algo)),
                             sp->obs_dim, sp->num_actions, sp->action_dim,
-                            (int64_t)(bounds >> 1), sp->max_episode_steps};
+                            (int64_t)(bounds >> 1), sp->max_episode_steps, sp->num_action_dims,
+                            sp->action_mask};
     static const char *const names[] = {"the env record size (bytes)", "the observation size",
                                         "the number of actions", "the action dimensions",
-                                        "the action bounds (a hash of them)", "the time limit"};
+                                        "the action bounds (a hash of them)", "the time limit",
+                                        "the MultiDiscrete sub-actions", "the action mask"};
     int which = -1;
     int rc = comm_check_agree(t->c, vals, names, (int)(sizeof vals / sizeof vals[0]), &which,
                               err);
@@ -258,7 +264,7 @@ static void rollout(trainer *t) {
     for (int s = 0; s < t->T; s++) {
         comm_progress(t->c);
         memcpy(t->obs, t->ve.obs, (size_t)n * od * sizeof(float));
-        t->ops->act(t->algo, t->iteration, s, t->obs, t->act, t->u);
+        t->ops->act(t->algo, t->iteration, s, t->obs, t->ve.mask, t->act, t->u);
         vec_env_step(&t->ve, t->act, ad ? t->u : NULL, t->rew, t->term, t->trunc, t->final_obs,
                      t->ep_return, t->ep_length);
         for (int e = 0; e < n; e++) {
@@ -288,19 +294,23 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
                             double *average, int *capped, calf_error *err) {
     const calf_env_class *cls = calf_env_lookup(env_name, err);
     if (!cls) return CALF_EINVAL;
-    int od = cls->spec.obs_dim, ad = cls->spec.action_dim;
+    int od = cls->spec.obs_dim, ad = cls->spec.action_dim, nA = cls->spec.num_actions;
+    int ai = calf_env_action_ints(&cls->spec);
+    bool masked = cls->spec.action_mask != 0;
     calf_env *envs = mem_calloc((size_t)episodes, sizeof *envs, err);
     float *obs = mem_calloc((size_t)episodes * od, sizeof(float), err);         /* (episodes, obs_dim) */
-    int *act = mem_calloc((size_t)episodes, sizeof(int), err);                  /* (episodes) */
+    int *act = mem_calloc((size_t)episodes * ai, sizeof(int), err);             /* (episodes, ai) */
     float *u = mem_calloc((size_t)episodes * (ad ? ad : 1), sizeof(float), err); /* (episodes, action_dim) */
     uint8_t *done = mem_calloc((size_t)episodes, 1, err);
     int64_t *steps = mem_calloc((size_t)episodes, sizeof(int64_t), err);        /* (episodes) */
-    int rc = envs && obs && act && u && done && steps ? CALF_OK : CALF_ENOMEM;
+    uint8_t *mask = masked ? mem_calloc((size_t)episodes, (size_t)nA, err) : NULL; /* (episodes, nA) */
+    int rc = envs && obs && act && u && done && steps && (mask || !masked) ? CALF_OK : CALF_ENOMEM;
     *capped = 0;
     int made = 0; /* envs initialised, to free */
     for (int k = 0; k < episodes && rc == CALF_OK; k++, made++) {
         rc = calf_env_init(&envs[k], env_name, seed, ((uint64_t)1 << 40) + (uint64_t)k, err);
         if (rc == CALF_OK) calf_env_reset(&envs[k], obs + (size_t)k * od);
+        if (rc == CALF_OK && mask) calf_env_action_mask(&envs[k], mask + (size_t)k * nA);
         returns[k] = 0;
     }
     /* a policy with memory starts every row's episode here */
@@ -309,13 +319,14 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
         int left = episodes;
         while (left > 0) {
             if (c) comm_progress(c);
-            ops->greedy(algo, obs, episodes, act, u);
+            ops->greedy(algo, obs, mask, episodes, act, u);
             for (int k = 0; k < episodes; k++) {
                 if (done[k]) continue;
                 int term = 0, trunc = 0;
                 float rew = 0;
-                calf_env_step(&envs[k], act[k], ad ? u + (size_t)k * ad : NULL,
-                              obs + (size_t)k * od, &rew, &term, &trunc);
+                calf_env_step_actions(&envs[k], act + (size_t)k * ai, ad ? u + (size_t)k * ad : NULL,
+                                      obs + (size_t)k * od, &rew, &term, &trunc);
+                if (mask && !term && !trunc) calf_env_action_mask(&envs[k], mask + (size_t)k * nA);
                 returns[k] += rew;
                 bool at_cap = !term && !trunc && ++steps[k] >= max_steps;
                 if (term || trunc || at_cap) {
@@ -336,6 +347,7 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
     free(u);
     free(done);
     free(steps);
+    free(mask);
     return rc;
 }
 

@@ -92,17 +92,6 @@ int trainer_load_config(const calf_train_options *o, const char *conf_text, calf
     }
     if (cls->spec.action_dim > 0 && cls->spec.num_actions > 0)
         return calf_error_set(err, CALF_EINVAL, "environment '%s' has both action kinds", env);
-    /* the spec can say these (ABI 3); the algorithms cannot act on them yet */
-    if (cls->spec.num_action_dims > 0)
-        return calf_error_set(err, CALF_EINVAL,
-                              "environment '%s' has MultiDiscrete actions (num_action_dims %d), "
-                              "which calf does not train yet",
-                              env, cls->spec.num_action_dims);
-    if (cls->spec.action_mask)
-        return calf_error_set(err, CALF_EINVAL,
-                              "environment '%s' masks its actions (action_mask), which calf does "
-                              "not train yet",
-                              env);
     const algorithm_ops *ops = trainer_algorithm(cfg);
     return ops->check ? ops->check(cfg, &cls->spec, err) : CALF_OK;
 }
