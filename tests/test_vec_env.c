@@ -693,6 +693,120 @@ static void test_byte_faults(void) {
     }
 }
 
+/* ---- masks and MultiDiscrete (env ABI 3) ---- */
+
+/* Counter-3: a state t; action mask: action t % 3 only... but all blocked when t reaches
+ * mask_empty_at (a broken env). MultiDiscrete (3, 2): step adds both sub-actions to t. */
+static int mask_empty_at = -1;
+typedef struct md_state {
+    int t, ends;
+} md_state;
+static void md_reset(void *state, calf_rng *rng, float *obs) {
+    md_state *s = state;
+    s->t = (int)calf_rng_below(rng, 3);
+    s->ends = 3 + (int)calf_rng_below(rng, 3);
+    obs[0] = (float)s->t;
+}
+static int md_step(void *state, calf_rng *rng, const int *a, float *obs, float *reward) {
+    (void)rng;
+    md_state *s = state;
+    s->t += a[0] + 10 * a[1];
+    s->ends--;
+    obs[0] = (float)s->t;
+    *reward = (float)a[0];
+    return s->ends <= 0;
+}
+static void md_mask(const void *state, uint8_t *mask) {
+    const md_state *s = state;
+    for (int j = 0; j < 3; j++) mask[j] = s->t != mask_empty_at && j == s->t % 3;
+    mask[3] = 1, mask[4] = s->t % 2 == 0;
+}
+static const int md_nvec[2] = {3, 2};
+static const calf_env_class md_class = {
+    .spec = {.name = "MaskedMulti-v0", .obs_dim = 1, .num_actions = 5, .max_episode_steps = 50,
+             .state_size = sizeof(md_state), .num_action_dims = 2, .action_nvec = md_nvec,
+             .action_mask = 1},
+    .reset = md_reset,
+    .step_multi = md_step,
+    .action_mask = md_mask,
+};
+
+/* vec_env keeps each env's mask as its state gives it after init, every step (the reset
+ * one where an episode ended) and a loaded record; MultiDiscrete actions are
+ * action_ints ints per env, stepped through step_multi; a mask that allows nothing in a
+ * sub-action is the env's fault, with every action of that slice valid meanwhile. Bad
+ * ABI 3 hooks are refused at registration. */
+static void test_masks(void) {
+    calf_error err;
+    calf_error_clear(&err);
+    CHECK_INT_EQ(calf_env_register(&md_class, &err), CALF_OK);
+    enum { N = 4 };
+    vec_env ve;
+    CHECK_INT_EQ(vec_env_init(&ve, "MaskedMulti-v0", 9, 2, N, &err), CALF_OK);
+    CHECK_INT_EQ(ve.action_ints, 2);
+    CHECK(ve.mask != NULL);
+    int ended = 0;
+    for (int step = 0; step < 12; step++) {
+        uint8_t want[5];
+        int acts[2 * N];
+        for (int i = 0; i < N; i++) {
+            md_mask(ve.envs[i].state, want);
+            CHECK(memcmp(ve.mask + 5 * i, want, 5) == 0);
+            acts[2 * i] = ((md_state *)ve.envs[i].state)->t % 3; /* the valid one */
+            acts[2 * i + 1] = step % 2;
+        }
+        float reward[N], final_obs[N];
+        uint8_t term[N], trunc[N];
+        CHECK_INT_EQ(vec_env_step(&ve, acts, NULL, reward, term, trunc, final_obs, NULL, NULL),
+                     CALF_OK);
+        for (int i = 0; i < N; i++) {
+            ended += term[i];
+            CHECK(reward[i] == (float)acts[2 * i]);
+        }
+    }
+    CHECK(ended > 0);
+    /* a loaded record's mask is its state's */
+    size_t rs = vec_env_record_size(&ve);
+    unsigned char *rec = malloc(rs);
+    vec_env_save_record(&ve, 0, rec);
+    memset(ve.mask, 7, 5);
+    CHECK_INT_EQ(vec_env_load_record(&ve, 1, rec, &err), CALF_EINVAL); /* another index */
+    CHECK_INT_EQ(vec_env_load_record(&ve, 0, rec, &err), CALF_OK);
+    uint8_t want[5];
+    md_mask(ve.envs[0].state, want);
+    CHECK(memcmp(ve.mask, want, 5) == 0);
+    free(rec);
+    /* an empty slice: every choice valid there, and the env's fault */
+    CHECK_INT_EQ(vec_env_fault(&ve, &err), CALF_OK);
+    mask_empty_at = 1000; /* env 2 reaches it in this step; the others stay far below */
+    int acts[2 * N] = {0};
+    ((md_state *)ve.envs[2].state)->t = 998; /* + 998 % 3 */
+    ((md_state *)ve.envs[2].state)->ends = 10; /* no reset in this step */
+    for (int i = 0; i < N; i++) acts[2 * i] = ((md_state *)ve.envs[i].state)->t % 3;
+    float reward[N];
+    uint8_t term[N], trunc[N];
+    ((md_state *)ve.envs[2].state)->ends = 10;
+    CHECK_INT_EQ(vec_env_step(&ve, acts, NULL, reward, term, trunc, NULL, NULL, NULL), CALF_EINVAL);
+    CHECK(ve.mask[10] == 1 && ve.mask[11] == 1 && ve.mask[12] == 1);
+    CHECK(strstr(ve.fault.msg, "environment MaskedMulti-v0, env index 4: step") == ve.fault.msg);
+    CHECK(strstr(ve.fault.msg, "its action mask allows no action of a sub-action") != NULL);
+    mask_empty_at = -1;
+    vec_env_free(&ve);
+
+    /* the hooks go with their spec fields */
+    calf_env_class bad = md_class;
+    bad.spec.name = "BadMask-v0";
+    bad.action_mask = NULL;
+    CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "action_mask") != NULL);
+    bad = md_class;
+    bad.spec.name = "BadMulti-v0";
+    bad.step_multi = NULL;
+    CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "step") != NULL);
+    CHECK(calf_env_find("BadMask-v0") == NULL && calf_env_find("BadMulti-v0") == NULL);
+}
+
 int main(void) {
     const char *names[] = {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
                            "MountainCarContinuous-v0"};
@@ -706,5 +820,6 @@ int main(void) {
     test_native_state();
     test_faults();
     test_byte_faults();
+    test_masks();
     return test_report("test_vec_env");
 }
