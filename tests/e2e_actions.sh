@@ -56,6 +56,14 @@ valid_rows "$WORK/masked.dump" 4 "4" && ok || bad "masked: play took an invalid 
 sed '1s/ [0-9]*$/ 3/' "$WORK/masked.dump" >"$WORK/doctored.dump"
 valid_rows "$WORK/doctored.dump" 4 "4" && bad "the mask checker passed a doctored row" || ok
 
+# ---- a recurrent core with a mask or MultiDiscrete actions: refused, naming the line
+for g in ppo_masked_choice ppo_multi_choice; do
+    expect_exit 2 "$CALF" train --quiet "${LIB[@]}" --root_dir "$WORK/rec-$g" --conf "$G/$g.gin" \
+        --conf_param ActorDistributionNetwork.lstm_hidden_size=8
+    expect_in "$WORK/err" "ActorDistributionNetwork.lstm_hidden_size: Test/"
+    expect_in "$WORK/err" "which PPO with a recurrent core does not train yet"
+done
+
 # ---- PPO: MultiDiscrete, and MultiDiscrete with a mask
 train_play multi "$G/ppo_multi_choice.gin"
 avg=$(average "$WORK/multi.play")

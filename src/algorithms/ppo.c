@@ -1350,6 +1350,14 @@ static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                                       calf_config_origin(cfg, rows[k][j]),
                                       calf_binding_name(rows[k][j]), (long long)h);
         }
+        /* ppo_recurrent.c's update reads one action per step and no mask */
+        int row = lstm > 0 ? rows[k][0] : rows[k][1];
+        if (k == 0 && (lstm > 0 || gru > 0) && (spec->action_mask || spec->num_action_dims > 0))
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s: %s has %s, which PPO with a recurrent core does not "
+                                  "train yet (unset the core, or use an env without it)",
+                                  calf_config_origin(cfg, row), calf_binding_name(row), spec->name,
+                                  spec->action_mask ? "an action mask" : "MultiDiscrete actions");
     }
     return ppo_model_check(cfg, spec, err);
 }
