@@ -104,7 +104,7 @@ static void eval_row(const float *logits, const uint8_t *mask, int n, int action
 
 void dist_categorical_eval_masked(const float *logits, const uint8_t *mask, int n, int action,
                                   float *logp, float *entropy, dist_categorical_cache *cache) {
-    double lp, h;
+    double lp = 0, h = 0; /* set by eval_row when asked for (initialised for gcc's flow analysis) */
     eval_row(logits, mask, n, action, logp ? &lp : NULL, entropy ? &h : NULL, cache);
     if (logp) *logp = (float)lp;
     if (entropy) *entropy = (float)h;
