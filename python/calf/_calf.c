@@ -99,10 +99,11 @@ typedef struct {
     int busy;
     int n, obs_dim;
     int discrete, action_dim;
+    int dims;         /* MultiDiscrete: sub-actions; else 0 */
     /* scratch of step_gym, allocated with the block: calf writes float32 rewards,
      * Gymnasium returns float64 */
     float *reward;    /* (n) */
-    int *act;         /* (n) discrete actions as calf takes them */
+    int *act;         /* (n, max(dims, 1)) discrete actions as calf takes them */
     float *cont;      /* (n, action_dim) continuous actions as calf takes them */
     float *final_obs; /* (n, obs_dim); the ended envs' rows are copied out */
     calf_renderer *renderer; /* made by the first render(), for its picture size */
@@ -196,9 +197,10 @@ static int vecenv_init(VecEnvObject *self, PyObject *args, PyObject *kwds) {
     self->obs_dim = calf_vec_env_obs_dim(v);
     self->discrete = calf_vec_env_discrete(v);
     self->action_dim = calf_vec_env_action_dim(v);
+    self->dims = calf_vec_env_action_dims(v);
     size_t n = (size_t)self->n;
     self->reward = PyMem_Malloc(sizeof(float) * n);
-    self->act = PyMem_Malloc(sizeof(int) * n);
+    self->act = PyMem_Malloc(sizeof(int) * n * (size_t)(self->dims ? self->dims : 1));
     self->cont = PyMem_Malloc(sizeof(float) * n * (size_t)(self->action_dim ? self->action_dim : 1));
     self->final_obs = PyMem_Malloc(sizeof(float) * n * (size_t)self->obs_dim);
     if (!self->reward || !self->act || !self->cont || !self->final_obs) {
@@ -294,9 +296,11 @@ static PyObject *vecenv_step(VecEnvObject *self, PyObject *args) {
                           &final_obs))
         return NULL;
     if (!vecenv_usable(self)) return NULL;
-    int ok = self->discrete ? check_array(VECENV, actions, "actions", NPY_INT32, 1, self->n, 0, 0)
-                      : check_array(VECENV, actions, "actions", NPY_FLOAT32, 2, self->n,
-                                    self->action_dim, 0);
+    int ok = self->dims ? check_array(VECENV, actions, "actions", NPY_INT32, 2, self->n,
+                                      self->dims, 0)
+             : self->discrete ? check_array(VECENV, actions, "actions", NPY_INT32, 1, self->n, 0, 0)
+                              : check_array(VECENV, actions, "actions", NPY_FLOAT32, 2, self->n,
+                                            self->action_dim, 0);
     ok = ok && check_array(VECENV, obs, "obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1) &&
          check_array(VECENV, rewards, "rewards", NPY_FLOAT64, 1, self->n, 0, 1) &&
          check_array(VECENV, term, "terminated", NPY_BOOL, 1, self->n, 0, 1) &&
@@ -338,10 +342,17 @@ static const void *gym_actions(VecEnvObject *self, PyArrayObject *a) {
     npy_intp n = self->n;
     char want[64];
     if (self->discrete) {
-        if (PyArray_NDIM(a) != 1 || PyArray_DIMS(a)[0] != n) {
+        int md = self->dims > 0;
+        if (!md && (PyArray_NDIM(a) != 1 || PyArray_DIMS(a)[0] != n)) {
             snprintf(want, sizeof want, "(%d,)", self->n);
             return actions_shape_error(a, want);
         }
+        if (md && (PyArray_NDIM(a) != 2 || PyArray_DIMS(a)[0] != n ||
+                   PyArray_DIMS(a)[1] != self->dims)) {
+            snprintf(want, sizeof want, "(%d, %d)", self->n, self->dims);
+            return actions_shape_error(a, want);
+        }
+        n *= md ? self->dims : 1; /* the ints, row by row */
         if (!PyArray_ISINTEGER(a)) {
             PyErr_Format(PyExc_TypeError, VECENV ".step: discrete actions must be integers, got %S",
                          (PyObject *)PyArray_DESCR(a));
@@ -361,14 +372,15 @@ static const void *gym_actions(VecEnvObject *self, PyArrayObject *a) {
         for (npy_intp e = 0; e < n; e++) {
             int fits = is_unsigned ? ui[e] <= (uint64_t)INT_MAX : si[e] >= 0 && si[e] <= INT_MAX;
             if (!fits) {
+                Py_ssize_t env = (Py_ssize_t)(md ? e / self->dims : e);
+                int top = md ? calf_vec_env_action_nvec(self->v)[e % self->dims] - 1
+                             : calf_vec_env_num_actions(self->v) - 1;
                 if (is_unsigned)
                     PyErr_Format(PyExc_ValueError, VECENV ".step: action %llu of env %zd is out "
-                                 "of range 0..%d", (unsigned long long)ui[e], (Py_ssize_t)e,
-                                 calf_vec_env_num_actions(self->v) - 1);
+                                 "of range 0..%d", (unsigned long long)ui[e], env, top);
                 else
                     PyErr_Format(PyExc_ValueError, VECENV ".step: action %lld of env %zd is out "
-                                 "of range 0..%d", (long long)si[e], (Py_ssize_t)e,
-                                 calf_vec_env_num_actions(self->v) - 1);
+                                 "of range 0..%d", (long long)si[e], env, top);
                 Py_DECREF(w);
                 return NULL;
             }
@@ -398,9 +410,32 @@ static const void *gym_actions(VecEnvObject *self, PyArrayObject *a) {
  * holding a new (obs_dim,) float32 copy of the ended episode's last observation for
  * each env that ended and None for the others, the "_final_obs" mask, an empty
  * final_info and its own "_final_info" mask. A new dict, or NULL. */
+static PyObject *mask_array(VecEnvObject *self);
+
+/* infos["action_mask"] (num_envs, num_actions) bool, the valid actions of the states obs
+ * shows, and "_action_mask" all True, for an env that masks its actions; 0, or -1 with
+ * an exception set. */
+static int put_mask_info(VecEnvObject *self, PyObject *infos) {
+    if (!calf_vec_env_action_mask(self->v)) return 0;
+    npy_intp n = self->n;
+    PyObject *m = mask_array(self), *all = PyArray_SimpleNew(1, &n, NPY_BOOL); /* new */
+    if (!m || !all) {
+        Py_XDECREF(m);
+        Py_XDECREF(all);
+        return -1;
+    }
+    memset(PyArray_DATA((PyArrayObject *)all), 1, (size_t)n);
+    return dict_put(infos, "action_mask", m) < 0 || dict_put(infos, "_action_mask", all) < 0
+               ? -1 : 0;
+}
+
 static PyObject *gym_infos(VecEnvObject *self, const uint8_t *te, const uint8_t *tr) {
     PyObject *infos = PyDict_New(); /* new reference, returned */
     if (!infos) return NULL;
+    if (put_mask_info(self, infos) < 0) {
+        Py_DECREF(infos);
+        return NULL;
+    }
     int ended = 0;
     for (int e = 0; e < self->n; e++) ended |= te[e] | tr[e];
     if (!ended) return infos;
@@ -503,6 +538,15 @@ static PyObject *vecenv_step_gym(VecEnvObject *self, PyObject *arg) {
 
 /* ---- the block's spaces, read once by the Python layer -------------------------- */
 
+/* MultiDiscrete sizes as a new (D,) int64 array, or None. */
+static PyObject *nvec_array(const int *nvec, int dims) {
+    if (!nvec || dims < 1) Py_RETURN_NONE;
+    npy_intp shape[1] = {dims};
+    PyObject *a = PyArray_SimpleNew(1, shape, NPY_INT64); /* new reference */
+    if (!a) return NULL;
+    for (int d = 0; d < dims; d++) ((int64_t *)PyArray_DATA((PyArrayObject *)a))[d] = nvec[d];
+    return a;
+}
 /* The continuous action bounds as a new (action_dim,) float32 array, or None. */
 static PyObject *bounds_array(const float *b, int dim) {
     if (!b) Py_RETURN_NONE;
@@ -526,6 +570,30 @@ VECENV_INT_GETTER(obs_dim, calf_vec_env_obs_dim)
 VECENV_INT_GETTER(num_actions, calf_vec_env_num_actions)
 VECENV_INT_GETTER(action_dim, calf_vec_env_action_dim)
 VECENV_INT_GETTER(max_episode_steps, calf_vec_env_max_episode_steps)
+VECENV_INT_GETTER(action_dims, calf_vec_env_action_dims)
+
+/* The block's action masks as a new (num_envs, num_actions) bool array, or None for an
+ * env without a mask. */
+static PyObject *mask_array(VecEnvObject *self) {
+    const uint8_t *m = calf_vec_env_action_mask(self->v);
+    if (!m) Py_RETURN_NONE;
+    npy_intp shape[2] = {self->n, calf_vec_env_num_actions(self->v)};
+    PyObject *a = PyArray_SimpleNew(2, shape, NPY_BOOL); /* new reference */
+    if (!a) return NULL;
+    uint8_t *d = PyArray_DATA((PyArrayObject *)a);
+    for (npy_intp i = 0; i < shape[0] * shape[1]; i++) d[i] = m[i] != 0;
+    return a;
+}
+static PyObject *vecenv_get_action_mask(VecEnvObject *self, void *closure) {
+    (void)closure;
+    if (!vecenv_usable(self)) return NULL;
+    return mask_array(self);
+}
+static PyObject *vecenv_get_action_nvec(VecEnvObject *self, void *closure) {
+    (void)closure;
+    if (!vecenv_usable(self)) return NULL;
+    return nvec_array(calf_vec_env_action_nvec(self->v), calf_vec_env_action_dims(self->v));
+}
 
 static PyObject *vecenv_get_discrete(VecEnvObject *self, void *closure) {
     (void)closure;
@@ -569,6 +637,13 @@ static PyGetSetDef vecenv_getset[] = {
      "continuous: (action_dim,) float32 lower bounds; discrete: None", NULL},
     {"action_high", (getter)vecenv_get_action_high, NULL,
      "continuous: (action_dim,) float32 upper bounds; discrete: None", NULL},
+    {"action_dims", (getter)vecenv_get_action_dims, NULL, "MultiDiscrete: sub-actions; else 0",
+     NULL},
+    {"action_nvec", (getter)vecenv_get_action_nvec, NULL,
+     "MultiDiscrete: (D,) int64 sizes; else None", NULL},
+    {"action_mask", (getter)vecenv_get_action_mask, NULL,
+     "a new (num_envs, num_actions) bool array of the actions each env's state allows; "
+     "None for an env without a mask", NULL},
     {"max_episode_steps", (getter)vecenv_get_max_episode_steps, NULL,
      "steps after which an episode is truncated", NULL},
     {"closed", (getter)vecenv_get_closed, NULL, "True after close()", NULL},
@@ -717,13 +792,15 @@ static PyObject *policy_close(PolicyObject *self, PyObject *Py_UNUSED(ignored)) 
 }
 
 PyDoc_STRVAR(policy_greedy_doc,
-             "greedy(obs, actions)\n\n"
-             "Greedy actions for obs: (rows, obs_dim) float32 (calf_policy_greedy), written\n"
-             "to actions: (rows,) int32 for a discrete policy, (rows, action_dim) float32\n"
-             "for a continuous one. All arrays C-contiguous.");
+             "greedy(obs, actions, mask=None)\n\n"
+             "Greedy actions for obs: (rows, obs_dim) float32 (calf_policy_greedy_masked),\n"
+             "written to actions: (rows,) int32 for a discrete policy, (rows, D) int32 for a\n"
+             "MultiDiscrete one, (rows, action_dim) float32 for a continuous one; among the\n"
+             "actions mask allows, (rows, num_actions) uint8 (nonzero: valid), when given.\n"
+             "All arrays C-contiguous.");
 static PyObject *policy_greedy(PolicyObject *self, PyObject *args) {
-    PyObject *obs, *actions; /* borrowed */
-    if (!PyArg_ParseTuple(args, "OO:greedy", &obs, &actions)) return NULL;
+    PyObject *obs, *actions, *mask_obj = Py_None; /* borrowed */
+    if (!PyArg_ParseTuple(args, "OO|O:greedy", &obs, &actions, &mask_obj)) return NULL;
     if (!policy_usable(self)) return NULL;
     if (!PyArray_Check(obs)) {
         PyErr_SetString(PyExc_TypeError, "calf.Policy: obs must be a numpy.ndarray");
@@ -737,19 +814,26 @@ static PyObject *policy_greedy(PolicyObject *self, PyObject *args) {
         return NULL;
     }
     int discrete = calf_policy_discrete(self->p), obs_dim = calf_policy_obs_dim(self->p);
+    int dims = calf_policy_action_dims(self->p);
     int ok = check_array(POLICY, obs, "obs", NPY_FLOAT32, 2, rows, obs_dim, 0) &&
-             (discrete ? check_array(POLICY, actions, "actions", NPY_INT32, 1, rows, 0, 1)
-                       : check_array(POLICY, actions, "actions", NPY_FLOAT32, 2, rows,
-                                     calf_policy_action_dim(self->p), 1));
+             (dims > 0 ? check_array(POLICY, actions, "actions", NPY_INT32, 2, rows, dims, 1)
+              : discrete ? check_array(POLICY, actions, "actions", NPY_INT32, 1, rows, 0, 1)
+                         : check_array(POLICY, actions, "actions", NPY_FLOAT32, 2, rows,
+                                       calf_policy_action_dim(self->p), 1)) &&
+             (mask_obj == Py_None ||
+              check_array(POLICY, mask_obj, "mask", NPY_UINT8, 2, rows,
+                          calf_policy_num_actions(self->p), 0));
     if (!ok) return NULL;
     const float *o = PyArray_DATA((PyArrayObject *)obs);
     void *a = PyArray_DATA((PyArrayObject *)actions);
+    const uint8_t *mask =
+        mask_obj == Py_None ? NULL : PyArray_DATA((PyArrayObject *)mask_obj);
     calf_error err = {0};
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    rc = calf_policy_greedy(self->p, o, (int)rows, discrete ? a : NULL, discrete ? NULL : a,
-                            &err);
+    rc = calf_policy_greedy_masked(self->p, o, mask, (int)rows, discrete ? a : NULL,
+                                   discrete ? NULL : a, &err);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != CALF_OK) return raise_calf(&err);
@@ -766,6 +850,18 @@ POLICY_INT_GETTER(obs_dim, calf_policy_obs_dim)
 POLICY_INT_GETTER(num_actions, calf_policy_num_actions)
 POLICY_INT_GETTER(action_dim, calf_policy_action_dim)
 POLICY_INT_GETTER(iteration, calf_policy_iteration)
+POLICY_INT_GETTER(action_dims, calf_policy_action_dims)
+
+static PyObject *policy_get_masked(PolicyObject *self, void *closure) {
+    (void)closure;
+    if (!policy_usable(self)) return NULL;
+    return PyBool_FromLong(calf_policy_masked(self->p));
+}
+static PyObject *policy_get_action_nvec(PolicyObject *self, void *closure) {
+    (void)closure;
+    if (!policy_usable(self)) return NULL;
+    return nvec_array(calf_policy_action_nvec(self->p), calf_policy_action_dims(self->p));
+}
 
 static PyObject *policy_get_discrete(PolicyObject *self, void *closure) {
     (void)closure;
@@ -792,6 +888,11 @@ static PyGetSetDef policy_getset[] = {
     {"discrete", (getter)policy_get_discrete, NULL, "True when actions are discrete", NULL},
     {"num_actions", (getter)policy_get_num_actions, NULL, "discrete: choices; else 0", NULL},
     {"action_dim", (getter)policy_get_action_dim, NULL, "continuous: floats; else 0", NULL},
+    {"action_dims", (getter)policy_get_action_dims, NULL, "MultiDiscrete: sub-actions; else 0",
+     NULL},
+    {"action_nvec", (getter)policy_get_action_nvec, NULL,
+     "MultiDiscrete: (D,) int64 sizes; else None", NULL},
+    {"masked", (getter)policy_get_masked, NULL, "True when the env masks its actions", NULL},
     {"env_name", (getter)policy_get_env_name, NULL, "the run's environment", NULL},
     {"checkpoint", (getter)policy_get_checkpoint, NULL, "the checkpoint file opened", NULL},
     {"iteration", (getter)policy_get_iteration, NULL, "the checkpoint's iteration", NULL},

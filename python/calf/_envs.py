@@ -160,8 +160,8 @@ def _spaces(name: str, env: Any) -> tuple[_Obs, int, Any, Any]:
     Gymnasium need not be importable here."""
     supported = (
         "calf trains envs with a Box observation space (any rank; float, or uint8 kept as "
-        "bytes) or a Dict of such Boxes, and a Discrete (start 0) or 1-D Box action space "
-        "with finite bounds"
+        "bytes) or a Dict of such Boxes, and a Discrete (start 0), MultiDiscrete (1-D, "
+        "start 0) or 1-D Box action space with finite bounds"
     )
     obs_space = getattr(env, "observation_space", None)
     act_space = getattr(env, "action_space", None)
@@ -174,6 +174,9 @@ def _spaces(name: str, env: Any) -> tuple[_Obs, int, Any, Any]:
                 f"{name}: action_space Discrete({n}, start={start}) is not supported; {supported}"
             )
         return obs, n, None, None
+    if kind == "MultiDiscrete":
+        nvec = _nvec(name, act_space, supported)
+        return obs, int(sum(nvec)), None, None
     ashape = getattr(act_space, "shape", None)
     if kind == "Box" and ashape is not None and len(ashape) == 1 and ashape[0] >= 1:
         low = np.asarray(act_space.low, dtype=np.float32).reshape(-1)
@@ -185,6 +188,52 @@ def _spaces(name: str, env: Any) -> tuple[_Obs, int, Any, Any]:
             )
         return obs, 0, low, high
     raise ValueError(f"{name}: action_space {_describe(act_space)} is not supported; {supported}")
+
+
+def _nvec(name: str, act_space: Any, supported: str) -> list[int]:
+    """A MultiDiscrete action space's sizes, or ValueError: calf takes a 1-D one whose
+    sub-actions start at 0 (Gymnasium's ``MultiDiscrete(nvec, start=...)``)."""
+    nvec = np.asarray(act_space.nvec)
+    start = np.asarray(getattr(act_space, "start", 0))
+    if nvec.ndim != 1 or nvec.size < 1 or np.any(nvec < 1) or np.any(start != 0):
+        raise ValueError(
+            f"{name}: action_space {_describe(act_space)} is not supported; {supported}"
+        )
+    return [int(n) for n in nvec]
+
+
+def _without_mask(space: Any) -> Any:
+    """A Dict observation space without its ``action_mask`` key (calf reads the mask
+    from there and trains on the rest): the one remaining space when one remains, else a
+    Dict of the others; any other space as it is."""
+    parts = getattr(space, "spaces", None)
+    if type(space).__name__ != "Dict" or not isinstance(parts, dict) or "action_mask" not in parts:
+        return space
+    rest = {k: v for k, v in parts.items() if k != "action_mask"}
+    if len(rest) == 1:
+        return next(iter(rest.values()))
+    return type(space)(rest)
+
+
+def _action_mask_of(env: Any) -> bool:
+    """Whether env masks its actions: a Dict observation space with an ``action_mask``
+    key (PettingZoo's classic envs), or an ``action_mask`` in the info of ``reset``
+    (Gymnasium's Taxi, CliffWalking). Where an env has both, the observation's is read:
+    it belongs to the observation the policy acts on."""
+    parts = getattr(getattr(env, "observation_space", None), "spaces", None)
+    if isinstance(parts, dict) and "action_mask" in parts:
+        return True
+    out = env.reset(seed=0)
+    info = out[1] if isinstance(out, tuple) and len(out) == 2 else None
+    return isinstance(info, dict) and "action_mask" in info
+
+
+class _MaskedView:
+    """env's spaces as calf trains them: the observation without its action mask."""
+
+    def __init__(self, env: Any) -> None:
+        self.observation_space = _without_mask(getattr(env, "observation_space", None))
+        self.action_space = getattr(env, "action_space", None)
 
 
 def register_env(
@@ -219,7 +268,13 @@ def register_env(
     said so on stderr (a resume then starts new episodes in its envs), and so is one whose
     pickle holds a set of strings or objects, which pickles in hash order: identical
     runs then write different checkpoints unless PYTHONHASHSEED is fixed. Registering the
-    same name again with the same spaces replaces the factory. Videos and ``render()``
+    same name again with the same spaces replaces the factory. A MultiDiscrete action
+    space trains as a factored categorical (PPO). An env masks its actions by returning
+    ``info["action_mask"]`` from ``reset`` and ``step``, or with an ``action_mask`` key
+    in a Dict observation (which is then left out of what the policy sees; a Dict
+    with one other key trains on that key's space); the observation's wins when both
+    are there. A mask is one number per action (nonzero: valid), or for MultiDiscrete
+    either the concatenation or one array per sub-action. Videos and ``render()``
     draw an env through its own ``render()`` (make it with ``render_mode="rgb_array"``),
     scaled to the size asked, at its ``metadata["render_fps"]``. A checkpoint's pickles
     are signed with this user's key (``$CALF_KEY_FILE``, else
@@ -247,7 +302,11 @@ def _register_env(
     except Exception as e:
         raise EnvError(f"{name}: the env factory raised {type(e).__name__}: {e}") from e
     try:
-        obs, num_actions, low, high = _spaces(name, env)
+        obs, num_actions, low, high = _spaces(name, _MaskedView(env))
+        act_space = getattr(env, "action_space", None)
+        nvec = (_nvec(name, act_space, "") if type(act_space).__name__ == "MultiDiscrete"
+                else None)
+        masked = num_actions > 0 and _action_mask_of(env)
         if max_episode_steps is None:
             # without one, the env's own truncation ends its episodes, and evaluation
             # ends them at TrainerConfig.eval_max_episode_steps at the latest
@@ -291,7 +350,7 @@ def _register_env(
         name, make_env, obs.dim, num_actions, low, high, max_episode_steps, int(state_bytes),
         float(fps), key, key_file, obs_shape=obs.shape3, obs_dtype=obs.dtype,
         obs_high=obs.high, box_shape=obs.shape, dict_keys=obs.keys,
-        dict_shapes=obs.part_shapes,
+        dict_shapes=obs.part_shapes, nvec=nvec, masked=masked,
     )
 
 

@@ -18,7 +18,9 @@ class Policy:
     """A trained run's greedy policy: ``pol(obs)`` computes what ``calf play`` computes.
 
     Attributes: ``obs_dim``; ``discrete``; ``num_actions`` (discrete: the choices, else
-    0); ``action_dim`` (continuous: floats per action, else 0); ``env_name``;
+    0); ``action_dim`` (continuous: floats per action, else 0); ``action_dims`` and
+    ``action_nvec`` (MultiDiscrete: the sub-actions and their (D,) int64 sizes, else 0
+    and None); ``masked`` (the env masks its actions); ``env_name``;
     ``checkpoint`` (the file opened); ``iteration`` (its iteration). One thread at a
     time may call a policy; different policies are independent.
     """
@@ -32,19 +34,26 @@ class Policy:
         self.discrete: bool = self._raw.discrete
         self.num_actions: int = self._raw.num_actions
         self.action_dim: int = self._raw.action_dim
+        self.action_dims: int = self._raw.action_dims
+        self.action_nvec: np.ndarray | None = self._raw.action_nvec
+        self.masked: bool = self._raw.masked
         self.env_name: str = self._raw.env_name
         self.checkpoint: str = self._raw.checkpoint
         self.iteration: int = self._raw.iteration
 
-    def __call__(self, obs: Any) -> np.ndarray:
+    def __call__(self, obs: Any, action_mask: Any = None) -> np.ndarray:
         """The greedy actions for ``obs``: (B, obs_dim) floats (converted to float32), or
         one (obs_dim,) row.
 
-        Returns (B,) int64 for a discrete policy, (B, action_dim) float32 for a
-        continuous one (the policy's actions, not clipped to the env's bounds); for a
-        single row, () int64 or (action_dim,) float32. Row r's action depends only on
-        row r. Observations are those the env returns: the policy normalizes them
-        itself when the run did.
+        Returns (B,) int64 for a discrete policy, (B, D) int64 for a MultiDiscrete one,
+        (B, action_dim) float32 for a continuous one (the policy's actions, not clipped
+        to the env's bounds); for a single row, () int64, (D,) int64 or (action_dim,)
+        float32. ``action_mask``: (B, num_actions) (or one (num_actions,) row) of bools or
+        numbers, nonzero where an action is valid, as the env returns it (a VecEnv's
+        ``infos["action_mask"]``): the greedy action among the valid ones, as ``calf play``
+        picks it; None: every action valid. Row r's action depends only on row r.
+        Observations are those the env returns: the policy normalizes them itself when
+        the run did.
         """
         o = np.asarray(obs)
         one_row = o.ndim == 1
@@ -58,11 +67,26 @@ class Policy:
         if o.dtype.kind not in "fiub":
             raise TypeError(f"calf.Policy: obs must be numbers, got dtype {o.dtype}")
         o = np.ascontiguousarray(o, dtype=np.float32)
-        if self.discrete:
+        mask = None
+        if action_mask is not None:
+            if not self.discrete:
+                raise ValueError("calf.Policy: action_mask is for discrete policies")
+            m = np.asarray(action_mask)
+            if m.ndim == 1 and one_row:
+                m = m[np.newaxis]
+            if m.shape != (o.shape[0], self.num_actions):
+                raise ValueError(
+                    f"calf.Policy: action_mask must have shape ({o.shape[0]}, "
+                    f"{self.num_actions}), got {np.shape(action_mask)}"
+                )
+            mask = np.ascontiguousarray(m != 0, dtype=np.uint8)
+        if self.action_dims:
+            out = np.empty((o.shape[0], self.action_dims), dtype=np.int32)
+        elif self.discrete:
             out = np.empty(o.shape[0], dtype=np.int32)
         else:
             out = np.empty((o.shape[0], self.action_dim), dtype=np.float32)
-        self._raw.greedy(o, out)
+        self._raw.greedy(o, out, mask)
         actions = out.astype(np.int64) if self.discrete else out
         return actions[0] if one_row else actions
 

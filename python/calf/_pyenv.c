@@ -27,7 +27,9 @@
 /* Saved state: u32 magic, u32 length (NOT_SAVED: no state, then u32 why and u32 the
  * pickle's size when it did not fit), the pickle's HMAC-SHA256 under this user's key
  * (calf/_ckpt_key.py), then the pickle's bytes and zeros up to the class's save_size. "CPY1" states (before the signature) have no
- * HMAC: u32 magic, u32 length, the pickle; they load only when trusted. */
+ * HMAC: u32 magic, u32 length, the pickle; they load only when trusted. A class with an
+ * action mask keeps the env's last mask (num_actions bytes) at the end of save_size: it
+ * came from an info dict or an observation, which the pickle does not hold. */
 #define SAVE_MAGIC 0x32595043u    /* "CPY2" read as little-endian bytes */
 #define SAVE_MAGIC_V1 0x31595043u /* "CPY1": unsigned */
 #define SAVE_MAC 32
@@ -37,6 +39,7 @@
 enum { UNSAVED_UNPICKLABLE = 1, UNSAVED_TOO_BIG = 2, UNSAVED_UNSIGNED = 3 };
 #define PICKLE_PROTOCOL 4      /* fixed, so the bytes do not follow Python's default */
 #define PYENV_NAME_SIZE 200    /* a class name's room, its NUL included */
+#define PYENV_MAX_DIMS 1024    /* MultiDiscrete sub-actions (env.c's bound) */
 
 typedef struct pyenv_class {
     calf_env_class cls;  /* first: hooks get &cls and cast back */
@@ -50,6 +53,8 @@ typedef struct pyenv_class {
     /* the observation the env returns: a Box's shape (a tuple of ints), or for a Dict of
      * Boxes its keys in the order calf flattens them and each key's Box shape (tuples) */
     PyObject *box_shape, *dict_keys, *dict_shapes; /* strong, or NULL */
+    int *nvec;           /* (num_action_dims) MultiDiscrete sizes, or NULL */
+    int masked;          /* each reset and step returns an action mask */
     int unsaved_said;    /* an env's state did not fit or pickle: said once */
     int trusted_said;    /* an unsigned state was unpickled on trust: said once */
 } pyenv_class;
@@ -61,6 +66,7 @@ typedef struct pyenv_state {
     PyObject *first_seed; /* strong: the seed of the first reset, NULL once used */
     uint64_t index;       /* global env index */
     int restarted;        /* the last load found no saved state */
+    uint8_t *mask;        /* (num_actions) the last action mask, when the class is masked */
     int failed;           /* a calf_status: reset/step raised (CALF_EIO) or returned a
                              wrong value (CALF_EINVAL); CALF_OK while it has not */
     char failure[400];
@@ -229,6 +235,118 @@ static int read_obs(pyenv_state *s, const char *where, PyObject *obj, float *out
     return 1;
 }
 
+/* ---- action masks ------------------------------------------------------------------ */
+
+/* Bytes a masked class keeps after the pickle's room (see the saved state above). */
+static size_t mask_room(const pyenv_class *pc) {
+    return pc->masked ? (size_t)pc->cls.spec.num_actions : 0;
+}
+
+/* The mask `obj` into s->mask: num_actions numbers (any shape, nonzero valid), or for
+ * MultiDiscrete a sequence of one array per sub-action (Gymnasium's MultiDiscrete mask
+ * is a tuple). 0 with s failed. */
+static int read_mask_value(pyenv_state *s, const char *where, PyObject *obj) {
+    const calf_env_spec *sp = &s->pc->cls.spec;
+    const int n = sp->num_actions, D = sp->num_action_dims;
+    PyObject *parts = NULL; /* a new list of the per-sub-action arrays, or NULL */
+    if (D > 1 && (PyTuple_Check(obj) || PyList_Check(obj)) && PySequence_Size(obj) == D) {
+        PyObject *first = PySequence_GetItem(obj, 0);
+        int nested = first && (PySequence_Check(first) || PyArray_Check(first));
+        Py_XDECREF(first);
+        if (nested) parts = PySequence_List(obj);
+        if (!parts) PyErr_Clear();
+    }
+    int got = 0, ok = 1;
+    for (int d = 0; ok && d < (parts ? D : 1); d++) {
+        PyObject *item = parts ? PyList_GET_ITEM(parts, d) : obj; /* borrowed */
+        PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(item, NPY_DOUBLE, 0, 0,
+                                                             NPY_ARRAY_CARRAY_RO |
+                                                                 NPY_ARRAY_FORCECAST);
+        if (!a) {
+            env_fail(s, where, "");
+            ok = 0;
+            break;
+        }
+        npy_intp size = PyArray_SIZE(a);
+        int want = parts ? sp->action_nvec[d] : n;
+        if (size != want) {
+            char what[200];
+            snprintf(what, sizeof what,
+                     "returned an action_mask of %ld values%s, not %d (its action space's)",
+                     (long)size, parts ? " for a sub-action" : "", want);
+            Py_DECREF(a);
+            env_fail(s, where, what);
+            ok = 0;
+            break;
+        }
+        const double *v = PyArray_DATA(a);
+        for (npy_intp j = 0; j < size; j++) s->mask[got + j] = v[j] != 0.0;
+        got += (int)size;
+        Py_DECREF(a);
+    }
+    Py_XDECREF(parts);
+    return ok;
+}
+
+/* A masked class's mask after reset or step: the observation's "action_mask" key when
+ * the observation is a dict that has one (it wins: it belongs to that observation),
+ * else info["action_mask"]. *obs becomes a new reference to the observation to read
+ * (the dict without that key; its one value when one is left, as register_env read the
+ * space). 0 with s failed (and *obs NULL). */
+static int read_mask(pyenv_state *s, const char *where, PyObject **obs, PyObject *info) {
+    PyObject *o = *obs;
+    *obs = NULL;
+    PyObject *m = PyDict_Check(o) ? PyDict_GetItemString(o, "action_mask") : NULL; /* borrowed */
+    if (m) {
+        PyObject *rest = PyDict_Copy(o);
+        if (!rest || PyDict_DelItemString(rest, "action_mask") != 0) {
+            Py_XDECREF(rest);
+            env_fail(s, where, "");
+            return 0;
+        }
+        if (!read_mask_value(s, where, m)) {
+            Py_DECREF(rest);
+            return 0;
+        }
+        if (PyDict_Size(rest) == 1) { /* {"observation": ..., "action_mask": ...}: the one */
+            Py_ssize_t pos = 0;
+            PyObject *k, *v;
+            PyDict_Next(rest, &pos, &k, &v);
+            Py_INCREF(v);
+            Py_SETREF(rest, v);
+        }
+        *obs = rest;
+        return 1;
+    }
+    m = info && PyDict_Check(info) ? PyDict_GetItemString(info, "action_mask") : NULL;
+    if (!m) {
+        env_fail(s, where, "returned no action mask (info[\"action_mask\"], or an "
+                           "\"action_mask\" key of a dict observation), which it returned when "
+                           "it was registered");
+        return 0;
+    }
+    if (!read_mask_value(s, where, m)) return 0;
+    Py_INCREF(o);
+    *obs = o;
+    return 1;
+}
+
+/* read_obs, after the action mask for a masked class (read_mask). */
+static int read_obs_mask(pyenv_state *s, const char *where, PyObject *obs, PyObject *info,
+                         float *out) {
+    if (!s->pc->masked) return read_obs(s, where, obs, out);
+    PyObject *o = obs;
+    if (!read_mask(s, where, &o, info)) return 0;
+    int ok = read_obs(s, where, o, out);
+    Py_DECREF(o);
+    return ok;
+}
+
+static void pyenv_action_mask(const void *state, uint8_t *mask) {
+    const pyenv_state *s = state;
+    memcpy(mask, s->mask, (size_t)s->pc->cls.spec.num_actions);
+}
+
 /* ---- the hooks -------------------------------------------------------------------- */
 
 static int pyenv_create_at(void *state, const calf_env_class *cls, uint64_t seed,
@@ -239,6 +357,15 @@ static int pyenv_create_at(void *state, const calf_env_class *cls, uint64_t seed
     s->index = index;
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = CALF_OK;
+    if (pc->masked) { /* all valid until the env says (a failed reset leaves it so) */
+        s->mask = PyMem_RawMalloc((size_t)pc->cls.spec.num_actions);
+        if (!s->mask) {
+            PyGILState_Release(g);
+            return calf_error_set(err, CALF_ENOMEM, "out of memory allocating env %llu's mask",
+                                  (unsigned long long)index);
+        }
+        memset(s->mask, 1, (size_t)pc->cls.spec.num_actions);
+    }
     PyObject *base = PyLong_FromUnsignedLongLong(seed), *idx = PyLong_FromUnsignedLongLong(index);
     s->first_seed = base && idx ? PyNumber_Add(base, idx) : NULL;
     Py_XDECREF(base);
@@ -271,6 +398,8 @@ static void pyenv_destroy(void *state) {
     Py_CLEAR(s->step_fn);
     Py_CLEAR(s->env);
     Py_CLEAR(s->first_seed);
+    PyMem_RawFree(s->mask);
+    s->mask = NULL;
     PyGILState_Release(g);
 }
 
@@ -301,17 +430,17 @@ static void pyenv_reset(void *state, calf_rng *rng, float *obs) {
     } else if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
         env_fail(s, "reset()", "returned something other than a tuple (obs, info)");
     } else {
-        ok = read_obs(s, "reset()", PyTuple_GET_ITEM(r, 0), obs);
+        ok = read_obs_mask(s, "reset()", PyTuple_GET_ITEM(r, 0), PyTuple_GET_ITEM(r, 1), obs);
     }
     if (!ok) fill_nan(obs, dim);
     Py_XDECREF(r);
     PyGILState_Release(g);
 }
 
-static int pyenv_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
-                      float *reward) {
-    (void)rng;
-    pyenv_state *s = state;
+/* env.step(action) of a discrete (action), MultiDiscrete (actions: an int64 array of
+ * num_action_dims, as Gymnasium's MultiDiscrete samples) or continuous (u) env. */
+static int step_env(pyenv_state *s, int action, const int *actions, const float *u, float *obs,
+                    float *reward) {
     const calf_env_spec *spec = &s->pc->cls.spec;
     if (s->failed) {
         fill_nan(obs, spec->obs_dim);
@@ -323,7 +452,12 @@ static int pyenv_step(void *state, calf_rng *rng, int action, const float *u, fl
     if (spec->action_dim > 0) {
         npy_intp dims[1] = {spec->action_dim};
         a = PyArray_SimpleNew(1, dims, NPY_FLOAT32);
-        if (a) memcpy(PyArray_DATA((PyArrayObject *)a), u, (size_t)spec->action_dim * sizeof *u);
+        if (a && u) memcpy(PyArray_DATA((PyArrayObject *)a), u, (size_t)spec->action_dim * sizeof *u);
+    } else if (actions) {
+        npy_intp dims[1] = {spec->num_action_dims};
+        a = PyArray_SimpleNew(1, dims, NPY_INT64);
+        for (int d = 0; a && d < spec->num_action_dims; d++)
+            ((int64_t *)PyArray_DATA((PyArrayObject *)a))[d] = actions[d];
     } else {
         a = PyLong_FromLong(action);
     }
@@ -337,7 +471,7 @@ static int pyenv_step(void *state, calf_rng *rng, int action, const float *u, fl
         env_fail(s, "step()",
                  "returned something other than Gymnasium's 5-tuple (obs, reward, "
                  "terminated, truncated, info)");
-    } else if (read_obs(s, "step()", PyTuple_GET_ITEM(r, 0), obs)) {
+    } else if (read_obs_mask(s, "step()", PyTuple_GET_ITEM(r, 0), PyTuple_GET_ITEM(r, 4), obs)) {
         double rew = PyFloat_AsDouble(PyTuple_GET_ITEM(r, 1));
         int term = PyObject_IsTrue(PyTuple_GET_ITEM(r, 2));
         int trunc = PyObject_IsTrue(PyTuple_GET_ITEM(r, 3));
@@ -356,6 +490,18 @@ static int pyenv_step(void *state, calf_rng *rng, int action, const float *u, fl
     Py_XDECREF(r);
     PyGILState_Release(g);
     return ret;
+}
+
+static int pyenv_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                      float *reward) {
+    (void)rng;
+    return step_env(state, action, NULL, u, obs, reward);
+}
+
+static int pyenv_step_multi(void *state, calf_rng *rng, const int *actions, float *obs,
+                            float *reward) {
+    (void)rng;
+    return step_env(state, 0, actions, NULL, obs, reward);
 }
 
 static int pyenv_failure(const void *state, char *buf, size_t size) {
@@ -391,9 +537,10 @@ static size_t roomy(size_t n) { return ((n + SAVE_HEADER) * 2 + 1023) / 1024 * 1
 
 static void pyenv_save(const void *state, void *buf) {
     const pyenv_state *s = state;
-    const size_t cap = s->pc->cls.spec.save_size;
+    const size_t cap = s->pc->cls.spec.save_size - mask_room(s->pc);
     unsigned char *p = buf;
     memset(p, 0, cap);
+    if (s->pc->masked) memcpy(p + cap, s->mask, mask_room(s->pc));
     put_u32(p, SAVE_MAGIC);
     put_u32(p + 4, NOT_SAVED);
     PyGILState_STATE g = PyGILState_Ensure();
@@ -492,8 +639,15 @@ static int check_signed(pyenv_state *s, const unsigned char *p, size_t header, u
 
 static int pyenv_load(void *state, const void *buf, calf_error *err) {
     pyenv_state *s = state;
-    const size_t cap = s->pc->cls.spec.save_size;
+    const size_t cap = s->pc->cls.spec.save_size - mask_room(s->pc);
     const unsigned char *p = buf;
+    if (s->pc->masked) { /* a mask that allows no action was not one the env returned */
+        int any = 0;
+        for (size_t j = 0; j < mask_room(s->pc); j++) any |= p[cap + j] > 1 ? 2 : p[cap + j];
+        if (any != 1)
+            return calf_error_set(err, CALF_EINVAL, "a saved Python env's action mask is not "
+                                  "bytes of 0 and 1 with one valid action");
+    }
     uint32_t magic = get_u32(p);
     if (magic != SAVE_MAGIC && magic != SAVE_MAGIC_V1)
         return calf_error_set(err, CALF_EINVAL, "not a saved Python env (bad magic)");
@@ -545,6 +699,7 @@ static int pyenv_load(void *state, const void *buf, calf_error *err) {
         if (!r) PyErr_Clear();
         Py_XDECREF(r);
         Py_DECREF(old);
+        if (s->pc->masked) memcpy(s->mask, p + cap, mask_room(s->pc));
     }
     PyGILState_Release(g);
     return rc;
@@ -645,19 +800,20 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "factory", "obs_dim", "num_actions", "low", "high",
                              "max_episode_steps", "state_bytes", "render_fps", "key",
                              "key_path", "obs_shape", "obs_dtype", "obs_high", "box_shape",
-                             "dict_keys", "dict_shapes", NULL};
+                             "dict_keys", "dict_shapes", "nvec", "masked", NULL};
     const char *name;
-    PyObject *factory, *low = Py_None, *high = Py_None, *key, *key_path;
+    PyObject *factory, *low = Py_None, *high = Py_None, *key, *key_path, *nvec_obj = Py_None;
     PyObject *box_shape = Py_None, *dict_keys = Py_None, *dict_shapes = Py_None;
-    int obs_dim, num_actions, max_steps, obs_dtype = CALF_DTYPE_F32, obs_high = 0;
+    int obs_dim, num_actions, max_steps, obs_dtype = CALF_DTYPE_F32, obs_high = 0, masked = 0;
     int obs_shape[3] = {0, 0, 0};
     Py_ssize_t state_bytes;
     double render_fps = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOindSU|$(iii)iiOOO:register_env", kwlist,
-                                     &name, &factory, &obs_dim, &num_actions, &low, &high,
-                                     &max_steps, &state_bytes, &render_fps, &key, &key_path,
-                                     &obs_shape[0], &obs_shape[1], &obs_shape[2], &obs_dtype,
-                                     &obs_high, &box_shape, &dict_keys, &dict_shapes))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOindSU|$(iii)iiOOOOp:register_env",
+                                     kwlist, &name, &factory, &obs_dim, &num_actions, &low,
+                                     &high, &max_steps, &state_bytes, &render_fps, &key,
+                                     &key_path, &obs_shape[0], &obs_shape[1], &obs_shape[2],
+                                     &obs_dtype, &obs_high, &box_shape, &dict_keys, &dict_shapes,
+                                     &nvec_obj, &masked))
         return NULL;
     /* the observation's form: a Box of box_shape (None: a flat vector of obs_dim), or a
      * Dict of dict_keys' Boxes of dict_shapes; their values must add up to obs_dim */
@@ -682,6 +838,38 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
                      obs_dim);
         return NULL;
     }
+    /* MultiDiscrete: the sub-actions' sizes (num_actions is their sum) */
+    int dims = 0, nvec[PYENV_MAX_DIMS];
+    if (nvec_obj != Py_None) {
+        PyArrayObject *nv = (PyArrayObject *)PyArray_FROMANY(nvec_obj, NPY_INT64, 1, 1,
+                                                              NPY_ARRAY_CARRAY_RO);
+        if (!nv) return NULL;
+        long long sum = 0;
+        dims = (int)PyArray_DIMS(nv)[0];
+        for (int d = 0; d < dims && d < PYENV_MAX_DIMS; d++) {
+            int64_t v = ((const int64_t *)PyArray_DATA(nv))[d];
+            nvec[d] = v < 1 || v > (1 << 16) ? 0 : (int)v;
+            sum += nvec[d];
+        }
+        Py_DECREF(nv);
+        if (dims < 1 || dims > PYENV_MAX_DIMS || sum != num_actions) {
+            PyErr_Format(PyExc_ValueError, "calf.register_env: nvec must be 1 to %d sizes in "
+                         "[1, 2^16] summing to num_actions", PYENV_MAX_DIMS);
+            return NULL;
+        }
+        for (int d = 0; d < dims; d++)
+            if (nvec[d] == 0) {
+                PyErr_SetString(PyExc_ValueError, "calf.register_env: nvec sizes in [1, 2^16]");
+                return NULL;
+            }
+    }
+    if (masked && num_actions < 1) {
+        PyErr_SetString(PyExc_ValueError, "calf.register_env: an action mask needs discrete "
+                        "actions");
+        return NULL;
+    }
+    /* a masked env's save form keeps its last mask after the pickle's room */
+    size_t save_size = (size_t)state_bytes + (masked ? (size_t)num_actions : 0);
     if (PyBytes_GET_SIZE(key) < 16) {
         PyErr_SetString(PyExc_ValueError, "calf.register_env: the key is shorter than 16 bytes");
         return NULL;
@@ -728,7 +916,9 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
                    memcmp(sp->obs_shape, obs_shape, sizeof obs_shape) == 0 &&
                    same_obs_form(pc, box_shape, dict_keys, dict_shapes) &&
                    sp->action_dim == action_dim && sp->max_episode_steps == max_steps &&
-                   sp->save_size == (size_t)state_bytes &&
+                   sp->save_size == save_size && pc->masked == masked &&
+                   sp->num_action_dims == dims &&
+                   (dims == 0 || memcmp(pc->nvec, nvec, (size_t)dims * sizeof *nvec) == 0) &&
                    (action_dim == 0 ||
                     (memcmp(pc->low, PyArray_DATA(lo), (size_t)action_dim * sizeof(float)) == 0 &&
                      memcmp(pc->high, PyArray_DATA(hi), (size_t)action_dim * sizeof(float)) == 0));
@@ -757,6 +947,8 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         return NULL;
     }
     pyenv_class *pc = PyMem_RawCalloc(1, sizeof *pc);
+    if (pc && dims > 0 && (pc->nvec = PyMem_RawCalloc((size_t)dims, sizeof *pc->nvec)))
+        memcpy(pc->nvec, nvec, (size_t)dims * sizeof *nvec);
     if (pc && action_dim > 0) {
         pc->low = PyMem_RawCalloc((size_t)action_dim, sizeof *pc->low);
         pc->high = PyMem_RawCalloc((size_t)action_dim, sizeof *pc->high);
@@ -767,10 +959,11 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     }
     Py_XDECREF(lo);
     Py_XDECREF(hi);
-    if (!pc || (action_dim > 0 && (!pc->low || !pc->high))) {
+    if (!pc || (action_dim > 0 && (!pc->low || !pc->high)) || (dims > 0 && !pc->nvec)) {
         if (pc) {
             PyMem_RawFree(pc->low);
             PyMem_RawFree(pc->high);
+            PyMem_RawFree(pc->nvec);
         }
         PyMem_RawFree(pc);
         return PyErr_NoMemory();
@@ -784,6 +977,7 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     if (!pc->box_shape && !pc->dict_keys) {
         PyMem_RawFree(pc->low);
         PyMem_RawFree(pc->high);
+        PyMem_RawFree(pc->nvec);
         PyMem_RawFree(pc);
         return NULL;
     }
@@ -802,10 +996,16 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         .action_high = pc->high,
         .max_episode_steps = max_steps,
         .state_size = sizeof(pyenv_state),
-        .save_size = (size_t)state_bytes,
+        .save_size = save_size,
+        .num_action_dims = dims,
+        .action_nvec = pc->nvec,
+        .action_mask = masked,
     };
+    pc->masked = masked;
     c->reset = pyenv_reset;
     c->step = pyenv_step;
+    if (dims > 0) c->step_multi = pyenv_step_multi;
+    if (masked) c->action_mask = pyenv_action_mask;
     c->create_at = pyenv_create_at;
     c->destroy = pyenv_destroy;
     c->save = pyenv_save;
@@ -821,6 +1021,7 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         Py_XDECREF(pc->dict_shapes);
         PyMem_RawFree(pc->low);
         PyMem_RawFree(pc->high);
+        PyMem_RawFree(pc->nvec);
         PyMem_RawFree(pc);
         PyErr_SetString(PyExc_ValueError, err.msg);
         return NULL;

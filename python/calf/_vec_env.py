@@ -32,14 +32,19 @@ def _block_spaces(raw: _calf.VecEnv) -> tuple[Any, Any, Any, Any]:
     box = _gym.spaces.Box if _gym is not None else Box
     # calf's public API gives no observation bounds: the whole real line, as a Box.
     single_obs = box(-np.inf, np.inf, (od,), np.float32)
-    if raw.discrete:
+    if raw.action_dims:
+        nvec = raw.action_nvec
+        single_act = _gym.spaces.MultiDiscrete(nvec) if _gym else MultiDiscrete(nvec)
+    elif raw.discrete:
         single_act = _gym.spaces.Discrete(raw.num_actions) if _gym else Discrete(raw.num_actions)
     else:
         single_act = box(raw.action_low, raw.action_high, (raw.action_dim,), np.float32)
     if _batch_space is not None:
         return single_obs, single_act, _batch_space(single_obs, n), _batch_space(single_act, n)
     batch_obs = Box(-np.inf, np.inf, (n, od), np.float32)
-    if raw.discrete:
+    if raw.action_dims:
+        batch_act: Any = MultiDiscrete(np.tile(raw.action_nvec, (n, 1)))
+    elif raw.discrete:
         batch_act: Any = MultiDiscrete(np.full(n, raw.num_actions))
     else:
         batch_act = Box(
@@ -58,8 +63,12 @@ class VecEnv(_VectorEnvBase):
 
     Arrays: ``obs``: (num_envs, obs_dim) float32; ``rewards``: (num_envs,) float64;
     ``terminations``, ``truncations``: (num_envs,) bool; actions: (num_envs,) integers for
-    a discrete env, (num_envs, action_dim) floats for a continuous one (clipped to the
-    action bounds by calf). The returned arrays are new on every call.
+    a discrete env, (num_envs, D) integers for a MultiDiscrete one, (num_envs, action_dim)
+    floats for a continuous one (clipped to the action bounds by calf). The returned
+    arrays are new on every call. An env that masks its actions returns them in every
+    reset's and step's infos: ``infos["action_mask"]`` (num_envs, num_actions) bool, the
+    actions valid in the state obs shows (MultiDiscrete: each sub-action's slice in turn),
+    with ``infos["_action_mask"]`` all True, as Gymnasium's vector infos go.
     """
 
     def __init__(
@@ -103,7 +112,8 @@ class VecEnv(_VectorEnvBase):
         next episode from its own stream (the first call after opening returns the
         episodes the open started). ``options`` is not supported (None or empty).
 
-        Returns ``(obs, infos)``: obs (num_envs, obs_dim) float32, infos ``{}``.
+        Returns ``(obs, infos)``: obs (num_envs, obs_dim) float32, infos ``{}`` (an env
+        with an action mask: its ``action_mask`` and ``_action_mask``).
         """
         if options:
             raise ValueError(f"calf.VecEnv.reset: options are not supported, got {options!r}")
@@ -119,7 +129,10 @@ class VecEnv(_VectorEnvBase):
                 super().reset(seed=seed)
         obs = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
         self._raw.reset(obs)
-        return obs, {}
+        mask = self._raw.action_mask
+        if mask is None:
+            return obs, {}
+        return obs, {"action_mask": mask, "_action_mask": np.ones(self.num_envs, dtype=bool)}
 
     def step(
         self, actions: Any
