@@ -11,7 +11,7 @@
 
 #include "calf/error.h"
 #include "records/checkpoint.h"
-#include "tools/export.h"
+#include "numerics/export_c.h"
 
 /* Per-env accumulator: OBS_NORM_ACC(dim) doubles (see obs_norm_accumulate). */
 #define OBS_NORM_ACC(dim) (2 * (size_t)(dim))

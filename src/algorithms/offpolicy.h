@@ -22,7 +22,7 @@
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
 #include "parallel/work_share.h"
-#include "tools/export.h"
+#include "numerics/export_c.h"
 #include "training/algorithm.h"
 
 /* What a process's envs hold for an update: the rings, and per env the algorithm's

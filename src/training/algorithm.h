@@ -16,7 +16,7 @@
 #include "calf/error.h"
 #include "records/checkpoint.h"
 #include "parallel/comm.h"
-#include "tools/export.h"
+#include "numerics/export_c.h"
 #include "training/registry.h"
 
 typedef struct algorithm algorithm; /* each algorithm's own struct, opaque here */
@@ -116,7 +116,7 @@ typedef struct algorithm_ops {
     /* Lines for the rank log at the end of a run of run_s seconds (e.g. what work
      * sharing did), each ending in '\n'; may be NULL. */
     void (*report)(const algorithm *a, double run_s, char *text, size_t cap);
-    /* `calf export`: greedy as C (export.h): the networks it runs and the body of
+    /* `calf export`: greedy as C (numerics/export_c.h): the networks it runs and the body of
      * calf_policy_act, computing for one row exactly what greedy computes. May be NULL:
      * the algorithm cannot be exported. */
     int (*export_c)(const algorithm *a, export_c *x, calf_error *err);

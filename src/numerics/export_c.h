@@ -1,20 +1,28 @@
-/* export.h: `calf export`: a trained policy's greedy action as one C99 file that needs
- * only a C compiler and libm. An algorithm describes its greedy policy through
- * algorithm_ops.export_c: the networks it runs (export_c_mlp) and the body of
- * calf_policy_act (export_c_body). This module writes the file around them: the
- * policy's sizes as macros, the weights as hex floats, and calf's own arithmetic
- * (nn_madd fused or not as this build has it, nn_tanh's approximation, the summation
- * order src/numerics/nn.h writes down), so the file computes calf's greedy bit for bit. */
-#ifndef CALF_EXPORT_H
-#define CALF_EXPORT_H
+/* export_c.h: the writer behind `calf export`: a trained policy's greedy action as C99
+ * that needs only a C compiler and libm. An algorithm describes its greedy policy through
+ * algorithm_ops.export_c: the networks it runs (export_c_net, export_c_mlp) and the body of
+ * calf_policy_act (export_c_body). This module writes the weights as hex floats and calf's
+ * own arithmetic (nn_madd fused or not as this build has it, nn_tanh's approximation, the
+ * summation order src/numerics/nn.h writes down), so the file computes calf's greedy bit for
+ * bit; tools/export.c puts the run's head on it. */
+#ifndef CALF_EXPORT_C_H
+#define CALF_EXPORT_C_H
 
 #include <stdbool.h>
 
+#include "base/bytes.h"
 #include "calf/error.h"
 #include "numerics/net.h"
 #include "numerics/nn.h"
 
+/* The writer: what an algorithm's export_c (training/algorithm.h) adds to, one per file.
+ * Running out of memory is sticky: the calls below return nothing, export_c_write says. */
 typedef struct export_c export_c;
+
+/* An empty writer, owned by the caller (export_c_free); NULL with err set when out of
+ * memory. */
+export_c *export_c_new(calf_error *err);
+void export_c_free(export_c *x); /* NULL: nothing */
 
 /* Network m, whose parameters lie at m's offsets in the flat array params, as
  *   static void NAME_forward(const float *x, float *y)   x (sizes[0]), y (sizes[L])
@@ -51,5 +59,18 @@ void export_c_multi_argmax_return(export_c *x, const char *v, const int *nvec, i
 enum { EXPORT_C_NUM = 48 };
 const char *export_c_float(float v, char *buf);
 const char *export_c_double(double v, char *buf);
+
+/* printf-style text appended to b (running out of memory sticky in b->failed): the same
+ * words the writer uses, for the file's head. */
+void export_c_printf(bytes_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The file after its opening comment and macros, appended to out: the arithmetic the
+ * networks call (calf_madd; calf_tanh, calf_relu, calf_conv2d as they are used; cm_tanh's
+ * source when the body calls calf_tanhd), the networks, and calf_policy_act around the
+ * body; for a masked env, calf_policy_act_masked around the body and calf_policy_act
+ * calling it with no mask. CALF_ENOMEM when x or out ran out of memory, naming what (the
+ * checkpoint's path). */
+int export_c_write(const export_c *x, bool masked, bytes_buf *out, const char *what,
+                   calf_error *err);
 
 #endif
