@@ -214,7 +214,9 @@ expect_exit 2 "$CALF" train --quiet --root_dir "$WORK/both" --conf "$WORK/both.g
 expect_in "$WORK/err" "$WORK/both.gin:2: ActorDistributionNetwork.gru_hidden_size and ActorDistributionNetwork.lstm_hidden_size"
 
 # A masked and a MultiDiscrete PPO config on the tests' envs (tests/action_envs.c, a
-# plug-in; tests/e2e_actions.sh shows what they learn): the same parity and resume.
+# plug-in; tests/e2e_actions.sh shows what they learn): the same parity and resume. And a
+# masked DQN, whose replay keeps each transition's next mask (its env records, read back
+# on another split) for the TD target's max; the target network copied every 4 updates.
 if [ -f "${CALF_ACTION_ENVS:-}" ]; then
     PARITY_ARGS=(--env_lib "$CALF_ACTION_ENVS")
     for G in ppo_masked_choice ppo_multi_choice; do
@@ -222,6 +224,12 @@ if [ -f "${CALF_ACTION_ENVS:-}" ]; then
         parity "$DEFAULT" "$SRC/tests/data/actions/$G.gin" "$WORK/actions-$G" \
             "create_environment.env_name = '$([ $G = ppo_multi_choice ] && echo Test/MaskedMultiChoice-v0 || echo Test/MaskedChoice-v0)'"
     done
+    echo "== DqnAlgorithm on the masked action env from dqn_cartpole.gin"
+    parity DqnAlgorithm "$SRC/examples/dqn_cartpole.gin" "$WORK/actions-dqn" \
+        "create_environment.env_name = 'Test/MaskedChoice-v0'" "q/QNetwork.fc_layer_params = (16,)" \
+        "DqnAlgorithm.target_update_period = 4"
+    grep -q RPEM "$WORK/actions-dqn/n1/train/algorithm/ckpt-12" && ok ||
+        bad "masked DQN: the checkpoint has no replay records with next masks (RPEM)"
     PARITY_ARGS=()
 else
     echo "action envs skipped: CALF_ACTION_ENVS does not name the action_envs plug-in"

@@ -6,14 +6,16 @@
  *   mean_j (Q(s_j, a_j) - y_j)^2, y_j = r_j + gamma max_a Q'(s'_j, a) of the TARGET
  *   network (r_j when terminated); the target is Q's copy after update 2
  *   (target_update_period 2), unchanged after updates 1 and 3;
+ * - the same for a masked env, whose stored next masks block the action with the largest
+ *   Q'(s', a): the max in y runs over the valid actions only;
  * - the same with RMSProp (DqnAlgorithm.optimizer = 'rmsprop', centered, alpha 0.9: its
  *   grad_avg is the same 0.9 m + 0.1 g), whose first step is also checked against
  *   rmsprop.h's, and which a config refuses to set while the optimizer is Adam;
  * - epsilon-greedy acting: each env's action is what its own stream gives, a uniform
  *   action when u < epsilon(the job's env steps), else the greedy one.
  * Each check counts misses, and the test plants mistakes in the reference (a target
- * from the online network, epsilon that does not decay) to show the same checks catch
- * them. */
+ * from the online network, a max that ignores the mask, epsilon that does not decay) to
+ * show the same checks catch them. */
 #include <stdint.h>
 
 #include "training/algorithm.h"
@@ -58,7 +60,7 @@ static void losses(void) {
     CHECK_INT_EQ(arg, 1); /* ties: the lowest index */
 }
 
-typedef enum { NONE, TARGET_FROM_ONLINE, EPSILON_CONSTANT } mistake;
+typedef enum { NONE, TARGET_FROM_ONLINE, EPSILON_CONSTANT, MASK_IGNORED } mistake;
 
 typedef struct groups {
     float *q, *target, *m;
@@ -81,6 +83,8 @@ typedef struct transitions {
     float obs[E][STEPS][OD], next[E][STEPS][OD], r[E][STEPS];
     int a[E][STEPS];
     uint8_t term[E][STEPS];
+    bool masked;                 /* the env masks its actions: next_mask holds them */
+    uint8_t next_mask[E][STEPS][NA]; /* the actions valid at next */
 } transitions;
 
 typedef struct batch {
@@ -115,7 +119,11 @@ static int update_misses(const nn_mlp *q, const transitions *tr, int it, int k, 
         for (int i = 0; i < OD; i++) bt.obs[j][i] = tr->obs[e][t][i], next[i] = tr->next[e][t][i];
         bt.a[j] = tr->a[e][t];
         ref_mlp_forward(q, tp, next, v);
-        bt.y[j] = tr->term[e][t] ? tr->r[e][t] : tr->r[e][t] + GAMMA * (v[0] > v[1] ? v[0] : v[1]);
+        double best = -INFINITY; /* over the valid actions at next, when masked */
+        for (int i = 0; i < NA; i++)
+            if (!tr->masked || planted == MASK_IGNORED || tr->next_mask[e][t][i])
+                best = v[i] > best ? v[i] : best;
+        bt.y[j] = tr->term[e][t] ? tr->r[e][t] : tr->r[e][t] + GAMMA * best;
     }
     int misses = 0, checked = 0;
     float *p = malloc(b->n * sizeof(float));
@@ -147,8 +155,10 @@ static int update_misses(const nn_mlp *q, const transitions *tr, int it, int k, 
 /* A CartPole config for DQN: E envs, initial collection `collect` steps, a run of
  * `iterations` (the schedule's length). */
 static algorithm *make(const algorithm_ops *ops, calf_config *cfg, comm *c, int collect,
-                       int iterations, bool rmsprop) {
+                       int iterations, bool rmsprop, bool masked) {
     const calf_env_class *cls = calf_env_find("CartPole-v1");
+    calf_env_spec spec = cls->spec; /* masked: as an env with a mask would say */
+    spec.action_mask = masked;
     config_init(cfg);
     char text[1024];
     snprintf(text, sizeof text,
@@ -174,8 +184,8 @@ static algorithm *make(const algorithm_ops *ops, calf_config *cfg, comm *c, int 
                      : "");
     calf_error err;
     CHECK_INT_EQ(calf_config_parse_string(cfg, text, "test", &err), CALF_OK);
-    CHECK_INT_EQ(ops->check(cfg, &cls->spec, &err), CALF_OK);
-    algo_setup s = {.cfg = cfg, .spec = &cls->spec, .c = c, .E = E, .begin = 0, .count = E,
+    CHECK_INT_EQ(ops->check(cfg, &spec, &err), CALF_OK);
+    algo_setup s = {.cfg = cfg, .spec = &spec, .c = c, .E = E, .begin = 0, .count = E,
                     .T = 1, .seed = SEED, .total_iterations = iterations};
     algorithm *a = NULL;
     CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK);
@@ -192,7 +202,10 @@ static void transition(int e, int t, bool terminated, transitions *tr) {
     tr->term[e][t] = terminated;
 }
 
-static void updates_case(bool terminated, bool rmsprop) {
+/* masked: each transition's next mask blocks the action whose Q' (of the initial
+ * network, the target of updates 1 and 2) at next is the largest, so a target that
+ * ignored the mask would take exactly the value it must not. */
+static void updates_case(bool terminated, bool rmsprop, bool masked) {
     const algorithm_ops *ops = algorithm_find("DqnAlgorithm");
     CHECK(ops != NULL);
     if (!ops) return;
@@ -200,7 +213,7 @@ static void updates_case(bool terminated, bool rmsprop) {
     CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
     calf_config cfg;
     int first = STEPS - UPDATES;
-    algorithm *a = make(ops, &cfg, c, E * (first + 1), 100, rmsprop);
+    algorithm *a = make(ops, &cfg, c, E * (first + 1), 100, rmsprop, masked);
     if (!a) return;
     nn_mlp q;
     int hidden[2] = {H, H};
@@ -208,18 +221,26 @@ static void updates_case(bool terminated, bool rmsprop) {
     nn_mlp_layout(&q, OD, hidden, 2, NA, NN_ACT_RELU, &n);
     groups snap[UPDATES + 1];
     for (int k = 0; k <= UPDATES; k++) snap[k] = (groups){calloc(n, 4), calloc(n, 4), calloc(n, 4), n};
-    transitions tr;
+    transitions tr = {.masked = masked};
     calf_error err;
+    read_groups(ops, a, &snap[0]); /* the initial networks (read again before update 1) */
+    int blocked_best = 0;
     for (int t = 0; t < STEPS; t++) {
         float o[E * OD], rew[E], nx[E * OD];
         int act[E];
-        uint8_t te[E], trunc[E] = {0};
+        uint8_t te[E], trunc[E] = {0}, nm[E * NA];
         for (int e = 0; e < E; e++) {
             transition(e, t, terminated, &tr);
             memcpy(o + e * OD, tr.obs[e][t], sizeof tr.obs[e][t]);
             memcpy(nx + e * OD, tr.next[e][t], sizeof tr.next[e][t]);
             rew[e] = tr.r[e][t];
             te[e] = tr.term[e][t];
+            double next[OD], v[NA];
+            for (int i = 0; i < OD; i++) next[i] = tr.next[e][t][i];
+            ref_mlp_forward(&q, snap[0].target, next, v);
+            int best = v[1] > v[0];
+            for (int i = 0; i < NA; i++) nm[e * NA + i] = tr.next_mask[e][t][i] = i != best;
+            blocked_best += v[best] > v[1 - best];
         }
         int sampled[E];
         ops->act(a, t, 0, o, NULL, sampled, NULL);
@@ -228,7 +249,8 @@ static void updates_case(bool terminated, bool rmsprop) {
             act[e] = tr.a[e][t];
         }
         algo_step st = {.s = 0, .obs = o, .act = act, .reward = rew, .terminated = te,
-                        .truncated = trunc, .final_obs = nx, .next_obs = nx};
+                        .truncated = trunc, .final_obs = nx, .next_obs = nx,
+                        .next_mask = masked ? nm : NULL};
         ops->observe(a, &st);
         if (t == first) read_groups(ops, a, &snap[0]);
         CHECK_INT_EQ(ops->train(a, t, &err), CALF_OK);
@@ -238,8 +260,8 @@ static void updates_case(bool terminated, bool rmsprop) {
         int misses =
             update_misses(&q, &tr, first + k - 1, k, &snap[k - 1], &snap[k], NONE, rmsprop);
         if (misses)
-            fprintf(stderr, "terminated=%d rmsprop=%d, update %d: %d misses\n", terminated, rmsprop,
-                    k, misses);
+            fprintf(stderr, "terminated=%d rmsprop=%d masked=%d, update %d: %d misses\n",
+                    terminated, rmsprop, masked, k, misses);
         CHECK_INT_EQ(misses, 0);
     }
     /* the RMSProp check rejects Adam's first step */
@@ -249,6 +271,12 @@ static void updates_case(bool terminated, bool rmsprop) {
     if (!terminated)
         CHECK(update_misses(&q, &tr, first + 1, 2, &snap[1], &snap[2], TARGET_FROM_ONLINE, false) >
               0);
+    if (masked && !terminated) {
+        /* the blocked action's Q' was the larger one (strictly) at every next state, so
+         * a max over all actions is another target: the same check rejects it */
+        CHECK_INT_EQ(blocked_best, E * STEPS);
+        CHECK(update_misses(&q, &tr, first, 1, &snap[0], &snap[1], MASK_IGNORED, rmsprop) > 0);
+    }
     for (int k = 0; k <= UPDATES; k++) free(snap[k].q), free(snap[k].target), free(snap[k].m);
     ops->destroy(a);
     comm_finalize(c);
@@ -262,7 +290,7 @@ static int acting_misses(mistake planted, int *greedy) {
     comm *c = NULL;
     CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
     calf_config cfg;
-    algorithm *a = make(ops, &cfg, c, 0, 40, false);
+    algorithm *a = make(ops, &cfg, c, 0, 40, false, false);
     if (!a) return -1;
     calf_rng rng[E];
     for (int e = 0; e < E; e++) calf_rng_seed(&rng[e], SEED, (uint64_t)e, CALF_RNG_ACTION);
@@ -338,9 +366,10 @@ static void refuses_unused_rmsprop(void) {
 
 int main(void) {
     losses();
-    updates_case(false, false);
-    updates_case(true, false);
-    updates_case(false, true);
+    updates_case(false, false, false);
+    updates_case(true, false, false);
+    updates_case(false, true, false);
+    updates_case(false, false, true);
     acting();
     refuses_continuous();
     refuses_unused_rmsprop();

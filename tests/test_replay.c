@@ -2,7 +2,8 @@
  * whichever process holds it), the sampler's documented stream and its uniformity over
  * every transition of the job (a chi-square test that broken samplers fail), the owned
  * selection's canonical order, checkpoint records across splits, damaged ones refused
- * with a message, and replays of byte observations (their size, their records). */
+ * with a message, replays of byte observations (their size, their records) and of next
+ * action masks (kept, wrapped, split, their records and damaged mask bytes). */
 #include <stdint.h>
 
 #include "algorithms/replay.h"
@@ -31,7 +32,7 @@ static void add_step(replay *rb, int step) {
     for (int e = 0; e < rb->env_count; e++)
         make_row(rb->env_begin + e, step, obs + e * OD, act + e * AD, rew + e, term + e,
                  nobs + e * OD);
-    replay_add_step(rb, obs, act, rew, term, nobs);
+    replay_add_step(rb, obs, act, rew, term, nobs, NULL);
 }
 
 /* rb holds (env, pos) = the row of step `step` */
@@ -49,15 +50,15 @@ static int holds_step(const replay *rb, int env, int64_t pos, int step) {
 static void test_layout(void) {
     /* 2 envs x 3 slots, obs 3, act 1: obs 72 B at 0, next_obs at 128, act (24) at 256,
      * reward (24) at 320, terminated (6) at 384, total rounded to 448 */
-    CHECK_INT_EQ(replay_bytes(2, 3, 3, CALF_DTYPE_F32, 1), 448);
-    CHECK_INT_EQ(replay_bytes(1, 1, 1, CALF_DTYPE_F32, 1), 64 * 4 + 1 + 63);
-    CHECK_INT_EQ(replay_bytes(0, 3, 3, CALF_DTYPE_F32, 1), 0);
-    CHECK_INT_EQ(replay_bytes(2, 0, 3, CALF_DTYPE_F32, 1), 0);
-    CHECK_INT_EQ(replay_bytes(2, 3, 0, CALF_DTYPE_F32, 1), 0);
-    CHECK_INT_EQ(replay_bytes(1 << 30, INT64_MAX / 2, 3, CALF_DTYPE_F32, 1), 0); /* does not fit */
+    CHECK_INT_EQ(replay_bytes(2, 3, 3, CALF_DTYPE_F32, 1, 0), 448);
+    CHECK_INT_EQ(replay_bytes(1, 1, 1, CALF_DTYPE_F32, 1, 0), 64 * 4 + 1 + 63);
+    CHECK_INT_EQ(replay_bytes(0, 3, 3, CALF_DTYPE_F32, 1, 0), 0);
+    CHECK_INT_EQ(replay_bytes(2, 0, 3, CALF_DTYPE_F32, 1, 0), 0);
+    CHECK_INT_EQ(replay_bytes(2, 3, 0, CALF_DTYPE_F32, 1, 0), 0);
+    CHECK_INT_EQ(replay_bytes(1 << 30, INT64_MAX / 2, 3, CALF_DTYPE_F32, 1, 0), 0); /* does not fit */
     replay rb;
     calf_error err = {0};
-    CHECK_INT_EQ(replay_create(&rb, 4, 1, 2, 3, 3, CALF_DTYPE_F32, 1, &err), CALF_OK);
+    CHECK_INT_EQ(replay_create(&rb, 4, 1, 2, 3, 3, CALF_DTYPE_F32, 1, 0, &err), CALF_OK);
     CHECK((uintptr_t)rb.obs % 64 == 0 && (uintptr_t)rb.next_obs % 64 == 0);
     CHECK((uintptr_t)rb.act % 64 == 0 && (uintptr_t)rb.reward % 64 == 0);
     CHECK((uintptr_t)rb.terminated % 64 == 0);
@@ -69,13 +70,13 @@ static void test_layout(void) {
     replay_free(NULL);
     /* a size past the address space is an error with a message, not a crash */
     CHECK_INT_EQ(
-        replay_create(&rb, 1 << 30, 0, 1 << 30, INT64_MAX / 2, 3, CALF_DTYPE_F32, 1, &err),
+        replay_create(&rb, 1 << 30, 0, 1 << 30, INT64_MAX / 2, 3, CALF_DTYPE_F32, 1, 0, &err),
         CALF_EINVAL);
     CHECK(strstr(err.msg, "too large") != NULL);
     CHECK(rb.owned == NULL);
     /* caller's memory: not owned */
     static _Alignas(64) unsigned char mem[448];
-    replay_init(&rb, 2, 0, 2, 3, 3, CALF_DTYPE_F32, 1, mem);
+    replay_init(&rb, 2, 0, 2, 3, 3, CALF_DTYPE_F32, 1, 0, mem);
     CHECK(rb.owned == NULL && (unsigned char *)rb.obs == mem);
     CHECK((unsigned char *)rb.terminated == mem + 384);
     replay_free(&rb); /* frees nothing */
@@ -83,7 +84,7 @@ static void test_layout(void) {
 
 static void test_wrap(void) {
     replay rb;
-    CHECK_INT_EQ(replay_create(&rb, 2, 0, 2, 3, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&rb, 2, 0, 2, 3, OD, CALF_DTYPE_F32, AD, 0, NULL), CALF_OK);
     add_step(&rb, 0);
     add_step(&rb, 1);
     CHECK(rb.stored == 2 && rb.next_slot == 2);
@@ -102,7 +103,7 @@ static void test_wrap(void) {
     /* a terminated byte other than 0 is stored as 1 */
     float o[2 * OD] = {0}, a[2 * AD] = {0}, r[2] = {0};
     uint8_t t[2] = {7, 0};
-    replay_add_step(&rb, o, a, r, t, o);
+    replay_add_step(&rb, o, a, r, t, o, NULL);
     replay_item it;
     replay_get(&rb, 0, 2, &it);
     CHECK(it.terminated == 1 && it.reward == 0.0f);
@@ -117,7 +118,7 @@ static void test_ownership(void) {
     enum { E = 5, CAP = 4, STEPS = 7 };
     const int splits[3][4] = {{0, 5, 5, 5}, {0, 3, 5, 5}, {0, 1, 2, 5}}; /* block ends */
     replay whole;
-    CHECK_INT_EQ(replay_create(&whole, E, 0, E, CAP, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&whole, E, 0, E, CAP, OD, CALF_DTYPE_F32, AD, 0, NULL), CALF_OK);
     for (int s = 0; s < STEPS; s++) add_step(&whole, s);
     for (int sp = 0; sp < 3; sp++) {
         replay part[4];
@@ -126,7 +127,7 @@ static void test_ownership(void) {
             int end = splits[sp][p];
             if (end == begin) continue;
             CHECK_INT_EQ(replay_create(&part[n], E, begin, end - begin, CAP, OD, CALF_DTYPE_F32,
-                                       AD, NULL),
+                                       AD, 0, NULL),
                          CALF_OK);
             n++;
             begin = end;
@@ -368,21 +369,21 @@ static void test_select_owned(void) {
 
     /* gathering the selection: the same rows from a split as from the whole */
     replay whole, lo, hi;
-    CHECK_INT_EQ(replay_create(&whole, E, 0, E, 6, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
-    CHECK_INT_EQ(replay_create(&lo, E, 0, 2, 6, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
-    CHECK_INT_EQ(replay_create(&hi, E, 2, 3, 6, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&whole, E, 0, E, 6, OD, CALF_DTYPE_F32, AD, 0, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&lo, E, 0, 2, 6, OD, CALF_DTYPE_F32, AD, 0, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&hi, E, 2, 3, 6, OD, CALF_DTYPE_F32, AD, 0, NULL), CALF_OK);
     for (int s = 0; s < 8; s++) add_step(&whole, s), add_step(&lo, s), add_step(&hi, s);
     float ow[B * OD], aw[B * AD], rw[B], nw[B * OD];
     uint8_t tw[B];
-    replay_gather(&whole, B, order, env, pos, ow, aw, rw, tw, nw);
+    replay_gather(&whole, B, order, env, pos, ow, aw, rw, tw, nw, NULL);
     float os[B * OD], as[B * AD], rs[B], ns[B * OD];
     uint8_t ts[B];
     int ordlo[B], ordhi[B], offlo[3], offhi[4];
     int k = replay_select_owned(B, env, 0, 2, offlo, ordlo);
-    replay_gather(&lo, k, ordlo, env, pos, os, as, rs, ts, ns);
+    replay_gather(&lo, k, ordlo, env, pos, os, as, rs, ts, ns, NULL);
     int k2 = replay_select_owned(B, env, 2, 3, offhi, ordhi);
     replay_gather(&hi, k2, ordhi, env, pos, os + k * OD, as + k * AD, rs + k, ts + k,
-                  ns + k * OD);
+                  ns + k * OD, NULL);
     CHECK_INT_EQ(k + k2, B);
     CHECK(memcmp(ow, os, sizeof ow) == 0 && memcmp(aw, as, sizeof aw) == 0);
     CHECK(memcmp(rw, rs, sizeof rw) == 0 && memcmp(tw, ts, sizeof tw) == 0);
@@ -392,7 +393,7 @@ static void test_select_owned(void) {
     replay_get(&whole, env[order[7]], pos[order[7]], &it);
     CHECK(memcmp(ow + 7 * OD, it.obs, OD * sizeof(float)) == 0 && rw[7] == it.reward);
     /* idx NULL: rows in sample order; NULL outputs are skipped */
-    replay_gather(&whole, 3, NULL, env, pos, ow, NULL, NULL, NULL, NULL);
+    replay_gather(&whole, 3, NULL, env, pos, ow, NULL, NULL, NULL, NULL, NULL);
     replay_get(&whole, env[2], pos[2], &it);
     CHECK(memcmp(ow + 2 * OD, it.obs, OD * sizeof(float)) == 0);
     replay_free(&whole);
@@ -426,7 +427,7 @@ static int load_all(replay *rb, const ckpt_buf *b, calf_error *err) {
 static int make_split(replay *procs, int E, const int *sizes, int nprocs, int64_t cap) {
     int begin = 0;
     for (int p = 0; p < nprocs; p++) {
-        if (replay_create(&procs[p], E, begin, sizes[p], cap, OD, CALF_DTYPE_F32, AD, NULL) !=
+        if (replay_create(&procs[p], E, begin, sizes[p], cap, OD, CALF_DTYPE_F32, AD, 0, NULL) !=
             CALF_OK)
             return 0;
         begin += sizes[p];
@@ -509,7 +510,7 @@ static void test_checkpoint_roundtrip(void) {
 /* Load a damaged copy of b into a fresh 2-env replay; expect failure mentioning what. */
 static void expect_refused(const ckpt_buf *b, int64_t cap, const char *what) {
     replay rb;
-    CALF_ASSERT(replay_create(&rb, 2, 1, 1, cap, OD, CALF_DTYPE_F32, AD, NULL) == CALF_OK);
+    CALF_ASSERT(replay_create(&rb, 2, 1, 1, cap, OD, CALF_DTYPE_F32, AD, 0, NULL) == CALF_OK);
     calf_error err = {0};
     int st = load_all(&rb, b, &err);
     CHECK_INT_EQ(st, CALF_EINVAL);
@@ -536,7 +537,7 @@ static void test_checkpoint_damage(void) {
     {
         replay rb;
         calf_error err = {0};
-        CALF_ASSERT(replay_create(&rb, 2, 1, 1, CAP, OD, CALF_DTYPE_F32, AD, NULL) == CALF_OK);
+        CALF_ASSERT(replay_create(&rb, 2, 1, 1, CAP, OD, CALF_DTYPE_F32, AD, 0, NULL) == CALF_OK);
         CHECK_INT_EQ(load_all(&rb, &good, &err), CALF_OK);
         check_split_holds(&rb, 1, 2);
         replay_free(&rb);
@@ -605,7 +606,7 @@ static void add_byte_step(replay *rb, int step) {
     for (int e = 0; e < rb->env_count; e++)
         make_byte_row(rb->env_begin + e, step, obs + e * OD, act + e * AD, rew + e, term + e,
                       nobs + e * OD);
-    replay_add_step(rb, obs, act, rew, term, nobs);
+    replay_add_step(rb, obs, act, rew, term, nobs, NULL);
 }
 
 /* rb (bytes) gives back, as floats, what step `step` of env added at pos */
@@ -613,7 +614,7 @@ static int holds_byte_step(const replay *rb, int env, int64_t pos, int step) {
     float obs[OD], act[AD], rew, nobs[OD], go[OD], ga[AD], gr, gn[OD];
     uint8_t term, gt;
     make_byte_row(env, step, obs, act, &rew, &term, nobs);
-    replay_gather(rb, 1, NULL, &env, &pos, go, ga, &gr, &gt, gn);
+    replay_gather(rb, 1, NULL, &env, &pos, go, ga, &gr, &gt, gn, NULL);
     return memcmp(go, obs, sizeof obs) == 0 && memcmp(ga, act, sizeof act) == 0 && gr == rew &&
            gt == term && memcmp(gn, nobs, sizeof nobs) == 0;
 }
@@ -624,14 +625,14 @@ static void test_bytes(void) {
      * next_obs 10^8 bytes each, action and reward 4e5 each, terminated 1e5, the total
      * rounded up to 64 bytes; 200.9 MB where floats took 800.9 MB. Freeway's 10x10x7:
      * 140.9 MB where floats took 560.9 MB. */
-    CHECK_INT_EQ(replay_bytes(1, 100000, 1000, CALF_DTYPE_U8, 1), 200900032);
-    CHECK_INT_EQ(replay_bytes(1, 100000, 1000, CALF_DTYPE_F32, 1), 800900032);
-    CHECK_INT_EQ(replay_bytes(1, 100000, 700, CALF_DTYPE_U8, 1), 140900032);
-    CHECK_INT_EQ(replay_bytes(1, 100000, 700, CALF_DTYPE_F32, 1), 560900032);
-    CHECK_INT_EQ(replay_bytes(1, 100000, 700, 2, 1), 0); /* no such dtype */
+    CHECK_INT_EQ(replay_bytes(1, 100000, 1000, CALF_DTYPE_U8, 1, 0), 200900032);
+    CHECK_INT_EQ(replay_bytes(1, 100000, 1000, CALF_DTYPE_F32, 1, 0), 800900032);
+    CHECK_INT_EQ(replay_bytes(1, 100000, 700, CALF_DTYPE_U8, 1, 0), 140900032);
+    CHECK_INT_EQ(replay_bytes(1, 100000, 700, CALF_DTYPE_F32, 1, 0), 560900032);
+    CHECK_INT_EQ(replay_bytes(1, 100000, 700, 2, 1, 0), 0); /* no such dtype */
     replay big;
     calf_error err = {0};
-    if (replay_create(&big, 1, 0, 1, 100000, 1000, CALF_DTYPE_U8, 1, &err) == CALF_OK) {
+    if (replay_create(&big, 1, 0, 1, 100000, 1000, CALF_DTYPE_U8, 1, 0, &err) == CALF_OK) {
         /* the allocation is the figure above, the byte arrays laid out inside it */
         const unsigned char *m = big.owned;
         CHECK((const unsigned char *)big.obs == m);
@@ -647,9 +648,9 @@ static void test_bytes(void) {
     /* A byte replay gives back the floats it was given, wraps, and splits like a float one. */
     enum { E = 5, CAP = 4 };
     replay whole, lo, hi;
-    CHECK_INT_EQ(replay_create(&whole, E, 0, E, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
-    CHECK_INT_EQ(replay_create(&lo, E, 0, 2, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
-    CHECK_INT_EQ(replay_create(&hi, E, 2, 3, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&whole, E, 0, E, CAP, OD, CALF_DTYPE_U8, AD, 0, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&lo, E, 0, 2, CAP, OD, CALF_DTYPE_U8, AD, 0, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&hi, E, 2, 3, CAP, OD, CALF_DTYPE_U8, AD, 0, NULL), CALF_OK);
     for (int s = 0; s < 6; s++)
         add_byte_step(&whole, s), add_byte_step(&lo, s), add_byte_step(&hi, s);
     for (int env = 0; env < E; env++)
@@ -668,14 +669,14 @@ static void test_bytes(void) {
     CHECK_INT_EQ(b.len, 36 + E * (28 + CAP * (2 * OD + 4 * (AD + 1) + 1)));
     CHECK(memcmp(b.data, "RPL8", 4) == 0 && memcmp(b.data + 36, "RPE8", 4) == 0);
     replay back;
-    CHECK_INT_EQ(replay_create(&back, E, 1, 3, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&back, E, 1, 3, CAP, OD, CALF_DTYPE_U8, AD, 0, NULL), CALF_OK);
     CHECK_INT_EQ(load_all(&back, &b, &err), CALF_OK);
     for (int env = 1; env < 4; env++)
         for (int64_t pos = 0; pos < CAP; pos++)
             CHECK(holds_byte_step(&back, env, pos, 2 + (int)pos));
     /* neither kind loads as the other */
     replay flt;
-    CHECK_INT_EQ(replay_create(&flt, E, 0, E, CAP, OD, CALF_DTYPE_F32, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&flt, E, 0, E, CAP, OD, CALF_DTYPE_F32, AD, 0, NULL), CALF_OK);
     CHECK_INT_EQ(load_all(&flt, &b, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "RPLC") != NULL);
     for (int s = 0; s < 6; s++) add_step(&flt, s);
@@ -683,7 +684,7 @@ static void test_bytes(void) {
     ckpt_buf_init(&bf);
     save_split(&flt, 1, &bf);
     replay_free(&back);
-    CHECK_INT_EQ(replay_create(&back, E, 1, 3, CAP, OD, CALF_DTYPE_U8, AD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&back, E, 1, 3, CAP, OD, CALF_DTYPE_U8, AD, 0, NULL), CALF_OK);
     CHECK_INT_EQ(load_all(&back, &bf, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, "RPL8") != NULL);
     ckpt_buf_free(&b);
@@ -691,6 +692,93 @@ static void test_bytes(void) {
     ckpt_buf_free(&bf);
     replay_free(&back);
     replay_free(&flt);
+    replay_free(&whole);
+    replay_free(&lo);
+    replay_free(&hi);
+}
+
+/* The next mask global env `env` gives at step `step` (MD actions, one or two blocked). */
+enum { MD = 3 };
+static void make_mask(int env, int step, uint8_t *m) {
+    for (int k = 0; k < MD; k++) m[k] = (uint8_t)((env + step + k) % 3 != 0);
+    if ((env * 7 + step) % 4 == 0) m[(env + step) % MD] = 0; /* two blocked */
+}
+
+static void add_masked_step(replay *rb, int step) {
+    float obs[16 * OD], act[16 * AD], rew[16], nobs[16 * OD];
+    uint8_t term[16], mask[16 * MD];
+    CALF_ASSERT(rb->env_count <= 16);
+    for (int e = 0; e < rb->env_count; e++) {
+        make_row(rb->env_begin + e, step, obs + e * OD, act + e * AD, rew + e, term + e,
+                 nobs + e * OD);
+        make_mask(rb->env_begin + e, step, mask + e * MD);
+        if (e == 0) mask[0] = mask[0] ? 7 : 0; /* any nonzero byte is stored as 1 */
+    }
+    replay_add_step(rb, obs, act, rew, term, nobs, mask);
+}
+
+static int holds_masked_step(const replay *rb, int env, int64_t pos, int step) {
+    uint8_t want[MD], got[MD] = {9, 9, 9};
+    make_mask(env, step, want);
+    replay_gather(rb, 1, NULL, &env, &pos, NULL, NULL, NULL, NULL, NULL, got);
+    replay_item it;
+    if (rb->obs_dtype == CALF_DTYPE_F32) {
+        replay_get(rb, env, pos, &it);
+        if (memcmp(it.next_mask, want, MD) != 0) return 0;
+    }
+    return holds_step(rb, env, pos, step) && memcmp(got, want, MD) == 0;
+}
+
+static void test_masks(void) {
+    /* the masks after the five arrays, on their own 64-byte boundary: 448 + 64 for 18 bytes */
+    CHECK_INT_EQ(replay_bytes(2, 3, 3, CALF_DTYPE_F32, 1, MD), 448 + 64);
+    CHECK_INT_EQ(replay_bytes(2, 3, 3, CALF_DTYPE_F32, 1, -1), 0);
+    enum { E = 5, CAP = 4 };
+    replay whole, lo, hi, plain;
+    CHECK_INT_EQ(replay_create(&whole, E, 0, E, CAP, OD, CALF_DTYPE_F32, AD, MD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&lo, E, 0, 2, CAP, OD, CALF_DTYPE_F32, AD, MD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&hi, E, 2, 3, CAP, OD, CALF_DTYPE_F32, AD, MD, NULL), CALF_OK);
+    CHECK_INT_EQ(replay_create(&plain, E, 0, E, CAP, OD, CALF_DTYPE_F32, AD, 0, NULL), CALF_OK);
+    CHECK(plain.next_mask == NULL && whole.next_mask != NULL);
+    for (int s = 0; s < 6; s++)
+        add_masked_step(&whole, s), add_masked_step(&lo, s), add_masked_step(&hi, s);
+    for (int env = 0; env < E; env++)
+        for (int64_t pos = 0; pos < CAP; pos++) {
+            CHECK(holds_masked_step(&whole, env, pos, 2 + (int)pos));
+            CHECK(holds_masked_step(env < 2 ? &lo : &hi, env, pos, 2 + (int)pos));
+        }
+    /* records: the masks after next_obs, their own tags, the same bytes from any split */
+    ckpt_buf b, b2;
+    ckpt_buf_init(&b);
+    ckpt_buf_init(&b2);
+    save_split(&whole, 1, &b);
+    replay two[2] = {lo, hi};
+    save_split(two, 2, &b2);
+    CHECK(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
+    CHECK_INT_EQ(b.len, 36 + E * (28 + CAP * (4 * (2 * OD + AD + 1) + 1 + MD)));
+    CHECK(memcmp(b.data, "RPLM", 4) == 0 && memcmp(b.data + 36, "RPEM", 4) == 0);
+    replay back;
+    calf_error err = {0};
+    CHECK_INT_EQ(replay_create(&back, E, 1, 3, CAP, OD, CALF_DTYPE_F32, AD, MD, NULL), CALF_OK);
+    CHECK_INT_EQ(load_all(&back, &b, &err), CALF_OK);
+    for (int env = 1; env < 4; env++)
+        for (int64_t pos = 0; pos < CAP; pos++) CHECK(holds_masked_step(&back, env, pos, 2 + (int)pos));
+    /* neither kind loads as the other */
+    CHECK_INT_EQ(load_all(&plain, &b, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "RPLC") != NULL);
+    /* a mask byte that is not 0 or 1 (env 2's last position's last action) */
+    size_t rec = 28 + CAP * (4 * (2 * OD + AD + 1) + 1 + MD);
+    size_t at = 36 + 3 * rec - 1;
+    b.data[at] = 2;
+    CHECK_INT_EQ(load_all(&back, &b, &err), CALF_EINVAL);
+    char want[128];
+    snprintf(want, sizeof want, "replay env 2: action mask byte 2 at offset %zu is not 0 or 1", at);
+    CHECK(strstr(err.msg, want) != NULL);
+    if (!strstr(err.msg, want)) fprintf(stderr, "got: %s\n", err.msg);
+    ckpt_buf_free(&b);
+    ckpt_buf_free(&b2);
+    replay_free(&back);
+    replay_free(&plain);
     replay_free(&whole);
     replay_free(&lo);
     replay_free(&hi);
@@ -707,5 +795,6 @@ int main(void) {
     test_checkpoint_roundtrip();
     test_checkpoint_damage();
     test_bytes();
+    test_masks();
     return test_report("test_replay");
 }

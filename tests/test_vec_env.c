@@ -732,7 +732,8 @@ static const calf_env_class md_class = {
 };
 
 /* vec_env keeps each env's mask as its state gives it after init, every step (the reset
- * one where an episode ended) and a loaded record; MultiDiscrete actions are
+ * one where an episode ended) and a loaded record, and after each step the final state's
+ * (a truncated env's from before its reset; all 1 where terminated); MultiDiscrete actions are
  * action_ints ints per env, stepped through step_multi; a mask that allows nothing in a
  * sub-action is the env's fault, with every action of that slice valid meanwhile. Bad
  * ABI 3 hooks are refused at registration. */
@@ -745,11 +746,19 @@ static void test_masks(void) {
     CHECK_INT_EQ(vec_env_init(&ve, "MaskedMulti-v0", 9, 2, N, &err), CALF_OK);
     CHECK_INT_EQ(ve.action_ints, 2);
     CHECK(ve.mask != NULL);
-    int ended = 0;
+    CHECK(ve.final_mask != NULL);
+    int ended = 0, cut = 0;
     for (int step = 0; step < 12; step++) {
         uint8_t want[5];
-        int acts[2 * N];
+        int acts[2 * N], t_before[N];
+        if (step == 5) { /* env 1 reaches its time limit in this step, at t 13 */
+            ((md_state *)ve.envs[1].state)->ends = 10;
+            ((md_state *)ve.envs[1].state)->t = 3;
+            md_mask(ve.envs[1].state, ve.mask + 5); /* as the state now says */
+            ve.envs[1].elapsed_steps = md_class.spec.max_episode_steps - 1;
+        }
         for (int i = 0; i < N; i++) {
+            t_before[i] = ((md_state *)ve.envs[i].state)->t;
             md_mask(ve.envs[i].state, want);
             CHECK(memcmp(ve.mask + 5 * i, want, 5) == 0);
             acts[2 * i] = ((md_state *)ve.envs[i].state)->t % 3; /* the valid one */
@@ -762,9 +771,19 @@ static void test_masks(void) {
         for (int i = 0; i < N; i++) {
             ended += term[i];
             CHECK(reward[i] == (float)acts[2 * i]);
+            /* the final mask: the final state's (a truncated env's from before its reset),
+             * all 1 where terminated */
+            uint8_t fin[5] = {1, 1, 1, 1, 1};
+            md_state last = {.t = t_before[i] + acts[2 * i] + 10 * acts[2 * i + 1]};
+            if (!term[i]) md_mask(&last, fin);
+            cut += trunc[i];
+            CHECK(memcmp(ve.final_mask + 5 * i, fin, 5) == 0);
+            if (trunc[i]) /* which the reset state's (t 2) is not */
+                CHECK(memcmp(ve.mask + 5 * i, fin, 5) != 0);
         }
     }
     CHECK(ended > 0);
+    CHECK_INT_EQ(cut, 1);
     /* a loaded record's mask is its state's */
     size_t rs = vec_env_record_size(&ve);
     unsigned char *rec = malloc(rs);

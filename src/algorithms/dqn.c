@@ -1,10 +1,10 @@
 /* dqn.c: DQN (Mnih et al. 2015, as CleanRL's dqn.py): one Q network trained towards
  * r + gamma max_a Q'(s', a) of a target network that copies it (or moves tau of the way)
- * every target_update_period updates, with the squared or Huber TD loss, by Adam or
- * RMSProp (the MinAtar paper's); epsilon-greedy
- * acting whose epsilon falls linearly over a fraction of the run's env steps, each env's
- * draws from its own stream. Discrete actions only. The replay, sampling, per-env
- * partials and work sharing are the off-policy core's (offpolicy.h). */
+ * every target_update_period updates (a over the actions valid at s' in a masked env),
+ * with the squared or Huber TD loss, by Adam or RMSProp (the MinAtar paper's);
+ * epsilon-greedy acting whose epsilon falls linearly over a fraction of the run's env
+ * steps, each env's draws from its own stream. Discrete actions only. The replay,
+ * sampling, per-env partials and work sharing are the off-policy core's (offpolicy.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,8 +210,11 @@ static int dqn_export_c(const algorithm *a, export_c *x, calf_error *err) {
 
 /* ---- one update ------------------------------------------------------------------- */
 
-/* y = r + gamma max_a Q'(s', a) of the target network, the TD loss of Q(s, a_taken)
- * (the mean over the job's batch); each env's partial into tree. */
+/* y = r + gamma max_a Q'(s', a) of the target network, the max over the actions valid at
+ * s' when the env masks them (the mask stored with the transition: an invalid action's Q'
+ * is what the network makes of an action never taken there, and may well be the largest),
+ * the TD loss of Q(s, a_taken) (the mean over the job's batch); each env's partial into
+ * tree. */
 static void q_pass(void *ctx, const offpolicy_view *v, int first, int k, comm_tree *tree) {
     dqn *t = ctx;
     offpolicy *o = &t->o;
@@ -219,9 +222,13 @@ static void q_pass(void *ctx, const offpolicy_view *v, int first, int k, comm_tr
     int n = offpolicy_gather(o, v, first, k);
     float scale = 1.0f / (float)o->B;
     net_forward_v(&t->q, t->target_g.params, t->target_ver, o->next, n, &t->t_cache, t->tv);
-    for (int r = 0; r < n; r++)
-        t->y[r] = offpolicy_td_target(o->rew[r], t->gamma, o->term[r],
-                                      offpolicy_max_q(nA, t->tv + (size_t)r * nA, NULL));
+    for (int r = 0; r < n; r++) {
+        const float *tv = t->tv + (size_t)r * nA;
+        const uint8_t *valid = o->next_mask ? o->next_mask + (size_t)r * nA : NULL;
+        float next = valid ? tv[dist_categorical_mode_masked(tv, valid, nA)]
+                           : offpolicy_max_q(nA, tv, NULL);
+        t->y[r] = offpolicy_td_target(o->rew[r], t->gamma, o->term[r], next);
+    }
     net_forward_v(&t->q, t->q_g.params, t->q_ver, o->obs, n, &t->q_cache, t->qv);
     memset(t->dq, 0, (size_t)n * nA * sizeof(float));
     for (int e = 0; e < k; e++) {

@@ -109,7 +109,8 @@ int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, in
                            uint64_t memory, const char *limit, calf_error *err) {
     int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
     int ad = spec->action_dim > 0 ? spec->action_dim : 1;
-    size_t need = replay_bytes(envs, cap, spec->obs_dim, spec->obs_dtype, ad);
+    int md = spec->action_mask ? spec->num_actions : 0;
+    size_t need = replay_bytes(envs, cap, spec->obs_dim, spec->obs_dtype, ad, md);
     if (need != 0 && (uint64_t)need <= memory) return CALF_OK;
     char want[32] = "more than a size_t holds", have[32];
     if (need) membudget_format((double)need, want, sizeof want);
@@ -198,12 +199,12 @@ static size_t view_carve(offpolicy_view *v, const offpolicy *o, unsigned char *m
         v->count = count;
     }
     if (!rings) return off;
-    size_t ring = replay_bytes(count, o->rb.capacity, o->od, o->odt, o->rb.act_dim);
+    size_t ring = replay_bytes(count, o->rb.capacity, o->od, o->odt, o->rb.act_dim, o->md);
     if (ring == 0 || ring > SIZE_MAX - off) return SIZE_MAX;
     if (mem) {
         v->ring = mem + off;
         replay_init(&v->rb, o->E, begin, count, o->rb.capacity, o->od, o->odt, o->rb.act_dim,
-                    v->ring);
+                    o->md, v->ring);
     }
     return off + ring;
 }
@@ -223,6 +224,7 @@ int offpolicy_init(offpolicy *o, const algo_setup *s, int num_stats, int noise_d
     o->A = spec->action_dim;
     o->nA = spec->num_actions;
     o->ad = o->A > 0 ? o->A : 1;
+    o->md = spec->action_mask ? spec->num_actions : 0;
     o->lo = spec->action_low;
     o->hi = spec->action_high;
     o->B = (int)calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
@@ -240,7 +242,8 @@ int offpolicy_init(offpolicy *o, const algo_setup *s, int num_stats, int noise_d
         !(o->act = mem_calloc(R * ad, sizeof(float), err)) ||
         !(o->rew = mem_calloc(R, sizeof(float), err)) ||
         !(o->term = mem_calloc(R, 1, err)) ||
-        !(o->noise = mem_calloc(R * nd, sizeof(float), err)))
+        !(o->noise = mem_calloc(R * nd, sizeof(float), err)) ||
+        (o->md > 0 && !(o->next_mask = mem_calloc(R, (size_t)o->md, err))))
         return CALF_ENOMEM;
     if (o->count == 0) return CALF_OK; /* acting only (calf play) */
 
@@ -253,7 +256,8 @@ int offpolicy_init(offpolicy *o, const algo_setup *s, int num_stats, int noise_d
     for (int e = 0; e < o->count; e++)
         calf_rng_seed(&o->act_rng[e], s->seed, (uint64_t)(o->begin + e), CALF_RNG_ACTION);
     int64_t cap = calf_config_int(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH);
-    int rc = replay_create(&o->rb, o->E, o->begin, o->count, cap, o->od, o->odt, o->ad, err);
+    int rc = replay_create(&o->rb, o->E, o->begin, o->count, cap, o->od, o->odt, o->ad, o->md,
+                           err);
     if (rc) return rc;
     /* this process's view, private until offpolicy_start finds memory to share */
     o->nviews = 1;
@@ -307,7 +311,7 @@ int offpolicy_start(offpolicy *o, calf_error *err) {
     offpolicy_view *own = &views[c->index];
     /* the rings, stored transitions and all, then the counters */
     memcpy(own->ring, o->rb.owned,
-           replay_bytes(o->count, o->rb.capacity, o->od, o->odt, o->rb.act_dim));
+           replay_bytes(o->count, o->rb.capacity, o->od, o->odt, o->rb.act_dim, o->md));
     own->rb.stored = o->rb.stored;
     own->rb.next_slot = o->rb.next_slot;
     memset(own->stats, 0, (size_t)o->count * (size_t)o->num_stats * sizeof(double));
@@ -332,7 +336,7 @@ void offpolicy_free(offpolicy *o) {
     }
     work_share_free(&o->share);
     void *bufs[] = {o->act_rng, o->s_env, o->s_pos, o->order, o->offsets, o->obs, o->next,
-                    o->act, o->rew, o->term, o->noise, o->own_mem, o->views};
+                    o->act, o->rew, o->term, o->noise, o->next_mask, o->own_mem, o->views};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(o, 0, sizeof *o);
 }
@@ -373,7 +377,8 @@ void offpolicy_observe(offpolicy *o, const algo_step *st) {
         for (int e = 0; e < o->count; e++) o->act[e] = (float)st->act[e];
         act = o->act;
     }
-    replay_add_step(&o->rb, st->obs, act, st->reward, st->terminated, st->final_obs);
+    replay_add_step(&o->rb, st->obs, act, st->reward, st->terminated, st->final_obs,
+                    st->next_mask);
 }
 
 /* ---- updates -------------------------------------------------------------------- */
@@ -430,7 +435,7 @@ int offpolicy_gather(offpolicy *o, const offpolicy_view *v, int first, int k) {
     if (g->view == v && g->first == first && g->k == k) return g->n;
     int n = replay_select_owned(o->B, o->s_env, v->begin + first, k, o->offsets, o->order);
     replay_gather(&v->rb, n, o->order, o->s_env, o->s_pos, o->obs, o->act, o->rew, o->term,
-                  o->next);
+                  o->next, o->next_mask);
     for (int r = 0; r < n; r++) sample_noise(o, o->order[r], o->noise + (size_t)r * o->noise_dim);
     o->gathered = (struct offpolicy_rows){v, first, k, n};
     return n;
@@ -474,7 +479,7 @@ void offpolicy_save_counters(const offpolicy *o, ckpt_buf *b) { replay_save_coun
 
 int offpolicy_load_counters(offpolicy *o, ckpt_reader *r, int64_t iteration, calf_error *err) {
     if (o->count == 0) { /* acting only: the replay is not built; skip its counters */
-        ckpt_get_tag(r, replay_counters_tag(o->odt));
+        ckpt_get_tag(r, replay_counters_tag(o->odt, o->md > 0));
         unsigned char skip[8 * 3 + 4 * 2];
         return ckpt_get_bytes(r, skip, sizeof skip);
     }
@@ -559,7 +564,8 @@ int offpolicy_load_env(offpolicy *o, int e, const unsigned char *rec, const char
 
 void offpolicy_describe(const offpolicy *o, char *text, size_t cap) {
     char all[32], per[32];
-    double per_env = (double)replay_bytes(1, o->rb.capacity, o->od, o->odt, o->rb.act_dim);
+    double per_env =
+        (double)replay_bytes(1, o->rb.capacity, o->od, o->odt, o->rb.act_dim, o->md);
     membudget_format(per_env * o->E, all, sizeof all);
     membudget_format(per_env, per, sizeof per);
     snprintf(text, cap,
@@ -570,7 +576,8 @@ void offpolicy_describe(const offpolicy *o, char *text, size_t cap) {
 
 void offpolicy_report(const offpolicy *o, double run_s, char *text, size_t cap) {
     char mine[32];
-    membudget_format((double)replay_bytes(o->count, o->rb.capacity, o->od, o->odt, o->rb.act_dim),
+    membudget_format((double)replay_bytes(o->count, o->rb.capacity, o->od, o->odt, o->rb.act_dim,
+                                          o->md),
                      mine, sizeof mine);
     snprintf(text, cap,
              "replay: %lld transitions stored per env (capacity %lld, %s on this process); "

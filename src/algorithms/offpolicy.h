@@ -58,6 +58,8 @@ typedef struct offpolicy {
     int A;                   /* continuous: action size; discrete: 0 */
     int nA;                  /* discrete: number of actions; continuous: 0 */
     int ad;                  /* a stored action's floats: max(A, 1) */
+    int md;                  /* a masked env's num_actions (the replay keeps each transition's
+                              * next mask); 0: no masks */
     const float *lo, *hi;    /* (A) the env's action bounds (its spec's static arrays) */
     uint64_t seed;
     int B;                   /* TrainerConfig.mini_batch_size */
@@ -81,6 +83,7 @@ typedef struct offpolicy {
     int *order;              /* (B) sample index of each row */
     float *obs, *act, *rew, *next; /* (rows, od), (rows, ad), (rows), (rows, od) */
     uint8_t *term;           /* (rows) */
+    uint8_t *next_mask;      /* (rows, md) the actions valid at next; NULL when md is 0 */
     float *noise;            /* (rows, noise_dim) each row's sample noise */
     double *stats;           /* (count, num_stats) = own->stats */
     /* every process's envs (views[r]; just this one's without sharing) */

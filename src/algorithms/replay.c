@@ -30,41 +30,47 @@ static int place(size_t *at, size_t n, size_t *begin) {
 }
 
 typedef struct layout {
-    size_t obs, next_obs, act, reward, terminated, total;
+    size_t obs, next_obs, act, reward, terminated, next_mask, total;
 } layout;
 
 /* Bytes of one observation value in a replay of obs_dtype. */
 static size_t obs_elem(int obs_dtype) { return obs_dtype == CALF_DTYPE_U8 ? 1 : sizeof(float); }
 
 static int compute_layout(int env_count, int64_t capacity, int obs_dim, int obs_dtype,
-                          int act_dim, layout *l) {
-    if (env_count < 1 || capacity < 1 || obs_dim < 1 || act_dim < 1) return 0;
+                          int act_dim, int mask_dim, layout *l) {
+    if (env_count < 1 || capacity < 1 || obs_dim < 1 || act_dim < 1 || mask_dim < 0) return 0;
     if (obs_dtype != CALF_DTYPE_F32 && obs_dtype != CALF_DTYPE_U8) return 0;
     if ((uint64_t)capacity > SIZE_MAX) return 0;
-    size_t rows, obs_n, act_n, rew_n, at = 0;
+    size_t rows, obs_n, act_n, rew_n, mask_n, at = 0;
     if (!mul_size((size_t)env_count, (size_t)capacity, &rows)) return 0;
     if (!mul_size(rows, (size_t)obs_dim, &obs_n) || !mul_size(obs_n, obs_elem(obs_dtype), &obs_n))
         return 0;
     if (!mul_size(rows, (size_t)act_dim, &act_n) || !mul_size(act_n, sizeof(float), &act_n))
         return 0;
-    if (!mul_size(rows, sizeof(float), &rew_n)) return 0;
+    if (!mul_size(rows, sizeof(float), &rew_n) || !mul_size(rows, (size_t)mask_dim, &mask_n))
+        return 0;
     if (!place(&at, obs_n, &l->obs) || !place(&at, obs_n, &l->next_obs) ||
         !place(&at, act_n, &l->act) || !place(&at, rew_n, &l->reward) ||
-        !place(&at, rows, &l->terminated) || !place(&at, 0, &l->total))
+        !place(&at, rows, &l->terminated))
         return 0;
-    return 1;
+    l->next_mask = 0; /* without masks the layout (and its size) is what it always was */
+    if (mask_dim > 0 && !place(&at, mask_n, &l->next_mask)) return 0;
+    return place(&at, 0, &l->total);
 }
 
-size_t replay_bytes(int env_count, int64_t capacity, int obs_dim, int obs_dtype, int act_dim) {
+size_t replay_bytes(int env_count, int64_t capacity, int obs_dim, int obs_dtype, int act_dim,
+                    int mask_dim) {
     layout l;
-    return compute_layout(env_count, capacity, obs_dim, obs_dtype, act_dim, &l) ? l.total : 0;
+    return compute_layout(env_count, capacity, obs_dim, obs_dtype, act_dim, mask_dim, &l)
+               ? l.total
+               : 0;
 }
 
 void replay_init(replay *rb, int num_envs, int env_begin, int env_count, int64_t capacity,
-                 int obs_dim, int obs_dtype, int act_dim, void *mem) {
+                 int obs_dim, int obs_dtype, int act_dim, int mask_dim, void *mem) {
     CALF_ASSERT(env_begin >= 0 && env_count >= 1 && env_count <= num_envs - env_begin);
     layout l;
-    CALF_ASSERT(compute_layout(env_count, capacity, obs_dim, obs_dtype, act_dim, &l));
+    CALF_ASSERT(compute_layout(env_count, capacity, obs_dim, obs_dtype, act_dim, mask_dim, &l));
     CALF_ASSERT(mem != NULL && (uintptr_t)mem % 64 == 0);
     unsigned char *m = mem;
     memset(rb, 0, sizeof *rb);
@@ -74,31 +80,35 @@ void replay_init(replay *rb, int num_envs, int env_begin, int env_count, int64_t
     rb->obs_dim = obs_dim;
     rb->act_dim = act_dim;
     rb->obs_dtype = obs_dtype;
+    rb->mask_dim = mask_dim;
     rb->capacity = capacity;
     rb->obs = m + l.obs;
     rb->next_obs = m + l.next_obs;
     rb->act = (float *)(void *)(m + l.act);
     rb->reward = (float *)(void *)(m + l.reward);
     rb->terminated = m + l.terminated;
+    rb->next_mask = mask_dim > 0 ? m + l.next_mask : NULL;
 }
 
 int replay_create(replay *rb, int num_envs, int env_begin, int env_count, int64_t capacity,
-                  int obs_dim, int obs_dtype, int act_dim, calf_error *err) {
+                  int obs_dim, int obs_dtype, int act_dim, int mask_dim, calf_error *err) {
     memset(rb, 0, sizeof *rb);
-    size_t n = replay_bytes(env_count, capacity, obs_dim, obs_dtype, act_dim);
+    size_t n = replay_bytes(env_count, capacity, obs_dim, obs_dtype, act_dim, mask_dim);
     if (n == 0)
         return calf_error_set(err, CALF_EINVAL,
                               "replay buffer of %d envs x %" PRId64
-                              " transitions (obs %d %s, action %d floats) is too large to address",
+                              " transitions (obs %d %s, action %d floats, mask %d bytes) is too "
+                              "large to address",
                               env_count, capacity, obs_dim,
-                              obs_dtype == CALF_DTYPE_U8 ? "bytes" : "floats", act_dim);
+                              obs_dtype == CALF_DTYPE_U8 ? "bytes" : "floats", act_dim, mask_dim);
     void *mem = aligned_alloc(64, n); /* n is a multiple of 64, as C11 asks */
     if (!mem)
         return calf_error_set(err, CALF_ENOMEM,
                               "replay buffer: out of memory allocating %zu bytes (%d envs x %" PRId64
                               " transitions)",
                               n, env_count, capacity);
-    replay_init(rb, num_envs, env_begin, env_count, capacity, obs_dim, obs_dtype, act_dim, mem);
+    replay_init(rb, num_envs, env_begin, env_count, capacity, obs_dim, obs_dtype, act_dim,
+                mask_dim, mem);
     rb->owned = mem;
     return CALF_OK;
 }
@@ -139,8 +149,10 @@ static void obs_get(const replay *rb, void *base, size_t row, float *y) {
 }
 
 void replay_add_step(replay *rb, const float *obs, const float *act, const float *reward,
-                     const uint8_t *terminated, const float *next_obs) {
-    const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim;
+                     const uint8_t *terminated, const float *next_obs,
+                     const uint8_t *next_mask) {
+    const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim, md = (size_t)rb->mask_dim;
+    CALF_ASSERT(md == 0 || next_mask != NULL);
     for (int e = 0; e < rb->env_count; e++) {
         size_t row = (size_t)e * (size_t)rb->capacity + (size_t)rb->next_slot;
         obs_put(rb, rb->obs, row, obs + (size_t)e * od);
@@ -148,6 +160,8 @@ void replay_add_step(replay *rb, const float *obs, const float *act, const float
         memcpy(rb->act + row * ad, act + (size_t)e * ad, ad * sizeof(float));
         rb->reward[row] = reward[e];
         rb->terminated[row] = terminated[e] ? 1 : 0;
+        for (size_t k = 0; k < md; k++)
+            rb->next_mask[row * md + k] = next_mask[(size_t)e * md + k] ? 1 : 0;
     }
     rb->next_slot = rb->next_slot + 1 == rb->capacity ? 0 : rb->next_slot + 1;
     if (rb->stored < rb->capacity) rb->stored++;
@@ -175,13 +189,14 @@ void replay_get(const replay *rb, int env, int64_t pos, replay_item *out) {
     out->reward = rb->reward[row];
     out->terminated = rb->terminated[row];
     out->next_obs = obs_at(rb, rb->next_obs, row);
+    out->next_mask = rb->mask_dim > 0 ? rb->next_mask + row * (size_t)rb->mask_dim : NULL;
 }
 
 void replay_gather(const replay *rb, int n, const int *idx, const int *env, const int64_t *pos,
                    float *obs, float *act, float *reward, uint8_t *terminated,
-                   float *next_obs) {
+                   float *next_obs, uint8_t *next_mask) {
     CALF_ASSERT(n >= 0);
-    const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim;
+    const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim, md = (size_t)rb->mask_dim;
     for (int i = 0; i < n; i++) {
         int s = idx ? idx[i] : i;
         size_t row = row_of(rb, env[s], pos[s]);
@@ -190,6 +205,7 @@ void replay_gather(const replay *rb, int n, const int *idx, const int *env, cons
         if (reward) reward[i] = rb->reward[row];
         if (terminated) terminated[i] = rb->terminated[row];
         if (next_obs) obs_get(rb, rb->next_obs, row, next_obs + (size_t)i * od);
+        if (next_mask && md) memcpy(next_mask + (size_t)i * md, rb->next_mask + row * md, md);
     }
 }
 
@@ -247,12 +263,17 @@ int replay_select_owned(int B, const int *env, int env_begin, int env_count, int
 
 /* --------------------------------------------------------------------- checkpoints */
 
-/* A replay of bytes has tags of its own, so that neither kind loads as the other. */
-const char *replay_counters_tag(int obs_dtype) {
+/* A replay of bytes, and one with masks, has tags of its own, so that no kind loads as
+ * another. */
+const char *replay_counters_tag(int obs_dtype, bool masked) {
+    if (masked) return obs_dtype == CALF_DTYPE_U8 ? "RPM8" : "RPLM";
     return obs_dtype == CALF_DTYPE_U8 ? "RPL8" : "RPLC";
 }
-static const char *counters_tag(const replay *rb) { return replay_counters_tag(rb->obs_dtype); }
+static const char *counters_tag(const replay *rb) {
+    return replay_counters_tag(rb->obs_dtype, rb->mask_dim > 0);
+}
 static const char *env_tag(const replay *rb) {
+    if (rb->mask_dim > 0) return rb->obs_dtype == CALF_DTYPE_U8 ? "REM8" : "RPEM";
     return rb->obs_dtype == CALF_DTYPE_U8 ? "RPE8" : "RPLE";
 }
 
@@ -270,7 +291,7 @@ enum { ENV_HEAD_BYTES = 4 + 8 + 8 + 4 + 4 };
 
 size_t replay_env_record_bytes(const replay *rb) {
     size_t per = 2 * (size_t)rb->obs_dim * obs_elem(rb->obs_dtype) +
-                 (size_t)(rb->act_dim + 1) * sizeof(float) + 1;
+                 (size_t)(rb->act_dim + 1) * sizeof(float) + 1 + (size_t)rb->mask_dim;
     return ENV_HEAD_BYTES + (size_t)rb->stored * per;
 }
 
@@ -313,6 +334,9 @@ void replay_save_env(const replay *rb, int env, unsigned char *out) {
     for (int64_t pos = 0; pos < rb->stored; pos++)
         *p++ = rb->terminated[ring + (size_t)replay_slot(rb, pos)];
     p = put_obs_rows(rb, p, rb->next_obs, ring);
+    const size_t md = (size_t)rb->mask_dim;
+    for (int64_t pos = 0; md && pos < rb->stored; pos++, p += md)
+        memcpy(p, rb->next_mask + (ring + (size_t)replay_slot(rb, pos)) * md, md);
     CALF_ASSERT((size_t)(p - out) == replay_env_record_bytes(rb));
 }
 
@@ -428,5 +452,16 @@ int replay_load_env(replay *rb, ckpt_reader *r, int env) {
         if (own) rb->terminated[ring + (size_t)pos] = t[pos];
     }
     get_obs_rows(rb, r, rb->next_obs, ring, own, "next observation", env);
+    const size_t md = (size_t)rb->mask_dim, n = (size_t)rb->stored * md;
+    at = r->pos;
+    const unsigned char *m = md ? claim(r, n, "next action masks", env) : NULL;
+    for (size_t i = 0; m && i < n; i++) {
+        if (m[i] > 1) {
+            READ_FAIL(r, "%s: replay env %d: action mask byte %u at offset %zu is not 0 or 1",
+                      r->name, env, (unsigned)m[i], at + i);
+            break;
+        }
+        if (own) rb->next_mask[ring * md + i] = m[i]; /* position pos is in slot pos */
+    }
     return r->status;
 }

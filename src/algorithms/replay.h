@@ -6,6 +6,7 @@
 #ifndef CALF_REPLAY_H
 #define CALF_REPLAY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,7 +17,9 @@
 
 /* A transition: obs, action, reward, terminated (the episode ended in a terminal state:
  * no bootstrap), next_obs (the true observation after the step; for a truncated step
- * the episode's final observation, not the reset one). A discrete action is stored as
+ * the episode's final observation, not the reset one) and, for an env that masks its
+ * actions (mask_dim > 0), next_mask: the actions valid at next_obs, so that a TD target's
+ * max over next actions is over those (DQN). A discrete action is stored as
  * its index in one float (act_dim 1; exact below 2^24). Observations are kept in the
  * env's obs_dtype: floats, or bytes for CALF_DTYPE_U8 (the env writes integers 0..255
  * as floats; a replay of bytes is a quarter the size, and reads back the same floats).
@@ -33,6 +36,7 @@ typedef struct replay {
     int env_count;
     int obs_dim, act_dim;
     int obs_dtype;       /* CALF_DTYPE_F32 or CALF_DTYPE_U8: the type of obs and next_obs */
+    int mask_dim;        /* a masked env's num_actions: next_mask's width; 0: no masks */
     int64_t capacity;    /* transitions kept per env, >= 1 */
     int64_t stored;      /* transitions held per env, 0..capacity */
     int64_t next_slot;   /* ring slot the next step writes, 0..capacity-1 */
@@ -43,25 +47,27 @@ typedef struct replay {
     float *act;          /* (env_count, capacity, act_dim) */
     float *reward;       /* (env_count, capacity) */
     uint8_t *terminated; /* (env_count, capacity), 0 or 1 */
+    uint8_t *next_mask;  /* (env_count, capacity, mask_dim), 0 or 1; NULL when mask_dim 0 */
     void *owned;         /* what replay_create allocated; NULL for the caller's memory */
 } replay;
 
-/* Bytes of memory replay_init needs: the five arrays above, each starting on a 64-byte
- * boundary, the total a multiple of 64. 0 if that does not fit in a size_t (or a size
- * is not positive). */
-size_t replay_bytes(int env_count, int64_t capacity, int obs_dim, int obs_dtype, int act_dim);
+/* Bytes of memory replay_init needs: the five arrays above (six with masks), each
+ * starting on a 64-byte boundary, the total a multiple of 64. 0 if that does not fit in
+ * a size_t (or a size is not positive, or mask_dim is negative). */
+size_t replay_bytes(int env_count, int64_t capacity, int obs_dim, int obs_dtype, int act_dim,
+                    int mask_dim);
 
 /* Lay rb out over mem (64-byte aligned, replay_bytes(...) bytes, e.g. shared memory;
  * not owned, not cleared) and make it empty. 0 <= env_begin, 1 <= env_count,
  * env_begin + env_count <= num_envs, capacity >= 1, obs_dim >= 1, act_dim >= 1
  * (asserted). The counters live in rb itself. */
 void replay_init(replay *rb, int num_envs, int env_begin, int env_count, int64_t capacity,
-                 int obs_dim, int obs_dtype, int act_dim, void *mem);
+                 int obs_dim, int obs_dtype, int act_dim, int mask_dim, void *mem);
 /* replay_init over memory it allocates (rb owns it; replay_free releases it).
  * CALF_EINVAL if the size does not fit in memory's address range, CALF_ENOMEM if the
  * allocation fails, each with a message giving the size. */
 int replay_create(replay *rb, int num_envs, int env_begin, int env_count, int64_t capacity,
-                  int obs_dim, int obs_dtype, int act_dim, calf_error *err);
+                  int obs_dim, int obs_dtype, int act_dim, int mask_dim, calf_error *err);
 /* Release what replay_create allocated and zero rb. NULL and a zeroed rb are fine. */
 void replay_free(replay *rb);
 
@@ -69,13 +75,15 @@ void replay_free(replay *rb);
  * advance it (wrapping at capacity) and count it (stored stops at capacity: from then
  * on each step overwrites each env's oldest transition). terminated is stored as 0/1
  * (any nonzero is 1). A CALF_DTYPE_U8 replay stores each observation value as the byte
- * (uint8_t)x: the env's integers 0..255 exactly (vec_env has checked them). */
+ * (uint8_t)x: the env's integers 0..255 exactly (vec_env has checked them). next_mask is
+ * read only when mask_dim > 0 (then not NULL; any nonzero byte stored as 1). */
 void replay_add_step(replay *rb,
-                     const float *obs,          /* (env_count, obs_dim) */
-                     const float *act,          /* (env_count, act_dim) */
-                     const float *reward,       /* (env_count) */
-                     const uint8_t *terminated, /* (env_count) */
-                     const float *next_obs);    /* (env_count, obs_dim) */
+                     const float *obs,           /* (env_count, obs_dim) */
+                     const float *act,           /* (env_count, act_dim) */
+                     const float *reward,        /* (env_count) */
+                     const uint8_t *terminated,  /* (env_count) */
+                     const float *next_obs,      /* (env_count, obs_dim) */
+                     const uint8_t *next_mask);  /* (env_count, mask_dim) or NULL */
 
 /* The ring slot holding position pos (0 oldest .. stored - 1 newest):
  *   (next_slot - stored + pos) mod capacity. */
@@ -89,12 +97,14 @@ typedef struct replay_item {
     float reward;
     uint8_t terminated;
     const float *next_obs; /* (obs_dim) */
+    const uint8_t *next_mask; /* (mask_dim); NULL when mask_dim 0 */
 } replay_item;
 /* Global env `env` (owned) at position pos < stored. */
 void replay_get(const replay *rb, int env, int64_t pos, replay_item *out);
 /* Copy n transitions into batch rows 0..n-1: row i is (env[s], pos[s]) with s = idx[i],
  * or s = i when idx is NULL. Every env[s] must be owned. Any output may be NULL.
- * Observations come out as floats whatever the replay keeps (a byte b as (float)b). */
+ * Observations come out as floats whatever the replay keeps (a byte b as (float)b).
+ * next_mask is written only when mask_dim > 0. */
 void replay_gather(const replay *rb, int n,
                    const int *idx,      /* (n) sample indices, or NULL */
                    const int *env,      /* global env of each sample */
@@ -103,7 +113,8 @@ void replay_gather(const replay *rb, int n,
                    float *act,          /* (n, act_dim) out */
                    float *reward,       /* (n) out */
                    uint8_t *terminated, /* (n) out */
-                   float *next_obs);    /* (n, obs_dim) out */
+                   float *next_obs,     /* (n, obs_dim) out */
+                   uint8_t *next_mask); /* (n, mask_dim) out */
 
 /* ---- sampling: uniform over every transition of the whole job ----
  *
@@ -151,11 +162,15 @@ int replay_select_owned(int B, const int *env, /* (B) */
  *              reward (stored f32), terminated (stored bytes, 0 or 1),
  *              next_obs (stored * obs_dim f32)
  * A CALF_DTYPE_U8 replay's records are tagged "RPL8" and "RPE8" (so neither kind loads
- * as the other) and hold obs and next_obs as stored * obs_dim bytes.
+ * as the other) and hold obs and next_obs as stored * obs_dim bytes. A replay with masks
+ * (mask_dim > 0) tags its records "RPLM" and "RPEM" (bytes: "RPM8" and "REM8"), and each
+ * env record ends with next_mask (stored * mask_dim bytes, 0 or 1); the counters record's
+ * fields are the same (mask_dim is the env's num_actions, fixed by the config).
  * The write slot is not kept: a loaded ring holds position p in slot p. */
 void replay_save_counters(const replay *rb, ckpt_buf *b);
-/* The counters record's tag for a replay of obs_dtype ("RPLC" or "RPL8"). */
-const char *replay_counters_tag(int obs_dtype);
+/* The counters record's tag for a replay of obs_dtype, with masks or not ("RPLC",
+ * "RPL8", "RPLM", "RPM8"). */
+const char *replay_counters_tag(int obs_dtype, bool masked);
 /* An env's record is replay_env_record_bytes long (the same for every env of rb);
  * replay_save_env writes env's at out, which has room for it (nothing is allocated). */
 size_t replay_env_record_bytes(const replay *rb);
@@ -166,7 +181,7 @@ void replay_save_env(const replay *rb, int env, /* global, owned */ unsigned cha
  * kept, naming the reader's name, the offset and what is wrong). */
 int replay_load_counters(replay *rb, ckpt_reader *r);
 /* Read the record of global env `env` (the next in the payload): its env index, stored
- * count and dims must match; floats must be finite and terminated bytes 0 or 1. An
+ * count and dims must match; floats must be finite, terminated and mask bytes 0 or 1. An
  * owned env's record fills its ring; another env's is checked and skipped. A failure
  * leaves that env's ring partly written: do not train on it. */
 int replay_load_env(replay *rb, ckpt_reader *r, int env);

@@ -53,7 +53,8 @@ int vec_env_init(vec_env *ve, const char *env_name, uint64_t seed, int begin, in
               (ve->episode_length = mem_calloc((size_t)count, sizeof *ve->episode_length, err)) &&
               (ve->scratch_obs = mem_calloc(2 * (size_t)ve->obs_dim, sizeof *ve->scratch_obs, err));
     if (ok && cls->spec.action_mask)
-        ok = (ve->mask = mem_calloc((size_t)count, (size_t)ve->num_actions, err)) != NULL;
+        ok = (ve->mask = mem_calloc((size_t)count, (size_t)ve->num_actions, err)) &&
+             (ve->final_mask = mem_calloc((size_t)count, (size_t)ve->num_actions, err));
     if (ok && cls->step_many && ve->action_dim > 0)
         ok = (ve->clipped = mem_calloc((size_t)count * (size_t)ve->action_dim, sizeof *ve->clipped,
                                        err)) != NULL;
@@ -84,6 +85,7 @@ void vec_env_free(vec_env *ve) {
     free(ve->clipped);
     free(ve->scratch_obs);
     free(ve->mask);
+    free(ve->final_mask);
     memset(ve, 0, sizeof *ve);
 }
 
@@ -273,12 +275,22 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
         run_return[i] = done ? 0.0 : ret;
         run_length[i] = done ? 0 : len;
     }
+    /* A truncated episode's last state still has actions to bootstrap over (a TD target's
+     * max); its reset would lose them. An empty one reads as all valid. */
+    const size_t na = (size_t)ve->num_actions;
+    for (int i = 0; ve->final_mask && i < n; i++)
+        if (truncated[i]) calf_env_action_mask(&envs[i], ve->final_mask + (size_t)i * na);
     for (int i = 0; i < n; i++)
         if (terminated[i] | truncated[i]) {
             calf_env_reset(&envs[i], vobs + (size_t)i * (size_t)od);
             check_reset(ve, i, vobs + (size_t)i * (size_t)od);
         }
-    for (int i = 0; ve->mask && i < n; i++) refresh_mask(ve, i);
+    for (int i = 0; ve->mask && i < n; i++) {
+        refresh_mask(ve, i);
+        uint8_t *fm = ve->final_mask + (size_t)i * na;
+        if (terminated[i]) memset(fm, 1, na);
+        else if (!truncated[i]) memcpy(fm, ve->mask + (size_t)i * na, na);
+    }
     return ve->fault.status;
 }
 

@@ -22,6 +22,10 @@ typedef struct vec_env {
                                   allows (after auto-reset: the new episode's), kept after
                                   every reset, step and loaded record; NULL when the class
                                   has no mask */
+    uint8_t *final_mask;       /* (count, num_actions) after a step, the actions valid at its
+                                  final observation (before any auto-reset): mask's row, a
+                                  truncated env's from its last state, a terminated env's all
+                                  1 (no bootstrap reads it); NULL when the class has no mask */
     float *obs;                /* (count, obs_dim) current observation (after auto-reset) */
     double *episode_return;    /* (count) running return of the current episode */
     int *episode_length;       /* (count) */

@@ -48,6 +48,8 @@ typedef struct algo_step {
                                  * any auto-reset) */
     const float *next_obs;      /* (count, obs_dim) what the next step will act on (the reset
                                  * observation where an episode ended) */
+    const uint8_t *next_mask;   /* (count, num_actions) the actions valid at final_obs (all 1
+                                 * where terminated); NULL when the env has no mask */
 } algo_step;
 
 /* An algorithm's functions. Its name is its row in ALGORITHMS (training/registry.h). */

@@ -277,7 +277,7 @@ static void rollout(trainer *t) {
         }
         algo_step st = {.s = s, .obs = t->obs, .act = t->act, .u = t->u, .reward = t->rew,
                         .terminated = t->term, .truncated = t->trunc, .final_obs = t->final_obs,
-                        .next_obs = t->ve.obs};
+                        .next_obs = t->ve.obs, .next_mask = t->ve.final_mask};
         t->ops->observe(t->algo, &st);
     }
 }
