@@ -5,8 +5,8 @@
 # baseline: ActorDistributionNetwork.lstm_hidden_size=0 and ValueNetwork's), then plays
 # each final policy for 100 episodes from start states the training never saw, as the
 # README's results do (`calf play --num_episodes 100 --seed 777`). Prints a line per run,
-# then min, median and max of each. What README.md's and bench/README.md's CartPoleNoVel
-# rows were measured with.
+# then min, median and max of each. What bench/README.md's CartPoleNoVel rows (and the
+# result README.md states) were measured with.
 #
 #   bench/novel.sh CALF [N] [NPROC]
 #
