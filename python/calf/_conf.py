@@ -151,6 +151,14 @@ def _front_params(
             if tgt is None:
                 raise TypeError(f"{who}: {name} has no calf binding for {algo} (it has one "
                                 f"for {', '.join(row.to)})")
+            if name == "learning_rate":  # SB3's schedules, where calf has one
+                value, sched = _names.schedule(who, name, value, algo)
+                if sched is not None:
+                    put("Adam.lr_schedule", sched, name)
+            elif callable(value) or (isinstance(value, str) and value.startswith("lin_")):
+                raise ValueError(f"{who}: {name}={value!r}: SB3's schedules are taken for "
+                                 f"learning_rate alone; calf's {name} is a constant: give "
+                                 "a number")
             if isinstance(tgt, _names.Derived):
                 derived.append((name, value, tgt))
             else:
@@ -159,7 +167,10 @@ def _front_params(
     if derived:
         cfg = _resolved(conf, conf_text, root_dir, params)
         for name, value, tgt in derived:
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            if tgt.takes is bool:
+                if not isinstance(value, (bool, np.bool_)):
+                    raise TypeError(f"{who}: {name} must be a bool, got {value!r}")
+            elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"{who}: {name} must be an integer, got {value!r}")
             put(tgt.binding, tgt.convert(value, cfg), name)
     if total_timesteps is not None:

@@ -7,6 +7,7 @@ algorithms by their short names ("ppo" for ``@PPOAlgorithm``)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -24,6 +25,7 @@ class Derived(NamedTuple):
     binding: str
     convert: Callable[[Any, Mapping[str, str]], Any]
     rule: str  # the conversion, for the README
+    takes: type = int  # the short name's values: int, or bool
 
 
 class Name(NamedTuple):
@@ -76,8 +78,15 @@ NAMES: tuple[Name, ...] = (
         "TrainerConfig.mini_batch_size", _minibatch,
         "num_envs x num_steps // num_minibatches")}, "minibatches per epoch"),
     Name("learning_rate", "learning_rate", {"*": "Adam.lr"},
-         "every network's (actor/, critic/, alpha/ fall back to it); a constant: "
-         "`Adam.lr_schedule='linear'` anneals it"),
+         "every network's (actor/, critic/, alpha/ fall back to it): a number, or for ppo "
+         "and sac SB3's linear schedule (the zoo's `'lin_X'`, or a callable equal to X x "
+         "progress_remaining): `Adam.lr`=X with `Adam.lr_schedule='linear'`, iteration k "
+         "of N at X(1 - k/N) as CleanRL anneals (SB3's runs at X(1 - (k+1)/N)); other "
+         "schedules refused"),
+    Name(None, "anneal_lr", {"ppo": Derived(
+        "Adam.lr_schedule", lambda v, cfg: "linear" if v else "constant",
+        "'linear' if anneal_lr else 'constant'", bool)},
+         "CleanRL's annealing: iteration k of N at learning_rate x (1 - k/N)"),
     Name(None, "policy_lr", {"sac": "actor/Adam.lr"}, "SAC's actor"),
     Name(None, "q_lr", {"sac": ("critic/Adam.lr", "alpha/Adam.lr")},
          "SAC's critics and temperature, as CleanRL's"),
@@ -87,7 +96,7 @@ NAMES: tuple[Name, ...] = (
          "discount"),
     Name("gae_lambda", "gae_lambda", {"ppo": "PPOLoss.td_lambda"}, "GAE's lambda"),
     Name("clip_range", "clip_coef", {"ppo": "PPOLoss.importance_ratio_clipping"},
-         "a number (SB3's schedules: not taken)"),
+         "a number (SB3's schedules refused: calf's clip is constant)"),
     Name("ent_coef", "ent_coef", {"ppo": "PPOLoss.entropy_regularization"},
          "PPO's entropy bonus (SAC's temperature is always tuned)"),
     Name("vf_coef", "vf_coef", {"ppo": "PPOLoss.td_loss_weight"}, "value loss weight"),
@@ -127,6 +136,56 @@ NAMES: tuple[Name, ...] = (
         "dqn": "q/QNetwork.fc_layer_params"},
          "hidden sizes, a list (SB3: policy_kwargs=dict(net_arch=...)); both networks"),
 )
+
+
+# The algorithms that read Adam.lr_schedule (the others train at a constant lr).
+LR_SCHEDULED = ("ppo", "sac")
+# progress_remaining where a callable schedule is read: 1 down to 0 in eighths (exact
+# binary fractions, so X * p is one rounding)
+_PROGRESS = tuple(k / 8 for k in range(8, -1, -1))
+
+
+def schedule(who: str, name: str, value: Any, algo: str) -> tuple[Any, str | None]:
+    """SB3's learning_rate as calf's: (Adam.lr's value, Adam.lr_schedule's or None).
+
+    A number is itself (None: the config's schedule stands). The zoo's ``'lin_X'`` and a
+    callable of progress_remaining that equals X x progress_remaining where it is read
+    (1, 7/8, ..., 0) are X with 'linear'; a callable constant there is that constant with
+    'constant'. Anything else, or a schedule for an algorithm without calf's, is a
+    ValueError naming it."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"lin_([-+0-9.eE]+)", value)
+        try:
+            start = float(m.group(1)) if m else None
+        except ValueError:
+            start = None
+        if start is None or not math.isfinite(start):
+            raise ValueError(
+                f"{who}: {name}={value!r}: calf takes a number or SB3's linear schedule "
+                "'lin_X' (X a number); other schedules have no calf equivalent")
+        sched = "linear"
+    elif callable(value):
+        try:
+            points = [float(value(p)) for p in _PROGRESS]
+        except Exception as e:
+            raise ValueError(f"{who}: {name}: the schedule raised at a progress_remaining "
+                             f"in [0, 1]: {e!r}") from e
+        start = points[0]
+        if all(v == start for v in points):
+            return start, "constant"
+        if not all(math.isclose(v, start * p, rel_tol=1e-9, abs_tol=1e-12 * abs(start))
+                   for v, p in zip(points, _PROGRESS)):
+            raise ValueError(
+                f"{who}: {name}={value!r}: calf takes a constant or a linear schedule "
+                f"(X x progress_remaining); this one is neither (at progress_remaining "
+                f"1, 1/2, 0: {points[0]:g}, {points[4]:g}, {points[8]:g})")
+        sched = "linear"
+    else:
+        return value, None
+    if algo not in LR_SCHEDULED:
+        raise ValueError(f"{who}: {name}={value!r}: {algo} has no learning-rate schedule "
+                         f"in calf (only {' and '.join(LR_SCHEDULED)}): give a number")
+    return start, sched
 
 
 def algorithms() -> dict[str, str]:

@@ -145,6 +145,47 @@ def test_short_names_per_algorithm() -> None:
         "TrainerConfig.eval_interval=3"]
 
 
+def test_sb3_schedules() -> None:
+    # the zoo's 'lin_X' and SB3's linear_schedule(X) are X with calf's linear schedule
+    lin = ['Adam.lr_schedule="linear"', "Adam.lr=0.001"]
+    assert _params(algorithm="ppo", learning_rate="lin_1e-3")[1:] == lin
+    assert _params(algorithm="sac", learning_rate=lambda p: p * 1e-3)[1:] == lin
+    assert _params(algorithm="ppo", learning_rate=lambda p: 3e-4)[1:] == [
+        'Adam.lr_schedule="constant"', "Adam.lr=0.0003"]
+    assert _params(algorithm="ppo", learning_rate=3e-4)[1:] == ["Adam.lr=0.0003"]
+    # CleanRL's anneal_lr
+    assert _params(algorithm="ppo", anneal_lr=True)[1:] == ['Adam.lr_schedule="linear"']
+    assert _params(algorithm="ppo", anneal_lr=False)[1:] == ['Adam.lr_schedule="constant"']
+    with pytest.raises(TypeError, match="anneal_lr and learning_rate both set Adam.lr_schedule"):
+        _params(algorithm="ppo", learning_rate="lin_1e-3", anneal_lr=True)
+    # what has no calf equivalent is refused by name
+    with pytest.raises(ValueError, match=r"learning_rate='exp_1e-3': calf takes a number or"):
+        _params(algorithm="ppo", learning_rate="exp_1e-3")
+    with pytest.raises(ValueError, match=r"neither \(at progress_remaining 1, 1/2, 0: 0.001, "
+                                         r"0.00055, 0.0001\)"):
+        _params(algorithm="ppo", learning_rate=lambda p: 1e-4 + p * 9e-4)
+    with pytest.raises(ValueError, match="dqn has no learning-rate schedule in calf"):
+        _params(algorithm="dqn", learning_rate="lin_1e-3")
+    with pytest.raises(ValueError, match="clip_range='lin_0.2': SB3's schedules are taken for "
+                                         "learning_rate alone"):
+        _params(algorithm="ppo", clip_range="lin_0.2")
+    with pytest.raises(ValueError, match="taken for learning_rate alone"):
+        _params(algorithm="ppo", clip_range=lambda p: 0.2)
+    with pytest.raises(TypeError, match="anneal_lr must be a bool"):
+        _params(algorithm="ppo", anneal_lr=1)
+
+
+def test_planted_schedule_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the check of a callable is not fooled by a schedule linear only where it is read
+    # at 1 and 0 (a planted reader of two points would take this one)
+    monkeypatch.setattr(_names, "_PROGRESS", (1.0, 0.0))
+    assert _params(algorithm="ppo", learning_rate=lambda p: 1e-3 * p * p)[1:] == [
+        'Adam.lr_schedule="linear"', "Adam.lr=0.001"]
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="this one is neither"):
+        _params(algorithm="ppo", learning_rate=lambda p: 1e-3 * p * p)
+
+
 def test_planted_conversion_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     # the assertion on DQN's period fails when the conversion forgets gradient_steps
     row = _names.lookup("target_update_interval")
