@@ -1,7 +1,7 @@
-/* calf/policy.h: a trained run's greedy policy, opened from its run dir or one of its
- * checkpoints, acting on batches of observations inside the caller's program. It
- * computes what `calf play` computes, float for float (observation normalization
- * included), for any batch of rows. */
+/* calf/policy.h: a trained run's policy, opened from its run dir or one of its
+ * checkpoints, acting on batches of observations inside the caller's program: greedy,
+ * computing what `calf play` computes, float for float (observation normalization
+ * included), for any batch of rows; or sampled from its distribution with a seed. */
 #ifndef CALF_POLICY_H
 #define CALF_POLICY_H
 
@@ -72,5 +72,26 @@ int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
  * sub-action slices) allows no action. */
 int calf_policy_greedy_masked(calf_policy *p, const float *obs, const uint8_t *mask, int rows,
                               int *actions, float *cont_actions, calf_error *err);
+
+/* ---- sampling ---------------------------------------------------------------------- */
+/* 1 when the policy is a distribution to draw from (PPO's, SAC's); 0 when it is
+ * deterministic (DQN's argmax of Q, TD3's and DDPG's actor), whose samples are its greedy
+ * actions; -1 for a handle that is not open. */
+int calf_policy_stochastic(const calf_policy *p);
+/* Seed the handle's sampling streams: row r of the calf_policy_sample calls that follow
+ * draws from calf's stream (seed, r, CALF_RNG_ACTION) (calf/rng.h), each call going on
+ * from where row r's last draw left it, until the next seed. A handle starts seeded with
+ * 0, so a program that seeds the same and makes the same calls draws the same actions.
+ * CALF_EINVAL for a handle that is not open. */
+int calf_policy_seed(calf_policy *p, uint64_t seed, calf_error *err);
+/* Actions drawn from the policy's distribution for rows observations, as the training
+ * draws them: PPO's categorical (masked, per sub-action for MultiDiscrete) or Gaussian
+ * (continuous, unclipped, as calf_policy_greedy's); SAC's tanh-squashed Gaussian, or
+ * softmax(min(Q1, Q2) / alpha) for discrete actions. mask: as calf_policy_greedy_masked's,
+ * or NULL. A deterministic policy (calf_policy_stochastic 0) writes its greedy actions
+ * and draws nothing. Row r's action depends only on row r's observation and mask and
+ * stream r. The errors are calf_policy_greedy_masked's. */
+int calf_policy_sample(calf_policy *p, const float *obs, const uint8_t *mask, int rows,
+                       int *actions, float *cont_actions, calf_error *err);
 
 #endif

@@ -798,9 +798,9 @@ PyDoc_STRVAR(policy_greedy_doc,
              "MultiDiscrete one, (rows, action_dim) float32 for a continuous one; among the\n"
              "actions mask allows, (rows, num_actions) uint8 (nonzero: valid), when given.\n"
              "All arrays C-contiguous.");
-static PyObject *policy_greedy(PolicyObject *self, PyObject *args) {
-    PyObject *obs, *actions, *mask_obj = Py_None; /* borrowed */
-    if (!PyArg_ParseTuple(args, "OO|O:greedy", &obs, &actions, &mask_obj)) return NULL;
+/* greedy's and sample's work: check the arrays, act without the GIL. */
+static PyObject *policy_act(PolicyObject *self, PyObject *obs, PyObject *actions,
+                            PyObject *mask_obj, int sample) {
     if (!policy_usable(self)) return NULL;
     if (!PyArray_Check(obs)) {
         PyErr_SetString(PyExc_TypeError, "calf.Policy: obs must be a numpy.ndarray");
@@ -832,12 +832,44 @@ static PyObject *policy_greedy(PolicyObject *self, PyObject *args) {
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    rc = calf_policy_greedy_masked(self->p, o, mask, (int)rows, discrete ? a : NULL,
-                                   discrete ? NULL : a, &err);
+    rc = sample ? calf_policy_sample(self->p, o, mask, (int)rows, discrete ? a : NULL,
+                                     discrete ? NULL : a, &err)
+                : calf_policy_greedy_masked(self->p, o, mask, (int)rows, discrete ? a : NULL,
+                                            discrete ? NULL : a, &err);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != CALF_OK) return raise_calf(&err);
     Py_RETURN_NONE;
+}
+
+static PyObject *policy_greedy(PolicyObject *self, PyObject *args) {
+    PyObject *obs, *actions, *mask_obj = Py_None; /* borrowed */
+    if (!PyArg_ParseTuple(args, "OO|O:greedy", &obs, &actions, &mask_obj)) return NULL;
+    return policy_act(self, obs, actions, mask_obj, 0);
+}
+
+PyDoc_STRVAR(policy_sample_doc,
+             "sample(obs, actions, seed, mask=None)\n\n"
+             "Actions drawn from the policy's distribution (calf_policy_sample), as greedy\n"
+             "writes them; seed: an int reseeds the streams first (calf_policy_seed), None\n"
+             "goes on from the last draw.");
+static PyObject *policy_sample(PolicyObject *self, PyObject *args) {
+    PyObject *obs, *actions, *seed, *mask_obj = Py_None; /* borrowed */
+    if (!PyArg_ParseTuple(args, "OOO|O:sample", &obs, &actions, &seed, &mask_obj)) return NULL;
+    if (!policy_usable(self)) return NULL;
+    if (seed != Py_None) {
+        unsigned long long s = PyLong_AsUnsignedLongLong(seed);
+        if (s == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+        calf_error err = {0};
+        if (calf_policy_seed(self->p, (uint64_t)s, &err) != CALF_OK) return raise_calf(&err);
+    }
+    return policy_act(self, obs, actions, mask_obj, 1);
+}
+
+static PyObject *policy_get_stochastic(PolicyObject *self, void *closure) {
+    (void)closure;
+    if (!policy_usable(self)) return NULL;
+    return PyBool_FromLong(calf_policy_stochastic(self->p));
 }
 
 #define POLICY_INT_GETTER(field, call)                                      \
@@ -897,11 +929,14 @@ static PyGetSetDef policy_getset[] = {
     {"checkpoint", (getter)policy_get_checkpoint, NULL, "the checkpoint file opened", NULL},
     {"iteration", (getter)policy_get_iteration, NULL, "the checkpoint's iteration", NULL},
     {"closed", (getter)policy_get_closed, NULL, "True after close()", NULL},
+    {"stochastic", (getter)policy_get_stochastic, NULL,
+     "True when sample draws from a distribution; False: its samples are greedy", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMethodDef policy_methods[] = {
     {"greedy", (PyCFunction)policy_greedy, METH_VARARGS, policy_greedy_doc},
+    {"sample", (PyCFunction)policy_sample, METH_VARARGS, policy_sample_doc},
     {"close", (PyCFunction)policy_close, METH_NOARGS, policy_close_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,6 @@
 """Trained policies: ``load_policy`` and ``Policy``, a run's greedy policy (calf's
-``calf_policy``, what ``calf play`` runs) acting on NumPy arrays, and its videos."""
+``calf_policy``, what ``calf play`` runs) acting on NumPy arrays, or sampled from its
+distribution with a seed, and its videos."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ class Policy:
     0); ``action_dim`` (continuous: floats per action, else 0); ``action_dims`` and
     ``action_nvec`` (MultiDiscrete: the sub-actions and their (D,) int64 sizes, else 0
     and None); ``masked`` (the env masks its actions); ``env_name``;
-    ``checkpoint`` (the file opened); ``iteration`` (its iteration). One thread at a
+    ``checkpoint`` (the file opened); ``iteration`` (its iteration); ``stochastic``
+    (True when ``deterministic=False`` draws from a distribution). One thread at a
     time may call a policy; different policies are independent.
     """
 
@@ -40,10 +42,19 @@ class Policy:
         self.env_name: str = self._raw.env_name
         self.checkpoint: str = self._raw.checkpoint
         self.iteration: int = self._raw.iteration
+        self.stochastic: bool = self._raw.stochastic
 
-    def __call__(self, obs: Any, action_mask: Any = None) -> np.ndarray:
+    def __call__(self, obs: Any, action_mask: Any = None, deterministic: bool = True,
+                 seed: int | None = None) -> np.ndarray:
         """The greedy actions for ``obs``: (B, obs_dim) floats (converted to float32), or
-        one (obs_dim,) row.
+        one (obs_dim,) row; with ``deterministic=False``, actions drawn from the policy's
+        distribution instead, as the training draws them (PPO's categorical, masked or
+        per sub-action, or Gaussian; SAC's squashed Gaussian or softmax(min Q / alpha);
+        DQN's, TD3's and DDPG's policies are deterministic, ``stochastic`` False, and
+        draw their greedy actions). ``seed`` (sampling only): row r draws from calf's
+        stream (seed, r), each call going on from the last until the next seed; the
+        policy starts seeded with 0, so the same seed and the same calls give the same
+        actions.
 
         Returns (B,) int64 for a discrete policy, (B, D) int64 for a MultiDiscrete one,
         (B, action_dim) float32 for a continuous one (the policy's actions, not clipped
@@ -51,10 +62,16 @@ class Policy:
         float32. ``action_mask``: (B, num_actions) (or one (num_actions,) row) of bools or
         numbers, nonzero where an action is valid, as the env returns it (a VecEnv's
         ``infos["action_mask"]``): the greedy action among the valid ones, as ``calf play``
-        picks it; None: every action valid. Row r's action depends only on row r.
+        picks it (or drawn among them); None: every action valid. Row r's action depends
+        only on row r (and its stream).
         Observations are those the env returns: the policy normalizes them itself when
         the run did.
         """
+        if seed is not None:
+            seed = _check_seed(seed)
+            if deterministic:
+                raise ValueError("calf.Policy: seed= is for sampling: give "
+                                 "deterministic=False with it")
         o = np.asarray(obs)
         one_row = o.ndim == 1
         if one_row:
@@ -86,7 +103,10 @@ class Policy:
             out = np.empty(o.shape[0], dtype=np.int32)
         else:
             out = np.empty((o.shape[0], self.action_dim), dtype=np.float32)
-        self._raw.greedy(o, out, mask)
+        if deterministic:
+            self._raw.greedy(o, out, mask)
+        else:
+            self._raw.sample(o, out, seed, mask)
         actions = out.astype(np.int64) if self.discrete else out
         return actions[0] if one_row else actions
 

@@ -1082,9 +1082,10 @@ static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
     return rc;
 }
 
-/* Greedy actions, in slices of EVAL_ROWS rows (the evaluation cache). */
-static void ppo_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
-                       int *act, float *u) {
+/* Greedy actions (rng NULL) or actions sampled from the distribution (row r from rng[r]),
+ * in slices of EVAL_ROWS rows (the evaluation cache). */
+static void act_rows(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                     calf_rng *rng, int *act, float *u) {
     ppo *t = (ppo *)a;
     ppo_model *md = &t->md;
     int od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
@@ -1106,11 +1107,25 @@ static void ppo_greedy(algorithm *a, const float *obs, const uint8_t *mask, int 
         }
         for (int k = 0; k < b; k++) {
             size_t r = (size_t)(r0 + k);
-            ppo_model_mode(md, t->eval_head + (size_t)k * hd,
-                           mask ? mask + r * md->num_actions : NULL,
-                           &act[r * md->action_ints], ad ? u + r * ad : NULL);
+            const uint8_t *m = mask ? mask + r * md->num_actions : NULL;
+            if (rng)
+                (void)ppo_model_sample(md, md->g.params, t->eval_head + (size_t)k * hd, m, &rng[r],
+                                       &act[r * md->action_ints], ad ? u + r * ad : NULL);
+            else
+                ppo_model_mode(md, t->eval_head + (size_t)k * hd, m, &act[r * md->action_ints],
+                               ad ? u + r * ad : NULL);
         }
     }
+}
+
+static void ppo_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                       int *act, float *u) {
+    act_rows(a, obs, mask, rows, NULL, act, u);
+}
+
+static void ppo_sample(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                       calf_rng *rng, int *act, float *u) {
+    act_rows(a, obs, mask, rows, rng, act, u);
 }
 
 /* A recurrent actor carries its core's state (h, and c for an LSTM) per greedy row. */
@@ -1417,6 +1432,7 @@ const algorithm_ops ppo_algorithm_ops = {
     .greedy = ppo_greedy,
     .greedy_memory = ppo_greedy_memory,
     .greedy_reset = ppo_greedy_reset,
+    .sample = ppo_sample,
     .export_c = ppo_export_c,
     .summarize = ppo_summarize,
     .digest = ppo_digest,

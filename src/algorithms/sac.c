@@ -221,9 +221,12 @@ static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs,
                                      calf_rng_uniform_double(&o->act_rng[e]));
 }
 
-static void sac_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
-                       int *act, float *u) {
-    sac *t = (sac *)a; /* sac_check refuses masked envs; a caller's mask (calf_policy) holds */
+/* Greedy actions (rng NULL), or actions drawn as sac_act draws them (row r from rng[r]):
+ * continuous, the squashed Gaussian; discrete, softmax(min(Q1, Q2) / alpha), among the
+ * valid actions of a caller's mask (logits min Q / alpha). */
+static void act_rows(sac *t, const float *obs, const uint8_t *mask, int rows, calf_rng *rng,
+                     int *act, float *u) {
+    /* sac_check refuses masked envs; a caller's mask (calf_policy) holds */
     const offpolicy *o = &t->o;
     for (int r0 = 0; r0 < rows; r0 += o->rows) {
         int b = rows - r0 < o->rows ? rows - r0 : o->rows;
@@ -231,20 +234,48 @@ static void sac_greedy(algorithm *a, const float *obs, const uint8_t *mask, int 
         if (o->A > 0) {
             nn_mlp_forward(&t->actor, t->actor_g.params, x, b, &t->actor_cache, t->head);
             for (int k = 0; k < b; k++) {
+                const float *h = t->head + (size_t)k * 2 * o->A;
+                float *uk = u + (size_t)(r0 + k) * o->A;
                 act[r0 + k] = 0;
-                sac_squashed_greedy(o->A, t->head + (size_t)k * 2 * o->A, o->lo, o->hi,
-                                    u + (size_t)(r0 + k) * o->A);
+                if (!rng) {
+                    sac_squashed_greedy(o->A, h, o->lo, o->hi, uk);
+                    continue;
+                }
+                float *eps = t->row_a;
+                for (int i = 0; i < o->A; i++) eps[i] = (float)calf_rng_normal(&rng[r0 + k]);
+                sac_squashed_sample(o->A, h, eps, o->lo, o->hi, uk, NULL);
             }
             continue;
         }
         nn_mlp_forward(&t->q1, t->critic_g.params, x, b, &t->qa_cache, t->qa);
         nn_mlp_forward(&t->q2, t->critic_g.params, x, b, &t->qb_cache, t->qb);
         min_rows(t->qa, t->qb, b, o->nA, t->ta);
-        for (int k = 0; k < b; k++)
-            act[r0 + k] = mask ? dist_categorical_mode_masked(t->ta + (size_t)k * o->nA,
-                                                              mask + (size_t)(r0 + k) * o->nA, o->nA)
-                               : sac_discrete_greedy(o->nA, t->ta + (size_t)k * o->nA);
+        float alpha = alpha_of(t);
+        for (int k = 0; k < b; k++) {
+            float *q = t->ta + (size_t)k * o->nA;
+            const uint8_t *m = mask ? mask + (size_t)(r0 + k) * o->nA : NULL;
+            if (!rng) {
+                act[r0 + k] = m ? dist_categorical_mode_masked(q, m, o->nA)
+                                : sac_discrete_greedy(o->nA, q);
+            } else if (!m) {
+                act[r0 + k] = sac_discrete_sample(o->nA, q, alpha,
+                                                  calf_rng_uniform_double(&rng[r0 + k]));
+            } else {
+                for (int j = 0; j < o->nA; j++) q[j] /= alpha;
+                act[r0 + k] = dist_categorical_sample_masked(q, m, o->nA, &rng[r0 + k]);
+            }
+        }
     }
+}
+
+static void sac_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                       int *act, float *u) {
+    act_rows((sac *)a, obs, mask, rows, NULL, act, u);
+}
+
+static void sac_sample(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                       calf_rng *rng, int *act, float *u) {
+    act_rows((sac *)a, obs, mask, rows, rng, act, u);
 }
 
 /* What sac_greedy computes: continuous, the actor's mean squashed onto the bounds
@@ -528,6 +559,7 @@ const algorithm_ops sac_algorithm_ops = {
     .observe = offpolicy_ops_observe,
     .train = sac_train,
     .greedy = sac_greedy,
+    .sample = sac_sample,
     .export_c = sac_export_c,
     .summarize = sac_summarize,
     .digest = offpolicy_ops_digest,

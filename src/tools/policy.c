@@ -1,6 +1,7 @@
 /* policy.c: the public calf_policy (calf/policy.h): play_policy, the loaded policy that
  * `calf play` and `calf export` run, behind an opaque pointer, acting through the same
- * algorithm greedy, so its floats are calf play's. */
+ * algorithm greedy, so its floats are calf play's; and sampling from its distribution
+ * through the algorithm's sample, row r from the handle's stream r. */
 #include "calf/policy.h"
 
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "base/live.h"
 #include "base/mem.h"
+#include "calf/rng.h"
 #include "tools/play.h"
 
 struct calf_policy {
@@ -16,6 +18,9 @@ struct calf_policy {
     int *act;          /* (cap, action ints) scratch for the array the caller need not pass */
     float *u;          /* (cap, action_dim) */
     int cap;
+    calf_rng *rng;     /* (nrng) row r's sampling stream (seed, r, CALF_RNG_ACTION) */
+    int nrng;          /* rows seeded so far; more are seeded as calls need them */
+    uint64_t seed;     /* calf_policy_seed's; 0 from open */
 };
 
 /* root of ROOT/train/algorithm/ckpt-N: the path without its last three components. */
@@ -76,6 +81,7 @@ void calf_policy_close(calf_policy *p) {
     play_policy_close(&p->pp);
     free(p->act);
     free(p->u);
+    free(p->rng);
     free(p);
 }
 
@@ -114,52 +120,103 @@ int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
     return calf_policy_greedy_masked(p, obs, NULL, rows, actions, cont_actions, err);
 }
 
-int calf_policy_greedy_masked(calf_policy *p, const float *obs, const uint8_t *mask, int rows,
-                              int *actions, float *cont_actions, calf_error *err) {
-    if (!p) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: the policy is NULL");
+/* What greedy and sample check before acting; `who` names the caller's function. */
+static int check_act(const char *who, calf_policy *p, const float *obs, const uint8_t *mask,
+                     int rows, const int *actions, const float *cont_actions, calf_error *err) {
+    if (!p) return calf_error_set(err, CALF_EINVAL, "%s: the policy is NULL", who);
     if (!open_handle(p))
-        return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: %p is not an open policy "
-                              "(closed already?)", (const void *)p);
+        return calf_error_set(err, CALF_EINVAL, "%s: %p is not an open policy "
+                              "(closed already?)", who, (const void *)p);
     const calf_env_spec *spec = policy_spec(p);
     const int ad = spec->action_dim, ai = calf_env_action_ints(spec), nA = spec->num_actions;
-    if (rows < 0) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: rows = %d", rows);
+    if (rows < 0) return calf_error_set(err, CALF_EINVAL, "%s: rows = %d", who, rows);
     if (rows == 0) return CALF_OK;
-    if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_policy_greedy: obs is NULL");
+    if (!obs) return calf_error_set(err, CALF_EINVAL, "%s: obs is NULL", who);
     if (ad == 0 && !actions)
-        return calf_error_set(err, CALF_EINVAL,
-                              "calf_policy_greedy: %s has discrete actions: actions is NULL",
-                              policy_spec(p)->name);
+        return calf_error_set(err, CALF_EINVAL, "%s: %s has discrete actions: actions is NULL",
+                              who, spec->name);
     if (ad > 0 && !cont_actions)
         return calf_error_set(err, CALF_EINVAL,
-                              "calf_policy_greedy: %s has continuous actions: cont_actions is NULL",
-                              policy_spec(p)->name);
+                              "%s: %s has continuous actions: cont_actions is NULL", who,
+                              spec->name);
     if (mask && ad > 0)
-        return calf_error_set(err, CALF_EINVAL,
-                              "calf_policy_greedy_masked: %s has continuous actions: no mask",
+        return calf_error_set(err, CALF_EINVAL, "%s: %s has continuous actions: no mask", who,
                               spec->name);
     for (int r = 0; mask && r < rows; r++) /* each row (each slice) allows an action */
         for (int d = 0, off = 0; d < ai; d++) {
             int w = spec->num_action_dims > 0 ? spec->action_nvec[d] : nA, valid = 0;
             for (int j = 0; j < w; j++) valid |= mask[(size_t)r * nA + off + j] != 0;
             if (!valid)
-                return calf_error_set(err, CALF_EINVAL,
-                                      "calf_policy_greedy_masked: row %d's mask allows no "
-                                      "action%s", r, ai > 1 ? " of a sub-action" : "");
+                return calf_error_set(err, CALF_EINVAL, "%s: row %d's mask allows no action%s",
+                                      who, r, ai > 1 ? " of a sub-action" : "");
             off += w;
         }
-    /* greedy writes both arrays; the one the caller did not pass goes to scratch */
-    if (rows > p->cap) {
-        calf_error merr;
-        int *act = mem_realloc(p->act, (size_t)rows * ai * sizeof *act, &merr);
-        if (act) p->act = act;
-        float *u = act ? mem_realloc(p->u, (size_t)rows * (size_t)(ad ? ad : 1) * sizeof *u, &merr)
-                       : NULL;
-        if (u) p->u = u;
-        if (!act || !u)
-            return calf_error_set(err, CALF_ENOMEM, "calf_policy_greedy: %d rows: %s", rows,
-                                  merr.msg);
-        p->cap = rows;
-    }
+    return CALF_OK;
+}
+
+/* Greedy and sample write both arrays; the one the caller did not pass goes to scratch,
+ * grown here to rows (the handle stays usable when that fails). */
+static int grow_scratch(calf_policy *p, int rows, const char *who, calf_error *err) {
+    if (rows <= p->cap) return CALF_OK;
+    const calf_env_spec *spec = policy_spec(p);
+    const int ad = spec->action_dim, ai = calf_env_action_ints(spec);
+    calf_error merr;
+    int *act = mem_realloc(p->act, (size_t)rows * ai * sizeof *act, &merr);
+    if (act) p->act = act;
+    float *u = act ? mem_realloc(p->u, (size_t)rows * (size_t)(ad ? ad : 1) * sizeof *u, &merr)
+                   : NULL;
+    if (u) p->u = u;
+    if (!act || !u) return calf_error_set(err, CALF_ENOMEM, "%s: %d rows: %s", who, rows, merr.msg);
+    p->cap = rows;
+    return CALF_OK;
+}
+
+int calf_policy_greedy_masked(calf_policy *p, const float *obs, const uint8_t *mask, int rows,
+                              int *actions, float *cont_actions, calf_error *err) {
+    int rc = check_act(mask ? "calf_policy_greedy_masked" : "calf_policy_greedy", p, obs, mask,
+                       rows, actions, cont_actions, err);
+    if (rc != CALF_OK || rows == 0) return rc;
+    rc = grow_scratch(p, rows, "calf_policy_greedy", err);
+    if (rc != CALF_OK) return rc;
+    const int ad = policy_spec(p)->action_dim;
     p->pp.ops->greedy(p->pp.algo, obs, mask, rows, ad ? p->act : actions, ad ? cont_actions : p->u);
+    return CALF_OK;
+}
+
+int calf_policy_stochastic(const calf_policy *p) {
+    return open_handle(p) ? p->pp.ops->sample != NULL : -1;
+}
+
+int calf_policy_seed(calf_policy *p, uint64_t seed, calf_error *err) {
+    if (!open_handle(p))
+        return calf_error_set(err, CALF_EINVAL, "calf_policy_seed: %p is not an open policy "
+                              "(NULL or closed already?)", (const void *)p);
+    p->seed = seed;
+    p->nrng = 0; /* each row's stream starts again when a call next reaches it */
+    return CALF_OK;
+}
+
+int calf_policy_sample(calf_policy *p, const float *obs, const uint8_t *mask, int rows,
+                       int *actions, float *cont_actions, calf_error *err) {
+    int rc = check_act("calf_policy_sample", p, obs, mask, rows, actions, cont_actions, err);
+    if (rc != CALF_OK || rows == 0) return rc;
+    if (!p->pp.ops->sample) /* a deterministic policy: its samples are its greedy actions */
+        return calf_policy_greedy_masked(p, obs, mask, rows, actions, cont_actions, err);
+    const int ad = policy_spec(p)->action_dim;
+    if (rows > p->nrng) {
+        calf_error merr;
+        calf_rng *rng = mem_realloc(p->rng, (size_t)rows * sizeof *rng, &merr);
+        if (!rng)
+            return calf_error_set(err, CALF_ENOMEM, "calf_policy_sample: %d rows: %s", rows,
+                                  merr.msg);
+        p->rng = rng;
+        for (int r = p->nrng; r < rows; r++)
+            calf_rng_seed(&p->rng[r], p->seed, (uint64_t)r, CALF_RNG_ACTION);
+        p->nrng = rows;
+    }
+    rc = grow_scratch(p, rows, "calf_policy_sample", err);
+    if (rc != CALF_OK) return rc;
+    p->pp.ops->sample(p->pp.algo, obs, mask, rows, p->rng, ad ? p->act : actions,
+                      ad ? cont_actions : p->u);
     return CALF_OK;
 }

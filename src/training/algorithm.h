@@ -14,6 +14,7 @@
 #include "base/config.h"
 #include "calf/env.h"
 #include "calf/error.h"
+#include "calf/rng.h"
 #include "records/checkpoint.h"
 #include "parallel/comm.h"
 #include "numerics/export_c.h"
@@ -87,6 +88,11 @@ typedef struct algorithm_ops {
      * call to call until the next reset; room is made for that many rows (CALF_ENOMEM when
      * it cannot be). A greedy call of more rows than the last reset made room for is a bug. */
     int (*greedy_reset)(algorithm *a, int rows, calf_error *err);
+    /* Optional (NULL: the policy is deterministic, its samples are its greedy actions):
+     * as greedy (mask, rows, act, u, the rows' state), but each row's action drawn from
+     * the policy's distribution, row r's draws from rng[r] (advanced); no collective. */
+    void (*sample)(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                   calf_rng *rng, int *act, float *u);
     /* Collective when summaries are due: reduce the last train's statistics over envs
      * and write them (only the main process has a current writer). */
     int (*summarize)(algorithm *a, int64_t step, bool histograms, calf_error *err);
