@@ -4,6 +4,7 @@ a callback, the stepwise trainer run to its end in this process."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -77,13 +78,16 @@ def train(
     this many env steps, rounded up to whole iterations, and after the last
     (``TrainerConfig.evaluate``, ``eval_interval``); ``n_eval_episodes`` episodes each.
 
-    ``callback``: called with each iteration's metrics, the dict ``Trainer.step``
-    returns, after the iteration (an iteration that evaluated has a number, not NaN, in
-    ``"eval_return"``). When it returns False the run writes a checkpoint and stops
-    there (calling train again resumes from it); anything else goes on. A callback runs
-    the job in this process, one iteration at a time (``calf.Trainer``, which writes the
-    same bytes): it takes ``nproc=1``. An exception it raises ends the run after a
-    checkpoint and goes on to the caller.
+    ``callback``: called with each iteration's metrics after the iteration, the dict
+    ``Trainer.step`` returns with ``"event": "iteration"`` added (an iteration that
+    evaluated has a number, not NaN, in ``"eval_return"``); and after each evaluation,
+    once more, with ``{"event": "evaluation", "iteration", "env_steps",
+    "eval_return"}`` (the evaluation's average return over its episodes). When it
+    returns False the run writes a checkpoint and stops there (calling train again
+    resumes from it); anything else goes on. A callback runs the job in this process,
+    one iteration at a time (``calf.Trainer``, which writes the same bytes): it takes
+    ``nproc=1``. An exception it raises ends the run after a checkpoint and goes on to
+    the caller.
     """
     if isinstance(nproc, bool) or not isinstance(nproc, (int, np.integer)):
         raise TypeError(f"calf.train: nproc must be an integer, got {nproc!r}")
@@ -116,8 +120,9 @@ def train(
 
 def _train_stepwise(conf: str | None, conf_text: str | None, root: str, params: list[str],
                     quiet: bool, trust: bool, callback: Callable[[dict[str, Any]], Any]) -> None:
-    """The job run to its end by the stepwise trainer, ``callback`` after each iteration;
-    a checkpoint where it stops early (False, an exception, Ctrl-C)."""
+    """The job run to its end by the stepwise trainer, ``callback`` after each iteration
+    and each evaluation; a checkpoint where it stops early (False, an exception,
+    Ctrl-C)."""
     from calf._trainer import Trainer  # _trainer imports what this module does
 
     with Trainer(conf, root_dir=root, conf_text=conf_text, overrides=params, quiet=quiet,
@@ -125,7 +130,12 @@ def _train_stepwise(conf: str | None, conf_text: str | None, root: str, params: 
         stop = False
         try:
             while not t.done and not stop:
-                stop = callback(t.step()) is False
+                m = t.step()
+                stop = callback({**m, "event": "iteration"}) is False
+                if not stop and not math.isnan(m["eval_return"]):
+                    stop = callback({"event": "evaluation", "iteration": m["iteration"],
+                                     "env_steps": m["env_steps"],
+                                     "eval_return": m["eval_return"]}) is False
         except BaseException:
             if not t.closed and t.iteration > 0:
                 try:

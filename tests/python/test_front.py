@@ -227,13 +227,35 @@ def test_callback_stops_and_resumes(tmp_path: pathlib.Path, reference: dict[str,
                 overrides={"TrainerConfig.num_checkpoints": 2}, **SHORT)
     # evaluations every 256 env steps: iterations 2 and 4 (and after the last)
     calf.train(root_dir=root, callback=callback, eval_freq=256, n_eval_episodes=2, **args)
-    assert [m["iteration"] for m in seen] == [1, 2, 3]
-    assert [m["env_steps"] for m in seen] == [128, 256, 384]
-    assert [math.isnan(m["eval_return"]) for m in seen] == [True, False, True]
-    assert 8 <= seen[1]["eval_return"] <= 500
+    # each iteration, and the evaluation of iteration 2 after it, told apart by "event"
+    assert [(m["event"], m["iteration"]) for m in seen] == [
+        ("iteration", 1), ("iteration", 2), ("evaluation", 2), ("iteration", 3)]
+    assert [m["env_steps"] for m in seen] == [128, 256, 256, 384]
+    assert [math.isnan(m["eval_return"]) for m in seen] == [True, False, False, True]
+    assert 8 <= seen[1]["eval_return"] <= 500 and seen[2]["eval_return"] == seen[1]["eval_return"]
+    assert set(seen[2]) == {"event", "iteration", "env_steps", "eval_return"}
+    assert "steps_per_sec" in seen[0]  # an iteration's is Trainer.step's dict
     assert sorted(checkpoints(root)) == ["ckpt-2", "ckpt-3"]  # the planned one, the stop's
     # calling train again resumes at 3 and ends on the uninterrupted run's bytes
     # (evaluation changes no checkpoint)
+    calf.train(root_dir=root, eval_freq=256, n_eval_episodes=2, quiet=True, **args)
+    assert checkpoints(root)["ckpt-4"] == reference["ckpt-4"]
+
+
+def test_callback_stops_at_an_evaluation(tmp_path: pathlib.Path,
+                                         reference: dict[str, bytes]) -> None:
+    seen = []
+
+    def callback(m: dict) -> bool:
+        seen.append((m["event"], m["iteration"]))
+        return m["event"] != "evaluation"  # stop at the first evaluation (iteration 2)
+
+    root = tmp_path / "py"
+    args = dict(algorithm="ppo", env="CartPole-v1", total_timesteps=512, seed=3,
+                overrides={"TrainerConfig.num_checkpoints": 1}, **SHORT)
+    calf.train(root_dir=root, callback=callback, eval_freq=256, n_eval_episodes=2, **args)
+    assert seen == [("iteration", 1), ("iteration", 2), ("evaluation", 2)]
+    assert sorted(checkpoints(root)) == ["ckpt-2"]  # the stop's (the run plans only ckpt-4)
     calf.train(root_dir=root, eval_freq=256, n_eval_episodes=2, quiet=True, **args)
     assert checkpoints(root)["ckpt-4"] == reference["ckpt-4"]
 
