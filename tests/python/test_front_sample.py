@@ -65,6 +65,11 @@ def test_discrete_frequencies(runs: dict[str, pathlib.Path]) -> None:
         assert fair_coin(a)
         # planted: the greedy actions (a sampler that forgot to sample) are rejected
         assert not fair_coin(pol(zeros))
+        # among the actions a mask allows (the greedy action 0 masked out: always 1)
+        only1 = np.tile(np.array([0, 1], dtype=np.uint8), (N, 1))
+        assert np.all(pol(zeros, only1, deterministic=False, seed=7) == 1)
+        half = np.tile(np.array([1, 1], dtype=np.uint8), (N, 1))
+        assert np.array_equal(pol(zeros, half, deterministic=False, seed=7), a)
 
 
 def test_continuous_moments(runs: dict[str, pathlib.Path]) -> None:
