@@ -647,6 +647,23 @@ static const calf_env_class bytes_class = {
     .step = bytes_step,
 };
 
+/* The same with obs_high 1 (MinAtar's 0/1 images, checked by a path of their own): the
+ * first step writes 1. */
+static int bytes1_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                       float *reward) {
+    (void)rng, (void)u;
+    int t = ++*(int *)state;
+    obs[0] = (float)action, obs[1] = t >= 2 ? bytes_value : 1.0f;
+    *reward = 0;
+    return 0;
+}
+static const calf_env_class bytes1_class = {
+    .spec = {.name = "Bytes1-v0", .obs_dim = 2, .num_actions = 2, .max_episode_steps = 50,
+             .state_size = sizeof(int), .obs_dtype = CALF_DTYPE_U8, .obs_high = 1},
+    .reset = bytes_reset,
+    .step = bytes1_step,
+};
+
 /* A CALF_DTYPE_U8 env's values must be integers 0..obs_high, since calf keeps them as
  * bytes: a fraction, a value above obs_high, a negative one or a NaN is the env's fault,
  * named as such; MinAtar's games keep to it. */
@@ -663,7 +680,35 @@ static void test_byte_faults(void) {
         {-1.0f, "obs[1] = -1, not an integer 0..3"},
         {NAN, "returned a non-finite observation (obs[1] = nan)"},
     };
+    static const struct { float v; const char *said; } cases1[] = {
+        {1.0f, NULL},
+        {0.0f, NULL},
+        {-0.0f, NULL},
+        {0.5f, "obs[1] = 0.5, not an integer 0..1"},
+        {2.0f, "obs[1] = 2, not an integer 0..1"},
+        {-1.0f, "obs[1] = -1, not an integer 0..1"},
+        {INFINITY, "returned a non-finite observation (obs[1] = inf)"},
+        {NAN, "returned a non-finite observation (obs[1] = nan)"},
+    };
+    CHECK_INT_EQ(calf_env_register(&bytes1_class, &err), CALF_OK);
     int actions[3] = {1, 0, 1};
+    for (size_t c = 0; c < sizeof cases1 / sizeof cases1[0]; c++) {
+        bytes_value = cases1[c].v;
+        vec_env ve;
+        CHECK_INT_EQ(vec_env_init(&ve, "Bytes1-v0", 1, 0, 3, &err), CALF_OK);
+        float reward[3], final_obs[6];
+        uint8_t term[3], trunc[3];
+        for (int t = 0; t < 3; t++)
+            vec_env_step(&ve, actions, NULL, reward, term, trunc, final_obs, NULL, NULL);
+        int rc = vec_env_fault(&ve, &err);
+        CHECK_INT_EQ(rc, cases1[c].said ? CALF_EINVAL : CALF_OK);
+        if (cases1[c].said && !strstr(err.msg, cases1[c].said)) {
+            fprintf(stderr, "  Bytes1-v0 with %g: expected \"%s\" in: %s\n", (double)cases1[c].v,
+                    cases1[c].said, err.msg);
+            CHECK(0);
+        }
+        vec_env_free(&ve);
+    }
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         bytes_value = cases[c].v;
         vec_env ve;

@@ -107,15 +107,21 @@ static bool floats_finite(const float *x, size_t n) {
 }
 
 /* Whether all n floats are integers 0..high, what a CALF_DTYPE_U8 env writes (and calf
- * keeps as bytes): a NaN, an infinity, a fraction or a value out of range is not. */
+ * keeps as bytes): a NaN, an infinity, a fraction or a value out of range is not. In
+ * float arithmetic only, so the loop vectorizes (a conversion to int and back in each
+ * lane did not, and took MinAtar's blocks from 2.5 to 0.8 M steps/s): r is v rounded to
+ * an integer, exact for 0 <= v < 2^23 in any rounding mode, so r == v says v is one. */
 static bool floats_bytes(const float *x, size_t n, int high) {
-    const float h = (float)high;
+    const float h = (float)high, two23 = 8388608.0f;
     uint32_t bad = 0;
+    if (high == 1) { /* 0/1 images (MinAtar): two compares a lane (a NaN equals neither) */
+        uint32_t ok = 1;
+        for (size_t i = 0; i < n; i++) ok &= (uint32_t)((x[i] == 0.0f) | (x[i] == 1.0f));
+        return ok != 0;
+    }
     for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        int in = v >= 0.0f && v <= h; /* false for a NaN */
-        float c = in ? v : 0.0f;
-        bad |= (uint32_t)(!in | (c != (float)(int)c));
+        float v = x[i], r = (v + two23) - two23;
+        bad |= (uint32_t)(!(v >= 0.0f) | !(v <= h) | (r != v)); /* a NaN fails v >= 0 */
     }
     return bad == 0;
 }
