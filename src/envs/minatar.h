@@ -60,6 +60,12 @@ void minatar_seed(void *state, uint32_t k);
  * loop for 2.4-4 KB; and above 2 KiB glibc's own memset turns to `rep stosb` too. */
 void minatar_zero(float *obs, int n);
 
+/* *cell = v (0 or 1) as a float, stored as its bits: no conversion from int, no branch. */
+static inline void minatar_put01(float *cell, int v) {
+    uint32_t bits = (uint32_t)-v & 0x3f800000u;
+    memcpy(cell, &bits, sizeof bits);
+}
+
 /* Whether any byte of a grid row (MINATAR_SIZE bytes) is nonzero: the row read as 8 + 2
  * bytes, not one branch per cell, so observations skip empty rows cheaply. */
 static inline int minatar_row_any(const uint8_t *row) {
@@ -69,6 +75,21 @@ static inline int minatar_row_any(const uint8_t *row) {
     memcpy(&head, row, sizeof head);
     memcpy(&tail, row + sizeof head, sizeof tail);
     return (head | tail) != 0;
+}
+
+/* Whether any byte of a whole grid (MINATAR_SIZE rows of MINATAR_SIZE bytes) is nonzero:
+ * twelve 8-byte words and a 4-byte tail OR-ed, no branch per cell. */
+static inline int minatar_grid_any(const uint8_t *g) {
+    enum { N = MINATAR_SIZE * MINATAR_SIZE };
+    _Static_assert(N == 12 * 8 + 4, "a grid is read as 12 words and 4 bytes");
+    uint64_t acc = 0, w;
+    for (int i = 0; i < 12; i++) {
+        memcpy(&w, g + 8 * i, sizeof w);
+        acc |= w;
+    }
+    uint32_t tail;
+    memcpy(&tail, g + 96, sizeof tail);
+    return (acc | tail) != 0;
 }
 
 /* ---- the calf classes: what every game's -v0 and -v1 share ---------------------------- */

@@ -70,21 +70,31 @@ static int asterix_act(void *game, mt19937 *mt, int a, int *terminal) {
         spawn(s, mt);
         s->spawn_timer = s->spawn_speed;
     }
-    if (a == MA_LEFT && s->player_x > 0) s->player_x--;
-    else if (a == MA_RIGHT && s->player_x < 9) s->player_x++;
-    else if (a == MA_UP && s->player_y > 1) s->player_y--;
-    else if (a == MA_DOWN && s->player_y < 8) s->player_y++;
+    /* MinAtar's if/elif chain over the action: at most one of the four moves applies,
+     * so they add up without branches (a random policy's action is unpredictable). */
+    int px = s->player_x, py = s->player_y;
+    px += (a == MA_RIGHT && px < 9) - (a == MA_LEFT && px > 0);
+    py += (a == MA_DOWN && py < 8) - (a == MA_UP && py > 1);
+    s->player_x = px;
+    s->player_y = py;
 
-    for (int i = 0; i < SLOTS; i++)
-        if (s->e[i].live) meet(s, i, &reward);
+    /* Only the entity of the player's row can meet the player (meet tests the row), so
+     * MinAtar's checks of every entity, before and after the move, come down to that
+     * one's; the others' outcome does not depend on it. */
+    const int k = py - 1;
+    const int in_row = (unsigned)k < SLOTS;
+    if (in_row && s->e[k].live) meet(s, k, &reward);
     if (s->move_timer == 0) {
         s->move_timer = s->move_speed;
+        /* every live entity one cell along, gone once off the grid: without branches */
         for (int i = 0; i < SLOTS; i++) {
-            if (!s->e[i].live) continue;
-            s->e[i].x += s->e[i].right ? 1 : -1;
-            if (s->e[i].x < 0 || s->e[i].x > 9) s->e[i].live = 0;
-            else meet(s, i, &reward);
+            asterix_entity *e = &s->e[i];
+            const int8_t x = (int8_t)(e->x + (e->right ? 1 : -1));
+            const int live = e->live != 0;
+            e->x = live ? x : e->x;
+            e->live = live && (x < 0 || x > 9) ? 0 : e->live;
         }
+        if (in_row && s->e[k].live) meet(s, k, &reward);
     }
     s->spawn_timer--;
     s->move_timer--;
@@ -103,20 +113,24 @@ static int asterix_act(void *game, mt19937 *mt, int a, int *terminal) {
     return reward;
 }
 
-static void set_cell(float *obs, int y, int x, int ch) {
-    if ((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE)
-        obs[MINATAR_AT(ASTERIX_CHANNELS, y, x, ch)] = 1;
-}
+static int clamp9(int v) { return v < 0 ? 0 : v > 9 ? 9 : v; }
 
+/* Zeros, the player, then each slot's two cells written whether it is live or not, with
+ * the value it has (0 for a dead one or a cell off the grid, at a clamped index), which
+ * spares a branch per slot: only slot i writes the enemy, gold and trail channels of row
+ * i + 1, so a 0 written there never covers a 1. */
 static void asterix_observe(const void *game, float *obs) {
     const asterix_state *s = game;
     minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * ASTERIX_CHANNELS);
-    set_cell(obs, s->player_y, s->player_x, CH_PLAYER);
+    if ((unsigned)s->player_y < MINATAR_SIZE && (unsigned)s->player_x < MINATAR_SIZE)
+        obs[MINATAR_AT(ASTERIX_CHANNELS, s->player_y, s->player_x, CH_PLAYER)] = 1;
     for (int i = 0; i < SLOTS; i++) {
         const asterix_entity *e = &s->e[i];
-        if (!e->live) continue;
-        set_cell(obs, i + 1, e->x, e->gold ? CH_GOLD : CH_ENEMY);
-        set_cell(obs, i + 1, e->right ? e->x - 1 : e->x + 1, CH_TRAIL);
+        const int live = e->live != 0, x = e->x, tx = x + 1 - 2 * (e->right != 0);
+        float *row = obs + MINATAR_AT(ASTERIX_CHANNELS, i + 1, 0, 0);
+        minatar_put01(row + clamp9(x) * ASTERIX_CHANNELS + CH_ENEMY + (CH_GOLD - CH_ENEMY) * (e->gold != 0),
+                      live & ((unsigned)x < MINATAR_SIZE));
+        minatar_put01(row + clamp9(tx) * ASTERIX_CHANNELS + CH_TRAIL, live & ((unsigned)tx < MINATAR_SIZE));
     }
 }
 

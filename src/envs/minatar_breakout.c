@@ -112,7 +112,7 @@ static void breakout_observe(const void *game, float *obs) {
     for (int y = 0; y < MINATAR_SIZE; y++) {
         if (!minatar_row_any(s->brick[y])) continue;
         for (int x = 0; x < MINATAR_SIZE; x++)
-            obs[MINATAR_AT(BREAKOUT_CHANNELS, y, x, CH_BRICK)] = (float)(s->brick[y][x] != 0);
+            minatar_put01(obs + MINATAR_AT(BREAKOUT_CHANNELS, y, x, CH_BRICK), s->brick[y][x] != 0);
     }
     set_cell(obs, s->ball_y, s->ball_x, CH_BALL);
     set_cell(obs, 9, s->paddle, CH_PADDLE);

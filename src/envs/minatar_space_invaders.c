@@ -56,6 +56,18 @@ static void roll_cols(grid g, int by) {
     }
 }
 
+/* Every row of g one row up (by -1) or down (by 1), the row that comes in cleared: what
+ * leaves the grid is gone. An empty grid (most often a bullet grid) stays as it is. Fixed
+ * sizes through a copy, so gcc moves them inline rather than calling memmove. */
+static void shift_rows(grid g, int by) {
+    enum { MOVED = (MINATAR_SIZE - 1) * MINATAR_SIZE };
+    if (!minatar_grid_any(&g[0][0])) return;
+    uint8_t tmp[MOVED];
+    memcpy(tmp, by < 0 ? g[1] : g[0], MOVED);
+    memcpy(by < 0 ? g[0] : g[1], tmp, MOVED);
+    memset(by < 0 ? g[MINATAR_SIZE - 1] : g[0], 0, MINATAR_SIZE);
+}
+
 static int column_has(const grid g, int x) {
     for (int y = 0; y < MINATAR_SIZE; y++)
         if (g[y][x]) return 1;
@@ -104,10 +116,8 @@ static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
     }
     /* Bullets move one row (MinAtar's np.roll, the wrapped row cleared): what leaves the
      * grid is gone. */
-    memmove(s->f_bullet[0], s->f_bullet[1], (MINATAR_SIZE - 1) * MINATAR_SIZE);
-    memset(s->f_bullet[MINATAR_SIZE - 1], 0, MINATAR_SIZE);
-    memmove(s->e_bullet[1], s->e_bullet[0], (MINATAR_SIZE - 1) * MINATAR_SIZE);
-    memset(s->e_bullet[0], 0, MINATAR_SIZE);
+    shift_rows(s->f_bullet, -1);
+    shift_rows(s->e_bullet, 1);
     if (s->e_bullet[9][s->pos]) s->terminal = 1;
 
     if (s->alien[9][s->pos]) s->terminal = 1;
@@ -142,7 +152,7 @@ static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
     if (s->shot_timer > 0) s->shot_timer--;
     s->alien_move_timer--;
     s->alien_shot_timer--;
-    if (count(s->alien) == 0) {
+    if (!minatar_grid_any(&s->alien[0][0])) {
         if (s->enemy_move_interval > 6) {
             s->enemy_move_interval--;
             s->ramp_index++;
@@ -153,8 +163,9 @@ static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
     return reward;
 }
 
-/* All zeros, then the rows that hold something: an alien row in one pass without
- * branches, the few bullets one by one, and the cannon. */
+/* All zeros, then the rows that hold something: each such row of a grid written cell by
+ * cell as 0/1 bits (no branch per cell, no conversion; each grid has channels of its
+ * own, so a 0 covers nothing), and the cannon. */
 static void si_observe(const void *game, float *obs) {
     const space_invaders_state *s = game;
     minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * SI_CHANNELS);
@@ -162,15 +173,17 @@ static void si_observe(const void *game, float *obs) {
     for (int y = 0; y < MINATAR_SIZE; y++) {
         float *row = obs + MINATAR_AT(SI_CHANNELS, y, 0, 0);
         if (row_has(s->alien, y))
-            for (int x = 0; x < MINATAR_SIZE; x++)
-                row[x * SI_CHANNELS + CH_ALIEN] = row[x * SI_CHANNELS + alien_ch] =
-                    (float)(s->alien[y][x] != 0);
+            for (int x = 0; x < MINATAR_SIZE; x++) {
+                int v = s->alien[y][x] != 0;
+                minatar_put01(row + x * SI_CHANNELS + CH_ALIEN, v);
+                minatar_put01(row + x * SI_CHANNELS + alien_ch, v);
+            }
         if (row_has(s->f_bullet, y))
             for (int x = 0; x < MINATAR_SIZE; x++)
-                if (s->f_bullet[y][x]) row[x * SI_CHANNELS + CH_F_BULLET] = 1;
+                minatar_put01(row + x * SI_CHANNELS + CH_F_BULLET, s->f_bullet[y][x] != 0);
         if (row_has(s->e_bullet, y))
             for (int x = 0; x < MINATAR_SIZE; x++)
-                if (s->e_bullet[y][x]) row[x * SI_CHANNELS + CH_E_BULLET] = 1;
+                minatar_put01(row + x * SI_CHANNELS + CH_E_BULLET, s->e_bullet[y][x] != 0);
     }
     if ((unsigned)s->pos < MINATAR_SIZE) obs[MINATAR_AT(SI_CHANNELS, 9, s->pos, CH_CANNON)] = 1;
 }
