@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e_examples.sh: every example trains and plays (ALF's train_play_test). Each
 # examples/*.gin, found here by itself so none can land untested, trains a few
-# iterations (run length and initial collection overridden, nothing else) on 1 process
+# iterations (run length and initial collection overridden, and for the MinAtar examples
+# the batch: SMALL_BATCH below; nothing else) on 1 process
 # and on --nproc 2, whose checkpoints must be the same bytes, and `calf play` runs the
 # result. An example with one env runs both with two, as --nproc 2 needs. An example
 # whose environment needs an optional dependency that this build lacks is skipped,
@@ -16,6 +17,11 @@ for env in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4 \
 done
 
 QUICK=(TrainerConfig.num_iterations=3 TrainerConfig.num_env_steps=0 TrainerConfig.initial_collect_steps=1)
+# The MinAtar examples' batches (PPO: 64 envs x 128 steps, 4 epochs of 1,024 through conv
+# nets; DQN: a replay of 100,000) took tens of seconds a run here: their few iterations
+# run on 4 envs x 8 steps, minibatches of 16 and a replay of 1,000.
+SMALL_BATCH=(create_environment.num_parallel_environments=4 TrainerConfig.unroll_length=8
+    TrainerConfig.mini_batch_size=16 TrainerConfig.replay_buffer_length=1000)
 
 # train_run ROOT NPROC GIN [Scope.param=value]...
 train_run() {
@@ -42,8 +48,10 @@ for gin in "$SRC"/examples/*.gin; do
     count=$((count + 1))
     echo "== $name"
     R1="$WORK/$name-1" R2="$WORK/$name-2"
-    "$CALF" train --quiet --root_dir "$R1" --conf "$gin" $(printf -- '--conf_param %s ' "${QUICK[@]}") \
-        >"$WORK/out" 2>"$WORK/err"
+    extra=()
+    case $name in *minatar*) extra=("${SMALL_BATCH[@]}") ;; esac
+    "$CALF" train --quiet --root_dir "$R1" --conf "$gin" \
+        $(printf -- '--conf_param %s ' "${QUICK[@]}" "${extra[@]}") >"$WORK/out" 2>"$WORK/err"
     status=$?
     env_name=$(sed -n "s/.*unknown environment '\([^']*\)'.*/\1/p; s/.*environment '\([^']*\)' needs .*/\1/p" \
         "$WORK/err" | head -1)
@@ -53,7 +61,6 @@ for gin in "$SRC"/examples/*.gin; do
     fi
     if [ "$status" = 0 ]; then ok; else bad "$name: exit $status on 1 process"; sed 's/^/  | /' "$WORK/err" >&2; continue; fi
     E=$(sed -n 's/^create_environment.num_parallel_environments = \([0-9]*\).*/\1/p' "$R1/config.gin")
-    extra=()
     if [ -n "$E" ] && [ "$E" -lt 2 ]; then
         echo "  $E env: both runs with 2, for --nproc 2"
         extra=(create_environment.num_parallel_environments=2)
