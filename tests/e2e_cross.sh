@@ -3,9 +3,11 @@
 # run under qemu-user), checks which kernel variant the portable one chooses, runs it
 # forced to each variant (CALF_KERNELS=fma, generic), and forced to generic with glibc's
 # FMA/AVX2 variants turned off too, trains short ppo_cartpole, ppo_pendulum, sac_pendulum
-# and DQN-with-RMSProp runs with each and compares every checkpoint byte for byte with the
-# native build's and the forced-generic one's, and a `calf env` dump of each MinAtar game
-# with the native build's. MuJoCo envs stay per-platform and are not part of it.
+# and DQN-with-RMSProp runs with each, and tiny conv (PPO and DQN on MinAtar/Breakout-v1's
+# bytes, 4 filters) and recurrent (an LSTM on CartPoleNoVel-v1, GRUs on PendulumNoVel-v1)
+# ones, and compares every checkpoint byte for byte with the native build's and the
+# forced-generic one's, and a `calf env` dump of each MinAtar game with the native build's.
+# MuJoCo envs stay per-platform and are not part of it.
 # Needs gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user; skipped without.
 # Before nn_madd fused everywhere and calf had its own transcendentals, all 33 of the
 # native build's checkpoints here differed from the other builds'. A few minutes on 2 cores.
@@ -47,6 +49,13 @@ build aarch64 -DCALF_NATIVE=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESS
 small_nets=(--conf_param 'ActorDistributionNetwork.fc_layer_params=(16,16)'
             --conf_param 'ValueNetwork.fc_layer_params=(16,16)'
             --conf_param TrainerConfig.evaluate=False)
+# Conv (issue 36) on MinAtar/Breakout's 10x10x4 bytes, and recurrent PPO: tiny jobs, as
+# what they check is the kernels' bits (conv2d, LSTM, GRU), not learning.
+minatar=(--conf_param "create_environment.env_name='MinAtar/Breakout-v1'")
+tiny_ppo=(--conf_param create_environment.num_parallel_environments=2
+          --conf_param TrainerConfig.unroll_length=8 --conf_param TrainerConfig.mini_batch_size=8
+          --conf_param TrainerConfig.num_updates_per_train_iter=2
+          --conf_param TrainerConfig.num_iterations=2 --conf_param TrainerConfig.num_checkpoints=2)
 # dump_envs OUT cmd...: 500 steps of each MinAtar game as `calf env` prints them, into OUT
 dump_envs() {
     local out=$1; shift
@@ -78,6 +87,25 @@ train_all() {
         --conf_param TrainerConfig.evaluate=False --conf_param TrainerConfig.num_env_steps=0 \
         --conf_param TrainerConfig.initial_collect_steps=200 \
         --conf_param TrainerConfig.num_iterations=100 >>"$out.err" 2>&1 &&
+    "$@" train --quiet --root_dir "$out/conv_ppo" --conf "$SRC/examples/ppo_cartpole.gin" \
+        "${small_nets[@]}" "${minatar[@]}" "${tiny_ppo[@]}" \
+        --conf_param 'ActorDistributionNetwork.conv_layer_params=((4,3,1),(4,2,2,1))' \
+        --conf_param 'ValueNetwork.conv_layer_params=((4,3,1),)' >>"$out.err" 2>&1 &&
+    "$@" train --quiet --root_dir "$out/conv_dqn" --conf "$SRC/examples/dqn_cartpole.gin" \
+        "${minatar[@]}" --conf_param 'q/QNetwork.conv_layer_params=((4,3,1),)' \
+        --conf_param 'q/QNetwork.fc_layer_params=(16,)' --conf_param TrainerConfig.evaluate=False \
+        --conf_param TrainerConfig.num_env_steps=0 --conf_param TrainerConfig.initial_collect_steps=30 \
+        --conf_param TrainerConfig.mini_batch_size=16 --conf_param TrainerConfig.num_iterations=5 \
+        --conf_param TrainerConfig.num_checkpoints=2 >>"$out.err" 2>&1 &&
+    "$@" train --quiet --root_dir "$out/rppo_lstm" --conf "$SRC/examples/ppo_lstm_cartpole_novel.gin" \
+        "${small_nets[@]}" "${tiny_ppo[@]}" --conf_param ActorDistributionNetwork.lstm_hidden_size=8 \
+        --conf_param ValueNetwork.lstm_hidden_size=6 >>"$out.err" 2>&1 &&
+    "$@" train --quiet --root_dir "$out/rppo_gru" --conf "$SRC/examples/ppo_lstm_cartpole_novel.gin" \
+        "${small_nets[@]}" "${tiny_ppo[@]}" --conf_param "create_environment.env_name='PendulumNoVel-v1'" \
+        --conf_param ActorDistributionNetwork.lstm_hidden_size=0 \
+        --conf_param ActorDistributionNetwork.gru_hidden_size=6 \
+        --conf_param ValueNetwork.lstm_hidden_size=0 \
+        --conf_param ValueNetwork.gru_hidden_size=5 >>"$out.err" 2>&1 &&
     dump_envs "$out" "$@"
     local rc=$?
     if [ $rc = 0 ]; then ok; else bad "training with the $name build: exit $rc"; tail -5 "$out.err" >&2; fi
@@ -113,7 +141,7 @@ train_all aarch64 qemu-aarch64 -L "$AARCH64_SYSROOT" "$WORK/aarch64/calf"
 # forced-generic one's.
 others="portable-generic-nofma aarch64"
 [ $fma = 1 ] && others="$others portable-fma"
-for job in ppo_cartpole ppo_pendulum sac_pendulum dqn_rmsprop; do
+for job in ppo_cartpole ppo_pendulum sac_pendulum dqn_rmsprop conv_ppo conv_dqn rppo_lstm rppo_gru; do
     ckpts=$(cd "$WORK/run-native/$job/train/algorithm" 2>/dev/null && ls ckpt-*)
     [ -n "$ckpts" ] || { bad "$job: the native build wrote no checkpoint"; continue; }
     for ref in native portable-generic; do
