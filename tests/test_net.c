@@ -4,11 +4,11 @@
  * across row splits and tree adds; uint8 input. Each checker is also run on planted
  * mistakes (the ReLU's mask skipped, a flatten in PyTorch's NCHW order, ADD done as
  * accumulate, a row reading its neighbour, the byte scale left out) and must reject them. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "algorithms/offpolicy.h"
 #include "calf/rng.h"
 #include "numerics/net.h"
 #include "test_util.h"
@@ -320,6 +320,20 @@ static bool check_rows(const impl *im, const net_spec *spec, int B) {
 
 /* ------------------------------------------------------------ tests */
 
+/* PyTorch's default for nn.Linear, written out as the replay algorithms drew it before
+ * their networks were nets: each layer's weights (in, out) row-major, then its biases,
+ * uniform in +-1/sqrt(in) from one stream. */
+static void fan_in_reference(const nn_mlp *m, float *params, calf_rng *rng) {
+    for (int l = 0; l < m->num_layers; l++) {
+        int in = m->sizes[l], out = m->sizes[l + 1];
+        double b = 1.0 / sqrt((double)in);
+        for (int k = 0; k < in * out; k++)
+            params[m->w_off[l] + (size_t)k] = (float)calf_rng_uniform_range(rng, -b, b);
+        for (int k = 0; k < out; k++)
+            params[m->b_off[l] + (size_t)k] = (float)calf_rng_uniform_range(rng, -b, b);
+    }
+}
+
 static const net_conv_spec CONV_A[] = {{4, 3, 1, 1}, {5, 2, 2, 0}};
 static const net_conv_spec CONV_B[] = {{6, 3, 1, 0}};
 
@@ -348,7 +362,7 @@ static void test_fc_only_is_nn_mlp(void) {
                 CHECK_INT_EQ(net_init(&n, pn, 1.41f, 0.01f, &r2, &err), CALF_OK);
                 CHECK(same_bits(pm, pn, P));
                 calf_rng_seed(&r1, 4, 0, 1), calf_rng_seed(&r2, 4, 0, 1);
-                offpolicy_fan_in_init(&m, pm, &r1);
+                fan_in_reference(&m, pm, &r1);
                 net_init_fan_in(&n, pn, &r2);
                 CHECK(same_bits(pm, pn, P));
                 int B = 11;

@@ -17,7 +17,7 @@
 #include "algorithms/offpolicy_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
-#include "numerics/nn.h"
+#include "numerics/net.h"
 #include "numerics/param_group.h"
 
 /* Per-env statistics of an iteration's updates. */
@@ -44,11 +44,11 @@ typedef struct dpg {
     int target_period;        /* DDPG: the targets every this many updates */
     int ncritics;             /* 2 for TD3, 1 for DDPG */
     float *ou_x;              /* (count, A) each env's OU state */
-    nn_mlp actor, q1, q2;
+    net actor, q1, q2;
     /* the actor and its target; q1 and q2 in the critic group, whose layout the critic
      * target copies */
     param_group actor_g, actor_target_g, critic_g, critic_target_g;
-    uint64_t actor_ver, critic_ver, target_ver; /* nn_mlp_forward_v's cache keys */
+    uint64_t actor_ver, critic_ver, target_ver; /* net_forward_v's cache keys */
     float *x;                 /* (rows, A) actor outputs */
     float *anew;              /* (rows, A) actions */
     float *qin;               /* (rows, od + A) */
@@ -57,8 +57,8 @@ typedef struct dpg {
     float *dxa;               /* (rows, od + A) */
     float *dx;                /* (rows, A) */
     float *row_a;             /* (A) */
-    nn_cache actor_cache, qa_cache, qb_cache;
-    nn_cache target_actor_cache, ta_cache, tb_cache; /* the targets' (their own transposes) */
+    net_cache actor_cache, qa_cache, qb_cache;
+    net_cache target_actor_cache, ta_cache, tb_cache; /* the targets' (their own transposes) */
     float *sum;               /* (actor n) */
 } dpg;
 
@@ -114,24 +114,23 @@ static int dpg_init(algorithm *a, const algo_setup *s, calf_error *err) {
         t->ncritics = 1;
     }
 
-    int ah[CONFIG_MAX_TUPLE], ch[CONFIG_MAX_TUPLE];
-    int na = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_ACTOR_LAYERS, ah);
-    int nc = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_CRITIC_LAYERS, ch);
-    CALF_ASSERT(na < NN_MAX_LAYERS && nc < NN_MAX_LAYERS);
     int od = o->od, A = o->A;
     size_t cursor = 0;
-    nn_mlp_layout(&t->actor, od, ah, na, A,
-                  offpolicy_activation(calf_config_string(cfg, CALF_CFG_SAC_ACTOR_ACTIVATION)),
-                  &cursor);
+    rc = offpolicy_net(&t->actor, cfg, CALF_CFG_SAC_ACTOR_LAYERS, CALF_CFG_SAC_ACTOR_ACTIVATION,
+                       od, A, &cursor, err);
+    if (rc) return rc;
     adam_conf actor_opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_ACTOR_LR));
     adam_conf critic_opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_CRITIC_LR));
     if ((rc = param_group_init(&t->actor_g, f->tags[1], cursor, true, actor_opt, err)) ||
         (rc = param_group_init(&t->actor_target_g, f->tags[2], cursor, false, actor_opt, err)))
         return rc;
     cursor = 0;
-    nn_activation cact = offpolicy_activation(calf_config_string(cfg, CALF_CFG_SAC_CRITIC_ACTIVATION));
-    nn_mlp_layout(&t->q1, od + A, ch, nc, 1, cact, &cursor);
-    if (t->ncritics == 2) nn_mlp_layout(&t->q2, od + A, ch, nc, 1, cact, &cursor);
+    if ((rc = offpolicy_net(&t->q1, cfg, CALF_CFG_SAC_CRITIC_LAYERS, CALF_CFG_SAC_CRITIC_ACTIVATION,
+                            od + A, 1, &cursor, err)) ||
+        (t->ncritics == 2 &&
+         (rc = offpolicy_net(&t->q2, cfg, CALF_CFG_SAC_CRITIC_LAYERS,
+                             CALF_CFG_SAC_CRITIC_ACTIVATION, od + A, 1, &cursor, err))))
+        return rc;
     if ((rc = param_group_init(&t->critic_g, f->tags[3], cursor, true, critic_opt, err)) ||
         (rc = param_group_init(&t->critic_target_g, f->tags[4], cursor, false, critic_opt, err)))
         return rc;
@@ -147,21 +146,21 @@ static int dpg_init(algorithm *a, const algo_setup *s, calf_error *err) {
     /* init from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1 (and q2) */
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
-    offpolicy_fan_in_init(&t->actor, t->actor_g.params, &rng);
-    offpolicy_fan_in_init(&t->q1, t->critic_g.params, &rng);
-    if (t->ncritics == 2) offpolicy_fan_in_init(&t->q2, t->critic_g.params, &rng);
+    net_init_fan_in(&t->actor, t->actor_g.params, &rng);
+    net_init_fan_in(&t->q1, t->critic_g.params, &rng);
+    if (t->ncritics == 2) net_init_fan_in(&t->q2, t->critic_g.params, &rng);
     memcpy(t->actor_target_g.params, t->actor_g.params, t->actor_g.n * sizeof(float));
     memcpy(t->critic_target_g.params, t->critic_g.params, t->critic_g.n * sizeof(float));
     t->actor_ver = t->critic_ver = t->target_ver = 1;
 
     int rows = o->rows;
-    if ((rc = nn_cache_init(&t->actor_cache, &t->actor, rows, err)) ||
-        (rc = nn_cache_init(&t->qa_cache, &t->q1, rows, err)) ||
-        (rc = nn_cache_init(&t->target_actor_cache, &t->actor, rows, err)) ||
-        (rc = nn_cache_init(&t->ta_cache, &t->q1, rows, err)))
+    if ((rc = net_cache_init(&t->actor_cache, &t->actor, rows, err)) ||
+        (rc = net_cache_init(&t->qa_cache, &t->q1, rows, err)) ||
+        (rc = net_cache_init(&t->target_actor_cache, &t->actor, rows, err)) ||
+        (rc = net_cache_init(&t->ta_cache, &t->q1, rows, err)))
         return rc;
-    if (t->ncritics == 2 && ((rc = nn_cache_init(&t->qb_cache, &t->q2, rows, err)) ||
-                             (rc = nn_cache_init(&t->tb_cache, &t->q2, rows, err))))
+    if (t->ncritics == 2 && ((rc = net_cache_init(&t->qb_cache, &t->q2, rows, err)) ||
+                             (rc = net_cache_init(&t->tb_cache, &t->q2, rows, err))))
         return rc;
     size_t R = (size_t)rows, qi = (size_t)(od + A), ad = (size_t)A;
     struct {
@@ -212,12 +211,12 @@ static void dpg_destroy(algorithm *a) {
     param_group_free(&t->actor_target_g);
     param_group_free(&t->critic_g);
     param_group_free(&t->critic_target_g);
-    nn_cache_free(&t->actor_cache);
-    nn_cache_free(&t->qa_cache);
-    nn_cache_free(&t->qb_cache);
-    nn_cache_free(&t->target_actor_cache);
-    nn_cache_free(&t->ta_cache);
-    nn_cache_free(&t->tb_cache);
+    net_cache_free(&t->actor_cache);
+    net_cache_free(&t->qa_cache);
+    net_cache_free(&t->qb_cache);
+    net_cache_free(&t->target_actor_cache);
+    net_cache_free(&t->ta_cache);
+    net_cache_free(&t->tb_cache);
     void *bufs[] = {t->x, t->anew, t->qin, t->qa, t->qb, t->y, t->dqa, t->dqb,
                     t->dxa, t->dx, t->row_a, t->sum, t->ou_x};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -232,7 +231,7 @@ static void dpg_act(algorithm *a, int64_t iteration, int s, const float *obs,
     offpolicy *o = &t->o;
     int A = o->A;
     if (offpolicy_act_random(o, iteration, s, mask, act, u)) return;
-    nn_mlp_forward(&t->actor, t->actor_g.params, obs, o->count, &t->actor_cache, t->x);
+    net_forward(&t->actor, t->actor_g.params, obs, o->count, &t->actor_cache, t->x);
     for (int e = 0; e < o->count; e++) {
         float *noise = t->row_a;
         offpolicy_tanh_action(A, t->x + (size_t)e * A, o->lo, o->hi, t->anew);
@@ -259,8 +258,8 @@ static void dpg_greedy(algorithm *a, const float *obs, const uint8_t *mask, int 
     const offpolicy *o = &t->o;
     for (int r0 = 0; r0 < rows; r0 += o->rows) {
         int b = rows - r0 < o->rows ? rows - r0 : o->rows;
-        nn_mlp_forward(&t->actor, t->actor_g.params, obs + (size_t)r0 * o->od, b, &t->actor_cache,
-                       t->x);
+        net_forward(&t->actor, t->actor_g.params, obs + (size_t)r0 * o->od, b, &t->actor_cache,
+                    t->x);
         for (int k = 0; k < b; k++) {
             act[r0 + k] = 0;
             offpolicy_tanh_action(o->A, t->x + (size_t)k * o->A, o->lo, o->hi,
@@ -271,11 +270,9 @@ static void dpg_greedy(algorithm *a, const float *obs, const uint8_t *mask, int 
 
 /* What dpg_greedy computes: the actor's output squashed onto the bounds. */
 static int dpg_export_c(const algorithm *a, export_c *x, calf_error *err) {
-    (void)err;
     const dpg *t = (const dpg *)a;
-    offpolicy_export_tanh_actor(x, &t->actor, t->actor_g.params, t->o.A, t->o.A,
-                                "pre-tanh actions", t->o.lo, t->o.hi);
-    return CALF_OK;
+    return offpolicy_export_tanh_actor(x, &t->actor, t->actor_g.params, t->o.A, t->o.A,
+                                       "pre-tanh actions", t->o.lo, t->o.hi, err);
 }
 
 /* ---- one update ------------------------------------------------------------------- */
@@ -291,8 +288,8 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
     int n = offpolicy_gather(o, v, first, k);
     float scale = 1.0f / (float)o->B;
     const float *cp = t->critic_g.params, *tp = t->critic_target_g.params;
-    nn_mlp_forward_v(&t->actor, t->actor_target_g.params, t->target_ver, o->next, n,
-                     &t->target_actor_cache, t->x);
+    net_forward_v(&t->actor, t->actor_target_g.params, t->target_ver, o->next, n,
+                  &t->target_actor_cache, t->x);
     bool twin = t->ncritics == 2;
     for (int r = 0; r < n; r++) {
         float *an = t->anew + (size_t)r * A;
@@ -302,15 +299,15 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
                                       t->noise_clip, o->lo, o->hi, an);
     }
     offpolicy_join_rows(o->next, od, t->anew, A, n, t->qin);
-    nn_mlp_forward_v(&t->q1, tp, t->target_ver, t->qin, n, &t->ta_cache, t->qa);
-    if (twin) nn_mlp_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->qb);
+    net_forward_v(&t->q1, tp, t->target_ver, t->qin, n, &t->ta_cache, t->qa);
+    if (twin) net_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->qb);
     for (int r = 0; r < n; r++) {
         float m = !twin || t->qa[r] <= t->qb[r] ? t->qa[r] : t->qb[r];
         t->y[r] = offpolicy_td_target(o->rew[r], t->gamma, o->term[r], m);
     }
     offpolicy_join_rows(o->obs, od, o->act, A, n, t->qin);
-    nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
-    if (twin) nn_mlp_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
+    net_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
+    if (twin) net_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
     for (int e = 0; e < k; e++) {
         double *st = v->stats + (size_t)(first + e) * NUM_TD3_STATS;
         for (int r = o->offsets[e]; r < o->offsets[e + 1]; r++) {
@@ -328,8 +325,8 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
     for (int e = 0; e < k; e++) {
         int r0 = o->offsets[e], cnt = o->offsets[e + 1] - r0;
         float *leaf = comm_tree_leaf(tree);
-        nn_mlp_backward(&t->q1, cp, &t->qa_cache, r0, cnt, t->dqa + r0, leaf, NULL);
-        if (twin) nn_mlp_backward(&t->q2, cp, &t->qb_cache, r0, cnt, t->dqb + r0, leaf, NULL);
+        net_backward(&t->q1, cp, &t->qa_cache, r0, cnt, t->dqa + r0, leaf, NULL);
+        if (twin) net_backward(&t->q2, cp, &t->qb_cache, r0, cnt, t->dqb + r0, leaf, NULL);
         comm_tree_push(tree);
     }
 }
@@ -343,11 +340,11 @@ static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, com
     int n = offpolicy_gather(o, v, first, k);
     float scale = 1.0f / (float)o->B;
     const float *cp = t->critic_g.params;
-    nn_mlp_forward_v(&t->actor, t->actor_g.params, t->actor_ver, o->obs, n, &t->actor_cache, t->x);
+    net_forward_v(&t->actor, t->actor_g.params, t->actor_ver, o->obs, n, &t->actor_cache, t->x);
     for (int r = 0; r < n; r++)
         offpolicy_tanh_action(A, t->x + (size_t)r * A, o->lo, o->hi, t->anew + (size_t)r * A);
     offpolicy_join_rows(o->obs, od, t->anew, A, n, t->qin);
-    nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
+    net_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
     for (int e = 0; e < k; e++) {
         double *st = v->stats + (size_t)(first + e) * NUM_TD3_STATS;
         for (int r = o->offsets[e]; r < o->offsets[e + 1]; r++) {
@@ -356,15 +353,15 @@ static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, com
             st[TS_ACTOR] -= t->qa[r];
         }
     }
-    nn_mlp_backward(&t->q1, cp, &t->qa_cache, 0, n, t->dqa, NULL, t->dxa);
+    net_backward(&t->q1, cp, &t->qa_cache, 0, n, t->dqa, NULL, t->dxa);
     for (int r = 0; r < n; r++)
         offpolicy_tanh_action_backward(A, t->x + (size_t)r * A, o->lo, o->hi,
                                        t->dxa + (size_t)r * qi + od, t->dx + (size_t)r * A);
     for (int e = 0; e < k; e++) {
         int r0 = o->offsets[e], cnt = o->offsets[e + 1] - r0;
         float *leaf = comm_tree_leaf(tree);
-        nn_mlp_backward(&t->actor, t->actor_g.params, &t->actor_cache, r0, cnt,
-                        t->dx + (size_t)r0 * A, leaf, NULL);
+        net_backward(&t->actor, t->actor_g.params, &t->actor_cache, r0, cnt,
+                     t->dx + (size_t)r0 * A, leaf, NULL);
         comm_tree_push(tree);
     }
 }

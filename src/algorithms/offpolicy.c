@@ -124,25 +124,20 @@ int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, in
 
 /* ---- networks ------------------------------------------------------------------- */
 
-nn_activation offpolicy_activation(const char *name) {
+/* "relu" or (anything else the config's choices allow) tanh. */
+static nn_activation activation_of(const char *name) {
     return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
 }
 
-int offpolicy_tuple_ints(const calf_config *cfg, calf_binding_id id, int *out) {
-    const config_value *v = config_get(cfg, id);
-    for (int i = 0; i < v->n; i++) out[i] = (int)v->ti[i];
-    return v->n;
-}
-
-void offpolicy_fan_in_init(const nn_mlp *m, float *params, calf_rng *rng) {
-    for (int l = 0; l < m->num_layers; l++) {
-        int in = m->sizes[l], out = m->sizes[l + 1];
-        double b = 1.0 / sqrt((double)in);
-        for (int k = 0; k < in * out; k++)
-            params[m->w_off[l] + (size_t)k] = (float)calf_rng_uniform_range(rng, -b, b);
-        for (int k = 0; k < out; k++)
-            params[m->b_off[l] + (size_t)k] = (float)calf_rng_uniform_range(rng, -b, b);
-    }
+int offpolicy_net(net *n, const calf_config *cfg, calf_binding_id fc_id, calf_binding_id act_id,
+                  int in, int out, size_t *cursor, calf_error *err) {
+    const config_value *v = config_get(cfg, fc_id);
+    int hidden[CONFIG_MAX_TUPLE];
+    CALF_ASSERT(v->n < NN_MAX_LAYERS);
+    for (int i = 0; i < v->n; i++) hidden[i] = (int)v->ti[i];
+    net_spec spec = net_spec_mlp(in, hidden, v->n, out,
+                                 activation_of(calf_config_string(cfg, act_id)));
+    return net_layout(n, &spec, cursor, err);
 }
 
 adam_conf offpolicy_adam(const calf_config *cfg, double lr) {
@@ -154,10 +149,12 @@ adam_conf offpolicy_adam(const calf_config *cfg, double lr) {
     return opt;
 }
 
-void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *params, int A,
-                                 int head, const char *what, const float *lo, const float *hi) {
+int offpolicy_export_tanh_actor(export_c *x, const net *actor, const float *params, int A,
+                                int head, const char *what, const float *lo, const float *hi,
+                                calf_error *err) {
     char num[EXPORT_C_NUM];
-    export_c_mlp(x, "actor", actor, params);
+    int rc = export_c_net(x, "actor", actor, params, err);
+    if (rc) return rc;
     for (int side = 0; side < 2; side++) {
         export_c_body(x, "    static const double %s[%d] = {", side ? "bias" : "scale", A);
         for (int i = 0; i < A; i++) {
@@ -173,6 +170,7 @@ void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *
                   "    for (int i = 0; i < %d; i++) action[i] = (float)(scale[i] * calf_tanhd((double)head[i]) + bias[i]);\n"
                   "    return 0;\n",
                   head, what, A);
+    return CALF_OK;
 }
 
 void offpolicy_join_rows(const float *obs, int od, const float *u, int A, int rows, float *out) {

@@ -19,7 +19,7 @@
 #include "calf/env.h"
 #include "calf/rng.h"
 #include "numerics/adam.h"
-#include "numerics/nn.h"
+#include "numerics/net.h"
 #include "numerics/param_group.h"
 #include "parallel/work_share.h"
 #include "numerics/export_c.h"
@@ -131,21 +131,22 @@ int64_t offpolicy_run_env_steps(const calf_config *cfg);
 
 /* ---- networks ---- */
 
-/* "relu" or (anything else the config's choices allow) tanh. */
-nn_activation offpolicy_activation(const char *name);
-/* A tuple binding's ints into out (CONFIG_MAX_TUPLE); returns how many. */
-int offpolicy_tuple_ints(const calf_config *cfg, calf_binding_id id, int *out);
-/* PyTorch's default for nn.Linear: weights and biases uniform in +-1/sqrt(fan_in), drawn
- * layer by layer, weights row-major (in, out), then biases. */
-void offpolicy_fan_in_init(const nn_mlp *m, float *params, calf_rng *rng);
+/* The network an algorithm asks for, laid out at *cursor: `in` inputs, the fc layers of
+ * the tuple row fc_id with the activation of row act_id ('relu', else tanh), a linear
+ * head of `out` (net_spec_mlp: an nn_mlp's layout, draws and bits). CALF_EINVAL from
+ * net_layout. Its init is net_init_fan_in, PyTorch's default for nn.Linear. */
+int offpolicy_net(net *n, const calf_config *cfg, calf_binding_id fc_id, calf_binding_id act_id,
+                  int in, int out, size_t *cursor, calf_error *err);
 /* The config's Adam (betas, eps, gradient clipping) with learning rate lr. */
 adam_conf offpolicy_adam(const calf_config *cfg, double lr);
 
 /* `calf export` of a tanh actor: the actor network (as "actor"), whose first A outputs x
  * of a head of `head` floats (`what`: a comment saying what they are) map onto the bounds
- * as scale * tanh(x) + bias (offpolicy_squash_affine; cm_tanh in double, calf_tanhd there). */
-void offpolicy_export_tanh_actor(export_c *x, const nn_mlp *actor, const float *params, int A,
-                                 int head, const char *what, const float *lo, const float *hi);
+ * as scale * tanh(x) + bias (offpolicy_squash_affine; cm_tanh in double, calf_tanhd there).
+ * export_c_net's errors. */
+int offpolicy_export_tanh_actor(export_c *x, const net *actor, const float *params, int A,
+                                int head, const char *what, const float *lo, const float *hi,
+                                calf_error *err);
 
 /* Critic input rows (obs | action) of `rows` rows into out (rows, od + A). */
 void offpolicy_join_rows(const float *obs, int od, const float *u, int A, int rows, float *out);

@@ -17,7 +17,7 @@
 #include "base/mem.h"
 #include "base/cmath.h"
 #include "numerics/action_dist.h"
-#include "numerics/nn.h"
+#include "numerics/net.h"
 #include "numerics/param_group.h"
 
 /* Per-env statistics of an iteration's updates, summed over envs in canonical order. */
@@ -35,10 +35,10 @@ typedef struct sac {
     int64_t total_iterations;/* the run's planned length (the schedule) */
     /* networks: the actor in its group; q1 and q2 at their offsets in the critic group,
      * whose layout the target group copies; log alpha is the alpha group's one float */
-    nn_mlp actor, q1, q2;
+    net actor, q1, q2;
     param_group actor_g, critic_g, target_g, alpha_g;
     /* bumped whenever a group's values change, so that passes over unchanged parameters
-     * reuse the transposed weights their caches keep (nn_mlp_forward_v) */
+     * reuse the transposed weights their caches keep (net_forward_v) */
     uint64_t actor_ver, critic_ver, target_ver;
     /* SAC's scratch beside the core's rows (o.rows rows each) */
     float *qin;              /* (rows, od + A) critic input rows */
@@ -50,7 +50,7 @@ typedef struct sac {
     float *dxa, *dxb;        /* (rows, od + A) */
     float *dhead;            /* (rows, 2A) */
     float *dalpha;           /* (rows) each row's d(alpha loss)/d log alpha */
-    nn_cache actor_cache, qa_cache, qb_cache, ta_cache, tb_cache;
+    net_cache actor_cache, qa_cache, qb_cache, ta_cache, tb_cache;
     float *sum;              /* (max(critic n, actor n + 1)) a tree's completed sum */
 } sac;
 
@@ -94,22 +94,20 @@ static int sac_init(algorithm *a, const algo_setup *s, calf_error *err) {
     t->total_iterations = s->total_iterations;
 
     /* networks */
-    int ah[CONFIG_MAX_TUPLE], ch[CONFIG_MAX_TUPLE];
-    int na = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_ACTOR_LAYERS, ah);
-    int nc = offpolicy_tuple_ints(cfg, CALF_CFG_SAC_CRITIC_LAYERS, ch);
-    CALF_ASSERT(na < NN_MAX_LAYERS && nc < NN_MAX_LAYERS);
     size_t cursor = 0;
-    if (o->A > 0)
-        nn_mlp_layout(&t->actor, o->od, ah, na, 2 * o->A,
-                      offpolicy_activation(calf_config_string(cfg, CALF_CFG_SAC_ACTOR_ACTIVATION)),
-                      &cursor);
+    if (o->A > 0 && (rc = offpolicy_net(&t->actor, cfg, CALF_CFG_SAC_ACTOR_LAYERS,
+                                        CALF_CFG_SAC_ACTOR_ACTIVATION, o->od, 2 * o->A, &cursor,
+                                        err)))
+        return rc;
     rc = param_group_init(&t->actor_g, "SACA", cursor, true, offpolicy_adam(cfg, t->actor_lr), err);
     if (rc) return rc;
     cursor = 0;
     int qin = o->A > 0 ? o->od + o->A : o->od, qout = o->A > 0 ? 1 : o->nA;
-    nn_activation cact = offpolicy_activation(calf_config_string(cfg, CALF_CFG_SAC_CRITIC_ACTIVATION));
-    nn_mlp_layout(&t->q1, qin, ch, nc, qout, cact, &cursor);
-    nn_mlp_layout(&t->q2, qin, ch, nc, qout, cact, &cursor);
+    if ((rc = offpolicy_net(&t->q1, cfg, CALF_CFG_SAC_CRITIC_LAYERS, CALF_CFG_SAC_CRITIC_ACTIVATION,
+                            qin, qout, &cursor, err)) ||
+        (rc = offpolicy_net(&t->q2, cfg, CALF_CFG_SAC_CRITIC_LAYERS, CALF_CFG_SAC_CRITIC_ACTIVATION,
+                            qin, qout, &cursor, err)))
+        return rc;
     if ((rc = param_group_init(&t->critic_g, "SACQ", cursor, true,
                                offpolicy_adam(cfg, t->critic_lr), err)) ||
         (rc = param_group_init(&t->target_g, "SACT", cursor, false, offpolicy_adam(cfg, 0), err)) ||
@@ -126,20 +124,20 @@ static int sac_init(algorithm *a, const algo_setup *s, calf_error *err) {
     /* init from the (seed, 0, CALF_RNG_INIT) stream: actor, then q1, q2 */
     calf_rng rng;
     calf_rng_seed(&rng, s->seed, 0, CALF_RNG_INIT);
-    if (o->A > 0) offpolicy_fan_in_init(&t->actor, t->actor_g.params, &rng);
-    offpolicy_fan_in_init(&t->q1, t->critic_g.params, &rng);
-    offpolicy_fan_in_init(&t->q2, t->critic_g.params, &rng);
+    if (o->A > 0) net_init_fan_in(&t->actor, t->actor_g.params, &rng);
+    net_init_fan_in(&t->q1, t->critic_g.params, &rng);
+    net_init_fan_in(&t->q2, t->critic_g.params, &rng);
     memcpy(t->target_g.params, t->critic_g.params, t->critic_g.n * sizeof(float));
     t->alpha_g.params[0] = (float)calf_config_float(cfg, CFG_SAC_INITIAL_LOG_ALPHA);
     t->actor_ver = t->critic_ver = t->target_ver = 1;
 
     /* caches and scratch: a rollout step's rows or an update's, whichever is more */
     int rows = o->rows;
-    if ((o->A > 0 && (rc = nn_cache_init(&t->actor_cache, &t->actor, rows, err))) ||
-        (rc = nn_cache_init(&t->qa_cache, &t->q1, rows, err)) ||
-        (rc = nn_cache_init(&t->qb_cache, &t->q2, rows, err)) ||
-        (rc = nn_cache_init(&t->ta_cache, &t->q1, rows, err)) ||
-        (rc = nn_cache_init(&t->tb_cache, &t->q2, rows, err)))
+    if ((o->A > 0 && (rc = net_cache_init(&t->actor_cache, &t->actor, rows, err))) ||
+        (rc = net_cache_init(&t->qa_cache, &t->q1, rows, err)) ||
+        (rc = net_cache_init(&t->qb_cache, &t->q2, rows, err)) ||
+        (rc = net_cache_init(&t->ta_cache, &t->q1, rows, err)) ||
+        (rc = net_cache_init(&t->tb_cache, &t->q2, rows, err)))
         return rc;
     size_t R = (size_t)rows, ad = (size_t)o->ad, qo = (size_t)qout, qi = (size_t)qin;
     struct {
@@ -175,11 +173,11 @@ static void sac_destroy(algorithm *a) {
     param_group_free(&t->critic_g);
     param_group_free(&t->target_g);
     param_group_free(&t->alpha_g);
-    nn_cache_free(&t->actor_cache);
-    nn_cache_free(&t->qa_cache);
-    nn_cache_free(&t->qb_cache);
-    nn_cache_free(&t->ta_cache);
-    nn_cache_free(&t->tb_cache);
+    net_cache_free(&t->actor_cache);
+    net_cache_free(&t->qa_cache);
+    net_cache_free(&t->qb_cache);
+    net_cache_free(&t->ta_cache);
+    net_cache_free(&t->tb_cache);
     void *bufs[] = {t->qin, t->head, t->anew, t->logp, t->y, t->qa, t->qb, t->ta, t->tb,
                     t->dqa, t->dqb, t->dxa, t->dxb, t->dhead, t->dalpha, t->sum, t->row_a};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -202,7 +200,7 @@ static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs,
     int n = o->count, A = o->A;
     if (offpolicy_act_random(o, iteration, s, mask, act, u)) return;
     if (A > 0) {
-        nn_mlp_forward(&t->actor, t->actor_g.params, obs, n, &t->actor_cache, t->head);
+        net_forward(&t->actor, t->actor_g.params, obs, n, &t->actor_cache, t->head);
         for (int e = 0; e < n; e++) {
             float *eps = t->row_a;
             for (int i = 0; i < A; i++) eps[i] = (float)calf_rng_normal(&o->act_rng[e]);
@@ -212,8 +210,8 @@ static void sac_act(algorithm *a, int64_t iteration, int s, const float *obs,
         }
         return;
     }
-    nn_mlp_forward(&t->q1, t->critic_g.params, obs, n, &t->qa_cache, t->qa);
-    nn_mlp_forward(&t->q2, t->critic_g.params, obs, n, &t->qb_cache, t->qb);
+    net_forward(&t->q1, t->critic_g.params, obs, n, &t->qa_cache, t->qa);
+    net_forward(&t->q2, t->critic_g.params, obs, n, &t->qb_cache, t->qb);
     min_rows(t->qa, t->qb, n, o->nA, t->ta);
     float alpha = alpha_of(t);
     for (int e = 0; e < n; e++)
@@ -232,7 +230,7 @@ static void act_rows(sac *t, const float *obs, const uint8_t *mask, int rows, ca
         int b = rows - r0 < o->rows ? rows - r0 : o->rows;
         const float *x = obs + (size_t)r0 * o->od;
         if (o->A > 0) {
-            nn_mlp_forward(&t->actor, t->actor_g.params, x, b, &t->actor_cache, t->head);
+            net_forward(&t->actor, t->actor_g.params, x, b, &t->actor_cache, t->head);
             for (int k = 0; k < b; k++) {
                 const float *h = t->head + (size_t)k * 2 * o->A;
                 float *uk = u + (size_t)(r0 + k) * o->A;
@@ -247,8 +245,8 @@ static void act_rows(sac *t, const float *obs, const uint8_t *mask, int rows, ca
             }
             continue;
         }
-        nn_mlp_forward(&t->q1, t->critic_g.params, x, b, &t->qa_cache, t->qa);
-        nn_mlp_forward(&t->q2, t->critic_g.params, x, b, &t->qb_cache, t->qb);
+        net_forward(&t->q1, t->critic_g.params, x, b, &t->qa_cache, t->qa);
+        net_forward(&t->q2, t->critic_g.params, x, b, &t->qb_cache, t->qb);
         min_rows(t->qa, t->qb, b, o->nA, t->ta);
         float alpha = alpha_of(t);
         for (int k = 0; k < b; k++) {
@@ -282,15 +280,14 @@ static void sac_sample(algorithm *a, const float *obs, const uint8_t *mask, int 
  * (sac_squashed_greedy: cm_tanh in double, written out as calf_tanhd); discrete, the argmax of min(Q1, Q2) of
  * the online critics (min_rows, sac_discrete_greedy). */
 static int sac_export_c(const algorithm *a, export_c *x, calf_error *err) {
-    (void)err;
     const sac *t = (const sac *)a;
-    if (t->o.A > 0) {
-        offpolicy_export_tanh_actor(x, &t->actor, t->actor_g.params, t->o.A, 2 * t->o.A,
-                                    "means, then log-stds", t->o.lo, t->o.hi);
-        return CALF_OK;
-    }
-    export_c_mlp(x, "q1", &t->q1, t->critic_g.params);
-    export_c_mlp(x, "q2", &t->q2, t->critic_g.params);
+    if (t->o.A > 0)
+        return offpolicy_export_tanh_actor(x, &t->actor, t->actor_g.params, t->o.A, 2 * t->o.A,
+                                           "means, then log-stds", t->o.lo, t->o.hi, err);
+    int rc;
+    if ((rc = export_c_net(x, "q1", &t->q1, t->critic_g.params, err)) ||
+        (rc = export_c_net(x, "q2", &t->q2, t->critic_g.params, err)))
+        return rc;
     export_c_body(x,
                   "    float qa[%d], qb[%d], q[%d];\n"
                   "    q1_forward(obs, qa);\n"
@@ -319,23 +316,23 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
     const float *cp = t->critic_g.params, *tp = t->target_g.params;
 
     if (A > 0) {
-        nn_mlp_forward_v(&t->actor, t->actor_g.params, t->actor_ver, o->next, n, &t->actor_cache,
-                         t->head);
+        net_forward_v(&t->actor, t->actor_g.params, t->actor_ver, o->next, n, &t->actor_cache,
+                      t->head);
         for (int r = 0; r < n; r++)
             sac_squashed_sample(A, t->head + (size_t)r * 2 * A, eps_of(t, r), o->lo, o->hi,
                                 t->anew + (size_t)r * A, &t->logp[r]);
         offpolicy_join_rows(o->next, od, t->anew, A, n, t->qin);
-        nn_mlp_forward_v(&t->q1, tp, t->target_ver, t->qin, n, &t->ta_cache, t->ta);
-        nn_mlp_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->tb);
+        net_forward_v(&t->q1, tp, t->target_ver, t->qin, n, &t->ta_cache, t->ta);
+        net_forward_v(&t->q2, tp, t->target_ver, t->qin, n, &t->tb_cache, t->tb);
         for (int r = 0; r < n; r++)
             t->y[r] = sac_td_target(o->rew[r], t->gamma, o->term[r], t->ta[r], t->tb[r], alpha,
                                     t->logp[r]);
     } else {
-        nn_mlp_forward_v(&t->q1, cp, t->critic_ver, o->next, n, &t->qa_cache, t->qa);
-        nn_mlp_forward_v(&t->q2, cp, t->critic_ver, o->next, n, &t->qb_cache, t->qb);
+        net_forward_v(&t->q1, cp, t->critic_ver, o->next, n, &t->qa_cache, t->qa);
+        net_forward_v(&t->q2, cp, t->critic_ver, o->next, n, &t->qb_cache, t->qb);
         min_rows(t->qa, t->qb, n, nA, t->dqa); /* the policy row at next_obs */
-        nn_mlp_forward_v(&t->q1, tp, t->target_ver, o->next, n, &t->ta_cache, t->ta);
-        nn_mlp_forward_v(&t->q2, tp, t->target_ver, o->next, n, &t->tb_cache, t->tb);
+        net_forward_v(&t->q1, tp, t->target_ver, o->next, n, &t->ta_cache, t->ta);
+        net_forward_v(&t->q2, tp, t->target_ver, o->next, n, &t->tb_cache, t->tb);
         for (int r = 0; r < n; r++) {
             size_t off = (size_t)r * nA;
             float val = sac_discrete_next_value(nA, t->dqa + off, alpha, t->ta + off, t->tb + off);
@@ -348,8 +345,8 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
         offpolicy_join_rows(o->obs, od, o->act, A, n, t->qin);
         qx = t->qin;
     }
-    nn_mlp_forward_v(&t->q1, cp, t->critic_ver, qx, n, &t->qa_cache, t->qa);
-    nn_mlp_forward_v(&t->q2, cp, t->critic_ver, qx, n, &t->qb_cache, t->qb);
+    net_forward_v(&t->q1, cp, t->critic_ver, qx, n, &t->qa_cache, t->qa);
+    net_forward_v(&t->q2, cp, t->critic_ver, qx, n, &t->qb_cache, t->qb);
     for (int e = 0; e < k; e++) {
         double *st = v->stats + (size_t)(first + e) * NUM_SAC_STATS;
         float da = 0.0f;
@@ -382,8 +379,8 @@ static void critic_pass(void *ctx, const offpolicy_view *v, int first, int k, co
     for (int e = 0; e < k; e++) {
         int r0 = o->offsets[e], cnt = o->offsets[e + 1] - r0;
         float *leaf = comm_tree_leaf(tree);
-        nn_mlp_backward(&t->q1, cp, &t->qa_cache, r0, cnt, t->dqa + (size_t)r0 * qo, leaf, NULL);
-        nn_mlp_backward(&t->q2, cp, &t->qb_cache, r0, cnt, t->dqb + (size_t)r0 * qo, leaf, NULL);
+        net_backward(&t->q1, cp, &t->qa_cache, r0, cnt, t->dqa + (size_t)r0 * qo, leaf, NULL);
+        net_backward(&t->q2, cp, &t->qb_cache, r0, cnt, t->dqb + (size_t)r0 * qo, leaf, NULL);
         comm_tree_push(tree);
     }
 }
@@ -402,14 +399,14 @@ static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, com
     float scale = 1.0f / (float)o->B;
     const float *cp = t->critic_g.params;
     if (A > 0) {
-        nn_mlp_forward_v(&t->actor, t->actor_g.params, t->actor_ver, o->obs, n, &t->actor_cache,
-                         t->head);
+        net_forward_v(&t->actor, t->actor_g.params, t->actor_ver, o->obs, n, &t->actor_cache,
+                      t->head);
         for (int r = 0; r < n; r++)
             sac_squashed_sample(A, t->head + (size_t)r * 2 * A, eps2_of(t, r), o->lo, o->hi,
                                 t->anew + (size_t)r * A, &t->logp[r]);
         offpolicy_join_rows(o->obs, od, t->anew, A, n, t->qin);
-        nn_mlp_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
-        nn_mlp_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
+        net_forward_v(&t->q1, cp, t->critic_ver, t->qin, n, &t->qa_cache, t->qa);
+        net_forward_v(&t->q2, cp, t->critic_ver, t->qin, n, &t->qb_cache, t->qb);
         for (int e = 0; e < k; e++) {
             double *st = v->stats + (size_t)(first + e) * NUM_SAC_STATS;
             for (int r = o->offsets[e]; r < o->offsets[e + 1]; r++) {
@@ -423,8 +420,8 @@ static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, com
                 st[SS_ENTROPY] -= t->logp[r];
             }
         }
-        nn_mlp_backward(&t->q1, cp, &t->qa_cache, 0, n, t->dqa, NULL, t->dxa);
-        nn_mlp_backward(&t->q2, cp, &t->qb_cache, 0, n, t->dqb, NULL, t->dxb);
+        net_backward(&t->q1, cp, &t->qa_cache, 0, n, t->dqa, NULL, t->dxa);
+        net_backward(&t->q2, cp, &t->qb_cache, 0, n, t->dqb, NULL, t->dxb);
         for (int r = 0; r < n; r++) {
             float *da = t->row_a;
             const float *xa = t->dxa + (size_t)r * qi + od, *xb = t->dxb + (size_t)r * qi + od;
@@ -438,8 +435,8 @@ static void actor_pass(void *ctx, const offpolicy_view *v, int first, int k, com
         float *leaf = comm_tree_leaf(tree);
         float da = 0.0f;
         if (A > 0) {
-            nn_mlp_backward(&t->actor, t->actor_g.params, &t->actor_cache, r0, cnt,
-                            t->dhead + (size_t)r0 * 2 * A, leaf, NULL);
+            net_backward(&t->actor, t->actor_g.params, &t->actor_cache, r0, cnt,
+                         t->dhead + (size_t)r0 * 2 * A, leaf, NULL);
             for (int r = r0; r < r0 + cnt; r++) da = da + t->dalpha[r];
         } else {
             da = v->env_f[first + e];

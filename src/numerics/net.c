@@ -111,7 +111,7 @@ static int mlp_init(const net_layer *l, float *params, float hidden_gain, float 
                        err);
 }
 
-/* offpolicy_fan_in_init's: each layer's weights in storage order, then its biases. */
+/* nn.Linear's default: each layer's weights in storage order, then its biases. */
 static void mlp_init_fan_in(const net_layer *l, float *params, calf_rng *rng) {
     const nn_mlp *m = &l->mlp;
     for (int k = 0; k < m->num_layers; k++) {

@@ -129,7 +129,7 @@ typedef struct net_layer_type {
     int (*init)(const net_layer *l, float *params, float hidden_gain, float out_gain,
                 calf_rng *rng, calf_error *err);
     /* PyTorch's default init (uniform in +-1/sqrt(fan_in), weights then biases, each
-     * layer in storage order): DQN's (offpolicy_fan_in_init on an MLP). */
+     * layer in storage order): the replay algorithms' (SAC, TD3, DDPG, DQN). */
     void (*init_fan_in)(const net_layer *l, float *params, calf_rng *rng);
     int (*cache_init)(net_layer_cache *c, const net_layer *l, int max_rows, calf_error *err);
     void (*cache_free)(net_layer_cache *c);
@@ -169,9 +169,10 @@ net_spec net_spec_mlp(int in, const int *hidden, int num_hidden, int out, nn_act
  * biases 0; layer by layer from rng. fc-only: nn_mlp_init's draws exactly. */
 int net_init(const net *n, float *params, float hidden_gain, float out_gain, calf_rng *rng,
              calf_error *err);
-/* PyTorch's default init (DQN's): every layer uniform in +-1/sqrt(fan_in), fan_in = in
- * (fc) or k*k*C (conv), weights in storage order then biases, layer by layer. fc-only:
- * offpolicy_fan_in_init's draws exactly. */
+/* PyTorch's default init (the replay algorithms'): every layer uniform in +-1/sqrt(fan_in),
+ * fan_in = in (fc) or k*k*C (conv), weights in storage order then biases, layer by layer.
+ * fc-only: an nn_mlp's layers in turn, each its weights (in, out) row-major, then its
+ * biases. */
 void net_init_fan_in(const net *n, float *params, calf_rng *rng);
 
 /* Allocate for up to max_rows rows: CALF_ENOMEM when memory runs out (net_cache_free
