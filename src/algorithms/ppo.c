@@ -5,7 +5,8 @@
  * each rollout lives where all can read it, a process takes its own envs a few at a
  * time (values and advantages, then each minibatch's gradient partials) and one that
  * runs out takes the back half of what a slower one has left; they hold one model and
- * each clips and steps its slice of it (docs/DESIGN.md, "Work sharing"). */
+ * each clips and steps its slice of it (docs/DESIGN.md, "Work sharing"). The rollout's
+ * layout and the minibatch plan are the on-policy core's (onpolicy.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,43 +18,13 @@
 #include "base/mem.h"
 #include "algorithms/ppo_model.h"
 #include "algorithms/obs_norm.h"
+#include "algorithms/onpolicy.h"
 #include "algorithms/ppo_math.h"
 #include "algorithms/ppo_recurrent.h"
 #include "parallel/work_share.h"
 
 /* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
 enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
-
-/* What the advantages and the update read of one rank's rollout: this process's own, or,
- * when the ranks share memory, a peer's, so that a rank that is ahead can compute some of
- * a slower rank's envs (their values and advantages, their minibatch partials: work
- * sharing; which rank computes an env's share never shows in the bits). Indices are
- * time-major over the rank's envs: t * count + e. */
-typedef struct rollout_view {
-    int begin, count;        /* the rank's envs */
-    float *obs;              /* (T, count, obs_dim) */
-    /* with a CALF_DTYPE_U8 env the three observation arrays hold the env's bytes instead
-     * (obs8, trunc_obs8, boot_obs8; the float ones are then empty): see obs_rows_in */
-    uint8_t *obs8, *trunc_obs8, *boot_obs8;
-    int *act;                /* (T, count, action_ints) */
-    float *u;                /* (T, count, max(action_dim, 1)) continuous actions, unclipped */
-    uint8_t *mask;           /* (T, count, num_actions) the valid actions acted among, when
-                              * the env masks them; else NULL */
-    float *logp, *adv, *ret; /* (T, count) */
-    float *rew;              /* (T, count) */
-    uint8_t *term, *trunc;   /* (T, count) */
-    float *trunc_obs;        /* (T, count, obs_dim) final observation where truncated */
-    float *boot_obs;         /* (count, obs_dim) the observation after the last step */
-    double *adv_sums;        /* (count, 2) sum and sum of squares of each env's advantages */
-    int *perm;               /* (count, T) this epoch's shuffle of each env's timesteps */
-    double *stats;           /* (count, NUM_STATS) */
-    /* with recurrent cores only (ppo_recurrent.h; empty otherwise) */
-    uint8_t *start;          /* (T, count) 1 where step t begins an episode */
-    float *state0;           /* (count, state_dim) each env's state before step 0 */
-    float *val;              /* (T, count) V(obs), computed while acting */
-    float *cut_val;          /* (T, count) V(final obs) where truncated */
-    float *boot_val;         /* (count) V(the observation after the last step) */
-} rollout_view;
 
 /* Envs per pass through the value net for advantages without sharing: rows enough for
  * long passes, and a bounded copy of the rollout's observations. */
@@ -121,8 +92,8 @@ typedef struct ppo {
 
     /* rollout, time-major: index (t * count + e); obs, act, u, logp, adv, ret, perm and
      * stats live in views[own] (shared memory when sharing) */
-    rollout_view *views;     /* (size) every rank's when sharing, else just this one's */
-    rollout_view *own;
+    onpolicy_view *views;    /* (size) every rank's when sharing, else just this one's */
+    onpolicy_view *own;
     void *view_mem;          /* own view's memory when private (else the comm's) */
     bool sharing;            /* ranks share memory: work sharing after the rollout */
     bool shared_model;       /* sharing, and the model lives in shared memory where each
@@ -197,51 +168,6 @@ typedef struct ppo {
 } ppo;
 
 
-/* chunk m of T timesteps split into M nearly equal chunks: [*off, *off + *len) */
-static void chunk_range(int T, int M, int m, int *off, int *len) {
-    int base = T / M, extra = T % M;
-    *off = m * base + (m < extra ? m : extra);
-    *len = base + (m < extra ? 1 : 0);
-}
-
-/* Lay out a view of `count` envs at base (NULL: only measure, v's pointers NULL); returns
- * its bytes. Every rank computes every peer's layout alike from the peer's count. */
-static size_t view_carve(rollout_view *v, unsigned char *base, int begin, int count, int T,
-                         int od, int ad, int sd, bool u8, int ai, int mask_bytes) {
-    size_t off = 0, nt = (size_t)count * (size_t)T;
-    size_t of = u8 ? 0 : sizeof(float), ob = u8 ? 1 : 0; /* bytes of a float, a byte value */
-    v->obs = comm_carve(base, &off, nt * (size_t)od * of);
-    v->obs8 = comm_carve(base, &off, nt * (size_t)od * ob);
-    v->trunc_obs8 = comm_carve(base, &off, nt * (size_t)od * ob);
-    v->boot_obs8 = comm_carve(base, &off, (size_t)count * (size_t)od * ob);
-    v->act = comm_carve(base, &off, nt * (size_t)ai * sizeof(int));
-    v->u = comm_carve(base, &off, nt * (size_t)ad * sizeof(float));
-    v->logp = comm_carve(base, &off, nt * sizeof(float));
-    v->adv = comm_carve(base, &off, nt * sizeof(float));
-    v->ret = comm_carve(base, &off, nt * sizeof(float));
-    v->rew = comm_carve(base, &off, nt * sizeof(float));
-    v->term = comm_carve(base, &off, nt);
-    v->trunc = comm_carve(base, &off, nt);
-    v->trunc_obs = comm_carve(base, &off, nt * (size_t)od * of);
-    v->boot_obs = comm_carve(base, &off, (size_t)count * (size_t)od * of);
-    v->adv_sums = comm_carve(base, &off, (size_t)count * 2 * sizeof(double));
-    v->perm = comm_carve(base, &off, nt * sizeof(int));
-    v->stats = comm_carve(base, &off, (size_t)count * NUM_STATS * sizeof(double));
-    size_t rec = sd > 0 ? 1 : 0; /* the recurrent parts: none without cores */
-    v->start = comm_carve(base, &off, rec * nt);
-    v->state0 = comm_carve(base, &off, (size_t)count * (size_t)sd * sizeof(float));
-    v->val = comm_carve(base, &off, rec * nt * sizeof(float));
-    v->cut_val = comm_carve(base, &off, rec * nt * sizeof(float));
-    v->boot_val = comm_carve(base, &off, rec * (size_t)count * sizeof(float));
-    v->mask = comm_carve(base, &off, nt * (size_t)mask_bytes);
-    if (!mask_bytes) v->mask = NULL;
-    if (base) {
-        v->begin = begin;
-        v->count = count;
-    }
-    return off;
-}
-
 /* The model every rank steps a slice of when sharing, in rank 0's region: params, m, v,
  * then each norm chunk's squared gradient (the gradient itself is where the split sum
  * lands). shared_state_at(md, SHARED_END) is the region's size. */
@@ -256,8 +182,9 @@ static size_t shared_state_at(const ppo_model *md, int part) {
 static size_t share_carve(void *view, unsigned char *base, int begin, int count, void *ctx) {
     const ppo *t = ctx;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    return view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad, t->md.state_dim,
-                      t->p.obs_u8, t->md.action_ints, t->md.masked ? t->md.num_actions : 0);
+    return onpolicy_view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad,
+                               t->md.state_dim, t->p.obs_u8, t->md.action_ints,
+                               t->md.masked ? t->md.num_actions : 0, NUM_STATS);
 }
 
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
@@ -269,22 +196,22 @@ static int views_init(ppo *t, calf_error *err) {
     /* Everything sharing puts in shared memory, every rank's, must fit in what is left of
      * it (all decide alike); else each rank keeps its rollout to itself, as without shared
      * memory: the views, the model, and every rank's tree buffers. */
-    work_share_layout lay = {sizeof(rollout_view), share_carve, t};
+    work_share_layout lay = {sizeof(onpolicy_view), share_carve, t};
     size_t state = comm_round64(shared_state_at(&t->md, SHARED_END));
     size_t trees = comm_round64(comm_tree_shared_bytes(t->E, t->md.g.n, STEAL_SETS));
     size_t extra = trees > (SIZE_MAX - state) / (size_t)P ? SIZE_MAX : state + (size_t)P * trees;
     t->sharing = comm_tree_pieces_supported(c, t->E, t->md.g.n) &&
                  work_share_fits(c, t->E, extra, &lay);
     if (!t->sharing) {
-        rollout_view scratch;
+        onpolicy_view scratch;
         int ai = t->md.action_ints, mb = t->md.masked ? t->md.num_actions : 0;
-        size_t bytes = view_carve(&scratch, NULL, t->begin, t->count, T, od, ad, t->md.state_dim,
-                                  t->p.obs_u8, ai, mb);
+        size_t bytes = onpolicy_view_carve(&scratch, NULL, t->begin, t->count, T, od, ad,
+                                           t->md.state_dim, t->p.obs_u8, ai, mb, NUM_STATS);
         if (!(t->views = mem_calloc(1, sizeof *t->views, err)) ||
             !(t->view_mem = mem_calloc(1, bytes, err)))
             return CALF_ENOMEM; /* ppo_destroy frees what was made */
-        view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad, t->md.state_dim,
-                   t->p.obs_u8, ai, mb);
+        onpolicy_view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad,
+                            t->md.state_dim, t->p.obs_u8, ai, mb, NUM_STATS);
         t->own = &t->views[0];
         return CALF_OK;
     }
@@ -319,23 +246,6 @@ static ppo_params ppo_params_of(const calf_config *cfg) {
         .max_norm = calf_config_float(cfg, CALF_CFG_GRADIENT_CLIPPING),
         .epochs = (int)calf_config_int(cfg, CALF_CFG_NUM_UPDATES),
     };
-}
-
-/* Minibatches per epoch: the global mini_batch_size, rounded to whole timesteps per env. */
-static int minibatches_of(int E, int T, int64_t mini_batch_size) {
-    int64_t M = ((int64_t)E * T + mini_batch_size - 1) / mini_batch_size;
-    if (M < 1) M = 1;
-    if (M > T) M = T;
-    return (int)M;
-}
-
-/* With recurrent cores a minibatch is whole env sequences: the global mini_batch_size
- * rounded to whole envs of T steps. */
-static int sequence_minibatches_of(int E, int T, int64_t mini_batch_size) {
-    int64_t M = ((int64_t)E * T + mini_batch_size - 1) / mini_batch_size;
-    if (M < 1) M = 1;
-    if (M > E) M = E;
-    return (int)M;
 }
 
 /* What recurrent cores add: every env's state (zero, each env about to start an episode),
@@ -377,7 +287,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->count = s->count;
     t->seed = s->seed;
     t->mini_batch_size = calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
-    t->M = minibatches_of(t->E, t->T, t->mini_batch_size);
+    t->M = onpolicy_minibatches_of(t->E, t->T, t->mini_batch_size);
     t->params_version = 1;
     adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
                      .max_norm = t->p.max_norm};
@@ -388,7 +298,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     t->p.obs_u8 = t->p.obs_u8 && t->md.state_dim == 0;
     if (rc == CALF_OK) rc = ppo_model_init_params(&t->md, cfg, s->seed, err);
     if (rc == CALF_OK && t->md.state_dim) {
-        t->M = sequence_minibatches_of(t->E, t->T, t->mini_batch_size);
+        t->M = onpolicy_sequence_minibatches_of(t->E, t->T, t->mini_batch_size);
         rc = recurrent_init(t, err);
     }
     if (rc == CALF_OK && t->p.normalize_obs)
@@ -658,7 +568,7 @@ static void ppo_observe(algorithm *a, const algo_step *st) {
 
 /* Env e of view v: GAE advantages and returns from t->g_val and t->g_next (each step's
  * value and the value after it), and the advantage sums. */
-static void gae_env(ppo *t, rollout_view *v, int e) {
+static void gae_env(ppo *t, onpolicy_view *v, int e) {
     int T = t->T, vn = v->count;
     for (int s = 0; s < T; s++) {
         size_t i = (size_t)s * vn + (size_t)e;
@@ -684,7 +594,7 @@ static void gae_env(ppo *t, rollout_view *v, int e) {
  * bootstrap, and V(final obs) where an episode was cut by the time limit. Every value is
  * a row of its own through the net, so the bits depend neither on the grouping nor on
  * which rank runs it. */
-static void advantages_group(ppo *t, rollout_view *v, int first, int cnt) {
+static void advantages_group(ppo *t, onpolicy_view *v, int first, int cnt) {
     CALF_ASSERT(cnt >= 0 && cnt <= t->adv_group);
     int T = t->T, vn = v->count, od = t->md.obs_dim;
     /* rows k*T + s: env first+k at step s; rows cnt*T + k: its bootstrap observation */
@@ -722,7 +632,7 @@ static void advantages_group(ppo *t, rollout_view *v, int first, int cnt) {
 
 /* The same with recurrent cores, from the values computed while acting (each env's state
  * carried along: a row can no longer go through the net on its own). */
-static void advantages_stored(ppo *t, rollout_view *v, int first, int cnt) {
+static void advantages_stored(ppo *t, onpolicy_view *v, int first, int cnt) {
     int T = t->T, vn = v->count;
     for (int e = first; e < first + cnt; e++) {
         for (int s = 0; s < T; s++) {
@@ -737,7 +647,7 @@ static void advantages_stored(ppo *t, rollout_view *v, int first, int cnt) {
 }
 
 /* The same for envs [first, first+cnt) of v, adv_group at a time. */
-static void advantages_envs(ppo *t, rollout_view *v, int first, int cnt) {
+static void advantages_envs(ppo *t, onpolicy_view *v, int first, int cnt) {
     if (t->md.state_dim) {
         advantages_stored(t, v, first, cnt);
         return;
@@ -783,16 +693,6 @@ static int compute_advantages(ppo *t, calf_error *err) {
 
 /* ---- PPO update --------------------------------------------------------------- */
 
-static void shuffle_env(calf_rng *rng, int *perm, int T) {
-    for (int i = 0; i < T; i++) perm[i] = i;
-    for (int i = T - 1; i > 0; i--) {
-        int j = (int)calf_rng_below(rng, (uint32_t)(i + 1));
-        int tmp = perm[i];
-        perm[i] = perm[j];
-        perm[j] = tmp;
-    }
-}
-
 /* With recurrent cores, an epoch's minibatches are whole env sequences: the E envs
  * shuffled by the (seed, iteration << 20 | epoch, CALF_RNG_PLAN) stream, minibatch m the
  * m-th of M nearly equal chunks of that order. Every rank draws the same plan, so it does
@@ -800,10 +700,10 @@ static void shuffle_env(calf_rng *rng, int *perm, int T) {
 static void plan_sequences(ppo *t, int epoch) {
     calf_rng r;
     calf_rng_seed(&r, t->seed, ((uint64_t)t->iteration << 20) | (uint64_t)epoch, CALF_RNG_PLAN);
-    shuffle_env(&r, t->plan, t->E);
+    onpolicy_shuffle(&r, t->plan, t->E);
     for (int m = 0; m < t->M; m++) {
         int off, len;
-        chunk_range(t->E, t->M, m, &off, &len);
+        onpolicy_chunk_range(t->E, t->M, m, &off, &len);
         for (int j = off; j < off + len; j++) t->mb_of[t->plan[j]] = m;
     }
 }
@@ -816,7 +716,7 @@ typedef struct loss_weights {
  * first+cnt) of view v that are in it give their whole sequence's partial gradient
  * (ppo_seq_grad, from the state their rollout started with), the others a zero partial,
  * so the tree over every env sums the minibatch's envs in env order, on any split. */
-static void minibatch_sequences(ppo *t, const rollout_view *v, int first, int cnt, int mb,
+static void minibatch_sequences(ppo *t, const onpolicy_view *v, int first, int cnt, int mb,
                                 const loss_weights *w, comm_tree *tree) {
     ppo_model *md = &t->md;
     int T = t->T, vn = v->count, od = md->obs_dim, ad = md->action_dim;
@@ -861,7 +761,7 @@ static void minibatch_sequences(ppo *t, const rollout_view *v, int first, int cn
  * (indices within v) on timesteps [off, off+len) of their shuffles, each env's partial
  * gradient folded into tree in env order. The envs' loss statistics are added to v's.
  * The result depends only on the parameters and v's data, not on who runs it. */
-static void minibatch_envs(ppo *t, const rollout_view *v, int first, int cnt, int off,
+static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, int off,
                            int len, const loss_weights *w, comm_tree *tree) {
     if (t->md.state_dim) {
         minibatch_sequences(t, v, first, cnt, off, w, tree);
@@ -1010,16 +910,17 @@ static int update(ppo *t, calf_error *err) {
     for (int epoch = 0; epoch < t->p.epochs; epoch++) {
         if (md->state_dim) plan_sequences(t, epoch);
         else
-            for (int e = 0; e < n; e++) shuffle_env(&t->shuf_rng[e], t->perm + (size_t)e * T, T);
+            for (int e = 0; e < n; e++)
+                onpolicy_shuffle(&t->shuf_rng[e], t->perm + (size_t)e * T, T);
         for (int mb = 0; mb < t->M; mb++) {
             int off, len;
             if (md->state_dim) {
                 /* minibatch mb: len whole env sequences (minibatch_sequences) */
-                chunk_range(t->E, t->M, mb, &off, &len);
+                onpolicy_chunk_range(t->E, t->M, mb, &off, &len);
                 off = mb;
                 w.scale = 1.0f / ((float)len * (float)T);
             } else {
-                chunk_range(T, t->M, mb, &off, &len);
+                onpolicy_chunk_range(T, t->M, mb, &off, &len);
                 w.scale = 1.0f / ((float)t->E * (float)len);
             }
             double waited = t->c->wait_s;
@@ -1315,11 +1216,11 @@ static void ppo_report(const algorithm *a, double run_s, char *text, size_t cap)
 static void ppo_describe(const algorithm *a, char *text, size_t cap) {
     const ppo *t = (const ppo *)a;
     int off0, len0, offl, lenl;
-    chunk_range(t->T, t->M, 0, &off0, &len0);
-    chunk_range(t->T, t->M, t->M - 1, &offl, &lenl);
+    onpolicy_chunk_range(t->T, t->M, 0, &off0, &len0);
+    onpolicy_chunk_range(t->T, t->M, t->M - 1, &offl, &lenl);
     if (t->md.state_dim) {
-        chunk_range(t->E, t->M, 0, &off0, &len0);
-        chunk_range(t->E, t->M, t->M - 1, &offl, &lenl);
+        onpolicy_chunk_range(t->E, t->M, 0, &off0, &len0);
+        onpolicy_chunk_range(t->E, t->M, t->M - 1, &offl, &lenl);
         snprintf(text, cap,
                  "mini_batch_size = %lld: %d minibatches per epoch of whole env sequences (a "
                  "recurrent core), each %d..%d envs x %d steps, the envs drawn per epoch by the "
