@@ -1,8 +1,13 @@
 /* onpolicy.c: the on-policy core (onpolicy.h): the rollout view's layout and the
- * minibatch plan, moved out of ppo.c as they were, so that another on-policy algorithm
+ * advantages and the minibatch plan, moved out of ppo.c as they were, so that another on-policy algorithm
  * reuses them with PPO's bits. */
 #include "algorithms/onpolicy.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/ppo_math.h"
+#include "base/mem.h"
 #include "parallel/comm.h"
 
 size_t onpolicy_view_carve(onpolicy_view *v, unsigned char *base, int begin, int count, int T,
@@ -40,6 +45,44 @@ size_t onpolicy_view_carve(onpolicy_view *v, unsigned char *base, int begin, int
         v->count = count;
     }
     return off;
+}
+
+/* ---- advantages ---- */
+
+int onpolicy_gae_init(onpolicy_gae *g, int T, calf_error *err) {
+    float **f[] = {&g->rew, &g->val, &g->next, &g->adv, &g->ret};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (!(*f[k] = mem_calloc((size_t)T, sizeof(float), err))) return CALF_ENOMEM;
+    if (!(g->term = mem_calloc((size_t)T, 1, err)) || !(g->ended = mem_calloc((size_t)T, 1, err)))
+        return CALF_ENOMEM;
+    return CALF_OK;
+}
+
+void onpolicy_gae_free(onpolicy_gae *g) {
+    void *bufs[] = {g->rew, g->val, g->next, g->adv, g->ret, g->term, g->ended};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    memset(g, 0, sizeof *g);
+}
+
+void onpolicy_gae_env(onpolicy_gae *g, onpolicy_view *v, int e, int T, float gamma,
+                      float lambda) {
+    int vn = v->count;
+    for (int s = 0; s < T; s++) {
+        size_t i = (size_t)s * vn + (size_t)e;
+        g->rew[s] = v->rew[i];
+        g->term[s] = v->term[i];
+        g->ended[s] = (uint8_t)(v->term[i] | v->trunc[i]);
+    }
+    ppo_gae(T, g->rew, g->val, g->next, g->term, g->ended, gamma, lambda, g->adv, g->ret);
+    double *sums = v->adv_sums + 2 * (size_t)e;
+    sums[0] = sums[1] = 0;
+    for (int s = 0; s < T; s++) {
+        size_t i = (size_t)s * vn + (size_t)e;
+        v->adv[i] = g->adv[s];
+        v->ret[i] = g->ret[s];
+        sums[0] += g->adv[s];
+        sums[1] += (double)g->adv[s] * g->adv[s];
+    }
 }
 
 /* ---- the minibatch plan ---- */

@@ -1,8 +1,9 @@
 /* onpolicy.h: what an on-policy algorithm (PPO today) keeps beside its loss, as
  * offpolicy.h is for the replay-based ones: the rollout's storage, one view per process
  * (in memory every process shares when they share it, so that any process can compute any
- * env), laid out alike by every process from a peer's env count; and the minibatch plan
- * (the split of T timesteps or E env sequences into M chunks, each env's shuffle). */
+ * env), laid out alike by every process from a peer's env count; each env's GAE
+ * advantages; and the minibatch plan (the split of T timesteps or E env sequences into M
+ * chunks, each env's shuffle). */
 #ifndef CALF_ONPOLICY_H
 #define CALF_ONPOLICY_H
 
@@ -10,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calf/error.h"
 #include "calf/rng.h"
 
 /* What the advantages and the update read of one rank's rollout: this process's own, or,
@@ -52,6 +54,25 @@ typedef struct onpolicy_view {
 size_t onpolicy_view_carve(onpolicy_view *v, unsigned char *base, int begin, int count, int T,
                            int od, int ad, int sd, bool u8, int ai, int mask_bytes,
                            int num_stats);
+
+/* ---- advantages ---- */
+
+/* One env's rollout as GAE reads it and what it writes, T floats or bytes each: the
+ * algorithm fills val (V(obs) of each step) and next (the value after each step: the
+ * final observation's where the episode was truncated), onpolicy_gae_env the rest. */
+typedef struct onpolicy_gae {
+    float *rew, *val, *next, *adv, *ret; /* (T) */
+    uint8_t *term, *ended;               /* (T) */
+} onpolicy_gae;
+/* CALF_ENOMEM when memory runs out (onpolicy_gae_free frees what was made; a zeroed g
+ * frees as a no-op). */
+int onpolicy_gae_init(onpolicy_gae *g, int T, calf_error *err);
+void onpolicy_gae_free(onpolicy_gae *g);
+/* Env e of view v (T steps): GAE advantages and returns (ppo_gae, with gamma and lambda)
+ * from g->val and g->next into v->adv and v->ret, and the env's advantage sum and sum of
+ * squares (in double, steps ascending) into v->adv_sums. */
+void onpolicy_gae_env(onpolicy_gae *g, onpolicy_view *v, int e, int T, float gamma,
+                      float lambda);
 
 /* ---- the minibatch plan ---- */
 

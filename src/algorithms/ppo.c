@@ -6,7 +6,7 @@
  * time (values and advantages, then each minibatch's gradient partials) and one that
  * runs out takes the back half of what a slower one has left; they hold one model and
  * each clips and steps its slice of it (docs/DESIGN.md, "Work sharing"). The rollout's
- * layout and the minibatch plan are the on-policy core's (onpolicy.h). */
+ * layout, each env's GAE and the minibatch plan are the on-policy core's (onpolicy.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,8 +138,7 @@ typedef struct ppo {
     float *dhead;            /* (cache_rows, head_dim) */
     float *dval;             /* (cache_rows) */
     float *dlogstd;          /* (cache_rows, action_dim) */
-    float *g_rew, *g_val, *g_next, *g_adv, *g_ret; /* (T) one env's rollout for GAE */
-    uint8_t *g_term, *g_ended;                     /* (T) */
+    onpolicy_gae gae;        /* one env's rollout for GAE */
     comm_tree tree;
 
     double *stats;           /* (count, NUM_STATS) */
@@ -366,12 +365,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
         !(t->dval = mem_calloc(rows, sizeof(float), err)) ||
         !(t->dlogstd = mem_calloc(rows * (size_t)ad, sizeof(float), err)))
         return CALF_ENOMEM;
-    float **g[] = {&t->g_rew, &t->g_val, &t->g_next, &t->g_adv, &t->g_ret};
-    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++)
-        if (!(*g[k] = mem_calloc((size_t)T, sizeof(float), err))) return CALF_ENOMEM;
-    if (!(t->g_term = mem_calloc((size_t)T, 1, err)) ||
-        !(t->g_ended = mem_calloc((size_t)T, 1, err)))
-        return CALF_ENOMEM;
+    if ((rc = onpolicy_gae_init(&t->gae, T, err))) return rc;
     if ((rc = comm_tree_init(&t->tree, t->md.g.n, t->E, t->begin, t->count, err))) return rc;
     t->opt_lo = 0;
     t->opt_hi = t->md.g.n;
@@ -566,29 +560,6 @@ static void ppo_observe(algorithm *a, const algo_step *st) {
 
 /* ---- advantages ------------------------------------------------------------- */
 
-/* Env e of view v: GAE advantages and returns from t->g_val and t->g_next (each step's
- * value and the value after it), and the advantage sums. */
-static void gae_env(ppo *t, onpolicy_view *v, int e) {
-    int T = t->T, vn = v->count;
-    for (int s = 0; s < T; s++) {
-        size_t i = (size_t)s * vn + (size_t)e;
-        t->g_rew[s] = v->rew[i];
-        t->g_term[s] = v->term[i];
-        t->g_ended[s] = (uint8_t)(v->term[i] | v->trunc[i]);
-    }
-    ppo_gae(T, t->g_rew, t->g_val, t->g_next, t->g_term, t->g_ended, t->p.gamma, t->p.lambda,
-            t->g_adv, t->g_ret);
-    double *sums = v->adv_sums + 2 * (size_t)e;
-    sums[0] = sums[1] = 0;
-    for (int s = 0; s < T; s++) {
-        size_t i = (size_t)s * vn + (size_t)e;
-        v->adv[i] = t->g_adv[s];
-        v->ret[i] = t->g_ret[s];
-        sums[0] += t->g_adv[s];
-        sums[1] += (double)t->g_adv[s] * t->g_adv[s];
-    }
-}
-
 /* Values, GAE advantages and returns, and the advantage sums of envs [first, first+cnt)
  * of view v (cnt <= adv_group): V(obs) of every step, V(obs after the last step) to
  * bootstrap, and V(final obs) where an episode was cut by the time limit. Every value is
@@ -623,10 +594,10 @@ static void advantages_group(ppo *t, onpolicy_view *v, int first, int cnt) {
         int e = first + k;
         for (int s = 0; s < T; s++) {
             size_t r = (size_t)k * T + s;
-            t->g_val[s] = t->grp_val[r];
-            t->g_next[s] = t->grp_next[r];
+            t->gae.val[s] = t->grp_val[r];
+            t->gae.next[s] = t->grp_next[r];
         }
-        gae_env(t, v, e);
+        onpolicy_gae_env(&t->gae, v, e, t->T, t->p.gamma, t->p.lambda);
     }
 }
 
@@ -637,12 +608,12 @@ static void advantages_stored(ppo *t, onpolicy_view *v, int first, int cnt) {
     for (int e = first; e < first + cnt; e++) {
         for (int s = 0; s < T; s++) {
             size_t i = (size_t)s * vn + (size_t)e;
-            t->g_val[s] = v->val[i];
-            t->g_next[s] = v->trunc[i] ? v->cut_val[i]
-                           : s + 1 < T ? v->val[i + (size_t)vn]
-                                       : v->boot_val[e];
+            t->gae.val[s] = v->val[i];
+            t->gae.next[s] = v->trunc[i] ? v->cut_val[i]
+                             : s + 1 < T ? v->val[i + (size_t)vn]
+                                         : v->boot_val[e];
         }
-        gae_env(t, v, e);
+        onpolicy_gae_env(&t->gae, v, e, t->T, t->p.gamma, t->p.lambda);
     }
 }
 
@@ -1304,6 +1275,7 @@ static void ppo_destroy(algorithm *a) {
     ppo_rec_state_free(&t->gstate);
     ppo_rec_act_free(&t->ract);
     ppo_seq_work_free(&t->seq);
+    onpolicy_gae_free(&t->gae);
     net_cache_free(&t->a_cache);
     net_cache_free(&t->v_cache);
     net_cache_free(&t->eval_cache);
@@ -1313,8 +1285,7 @@ static void ppo_destroy(algorithm *a) {
     for (int i = 0; i < STEAL_SETS; i++) comm_tree_free(&t->steal_shared[i]);
     work_share_free(&t->share);
     void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->head,
-                    t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->g_rew, t->g_val,
-                    t->g_next, t->g_adv, t->g_ret, t->g_term, t->g_ended, t->grp_obs,
+                    t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->grp_obs,
                     t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val, t->eval_head,
                     t->eval_in, t->norm_acc, t->next_start, t->plan, t->mb_of, t->sq_obs,
                     t->sq_u, t->sq_logp, t->sq_adv, t->sq_ret, t->sq_act, t->sq_start, t->act_in};
