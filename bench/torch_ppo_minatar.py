@@ -4,8 +4,8 @@ conv PPO is measured against (issue 37).
 The network is MinAtar's: Conv2d(C, 16, 3, stride 1, no padding) and ReLU, then
 Linear(1024, 128) and ReLU, separate for the actor (then Linear(128, actions), a
 categorical policy) and the critic (then Linear(128, 1)), as calf's PPO keeps its actor and
-value networks apart. The envs are calf's own (`calf.make_vec`, observations (N, 10*10*C)
-in row, column, channel order, permuted to NCHW), so both sides step the same games; the
+value networks apart. The envs are calf's own (`calf.make_vec`, observations (N, 10, 10, C)
+uint8 in row, column, channel order, permuted to NCHW floats), so both sides step the same games; the
 PPO work is PureJaxRL's MinAtar settings: 64 envs x 128 steps, GAE (gamma 0.99, lambda
 0.95), 4 epochs of 8 minibatches, clip 0.2, entropy 0.01, value weight 0.5, Adam 5e-4
 (eps 1e-5) decaying linearly, gradient norm clipped to 0.5, advantages normalized per
@@ -43,8 +43,8 @@ class ActorCritic(nn.Module):
 
 
 def to_nchw(obs: np.ndarray, channels: int) -> torch.Tensor:
-    """(N, 10*10*C) float32 in (row, column, channel) order -> (N, C, 10, 10)."""
-    return torch.from_numpy(obs).view(-1, 10, 10, channels).permute(0, 3, 1, 2)
+    """(N, 10, 10, C) uint8 in (row, column, channel) order -> (N, C, 10, 10) float32."""
+    return torch.from_numpy(obs).view(-1, 10, 10, channels).permute(0, 3, 1, 2).float()
 
 
 def main() -> None:

@@ -1251,8 +1251,11 @@ static PyMethodDef module_methods[] = {
     {"register_env", (PyCFunction)(void (*)(void))pyenv_register, METH_VARARGS | METH_KEYWORDS,
      "register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,\n"
      "state_bytes, render_fps, key, key_path, *, obs_shape, obs_dtype, obs_high, box_shape,\n"
-     "dict_keys, dict_shapes) -> name\n\nRegister a Python env class "
+     "dict_keys, dict_shapes, nvec, masked) -> name\n\nRegister a Python env class "
      "(calf.register_env checks the spaces and reads the key)."},
+    {"obs_form", pyenv_obs_form, METH_O,
+     "obs_form(name) -> dict: the env's observation shape, dtype and high, and a Python "
+     "env's Box shape or Dict keys and shapes"},
     {"set_trust_checkpoint", pyenv_set_trust_checkpoint, METH_O,
      "set_trust_checkpoint(on): while on, a resume unpickles Python envs' states this "
      "user's key did not sign"},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -43,11 +44,17 @@ class Policy:
         self.checkpoint: str = self._raw.checkpoint
         self.iteration: int = self._raw.iteration
         self.stochastic: bool = self._raw.stochastic
+        self._form = _observation_form(self.env_name, self.obs_dim)
 
     def __call__(self, obs: Any, action_mask: Any = None, deterministic: bool = True,
                  seed: int | None = None) -> np.ndarray:
-        """The greedy actions for ``obs``: (B, obs_dim) floats (converted to float32), or
-        one (obs_dim,) row; with ``deterministic=False``, actions drawn from the policy's
+        """The greedy actions for ``obs``: a batch of observations as the env returns them,
+        (B, *shape) (an image env's (B, H, W, C) uint8, a Python env's Box in its own
+        shape; a Python env's Dict as a dict of (B, *shape) arrays, one per key, flattened
+        in the key order calf trains in), or one observation (shape), or flat rows (B,
+        obs_dim) or (obs_dim,); numbers of any dtype, converted to float32 (uint8 exactly).
+        A wrong shape is a ValueError naming the shape expected. With
+        ``deterministic=False``, actions drawn from the policy's
         distribution instead, as the training draws them (PPO's categorical, masked or
         per sub-action, or Gaussian; SAC's squashed Gaussian or softmax(min Q / alpha);
         DQN's, TD3's and DDPG's policies are deterministic, ``stochastic`` False, and
@@ -72,18 +79,7 @@ class Policy:
             if deterministic:
                 raise ValueError("calf.Policy: seed= is for sampling: give "
                                  "deterministic=False with it")
-        o = np.asarray(obs)
-        one_row = o.ndim == 1
-        if one_row:
-            o = o[np.newaxis]
-        if o.ndim != 2 or o.shape[1] != self.obs_dim:
-            raise ValueError(
-                f"calf.Policy: obs must have shape (B, {self.obs_dim}) or ({self.obs_dim},), "
-                f"got {np.shape(obs)}"
-            )
-        if o.dtype.kind not in "fiub":
-            raise TypeError(f"calf.Policy: obs must be numbers, got dtype {o.dtype}")
-        o = np.ascontiguousarray(o, dtype=np.float32)
+        o, one_row = _rows(obs, self.obs_dim, *self._form)
         mask = None
         if action_mask is not None:
             if not self.discrete:
@@ -141,6 +137,69 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"calf.Policy({self.env_name}, checkpoint={self.checkpoint!r})"
+
+
+def _observation_form(
+    env_name: str, obs_dim: int
+) -> tuple[tuple[int, ...], tuple[Any, ...] | None, tuple[tuple[int, ...], ...] | None]:
+    """(shape, dict keys, dict shapes) of env_name's observations: a Python env's Box
+    shape, an image's (H, W, C), else (obs_dim,); a Python env's Dict keys and their
+    shapes, in the order calf flattens them (else None). (obs_dim,) and None for an env
+    this process has not registered."""
+    try:
+        form = _calf.obs_form(env_name)
+    except ValueError:
+        return (obs_dim,), None, None
+    shape = form["box_shape"] or form["shape"] or (obs_dim,)
+    return tuple(int(d) for d in shape), form["dict_keys"], form["dict_shapes"]
+
+
+def _numbers(a: np.ndarray, what: str) -> np.ndarray:
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"calf.Policy: {what} must be numbers, got dtype {a.dtype}")
+    return a
+
+
+def _rows(
+    obs: Any,
+    obs_dim: int,
+    shape: tuple[int, ...],
+    keys: tuple[Any, ...] | None,
+    shapes: tuple[tuple[int, ...], ...] | None,
+) -> tuple[np.ndarray, bool]:
+    """obs as (B, obs_dim) C-contiguous float32 rows (what calf_policy_greedy reads, the
+    floats the trainer's network got) and whether it was one observation."""
+    if keys is not None and isinstance(obs, Mapping):
+        parts, batch = [], None
+        for key, part in zip(keys, shapes):
+            part = tuple(part)
+            if key not in obs:
+                raise ValueError(f"calf.Policy: obs has no key {key!r} (the env's Dict has "
+                                 f"{list(keys)})")
+            a = _numbers(np.asarray(obs[key]), f"obs[{key!r}]")
+            b = None if a.shape == part else a.shape[0] if a.shape[1:] == part else -1
+            if b == -1 or (parts and b != batch):
+                raise ValueError(
+                    f"calf.Policy: obs[{key!r}] must have shape (B, {', '.join(map(str, part))}"
+                    f") with B as the other keys' (or {part} for one observation), got "
+                    f"{a.shape}")
+            batch = b
+            size = int(np.prod(part, dtype=np.int64))
+            parts.append(a.reshape(1 if b is None else b, size).astype(np.float32))
+        return np.ascontiguousarray(np.concatenate(parts, axis=1)), batch is None
+    o = np.asarray(obs)
+    if o.shape == shape or (o.ndim == 1 and o.shape[0] == obs_dim):
+        one_row, rows = True, o.reshape(1, obs_dim)
+    elif o.shape[1:] == shape or (o.ndim == 2 and o.shape[1] == obs_dim):
+        one_row, rows = False, o.reshape(o.shape[0], obs_dim)
+    else:
+        want = ", ".join(map(str, shape))
+        flat = "" if shape == (obs_dim,) else f", or flat rows (B, {obs_dim}) or ({obs_dim},)"
+        raise ValueError(
+            f"calf.Policy: obs must have shape (B, {want}) or ({want}{',' if len(shape) == 1 else ''})"
+            f"{flat}, got {np.shape(obs)}"
+        )
+    return np.ascontiguousarray(_numbers(rows, "obs"), dtype=np.float32), one_row
 
 
 def load_policy(

@@ -1038,6 +1038,35 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     return PyUnicode_FromString(name);
 }
 
+PyObject *pyenv_obs_form(PyObject *module, PyObject *arg) {
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    calf_error err = {0};
+    const calf_env_class *cls = calf_env_lookup(name, &err);
+    if (!cls) {
+        PyErr_SetString(PyExc_ValueError, err.msg);
+        return NULL;
+    }
+    const calf_env_spec *sp = &cls->spec;
+    PyObject *shape = sp->obs_shape[0] > 0 ? Py_BuildValue("(iii)", sp->obs_shape[0],
+                                                           sp->obs_shape[1], sp->obs_shape[2])
+                                           : (Py_INCREF(Py_None), Py_None);
+    if (!shape) return NULL;
+    /* a Python env's own space: what its reset and step return */
+    PyObject *box = Py_None, *keys = Py_None, *shapes = Py_None; /* borrowed */
+    pyenv_module *st = &calf_state(module)->pyenv;
+    for (int i = 0; i < st->num_classes; i++)
+        if (&st->classes[i]->cls == cls) {
+            const pyenv_class *pc = st->classes[i];
+            if (pc->box_shape) box = pc->box_shape;
+            if (pc->dict_keys) keys = pc->dict_keys, shapes = pc->dict_shapes;
+        }
+    int high = sp->obs_dtype == CALF_DTYPE_U8 ? (sp->obs_high > 0 ? sp->obs_high : 255) : 0;
+    return Py_BuildValue("{s:i,s:N,s:s,s:i,s:O,s:O,s:O}", "obs_dim", sp->obs_dim, "shape", shape,
+                         "dtype", sp->obs_dtype == CALF_DTYPE_U8 ? "uint8" : "float32", "high",
+                         high, "box_shape", box, "dict_keys", keys, "dict_shapes", shapes);
+}
+
 PyObject *pyenv_take_error(PyObject *module, PyObject *Py_UNUSED(ignored)) {
     pyenv_module *st = &calf_state(module)->pyenv;
     PyObject *e = st->first_error; /* the reference passes to the caller */

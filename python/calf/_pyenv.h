@@ -28,12 +28,20 @@ typedef struct pyenv_module {
 
 /* register_env(name, factory, obs_dim, num_actions, low, high, max_episode_steps,
  * state_bytes, render_fps, key, key_path, *, obs_shape, obs_dtype, obs_high, box_shape,
- * dict_keys, dict_shapes) -> name: the env class `name` whose envs are factory() objects,
+ * dict_keys, dict_shapes, nvec, masked) -> name: the env class `name` whose envs are factory() objects,
  * their checkpointed pickles signed with `key` (bytes, read from the file key_path:
  * calf/_ckpt_key.py). The observation: the spec's obs_shape (H, W, C), obs_dtype and
  * obs_high, and what reset/step return: a Box of box_shape (None: (obs_dim,)), or a
- * Dict whose dict_keys' Boxes of dict_shapes are read in that order into one vector. */
+ * Dict whose dict_keys' Boxes of dict_shapes are read in that order into one vector.
+ * nvec: a MultiDiscrete action's sizes (None: not one); masked: reset and step give an
+ * action mask (info["action_mask"] or the observation's "action_mask" key). */
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs);
+/* obs_form(name) -> dict: env class name's observation as its spec and (a Python env)
+ * its space say: obs_dim, shape ((H, W, C) of an image, else None), dtype ("uint8" or
+ * "float32"), high (uint8: the largest value; else 0), and a Python env's box_shape (a
+ * Box's own shape) or dict_keys with dict_shapes (a Dict's Boxes in the order they are
+ * flattened), None for the others. ValueError (calf's message) for an unknown name. */
+PyObject *pyenv_obs_form(PyObject *module, PyObject *arg);
 /* take_env_error() -> the first exception an env raised in this process (cleared), or None */
 PyObject *pyenv_take_error(PyObject *module, PyObject *ignored);
 /* set_trust_checkpoint(on): while on in the calling thread (each thread its own, as

@@ -26,12 +26,27 @@ except ImportError:
     _AUTORESET_SAME_STEP = "SameStep"
 
 
-def _block_spaces(raw: _calf.VecEnv) -> tuple[Any, Any, Any, Any]:
+def _obs_layout(name: str, obs_dim: int) -> tuple[tuple[int, ...], Any, int]:
+    """(shape, dtype, high) of env ``name``'s observation as its space has it: a Python
+    env's Box in its own shape, an image (H, W, C) in the spec's, else a flat (obs_dim,)
+    vector (a Python env's Dict too, its Boxes in the order calf flattens them); uint8
+    when the spec keeps bytes (high: the largest value), else float32 (high 0)."""
+    form = _calf.obs_form(name)
+    shape = form["box_shape"] or form["shape"] or (obs_dim,)
+    dtype = np.uint8 if form["dtype"] == "uint8" else np.float32
+    return tuple(int(d) for d in shape), dtype, int(form["high"])
+
+
+def _block_spaces(
+    raw: _calf.VecEnv, layout: tuple[tuple[int, ...], Any, int]
+) -> tuple[Any, Any, Any, Any]:
     """(single obs, single action, batched obs, batched action) spaces of a block."""
-    n, od = raw.num_envs, raw.obs_dim
+    n = raw.num_envs
+    shape, dtype, high = layout
     box = _gym.spaces.Box if _gym is not None else Box
-    # calf's public API gives no observation bounds: the whole real line, as a Box.
-    single_obs = box(-np.inf, np.inf, (od,), np.float32)
+    # bytes are 0..high; floats: calf's public API gives no bounds, the whole real line
+    single_obs = (box(0, high, shape, np.uint8) if dtype == np.uint8 else
+                  box(-np.inf, np.inf, shape, np.float32))
     if raw.action_dims:
         nvec = raw.action_nvec
         single_act = _gym.spaces.MultiDiscrete(nvec) if _gym else MultiDiscrete(nvec)
@@ -41,7 +56,8 @@ def _block_spaces(raw: _calf.VecEnv) -> tuple[Any, Any, Any, Any]:
         single_act = box(raw.action_low, raw.action_high, (raw.action_dim,), np.float32)
     if _batch_space is not None:
         return single_obs, single_act, _batch_space(single_obs, n), _batch_space(single_act, n)
-    batch_obs = Box(-np.inf, np.inf, (n, od), np.float32)
+    batch_obs = (Box(0, high, (n,) + shape, np.uint8) if dtype == np.uint8 else
+                 Box(-np.inf, np.inf, (n,) + shape, np.float32))
     if raw.action_dims:
         batch_act: Any = MultiDiscrete(np.tile(raw.action_nvec, (n, 1)))
     elif raw.discrete:
@@ -61,7 +77,11 @@ class VecEnv(_VectorEnvBase):
     ``seed``: its stream is calf's stream of (seed, first_index + i), the same as
     ``calf env NAME --seed S --index I`` and the trainer's env of that index.
 
-    Arrays: ``obs``: (num_envs, obs_dim) float32; ``rewards``: (num_envs,) float64;
+    Arrays: ``obs``: (num_envs, *shape) of the observation space: an image env's
+    (num_envs, H, W, C) uint8 (MinAtar's games: (num_envs, 10, 10, C), values 0..1), a
+    Python env's Box in its own shape and dtype (uint8 and bool Boxes as uint8), else
+    (num_envs, obs_dim) float32 (a Python env's Dict flattened in its key order, as calf
+    trains on it); ``rewards``: (num_envs,) float64;
     ``terminations``, ``truncations``: (num_envs,) bool; actions: (num_envs,) integers for
     a discrete env, (num_envs, D) integers for a MultiDiscrete one, (num_envs, action_dim)
     floats for a continuous one (clipped to the action bounds by calf). The returned
@@ -88,12 +108,17 @@ class VecEnv(_VectorEnvBase):
         self.num_envs: int = self._raw.num_envs
         self.obs_dim: int = self._raw.obs_dim
         self.max_episode_steps: int = self._raw.max_episode_steps
+        self._layout = _obs_layout(self._raw.name, self.obs_dim)
+        # the C side writes (num_envs, obs_dim) float32 rows: converted only when the
+        # space is not that (a uint8 env's floats are its integers 0..high, checked as
+        # they are written, so the cast is exact)
+        self._flat = self._layout[0] == (self.obs_dim,) and self._layout[1] == np.float32
         (
             self.single_observation_space,
             self.single_action_space,
             self.observation_space,
             self.action_space,
-        ) = _block_spaces(self._raw)
+        ) = _block_spaces(self._raw, self._layout)
         self.metadata: dict[str, Any] = {"autoreset_mode": _AUTORESET_SAME_STEP,
                                          "render_modes": ["rgb_array"]}
         self.render_mode = "rgb_array"
@@ -112,8 +137,9 @@ class VecEnv(_VectorEnvBase):
         next episode from its own stream (the first call after opening returns the
         episodes the open started). ``options`` is not supported (None or empty).
 
-        Returns ``(obs, infos)``: obs (num_envs, obs_dim) float32, infos ``{}`` (an env
-        with an action mask: its ``action_mask`` and ``_action_mask``).
+        Returns ``(obs, infos)``: obs (num_envs, *single_observation_space.shape) of its
+        dtype, infos ``{}`` (an env with an action mask: its ``action_mask`` and
+        ``_action_mask``).
         """
         if options:
             raise ValueError(f"calf.VecEnv.reset: options are not supported, got {options!r}")
@@ -129,6 +155,7 @@ class VecEnv(_VectorEnvBase):
                 super().reset(seed=seed)
         obs = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
         self._raw.reset(obs)
+        obs = self._present(obs)
         mask = self._raw.action_mask
         if mask is None:
             return obs, {}
@@ -141,7 +168,7 @@ class VecEnv(_VectorEnvBase):
 
         Returns ``(obs, rewards, terminations, truncations, infos)``. For an env whose
         episode ended, obs holds the new episode's first observation and
-        ``infos["final_obs"][i]`` the ended one's last ((obs_dim,) float32), with
+        ``infos["final_obs"][i]`` the ended one's last (one observation, as obs's rows), with
         ``infos["_final_obs"][i]`` True; ``final_obs`` is an object array holding None for
         the other envs, and ``final_info``/``_final_info`` go with it, as Gymnasium's
         SyncVectorEnv in SAME_STEP mode. infos is ``{}`` when no episode ended.
@@ -153,7 +180,30 @@ class VecEnv(_VectorEnvBase):
         # one call: the actions checked and converted, the step, new arrays and the
         # infos made in C (calf._calf.VecEnv.step_gym), no Python object per env
         a = actions if type(actions) is np.ndarray else np.asarray(actions)
-        return self._raw.step_gym(a)
+        if self._flat:
+            return self._raw.step_gym(a)
+        try:
+            results = self._raw.step_gym(a)
+        except ValueError as e:
+            if getattr(e, "results", None) is not None:
+                e.results = self._present_step(e.results)
+            raise
+        return self._present_step(results)
+
+    def _present(self, obs: np.ndarray) -> np.ndarray:
+        """(num_envs, obs_dim) float32 rows as the observation space has them."""
+        shape, dtype, _high = self._layout
+        return obs.astype(dtype, copy=False).reshape((obs.shape[0],) + shape)
+
+    def _present_step(self, results: tuple) -> tuple:
+        """step_gym's results with obs and infos["final_obs"]'s rows presented."""
+        obs, rewards, terms, truncs, infos = results
+        final = infos.get("final_obs")
+        if final is not None:
+            shape, dtype, _high = self._layout
+            for i in np.flatnonzero(infos["_final_obs"]):
+                final[i] = final[i].astype(dtype, copy=False).reshape(shape)
+        return self._present(obs), rewards, terms, truncs, infos
 
     def render(self) -> tuple[np.ndarray, ...]:
         """Each env's current state drawn as Gymnasium's ``rgb_array`` mode draws it: a

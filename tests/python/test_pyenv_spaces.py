@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import calf
+from calf import _policy
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pyenv_image_envs as im  # noqa: E402
@@ -75,8 +76,10 @@ def test_an_image_box_reaches_the_spec_as_its_shape_and_bytes():
 def test_observations_are_read_in_c_order_and_dict_key_order():
     v = calf.make_vec(PAINTER, 2, seed=5)
     obs, _ = v.reset()
-    want = [im.Painter().reset(seed=5 + i)[0].astype(np.float32).reshape(-1) for i in range(2)]
-    assert obs.shape == (2, 90) and np.array_equal(obs, np.stack(want))
+    # make_vec gives the Box as the env does, (6, 5, 3) uint8 (before: (90,) float32 rows)
+    want = [im.Painter().reset(seed=5 + i)[0] for i in range(2)]
+    assert obs.shape == (2, 6, 5, 3) and obs.dtype == np.uint8
+    assert np.array_equal(obs, np.stack(want))
     v.close()
     v = calf.make_vec(ROVER, 2, seed=3)
     obs, _ = v.reset()
@@ -105,6 +108,31 @@ def test_image_and_dict_envs_train_deterministically_and_resume_exactly(tmp_path
     run(tmp_path / "b", 3, stop=2)
     run(tmp_path / "b", 3)
     assert filecmp.cmp(ckpt(tmp_path / "a", 3), ckpt(tmp_path / "b", 3), shallow=False)
+    # the policy takes the env's own observations, and acts as on the flat float rows the
+    # trainer's network read
+    make = {PAINTER: im.Painter, ROVER: im.Rover, BYTE_ROVER: im.ByteRover}[env]
+    seen = [make().reset(seed=s)[0] for s in range(5)]
+    with calf.load_policy(tmp_path / "a") as pol:
+        if env == PAINTER:
+            obs = np.stack(seen)  # (5, 6, 5, 3) uint8
+            rows = obs.reshape(5, -1).astype(np.float32)
+            with pytest.raises(ValueError, match=r"must have shape \(B, 6, 5, 3\) or \(6, 5, 3\)"):
+                pol(obs[:, :5])
+        else:
+            obs = {k: np.stack([o[k] for o in seen]) for k in ("pos", "map")}
+            rows = np.stack([np.concatenate([o["map"].reshape(-1), o["pos"]]) for o in seen])
+            rows = rows.astype(np.float32)
+            with pytest.raises(ValueError, match=r"obs\['map'\] must have shape \(B, 2, 3\)"):
+                pol({"pos": obs["pos"], "map": obs["map"][:, :1]})
+            with pytest.raises(ValueError, match="obs has no key 'map'"):
+                pol({"pos": obs["pos"]})
+        # the floats handed to calf_policy_greedy are those rows, bit for bit
+        got, one = _policy._rows(obs, pol.obs_dim, *pol._form)
+        assert not one and got.dtype == np.float32 and got.flags.c_contiguous
+        assert got.tobytes() == rows.tobytes()
+        acts = pol(obs)
+        assert acts.shape == (5,) and np.array_equal(acts, pol(rows))
+        assert pol(seen[3]) == acts[3] and pol(rows[3]) == acts[3]
 
 
 def test_dqn_keeps_an_image_envs_replay_as_bytes(tmp_path):
