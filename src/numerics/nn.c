@@ -198,9 +198,93 @@ NN_INLINE void rows_block(int RT, int NV, const float *x, size_t ldx, const floa
 }
 #endif
 
+#if NN_AVX2
+/* The packed product for large weights (MinAtar's fc, 1024 -> 128, forward and dX back
+ * through it): the tiles below stream a row-major w of K x N floats (512 KiB there) from
+ * L3 for every six rows, its 16-float column strips 512 B apart, and ran at 55-70% of
+ * the FMA peak. Here the rows go in blocks of PK_MC, k in chunks of PK_KC; a block's
+ * x rows of a chunk are copied contiguous (48 KiB; at 1024 inputs the rows are 4 KiB
+ * apart, all in one L1 set) and so is each 16-column strip of w (16 KiB, L1) before
+ * the block's 6-row tiles run over it (64 KiB of stack in all). A tile starts from init
+ * (or +0) at k = 0 and from the y it stored after the chunk before, so every element is
+ * still init, then madd over k ascending: the single pass's chain, stored and reloaded
+ * between chunks (exact). tests/test_nn.c holds the bits on shapes that take every
+ * branch here. */
+/* From 512 KiB of weights (more than half this machine's L2; 256 x 256 layers run at
+ * 90% of peak as they are) and 32 rows (fewer do not pay for the copies). */
+enum { PK_KC = 256, PK_MC = 48, PK_MIN_WEIGHTS = 1 << 17, PK_MIN_ROWS = 32 };
+
+NN_INLINE void packed_tile(int RT, const float *x, size_t ldx, const float *wp, int kc,
+                           const float *init, int from_y, float *y, size_t ldy) {
+    __m256 acc[6][2];
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < 2; v++)
+            acc[r][v] = from_y ? _mm256_loadu_ps(y + (size_t)r * ldy + 8 * v)
+                        : init ? _mm256_loadu_ps(init + 8 * v)
+                               : _mm256_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m256 w0 = _mm256_load_ps(wp + 16 * k), w1 = _mm256_load_ps(wp + 16 * k + 8);
+        for (int r = 0; r < RT; r++) {
+            __m256 xb = _mm256_broadcast_ss(x + (size_t)r * ldx + k);
+            acc[r][0] = _mm256_fmadd_ps(xb, w0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(xb, w1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < 2; v++) _mm256_storeu_ps(y + (size_t)r * ldy + 8 * v, acc[r][v]);
+}
+
+static void packed_rows(int RT, const float *x, size_t ldx, const float *wp, int kc,
+                        const float *init, int from_y, float *y, size_t ldy) {
+    switch (RT) { /* constant row counts, so each tile's loops unroll into registers */
+    case 6: packed_tile(6, x, ldx, wp, kc, init, from_y, y, ldy); break;
+    case 5: packed_tile(5, x, ldx, wp, kc, init, from_y, y, ldy); break;
+    case 4: packed_tile(4, x, ldx, wp, kc, init, from_y, y, ldy); break;
+    case 3: packed_tile(3, x, ldx, wp, kc, init, from_y, y, ldy); break;
+    case 2: packed_tile(2, x, ldx, wp, kc, init, from_y, y, ldy); break;
+    default: packed_tile(1, x, ldx, wp, kc, init, from_y, y, ldy); break;
+    }
+}
+
+/* Columns [0, N16) of y, N16 a multiple of 16 (the caller runs the rest). A block's x
+ * rows are copied contiguous too (at 1024 inputs they are 4 KiB apart: one L1 set). */
+static void gemm_packed(const float *x, size_t ldx, const float *w, size_t ldw, int K, int N16,
+                        const float *init, float *y, size_t ldy, int R) {
+    _Alignas(64) float wp[PK_KC * 16];
+    _Alignas(64) float xp[PK_MC * PK_KC];
+    for (int r0 = 0; r0 < R; r0 += PK_MC) {
+        int mr = R - r0 < PK_MC ? R - r0 : PK_MC;
+        for (int k0 = 0; k0 < K; k0 += PK_KC) {
+            int kc = K - k0 < PK_KC ? K - k0 : PK_KC;
+            for (int r = 0; r < mr; r++)
+                memcpy(xp + (size_t)r * kc, x + (size_t)(r0 + r) * ldx + k0, (size_t)kc * sizeof(float));
+            for (int n0 = 0; n0 < N16; n0 += 16) {
+                for (int k = 0; k < kc; k++)
+                    memcpy(wp + 16 * k, w + (size_t)(k0 + k) * ldw + n0, 16 * sizeof(float));
+                for (int r = 0; r < mr; r += 6) {
+                    int rt = mr - r < 6 ? mr - r : 6;
+                    size_t row = (size_t)(r0 + r);
+                    packed_rows(rt, xp + (size_t)r * kc, (size_t)kc, wp, kc,
+                                init ? init + n0 : NULL, k0 > 0, y + row * ldy + n0, ldy);
+                }
+            }
+        }
+    }
+}
+#endif
+
 static void gemm_rows(const float *x, size_t ldx, const float *w, size_t ldw, int K, int N,
                       const float *init, float *y, size_t ldy, int R) {
 #if NN_AVX2
+    /* Large weights: the packed product over the whole 16-column strips, the rest of the
+     * columns (N % 16) below with every row (same chains either way). */
+    if ((size_t)K * (size_t)N >= PK_MIN_WEIGHTS && R >= PK_MIN_ROWS && N >= 16) {
+        int N16 = N / 16 * 16;
+        gemm_packed(x, ldx, w, ldw, K, N16, init, y, ldy, R);
+        if (N16 == N) return;
+        w += N16, y += N16, N -= N16;
+        if (init) init += N16;
+    }
     /* The tile shape follows the rows left only for speed (6x16 is fastest on big
      * batches, 8x8 on a per-env block of 8 rows): every shape runs the same sequence
      * of operations on each element, so the choice never shows in the bits
@@ -219,6 +303,14 @@ static void gemm_rows(const float *x, size_t ldx, const float *w, size_t ldw, in
         rows_block(8, 1, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
     for (; R - r >= 4; r += 4)
         rows_block(4, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+    /* 2 or 3 rows (a recurrent core's step over 2 envs) share each weight load: one row at
+     * a time streamed the whole weight once per row */
+    if (R - r >= 2) {
+        int rt = R - r;
+        if (rt == 3) rows_block(3, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        else rows_block(2, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        r += rt;
+    }
     for (; r < R; r++)
         rows_block(1, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
 #else
@@ -441,6 +533,68 @@ int nn_linear_forward(const float *x, const float *w, const float *b, int B, int
     return CALF_OK;
 }
 
+#if NN_AVX2
+static void dw_all_k(const float *x, const float *dy, int B, int in, int out, float *dw,
+                     int mode) {
+    int k = 0;
+    if (B >= 32)
+        for (; k + 6 <= in; k += 6) dw_block(6, 2, x, in, k, dy, out, B, dw, mode);
+    for (; k + 8 <= in; k += 8) dw_block(8, 1, x, in, k, dy, out, B, dw, mode);
+    for (; k + 4 <= in; k += 4) dw_block(4, 2, x, in, k, dy, out, B, dw, mode);
+    for (; k < in; k++) dw_block(1, 2, x, in, k, dy, out, B, dw, mode);
+}
+
+/* Each tile holds its chains over all rows, so one call streams every row of dy once per
+ * six inputs: at 1024 rows x 1024 -> 128, 512 KiB of dy from L3 for each tile. Large
+ * weights therefore take the rows in chunks of DW_ROWS (x and dy of a chunk in L2), the
+ * first chunk by the call's mode, the rest continuing each chain from what dw holds
+ * (ACC): the single pass's chain, stored and reloaded between chunks. A call of up to
+ * DW_ROWS rows (PPO's per-env partials: 16 rows at MinAtar's minibatch) is one chunk in
+ * any mode; a longer ADD (dw + the SET chain) cannot continue through dw, so it keeps
+ * the single pass. */
+enum { DW_ROWS = 128, DW_TILE6_ROWS = 32, DW_MIN_WEIGHTS = 16384 };
+
+/* One chunk of R <= DW_ROWS rows: each 6-input tile's x (rows 4 KiB apart at 1024
+ * inputs, so they fall in one L1 set) copied first to 8 floats a row, contiguous. */
+static void dw_chunk(const float *x, const float *dy, int R, int in, int out, float *dw,
+                     int mode) {
+    _Alignas(64) float xt[DW_ROWS * 8];
+    int k = 0;
+    if (R >= DW_TILE6_ROWS)
+        for (; k + 6 <= in; k += 6) {
+            for (int r = 0; r < R; r++) memcpy(xt + 8 * r, x + (size_t)r * in + k, 6 * sizeof(float));
+            dw_block(6, 2, xt, 8, 0, dy, out, R, dw + (size_t)k * out, mode);
+        }
+    for (; k + 8 <= in; k += 8) {
+        for (int r = 0; r < R; r++) memcpy(xt + 8 * r, x + (size_t)r * in + k, 8 * sizeof(float));
+        dw_block(8, 1, xt, 8, 0, dy, out, R, dw + (size_t)k * out, mode);
+    }
+    for (; k + 4 <= in; k += 4) dw_block(4, 2, x, in, k, dy, out, R, dw, mode);
+    for (; k < in; k++) dw_block(1, 2, x, in, k, dy, out, R, dw, mode);
+}
+
+static void dw_rows(const float *x, const float *dy, int B, int in, int out, float *dw,
+                    int mode) {
+    if ((size_t)in * (size_t)out < DW_MIN_WEIGHTS) {
+        dw_all_k(x, dy, B, in, out, dw, mode);
+        return;
+    }
+    if (B <= DW_ROWS) { /* one chunk: any mode */
+        dw_chunk(x, dy, B, in, out, dw, mode);
+        return;
+    }
+    if (mode == DW_ADD) {
+        dw_all_k(x, dy, B, in, out, dw, mode);
+        return;
+    }
+    for (int r0 = 0; r0 < B; r0 += DW_ROWS) {
+        int n = B - r0 < DW_ROWS ? B - r0 : DW_ROWS;
+        dw_chunk(x + (size_t)r0 * in, dy + (size_t)r0 * out, n, in, out, dw,
+                 r0 == 0 ? mode : DW_ACC);
+    }
+}
+#endif
+
 static void backward_params(const float *x, const float *dy, int B, int in, int out,
                             float *dw, float *db, int mode) {
     CALF_ASSERT(B >= 0 && in > 0 && out > 0);
@@ -453,12 +607,7 @@ static void backward_params(const float *x, const float *dy, int B, int in, int 
          * broadcasts feed twelve multiply-adds, where 8 x 8 needs nine loads for eight
          * (256x256 at 256 rows: 72 -> 106 GFLOP/s; a per-env block of 8 rows is faster
          * with 8 x 8, whose accumulators are fewer to load and store) */
-        int k = 0;
-        if (B >= 32)
-            for (; k + 6 <= in; k += 6) dw_block(6, 2, x, in, k, dy, out, B, dw, mode);
-        for (; k + 8 <= in; k += 8) dw_block(8, 1, x, in, k, dy, out, B, dw, mode);
-        for (; k + 4 <= in; k += 4) dw_block(4, 2, x, in, k, dy, out, B, dw, mode);
-        for (; k < in; k++) dw_block(1, 2, x, in, k, dy, out, B, dw, mode);
+        dw_rows(x, dy, B, in, out, dw, mode);
 #else
         scalar_dw(x, in, dy, out, B, 0, in, 0, out, dw, mode);
 #endif
