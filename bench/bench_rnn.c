@@ -1,9 +1,12 @@
-/* bench_rnn.c: the LSTM and GRU of src/numerics/rnn.h, forward + backward through time,
- * on the shapes a recurrent PPO runs (CleanRL's ppo_atari_lstm: 512 features into 128
- * units; a CartPoleNoVel-sized 64 into 64), against this core's measured FMA peak and,
- * with --torch PATH (bench/torch_rnn.py), PyTorch's nn.LSTM / nn.GRU on one thread: with
- * the BLAS Debian's torch finds by default and, with --openblas DIR, again with DIR's
- * libblas.so.3 (OpenBLAS) first on LD_LIBRARY_PATH.
+/* bench_rnn.c: the LSTM of src/numerics/rnn.h, forward and forward + backward through
+ * time, on the shapes the examples run (issue 36's section 1 "Speed"): CleanRL's
+ * ppo_atari_lstm (512 features into 128 units; 8 envs x 128 steps in 4 minibatches, so
+ * an update's call is T x B = 128 x 2 and acting one step of 8 rows) and
+ * examples/ppo_lstm_cartpole_novel.gin (4 observations into 64 units; 8 envs x 32 steps,
+ * the whole rollout one minibatch: 32 x 8; acting one step of 8 rows), against this
+ * core's measured FMA peak and, with --torch PATH (bench/torch_rnn.py), PyTorch's nn.LSTM
+ * on one thread: with the BLAS Debian's torch finds by default and, with --openblas DIR,
+ * again with DIR's libblas.so.3 (OpenBLAS) first on LD_LIBRARY_PATH.
  *
  * Usage: bench_rnn [REPEATS] [--torch bench/torch_rnn.py [--openblas DIR]]
  * (REPEATS default 7: 35 timed runs a shape, each side; the best and the median of them) */
@@ -35,18 +38,17 @@ typedef struct {
 } shape;
 
 static const shape SHAPES[] = {
-    {RNN_LSTM, 512, 128, 128, 8}, {RNN_LSTM, 512, 128, 32, 64}, {RNN_LSTM, 64, 64, 128, 8},
-    {RNN_LSTM, 64, 64, 32, 64},   {RNN_GRU, 512, 128, 128, 8},  {RNN_GRU, 512, 128, 32, 64},
-    {RNN_GRU, 64, 64, 128, 8},    {RNN_GRU, 64, 64, 32, 64},
+    {RNN_LSTM, 512, 128, 128, 2}, {RNN_LSTM, 512, 128, 1, 8}, /* ppo_atari_lstm */
+    {RNN_LSTM, 4, 64, 32, 8},     {RNN_LSTM, 4, 64, 1, 8},    /* ppo_lstm_cartpole_novel */
 };
 enum { NSHAPES = sizeof SHAPES / sizeof SHAPES[0] };
 
-/* Multiply-add FLOPs of one forward + backward: forward x W_ih and h W_hh; backward dX,
- * dW_ih, dh (through W_hh) and dW_hh: three times the forward's. The gate arithmetic
- * (a few dozen operations per unit and step) is not counted. */
+/* FLOPs (two per multiply-add) of one forward: x W_ih and h W_hh. Forward + backward
+ * adds dX, dW_ih, dh (through W_hh) and dW_hh: three times the forward's. The gate
+ * arithmetic (a few dozen operations per unit and step) is not counted. */
 static double shape_flop(const shape *s) {
     double G = (s->kind == RNN_LSTM ? 4.0 : 3.0) * s->H;
-    return 6.0 * s->T * s->B * (s->in + s->H) * G;
+    return 2.0 * s->T * s->B * (s->in + s->H) * G;
 }
 
 /* ---- calf ---- */
@@ -93,6 +95,13 @@ static void run_free(run *r) {
     rnn_cache_free(&r->cache);
 }
 
+static void calf_fwd(run *r) {
+    bool lstm = r->s.kind == RNN_LSTM;
+    rnn_forward(&r->cell, r->params, &r->cache, r->x, r->start, r->h0, lstm ? r->c0 : NULL,
+                r->s.T, r->s.B, r->y, NULL, NULL);
+    sink = r->y[0];
+}
+
 static void calf_fwd_bwd(run *r) {
     bool lstm = r->s.kind == RNN_LSTM;
     rnn_forward(&r->cell, r->params, &r->cache, r->x, r->start, r->h0, lstm ? r->c0 : NULL,
@@ -123,11 +132,11 @@ static double best_time(void (*fn)(run *), run *r, int repeats, double *median) 
     return t[0]; /* bench_quantile sorted t */
 }
 
-/* ---- PyTorch: torch_rnn.py times the same shapes, one line each: "RNN k seconds" ---- */
+/* ---- PyTorch: torch_rnn.py times the same shapes, one line each: "RNN k fwd_s fb_s" ---- */
 
 /* blas_dir: a directory put first on LD_LIBRARY_PATH (OpenBLAS's libblas.so.3, one
  * thread), or NULL for the BLAS Debian's torch finds by default. */
-static int run_torch(const char *path, const char *blas_dir, int repeats, double *sec) {
+static int run_torch(const char *path, const char *blas_dir, int repeats, double (*sec)[2]) {
     char cmd[2048], line[512];
     int n = blas_dir ? snprintf(cmd, sizeof cmd,
                                 "env LD_LIBRARY_PATH='%s' OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "
@@ -143,8 +152,9 @@ static int run_torch(const char *path, const char *blas_dir, int repeats, double
     if (!p) return -1;
     while (fgets(line, sizeof line, p)) {
         int k;
-        double s;
-        if (sscanf(line, "RNN %d %lf", &k, &s) == 2 && k >= 0 && k < NSHAPES) sec[k] = s;
+        double f, fb;
+        if (sscanf(line, "RNN %d %lf %lf", &k, &f, &fb) == 3 && k >= 0 && k < NSHAPES)
+            sec[k][0] = f, sec[k][1] = fb;
         else fputs(line, stdout);
     }
     return pclose(p) == 0 ? 0 : -1;
@@ -173,42 +183,49 @@ int main(int argc, char **argv) {
            peak / 1e9);
     calf_rng rng;
     calf_rng_seed(&rng, 36, 0, CALF_RNG_INIT);
-    double calf_best[NSHAPES], calf_med[NSHAPES];
+    double calf_best[NSHAPES][2], calf_med[NSHAPES][2];
     for (int k = 0; k < NSHAPES; k++) {
         run r;
         if (run_make(&r, &SHAPES[k], &rng) != 0) {
             fprintf(stderr, "bench_rnn: out of memory\n");
             return 1;
         }
-        calf_best[k] = best_time(calf_fwd_bwd, &r, repeats, &calf_med[k]);
+        calf_best[k][0] = best_time(calf_fwd, &r, repeats, &calf_med[k][0]);
+        calf_best[k][1] = best_time(calf_fwd_bwd, &r, repeats, &calf_med[k][1]);
         run_free(&r);
     }
-    double torch_sec[NSHAPES], ob_sec[NSHAPES];
-    for (int k = 0; k < NSHAPES; k++) torch_sec[k] = ob_sec[k] = -1.0;
+    double torch_sec[NSHAPES][2], ob_sec[NSHAPES][2];
+    for (int k = 0; k < NSHAPES; k++)
+        for (int j = 0; j < 2; j++) torch_sec[k][j] = ob_sec[k][j] = -1.0;
     if (torch && run_torch(torch, NULL, repeats, torch_sec) != 0)
         fprintf(stderr, "bench_rnn: %s did not run to the end\n", torch);
     if (torch && blas_dir && run_torch(torch, blas_dir, repeats, ob_sec) != 0)
         fprintf(stderr, "bench_rnn: %s with %s did not run to the end\n", torch, blas_dir);
-    printf("forward + backward through time, CPU ms of the best of %d runs (median); GFLOP/s "
-           "counts the gate products' multiply-adds only\n", 5 * repeats);
-    printf("| cell | in | H | T | B | calf ms | calf GFLOP/s | of peak | torch ms | of peak "
-           "| calf speedup | torch+OpenBLAS ms | of peak | calf speedup |\n");
+    printf("CPU us of the best of %d runs (median); GFLOP/s and %% of peak count the gate "
+           "products' multiply-adds only (x W_ih, h W_hh; backward three times that)\n",
+           5 * repeats);
+    printf("| cell | in | H | T | B | pass | calf us | calf GFLOP/s | of peak | torch us | calf "
+           "speedup | torch+OpenBLAS us | of peak | calf speedup |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < NSHAPES; k++) {
         const shape *s = &SHAPES[k];
-        double f = shape_flop(s);
-        printf("| %s | %d | %d | %d | %d | %.2f (%.2f) | %.1f | %.0f%% |",
-               s->kind == RNN_LSTM ? "LSTM" : "GRU", s->in, s->H, s->T, s->B, 1e3 * calf_best[k],
-               1e3 * calf_med[k], f / calf_best[k] / 1e9, 100 * f / calf_best[k] / peak);
-        const double *ts[2] = {torch_sec, ob_sec};
         for (int j = 0; j < 2; j++) {
-            if (ts[j][k] > 0)
-                printf(" %.1f | %.0f%% | %.1fx |", 1e3 * ts[j][k], 100 * f / ts[j][k] / peak,
-                       ts[j][k] / calf_best[k]);
+            double f = shape_flop(s) * (j ? 3 : 1);
+            printf("| %s | %d | %d | %d | %d | %s | %.1f (%.1f) | %.1f | %.0f%% |",
+                   s->kind == RNN_LSTM ? "LSTM" : "GRU", s->in, s->H, s->T, s->B,
+                   j ? "fwd+bwd" : "fwd", 1e6 * calf_best[k][j], 1e6 * calf_med[k][j],
+                   f / calf_best[k][j] / 1e9, 100 * f / calf_best[k][j] / peak);
+            if (torch_sec[k][j] > 0)
+                printf(" %.1f | %.1fx |", 1e6 * torch_sec[k][j], torch_sec[k][j] / calf_best[k][j]);
+            else
+                printf(" - | - |");
+            if (ob_sec[k][j] > 0)
+                printf(" %.1f | %.0f%% | %.1fx |", 1e6 * ob_sec[k][j], 100 * f / ob_sec[k][j] / peak,
+                       ob_sec[k][j] / calf_best[k][j]);
             else
                 printf(" - | - | - |");
+            printf("\n");
         }
-        printf("\n");
     }
     return 0;
 }
