@@ -202,6 +202,22 @@ parity PPOAlgorithm "$EX" "$WORK/rppo-gru" "${RECURRENT[@]}" \
     "create_environment.env_name = 'PendulumNoVel-v1'" "TrainerConfig.normalize_observations = True" \
     "ActorDistributionNetwork.lstm_hidden_size = 0" "ActorDistributionNetwork.gru_hidden_size = 6" \
     "ValueNetwork.lstm_hidden_size = 0" "ValueNetwork.gru_hidden_size = 5"
+if [ $CONV_OK = 1 ]; then
+    # conv -> fc -> LSTM -> head (CleanRL's ppo_atari_lstm shape, tiny) on Breakout's images
+    echo "== recurrent PPO (conv + LSTM) on MinAtar/Breakout-v1 from $EX"
+    parity PPOAlgorithm "$EX" "$WORK/rppo-conv" "${RECURRENT[@]}" \
+        "create_environment.env_name = 'MinAtar/Breakout-v1'" "TrainerConfig.normalize_observations = False" \
+        "ActorDistributionNetwork.conv_layer_params = ((4, 3, 1),)" "ActorDistributionNetwork.pre_fc_layer_params = (16,)" \
+        "ActorDistributionNetwork.lstm_hidden_size = 8" "ActorDistributionNetwork.fc_layer_params = ()" \
+        "ValueNetwork.conv_layer_params = ((4, 3, 1),)" "ValueNetwork.pre_fc_layer_params = (16,)" \
+        "ValueNetwork.lstm_hidden_size = 6" "ValueNetwork.fc_layer_params = (8,)"
+    expect_exit 0 "$CALF" play --root_dir "$WORK/rppo-conv/n1" --num_episodes 2
+    expect_in "$WORK/out" "average return over 2 episodes:"
+fi
+# pre_fc_layer_params without a core is refused, naming the line
+printf "include '%s'\nActorDistributionNetwork.lstm_hidden_size = 0\nActorDistributionNetwork.pre_fc_layer_params = (4,)\n" "$WORK/rppo-lstm/short.gin" >"$WORK/prefc.gin"
+expect_exit 2 "$CALF" train --quiet --root_dir "$WORK/prefc" --conf "$WORK/prefc.gin"
+expect_in "$WORK/err" "$WORK/prefc.gin:3: ActorDistributionNetwork.pre_fc_layer_params: fc layers before a recurrent core"
 # a recurrent policy plays (each episode's state from zero); export is refused by name
 expect_exit 0 "$CALF" play --root_dir "$WORK/rppo-lstm/n1" --num_episodes 3
 expect_in "$WORK/out" "average return over 3 episodes:"

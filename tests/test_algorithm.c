@@ -160,6 +160,8 @@ static void test_own_rows_by_name(void) {
         {"ActorDistributionNetwork.gru_hidden_size", CFG_PPO_ACTOR_GRU},
         {"ValueNetwork.lstm_hidden_size", CFG_PPO_VALUE_LSTM},
         {"ValueNetwork.gru_hidden_size", CFG_PPO_VALUE_GRU},
+        {"ActorDistributionNetwork.pre_fc_layer_params", CFG_PPO_ACTOR_PRE_FC},
+        {"ValueNetwork.pre_fc_layer_params", CFG_PPO_VALUE_PRE_FC},
         {"SacAlgorithm.target_update_tau", CFG_SAC_TAU},
         {"SacAlgorithm.target_update_period", CFG_SAC_TARGET_PERIOD},
         {"SacAlgorithm.initial_log_alpha", CFG_SAC_INITIAL_LOG_ALPHA},

@@ -1,9 +1,12 @@
 /* test_net.c: networks as layers (net.h). An fc-only spec is nn_mlp bit for bit (layout,
  * both inits, forward, the three backward modes); conv+fc networks' gradients against
  * finite differences of a double-precision reference; a row's bits alone, in a batch and
- * across row splits and tree adds; uint8 input. Each checker is also run on planted
- * mistakes (the ReLU's mask skipped, a flatten in PyTorch's NCHW order, ADD done as
- * accumulate, a row reading its neighbour, the byte scale left out) and must reject them. */
+ * across row splits and tree adds; uint8 input; recurrent cores (LSTM, GRU, after conv and
+ * fc layers) through time against finite differences, and stepped one row at a time
+ * against the sequence. Each checker is also run on planted mistakes (the ReLU's mask
+ * skipped, a flatten in PyTorch's NCHW order, ADD done as accumulate, a row reading its
+ * neighbour, the byte scale left out, a gate bias applied twice, a state not reset at an
+ * episode start) and must reject them. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -478,22 +481,208 @@ static void test_refusals(void) {
     net_spec core = net_spec_mlp(12, fc, 1, 2, NN_ACT_TANH);
     core.core = NET_LSTM;
     core.core_hidden = 8;
-    if (!net_layer_type_of(NET_LSTM)) {
-        CHECK_INT_EQ(net_layout(&n, &core, &cur, &err), CALF_EINVAL);
-        CHECK(strstr(err.msg, "LSTM") != NULL);
-    }
-    /* the table: every feed-forward row complete */
+    core.core_hidden = 2; /* rnn.h: at least 3 units */
+    CHECK_INT_EQ(net_layout(&n, &core, &cur, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "at least 3 units") != NULL);
+    /* the table: every row complete, a feed-forward or a sequence forward */
     for (int k = 0; k < NET_NUM_KINDS; k++) {
         const net_layer_type *t = net_layer_type_of((net_kind)k);
         if (!t) continue;
         CHECK(t->name && t->layout && t->state_size && t->init && t->init_fan_in && t->cache_init &&
-              t->cache_free && t->forward && t->backward);
+              t->cache_free && (t->forward != NULL) != (t->forward_seq != NULL) && t->backward);
     }
     net_spec s = conv_spec(6, 5, 3, 2, CONV_A, 0, NULL, 3, NN_ACT_TANH);
     cur = 0;
     CHECK_INT_EQ(net_layout(&n, &s, &cur, &err), CALF_OK);
     CHECK(net_as_mlp(&n) == NULL);
     CHECK(net_unexportable(&n) == NULL); /* calf export writes conv layers */
+}
+
+/* ------------------------------------------------------------ recurrent cores */
+
+/* conv -> fc -> core -> fc -> head (CleanRL's ppo_atari_lstm shape, small), or a flat
+ * input -> fc -> core -> fc -> head; RT steps of RB rows with episode starts. */
+enum { RT = 5, RB = 2 };
+static const net_conv_spec CONV_R[] = {{3, 2, 1, 0}};
+
+typedef struct rec_case {
+    net n;
+    size_t np;
+    float *p, *x, *s0, *w; /* params; (RT, RB, in); (RB, S); (RT * RB, out) */
+    uint8_t start[RT * RB];
+    net_cache c;
+} rec_case;
+
+static void rec_init(rec_case *r, net_kind core, bool conv, bool deferred) {
+    static const int pre[] = {6};
+    net_spec s = conv ? conv_spec(4, 4, 2, 1, CONV_R, 1, pre, 2, NN_ACT_TANH)
+                      : net_spec_mlp(5, pre, 1, 2, NN_ACT_RELU);
+    s.core = core;
+    s.core_hidden = 4;
+    s.num_post_fc = 1;
+    s.post_fc[0] = 5;
+    s.core_deferred = deferred;
+    calf_error err;
+    size_t cur = 0;
+    memset(r, 0, sizeof *r);
+    CHECK_INT_EQ(net_layout(&r->n, &s, &cur, &err), CALF_OK);
+    size_t ff_end = cur;
+    CHECK_INT_EQ(net_layout_core(&r->n, &cur, &err), CALF_OK);
+    const rnn_cell *cell = &r->n.layer[r->n.core].cell;
+    /* a deferred core lies after the rest; otherwise inside the network's span */
+    CHECK(deferred ? cell->offset == ff_end && r->n.num_params == ff_end
+                   : cell->offset + cell->num_params <= r->n.num_params);
+    CHECK_INT_EQ((int)r->n.state_size, (core == NET_LSTM ? 2 : 1) * 4);
+    r->np = cur;
+    size_t in = (size_t)r->n.in, S = r->n.state_size;
+    r->p = calloc(cur, sizeof(float));
+    r->x = malloc(RT * RB * in * sizeof(float));
+    r->s0 = malloc(RB * S * sizeof(float));
+    r->w = malloc(RT * RB * (size_t)r->n.out * sizeof(float));
+    CALF_ASSERT(r->p && r->x && r->s0 && r->w);
+    /* every parameter spread, biases too, so that each one matters (the forget gate's
+     * bias among them) */
+    fill(r->p, cur, -0.6f, 0.6f);
+    fill(r->x, RT * RB * in, -1.0f, 1.0f);
+    fill(r->s0, RB * S, -0.8f, 0.8f);
+    fill(r->w, RT * RB * (size_t)r->n.out, -1.0f, 1.0f);
+    static const uint8_t start[RT * RB] = {0, 1, 0, 0, 1, 0, 0, 1, 0, 0}; /* (t, b) */
+    memcpy(r->start, start, sizeof start);
+    CHECK_INT_EQ(net_cache_init_seq(&r->c, &r->n, RT, RB, &err), CALF_OK);
+}
+
+static void rec_free(rec_case *r) {
+    net_cache_free(&r->c);
+    free(r->p), free(r->x), free(r->s0), free(r->w);
+}
+
+/* sum of w * y over the sequence, in double */
+static double rec_loss(rec_case *r, const float *p, const uint8_t *start) {
+    float y[RT * RB * 8];
+    CALF_ASSERT(r->n.out <= 8);
+    net_forward_seq(&r->n, p, 0, r->x, start, r->s0, RT, RB, &r->c, y, NULL);
+    double L = 0;
+    for (int i = 0; i < RT * RB * r->n.out; i++) L += (double)r->w[i] * y[i];
+    return L;
+}
+
+/* The gradient of rec_loss by net_backward_set, from a forward at p with start. */
+static void rec_grad(rec_case *r, const float *p, const uint8_t *start, float *g) {
+    net_forward_seq(&r->n, p, 0, r->x, start, r->s0, RT, RB, &r->c, NULL, NULL);
+    net_backward_set(&r->n, p, &r->c, 0, RT * RB, r->w, g, NULL);
+}
+
+/* The largest disagreement of g with central differences of rec_loss (the true network:
+ * its starts, its parameters), each relative to max(1e-2, |fd|). */
+static double rec_mismatch(rec_case *r, const float *g) {
+    double worst = 0;
+    float *p = r->p;
+    for (size_t k = 0; k < r->np; k++) {
+        float keep = p[k], hi = keep + 2e-3f, lo = keep - 2e-3f;
+        p[k] = hi;
+        double up = rec_loss(r, p, r->start);
+        p[k] = lo;
+        double down = rec_loss(r, p, r->start);
+        p[k] = keep;
+        double fd = (up - down) / ((double)hi - (double)lo);
+        double e = fabs((double)g[k] - fd) / fmax(1e-2, fabs(fd));
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+/* The core's gradients through the net against finite differences, with two planted
+ * mistakes the same check must reject: the forget gate's bias applied twice (the forward
+ * the gradient came from read b_ih's f block doubled; an LSTM) or the update gate's (a
+ * GRU's z), and the state not reset at an episode start. Then the modes: ACC onto zeros
+ * and SET agree, ADD is grad + SET elementwise. */
+static void check_rec_gradient(net_kind core, bool conv) {
+    rec_case r;
+    rec_init(&r, core, conv, core == NET_GRU);
+    float *g = calloc(r.np, sizeof(float)), *g2 = calloc(r.np, sizeof(float));
+    float *q = malloc(r.np * sizeof(float));
+    CALF_ASSERT(g && g2 && q);
+    rec_grad(&r, r.p, r.start, g);
+    double e = rec_mismatch(&r, g);
+    CHECK(e <= 1e-2);
+    /* planted: a gate bias twice (H = 4: gate 1 is LSTM's f, GRU's z) */
+    const rnn_cell *cell = &r.n.layer[r.n.core].cell;
+    memcpy(q, r.p, r.np * sizeof(float));
+    for (int j = 0; j < 4; j++) q[cell->b_ih_off + 4 + (size_t)j] *= 2.0f;
+    rec_grad(&r, q, r.start, g2);
+    double e_bias = rec_mismatch(&r, g2);
+    CHECK(e_bias > 1e-2);
+    /* planted: no reset where an episode starts */
+    rec_grad(&r, r.p, NULL, g2);
+    double e_reset = rec_mismatch(&r, g2);
+    CHECK(e_reset > 1e-2);
+    /* the modes */
+    memset(g2, 0, r.np * sizeof(float));
+    net_forward_seq(&r.n, r.p, 0, r.x, r.start, r.s0, RT, RB, &r.c, NULL, NULL);
+    net_backward(&r.n, r.p, &r.c, 0, RT * RB, r.w, g2, NULL);
+    CHECK(same_bits(g, g2, r.np));
+    for (size_t k = 0; k < r.np; k++) q[k] = g2[k] = (float)k * 0.0625f;
+    net_forward_seq(&r.n, r.p, 0, r.x, r.start, r.s0, RT, RB, &r.c, NULL, NULL);
+    net_backward_add(&r.n, r.p, &r.c, 0, RT * RB, r.w, g2, NULL);
+    bool add_ok = true;
+    for (size_t k = 0; k < r.np; k++) {
+        float want = q[k] + g[k];
+        add_ok &= memcmp(&want, &g2[k], sizeof want) == 0;
+    }
+    CHECK(add_ok);
+    printf("%s%s core: gradient within %.2g of finite differences (bound 1e-2); planted: gate "
+           "bias twice %.2g, no reset %.2g\n",
+           conv ? "conv + " : "", core == NET_LSTM ? "LSTM" : "GRU", e, e_bias, e_reset);
+    free(g), free(g2), free(q);
+    rec_free(&r);
+}
+
+/* Acting a step at a time (net_step, each row alone) gives the sequence's bits: every
+ * output and the final state. A stepper that ignores the episode starts is rejected. */
+static bool rec_steps_agree(rec_case *r, bool use_start) {
+    size_t in = (size_t)r->n.in, S = r->n.state_size, out = (size_t)r->n.out;
+    float y[RT * RB * 8], sT[RB * 8], st[8], ys[8];
+    CALF_ASSERT(S <= 8 && out <= 8);
+    net_forward_seq(&r->n, r->p, 0, r->x, r->start, r->s0, RT, RB, &r->c, y, sT);
+    net_cache one;
+    calf_error err;
+    CHECK_INT_EQ(net_cache_init(&one, &r->n, 1, &err), CALF_OK);
+    bool same = true;
+    for (int b = 0; b < RB; b++) {
+        memcpy(st, r->s0 + b * S, S * sizeof(float));
+        for (int t = 0; t < RT; t++) {
+            size_t i = (size_t)t * RB + (size_t)b;
+            net_step(&r->n, r->p, r->x + i * in, use_start ? &r->start[i] : NULL, 1, st, &one, ys);
+            same &= same_bits(ys, y + i * out, out);
+        }
+        same &= same_bits(st, sT + b * S, S);
+    }
+    net_cache_free(&one);
+    return same;
+}
+
+static void test_recurrent(void) {
+    check_rec_gradient(NET_LSTM, true);
+    check_rec_gradient(NET_GRU, false);
+    check_rec_gradient(NET_LSTM, false);
+    for (int k = 0; k < 2; k++) {
+        rec_case r;
+        rec_init(&r, k ? NET_GRU : NET_LSTM, k == 0, false);
+        CHECK(rec_steps_agree(&r, true));
+        CHECK(!rec_steps_agree(&r, false)); /* planted: no reset while acting */
+        /* net_state_reset zeroes the rows asked for, and only them */
+        size_t S = r.n.state_size;
+        uint8_t which[RB] = {0, 1};
+        float keep[8];
+        memcpy(keep, r.s0, S * sizeof(float));
+        net_state_reset(&r.n, r.s0, which, RB);
+        bool zero = true;
+        for (size_t j = 0; j < S; j++) zero &= r.s0[S + j] == 0.0f;
+        CHECK(zero && same_bits(keep, r.s0, S));
+        rec_free(&r);
+    }
+    /* the rows of the table whose layers keep state have a sequence forward and no other */
+    CHECK(net_layer_type_of(NET_LSTM)->forward_seq && !net_layer_type_of(NET_LSTM)->forward);
 }
 
 int main(void) {
@@ -503,5 +692,6 @@ int main(void) {
     test_rows();
     test_u8();
     test_refusals();
+    test_recurrent();
     return test_report("test_net");
 }

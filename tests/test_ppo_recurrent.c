@@ -34,19 +34,15 @@ static ppo_seq seq_of(const fixture *f, const uint8_t *start, const float *state
 }
 
 /* The loss the gradient is of: scale * sum over the steps of ppo_sample_loss's loss, the
- * cores run here with rnn_forward from state0 (resetting where start says), the MLPs on
- * their outputs. */
+ * networks (each a core, then its MLP) run here over the sequence from state0 (resetting
+ * where start says). */
 static double loss_of(fixture *f, const float *params) {
     ppo_model *md = &f->md;
     ppo_seq_work *w = &f->w;
-    int Ha = md->acore_h, Hv = md->vcore_h, hd = md->head_dim;
-    const float *sa = f->state0, *sv = f->state0 + ppo_core_state(&md->acore, Ha);
-    rnn_forward(&md->acore, params, &w->ra, f->obs, f->start, sa,
-                md->acore.kind == RNN_LSTM ? sa + Ha : NULL, T, 1, w->ya, NULL, NULL);
-    rnn_forward(&md->vcore, params, &w->rv, f->obs, f->start, sv,
-                md->vcore.kind == RNN_LSTM ? sv + Hv : NULL, T, 1, w->yv, NULL, NULL);
-    net_forward(&md->actor, params, w->ya, T, &w->ac, w->head);
-    net_forward(&md->value, params, w->yv, T, &w->vc, w->val);
+    int hd = md->head_dim;
+    const float *sa = f->state0, *sv = f->state0 + md->actor.state_size;
+    net_forward_seq(&md->actor, params, 0, f->obs, f->start, sa, T, 1, &w->ac, w->head, NULL);
+    net_forward_seq(&md->value, params, 0, f->obs, f->start, sv, T, 1, &w->vc, w->val, NULL);
     double L = 0;
     for (int j = 0; j < T; j++) {
         float logp, ent;
@@ -192,7 +188,7 @@ static bool replay_agrees(fixture *f, const uint8_t *rollout_start) {
     ppo_rec_act act;
     ppo_rec_state s;
     net_cache ac, vc;
-    CHECK_INT_EQ(ppo_rec_act_init(&act, md, 4, &err), CALF_OK);
+    CHECK_INT_EQ(ppo_rec_act_init(&act, md, &err), CALF_OK);
     CHECK_INT_EQ(ppo_rec_state_init(&s, md, 1, &err), CALF_OK);
     CHECK_INT_EQ(net_cache_init(&ac, &md->actor, 4, &err), CALF_OK);
     CHECK_INT_EQ(net_cache_init(&vc, &md->value, 4, &err), CALF_OK);
@@ -200,7 +196,7 @@ static bool replay_agrees(fixture *f, const uint8_t *rollout_start) {
     int hd = md->head_dim;
     float head[T * 3], val[T];
     for (int j = 0; j < T; j++)
-        ppo_rec_step(md, md->g.params, &act, &s, f->obs + j * OD, rollout_start + j, 1, &ac,
+        ppo_rec_step(md, md->g.params, &s, f->obs + j * OD, rollout_start + j, 1, &ac,
                      head + j * hd, &vc, val + j);
     double st[4] = {0};
     float *g = calloc(md->g.n, sizeof(float));

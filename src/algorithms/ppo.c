@@ -252,8 +252,7 @@ static ppo_params ppo_params_of(const calf_config *cfg) {
 static int recurrent_init(ppo *t, calf_error *err) {
     const ppo_model *md = &t->md;
     int n = t->count, T = t->T, od = md->obs_dim, ad = md->action_dim > 0 ? md->action_dim : 1;
-    int rows = n > EVAL_ROWS ? n : EVAL_ROWS;
-    int rc = ppo_rec_act_init(&t->ract, md, rows, err);
+    int rc = ppo_rec_act_init(&t->ract, md, err);
     if (rc || n == 0) return rc; /* acting only (calf play) */
     if ((rc = ppo_rec_state_init(&t->rstate, md, n, err)) ||
         (rc = ppo_seq_work_init(&t->seq, md, T, err)))
@@ -464,8 +463,8 @@ static void act_recurrent(ppo *t, int s, const float *x /* (count, obs_dim) */) 
             ppo_rec_state_get(&t->rstate, md, e, t->own->state0 + (size_t)e * sd);
     uint8_t *start = t->own->start + base;
     memcpy(start, t->next_start, (size_t)n);
-    ppo_rec_step(md, md->g.params, &t->ract, &t->rstate, x, start, n, &t->a_cache, t->head,
-                 &t->v_cache, t->own->val + base);
+    ppo_rec_step(md, md->g.params, &t->rstate, x, start, n, &t->a_cache, t->head, &t->v_cache,
+                 t->own->val + base);
 }
 
 /* Sample every env's action at step s and keep what the update needs of it. */
@@ -968,12 +967,12 @@ static void act_rows(algorithm *a, const float *obs, const uint8_t *mask, int ro
             obs_norm_apply(&t->onorm, x, b, t->eval_in);
             x = t->eval_in;
         }
-        if (md->acore_h) {
+        if (md->actor.state_size) {
             /* the rows' states, as greedy_reset started them and earlier calls left them */
             CALF_ASSERT(rows <= t->gstate.n);
             ppo_rec_state rs = ppo_rec_state_rows(&t->gstate, md, r0, b);
-            ppo_rec_step(md, md->g.params, &t->ract, &rs, x, NULL, b, &t->eval_cache,
-                         t->eval_head, NULL, NULL);
+            ppo_rec_step(md, md->g.params, &rs, x, NULL, b, &t->eval_cache, t->eval_head, NULL,
+                         NULL);
         } else {
             net_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
         }
@@ -1003,12 +1002,12 @@ static void ppo_sample(algorithm *a, const float *obs, const uint8_t *mask, int 
 /* A recurrent actor carries its core's state (h, and c for an LSTM) per greedy row. */
 static int ppo_greedy_memory(const algorithm *a) {
     const ppo_model *md = &((const ppo *)a)->md;
-    return ppo_core_state(&md->acore, md->acore_h);
+    return (int)md->actor.state_size;
 }
 
 static int ppo_greedy_reset(algorithm *a, int rows, calf_error *err) {
     ppo *t = (ppo *)a;
-    if (!t->md.acore_h) return CALF_OK;
+    if (!t->md.actor.state_size) return CALF_OK;
     if (rows > t->gstate.n) {
         ppo_rec_state_free(&t->gstate);
         int rc = ppo_rec_state_init(&t->gstate, &t->md, rows, err);
@@ -1025,12 +1024,14 @@ static int ppo_greedy_reset(algorithm *a, int rows, calf_error *err) {
 static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     const ppo *t = (const ppo *)a;
     const ppo_model *md = &t->md;
-    if (md->acore_h)
+    if (md->actor.state_size) {
+        const net_layer *core = &md->actor.layer[md->actor.core];
         return calf_error_set(err, CALF_EINVAL,
                               "calf export: a recurrent policy (ActorDistributionNetwork.%s = "
                               "%d) cannot be exported yet: the exported C has no per-row state",
-                              md->acore.kind == RNN_LSTM ? "lstm_hidden_size" : "gru_hidden_size",
-                              md->acore_h);
+                              core->kind == NET_LSTM ? "lstm_hidden_size" : "gru_hidden_size",
+                              core->out);
+    }
     int rc = export_c_net(x, "actor", &md->actor, md->g.params, err);
     if (rc) return rc;
     if (t->p.normalize_obs) obs_norm_export_c(&t->onorm, x, "obs_in");
@@ -1237,6 +1238,13 @@ static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                                       calf_config_origin(cfg, rows[k][j]),
                                       calf_binding_name(rows[k][j]), (long long)h);
         }
+        int pre = k ? CFG_PPO_VALUE_PRE_FC : CFG_PPO_ACTOR_PRE_FC;
+        if (lstm == 0 && gru == 0 && config_get(cfg, pre)->n > 0)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s: fc layers before a recurrent core, but the network has "
+                                  "none (set %s or %s)",
+                                  calf_config_origin(cfg, pre), calf_binding_name(pre),
+                                  calf_binding_name(rows[k][0]), calf_binding_name(rows[k][1]));
         /* ppo_recurrent.c's update reads one action per step and no mask */
         int row = lstm > 0 ? rows[k][0] : rows[k][1];
         if (k == 0 && (lstm > 0 || gru > 0) && (spec->action_mask || spec->num_action_dims > 0))

@@ -12,14 +12,45 @@
 #include "numerics/action_dist.h"
 #include "training/registry.h"
 
-/* What each network reads: the observation, or with a recurrent core (ppo_recurrent.h,
- * outside the net for now) the core's h, a flat vector of its width (so conv layers with
- * a core are refused, naming the conv row's line). */
-static void core_inputs(const calf_env_spec *spec, int a_core, int v_core, net_obs *a,
-                        net_obs *v) {
+/* The row ids of one network's settings. */
+typedef struct net_rows {
+    calf_binding_id conv, fc, act, lstm, gru, pre_fc;
+} net_rows;
+
+static const net_rows ACTOR_ROWS = {CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
+                                    CALF_CFG_ACTOR_ACTIVATION, CFG_PPO_ACTOR_LSTM,
+                                    CFG_PPO_ACTOR_GRU, CFG_PPO_ACTOR_PRE_FC};
+static const net_rows VALUE_ROWS = {CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS,
+                                    CALF_CFG_VALUE_ACTIVATION, CFG_PPO_VALUE_LSTM,
+                                    CFG_PPO_VALUE_GRU, CFG_PPO_VALUE_PRE_FC};
+
+/* One network's spec: net_config's (conv layers, fc layers, the head), and with a core
+ * the fc layers moved after it (fc_layer_params follow the core) and pre_fc_layer_params
+ * before it; the core deferred (ppo_model.h says why). */
+static int spec_of(const calf_config *cfg, const net_rows *r, const net_obs *obs, int out,
+                   net_spec *ns, calf_error *err) {
+    int rc = net_config_spec(cfg, r->conv, r->fc, r->act, obs, out, ns, err);
+    if (rc) return rc;
+    int lstm = (int)calf_config_int(cfg, r->lstm), gru = (int)calf_config_int(cfg, r->gru);
+    if (!lstm && !gru) return CALF_OK;
+    ns->core = lstm ? NET_LSTM : NET_GRU;
+    ns->core_hidden = lstm ? lstm : gru;
+    ns->core_deferred = true;
+    ns->num_post_fc = ns->num_fc;
+    memcpy(ns->post_fc, ns->fc, sizeof ns->fc);
+    const config_value *pre = config_get(cfg, r->pre_fc);
+    CALF_ASSERT(pre->n < NN_MAX_LAYERS);
+    ns->num_fc = pre->n;
+    for (int k = 0; k < pre->n; k++) ns->fc[k] = (int)pre->ti[k];
+    return CALF_OK;
+}
+
+static int specs_of(const calf_config *cfg, const calf_env_spec *spec, net_spec *as,
+                    net_spec *vs, calf_error *err) {
     net_obs obs = net_obs_of(spec);
-    *a = a_core ? (net_obs){.dim = a_core} : obs;
-    *v = v_core ? (net_obs){.dim = v_core} : obs;
+    int head = spec->num_actions > 0 ? spec->num_actions : spec->action_dim, rc;
+    if ((rc = spec_of(cfg, &ACTOR_ROWS, &obs, head, as, err))) return rc;
+    return spec_of(cfg, &VALUE_ROWS, &obs, 1, vs, err);
 }
 
 int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
@@ -33,44 +64,30 @@ int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *s
     md->action_ints = calf_env_action_ints(spec);
     md->masked = spec->action_mask != 0;
     md->head_dim = spec->num_actions > 0 ? spec->num_actions : spec->action_dim;
-    int a_lstm = (int)calf_config_int(cfg, CFG_PPO_ACTOR_LSTM);
-    int v_lstm = (int)calf_config_int(cfg, CFG_PPO_VALUE_LSTM);
-    md->acore_h = a_lstm ? a_lstm : (int)calf_config_int(cfg, CFG_PPO_ACTOR_GRU);
-    md->vcore_h = v_lstm ? v_lstm : (int)calf_config_int(cfg, CFG_PPO_VALUE_GRU);
-    net_obs aobs, vobs;
-    core_inputs(spec, md->acore_h, md->vcore_h, &aobs, &vobs);
     net_spec as, vs;
-    int rc;
-    if ((rc = net_config_spec(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
-                              CALF_CFG_ACTOR_ACTIVATION, &aobs, md->head_dim, &as, err)) ||
-        (rc = net_config_spec(cfg, CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS,
-                              CALF_CFG_VALUE_ACTIVATION, &vobs, 1, &vs, err)))
-        return rc;
     size_t cursor = 0;
-    if ((rc = net_layout(&md->actor, &as, &cursor, err)) ||
+    int rc;
+    if ((rc = specs_of(cfg, spec, &as, &vs, err)) ||
+        (rc = net_layout(&md->actor, &as, &cursor, err)) ||
         (rc = net_layout(&md->value, &vs, &cursor, err)))
         return rc;
     md->log_std_off = cursor;
     if (md->action_dim > 0) cursor += (size_t)md->action_dim;
-    if (md->acore_h)
-        rnn_layout(&md->acore, a_lstm ? RNN_LSTM : RNN_GRU, md->obs_dim, md->acore_h, &cursor);
-    if (md->vcore_h)
-        rnn_layout(&md->vcore, v_lstm ? RNN_LSTM : RNN_GRU, md->obs_dim, md->vcore_h, &cursor);
-    md->state_dim = ppo_core_state(&md->acore, md->acore_h) + ppo_core_state(&md->vcore, md->vcore_h);
+    if ((rc = net_layout_core(&md->actor, &cursor, err)) ||
+        (rc = net_layout_core(&md->value, &cursor, err)))
+        return rc;
+    md->state_dim = (int)(md->actor.state_size + md->value.state_size);
     return param_group_init(&md->g, "PRMS", cursor, true, opt, err);
 }
 
 int ppo_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
-    int a_core = (int)(calf_config_int(cfg, CFG_PPO_ACTOR_LSTM) + calf_config_int(cfg, CFG_PPO_ACTOR_GRU));
-    int v_core = (int)(calf_config_int(cfg, CFG_PPO_VALUE_LSTM) + calf_config_int(cfg, CFG_PPO_VALUE_GRU));
-    net_obs aobs, vobs;
-    core_inputs(spec, a_core, v_core, &aobs, &vobs);
-    int head = spec->num_actions > 0 ? spec->num_actions : spec->action_dim, rc;
-    if ((rc = net_config_check(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
-                               CALF_CFG_ACTOR_ACTIVATION, &aobs, head, err)))
+    net_spec as, vs;
+    net n;
+    size_t cursor = 0;
+    int rc;
+    if ((rc = specs_of(cfg, spec, &as, &vs, err)) || (rc = net_layout(&n, &as, &cursor, err)))
         return rc;
-    return net_config_check(cfg, CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS,
-                            CALF_CFG_VALUE_ACTIVATION, &vobs, 1, err);
+    return net_layout(&n, &vs, &cursor, err);
 }
 
 int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
@@ -81,8 +98,8 @@ int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, 
     if (rc == CALF_OK) rc = net_init(&md->value, md->g.params, sqrtf(2.0f), 1.0f, &rng, err);
     /* the cores after the networks (CleanRL's LSTM init: orthogonal, gain 1, biases 0),
      * so that a config without them draws what it always drew */
-    if (rc == CALF_OK && md->acore_h) rc = rnn_init(&md->acore, md->g.params, &rng, err);
-    if (rc == CALF_OK && md->vcore_h) rc = rnn_init(&md->vcore, md->g.params, &rng, err);
+    if (rc == CALF_OK) rc = net_init_core(&md->actor, md->g.params, &rng, err);
+    if (rc == CALF_OK) rc = net_init_core(&md->value, md->g.params, &rng, err);
     if (rc) return rc;
     for (int k = 0; k < md->action_dim; k++)
         md->g.params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);

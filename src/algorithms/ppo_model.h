@@ -17,7 +17,6 @@
 #include "numerics/net.h"
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
-#include "numerics/rnn.h"
 
 typedef struct ppo_model {
     int obs_dim;
@@ -32,14 +31,13 @@ typedef struct ppo_model {
     net actor, value;       /* separate networks, each from its own config rows */
     size_t log_std_off;     /* continuous: (action_dim) log-stds; unused when discrete */
     /* Recurrent cores (ActorDistributionNetwork.lstm_hidden_size or gru_hidden_size, and
-     * ValueNetwork's): an LSTM or GRU between the observation and the network, which then
-     * reads the core's h; laid out after the log-std, so that without cores every offset
-     * is a feed-forward config's. acore_h, vcore_h: their widths, 0 for none. (Outside
-     * net's layer table for now: its sequence entry points are still to come.) */
-    rnn_cell acore, vcore;
-    int acore_h, vcore_h;
-    int state_dim;          /* floats of one env's recurrent state: the actor core's h (and
-                             * c), then the value core's; 0 without cores */
+     * ValueNetwork's): an LSTM or GRU layer in each net after its conv and pre_fc layers,
+     * before its fc layers (net.h); each core's parameters laid out after the log-std and
+     * drawn after both networks (net_layout_core, net_init_core), so that without cores
+     * every offset and draw is a feed-forward config's, and with them a config of the time
+     * cores were not layers yet keeps its bytes. */
+    int state_dim;          /* floats of one env's recurrent state: the actor's state row
+                             * (its core's h, and c), then the value's; 0 without cores */
     param_group g;          /* "PRMS": every parameter, the summed gradient of one update,
                              * Adam's moments, settings and step count (PPO steps it with
                              * param_group_step_slice, a slice per process when shared) */
@@ -54,10 +52,6 @@ int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *s
 /* algorithm_ops.check: whether the networks the config asks for can be built on spec's
  * observation (conv layers need an image), naming the line that asked. CALF_EINVAL. */
 int ppo_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err);
-/* The floats of one core's state per env: h, and c for an LSTM; 0 for no core. */
-static inline int ppo_core_state(const rnn_cell *cell, int hidden) {
-    return hidden == 0 ? 0 : cell->kind == RNN_LSTM ? 2 * hidden : hidden;
-}
 /* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config.
  * CALF_ENOMEM when the init's scratch cannot be allocated. */
 int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err);

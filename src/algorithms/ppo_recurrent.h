@@ -1,5 +1,5 @@
 /* ppo_recurrent.h: what PPO does differently when its networks have a recurrent core
- * (ppo_model.h's acore, vcore; CleanRL's ppo_atari_lstm, SB3-contrib's RecurrentPPO): each
+ * (net.h's LSTM or GRU layer; CleanRL's ppo_atari_lstm, SB3-contrib's RecurrentPPO): each
  * env's state carried through the rollout and zeroed where an episode starts, the values
  * computed while acting, and in the update one env's whole sequence recomputed from the
  * state its rollout started with, as that env's partial gradient. */
@@ -11,15 +11,14 @@
 
 #include "algorithms/ppo_model.h"
 #include "numerics/net.h"
-#include "numerics/rnn.h"
 
-/* One env's state as the checkpoint and the update see it: state_dim floats, the actor
- * core's h then c (LSTM), then the value core's h then c. While acting, the process keeps
- * every env's state by core and part, (envs, H) each, as the cells step them. */
+/* Every env's state: (n, state_size) rows of each network (net.h: its core's h, then c
+ * for an LSTM), the actor's and the value's apart, as their nets step them. One env's
+ * state_dim floats (the checkpoint's and the update's) are its actor row, then its value
+ * row. */
 typedef struct ppo_rec_state {
     int n;                 /* rows */
-    float *ha, *ca;        /* (n, acore_h) actor core's h and c (c NULL for a GRU or none) */
-    float *hv, *cv;        /* (n, vcore_h) value core's */
+    float *sa, *sv;        /* (n, actor.state_size), (n, value.state_size); NULL where 0 */
 } ppo_rec_state;
 
 int ppo_rec_state_init(ppo_rec_state *s, const ppo_model *md, int n, calf_error *err);
@@ -36,23 +35,19 @@ ppo_rec_state ppo_rec_state_rows(const ppo_rec_state *s, const ppo_model *md, in
 void ppo_rec_state_put(const ppo_rec_state *s, const ppo_model *md, int r, unsigned char *out);
 bool ppo_rec_state_load(ppo_rec_state *s, const ppo_model *md, int r, const unsigned char *in);
 
-/* Scratch of the acting steps: the cells' one-step caches for up to max_rows rows, and a
- * one-row state for looking ahead. */
+/* Scratch of the acting steps: a one-row state for looking ahead. */
 typedef struct ppo_rec_act {
-    int max_rows;
-    rnn_cache a_step, v_step;
     ppo_rec_state peek;    /* one row */
-    float *peek_x;         /* (obs_dim) */
 } ppo_rec_act;
 
-int ppo_rec_act_init(ppo_rec_act *w, const ppo_model *md, int max_rows, calf_error *err);
+int ppo_rec_act_init(ppo_rec_act *w, const ppo_model *md, calf_error *err);
 void ppo_rec_act_free(ppo_rec_act *w);
 
-/* One step of n <= max_rows envs: rows whose start is set are zeroed first, then each
- * core steps on its row of x (rnn_step: the bits of rnn_forward's step); the actor's
- * output rows into head (n, head_dim) through ac, and, when val is not NULL, the values
- * into val (n) through vc. x is what the networks read (normalized when configured). */
-void ppo_rec_step(const ppo_model *md, const float *params, ppo_rec_act *w, ppo_rec_state *s,
+/* One step of n envs (net_step: the bits of net_forward_seq's step): rows whose start is
+ * set are zeroed first; the actor's output rows into head (n, head_dim) through ac, and,
+ * when val is not NULL, the values into val (n) through vc. x is what the networks read
+ * (normalized when configured). ac and vc hold n rows. */
+void ppo_rec_step(const ppo_model *md, const float *params, ppo_rec_state *s,
                   const float *x,         /* (n, obs_dim) */
                   const uint8_t *start,   /* (n), or NULL: no episode starts */
                   int n, net_cache *ac, float *head, net_cache *vc, float *val);
@@ -79,10 +74,7 @@ typedef struct ppo_seq {
 
 typedef struct ppo_seq_work {
     int max_T;
-    rnn_cache ra, rv;       /* the cores' forward over one sequence (B = 1) */
-    net_cache ac, vc;       /* the networks over its T rows */
-    float *ya, *yv;         /* (T, H) the cores' outputs */
-    float *dya, *dyv;       /* (T, H) their gradients from the networks */
+    net_cache ac, vc;       /* the networks over one sequence (T steps of 1 row) */
     float *head, *dhead;    /* (T, head_dim) */
     float *val, *dval;      /* (T) */
     float *dlogstd;         /* (T, action_dim) */
@@ -96,10 +88,9 @@ typedef struct ppo_seq_weights {
     float scale;             /* 1 / samples in the minibatch */
 } ppo_seq_weights;
 
-/* The env's partial gradient: the cores forward over the sequence from state0 (resetting
- * where start says), the networks on their outputs, each sample's loss (ppo_sample_loss), and
- * back: the networks' rows, then the cores through time (rnn_backward), the log-std's rows
- * summed in order. Written over every parameter of the model (add false: grad = partial,
+/* The env's partial gradient: the networks forward over the sequence from state0
+ * (net_forward_seq, resetting where start says), each sample's loss (ppo_sample_loss), and
+ * back through time (net_backward_set / _add), the log-std's rows summed in order. Written over every parameter of the model (add false: grad = partial,
  * the padding untouched) or added to what grad holds (true: grad + partial, the tree's
  * left sibling), as net_backward_set and _add. stats[0..3] += the samples' pg loss, td
  * loss, entropy and clip indicator. version: net_forward_v's for params. */

@@ -1,6 +1,6 @@
 /* net.c: networks as layers (net.h): the table of layer types (conv2d + ReLU, the MLP
  * block; the recurrent rows are net_rnn.c's), building a network from a spec, and the
- * forward and backward that walk its layers. */
+ * forward (rows, or sequences through a core) and backward that walk its layers. */
 #include "numerics/net.h"
 
 #include <math.h>
@@ -47,9 +47,9 @@ static void conv_init_fan_in(const net_layer *l, float *params, calf_rng *rng) {
         params[c->b_off + (size_t)k] = (float)calf_rng_uniform_range(rng, -b, b);
 }
 
-static int conv_cache_init(net_layer_cache *c, const net_layer *l, int max_rows,
+static int conv_cache_init(net_layer_cache *c, const net_layer *l, int max_T, int max_B,
                            calf_error *err) {
-    return conv2d_cache_init(&c->conv, &l->conv, max_rows, err);
+    return conv2d_cache_init(&c->conv, &l->conv, max_T * max_B, err);
 }
 
 static void conv_cache_free(net_layer_cache *c) { conv2d_cache_free(&c->conv); }
@@ -124,9 +124,9 @@ static void mlp_init_fan_in(const net_layer *l, float *params, calf_rng *rng) {
     }
 }
 
-static int mlp_cache_init(net_layer_cache *c, const net_layer *l, int max_rows,
+static int mlp_cache_init(net_layer_cache *c, const net_layer *l, int max_T, int max_B,
                           calf_error *err) {
-    return nn_cache_init(&c->mlp, &l->mlp, max_rows, err);
+    return nn_cache_init(&c->mlp, &l->mlp, max_T * max_B, err);
 }
 
 static void mlp_cache_free(net_layer_cache *c) { nn_cache_free(&c->mlp); }
@@ -175,12 +175,12 @@ static const net_layer_type mlp_type = {
     .export_c = "export_c_mlp",
 };
 
-/* One row per net_kind. NET_LSTM and NET_GRU: net_rnn.c's rows go here. */
+/* One row per net_kind. */
 static const net_layer_type *const net_layer_types[NET_NUM_KINDS] = {
     [NET_CONV2D] = &conv_type,
     [NET_MLP] = &mlp_type,
-    [NET_LSTM] = NULL,
-    [NET_GRU] = NULL,
+    [NET_LSTM] = &net_lstm_type,
+    [NET_GRU] = &net_gru_type,
 };
 
 const net_layer_type *net_layer_type_of(net_kind k) {
@@ -217,6 +217,7 @@ static void mlp_shape(net_layer *l, int in, const int *hidden, int nh, int out,
 
 int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err) {
     memset(n, 0, sizeof *n);
+    n->core = -1;
     if (spec->num_conv < 0 || spec->num_conv > NET_MAX_CONV || spec->num_fc < 0 ||
         spec->num_fc >= NN_MAX_LAYERS || spec->num_post_fc < 0 ||
         spec->num_post_fc >= NN_MAX_LAYERS || spec->in_dim <= 0 || spec->out <= 0)
@@ -273,7 +274,12 @@ int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err) {
         l->kind = spec->core;
         l->in = width;
         l->out = spec->core_hidden;
-        int rc = type_of(l)->layout(l, spec, n->num_layers, cursor, err);
+        n->core = n->num_layers;
+        n->core_deferred = spec->core_deferred;
+        /* a deferred core's offsets are net_layout_core's; its shape is checked now */
+        size_t at = 0;
+        int rc = type_of(l)->layout(l, spec, n->num_layers, spec->core_deferred ? &at : cursor,
+                                    err);
         if (rc) return rc;
         n->state_size += type_of(l)->state_size(l);
         width = l->out;
@@ -289,13 +295,26 @@ int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err) {
     return CALF_OK;
 }
 
+int net_layout_core(net *n, size_t *cursor, calf_error *err) {
+    if (n->core < 0 || !n->core_deferred) return CALF_OK;
+    net_layer *l = &n->layer[n->core];
+    return type_of(l)->layout(l, NULL, n->core, cursor, err);
+}
+
 int net_init(const net *n, float *params, float hidden_gain, float out_gain, calf_rng *rng,
              calf_error *err) {
     for (int k = 0; k < n->num_layers; k++) {
+        if (k == n->core && n->core_deferred) continue; /* net_init_core's */
         int rc = type_of(&n->layer[k])->init(&n->layer[k], params, hidden_gain, out_gain, rng, err);
         if (rc) return rc;
     }
     return CALF_OK;
+}
+
+int net_init_core(const net *n, float *params, calf_rng *rng, calf_error *err) {
+    if (n->core < 0 || !n->core_deferred) return CALF_OK;
+    const net_layer *l = &n->layer[n->core];
+    return type_of(l)->init(l, params, 1.0f, 1.0f, rng, err);
 }
 
 void net_init_fan_in(const net *n, float *params, calf_rng *rng) {
@@ -306,17 +325,23 @@ void net_init_fan_in(const net *n, float *params, calf_rng *rng) {
 /* ---------------------------------------------------------------- cache */
 
 int net_cache_init(net_cache *c, const net *n, int max_rows, calf_error *err) {
-    CALF_ASSERT(max_rows > 0);
+    return net_cache_init_seq(c, n, 1, max_rows, err);
+}
+
+int net_cache_init_seq(net_cache *c, const net *n, int max_T, int max_B, calf_error *err) {
+    CALF_ASSERT(max_T > 0 && max_B > 0);
     memset(c, 0, sizeof *c);
-    c->max_rows = max_rows;
-    size_t R = (size_t)max_rows, widest = (size_t)n->in, conv_params = 0;
+    c->max_rows = max_T * max_B;
+    c->max_T = max_T;
+    c->max_B = max_B;
+    size_t R = (size_t)c->max_rows, widest = (size_t)n->in, conv_params = 0;
     int rc = CALF_OK;
     for (int k = 0; k < n->num_layers && rc == CALF_OK; k++) {
         const net_layer *l = &n->layer[k];
         if ((size_t)l->out > widest) widest = (size_t)l->out;
         if (l->kind == NET_CONV2D && l->conv.num_params > conv_params)
             conv_params = l->conv.num_params;
-        rc = type_of(l)->cache_init(&c->lc[k], l, max_rows, err);
+        rc = type_of(l)->cache_init(&c->lc[k], l, max_T, max_B, err);
         if (rc == CALF_OK && k + 1 < n->num_layers &&
             !(c->out[k] = nn_alloc_floats(R * (size_t)l->out, err)))
             rc = CALF_ENOMEM;
@@ -341,6 +366,7 @@ void net_cache_free(net_cache *c) {
         nn_cache_free(&c->lc[k].mlp);
         conv2d_cache_free(&c->lc[k].conv);
         rnn_cache_free(&c->lc[k].rnn);
+        free(c->lc[k].st);
         free(c->out[k]);
     }
     free(c->in), free(c->d[0]), free(c->d[1]), free(c->gsum);
@@ -349,31 +375,66 @@ void net_cache_free(net_cache *c) {
 
 /* ---------------------------------------------------------------- forward */
 
-/* The layers on x, already floats the first layer reads. */
-static void run(const net *n, const float *params, uint64_t version, const float *x, int B,
+/* The layers on x (T steps of B rows; feed-forward layers see T * B rows), already floats
+ * the first layer reads; recurrent layers read and write their part of each row's state. */
+static void run(const net *n, const float *params, uint64_t version, const float *x,
+                const uint8_t *start, const float *state0, float *stateT, int T, int B,
                 net_cache *c, float *y) {
-    CALF_ASSERT(B >= 0 && B <= c->max_rows);
+    int R = T * B;
+    CALF_ASSERT(T >= 1 && B >= 0 && R <= c->max_rows);
+    CALF_ASSERT(n->state_size == 0 || (T <= c->max_T && B <= c->max_B));
     const float *in = x;
+    size_t at = 0; /* this layer's part of a row's state */
     for (int k = 0; k < n->num_layers; k++) {
         const net_layer *l = &n->layer[k];
+        const net_layer_type *t = type_of(l);
         /* the head may write nowhere: its output stays in its cache (net_output) */
         float *out = k + 1 < n->num_layers ? c->out[k] : y;
-        type_of(l)->forward(l, params, version, in, B, &c->lc[k], out);
+        if (t->forward_seq) {
+            t->forward_seq(l, params, in, start, state0 ? state0 + at : NULL,
+                           stateT ? stateT + at : NULL, n->state_size, T, B, &c->lc[k], out);
+            at += t->state_size(l);
+        } else {
+            t->forward(l, params, version, in, R, &c->lc[k], out);
+        }
         in = out;
     }
-    c->rows = B;
+    c->rows = R;
     c->params = params;
+}
+
+/* x as the first layer reads it: floats holding byte values (evaluation, play) scaled as
+ * bytes are, into c->in */
+static const float *scaled_in(const net *n, const float *x, int rows, net_cache *c) {
+    if (!n->in_u8) return x;
+    CALF_ASSERT(rows <= c->max_rows);
+    size_t m = (size_t)rows * (size_t)n->in;
+    for (size_t i = 0; i < m; i++) c->in[i] = x[i] * n->in_scale;
+    return c->in;
 }
 
 void net_forward_v(const net *n, const float *params, uint64_t version, const float *x, int B,
                    net_cache *c, float *y) {
-    if (n->in_u8) { /* floats holding byte values (evaluation, play): scaled as bytes are */
-        CALF_ASSERT(B <= c->max_rows);
-        size_t m = (size_t)B * (size_t)n->in;
-        for (size_t i = 0; i < m; i++) c->in[i] = x[i] * n->in_scale;
-        x = c->in;
-    }
-    run(n, params, version, x, B, c, y);
+    CALF_ASSERT(n->state_size == 0); /* a core steps through net_forward_seq / net_step */
+    run(n, params, version, scaled_in(n, x, B, c), NULL, NULL, NULL, 1, B, c, y);
+}
+
+void net_forward_seq(const net *n, const float *params, uint64_t version, const float *x,
+                     const uint8_t *start, const float *state0, int T, int B, net_cache *c,
+                     float *y, float *stateT) {
+    run(n, params, version, scaled_in(n, x, T * B, c), start, state0, stateT, T, B, c, y);
+}
+
+void net_step(const net *n, const float *params, const float *x, const uint8_t *start, int B,
+              float *state, net_cache *c, float *y) {
+    run(n, params, 0, scaled_in(n, x, B, c), start, state, state, 1, B, c, y);
+}
+
+void net_state_reset(const net *n, float *state, const uint8_t *start, int B) {
+    size_t S = n->state_size;
+    if (S == 0) return;
+    for (int b = 0; b < B; b++)
+        if (!start || start[b]) memset(state + (size_t)b * S, 0, S * sizeof *state);
 }
 
 void net_forward(const net *n, const float *params, const float *x, int B, net_cache *c,
@@ -386,7 +447,8 @@ void net_forward_u8_v(const net *n, const float *params, uint64_t version, const
     CALF_ASSERT(n->in_u8 && B <= c->max_rows);
     size_t m = (size_t)B * (size_t)n->in;
     for (size_t i = 0; i < m; i++) c->in[i] = (float)x[i] * n->in_scale;
-    run(n, params, version, c->in, B, c, y);
+    CALF_ASSERT(n->state_size == 0);
+    run(n, params, version, c->in, NULL, NULL, NULL, 1, B, c, y);
 }
 
 const float *net_output(const net *n, const net_cache *c) {

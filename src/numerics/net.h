@@ -25,6 +25,13 @@
  *   layer but the last); a block before a recurrent core also activates its last layer
  *   (backward: nn_activation_backward, then the MLP's).
  * - Flatten is a no-op (conv2d.h: NHWC output rows are already the fc's input rows).
+ * - A recurrent core (net_rnn.c's rows) is rnn.h's cell, its order rnn.h's, over T steps
+ *   of B rows stored time-major (row t*B + b); the layers before and after it run on all
+ *   T*B rows as feed-forward rows do. A row's state is the core's h, then its c (LSTM),
+ *   state_size floats; a row whose episode starts at step t has its state zeroed before
+ *   that step, and its gradient stops there (rnn.h). A single acting step (net_step) is
+ *   the sequence's step with T = 1: the same bits as step t of a longer sequence given the
+ *   state that step read.
  * - Gradients: each layer's dW/db chains run over the rows passed, ascending, as its
  *   header says. The three modes: ACCUMULATE continues each chain from grad's value
  *   (nn_mlp_backward, conv2d_backward); SET writes what accumulating onto +0 gives;
@@ -41,8 +48,8 @@
 typedef enum {
     NET_CONV2D, /* conv2d.h + ReLU */
     NET_MLP,    /* nn.h's MLP: fc layers and (last block) the linear head */
-    NET_LSTM,   /* recurrent cores (rnn.h): rows in net_rnn.c, helper rppo's; until then */
-    NET_GRU,    /* a spec asking for one is refused by net_layout */
+    NET_LSTM,   /* recurrent cores (rnn.h): their rows are net_rnn.c's */
+    NET_GRU,
     NET_NUM_KINDS
 } net_kind;
 
@@ -64,6 +71,10 @@ typedef struct net_spec {
     nn_activation act;            /* the fc layers' activation (the convs' is ReLU) */
     net_kind core;                /* NET_LSTM or NET_GRU with core_hidden > 0; else none */
     int core_hidden;              /* the core's state width H (0: no core) */
+    bool core_deferred;           /* the core's parameters are laid out by net_layout_core and
+                                     drawn by net_init_core, after whatever the caller lays
+                                     out between (PPO: after both networks and the log-std,
+                                     where its cores lay before they were layers) */
     int num_post_fc;              /* fc layers after the core */
     int post_fc[NN_MAX_LAYERS - 1];
     int out;                      /* the linear head's width */
@@ -88,7 +99,9 @@ typedef struct net {
     float in_scale;
     nn_activation act;
     size_t state_size;    /* recurrent floats per row (sum of the layers'); 0: feed-forward */
-    size_t offset;        /* this network's span [offset, offset + num_params) */
+    int core;             /* the recurrent layer's index, or -1 */
+    bool core_deferred;   /* its span is net_layout_core's, outside [offset, + num_params) */
+    size_t offset;        /* the span net_layout laid out: [offset, offset + num_params) */
     size_t num_params;    /* includes alignment padding (always zero) */
 } net;
 
@@ -97,11 +110,14 @@ typedef struct net_layer_cache {
     nn_cache mlp;
     conv2d_cache conv;
     rnn_cache rnn;
+    float *st;            /* recurrent: (4, max_B, H) the rows' h0, c0, hT, cT gathered */
 } net_layer_cache;
 
 /* Activations of the last forward (kept for backward) and scratch. */
 typedef struct net_cache {
-    int max_rows;                     /* capacity */
+    int max_rows;                     /* capacity: max_T * max_B rows */
+    int max_T, max_B;                 /* a recurrent network's sequences (1 x max_rows
+                                         for net_cache_init) */
     int rows;                         /* rows of the last forward; 0 before any */
     const float *params;              /* params of the last forward */
     float *in;                        /* (max_rows, in): uint8 input as floats */
@@ -131,26 +147,38 @@ typedef struct net_layer_type {
     /* PyTorch's default init (uniform in +-1/sqrt(fan_in), weights then biases, each
      * layer in storage order): the replay algorithms' (SAC, TD3, DDPG, DQN). */
     void (*init_fan_in)(const net_layer *l, float *params, calf_rng *rng);
-    int (*cache_init)(net_layer_cache *c, const net_layer *l, int max_rows, calf_error *err);
+    /* Room for max_T steps of max_B rows (a feed-forward layer: max_T * max_B rows). */
+    int (*cache_init)(net_layer_cache *c, const net_layer *l, int max_T, int max_B,
+                      calf_error *err);
     void (*cache_free)(net_layer_cache *c);
-    /* Feed-forward rows: y = layer(x) for B rows, activation included. */
+    /* Feed-forward rows: y = layer(x) for B rows, activation included (NULL for a
+     * recurrent row, which forward_seq runs). */
     void (*forward)(const net_layer *l, const float *params, uint64_t version,
                     const float *x, int B, net_layer_cache *c, float *y);
     /* Rows [rb, rb + rn) of the last forward: dW/db into grad by mode (grad may be
      * NULL), dx written when not NULL. y is the layer's output of that forward (for the
-     * activation's derivative); dy may be overwritten. scratch: gsum of net_cache. */
+     * activation's derivative); dy may be overwritten. scratch: gsum of net_cache. A
+     * recurrent row takes all the rows of its last forward_seq (backward through time). */
     void (*backward)(const net_layer *l, const float *params, net_layer_cache *c, int rb,
                      int rn, const float *y, float *dy, float *grad, net_grad_mode mode,
                      float *dx, float *scratch);
     /* Export: what `calf export` writes for this layer; NULL: not exportable yet (export
      * refuses the network naming the layer type). */
     const char *export_c;
-    /* Recurrent layers (state_size > 0) also step over (T, B) sequences with an h0/c0
-     * per row and uint8 episode_start[t][b] (rnn.h's kernels): net_rnn.c adds those
-     * entry points for its rows; forward/backward above serve feed-forward rows only. */
+    /* Recurrent rows (state_size > 0; NULL for feed-forward ones): T steps of B rows,
+     * x (T, B, in) and y (T, B, out) time-major, each row's state read from state0 (row
+     * b at state0 + b * stride: this layer's part; NULL: zero) and, when stateT is not
+     * NULL, the state after the last step written there (it may alias state0); a row
+     * with start[t * B + b] set (start may be NULL) is zeroed before step t. */
+    void (*forward_seq)(const net_layer *l, const float *params, const float *x,
+                        const uint8_t *start, const float *state0, float *stateT,
+                        size_t stride, int T, int B, net_layer_cache *c, float *y);
 } net_layer_type;
 
-/* The row of kind k (NULL for a recurrent kind until net_rnn.c provides it). */
+/* The rows of the recurrent kinds, defined in net_rnn.c. */
+extern const net_layer_type net_lstm_type, net_gru_type;
+
+/* The row of kind k. */
 const net_layer_type *net_layer_type_of(net_kind k);
 
 /* Lay out the network spec asks for at *cursor and advance it: conv layers (each
@@ -161,6 +189,10 @@ const net_layer_type *net_layer_type_of(net_kind k);
  * fc-only spec is nn_mlp_layout's layout exactly. */
 int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err);
 
+/* Lay out the core of a network whose spec had core_deferred at *cursor and advance it
+ * (nothing for a network without one). */
+int net_layout_core(net *n, size_t *cursor, calf_error *err);
+
 /* A spec from an MLP's arguments (nn_mlp_layout's), for fc-only callers and tests. */
 net_spec net_spec_mlp(int in, const int *hidden, int num_hidden, int out, nn_activation act);
 
@@ -169,6 +201,10 @@ net_spec net_spec_mlp(int in, const int *hidden, int num_hidden, int out, nn_act
  * biases 0; layer by layer from rng. fc-only: nn_mlp_init's draws exactly. */
 int net_init(const net *n, float *params, float hidden_gain, float out_gain, calf_rng *rng,
              calf_error *err);
+/* A deferred core's init (rnn_init: CleanRL's ppo_atari_lstm, orthogonal with gain 1,
+ * biases 0), which net_init leaves out; nothing for a network without one. A core laid
+ * out with the rest is drawn by net_init in its place among the layers. */
+int net_init_core(const net *n, float *params, calf_rng *rng, calf_error *err);
 /* PyTorch's default init (the replay algorithms'): every layer uniform in +-1/sqrt(fan_in),
  * fan_in = in (fc) or k*k*C (conv), weights in storage order then biases, layer by layer.
  * fc-only: an nn_mlp's layers in turn, each its weights (in, out) row-major, then its
@@ -178,13 +214,16 @@ void net_init_fan_in(const net *n, float *params, calf_rng *rng);
 /* Allocate for up to max_rows rows: CALF_ENOMEM when memory runs out (net_cache_free
  * frees what was made). net_cache_free(NULL) is safe. */
 int net_cache_init(net_cache *c, const net *n, int max_rows, calf_error *err);
+/* The same for sequences of up to max_T steps of max_B rows (net_forward_seq). */
+int net_cache_init_seq(net_cache *c, const net *n, int max_T, int max_B, calf_error *err);
 void net_cache_free(net_cache *c);
 
 /* y = net(x) for B <= c->max_rows rows; keeps what backward needs in c. y may be NULL
  * (net_output reads it). version: as nn_mlp_forward_v (nonzero and equal to the last
  * forward's, with the same params: the values did not change); 0 always recomputes.
  * A network with in_u8 takes floats holding byte values here (evaluation, play) and
- * scales them as net_forward_u8_v scales bytes: the same bits. */
+ * scales them as net_forward_u8_v scales bytes: the same bits. A network with a
+ * recurrent core goes through net_forward_seq or net_step instead. */
 void net_forward_v(const net *n, const float *params, uint64_t version,
                    const float *x, /* (B, in) */
                    int B, net_cache *c,
@@ -196,6 +235,31 @@ void net_forward_u8_v(const net *n, const float *params, uint64_t version,
                       const uint8_t *x, /* (B, in) */
                       int B, net_cache *c,
                       float *y);        /* (B, out) */
+/* A network with a recurrent core over T steps of B rows (T * B <= c->max_rows, T <=
+ * c->max_T, B <= c->max_B), time-major: row b of step t is row t * B + b of x and y.
+ * state0: (B, state_size) each row's state before step 0 (NULL: zero); stateT: (B,
+ * state_size) written with the state after step T-1 when not NULL (it may be state0).
+ * start: (T, B) 1 where a row's episode starts (its state zeroed before that step), or
+ * NULL. net_backward and its modes then take rows [0, T * B) and go back through time. A
+ * feed-forward network takes this too (state ignored): the bits of net_forward_v. */
+void net_forward_seq(const net *n, const float *params, uint64_t version,
+                     const float *x,        /* (T, B, in) */
+                     const uint8_t *start,  /* (T, B) */
+                     const float *state0,   /* (B, state_size) */
+                     int T, int B, net_cache *c,
+                     float *y,              /* (T, B, out), or NULL */
+                     float *stateT);        /* (B, state_size), or NULL */
+/* One acting step of B rows: each row's state read from and written back to state
+ * (B, state_size), zeroed first where start (B) is set: net_forward_seq with T = 1. */
+void net_step(const net *n, const float *params, const float *x, /* (B, in) */
+              const uint8_t *start, /* (B), or NULL */
+              int B, float *state,  /* (B, state_size) */
+              net_cache *c, float *y /* (B, out) */);
+/* Zero the state of the rows whose start (B) is set, or of every row when start is NULL:
+ * what a reset at an episode's start does. */
+void net_state_reset(const net *n, float *state, /* (B, state_size) */ const uint8_t *start,
+                     int B);
+
 /* The last forward's output, (c->rows, out). */
 const float *net_output(const net *n, const net_cache *c);
 

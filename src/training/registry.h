@@ -117,8 +117,9 @@
       NULL, 0, CALF_NO_FALLBACK, "normalise advantages over each iteration's whole batch")      \
     X(PPO_ACTOR_LSTM, "ActorDistributionNetwork.lstm_hidden_size", CALF_CFG_INT, "0", 0, 1024, 0, \
       NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                           \
-      "PPO: an LSTM of this many units between the observation and the policy's fc layers "     \
-      "(0: none; a recurrent policy, its state carried per env and reset at episode starts)")  \
+      "PPO: an LSTM of this many units between the observation (after any conv and pre_fc "    \
+      "layers) and the policy's fc layers (0: none; a recurrent policy, its state carried per " \
+      "env and reset at episode starts)")                                                       \
     X(PPO_ACTOR_GRU, "ActorDistributionNetwork.gru_hidden_size", CALF_CFG_INT, "0", 0, 1024, 0,   \
       NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                           \
       "PPO: a GRU of this many units there instead (0: none; not with lstm_hidden_size)")       \
@@ -128,7 +129,16 @@
       "(0: none)")                                                                               \
     X(PPO_VALUE_GRU, "ValueNetwork.gru_hidden_size", CALF_CFG_INT, "0", 0, 1024, 0, NULL,         \
       CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                 \
-      "PPO: a GRU of this many units there instead (0: none; not with lstm_hidden_size)")
+      "PPO: a GRU of this many units there instead (0: none; not with lstm_hidden_size)")       \
+    X(PPO_ACTOR_PRE_FC, "ActorDistributionNetwork.pre_fc_layer_params", CALF_CFG_INT_TUPLE, "()", \
+      1, 1024, -7, NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                              \
+      "PPO with a recurrent core: fc layers between the observation (or the conv layers) and "   \
+      "the core, activated like fc_layer_params, which follow the core (ALF's "                 \
+      "LSTMEncodingNetwork name; CleanRL's ppo_atari_lstm: conv, (512,), an LSTM, the heads)")  \
+    X(PPO_VALUE_PRE_FC, "ValueNetwork.pre_fc_layer_params", CALF_CFG_INT_TUPLE, "()", 1, 1024,   \
+      -7, NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                       \
+      "PPO with a recurrent core: fc layers between the observation (or the conv layers) and "   \
+      "the value core")
 
 #define SAC_BINDINGS(X)                                                                          \
     X(SAC_TAU, "SacAlgorithm.target_update_tau", CALF_CFG_FLOAT, "0.05", 0, 1, 0, NULL, 0,        \
