@@ -2,7 +2,9 @@
  * DQN's replay and its checkpoint records) and read back as the floats they were, so a
  * byte env trains to the same bits as the same env declared float: MinAtar's Breakout
  * against a float twin, PPO on 1 and 2 processes (the rollout then in shared memory),
- * with and without observation normalization, and DQN; the checkpoints compared. */
+ * with and without observation normalization, recurrent PPO likewise (cut by a time
+ * limit, so truncated steps' look-aheads read bytes too), and DQN; the checkpoints
+ * compared. */
 #include <stdint.h>
 
 #include "calf/env.h"
@@ -11,8 +13,10 @@
 #include "test_files.h"
 #include "test_util.h"
 
-/* MinAtar/Breakout-v1 with a float observation space: the same class otherwise. */
-static calf_env_class float_twin;
+/* MinAtar/Breakout-v1 with a float observation space: the same class otherwise; and
+ * both cut at 9 steps (a time limit: truncated episodes, whose final observations a
+ * recurrent value looks ahead at). */
+static calf_env_class float_twin, u8_cut, float_cut;
 
 /* The checkpoint's payload (caller frees), or NULL with a message. */
 static unsigned char *payload_of(const char *ckpt, size_t *n) {
@@ -86,6 +90,44 @@ static void test_ppo(const char *root) {
         }
 }
 
+/* Recurrent PPO (an LSTM actor, a GRU value): its rollout keeps bytes too, and the
+ * look-ahead values of truncated and last steps read them back; on 1 and 2 processes,
+ * with and without normalization, against the float twin, both cut by a time limit. */
+static void test_ppo_recurrent(const char *root) {
+    static const char *const over[] = {
+        "TrainerConfig.num_iterations=3", "TrainerConfig.num_env_steps=0",
+        "TrainerConfig.evaluate=False",   "TrainerConfig.num_checkpoints=1",
+        "TrainerConfig.num_updates_per_train_iter=2", "TrainerConfig.unroll_length=16",
+        "TrainerConfig.mini_batch_size=32", "ActorDistributionNetwork.lstm_hidden_size=8",
+        "ActorDistributionNetwork.pre_fc_layer_params=(16,)", "ValueNetwork.gru_hidden_size=6",
+        "TrainerConfig.normalize_observations=False"};
+    enum { NOVER = (int)(sizeof over / sizeof over[0]) };
+    const char *conf = CALF_SOURCE_DIR "/examples/ppo_cartpole.gin";
+    for (int norm = 0; norm <= 1; norm++)
+        for (int nproc = 1; nproc <= 2; nproc++) {
+            const char *o2[NOVER];
+            memcpy(o2, over, sizeof over);
+            if (norm) o2[NOVER - 1] = "TrainerConfig.normalize_observations=True";
+            char a[600], b[600], na[32], nb[32];
+            snprintf(na, sizeof na, "rppo_u8_%d_%d", norm, nproc);
+            snprintf(nb, sizeof nb, "rppo_f32_%d_%d", norm, nproc);
+            CHECK_INT_EQ(train(root, na, conf, "Breakout-u8-cut", o2, NOVER, nproc, "3", a,
+                               sizeof a),
+                         CALF_OK);
+            CHECK_INT_EQ(train(root, nb, conf, "Breakout-f32-cut", o2, NOVER, nproc, "3", b,
+                               sizeof b),
+                         CALF_OK);
+            size_t la = 0, lb = 0;
+            unsigned char *pa = payload_of(a, &la), *pb = payload_of(b, &lb);
+            CHECK(pa && pb && la == lb && memcmp(pa, pb, la) == 0);
+            if (pa && pb && (la != lb || memcmp(pa, pb, la) != 0))
+                fprintf(stderr, "recurrent PPO (normalize %d, nproc %d): bytes and floats trained "
+                        "apart\n", norm, nproc);
+            free(pa);
+            free(pb);
+        }
+}
+
 static void test_dqn(const char *root) {
     static const char *const over[] = {
         "create_environment.num_parallel_environments=2", "TrainerConfig.num_iterations=20",
@@ -138,6 +180,11 @@ int main(void) {
     float_twin.spec.obs_high = 0;
     calf_error err;
     CHECK_INT_EQ(calf_env_register(&float_twin, &err), CALF_OK);
+    u8_cut = *cls, float_cut = float_twin;
+    u8_cut.spec.name = "Breakout-u8-cut", float_cut.spec.name = "Breakout-f32-cut";
+    u8_cut.spec.max_episode_steps = float_cut.spec.max_episode_steps = 9;
+    CHECK_INT_EQ(calf_env_register(&u8_cut, &err), CALF_OK);
+    CHECK_INT_EQ(calf_env_register(&float_cut, &err), CALF_OK);
     char root[256];
     snprintf(root, sizeof root, "/tmp/calf_test_obs_dtype_XXXXXX");
     if (!mkdtemp(root)) {
@@ -145,6 +192,7 @@ int main(void) {
         return 1;
     }
     test_ppo(root);
+    test_ppo_recurrent(root);
     test_dqn(root);
     rm_rf(root);
     return test_report("test_obs_dtype");

@@ -163,7 +163,8 @@ typedef struct ppo {
     float *eval_head;        /* (EVAL_ROWS, head_dim) */
     float *eval_in;          /* (EVAL_ROWS, obs_dim) normalized rows, when normalizing */
     float *act_in;           /* (count, obs_dim) what the policy acts on, when the rollout
-                                keeps bytes (else it acts on the kept floats) */
+                                keeps bytes (else it acts on the kept floats); after acting,
+                                a recurrent value's look-ahead rows (observe_recurrent) */
 } ppo;
 
 
@@ -291,9 +292,6 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
                      .max_norm = t->p.max_norm};
     t->total_iterations = s->total_iterations;
     int rc = ppo_model_init(&t->md, cfg, s->spec, opt, err);
-    /* a recurrent core peeks at the final and bootstrap observations as floats: its
-     * rollout keeps floats */
-    t->p.obs_u8 = t->p.obs_u8 && t->md.state_dim == 0;
     if (rc == CALF_OK) rc = ppo_model_init_params(&t->md, cfg, s->seed, err);
     if (rc == CALF_OK && t->md.state_dim) {
         t->M = onpolicy_sequence_minibatches_of(t->E, t->T, t->mini_batch_size);
@@ -523,19 +521,27 @@ static void observe_recurrent(ppo *t, const algo_step *st) {
     ppo_model *md = &t->md;
     int n = t->count, od = md->obs_dim;
     size_t base = (size_t)st->s * n;
+    /* the observations as the value net takes them (made from the bytes kept, in act_in,
+     * which this step's acting is done with) */
+    float *x = t->act_in;
     for (int e = 0; e < n; e++) {
         size_t i = base + (size_t)e;
-        if (st->truncated[e])
-            t->own->cut_val[i] = ppo_rec_peek_value(md, md->g.params, &t->ract, &t->rstate, e,
-                                                    t->trunc_obs + i * od, false, &t->v_cache);
+        if (st->truncated[e]) {
+            const float *xe = t->p.obs_u8 ? x : t->trunc_obs + i * od;
+            if (t->p.obs_u8) obs_rows_in(t, t->trunc_obs, t->own->trunc_obs8, i, 1, x);
+            t->own->cut_val[i] = ppo_rec_peek_value(md, md->g.params, &t->ract, &t->rstate, e, xe,
+                                                    false, &t->v_cache);
+        }
         t->next_start[e] = (uint8_t)(st->terminated[e] | st->truncated[e]);
     }
-    if (st->s == t->T - 1)
+    if (st->s == t->T - 1) {
+        if (t->p.obs_u8) obs_rows_in(t, t->own->boot_obs, t->own->boot_obs8, 0, n, x);
+        const float *xb = t->p.obs_u8 ? x : t->own->boot_obs;
         for (int e = 0; e < n; e++)
             t->own->boot_val[e] =
                 ppo_rec_peek_value(md, md->g.params, &t->ract, &t->rstate, e,
-                                   t->own->boot_obs + (size_t)e * od, t->next_start[e],
-                                   &t->v_cache);
+                                   xb + (size_t)e * od, t->next_start[e], &t->v_cache);
+    }
 }
 
 static void ppo_observe(algorithm *a, const algo_step *st) {
@@ -707,7 +713,7 @@ static void minibatch_sequences(ppo *t, const onpolicy_view *v, int first, int c
         }
         for (int s = 0; s < T; s++) {
             size_t i = (size_t)s * vn + (size_t)e;
-            memcpy(t->sq_obs + (size_t)s * od, v->obs + i * od, (size_t)od * sizeof(float));
+            obs_rows_in(t, v->obs, v->obs8, i, 1, t->sq_obs + (size_t)s * od);
             if (ad) memcpy(t->sq_u + (size_t)s * ad, v->u + i * adim, (size_t)ad * sizeof(float));
             t->sq_start[s] = v->start[i];
             t->sq_act[s] = v->act[i];
