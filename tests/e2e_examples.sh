@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # e2e_examples.sh: every example trains and plays (ALF's train_play_test). Each
 # examples/*.gin, found here by itself so none can land untested, trains a few
-# iterations (run length and initial collection overridden, and for the MinAtar examples
-# the batch: SMALL_BATCH below; nothing else) on 1 process
+# iterations (run length, evaluation episodes and initial collection overridden, and for
+# the MinAtar examples the batch: SMALL_BATCH below; nothing else) on 1 process
 # and on --nproc 2, whose checkpoints must be the same bytes, and `calf play` runs the
 # result. An example with one env runs both with two, as --nproc 2 needs. An example
 # whose environment needs an optional dependency that this build lacks is skipped,
@@ -16,7 +16,10 @@ for env in InvertedPendulum-v4 HalfCheetah-v4 Hopper-v4 Walker2d-v4 Ant-v4 \
     OPTIONAL_ENVS[$env]="MuJoCo (apt-get install libmujoco-dev)"
 done
 
-QUICK=(TrainerConfig.num_iterations=3 TrainerConfig.num_env_steps=0 TrainerConfig.initial_collect_steps=1)
+# One evaluation episode, not the example's ten: HumanoidStandup's never end before 1,000
+# steps, and its ten took half of this test's time.
+QUICK=(TrainerConfig.num_iterations=3 TrainerConfig.num_env_steps=0 TrainerConfig.initial_collect_steps=1
+    TrainerConfig.num_eval_episodes=1)
 # The MinAtar examples' batches (PPO: 64 envs x 128 steps, 4 epochs of 1,024 through conv
 # nets; DQN: a replay of 100,000) took tens of seconds a run here: their few iterations
 # run on 4 envs x 8 steps, minibatches of 16 and a replay of 1,000.

@@ -23,7 +23,11 @@ LAST=train/algorithm/ckpt-4
 expect_exit 0 "$CALF" train --quiet --root_dir "$WORK/ref" --conf "$WORK/run.gin"
 
 LAUNCHERS=local
-if "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/dev/null; then
+if ldd "$CALF" 2>/dev/null | grep -q libasan; then
+    # Each launcher waits out four 18 s holds; under the sanitizers the local one keeps
+    # the memory checks on the waiting code, and the Release build checks mpirun's.
+    echo "MPI part skipped: $CALF is built with AddressSanitizer; the Release build runs it"
+elif "$CALF" --version | grep -q "MPI backend: built in" && command -v mpirun >/dev/null; then
     LAUNCHERS="local mpi"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 else
