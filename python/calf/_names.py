@@ -78,8 +78,8 @@ NAMES: tuple[Name, ...] = (
         "TrainerConfig.mini_batch_size", _minibatch,
         "num_envs x num_steps // num_minibatches")}, "minibatches per epoch"),
     Name("learning_rate", "learning_rate", {"*": "Adam.lr"},
-         "every network's (actor/, critic/, alpha/ fall back to it): a number, or for ppo "
-         "and sac SB3's linear schedule (the zoo's `'lin_X'`, or a callable equal to X x "
+         "every network's (actor/, critic/, alpha/ fall back to it): a number, or "
+         "SB3's linear schedule (the zoo's `'lin_X'`, or a callable equal to X x "
          "progress_remaining): `Adam.lr`=X with `Adam.lr_schedule='linear'`, iteration k "
          "of N at X(1 - k/N) as CleanRL anneals (SB3's runs at X(1 - (k+1)/N)); other "
          "schedules refused"),
@@ -138,8 +138,9 @@ NAMES: tuple[Name, ...] = (
 )
 
 
-# The algorithms that read Adam.lr_schedule (the others train at a constant lr).
-LR_SCHEDULED = ("ppo", "sac")
+# The algorithms that read Adam.lr_schedule (one added later that does not is refused a
+# schedule rather than silently trained at a constant lr).
+LR_SCHEDULED = ("ppo", "sac", "td3", "ddpg", "dqn")
 # progress_remaining where a callable schedule is read: 1 down to 0 in eighths (exact
 # binary fractions, so X * p is one rounding)
 _PROGRESS = tuple(k / 8 for k in range(8, -1, -1))
@@ -184,7 +185,7 @@ def schedule(who: str, name: str, value: Any, algo: str) -> tuple[Any, str | Non
         return value, None
     if algo not in LR_SCHEDULED:
         raise ValueError(f"{who}: {name}={value!r}: {algo} has no learning-rate schedule "
-                         f"in calf (only {' and '.join(LR_SCHEDULED)}): give a number")
+                         f"in calf (only {', '.join(LR_SCHEDULED)}): give a number")
     return start, sched
 
 

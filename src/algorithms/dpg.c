@@ -43,6 +43,9 @@ typedef struct dpg {
     int policy_delay;         /* TD3: actor and targets every this many critic updates */
     int target_period;        /* DDPG: the targets every this many updates */
     int ncritics;             /* 2 for TD3, 1 for DDPG */
+    bool lr_linear;           /* Adam.lr_schedule = 'linear' */
+    double actor_lr, critic_lr; /* as configured: what the schedule scales */
+    int64_t total_iterations; /* the run's planned length (the schedule) */
     float *ou_x;              /* (count, A) each env's OU state */
     net actor, q1, q2;
     /* the actor and its target; q1 and q2 in the critic group, whose layout the critic
@@ -119,8 +122,12 @@ static int dpg_init(algorithm *a, const algo_setup *s, calf_error *err) {
     rc = offpolicy_net(&t->actor, cfg, CALF_CFG_SAC_ACTOR_LAYERS, CALF_CFG_SAC_ACTOR_ACTIVATION,
                        od, A, &cursor, err);
     if (rc) return rc;
-    adam_conf actor_opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_ACTOR_LR));
-    adam_conf critic_opt = offpolicy_adam(cfg, calf_config_float(cfg, CALF_CFG_CRITIC_LR));
+    t->actor_lr = calf_config_float(cfg, CALF_CFG_ACTOR_LR);
+    t->critic_lr = calf_config_float(cfg, CALF_CFG_CRITIC_LR);
+    t->lr_linear = strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "linear") == 0;
+    t->total_iterations = s->total_iterations;
+    adam_conf actor_opt = offpolicy_adam(cfg, t->actor_lr);
+    adam_conf critic_opt = offpolicy_adam(cfg, t->critic_lr);
     if ((rc = param_group_init(&t->actor_g, f->tags[1], cursor, true, actor_opt, err)) ||
         (rc = param_group_init(&t->actor_target_g, f->tags[2], cursor, false, actor_opt, err)))
         return rc;
@@ -403,7 +410,12 @@ static int update(void *ctx, int u, calf_error *err) {
 }
 
 static int dpg_train(algorithm *a, int64_t iteration, calf_error *err) {
-    return offpolicy_train(&((dpg *)a)->o, iteration, update, a, err);
+    dpg *t = (dpg *)a;
+    if (t->lr_linear) { /* the two optimizers' lr for this iteration, from the iteration */
+        t->actor_g.opt.lr = adam_lr_linear_at(t->actor_lr, iteration, t->total_iterations);
+        t->critic_g.opt.lr = adam_lr_linear_at(t->critic_lr, iteration, t->total_iterations);
+    }
+    return offpolicy_train(&t->o, iteration, update, a, err);
 }
 
 /* ---- summaries, digest, checkpoints ---------------------------------------------- */
@@ -415,6 +427,10 @@ static int dpg_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     if (rc) return rc;
     char tag[64];
     const char *loss = t->f->td3 ? "Td3Loss" : "DdpgLoss";
+    if (t->lr_linear) { /* the lr the last train used */
+        calf_summary_scalar("Optimizer/actor_learning_rate", step, t->actor_g.opt.lr);
+        calf_summary_scalar("Optimizer/critic_learning_rate", step, t->critic_g.opt.lr);
+    }
     if (g[TS_SAMPLES] > 0) {
         snprintf(tag, sizeof tag, "%s/critic_loss", loss);
         calf_summary_scalar(tag, step, g[TS_CRITIC] / g[TS_SAMPLES]);
@@ -486,6 +502,12 @@ static void dpg_describe(const algorithm *a, char *text, size_t cap) {
                  "std %g of the action range's half%s",
                  t->target_period, (double)t->tau, t->ou ? "Ornstein-Uhlenbeck" : "Gaussian",
                  (double)t->noise_std, t->ou ? " per step" : "");
+    off = strlen(text);
+    if (t->lr_linear && off < cap)
+        snprintf(text + off, cap - off,
+                 "\nAdam.lr_schedule = 'linear': actor and critic lr %g and %g at iteration 0, "
+                 "down to 0 at iteration %lld",
+                 t->actor_lr, t->critic_lr, (long long)t->total_iterations);
 }
 
 #define DPG_OPS(create_fn, check_fn)                                                          \

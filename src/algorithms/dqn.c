@@ -27,6 +27,9 @@ typedef struct dqn {
     float gamma, tau;
     int target_period;
     bool huber;
+    bool lr_linear;           /* Adam.lr_schedule = 'linear' (Adam's or RMSProp's lr) */
+    double lr;                /* as configured: what the schedule scales */
+    int64_t total_iterations; /* the run's planned length (the schedule) */
     double start_eps, end_eps;
     int64_t decay_steps;      /* env steps of the job over which epsilon falls */
     double epsilon;           /* the last act's */
@@ -110,6 +113,9 @@ static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
         opt.one_minus_alpha = (float)(1.0 - alpha); /* rmsprop.h: as PyTorch rounds it */
         opt.centered = calf_config_bool(cfg, CFG_DQN_RMSPROP_CENTERED);
     }
+    t->lr = calf_config_float(cfg, opt.kind == OPTIM_RMSPROP ? CFG_DQN_RMSPROP_LR : CALF_CFG_CRITIC_LR);
+    t->lr_linear = strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "linear") == 0;
+    t->total_iterations = s->total_iterations;
     if ((rc = param_group_init(&t->q_g, "DQNQ", cursor, true, opt, err)) ||
         (rc = param_group_init(&t->target_g, "DQNT", cursor, false, opt, err)))
         return rc;
@@ -272,7 +278,10 @@ static int update(void *ctx, int u, calf_error *err) {
 }
 
 static int dqn_train(algorithm *a, int64_t iteration, calf_error *err) {
-    return offpolicy_train(&((dqn *)a)->o, iteration, update, a, err);
+    dqn *t = (dqn *)a;
+    if (t->lr_linear) /* the optimizer's lr for this iteration, from the iteration */
+        t->q_g.opt.lr = adam_lr_linear_at(t->lr, iteration, t->total_iterations);
+    return offpolicy_train(&t->o, iteration, update, a, err);
 }
 
 /* ---- summaries, digest, checkpoints ---------------------------------------------- */
@@ -283,6 +292,7 @@ static int dqn_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     int rc = offpolicy_sum_stats(&t->o, g, err);
     if (rc) return rc;
     calf_summary_scalar("DqnAlgorithm/epsilon", step, t->epsilon);
+    if (t->lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->q_g.opt.lr);
     if (g[DS_SAMPLES] > 0) {
         calf_summary_scalar("DqnLoss/td_loss", step, g[DS_LOSS] / g[DS_SAMPLES]);
         calf_summary_scalar("DqnAlgorithm/q", step, g[DS_Q] / g[DS_SAMPLES]);
@@ -308,6 +318,11 @@ static void dqn_describe(const algorithm *a, char *text, size_t cap) {
                  "target network every %d updates (tau %g); %s TD loss",
                  t->start_eps, t->end_eps, (long long)t->decay_steps, t->target_period,
                  (double)t->tau, t->huber ? "Huber" : "squared");
+    off = strlen(text);
+    if (t->lr_linear && off < cap)
+        snprintf(text + off, cap - off,
+                 "\nAdam.lr_schedule = 'linear': lr %g at iteration 0, down to 0 at iteration %lld",
+                 t->lr, (long long)t->total_iterations);
 }
 
 const algorithm_ops dqn_algorithm_ops = {

@@ -164,8 +164,11 @@ def test_sb3_schedules() -> None:
     with pytest.raises(ValueError, match=r"neither \(at progress_remaining 1, 1/2, 0: 0.001, "
                                          r"0.00055, 0.0001\)"):
         _params(algorithm="ppo", learning_rate=lambda p: 1e-4 + p * 9e-4)
-    with pytest.raises(ValueError, match="dqn has no learning-rate schedule in calf"):
-        _params(algorithm="dqn", learning_rate="lin_1e-3")
+    # every algorithm reads the schedule (test_lr_schedule.c: the replay algorithms'
+    # updates at iteration k are those of lr x (1 - k/N))
+    for algo in ("td3", "ddpg", "dqn"):
+        assert _params(algorithm=algo, learning_rate="lin_1e-3")[1:] == lin
+        assert _params(algorithm=algo, learning_rate=lambda p: p * 1e-3)[1:] == lin
     with pytest.raises(ValueError, match="clip_range='lin_0.2': SB3's schedules are taken for "
                                          "learning_rate alone"):
         _params(algorithm="ppo", clip_range="lin_0.2")
@@ -184,6 +187,15 @@ def test_planted_schedule_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.undo()
     with pytest.raises(ValueError, match="this one is neither"):
         _params(algorithm="ppo", learning_rate=lambda p: 1e-3 * p * p)
+
+
+def test_schedule_refused_where_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an algorithm that does not read Adam.lr_schedule is refused one by name
+    monkeypatch.setattr(_names, "LR_SCHEDULED", ("ppo", "sac"))
+    with pytest.raises(ValueError, match=r"dqn has no learning-rate schedule in calf \(only "
+                                         r"ppo, sac\)"):
+        _params(algorithm="dqn", learning_rate="lin_1e-3")
+    assert _params(algorithm="dqn", learning_rate=1e-3)[1:] == ["Adam.lr=0.001"]
 
 
 def test_planted_conversion_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
