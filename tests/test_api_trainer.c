@@ -107,6 +107,8 @@ static void test_steps_and_bytes(const char *reference) {
             CHECK(isnan(m->average_return));
         }
         CHECK(isnan(m->eval_return)); /* TrainerConfig.evaluate is off */
+        CHECK(isnan(m->eval_return_std) && isnan(m->eval_episode_length));
+        CHECK_INT_EQ(m->eval_episodes, 0);
         CHECK(m->steps_per_sec > 0);
         /* PPO's losses, as its summaries name them, every iteration (summary_interval 1) */
         const double *pg = metric(m, "PPOLoss/pg_loss"), *ent = metric(m, "PPOLoss/entropy");

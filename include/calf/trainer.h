@@ -35,6 +35,14 @@ typedef struct calf_trainer_metrics {
     int num_algorithm_metrics;
     const char *const *algorithm_metric_names;
     const double *algorithm_metric_values;
+    /* The greedy evaluation of an iteration that evaluated, beside eval_return (its mean
+     * return), as SB3's evaluate_policy reports one: the population standard deviation
+     * of its episodes' returns and their mean length in env steps (an episode ended at
+     * TrainerConfig.eval_max_episode_steps counts that many), both NAN when this
+     * iteration did not evaluate; and how many episodes it ran (0 then). */
+    double eval_return_std;
+    double eval_episode_length;
+    int64_t eval_episodes;
 } calf_trainer_metrics;
 
 /* How a run is opened. Initialise with CALF_TRAINER_OPTIONS_INIT (which records the

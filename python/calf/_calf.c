@@ -1090,6 +1090,9 @@ static PyObject *metrics_dict(const calf_trainer_metrics *m) {
               dict_put(d, "average_episode_length",
                        PyFloat_FromDouble(m->average_episode_length)) < 0 ||
               dict_put(d, "eval_return", PyFloat_FromDouble(m->eval_return)) < 0 ||
+              dict_put(d, "eval_return_std", PyFloat_FromDouble(m->eval_return_std)) < 0 ||
+              dict_put(d, "eval_episode_length", PyFloat_FromDouble(m->eval_episode_length)) < 0 ||
+              dict_put(d, "eval_episodes", PyLong_FromLongLong(m->eval_episodes)) < 0 ||
               dict_put(d, "steps_per_sec", PyFloat_FromDouble(m->steps_per_sec)) < 0;
     for (int k = 0; !bad && k < m->num_algorithm_metrics; k++)
         bad = dict_put(d, m->algorithm_metric_names[k],

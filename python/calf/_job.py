@@ -16,6 +16,9 @@ from calf._args import _fspath
 from calf._conf import _front_params
 from calf._envs import raise_env_error
 
+# What an "evaluation" callback gets from its iteration's metrics (Trainer.step's keys).
+_EVAL_KEYS = ("iteration", "env_steps", "eval_return", "eval_return_std",
+              "eval_episode_length", "eval_episodes")
 
 def train(
     conf: str | os.PathLike | None = None,
@@ -81,8 +84,10 @@ def train(
     ``callback``: called with each iteration's metrics after the iteration, the dict
     ``Trainer.step`` returns with ``"event": "iteration"`` added (an iteration that
     evaluated has a number, not NaN, in ``"eval_return"``); and after each evaluation,
-    once more, with ``{"event": "evaluation", "iteration", "env_steps",
-    "eval_return"}`` (the evaluation's average return over its episodes). When it
+    once more, with ``{"event": "evaluation", "iteration", "env_steps", "eval_return",
+    "eval_return_std", "eval_episode_length", "eval_episodes"}``: what SB3's
+    EvalCallback reports, the mean and population std of the greedy episodes' returns,
+    their mean length in env steps and their number, at the run's env steps then. When it
     returns False the run writes a checkpoint and stops there (calling train again
     resumes from it); anything else goes on. A callback runs the job in this process,
     one iteration at a time (``calf.Trainer``, which writes the same bytes): it takes
@@ -133,9 +138,7 @@ def _train_stepwise(conf: str | None, conf_text: str | None, root: str, params: 
                 m = t.step()
                 stop = callback({**m, "event": "iteration"}) is False
                 if not stop and not math.isnan(m["eval_return"]):
-                    stop = callback({"event": "evaluation", "iteration": m["iteration"],
-                                     "env_steps": m["env_steps"],
-                                     "eval_return": m["eval_return"]}) is False
+                    stop = callback({"event": "evaluation", **{k: m[k] for k in _EVAL_KEYS}}) is False
         except BaseException:
             if not t.closed and t.iteration > 0:
                 try:

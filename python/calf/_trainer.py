@@ -66,8 +66,11 @@ class Trainer:
         Keys: ``iteration`` (completed, this one included), ``env_steps`` (of the whole
         run), ``episodes`` (ended in this iteration), ``total_episodes``: ints;
         ``average_return``, ``average_episode_length`` (over this iteration's ended
-        episodes, NaN when none), ``eval_return`` (NaN when this iteration did not
-        evaluate), ``steps_per_sec``: floats; and on iterations that write summaries the
+        episodes, NaN when none), ``eval_return``, ``eval_return_std`` (the population
+        std, numpy's), ``eval_episode_length`` (the greedy evaluation's episodes' mean
+        return, spread and mean length in env steps; NaN when this iteration did not
+        evaluate), ``steps_per_sec``: floats; ``eval_episodes`` (how many the evaluation
+        ran, 0 when none): an int; and on iterations that write summaries the
         algorithm's scalars by their tag names (``"PPOLoss/pg_loss"``, ...), floats.
         Raises ValueError when the run is already done.
         """

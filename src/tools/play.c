@@ -455,11 +455,12 @@ int calf_play_for_testing(const calf_play_options *o, const calf_play_testing *t
                             max_steps, returns, &avg, &capped, &frames, &video_fps, err);
         else if (dump)
             rc = trainer_evaluate_greedy(&dumping_ops, (algorithm *)&d, NULL, p->cls->spec.name,
-                                         (uint64_t)o->seed, o->num_episodes, max_steps, returns,
+                                         (uint64_t)o->seed, o->num_episodes, max_steps, returns, NULL,
                                          &avg, &capped, err);
         else
             rc = trainer_evaluate_greedy(p->ops, p->algo, NULL, p->cls->spec.name, (uint64_t)o->seed,
-                                         o->num_episodes, max_steps, returns, &avg, &capped, err);
+                                         o->num_episodes, max_steps, returns, NULL, &avg, &capped,
+                                         err);
         if (rc == CALF_OK && capped) {
             char line[512];
             trainer_eval_cap_warning(line, sizeof line, p->cls->spec.name, max_steps, capped,

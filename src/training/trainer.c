@@ -91,6 +91,8 @@ struct trainer {
 
     calf_summary_writer *eval_writer; /* main process only, when evaluating */
     double eval_return;      /* last evaluation's average, NAN before */
+    double eval_return_std;  /* its returns' population std (numpy's std) */
+    double eval_length;      /* its episodes' mean length in steps */
     double last_avg_return;  /* last iteration with finished episodes */
     double start_time, last_progress, last_logged; /* progress: stderr's line, the rank log's */
     int64_t start_iteration;
@@ -290,7 +292,7 @@ static void rollout(trainer *t) {
  * policy that never loses). */
 int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
                             const char *env_name, uint64_t seed, int episodes, int64_t max_steps,
-                            double *returns,
+                            double *returns, int64_t *lengths,
                             double *average, int *capped, calf_error *err) {
     const calf_env_class *cls = calf_env_lookup(env_name, err);
     if (!cls) return CALF_EINVAL;
@@ -330,6 +332,7 @@ int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
                 returns[k] += rew;
                 bool at_cap = !term && !trunc && ++steps[k] >= max_steps;
                 if (term || trunc || at_cap) {
+                    if (lengths) lengths[k] = steps[k] + !at_cap; /* the ending step counts */
                     done[k] = 1;
                     left--;
                     *capped += at_cap;
@@ -466,13 +469,25 @@ static void write_summaries(trainer *t, const double *g, double steps_per_sec) {
 static int evaluate(trainer *t, calf_error *err) {
     int episodes = t->p.num_eval_episodes;
     double *returns = mem_calloc((size_t)episodes, sizeof(double), err);
-    if (!returns) return CALF_ENOMEM;
+    int64_t *lengths = returns ? mem_calloc((size_t)episodes, sizeof(int64_t), err) : NULL;
+    if (!lengths) {
+        free(returns);
+        return CALF_ENOMEM;
+    }
     double avg = 0;
     int capped = 0;
     int rc = trainer_evaluate_greedy(t->ops, t->algo, t->c, t->env_name, t->seed, episodes,
-                                     t->p.eval_max_steps, returns, &avg, &capped, err);
+                                     t->p.eval_max_steps, returns, lengths, &avg, &capped, err);
+    double sq = 0, steps = 0; /* the spread and the length, as SB3's evaluate_policy reports */
+    for (int k = 0; rc == CALF_OK && k < episodes; k++) {
+        sq += (returns[k] - avg) * (returns[k] - avg);
+        steps += (double)lengths[k];
+    }
     free(returns);
+    free(lengths);
     if (rc) return rc;
+    t->eval_return_std = sqrt(sq / episodes);
+    t->eval_length = steps / episodes;
     if (capped && !t->warned_eval_cap) {
         char line[512];
         trainer_eval_cap_warning(line, sizeof line, t->env_name, t->p.eval_max_steps, capped,
@@ -490,6 +505,11 @@ static int evaluate(trainer *t, calf_error *err) {
                                        wall, avg);
         calf_summary_writer_add_scalar(t->eval_writer, "Metrics_vs_EnvironmentSteps/AverageReturn",
                                        t->env_steps, wall, avg);
+        calf_summary_writer_add_scalar(t->eval_writer, "Metrics/AverageEpisodeLength",
+                                       t->iteration, wall, t->eval_length);
+        calf_summary_writer_add_scalar(t->eval_writer,
+                                       "Metrics_vs_EnvironmentSteps/AverageEpisodeLength",
+                                       t->env_steps, wall, t->eval_length);
         calf_summary_writer_add_scalar(t->eval_writer, "Metrics/EnvironmentSteps", t->iteration,
                                        wall, (double)t->env_steps);
         calf_error werr; /* a failed write is the writer's to keep: see io_failed */
@@ -610,6 +630,9 @@ static int train_iteration(trainer *t, bool *stop) {
     m->average_return = g[EP_EPISODES] > 0 ? g[EP_RETURN] / g[EP_EPISODES] : NAN;
     m->average_episode_length = g[EP_EPISODES] > 0 ? g[EP_LENGTH] / g[EP_EPISODES] : NAN;
     m->eval_return = t->evaluated ? t->eval_return : NAN;
+    m->eval_return_std = t->evaluated ? t->eval_return_std : NAN;
+    m->eval_episode_length = t->evaluated ? t->eval_length : NAN;
+    m->eval_episodes = t->evaluated ? t->p.num_eval_episodes : 0;
     m->steps_per_sec = sps;
     m->num_algorithm_metrics = t->num_metrics;
     m->algorithm_metric_names = t->metric_name_ptrs;

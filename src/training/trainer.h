@@ -55,15 +55,16 @@ int trainer_close(trainer *t, int rc, calf_error *err_out);
 int trainer_worker(comm *c, void *arg);
 
 /* Run `episodes` greedy episodes of env_name in parallel, env k seeded from
- * (seed, 2^40 + k); returns[k] gets episode k's return and *average their mean. An
- * episode that the env has not ended after max_steps steps (TrainerConfig.
- * eval_max_episode_steps) ends there, its return so far counted; *capped gets how many
- * did, for the caller's warning. c (NULL outside a job) hears comm_progress every step,
+ * (seed, 2^40 + k); returns[k] gets episode k's return, lengths[k] (when lengths is not
+ * NULL) its steps, and *average their mean. An episode that the env has not ended after
+ * max_steps steps (TrainerConfig.eval_max_episode_steps) ends there, its return so far
+ * counted and its length max_steps; *capped gets how many did, for the caller's warning. c (NULL outside a job) hears comm_progress every step,
  * so that the ranks waiting for this one's evaluation know it works. Fails (CALF_EINVAL)
  * only when the envs cannot be created. */
 int trainer_evaluate_greedy(const algorithm_ops *ops, algorithm *algo, comm *c,
                             const char *env_name, uint64_t seed, int episodes, int64_t max_steps,
                             double *returns, /* (episodes) */
+                            int64_t *lengths, /* (episodes) or NULL */
                             double *average, int *capped, calf_error *err);
 /* The one line that says evaluation episodes of env_name reached max_steps, into buf. */
 void trainer_eval_cap_warning(char *buf, size_t cap, const char *env_name, int64_t max_steps,

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 import pathlib
+import re
+import subprocess
 
+import numpy as np
 import pytest
 
 import calf
@@ -245,13 +248,43 @@ def test_callback_stops_and_resumes(tmp_path: pathlib.Path, reference: dict[str,
     assert [m["env_steps"] for m in seen] == [128, 256, 256, 384]
     assert [math.isnan(m["eval_return"]) for m in seen] == [True, False, False, True]
     assert 8 <= seen[1]["eval_return"] <= 500 and seen[2]["eval_return"] == seen[1]["eval_return"]
-    assert set(seen[2]) == {"event", "iteration", "env_steps", "eval_return"}
+    assert set(seen[2]) == {"event", "iteration", "env_steps", "eval_return", "eval_return_std",
+                            "eval_episode_length", "eval_episodes"}
     assert "steps_per_sec" in seen[0]  # an iteration's is Trainer.step's dict
     assert sorted(checkpoints(root)) == ["ckpt-2", "ckpt-3"]  # the planned one, the stop's
     # calling train again resumes at 3 and ends on the uninterrupted run's bytes
     # (evaluation changes no checkpoint)
     calf.train(root_dir=root, eval_freq=256, n_eval_episodes=2, quiet=True, **args)
     assert checkpoints(root)["ckpt-4"] == reference["ckpt-4"]
+
+
+def test_evaluation_callback_values(tmp_path: pathlib.Path) -> None:
+    # an evaluation's figures are those the run's eval events hold, and the last one's
+    # those of the final checkpoint's greedy episodes as calf play replays them
+    evals = []
+    root = tmp_path / "ev"
+    calf.train(root_dir=root, algorithm="ppo", env="CartPole-v1", total_timesteps=512, seed=3,
+               eval_freq=256, n_eval_episodes=5, quiet=True, **SHORT,
+               callback=lambda m: evals.append(m) if m["event"] == "evaluation" else None)
+    assert [m["iteration"] for m in evals] == [2, 4]
+    ev = calf.read_scalars(root)["eval"]
+    for k, m in enumerate(evals):
+        assert m["eval_episodes"] == 5
+        assert ev["Metrics/EnvironmentSteps"].steps[k] == m["iteration"]
+        assert ev["Metrics/EnvironmentSteps"].values[k] == m["env_steps"] == 128 * m["iteration"]
+        assert ev["Metrics/AverageReturn"].values[k] == np.float32(m["eval_return"])
+        assert ev["Metrics/AverageEpisodeLength"].values[k] == np.float32(m["eval_episode_length"])
+        # CartPole pays 1 a step: the mean length is the mean return (an episode's
+        # ending step left uncounted would make it 1 less)
+        assert m["eval_episode_length"] == m["eval_return"]
+    out = subprocess.run([CALF, "play", "--root_dir", str(root), "--num_episodes", "5",
+                          "--seed", "3"], capture_output=True, text=True, check=True).stdout
+    returns = [float(r) for r in re.findall(r"^episode \d+: return (\S+)$", out, re.M)]
+    assert len(returns) == 5 and len(set(returns)) > 1  # a spread to check
+    assert evals[-1]["eval_return"] == pytest.approx(np.mean(returns), abs=1e-9)
+    assert evals[-1]["eval_return_std"] == pytest.approx(np.std(returns), abs=1e-9)
+    # planted: the sample std (ddof=1) is another figure, which that check tells apart
+    assert evals[-1]["eval_return_std"] != pytest.approx(np.std(returns, ddof=1), abs=1e-9)
 
 
 def test_callback_stops_at_an_evaluation(tmp_path: pathlib.Path,
