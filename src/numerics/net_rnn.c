@@ -112,30 +112,22 @@ static void rnn_row_backward(const net_layer *l, const float *params, net_layer_
     rnn_backward(&l->cell, params, &c->rnn, dy, NULL, NULL, grad, m, dx, NULL, NULL);
 }
 
-const net_layer_type net_lstm_type = {
-    .name = "lstm",
-    .layout = rnn_row_layout,
-    .state_size = rnn_row_state_size,
-    .init = rnn_row_init,
-    .init_fan_in = rnn_row_init_fan_in,
-    .cache_init = rnn_row_cache_init,
-    .cache_free = rnn_row_cache_free,
-    .forward = NULL,
-    .backward = rnn_row_backward,
-    .export_c = NULL,
-    .forward_seq = rnn_row_forward_seq,
-};
+/* The LSTM's and the GRU's rows differ only in their name: the cell reads its kind from
+ * the layer (cell_kind). */
+#define RNN_ROW_TYPE(row_name)                  \
+    {                                           \
+        .name = row_name,                       \
+        .layout = rnn_row_layout,               \
+        .state_size = rnn_row_state_size,       \
+        .init = rnn_row_init,                   \
+        .init_fan_in = rnn_row_init_fan_in,     \
+        .cache_init = rnn_row_cache_init,       \
+        .cache_free = rnn_row_cache_free,       \
+        .forward = NULL,                        \
+        .backward = rnn_row_backward,           \
+        .export_c = NULL,                       \
+        .forward_seq = rnn_row_forward_seq,     \
+    }
 
-const net_layer_type net_gru_type = {
-    .name = "gru",
-    .layout = rnn_row_layout,
-    .state_size = rnn_row_state_size,
-    .init = rnn_row_init,
-    .init_fan_in = rnn_row_init_fan_in,
-    .cache_init = rnn_row_cache_init,
-    .cache_free = rnn_row_cache_free,
-    .forward = NULL,
-    .backward = rnn_row_backward,
-    .export_c = NULL,
-    .forward_seq = rnn_row_forward_seq,
-};
+const net_layer_type net_lstm_type = RNN_ROW_TYPE("lstm");
+const net_layer_type net_gru_type = RNN_ROW_TYPE("gru");
