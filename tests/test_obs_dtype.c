@@ -57,37 +57,48 @@ static int train(const char *root, const char *name, const char *conf, const cha
     return rc;
 }
 
+/* PPO with conf's overrides (the last one "TrainerConfig.normalize_observations=False")
+ * on env_u8 against its float twin env_f32, with and without normalization, on 1 and 2
+ * processes: the checkpoints' payloads compared (PPO's holds no observations but the
+ * envs' own: all of it the same). what names the case in runs (prefix_u8_..) and
+ * messages. */
+static void ppo_bytes_vs_floats(const char *root, const char *prefix, const char *what,
+                                const char *env_u8, const char *env_f32,
+                                const char *const *over, int nover) {
+    const char *conf = CALF_SOURCE_DIR "/examples/ppo_cartpole.gin";
+    CHECK(nover >= 1 && nover <= 15); /* train adds the env's to at most 16 */
+    if (nover < 1 || nover > 15) return;
+    for (int norm = 0; norm <= 1; norm++)
+        for (int nproc = 1; nproc <= 2; nproc++) {
+            const char *o2[15];
+            memcpy(o2, over, (size_t)nover * sizeof *over);
+            if (norm) o2[nover - 1] = "TrainerConfig.normalize_observations=True";
+            char a[600], b[600], na[32], nb[32];
+            snprintf(na, sizeof na, "%s_u8_%d_%d", prefix, norm, nproc);
+            snprintf(nb, sizeof nb, "%s_f32_%d_%d", prefix, norm, nproc);
+            CHECK_INT_EQ(train(root, na, conf, env_u8, o2, nover, nproc, "3", a, sizeof a),
+                         CALF_OK);
+            CHECK_INT_EQ(train(root, nb, conf, env_f32, o2, nover, nproc, "3", b, sizeof b),
+                         CALF_OK);
+            size_t la = 0, lb = 0;
+            unsigned char *pa = payload_of(a, &la), *pb = payload_of(b, &lb);
+            CHECK(pa && pb && la == lb && memcmp(pa, pb, la) == 0);
+            if (pa && pb && (la != lb || memcmp(pa, pb, la) != 0))
+                fprintf(stderr, "%s (normalize %d, nproc %d): bytes and floats trained apart\n",
+                        what, norm, nproc);
+            free(pa);
+            free(pb);
+        }
+}
+
 static void test_ppo(const char *root) {
     static const char *const over[] = {
         "TrainerConfig.num_iterations=3", "TrainerConfig.num_env_steps=0",
         "TrainerConfig.evaluate=False",   "TrainerConfig.num_checkpoints=1",
         "TrainerConfig.num_updates_per_train_iter=2", "TrainerConfig.mini_batch_size=64",
         "TrainerConfig.normalize_observations=False"};
-    enum { NOVER = (int)(sizeof over / sizeof over[0]) };
-    const char *conf = CALF_SOURCE_DIR "/examples/ppo_cartpole.gin";
-    for (int norm = 0; norm <= 1; norm++)
-        for (int nproc = 1; nproc <= 2; nproc++) {
-            const char *o2[NOVER];
-            memcpy(o2, over, sizeof over);
-            if (norm) o2[NOVER - 1] = "TrainerConfig.normalize_observations=True";
-            char a[600], b[600], na[32], nb[32];
-            snprintf(na, sizeof na, "ppo_u8_%d_%d", norm, nproc);
-            snprintf(nb, sizeof nb, "ppo_f32_%d_%d", norm, nproc);
-            CHECK_INT_EQ(train(root, na, conf, "MinAtar/Breakout-v1", o2, NOVER, nproc, "3", a,
-                               sizeof a),
-                         CALF_OK);
-            CHECK_INT_EQ(train(root, nb, conf, "Breakout-f32", o2, NOVER, nproc, "3", b, sizeof b),
-                         CALF_OK);
-            size_t la = 0, lb = 0;
-            unsigned char *pa = payload_of(a, &la), *pb = payload_of(b, &lb);
-            /* PPO's checkpoint holds no observations but the envs' own: all of it the same */
-            CHECK(pa && pb && la == lb && memcmp(pa, pb, la) == 0);
-            if (pa && pb && (la != lb || memcmp(pa, pb, la) != 0))
-                fprintf(stderr, "PPO (normalize %d, nproc %d): bytes and floats trained apart\n",
-                        norm, nproc);
-            free(pa);
-            free(pb);
-        }
+    ppo_bytes_vs_floats(root, "ppo", "PPO", "MinAtar/Breakout-v1", "Breakout-f32", over,
+                        (int)(sizeof over / sizeof over[0]));
 }
 
 /* Recurrent PPO (an LSTM actor, a GRU value): its rollout keeps bytes too, and the
@@ -101,31 +112,8 @@ static void test_ppo_recurrent(const char *root) {
         "TrainerConfig.mini_batch_size=32", "ActorDistributionNetwork.lstm_hidden_size=8",
         "ActorDistributionNetwork.pre_fc_layer_params=(16,)", "ValueNetwork.gru_hidden_size=6",
         "TrainerConfig.normalize_observations=False"};
-    enum { NOVER = (int)(sizeof over / sizeof over[0]) };
-    const char *conf = CALF_SOURCE_DIR "/examples/ppo_cartpole.gin";
-    for (int norm = 0; norm <= 1; norm++)
-        for (int nproc = 1; nproc <= 2; nproc++) {
-            const char *o2[NOVER];
-            memcpy(o2, over, sizeof over);
-            if (norm) o2[NOVER - 1] = "TrainerConfig.normalize_observations=True";
-            char a[600], b[600], na[32], nb[32];
-            snprintf(na, sizeof na, "rppo_u8_%d_%d", norm, nproc);
-            snprintf(nb, sizeof nb, "rppo_f32_%d_%d", norm, nproc);
-            CHECK_INT_EQ(train(root, na, conf, "Breakout-u8-cut", o2, NOVER, nproc, "3", a,
-                               sizeof a),
-                         CALF_OK);
-            CHECK_INT_EQ(train(root, nb, conf, "Breakout-f32-cut", o2, NOVER, nproc, "3", b,
-                               sizeof b),
-                         CALF_OK);
-            size_t la = 0, lb = 0;
-            unsigned char *pa = payload_of(a, &la), *pb = payload_of(b, &lb);
-            CHECK(pa && pb && la == lb && memcmp(pa, pb, la) == 0);
-            if (pa && pb && (la != lb || memcmp(pa, pb, la) != 0))
-                fprintf(stderr, "recurrent PPO (normalize %d, nproc %d): bytes and floats trained "
-                        "apart\n", norm, nproc);
-            free(pa);
-            free(pb);
-        }
+    ppo_bytes_vs_floats(root, "rppo", "recurrent PPO", "Breakout-u8-cut", "Breakout-f32-cut",
+                        over, (int)(sizeof over / sizeof over[0]));
 }
 
 static void test_dqn(const char *root) {
