@@ -1,9 +1,13 @@
-/* onpolicy.h: what an on-policy algorithm (PPO today) keeps beside its loss, as
- * offpolicy.h is for the replay-based ones: the rollout's storage, one view per process
- * (in memory every process shares when they share it, so that any process can compute any
- * env), laid out alike by every process from a peer's env count; each env's GAE
- * advantages; and the minibatch plan (the split of T timesteps or E env sequences into M
- * chunks, each env's shuffle). */
+/* onpolicy.h: what an on-policy actor-critic algorithm (PPO today) keeps beside its loss
+ * and its update, as offpolicy.h is for the replay-based ones: the rollout's storage, one
+ * view per process (in memory every process shares when they share it, so that any
+ * process can compute any env), laid out alike by every process from a peer's env count,
+ * observations kept as floats or as a uint8 env's bytes, each env's recurrent state; the
+ * steps that fill it (acting with the actor, keeping what the env returned); the values,
+ * each env's GAE advantages and their normalization; observation normalization; the
+ * minibatch plan (the split of T timesteps or E env sequences into M chunks, each env's
+ * shuffle); and the rollout's checkpoint section and env records. The algorithm embeds
+ * an `onpolicy` and reads the views in its update. */
 #ifndef CALF_ONPOLICY_H
 #define CALF_ONPOLICY_H
 
@@ -11,8 +15,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algorithms/obs_norm.h"
+#include "algorithms/ppo_model.h"
+#include "algorithms/ppo_recurrent.h"
 #include "calf/error.h"
 #include "calf/rng.h"
+#include "numerics/net.h"
+#include "parallel/work_share.h"
+#include "records/checkpoint.h"
+#include "training/algorithm.h"
 
 /* What the advantages and the update read of one rank's rollout: this process's own, or,
  * when the ranks share memory, a peer's, so that a rank that is ahead can compute some of
@@ -88,5 +99,121 @@ int onpolicy_sequence_minibatches_of(int E, int T, int64_t mini_batch_size);
 /* perm = a uniform shuffle of 0..n-1 from rng (Fisher-Yates from the back,
  * calf_rng_below). */
 void onpolicy_shuffle(calf_rng *rng, int *perm, int n);
+
+/* ---- the on-policy state an algorithm embeds ---- */
+
+/* What the algorithm decides for the core: its loss's discount and GAE lambda, whether
+ * advantages are normalized over the batch, its statistics per env (kept in the views),
+ * and the bytes of shared memory it will want besides the views (its model, its trees:
+ * with less left the ranks keep their rollouts private) with the number of model floats
+ * (whether the tree's pieces can be shared at all). */
+typedef struct onpolicy_conf {
+    float gamma, lambda;
+    bool normalize_advantages;
+    int num_stats;
+    size_t share_extra;
+    size_t model_floats;
+} onpolicy_conf;
+
+typedef struct onpolicy {
+    /* the job, the env and the model acted with */
+    comm *c;
+    int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
+    int T;                   /* unroll length */
+    uint64_t seed;
+    const ppo_model *md;     /* the algorithm's actor-critic (its params may move: share) */
+    onpolicy_conf cf;
+    bool u8;                 /* the env's obs_dtype is CALF_DTYPE_U8: the rollout keeps bytes */
+    /* observation normalization (TrainerConfig.normalize_observations): the rollout, the
+     * advantages and the update only ever see normalized observations; the statistics
+     * change once per iteration, at its end (onpolicy_merge_obs_norm) */
+    bool normalize_obs;
+    obs_norm onorm;
+    double *norm_acc;        /* (count, OBS_NORM_ACC(obs_dim)) this iteration's per-env sums */
+    /* the minibatch plan */
+    int64_t mini_batch_size; /* as configured, for the layout line in config.gin */
+    int M;                   /* minibatches per epoch */
+    calf_rng *act_rng;       /* (count) per-env action streams */
+    calf_rng *shuf_rng;      /* (count) per-env minibatch streams */
+    int *plan, *mb_of;       /* recurrent: (E) the epoch's order of envs; each env's minibatch */
+    /* the rollout, time-major: index (t * count + e), in views[own] (shared memory when
+     * sharing) */
+    onpolicy_view *views;    /* (size) every rank's when sharing, else just this one's */
+    onpolicy_view *own;
+    void *view_mem;          /* own view's memory when private (else the comm's) */
+    bool sharing;            /* ranks share memory: work sharing after the rollout */
+    work_share share;        /* every rank's claim word and envs, when sharing; its rounds:
+                              * the advantages, then each of the update's minibatches */
+    int group_envs;          /* envs per forward pass in the update */
+    /* the networks' caches, shared by acting, the advantages and the update: cache_rows
+     * rows, a minibatch's or one timestep of every env */
+    int cache_rows;
+    net_cache a_cache, v_cache;
+    float *head;             /* (cache_rows, head_dim) the actor's rows */
+    float *act_in;           /* (count, obs_dim) what the policy acts on, when the rollout
+                                keeps bytes (else it acts on the kept floats); after acting,
+                                a recurrent value's look-ahead rows */
+    /* advantages, adv_group envs at a time */
+    int adv_group;           /* envs per pass through the value net for advantages */
+    float *grp_obs;          /* (adv_group * (T + 1), obs_dim) */
+    float *grp_val;          /* (adv_group * (T + 1)) each env's T values, then bootstraps */
+    float *grp_next;         /* (adv_group * (T + 1)) the value after each step */
+    int *grp_trunc;          /* (adv_group * (T + 1)) the group's steps cut by the time limit */
+    float *grp_cut_val;      /* (adv_group * (T + 1)) V(final obs) of those */
+    onpolicy_gae gae;        /* one env's rollout for GAE */
+    int64_t shared_adv_envs; /* envs whose advantages this rank computed for other ranks */
+    /* recurrent cores (ppo_recurrent.h): every env's state while acting and whether its
+     * next step begins an episode; the acting scratch */
+    ppo_rec_state rstate;    /* (count) */
+    uint8_t *next_start;     /* (count) */
+    ppo_rec_act ract;
+} onpolicy;
+
+/* The core for s's envs acting with md (laid out, its parameters not needed yet),
+ * normalization and the minibatch size read from s->cfg. With s->count 0 (acting only:
+ * calf play) only the statistics and the acting scratch are made. Collective when
+ * s->count > 0 (the shared views). CALF_ENOMEM when memory runs out (onpolicy_free
+ * frees what was made; a zeroed op frees as a no-op). */
+int onpolicy_init(onpolicy *op, const algo_setup *s, const ppo_model *md,
+                  const onpolicy_conf *cf, calf_error *err);
+void onpolicy_free(onpolicy *op);
+
+/* algorithm_ops.act: sample every env's action at step s (into act, u) from obs (count,
+ * obs_dim) and the env's masks, keeping what the update needs of it. */
+void onpolicy_act(onpolicy *op, int s, const float *obs, const uint8_t *mask, int *act,
+                  float *u);
+/* algorithm_ops.observe: keep the step's rewards, ends and what the advantages need. */
+void onpolicy_observe(onpolicy *op, const algo_step *st);
+
+/* rows consecutive observations of a rollout array from row i, as the networks take
+ * them, into y (rows, obs_dim): a float array's (already normalized) or a byte array's
+ * (f NULL) converted and normalized. */
+void onpolicy_obs_rows(const onpolicy *op, const float *f, const uint8_t *b, size_t i, int rows,
+                       float *y);
+
+/* Every env's values, advantages and returns, normalised over the whole batch when
+ * configured. Collective. */
+int onpolicy_advantages(onpolicy *op, calf_error *err);
+/* Epoch `epoch` of iteration `iteration`'s minibatch plan: each env's shuffle (into the
+ * own view's perm), or with recurrent cores the epoch's order of whole env sequences. */
+void onpolicy_plan_epoch(onpolicy *op, int64_t iteration, int epoch);
+/* The iteration's observations into the running statistics (when normalizing; else a
+ * no-op). Collective. */
+int onpolicy_merge_obs_norm(onpolicy *op, calf_error *err);
+
+/* Checkpoint: the "ONRM" section when observations are normalized (obs_norm.h); load
+ * checks its count against iteration's. */
+void onpolicy_save(const onpolicy *op, ckpt_buf *b);
+int onpolicy_load(onpolicy *op, ckpt_reader *r, int64_t iteration, calf_error *err);
+/* Each env's record: its action stream, then its shuffle stream; with recurrent cores
+ * then whether its next step begins an episode (a byte, 0 or 1) and its state (state_dim
+ * float32s, ppo_rec_state_put), so a resume on any number of processes continues it. */
+size_t onpolicy_env_record_size(const onpolicy *op);
+void onpolicy_save_env(const onpolicy *op, int e, unsigned char *rec);
+int onpolicy_load_env(onpolicy *op, int e, const unsigned char *rec, const char *name,
+                      calf_error *err);
+
+/* *out = a * b for a, b >= 0; false when the product does not fit. */
+bool onpolicy_mul_fits(int64_t a, int64_t b, int64_t *out);
 
 #endif

@@ -2,11 +2,12 @@
  * with GAE advantages and clipped-ratio minibatch epochs. Every random stream and every
  * sum is defined over the global env index, so the bits never depend on how many
  * processes ran it. With --nproc the processes share memory and the work of the update:
- * each rollout lives where all can read it, a process takes its own envs a few at a
- * time (values and advantages, then each minibatch's gradient partials) and one that
- * runs out takes the back half of what a slower one has left; they hold one model and
- * each clips and steps its slice of it (docs/DESIGN.md, "Work sharing"). The rollout's
- * layout, each env's GAE and the minibatch plan are the on-policy core's (onpolicy.h). */
+ * a process takes its own envs a few at a time (each minibatch's gradient partials) and
+ * one that runs out takes the back half of what a slower one has left; they hold one
+ * model and each clips and steps its slice of it (docs/DESIGN.md, "Work sharing"). The
+ * rollout (its storage, the steps that fill it, the advantages, observation
+ * normalization, the minibatch plan and its checkpoint records) is the on-policy core's
+ * (onpolicy.h); this file holds PPO's loss, its update, its config and its policy. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,6 @@
 
 #include "calf/summary.h"
 #include "training/algorithm.h"
-#include "base/bytes.h"
 #include "base/mem.h"
 #include "algorithms/ppo_model.h"
 #include "algorithms/obs_norm.h"
@@ -25,10 +25,6 @@
 
 /* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
 enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
-
-/* Envs per pass through the value net for advantages without sharing: rows enough for
- * long passes, and a bounded copy of the rollout's observations. */
-enum { ADV_GROUP_ENVS = 64 };
 
 /* Rows of greedy actions per pass through the actor (evaluation, play, a policy handle):
  * the cache for them is made with the algorithm, so that acting never allocates. Rows
@@ -65,46 +61,20 @@ typedef struct ppo_params {
     bool lr_linear;             /* Adam.lr_schedule = 'linear' */
     double max_norm;            /* Adam.gradient_clipping (0: none) */
     int epochs;                 /* TrainerConfig.num_updates_per_train_iter */
-    bool normalize_obs;         /* TrainerConfig.normalize_observations */
-    float obs_clip;             /* ObservationNormalizer.clipping */
-    bool obs_u8;                /* the env's obs_dtype is CALF_DTYPE_U8: rollouts keep bytes */
 } ppo_params;
 
 typedef struct ppo {
     ppo_params p;
-    comm *c;
-    int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
-    int T;                   /* unroll length */
-    int M;                   /* minibatches per epoch */
-    int64_t mini_batch_size; /* as configured, for the layout line in config.gin */
+    onpolicy op;             /* the rollout: its storage, advantages, normalization, plan
+                              * and records (its E, T, count, views, caches, ...) */
     int64_t total_iterations;/* the run's planned length (the linear schedule) */
-    /* observation normalization (when configured): the rollout, the advantages and the
-     * update only ever see normalized observations; the statistics change once per
-     * iteration, at the end of train */
-    obs_norm onorm;
-    double *norm_acc;        /* (count, OBS_NORM_ACC(obs_dim)) this iteration's per-env sums */
-
     ppo_model md;
-    calf_rng *act_rng;       /* (count) per-env action streams */
-    calf_rng *shuf_rng;      /* (count) per-env minibatch streams */
-    net_cache a_cache, v_cache;
-    int cache_rows;
-
-    /* rollout, time-major: index (t * count + e); obs, act, u, logp, adv, ret, perm and
-     * stats live in views[own] (shared memory when sharing) */
-    onpolicy_view *views;    /* (size) every rank's when sharing, else just this one's */
-    onpolicy_view *own;
-    void *view_mem;          /* own view's memory when private (else the comm's) */
-    bool sharing;            /* ranks share memory: work sharing after the rollout */
-    bool shared_model;       /* sharing, and the model lives in shared memory where each
-                              * rank completes and steps a slice (PRIVATE_MODEL_MAX) */
-    int group_envs;          /* envs per forward pass in the update */
-    int adv_group;           /* envs per pass through the value net for advantages */
     uint64_t params_version; /* bumped whenever md.params change (net_forward_v) */
-    work_share share;        /* every rank's claim word and envs, when sharing; its rounds:
-                              * the advantages, then each minibatch */
+    comm_tree tree;          /* each minibatch's gradient, over every env */
     comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
     comm_tree steal_tree;    /* and beyond STEAL_SETS of them, private */
+    bool shared_model;       /* sharing, and the model lives in shared memory where each
+                              * rank completes and steps a slice (PRIVATE_MODEL_MAX) */
     /* sharing: one model for all ranks, in shared memory; each rank clips and steps its
      * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
     size_t opt_lo, opt_hi;
@@ -114,46 +84,18 @@ typedef struct ppo {
     /* of comm.wait_s, what the update's three collectives per minibatch waited: for the
      * gradient's pieces, for its norm, for the other ranks' optimiser steps */
     double wait_grad_s, wait_norm_s, wait_step_s;
-    float *obs;              /* = own->obs, ... */
-    int *act;
-    float *u;
-    float *logp, *adv, *ret;
-    float *rew;              /* = own->rew, ... */
-    uint8_t *term, *trunc;
-    float *trunc_obs;
-    float *head;             /* (cache_rows, head_dim) */
+
+    /* minibatch, op.cache_rows rows (the actor's in op.head) */
     float *vout;             /* (cache_rows) */
     float *rows_in;          /* (cache_rows, obs_dim) */
-
-    /* advantages, adv_group envs at a time */
-    float *grp_obs;          /* (adv_group * (T + 1), obs_dim) */
-    float *grp_val;          /* (adv_group * (T + 1)) each env's T values, then bootstraps */
-    float *grp_next;         /* (adv_group * (T + 1)) the value after each step */
-    int *grp_trunc;          /* (adv_group * (T + 1)) the group's steps cut by the time limit */
-    float *grp_cut_val;      /* (adv_group * (T + 1)) V(final obs) of those */
-    int64_t shared_adv_envs; /* envs whose advantages this rank computed for other ranks */
-
-    /* minibatch */
-    int *perm;               /* = own->perm */
     float *dhead;            /* (cache_rows, head_dim) */
     float *dval;             /* (cache_rows) */
     float *dlogstd;          /* (cache_rows, action_dim) */
-    onpolicy_gae gae;        /* one env's rollout for GAE */
-    comm_tree tree;
-
-    double *stats;           /* (count, NUM_STATS) */
     double grad_norm_sum;
     int num_updates;
     int64_t iteration;       /* the iteration being trained (for messages) */
-    /* recurrent cores (ppo_recurrent.h): every env's state while acting and whether its
-     * next step begins an episode; the acting and one sequence's update scratch; the
-     * epoch's plan of whole env sequences (every rank draws the same); greedy's rows */
-    uint64_t seed;
-    ppo_rec_state rstate;    /* (count) */
-    uint8_t *next_start;     /* (count) */
-    ppo_rec_act ract;        /* rows: max(count, EVAL_ROWS) */
+    /* recurrent cores (ppo_recurrent.h): one sequence's update scratch; greedy's rows */
     ppo_seq_work seq;
-    int *plan, *mb_of;       /* (E) the epoch's order of envs; each env's minibatch */
     float *sq_obs, *sq_u, *sq_logp, *sq_adv, *sq_ret; /* (T, ...) one env's sequence */
     int *sq_act;             /* (T) */
     uint8_t *sq_start;       /* (T) */
@@ -162,9 +104,6 @@ typedef struct ppo {
     net_cache eval_cache;
     float *eval_head;        /* (EVAL_ROWS, head_dim) */
     float *eval_in;          /* (EVAL_ROWS, obs_dim) normalized rows, when normalizing */
-    float *act_in;           /* (count, obs_dim) what the policy acts on, when the rollout
-                                keeps bytes (else it acts on the kept floats); after acting,
-                                a recurrent value's look-ahead rows (observe_recurrent) */
 } ppo;
 
 
@@ -176,51 +115,6 @@ static size_t shared_state_at(const ppo_model *md, int part) {
     size_t vec = comm_round64(md->g.n * sizeof(float));
     size_t chunks = (md->g.n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
-}
-
-/* A rank's view in shared memory (work_share_layout). */
-static size_t share_carve(void *view, unsigned char *base, int begin, int count, void *ctx) {
-    const ppo *t = ctx;
-    int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    return onpolicy_view_carve(view, base, begin, count, t->T, t->md.obs_dim, ad,
-                               t->md.state_dim, t->p.obs_u8, t->md.action_ints,
-                               t->md.masked ? t->md.num_actions : 0, NUM_STATS);
-}
-
-/* Every rank's rollout in memory all ranks share (when the backend has it and the piece
- * sum fits its arena: the same answer everywhere), else this rank's own, private. */
-static int views_init(ppo *t, calf_error *err) {
-    comm *c = t->c;
-    int P = comm_size(c), T = t->T, od = t->md.obs_dim;
-    int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    /* Everything sharing puts in shared memory, every rank's, must fit in what is left of
-     * it (all decide alike); else each rank keeps its rollout to itself, as without shared
-     * memory: the views, the model, and every rank's tree buffers. */
-    work_share_layout lay = {sizeof(onpolicy_view), share_carve, t};
-    size_t state = comm_round64(shared_state_at(&t->md, SHARED_END));
-    size_t trees = comm_round64(comm_tree_shared_bytes(t->E, t->md.g.n, STEAL_SETS));
-    size_t extra = trees > (SIZE_MAX - state) / (size_t)P ? SIZE_MAX : state + (size_t)P * trees;
-    t->sharing = comm_tree_pieces_supported(c, t->E, t->md.g.n) &&
-                 work_share_fits(c, t->E, extra, &lay);
-    if (!t->sharing) {
-        onpolicy_view scratch;
-        int ai = t->md.action_ints, mb = t->md.masked ? t->md.num_actions : 0;
-        size_t bytes = onpolicy_view_carve(&scratch, NULL, t->begin, t->count, T, od, ad,
-                                           t->md.state_dim, t->p.obs_u8, ai, mb, NUM_STATS);
-        if (!(t->views = mem_calloc(1, sizeof *t->views, err)) ||
-            !(t->view_mem = mem_calloc(1, bytes, err)))
-            return CALF_ENOMEM; /* ppo_destroy frees what was made */
-        onpolicy_view_carve(&t->views[0], t->view_mem, t->begin, t->count, T, od, ad,
-                            t->md.state_dim, t->p.obs_u8, ai, mb, NUM_STATS);
-        t->own = &t->views[0];
-        return CALF_OK;
-    }
-    /* what this rank needs before work_share_init's collective */
-    if (!(t->views = mem_calloc((size_t)P, sizeof *t->views, err))) return CALF_ENOMEM;
-    t->own = &t->views[c->index];
-    int rc = comm_tree_init(&t->steal_tree, t->md.g.n, t->E, 0, 0, err);
-    if (rc == CALF_OK) rc = work_share_init(&t->share, c, t->E, &lay, t->views, err);
-    return rc;
 }
 
 static void ppo_destroy(algorithm *a);
@@ -238,8 +132,6 @@ static ppo_params ppo_params_of(const calf_config *cfg) {
         .lr = (float)calf_config_float(cfg, CALF_CFG_ADAM_LR),
         .lr_d = calf_config_float(cfg, CALF_CFG_ADAM_LR),
         .lr_linear = strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "linear") == 0,
-        .normalize_obs = calf_config_bool(cfg, CALF_CFG_NORMALIZE_OBS),
-        .obs_clip = (float)calf_config_float(cfg, CALF_CFG_OBS_CLIPPING),
         .beta1 = (float)betas->tf[0],
         .beta2 = (float)betas->tf[1],
         .eps = (float)calf_config_float(cfg, CALF_CFG_ADAM_EPS),
@@ -248,21 +140,14 @@ static ppo_params ppo_params_of(const calf_config *cfg) {
     };
 }
 
-/* What recurrent cores add: every env's state (zero, each env about to start an episode),
- * the acting scratch (also greedy's), and the update's per-sequence buffers. */
+/* What recurrent cores add to the update: one env's sequence and its scratch. */
 static int recurrent_init(ppo *t, calf_error *err) {
     const ppo_model *md = &t->md;
-    int n = t->count, T = t->T, od = md->obs_dim, ad = md->action_dim > 0 ? md->action_dim : 1;
-    int rc = ppo_rec_act_init(&t->ract, md, err);
-    if (rc || n == 0) return rc; /* acting only (calf play) */
-    if ((rc = ppo_rec_state_init(&t->rstate, md, n, err)) ||
-        (rc = ppo_seq_work_init(&t->seq, md, T, err)))
-        return rc;
-    size_t E = (size_t)t->E, Tn = (size_t)T;
-    if (!(t->next_start = mem_calloc((size_t)n, 1, err)) ||
-        !(t->plan = mem_calloc(E, sizeof(int), err)) ||
-        !(t->mb_of = mem_calloc(E, sizeof(int), err)) ||
-        !(t->sq_obs = mem_calloc(Tn * (size_t)od, sizeof(float), err)) ||
+    int T = t->op.T, od = md->obs_dim, ad = md->action_dim > 0 ? md->action_dim : 1;
+    int rc = ppo_seq_work_init(&t->seq, md, T, err);
+    if (rc) return rc;
+    size_t Tn = (size_t)T;
+    if (!(t->sq_obs = mem_calloc(Tn * (size_t)od, sizeof(float), err)) ||
         !(t->sq_u = mem_calloc(Tn * (size_t)ad, sizeof(float), err)) ||
         !(t->sq_logp = mem_calloc(Tn, sizeof(float), err)) ||
         !(t->sq_adv = mem_calloc(Tn, sizeof(float), err)) ||
@@ -270,7 +155,6 @@ static int recurrent_init(ppo *t, calf_error *err) {
         !(t->sq_act = mem_calloc(Tn, sizeof(int), err)) ||
         !(t->sq_start = mem_calloc(Tn, 1, err)))
         return CALF_ENOMEM;
-    memset(t->next_start, 1, (size_t)n);
     return CALF_OK;
 }
 
@@ -278,103 +162,57 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     const calf_config *cfg = s->cfg;
     comm *c = s->c;
     t->p = ppo_params_of(cfg);
-    t->p.obs_u8 = s->spec->obs_dtype == CALF_DTYPE_U8;
-    t->c = c;
-    t->E = s->E;
-    t->T = s->T;
-    t->begin = s->begin;
-    t->count = s->count;
-    t->seed = s->seed;
-    t->mini_batch_size = calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE);
-    t->M = onpolicy_minibatches_of(t->E, t->T, t->mini_batch_size);
     t->params_version = 1;
     adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
                      .max_norm = t->p.max_norm};
     t->total_iterations = s->total_iterations;
     int rc = ppo_model_init(&t->md, cfg, s->spec, opt, err);
     if (rc == CALF_OK) rc = ppo_model_init_params(&t->md, cfg, s->seed, err);
-    if (rc == CALF_OK && t->md.state_dim) {
-        t->M = onpolicy_sequence_minibatches_of(t->E, t->T, t->mini_batch_size);
-        rc = recurrent_init(t, err);
+    if (rc) return rc;
+    /* Everything sharing puts in shared memory besides the views, every rank's: the model
+     * and every rank's tree buffers (else each rank keeps its rollout to itself). */
+    onpolicy_conf cf = {
+        .gamma = t->p.gamma,
+        .lambda = t->p.lambda,
+        .normalize_advantages = t->p.normalize_advantages,
+        .num_stats = NUM_STATS,
+        .model_floats = t->md.g.n,
+    };
+    if (s->count > 0) { /* c is NULL when only acting */
+        size_t P = (size_t)comm_size(c), state = comm_round64(shared_state_at(&t->md, SHARED_END));
+        size_t trees = comm_round64(comm_tree_shared_bytes(s->E, t->md.g.n, STEAL_SETS));
+        cf.share_extra = trees > (SIZE_MAX - state) / P ? SIZE_MAX : state + P * trees;
     }
-    if (rc == CALF_OK && t->p.normalize_obs)
-        rc = obs_norm_init(&t->onorm, t->md.obs_dim, t->p.obs_clip, err);
-    int n = t->count, T = t->T, od = t->md.obs_dim, hd = t->md.head_dim;
+    if ((rc = onpolicy_init(&t->op, s, &t->md, &cf, err))) return rc;
+    int n = t->op.count, od = t->md.obs_dim, hd = t->md.head_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    if (rc == CALF_OK) rc = net_cache_init(&t->eval_cache, &t->md.actor, EVAL_ROWS, err);
-    if (rc == CALF_OK &&
-        (!(t->eval_head = mem_calloc((size_t)EVAL_ROWS * hd, sizeof(float), err)) ||
-         !(t->eval_in = mem_calloc((size_t)EVAL_ROWS * od, sizeof(float), err))))
-        rc = CALF_ENOMEM;
-    if (rc || t->count == 0) return rc; /* count 0: acting only (calf play) */
-    if (t->p.normalize_obs &&
-        !(t->norm_acc = mem_calloc((size_t)t->count * OBS_NORM_ACC(t->md.obs_dim), sizeof(double),
-                                   err)))
+    if ((rc = net_cache_init(&t->eval_cache, &t->md.actor, EVAL_ROWS, err))) return rc;
+    if (!(t->eval_head = mem_calloc((size_t)EVAL_ROWS * hd, sizeof(float), err)) ||
+        !(t->eval_in = mem_calloc((size_t)EVAL_ROWS * od, sizeof(float), err)))
         return CALF_ENOMEM;
-    if (t->p.obs_u8 && !(t->act_in = mem_calloc((size_t)n * od, sizeof(float), err)))
-        return CALF_ENOMEM;
-
-    if ((rc = views_init(t, err))) return rc;
-    t->obs = t->own->obs;
-    t->act = t->own->act;
-    t->u = t->own->u;
-    t->logp = t->own->logp;
-    t->adv = t->own->adv;
-    t->ret = t->own->ret;
-    t->rew = t->own->rew;
-    t->term = t->own->term;
-    t->trunc = t->own->trunc;
-    t->trunc_obs = t->own->trunc_obs;
-    t->perm = t->own->perm;
-    t->stats = t->own->stats;
-    /* Without sharing a minibatch's rows go through the nets in one pass; with it, a few
-     * envs at a time, so that another rank can take what is left. */
-    t->group_envs = t->sharing ? WORK_SHARE_GROUP_ENVS : (n > 0 ? n : 1);
-    int max_chunk = (T + t->M - 1) / t->M;
-    int cache_envs = n > t->group_envs ? n : t->group_envs;
-    t->cache_rows = cache_envs * max_chunk; /* >= n: a minibatch, or one timestep of every env */
-    if ((rc = net_cache_init(&t->a_cache, &t->md.actor, t->cache_rows, err)) ||
-        (rc = net_cache_init(&t->v_cache, &t->md.value, t->cache_rows, err)))
+    if (n == 0) return CALF_OK; /* acting only (calf play) */
+    if (t->md.state_dim && (rc = recurrent_init(t, err))) return rc;
+    if (t->op.sharing && (rc = comm_tree_init(&t->steal_tree, t->md.g.n, t->op.E, 0, 0, err)))
         return rc;
-
-    if (!(t->act_rng = mem_calloc((size_t)n, sizeof *t->act_rng, err)) ||
-        !(t->shuf_rng = mem_calloc((size_t)n, sizeof *t->shuf_rng, err)))
-        return CALF_ENOMEM;
-    for (int e = 0; e < n; e++) {
-        calf_rng_seed(&t->act_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_ACTION);
-        calf_rng_seed(&t->shuf_rng[e], s->seed, (uint64_t)(t->begin + e), CALF_RNG_SHUFFLE);
-    }
-    /* advantages: sharing, a few envs at a time (what is left stays fine grained for
-     * others to take); alone, many, for long passes through the value net */
-    int alone = n < 1 ? 1 : n < ADV_GROUP_ENVS ? n : ADV_GROUP_ENVS;
-    t->adv_group = t->sharing ? WORK_SHARE_GROUP_ENVS : alone;
-    size_t grp_rows = (size_t)t->adv_group * (size_t)(T + 1);
-    size_t rows = (size_t)t->cache_rows;
-    if (!(t->grp_obs = mem_calloc(grp_rows * (size_t)od, sizeof(float), err)) ||
-        !(t->grp_val = mem_calloc(grp_rows, sizeof(float), err)) ||
-        !(t->grp_next = mem_calloc(grp_rows, sizeof(float), err)) ||
-        !(t->grp_trunc = mem_calloc(grp_rows, sizeof(int), err)) ||
-        !(t->grp_cut_val = mem_calloc(grp_rows, sizeof(float), err)) ||
-        !(t->head = mem_calloc(rows * (size_t)hd, sizeof(float), err)) ||
-        !(t->vout = mem_calloc(rows, sizeof(float), err)) ||
+    size_t rows = (size_t)t->op.cache_rows;
+    if (!(t->vout = mem_calloc(rows, sizeof(float), err)) ||
         !(t->rows_in = mem_calloc(rows * (size_t)od, sizeof(float), err)) ||
         !(t->dhead = mem_calloc(rows * (size_t)hd, sizeof(float), err)) ||
         !(t->dval = mem_calloc(rows, sizeof(float), err)) ||
         !(t->dlogstd = mem_calloc(rows * (size_t)ad, sizeof(float), err)))
         return CALF_ENOMEM;
-    if ((rc = onpolicy_gae_init(&t->gae, T, err))) return rc;
-    if ((rc = comm_tree_init(&t->tree, t->md.g.n, t->E, t->begin, t->count, err))) return rc;
+    if ((rc = comm_tree_init(&t->tree, t->md.g.n, t->op.E, t->op.begin, n, err))) return rc;
     t->opt_lo = 0;
     t->opt_hi = t->md.g.n;
     /* sharing: the other ranks read this rank's blocks where they are folded, its own
      * envs' and the first ones it takes from others */
-    t->shared_model = t->sharing && t->md.g.n > PRIVATE_MODEL_MAX;
+    t->shared_model = t->op.sharing && t->md.g.n > PRIVATE_MODEL_MAX;
     if (!t->shared_model) return CALF_OK;
     /* what can be, before the collectives */
     void **all = mem_calloc((size_t)c->size, sizeof *all, err);
     if (!all) return CALF_ENOMEM;
     for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++)
-        rc = comm_tree_init(&t->steal_shared[i], t->md.g.n, t->E, 0, 0, err);
+        rc = comm_tree_init(&t->steal_shared[i], t->md.g.n, t->op.E, 0, 0, err);
     if (rc == CALF_OK) rc = comm_tree_share_buffers(c, &t->tree, STEAL_SETS, err);
     for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++)
         rc = comm_tree_share_set(&t->steal_shared[i], &t->tree, i + 1, err);
@@ -400,307 +238,47 @@ static int share_model(ppo *t, calf_error *err) {
     float *params = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_PARAMS));
     float *m = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_M));
     float *v = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_V));
-    if (t->c->index == 0) {
+    if (t->op.c->index == 0) {
         memcpy(params, md->g.params, n * sizeof(float));
         memcpy(m, md->g.m, n * sizeof(float));
         memcpy(v, md->g.v, n * sizeof(float));
     }
-    int rc = comm_barrier(t->c, err);
+    int rc = comm_barrier(t->op.c, err);
     if (rc == CALF_OK) ppo_model_use_state(md, params, m, v, comm_tree_shared_sum(&t->tree));
     return rc;
 }
 
-/* ---- rollout ---------------------------------------------------------------- */
+/* ---- rollout (the on-policy core's) ------------------------------------------------ */
 
-/* values of `rows` observations (rows may exceed the cache: done in slices) */
-static void value_of(ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
-                     float *out /* (rows) */) {
-    int od = t->md.obs_dim;
-    for (int r0 = 0; r0 < rows; r0 += t->cache_rows) {
-        int b = rows - r0 < t->cache_rows ? rows - r0 : t->cache_rows;
-        net_forward(&t->md.value, t->md.g.params, x + (size_t)r0 * od, b, &t->v_cache, out + r0);
-    }
-}
-
-/* ---- observations kept as bytes ---------------------------------------------
- * With a CALF_DTYPE_U8 env the rollout keeps each observation as the env's bytes, a
- * quarter of the floats' memory: x as (uint8_t)x, exact for the integers 0..255 such an
- * env writes (vec_env checks them). They are turned back into the floats the networks
- * take where they are read, (float)b, normalized when configured: the statistics stay
- * fixed through the iteration, so that is the same floats a float rollout keeps. */
-
-/* rows observations (rows * obs_dim floats) as bytes */
-static void obs_to_bytes(const ppo *t, const float *x, int rows, uint8_t *b) {
-    size_t n = (size_t)rows * (size_t)t->md.obs_dim;
-    for (size_t k = 0; k < n; k++) b[k] = (uint8_t)x[k];
-}
-
-/* rows consecutive observations of a rollout array from row i, as the networks take
- * them, into y (rows, obs_dim): a float array's (already normalized) or a byte array's
- * (f NULL) converted */
-static void obs_rows_in(const ppo *t, const float *f, const uint8_t *b, size_t i, int rows,
-                        float *y) {
-    size_t od = (size_t)t->md.obs_dim, n = (size_t)rows * od;
-    if (!t->p.obs_u8) {
-        memcpy(y, f + i * od, n * sizeof(float));
-        return;
-    }
-    for (size_t k = 0; k < n; k++) y[k] = (float)b[i * od + k];
-    if (t->p.normalize_obs) obs_norm_apply(&t->onorm, y, rows, y);
-}
-
-/* Recurrent cores: every env's state steps on x (after the reset of an env whose episode
- * starts here), the actor's rows into t->head and the values kept for the advantages; at
- * step 0 the states the update will start from. */
-static void act_recurrent(ppo *t, int s, const float *x /* (count, obs_dim) */) {
-    ppo_model *md = &t->md;
-    int n = t->count, sd = md->state_dim;
-    size_t base = (size_t)s * n;
-    if (s == 0)
-        for (int e = 0; e < n; e++)
-            ppo_rec_state_get(&t->rstate, md, e, t->own->state0 + (size_t)e * sd);
-    uint8_t *start = t->own->start + base;
-    memcpy(start, t->next_start, (size_t)n);
-    ppo_rec_step(md, md->g.params, &t->rstate, x, start, n, &t->a_cache, t->head, &t->v_cache,
-                 t->own->val + base);
-}
-
-/* Sample every env's action at step s and keep what the update needs of it. */
 static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs,
                     const uint8_t *mask, int *act, float *u) {
-    ppo *t = (ppo *)a;
     (void)iteration;
-    ppo_model *md = &t->md;
-    int n = t->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
-    size_t base = (size_t)s * n;
-    /* (n, obs_dim) what the policy acts on: kept, or made from the bytes kept */
-    float *x = t->p.obs_u8 ? t->act_in : t->obs + base * od;
-    if (t->p.normalize_obs) {
-        size_t acc = OBS_NORM_ACC(od);
-        if (s == 0) memset(t->norm_acc, 0, (size_t)n * acc * sizeof(double));
-        for (int e = 0; e < n; e++)
-            obs_norm_accumulate(&t->onorm, obs + (size_t)e * od, t->norm_acc + (size_t)e * acc);
-    }
-    if (t->p.obs_u8) {
-        obs_to_bytes(t, obs, n, t->own->obs8 + base * od);
-        obs_rows_in(t, NULL, t->own->obs8, base, n, x);
-    } else if (t->p.normalize_obs) {
-        obs_norm_apply(&t->onorm, obs, n, x);
-    } else {
-        memcpy(x, obs, (size_t)n * od * sizeof(float));
-    }
-    if (md->state_dim) act_recurrent(t, s, x);
-    else net_forward(&md->actor, md->g.params, x, n, &t->a_cache, t->head);
-    int ai = md->action_ints, nA = md->num_actions;
-    uint8_t *mk = NULL; /* (n, nA) this step's masks, kept for the update */
-    if (md->masked) {
-        mk = t->own->mask + base * nA;
-        memcpy(mk, mask, (size_t)n * nA);
-    }
-    for (int e = 0; e < n; e++) {
-        size_t i = base + (size_t)e;
-        t->logp[i] = ppo_model_sample(md, md->g.params, t->head + (size_t)e * hd,
-                                      mk ? mk + (size_t)e * nA : NULL, &t->act_rng[e],
-                                      &t->act[i * ai], ad ? t->u + i * ad : NULL);
-    }
-    memcpy(act, t->act + base * ai, (size_t)n * ai * sizeof(int));
-    if (ad) memcpy(u, t->u + base * ad, (size_t)n * ad * sizeof(float));
-}
-
-/* Observations as the networks take them: normalized when configured. */
-static void obs_in(const ppo *t, const float *x, /* (rows, obs_dim) */ int rows,
-                   float *y /* (rows, obs_dim) */) {
-    if (t->p.normalize_obs) obs_norm_apply(&t->onorm, x, rows, y);
-    else memcpy(y, x, (size_t)rows * (size_t)t->md.obs_dim * sizeof(float));
-}
-
-/* Recurrent cores: which envs start an episode at the next step, and the values that
- * look one observation ahead of an env's state (V(final obs) where truncated; at the last
- * step, V(next obs) to bootstrap), as the advantages need them. */
-static void observe_recurrent(ppo *t, const algo_step *st) {
-    ppo_model *md = &t->md;
-    int n = t->count, od = md->obs_dim;
-    size_t base = (size_t)st->s * n;
-    /* the observations as the value net takes them (made from the bytes kept, in act_in,
-     * which this step's acting is done with) */
-    float *x = t->act_in;
-    for (int e = 0; e < n; e++) {
-        size_t i = base + (size_t)e;
-        if (st->truncated[e]) {
-            const float *xe = t->p.obs_u8 ? x : t->trunc_obs + i * od;
-            if (t->p.obs_u8) obs_rows_in(t, t->trunc_obs, t->own->trunc_obs8, i, 1, x);
-            t->own->cut_val[i] = ppo_rec_peek_value(md, md->g.params, &t->ract, &t->rstate, e, xe,
-                                                    false, &t->v_cache);
-        }
-        t->next_start[e] = (uint8_t)(st->terminated[e] | st->truncated[e]);
-    }
-    if (st->s == t->T - 1) {
-        if (t->p.obs_u8) obs_rows_in(t, t->own->boot_obs, t->own->boot_obs8, 0, n, x);
-        const float *xb = t->p.obs_u8 ? x : t->own->boot_obs;
-        for (int e = 0; e < n; e++)
-            t->own->boot_val[e] =
-                ppo_rec_peek_value(md, md->g.params, &t->ract, &t->rstate, e,
-                                   xb + (size_t)e * od, t->next_start[e], &t->v_cache);
-    }
+    onpolicy_act(&((ppo *)a)->op, s, obs, mask, act, u);
 }
 
 static void ppo_observe(algorithm *a, const algo_step *st) {
-    ppo *t = (ppo *)a;
-    int n = t->count, od = t->md.obs_dim;
-    size_t base = (size_t)st->s * n;
-    memcpy(t->rew + base, st->reward, (size_t)n * sizeof(float));
-    memcpy(t->term + base, st->terminated, (size_t)n);
-    memcpy(t->trunc + base, st->truncated, (size_t)n);
-    for (int e = 0; e < n; e++)
-        if (st->truncated[e] && t->p.obs_u8)
-            obs_to_bytes(t, st->final_obs + (size_t)e * od, 1,
-                         t->own->trunc_obs8 + (base + (size_t)e) * od);
-        else if (st->truncated[e])
-            obs_in(t, st->final_obs + (size_t)e * od, 1, t->trunc_obs + (base + (size_t)e) * od);
-    /* what the advantages need besides: the observation each env's next step would see */
-    if (st->s == t->T - 1 && t->p.obs_u8) obs_to_bytes(t, st->next_obs, n, t->own->boot_obs8);
-    else if (st->s == t->T - 1) obs_in(t, st->next_obs, n, t->own->boot_obs);
-    if (t->md.state_dim) observe_recurrent(t, st);
-}
-
-/* ---- advantages ------------------------------------------------------------- */
-
-/* Values, GAE advantages and returns, and the advantage sums of envs [first, first+cnt)
- * of view v (cnt <= adv_group): V(obs) of every step, V(obs after the last step) to
- * bootstrap, and V(final obs) where an episode was cut by the time limit. Every value is
- * a row of its own through the net, so the bits depend neither on the grouping nor on
- * which rank runs it. */
-static void advantages_group(ppo *t, onpolicy_view *v, int first, int cnt) {
-    CALF_ASSERT(cnt >= 0 && cnt <= t->adv_group);
-    int T = t->T, vn = v->count, od = t->md.obs_dim;
-    /* rows k*T + s: env first+k at step s; rows cnt*T + k: its bootstrap observation */
-    for (int k = 0; k < cnt; k++)
-        for (int s = 0; s < T; s++)
-            obs_rows_in(t, v->obs, v->obs8, (size_t)s * vn + (size_t)(first + k), 1,
-                        t->grp_obs + ((size_t)k * T + s) * od);
-    obs_rows_in(t, v->boot_obs, v->boot_obs8, (size_t)first, cnt,
-                t->grp_obs + (size_t)cnt * T * od);
-    value_of(t, t->grp_obs, cnt * (T + 1), t->grp_val);
-    int cut = 0;
-    for (int k = 0; k < cnt; k++)
-        for (int s = 0; s < T; s++) {
-            size_t r = (size_t)k * T + s, i = (size_t)s * vn + (size_t)(first + k);
-            t->grp_next[r] = s + 1 < T ? t->grp_val[r + 1] : t->grp_val[(size_t)cnt * T + k];
-            if (v->trunc[i]) {
-                obs_rows_in(t, v->trunc_obs, v->trunc_obs8, i, 1, t->grp_obs + (size_t)cut * od);
-                t->grp_trunc[cut++] = (int)r;
-            }
-        }
-    if (cut > 0) {
-        value_of(t, t->grp_obs, cut, t->grp_cut_val);
-        for (int j = 0; j < cut; j++) t->grp_next[t->grp_trunc[j]] = t->grp_cut_val[j];
-    }
-    for (int k = 0; k < cnt; k++) {
-        int e = first + k;
-        for (int s = 0; s < T; s++) {
-            size_t r = (size_t)k * T + s;
-            t->gae.val[s] = t->grp_val[r];
-            t->gae.next[s] = t->grp_next[r];
-        }
-        onpolicy_gae_env(&t->gae, v, e, t->T, t->p.gamma, t->p.lambda);
-    }
-}
-
-/* The same with recurrent cores, from the values computed while acting (each env's state
- * carried along: a row can no longer go through the net on its own). */
-static void advantages_stored(ppo *t, onpolicy_view *v, int first, int cnt) {
-    int T = t->T, vn = v->count;
-    for (int e = first; e < first + cnt; e++) {
-        for (int s = 0; s < T; s++) {
-            size_t i = (size_t)s * vn + (size_t)e;
-            t->gae.val[s] = v->val[i];
-            t->gae.next[s] = v->trunc[i] ? v->cut_val[i]
-                             : s + 1 < T ? v->val[i + (size_t)vn]
-                                         : v->boot_val[e];
-        }
-        onpolicy_gae_env(&t->gae, v, e, t->T, t->p.gamma, t->p.lambda);
-    }
-}
-
-/* The same for envs [first, first+cnt) of v, adv_group at a time. */
-static void advantages_envs(ppo *t, onpolicy_view *v, int first, int cnt) {
-    if (t->md.state_dim) {
-        advantages_stored(t, v, first, cnt);
-        return;
-    }
-    for (int g = first; g < first + cnt; g += t->adv_group)
-        advantages_group(t, v, g, first + cnt - g < t->adv_group ? first + cnt - g : t->adv_group);
-}
-
-/* Every env's advantages and returns, normalised over the whole batch when configured.
- * Sharing, a rank that is done with its own envs takes the back half of what a slower
- * rank has left, so a rank that finished its rollout first does not just wait. */
-static int compute_advantages(ppo *t, calf_error *err) {
-    int n = t->count, T = t->T, rc;
-    if (!t->sharing) {
-        advantages_envs(t, t->own, 0, n);
-    } else {
-        /* a slow rank's nap is longer than in a minibatch: the others first finish
-         * their own advantages */
-        work_round r;
-        work_share_open(&t->share, &r, 1000 * 1000);
-        int first, k, rank;
-        while ((k = work_share_own(&r, &first)) > 0) advantages_envs(t, t->own, first, k);
-        while ((k = work_share_other(&r, &rank, &first)) > 0) {
-            advantages_envs(t, &t->views[rank], first, k);
-            t->shared_adv_envs += k;
-        }
-        /* everyone's advantages are in place before any are summed, normalised or read */
-        if ((rc = comm_barrier(t->c, err))) return rc;
-    }
-    if (!t->p.normalize_advantages) return CALF_OK;
-    /* whole-batch mean and (population) std, summed over envs in canonical order */
-    double tot[2];
-    rc = comm_tree_sum_f64(t->c, t->E, t->begin, n, t->own->adv_sums, 2, tot, err);
-    if (rc) return rc;
-    double N = (double)t->E * T;
-    double mean = tot[0] / N;
-    double var = tot[1] / N - mean * mean;
-    float fmean = (float)mean;
-    float inv = (float)(1.0 / (sqrt(var > 0 ? var : 0) + 1e-8));
-    for (size_t i = 0; i < (size_t)n * T; i++) t->adv[i] = (t->adv[i] - fmean) * inv;
-    return CALF_OK;
+    onpolicy_observe(&((ppo *)a)->op, st);
 }
 
 /* ---- PPO update --------------------------------------------------------------- */
-
-/* With recurrent cores, an epoch's minibatches are whole env sequences: the E envs
- * shuffled by the (seed, iteration << 20 | epoch, CALF_RNG_PLAN) stream, minibatch m the
- * m-th of M nearly equal chunks of that order. Every rank draws the same plan, so it does
- * not depend on the number of processes. */
-static void plan_sequences(ppo *t, int epoch) {
-    calf_rng r;
-    calf_rng_seed(&r, t->seed, ((uint64_t)t->iteration << 20) | (uint64_t)epoch, CALF_RNG_PLAN);
-    onpolicy_shuffle(&r, t->plan, t->E);
-    for (int m = 0; m < t->M; m++) {
-        int off, len;
-        onpolicy_chunk_range(t->E, t->M, m, &off, &len);
-        for (int j = off; j < off + len; j++) t->mb_of[t->plan[j]] = m;
-    }
-}
 
 typedef struct loss_weights {
     float clip, td_w, ent_w, scale;
 } loss_weights;
 
-/* With recurrent cores, minibatch mb of this epoch's plan (t->mb_of): envs [first,
+/* With recurrent cores, minibatch mb of this epoch's plan (t->op.mb_of): envs [first,
  * first+cnt) of view v that are in it give their whole sequence's partial gradient
  * (ppo_seq_grad, from the state their rollout started with), the others a zero partial,
  * so the tree over every env sums the minibatch's envs in env order, on any split. */
 static void minibatch_sequences(ppo *t, const onpolicy_view *v, int first, int cnt, int mb,
                                 const loss_weights *w, comm_tree *tree) {
     ppo_model *md = &t->md;
-    int T = t->T, vn = v->count, od = md->obs_dim, ad = md->action_dim;
+    int T = t->op.T, vn = v->count, od = md->obs_dim, ad = md->action_dim;
     int adim = ad > 0 ? ad : 1;
     ppo_seq_weights lw = {.clip = w->clip, .td_w = w->td_w, .ent_w = w->ent_w, .scale = w->scale};
     for (int e = first; e < first + cnt; e++) {
         float *left = comm_tree_left_sibling(tree);
-        if (t->mb_of[v->begin + e] != mb) {
+        if (t->op.mb_of[v->begin + e] != mb) {
             /* a zero partial: the left sibling as it is (x + 0 is x: no partial is -0), or
              * a zeroed leaf */
             if (left) {
@@ -713,7 +291,7 @@ static void minibatch_sequences(ppo *t, const onpolicy_view *v, int first, int c
         }
         for (int s = 0; s < T; s++) {
             size_t i = (size_t)s * vn + (size_t)e;
-            obs_rows_in(t, v->obs, v->obs8, i, 1, t->sq_obs + (size_t)s * od);
+            onpolicy_obs_rows(&t->op, v->obs, v->obs8, i, 1, t->sq_obs + (size_t)s * od);
             if (ad) memcpy(t->sq_u + (size_t)s * ad, v->u + i * adim, (size_t)ad * sizeof(float));
             t->sq_start[s] = v->start[i];
             t->sq_act[s] = v->act[i];
@@ -744,28 +322,28 @@ static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, i
         return;
     }
     ppo_model *md = &t->md;
-    int T = t->T, vn = v->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
+    int T = t->op.T, vn = v->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     int adim = ad > 0 ? ad : 1;
-    for (int g0 = first; g0 < first + cnt; g0 += t->group_envs) {
-        int g = first + cnt - g0 < t->group_envs ? first + cnt - g0 : t->group_envs;
+    for (int g0 = first; g0 < first + cnt; g0 += t->op.group_envs) {
+        int g = first + cnt - g0 < t->op.group_envs ? first + cnt - g0 : t->op.group_envs;
         int rows = g * len;
         /* rows grouped by env: env g0+k's timesteps are rows [k*len, (k+1)*len) */
         for (int k = 0; k < g; k++)
             for (int j = 0; j < len; j++) {
                 size_t i = (size_t)v->perm[(size_t)(g0 + k) * T + off + j] * vn + (size_t)(g0 + k);
-                obs_rows_in(t, v->obs, v->obs8, i, 1, t->rows_in + ((size_t)k * len + j) * od);
+                onpolicy_obs_rows(&t->op, v->obs, v->obs8, i, 1, t->rows_in + ((size_t)k * len + j) * od);
             }
         net_forward_v(&md->actor, md->g.params, t->params_version, t->rows_in, rows,
-                         &t->a_cache, t->head);
+                         &t->op.a_cache, t->op.head);
         net_forward_v(&md->value, md->g.params, t->params_version, t->rows_in, rows,
-                         &t->v_cache, t->vout);
+                         &t->op.v_cache, t->vout);
         for (int k = 0; k < g; k++) {
             int e = g0 + k;
             double *st = v->stats + (size_t)e * NUM_STATS;
             for (int j = 0; j < len; j++) {
                 int r = k * len + j;
                 size_t i = (size_t)v->perm[(size_t)e * T + off + j] * vn + (size_t)e;
-                const float *h = t->head + (size_t)r * hd;
+                const float *h = t->op.head + (size_t)r * hd;
                 const float *u = ad ? v->u + i * adim : NULL;
                 const uint8_t *mk = v->mask ? v->mask + i * md->num_actions : NULL;
                 const int *act = v->act + i * md->action_ints;
@@ -793,14 +371,14 @@ static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, i
             float *left = comm_tree_left_sibling(tree);
             float *leaf = left ? left : comm_tree_leaf_raw(tree);
             if (left) {
-                net_backward_add(&md->actor, md->g.params, &t->a_cache, r0, len,
+                net_backward_add(&md->actor, md->g.params, &t->op.a_cache, r0, len,
                                     t->dhead + (size_t)r0 * hd, leaf, NULL);
-                net_backward_add(&md->value, md->g.params, &t->v_cache, r0, len, t->dval + r0,
+                net_backward_add(&md->value, md->g.params, &t->op.v_cache, r0, len, t->dval + r0,
                                     leaf, NULL);
             } else {
-                net_backward_set(&md->actor, md->g.params, &t->a_cache, r0, len,
+                net_backward_set(&md->actor, md->g.params, &t->op.a_cache, r0, len,
                                     t->dhead + (size_t)r0 * hd, leaf, NULL);
-                net_backward_set(&md->value, md->g.params, &t->v_cache, r0, len, t->dval + r0,
+                net_backward_set(&md->value, md->g.params, &t->op.v_cache, r0, len, t->dval + r0,
                                     leaf, NULL);
             }
             for (int a = 0; a < ad; a++) {
@@ -824,7 +402,7 @@ typedef struct minibatch_ctx {
 
 static void minibatch_pass(void *ctx, int rank, int first, int count, comm_tree *tree) {
     const minibatch_ctx *m = ctx;
-    minibatch_envs(m->t, &m->t->views[rank], first, count, m->off, m->len, m->w, tree);
+    minibatch_envs(m->t, &m->t->op.views[rank], first, count, m->off, m->len, m->w, tree);
 }
 
 /* One minibatch's gradient into md->g.grad. Without shared memory each rank folds its own
@@ -837,21 +415,21 @@ static void minibatch_pass(void *ctx, int rank, int first, int count, comm_tree 
 static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
                               calf_error *err) {
     ppo_model *md = &t->md;
-    if (!t->sharing) {
-        minibatch_envs(t, t->own, 0, t->count, off, len, w, &t->tree);
-        return comm_tree_allreduce(t->c, &t->tree, md->g.grad, err);
+    if (!t->op.sharing) {
+        minibatch_envs(t, t->op.own, 0, t->op.count, off, len, w, &t->tree);
+        return comm_tree_allreduce(t->op.c, &t->tree, md->g.grad, err);
     }
     comm_tree_pieces pieces;
     minibatch_ctx m = {t, off, len, w};
     work_share_trees trees = {&t->tree, t->steal_shared, t->shared_model ? STEAL_SETS : 0,
                               &t->steal_tree};
-    int rc = work_share_sum_round(&t->share, &pieces, md->g.n, &trees, 200 * 1000,
+    int rc = work_share_sum_round(&t->op.share, &pieces, md->g.n, &trees, 200 * 1000,
                                   minibatch_pass, &m, &t->shared_envs, err);
     if (rc) return rc;
     /* a private model: the whole sum on every rank, one collective */
-    if (!t->shared_model) return comm_tree_pieces_sum(t->c, &pieces, md->g.grad, err);
+    if (!t->shared_model) return comm_tree_pieces_sum(t->op.c, &pieces, md->g.grad, err);
     float *sum;
-    rc = comm_tree_pieces_fold(t->c, &pieces, &sum, err);
+    rc = comm_tree_pieces_fold(t->op.c, &pieces, &sum, err);
     CALF_ASSERT(rc != CALF_OK || sum == md->g.grad);
     return rc;
 }
@@ -869,14 +447,14 @@ static int grad_norm(ppo *t, double *norm, calf_error *err) {
         size_t len = t->opt_hi - at < ADAM_NORM_CHUNK ? t->opt_hi - at : ADAM_NORM_CHUNK;
         t->norm_parts[at / ADAM_NORM_CHUNK] = adam_sum_sq(md->g.grad + at, len);
     }
-    int rc = comm_barrier(t->c, err);
+    int rc = comm_barrier(t->op.c, err);
     if (rc == CALF_OK) *norm = adam_norm_of_chunks(t->norm_parts, chunks);
     return rc;
 }
 
 static int update(ppo *t, calf_error *err) {
     ppo_model *md = &t->md;
-    int n = t->count, T = t->T;
+    int T = t->op.T;
     loss_weights w = {
         .clip = t->p.clip,
         .td_w = t->p.td_w,
@@ -884,29 +462,26 @@ static int update(ppo *t, calf_error *err) {
     };
 
     for (int epoch = 0; epoch < t->p.epochs; epoch++) {
-        if (md->state_dim) plan_sequences(t, epoch);
-        else
-            for (int e = 0; e < n; e++)
-                onpolicy_shuffle(&t->shuf_rng[e], t->perm + (size_t)e * T, T);
-        for (int mb = 0; mb < t->M; mb++) {
+        onpolicy_plan_epoch(&t->op, t->iteration, epoch);
+        for (int mb = 0; mb < t->op.M; mb++) {
             int off, len;
             if (md->state_dim) {
                 /* minibatch mb: len whole env sequences (minibatch_sequences) */
-                onpolicy_chunk_range(t->E, t->M, mb, &off, &len);
+                onpolicy_chunk_range(t->op.E, t->op.M, mb, &off, &len);
                 off = mb;
                 w.scale = 1.0f / ((float)len * (float)T);
             } else {
-                onpolicy_chunk_range(T, t->M, mb, &off, &len);
-                w.scale = 1.0f / ((float)t->E * (float)len);
+                onpolicy_chunk_range(T, t->op.M, mb, &off, &len);
+                w.scale = 1.0f / ((float)t->op.E * (float)len);
             }
-            double waited = t->c->wait_s;
+            double waited = t->op.c->wait_s;
             int rc = minibatch_gradient(t, off, len, &w, err);
             if (rc) return rc;
-            t->wait_grad_s += t->c->wait_s - waited;
-            waited = t->c->wait_s;
+            t->wait_grad_s += t->op.c->wait_s - waited;
+            waited = t->op.c->wait_s;
             double norm;
             if ((rc = grad_norm(t, &norm, err))) return rc;
-            t->wait_norm_s += t->c->wait_s - waited;
+            t->wait_norm_s += t->op.c->wait_s - waited;
             if (!isfinite(norm))
                 return calf_error_set(err, CALF_EIO,
                                       "iteration %lld: the gradient is not finite (training "
@@ -918,9 +493,9 @@ static int update(ppo *t, calf_error *err) {
             /* clip and step this rank's slice (all of it without sharing) */
             param_group_step_slice(&md->g, t->opt_lo, t->opt_hi, norm);
             /* the next forward pass reads every rank's slice */
-            waited = t->c->wait_s;
-            if (t->shared_model && (rc = comm_barrier(t->c, err))) return rc;
-            t->wait_step_s += t->c->wait_s - waited;
+            waited = t->op.c->wait_s;
+            if (t->shared_model && (rc = comm_barrier(t->op.c, err))) return rc;
+            t->wait_step_s += t->op.c->wait_s - waited;
         }
     }
     return CALF_OK;
@@ -934,28 +509,16 @@ static float lr_at(const ppo_params *p, int64_t k, int64_t N) {
     return p->lr_linear ? adam_lr_linear_at(p->lr_d, k, N) : p->lr;
 }
 
-/* The iteration's observations into the running statistics: each env's sums, added over
- * envs in canonical order, are merged once (collective). */
-static int update_obs_norm(ppo *t, calf_error *err) {
-    size_t acc = OBS_NORM_ACC(t->md.obs_dim);
-    double *sum = mem_calloc(acc, sizeof(double), err);
-    if (!sum) return CALF_ENOMEM; /* before the collective */
-    int rc = comm_tree_sum_f64(t->c, t->E, t->begin, t->count, t->norm_acc, acc, sum, err);
-    if (rc == CALF_OK) obs_norm_merge(&t->onorm, (int64_t)t->E * t->T, sum);
-    free(sum);
-    return rc;
-}
-
 static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
     ppo *t = (ppo *)a;
     t->iteration = iteration;
     t->md.g.opt.lr = lr_at(&t->p, iteration, t->total_iterations);
-    memset(t->stats, 0, (size_t)t->count * NUM_STATS * sizeof(double));
+    memset(t->op.own->stats, 0, (size_t)t->op.count * NUM_STATS * sizeof(double));
     t->grad_norm_sum = 0;
     t->num_updates = 0;
-    int rc = compute_advantages(t, err);
+    int rc = onpolicy_advantages(&t->op, err);
     if (rc == CALF_OK) rc = update(t, err);
-    if (rc == CALF_OK && t->p.normalize_obs) rc = update_obs_norm(t, err);
+    if (rc == CALF_OK) rc = onpolicy_merge_obs_norm(&t->op, err);
     return rc;
 }
 
@@ -969,8 +532,8 @@ static void act_rows(algorithm *a, const float *obs, const uint8_t *mask, int ro
     for (int r0 = 0; r0 < rows; r0 += EVAL_ROWS) {
         int b = rows - r0 < EVAL_ROWS ? rows - r0 : EVAL_ROWS;
         const float *x = obs + (size_t)r0 * od;
-        if (t->p.normalize_obs) {
-            obs_norm_apply(&t->onorm, x, b, t->eval_in);
+        if (t->op.normalize_obs) {
+            obs_norm_apply(&t->op.onorm, x, b, t->eval_in);
             x = t->eval_in;
         }
         if (md->actor.state_size) {
@@ -1040,9 +603,9 @@ static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     }
     int rc = export_c_net(x, "actor", &md->actor, md->g.params, err);
     if (rc) return rc;
-    if (t->p.normalize_obs) obs_norm_export_c(&t->onorm, x, "obs_in");
+    if (t->op.normalize_obs) obs_norm_export_c(&t->op.onorm, x, "obs_in");
     export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
-                  t->p.normalize_obs ? "obs_in" : "obs");
+                  t->op.normalize_obs ? "obs_in" : "obs");
     if (md->num_action_dims > 0) {
         export_c_multi_argmax_return(x, "head", md->nvec, md->num_action_dims, md->masked);
     } else if (md->num_actions > 0) {
@@ -1058,9 +621,10 @@ static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
 static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error *err) {
     ppo *t = (ppo *)a;
     double g[NUM_STATS];
-    int rc = comm_tree_sum_f64(t->c, t->E, t->begin, t->count, t->stats, NUM_STATS, g, err);
+    int rc = comm_tree_sum_f64(t->op.c, t->op.E, t->op.begin, t->op.count, t->op.own->stats,
+                               NUM_STATS, g, err);
     if (rc) return rc;
-    double samples = (double)t->p.epochs * t->E * t->T;
+    double samples = (double)t->p.epochs * t->op.E * t->op.T;
     calf_summary_scalar("PPOLoss/pg_loss", step, g[ST_PG] / samples);
     calf_summary_scalar("PPOLoss/td_loss", step, g[ST_TD] / samples);
     calf_summary_scalar("PPOLoss/entropy", step, g[ST_ENT] / samples);
@@ -1092,19 +656,13 @@ static uint64_t ppo_digest(const algorithm *a) {
 /* ---- checkpoint sections -------------------------------------------------------- */
 
 
-/* *out = a * b for a, b >= 0; false when the product does not fit. */
-static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
-    if (a < 0 || b < 0 || (b > 0 && a > INT64_MAX / b)) return false;
-    *out = a * b;
-    return true;
-}
-
 /* The model's one parameter group, "PRMS" (param_group.h): parameters, Adam's step count and
- * moments; then, when observations are normalized, their statistics, "ONRM" (obs_norm.h). */
+ * moments; then, when observations are normalized, their statistics, "ONRM" (obs_norm.h,
+ * onpolicy_save). */
 static void ppo_save(const algorithm *a, ckpt_buf *b) {
     const ppo *t = (const ppo *)a;
     param_group_save(&t->md.g, b);
-    if (t->p.normalize_obs) obs_norm_save(&t->onorm, b);
+    onpolicy_save(&t->op, b);
 }
 
 static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error *err) {
@@ -1113,61 +671,27 @@ static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
     /* the step count follows from the iteration; an iteration whose count would not fit
      * in 64 bits is a damaged or foreign file too */
     int64_t want;
-    if (!mul_fits(iteration, (int64_t)t->p.epochs * t->M, &want))
+    if (!onpolicy_mul_fits(iteration, (int64_t)t->p.epochs * t->op.M, &want))
         return calf_error_set(err, CALF_EINVAL,
                               "%s: counters do not match iteration %lld of this config", r->name,
                               (long long)iteration);
     int rc = param_group_load(&t->md.g, r, want, err);
-    /* every env adds T observations per iteration */
-    if (rc == CALF_OK && t->p.normalize_obs) {
-        if (!mul_fits(iteration, (int64_t)t->E * t->T, &want))
-            return calf_error_set(err, CALF_EINVAL,
-                                  "%s: counters do not match iteration %lld of this config",
-                                  r->name, (long long)iteration);
-        rc = obs_norm_load(&t->onorm, r, want, err);
-    }
+    if (rc == CALF_OK) rc = onpolicy_load(&t->op, r, iteration, err);
     return rc;
 }
 
-/* Each env's record: its action stream, then its shuffle stream; with recurrent cores
- * then whether its next step begins an episode (a byte, 0 or 1) and its state (state_dim
- * float32s, ppo_rec_state_put), so a resume on any number of processes continues it. */
+/* Each env's record is the on-policy core's (onpolicy_env_record_size). */
 static size_t ppo_env_record_size(const algorithm *a) {
-    const ppo *t = (const ppo *)a;
-    return 2 * BYTES_RNG + (t->md.state_dim ? 1 + 4 * (size_t)t->md.state_dim : 0);
-}
-
-static int get_rng(const unsigned char *p, calf_rng *r, const char *name, int env, calf_error *err) {
-    if (!bytes_get_rng(p, r))
-        return calf_error_set(err, CALF_EINVAL, "%s: env %d has an all-zero random stream", name, env);
-    return CALF_OK;
+    return onpolicy_env_record_size(&((const ppo *)a)->op);
 }
 
 static void ppo_save_env(const algorithm *a, int e, unsigned char *rec) {
-    const ppo *t = (const ppo *)a;
-    bytes_put_rng(rec, &t->act_rng[e]);
-    bytes_put_rng(rec + BYTES_RNG, &t->shuf_rng[e]);
-    if (t->md.state_dim) {
-        rec[2 * BYTES_RNG] = t->next_start[e];
-        ppo_rec_state_put(&t->rstate, &t->md, e, rec + 2 * BYTES_RNG + 1);
-    }
+    onpolicy_save_env(&((const ppo *)a)->op, e, rec);
 }
 
 static int ppo_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
                         calf_error *err) {
-    ppo *t = (ppo *)a;
-    int rc = get_rng(rec, &t->act_rng[e], name, t->begin + e, err);
-    if (rc == CALF_OK) rc = get_rng(rec + BYTES_RNG, &t->shuf_rng[e], name, t->begin + e, err);
-    if (rc == CALF_OK && t->md.state_dim) {
-        const unsigned char *r = rec + 2 * BYTES_RNG;
-        if (r[0] > 1 || !ppo_rec_state_load(&t->rstate, &t->md, e, r + 1))
-            return calf_error_set(err, CALF_EINVAL,
-                                  "%s: env %d's recurrent state is damaged (%s)", name,
-                                  t->begin + e, r[0] > 1 ? "an episode-start flag not 0 or 1"
-                                                         : "a value that is not finite");
-        t->next_start[e] = r[0];
-    }
-    return rc;
+    return onpolicy_load_env(&((ppo *)a)->op, e, rec, name, err);
 }
 
 /* The rank log's closing lines: what work sharing did, and what the other ranks cost
@@ -1175,14 +699,14 @@ static int ppo_load_env(algorithm *a, int e, const unsigned char *rec, const cha
  * per minibatch). */
 static void ppo_report(const algorithm *a, double run_s, char *text, size_t cap) {
     const ppo *t = (const ppo *)a;
-    const comm *c = t->c;
+    const comm *c = t->op.c;
     size_t off = 0;
     text[0] = '\0';
-    if (t->sharing)
+    if (t->op.sharing)
         off += (size_t)snprintf(text, cap,
                                 "work sharing: this rank folded %lld env partials and computed "
                                 "the advantages of %lld envs of other ranks\n",
-                                (long long)t->shared_envs, (long long)t->shared_adv_envs);
+                                (long long)t->shared_envs, (long long)t->op.shared_adv_envs);
     if (off < cap && comm_size(c) > 1 && c->ops->measures_waits)
         snprintf(text + off, cap - off,
                  "waited %.3f s in collectives for other ranks (%.1f%% of %.3f s): %.3f s "
@@ -1194,21 +718,21 @@ static void ppo_report(const algorithm *a, double run_s, char *text, size_t cap)
 static void ppo_describe(const algorithm *a, char *text, size_t cap) {
     const ppo *t = (const ppo *)a;
     int off0, len0, offl, lenl;
-    onpolicy_chunk_range(t->T, t->M, 0, &off0, &len0);
-    onpolicy_chunk_range(t->T, t->M, t->M - 1, &offl, &lenl);
+    onpolicy_chunk_range(t->op.T, t->op.M, 0, &off0, &len0);
+    onpolicy_chunk_range(t->op.T, t->op.M, t->op.M - 1, &offl, &lenl);
     if (t->md.state_dim) {
-        onpolicy_chunk_range(t->E, t->M, 0, &off0, &len0);
-        onpolicy_chunk_range(t->E, t->M, t->M - 1, &offl, &lenl);
+        onpolicy_chunk_range(t->op.E, t->op.M, 0, &off0, &len0);
+        onpolicy_chunk_range(t->op.E, t->op.M, t->op.M - 1, &offl, &lenl);
         snprintf(text, cap,
                  "mini_batch_size = %lld: %d minibatches per epoch of whole env sequences (a "
                  "recurrent core), each %d..%d envs x %d steps, the envs drawn per epoch by the "
                  "(seed, iteration, epoch) stream",
-                 (long long)t->mini_batch_size, t->M, lenl, len0, t->T);
+                 (long long)t->op.mini_batch_size, t->op.M, lenl, len0, t->op.T);
     } else {
         snprintf(text, cap,
                  "mini_batch_size = %lld: %d minibatches per epoch, each %d..%d timesteps from "
                  "every env (%d..%d samples)",
-                 (long long)t->mini_batch_size, t->M, lenl, len0, t->E * lenl, t->E * len0);
+                 (long long)t->op.mini_batch_size, t->op.M, lenl, len0, t->op.E * lenl, t->op.E * len0);
     }
     size_t off = strlen(text);
     if (t->p.lr_linear && off < cap)
@@ -1216,11 +740,11 @@ static void ppo_describe(const algorithm *a, char *text, size_t cap) {
                                 "\nAdam.lr_schedule = 'linear': lr %g at iteration 0, down to 0 "
                                 "at iteration %lld",
                                 t->p.lr_d, (long long)t->total_iterations);
-    if (t->p.normalize_obs && off < cap)
+    if (t->op.normalize_obs && off < cap)
         snprintf(text + off, cap - off,
                  "\nobservations normalized by the statistics of all iterations before, "
                  "merged once per iteration over %d envs x %d steps",
-                 t->E, t->T);
+                 t->op.E, t->op.T);
 }
 
 /* A core is an LSTM or a GRU, not both, and of at least 3 units (rnn.h); then whether
@@ -1284,25 +808,17 @@ static int ppo_create(const algo_setup *s, algorithm **out, calf_error *err) {
 static void ppo_destroy(algorithm *a) {
     ppo *t = (ppo *)a;
     if (!t) return;
+    onpolicy_free(&t->op);
     ppo_model_free(&t->md);
-    ppo_rec_state_free(&t->rstate);
     ppo_rec_state_free(&t->gstate);
-    ppo_rec_act_free(&t->ract);
     ppo_seq_work_free(&t->seq);
-    onpolicy_gae_free(&t->gae);
-    net_cache_free(&t->a_cache);
-    net_cache_free(&t->v_cache);
     net_cache_free(&t->eval_cache);
-    obs_norm_free(&t->onorm);
     comm_tree_free(&t->tree);
     comm_tree_free(&t->steal_tree);
     for (int i = 0; i < STEAL_SETS; i++) comm_tree_free(&t->steal_shared[i]);
-    work_share_free(&t->share);
-    void *bufs[] = {t->act_rng, t->shuf_rng, t->view_mem, t->views, t->head,
-                    t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->grp_obs,
-                    t->grp_val, t->grp_next, t->grp_trunc, t->grp_cut_val, t->eval_head,
-                    t->eval_in, t->norm_acc, t->next_start, t->plan, t->mb_of, t->sq_obs,
-                    t->sq_u, t->sq_logp, t->sq_adv, t->sq_ret, t->sq_act, t->sq_start, t->act_in};
+    void *bufs[] = {t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->eval_head,
+                    t->eval_in, t->sq_obs, t->sq_u, t->sq_logp, t->sq_adv, t->sq_ret,
+                    t->sq_act, t->sq_start};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }
