@@ -1,10 +1,12 @@
 /* onpolicy.c: the on-policy core (onpolicy.h): the rollout's storage and the steps that
- * fill it, the values and advantages, observation normalization, the minibatch plan and
- * the rollout's checkpoint records, moved out of ppo.c as they were, so that another
- * on-policy algorithm reuses them with PPO's bits. */
+ * fill it, the values and advantages, observation normalization, the minibatch plan, the
+ * update's work-shared gradient and optimiser slices, and the rollout's checkpoint
+ * records, moved out of ppo.c as they were, so that another on-policy algorithm reuses
+ * them with PPO's bits. */
 #include "algorithms/onpolicy.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +128,29 @@ void onpolicy_shuffle(calf_rng *rng, int *perm, int T) {
  * long passes, and a bounded copy of the rollout's observations. */
 enum { ADV_GROUP_ENVS = 64 };
 
+/* Models of at most this many floats are not shared: with work sharing every rank
+ * completes the whole summed gradient and steps its own copy (the same bits everywhere:
+ * the same tree, adam_global_norm, the same Adam step), which makes each minibatch one
+ * collective instead of three (the gradient; not its norm and the optimiser step). For
+ * such models the repeated work (completing ~10^4 floats from a few blocks, one Adam
+ * step) costs microseconds, less than two meetings of the ranks; on ppo_halfcheetah's
+ * 320 minibatches of 64 samples per iteration the meetings were the cost of --nproc 2
+ * (bench/README.md, "MuJoCo training"). Larger models keep the split completion. */
+enum { PRIVATE_MODEL_MAX = 65536 };
+
+/* A rank's slice of the gradient holds whole norm chunks (see grad_norm). */
+_Static_assert(COMM_SLICE_ELEMS % ADAM_NORM_CHUNK == 0, "slices must hold whole norm chunks");
+
+/* The model every rank steps a slice of when sharing, in rank 0's region: params, m, v,
+ * then each norm chunk's squared gradient (the gradient itself is where the split sum
+ * lands). shared_state_at(md, SHARED_END) is the region's size. */
+enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
+static size_t shared_state_at(const ppo_model *md, int part) {
+    size_t vec = comm_round64(md->g.n * sizeof(float));
+    size_t chunks = (md->g.n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
+    return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
+}
+
 /* A rank's view in shared memory (work_share_layout). */
 static size_t share_carve(void *view, unsigned char *base, int begin, int count, void *ctx) {
     const onpolicy *op = ctx;
@@ -145,10 +170,13 @@ static int views_init(onpolicy *op, calf_error *err) {
     int ad = md->action_dim > 0 ? md->action_dim : 1;
     /* Everything sharing puts in shared memory, every rank's, must fit in what is left of
      * it (all decide alike); else each rank keeps its rollout to itself, as without shared
-     * memory: the views, and whatever the algorithm shares (its model, its trees). */
+     * memory: the views, the model, and every rank's tree buffers. */
     work_share_layout lay = {sizeof(onpolicy_view), share_carve, op};
-    op->sharing = comm_tree_pieces_supported(c, op->E, op->cf.model_floats) &&
-                  work_share_fits(c, op->E, op->cf.share_extra, &lay);
+    size_t state = comm_round64(shared_state_at(md, SHARED_END));
+    size_t trees = comm_round64(comm_tree_shared_bytes(op->E, md->g.n, ONPOLICY_STEAL_SETS));
+    size_t extra = trees > (SIZE_MAX - state) / (size_t)P ? SIZE_MAX : state + (size_t)P * trees;
+    op->sharing = comm_tree_pieces_supported(c, op->E, md->g.n) &&
+                  work_share_fits(c, op->E, extra, &lay);
     if (!op->sharing) {
         onpolicy_view scratch;
         int ai = md->action_ints, mb = md->masked ? md->num_actions : 0;
@@ -162,9 +190,46 @@ static int views_init(onpolicy *op, calf_error *err) {
         op->own = &op->views[0];
         return CALF_OK;
     }
+    /* what this rank needs before work_share_init's collective */
     if (!(op->views = mem_calloc((size_t)P, sizeof *op->views, err))) return CALF_ENOMEM;
     op->own = &op->views[c->index];
-    return work_share_init(&op->share, c, op->E, &lay, op->views, err);
+    int rc = comm_tree_init(&op->steal_tree, md->g.n, op->E, 0, 0, err);
+    if (rc == CALF_OK) rc = work_share_init(&op->share, c, op->E, &lay, op->views, err);
+    return rc;
+}
+
+/* The update's trees and, sharing a model larger than PRIVATE_MODEL_MAX, its region in
+ * shared memory and this rank's slice of it (collective). */
+static int gradient_init(onpolicy *op, calf_error *err) {
+    comm *c = op->c;
+    size_t n = op->md->g.n;
+    int rc = comm_tree_init(&op->tree, n, op->E, op->begin, op->count, err);
+    if (rc) return rc;
+    op->opt_lo = 0;
+    op->opt_hi = n;
+    /* sharing: the other ranks read this rank's blocks where they are folded, its own
+     * envs' and the first ones it takes from others */
+    op->shared_model = op->sharing && n > PRIVATE_MODEL_MAX;
+    if (!op->shared_model) return CALF_OK;
+    /* what can be, before the collectives */
+    void **all = mem_calloc((size_t)c->size, sizeof *all, err);
+    if (!all) return CALF_ENOMEM;
+    for (int i = 0; rc == CALF_OK && i < ONPOLICY_STEAL_SETS; i++)
+        rc = comm_tree_init(&op->steal_shared[i], n, op->E, 0, 0, err);
+    if (rc == CALF_OK) rc = comm_tree_share_buffers(c, &op->tree, ONPOLICY_STEAL_SETS, err);
+    for (int i = 0; rc == CALF_OK && i < ONPOLICY_STEAL_SETS; i++)
+        rc = comm_tree_share_set(&op->steal_shared[i], &op->tree, i + 1, err);
+    if (rc == CALF_OK)
+        rc = comm_shared_alloc(c, c->index == 0 ? shared_state_at(op->md, SHARED_END) : 0, all,
+                               err);
+    if (rc == CALF_OK) {
+        op->shared_state = all[0];
+        op->norm_parts = (double *)(void *)(op->shared_state +
+                                            shared_state_at(op->md, SHARED_NORM_PARTS));
+        comm_slice(c, n, &op->opt_lo, &op->opt_hi);
+    }
+    free(all);
+    return rc;
 }
 
 /* What recurrent cores add: every env's state (zero, each env about to start an episode),
@@ -185,8 +250,8 @@ static int recurrent_init(onpolicy *op, calf_error *err) {
     return CALF_OK;
 }
 
-int onpolicy_init(onpolicy *op, const algo_setup *s, const ppo_model *md,
-                  const onpolicy_conf *cf, calf_error *err) {
+int onpolicy_init(onpolicy *op, const algo_setup *s, ppo_model *md, const onpolicy_conf *cf,
+                  calf_error *err) {
     const calf_config *cfg = s->cfg;
     op->c = s->c;
     op->E = s->E;
@@ -241,7 +306,28 @@ int onpolicy_init(onpolicy *op, const algo_setup *s, const ppo_model *md,
         !(op->grp_cut_val = mem_calloc(grp_rows, sizeof(float), err)) ||
         !(op->head = mem_calloc((size_t)op->cache_rows * (size_t)hd, sizeof(float), err)))
         return CALF_ENOMEM;
-    return onpolicy_gae_init(&op->gae, T, err);
+    if ((rc = onpolicy_gae_init(&op->gae, T, err))) return rc;
+    return gradient_init(op, err);
+}
+
+/* Sharing: from here on all ranks use one model in shared memory, with rank 0's values
+ * (all hold the same: they initialised it alike or loaded the same checkpoint), and
+ * the gradient is the vector the split sum lands in. */
+int onpolicy_start(onpolicy *op, calf_error *err) {
+    if (!op->shared_model) return CALF_OK;
+    ppo_model *md = op->md;
+    size_t n = md->g.n;
+    float *params = (float *)(void *)(op->shared_state + shared_state_at(md, SHARED_PARAMS));
+    float *m = (float *)(void *)(op->shared_state + shared_state_at(md, SHARED_M));
+    float *v = (float *)(void *)(op->shared_state + shared_state_at(md, SHARED_V));
+    if (op->c->index == 0) {
+        memcpy(params, md->g.params, n * sizeof(float));
+        memcpy(m, md->g.m, n * sizeof(float));
+        memcpy(v, md->g.v, n * sizeof(float));
+    }
+    int rc = comm_barrier(op->c, err);
+    if (rc == CALF_OK) ppo_model_use_state(md, params, m, v, comm_tree_shared_sum(&op->tree));
+    return rc;
 }
 
 void onpolicy_free(onpolicy *op) {
@@ -252,6 +338,9 @@ void onpolicy_free(onpolicy *op) {
     net_cache_free(&op->v_cache);
     obs_norm_free(&op->onorm);
     work_share_free(&op->share);
+    comm_tree_free(&op->tree);
+    comm_tree_free(&op->steal_tree);
+    for (int i = 0; i < ONPOLICY_STEAL_SETS; i++) comm_tree_free(&op->steal_shared[i]);
     void *bufs[] = {op->act_rng, op->shuf_rng, op->view_mem, op->views, op->head,
                     op->grp_obs, op->grp_val, op->grp_next, op->grp_trunc, op->grp_cut_val,
                     op->norm_acc, op->next_start, op->plan, op->mb_of, op->act_in};
@@ -546,6 +635,104 @@ int onpolicy_merge_obs_norm(onpolicy *op, calf_error *err) {
     if (rc == CALF_OK) obs_norm_merge(&op->onorm, (int64_t)op->E * op->T, sum);
     free(sum);
     return rc;
+}
+
+/* ---- the update ---- */
+
+/* onpolicy_gradient's pass as a work_share_pass: one minibatch's envs of a rank's view. */
+typedef struct grad_ctx {
+    const onpolicy *op;
+    onpolicy_grad_pass pass;
+    void *ctx;
+} grad_ctx;
+
+static void grad_pass(void *ctx, int rank, int first, int count, comm_tree *tree) {
+    const grad_ctx *g = ctx;
+    g->pass(g->ctx, &g->op->views[rank], first, count, tree);
+}
+
+static int gradient(onpolicy *op, onpolicy_grad_pass pass, void *ctx, calf_error *err) {
+    ppo_model *md = op->md;
+    if (!op->sharing) {
+        pass(ctx, op->own, 0, op->count, &op->tree);
+        return comm_tree_allreduce(op->c, &op->tree, md->g.grad, err);
+    }
+    comm_tree_pieces pieces;
+    grad_ctx g = {op, pass, ctx};
+    work_share_trees trees = {&op->tree, op->steal_shared,
+                              op->shared_model ? ONPOLICY_STEAL_SETS : 0, &op->steal_tree};
+    int rc = work_share_sum_round(&op->share, &pieces, md->g.n, &trees, 200 * 1000, grad_pass,
+                                  &g, &op->shared_envs, err);
+    if (rc) return rc;
+    /* a private model: the whole sum on every rank, one collective */
+    if (!op->shared_model) return comm_tree_pieces_sum(op->c, &pieces, md->g.grad, err);
+    float *sum;
+    rc = comm_tree_pieces_fold(op->c, &pieces, &sum, err);
+    CALF_ASSERT(rc != CALF_OK || sum == md->g.grad);
+    return rc;
+}
+
+int onpolicy_gradient(onpolicy *op, onpolicy_grad_pass pass, void *ctx, calf_error *err) {
+    double waited = op->c->wait_s;
+    int rc = gradient(op, pass, ctx, err);
+    op->wait_grad_s += op->c->wait_s - waited;
+    return rc;
+}
+
+/* The norm of the whole gradient (adam_global_norm's bits). Sharing, each rank sums the
+ * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
+static int grad_norm(onpolicy *op, double *norm, calf_error *err) {
+    ppo_model *md = op->md;
+    size_t n = md->g.n, chunks = (n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
+    if (!op->shared_model) {
+        *norm = adam_global_norm(md->g.grad, n);
+        return CALF_OK;
+    }
+    for (size_t at = op->opt_lo; at < op->opt_hi; at += ADAM_NORM_CHUNK) {
+        size_t len = op->opt_hi - at < ADAM_NORM_CHUNK ? op->opt_hi - at : ADAM_NORM_CHUNK;
+        op->norm_parts[at / ADAM_NORM_CHUNK] = adam_sum_sq(md->g.grad + at, len);
+    }
+    int rc = comm_barrier(op->c, err);
+    if (rc == CALF_OK) *norm = adam_norm_of_chunks(op->norm_parts, chunks);
+    return rc;
+}
+
+int onpolicy_step(onpolicy *op, int64_t iteration, double *norm, calf_error *err) {
+    double waited = op->c->wait_s;
+    int rc = grad_norm(op, norm, err);
+    if (rc) return rc;
+    op->wait_norm_s += op->c->wait_s - waited;
+    if (!isfinite(*norm))
+        return calf_error_set(err, CALF_EIO,
+                              "iteration %lld: the gradient is not finite (training "
+                              "diverged); try a smaller Adam.lr or Adam.gradient_clipping",
+                              (long long)iteration + 1);
+    /* clip and step this rank's slice (all of it without sharing) */
+    param_group_step_slice(&op->md->g, op->opt_lo, op->opt_hi, *norm);
+    /* the next forward pass reads every rank's slice */
+    waited = op->c->wait_s;
+    if (op->shared_model && (rc = comm_barrier(op->c, err))) return rc;
+    op->wait_step_s += op->c->wait_s - waited;
+    return CALF_OK;
+}
+
+/* Time in collectives until all had arrived, most of it in the update's three per
+ * minibatch. */
+void onpolicy_report(const onpolicy *op, double run_s, char *text, size_t cap) {
+    const comm *c = op->c;
+    size_t off = 0;
+    text[0] = '\0';
+    if (op->sharing)
+        off += (size_t)snprintf(text, cap,
+                                "work sharing: this rank folded %lld env partials and computed "
+                                "the advantages of %lld envs of other ranks\n",
+                                (long long)op->shared_envs, (long long)op->shared_adv_envs);
+    if (off < cap && comm_size(c) > 1 && c->ops->measures_waits)
+        snprintf(text + off, cap - off,
+                 "waited %.3f s in collectives for other ranks (%.1f%% of %.3f s): %.3f s "
+                 "for the gradient, %.3f s for its norm, %.3f s for the optimiser step\n",
+                 c->wait_s, run_s > 0 ? 100.0 * c->wait_s / run_s : 0.0, run_s, op->wait_grad_s,
+                 op->wait_norm_s, op->wait_step_s);
 }
 
 /* ---- checkpoint ---- */

@@ -6,8 +6,10 @@
  * steps that fill it (acting with the actor, keeping what the env returned); the values,
  * each env's GAE advantages and their normalization; observation normalization; the
  * minibatch plan (the split of T timesteps or E env sequences into M chunks, each env's
- * shuffle); and the rollout's checkpoint section and env records. The algorithm embeds
- * an `onpolicy` and reads the views in its update. */
+ * shuffle); the update's gradient summed over every env (work-shared when the ranks share
+ * memory, the model then in shared memory with each rank stepping a slice of it); and the
+ * rollout's checkpoint section and env records. The algorithm embeds an `onpolicy` and
+ * gives its loss as a pass over a view's envs. */
 #ifndef CALF_ONPOLICY_H
 #define CALF_ONPOLICY_H
 
@@ -103,17 +105,18 @@ void onpolicy_shuffle(calf_rng *rng, int *perm, int n);
 /* ---- the on-policy state an algorithm embeds ---- */
 
 /* What the algorithm decides for the core: its loss's discount and GAE lambda, whether
- * advantages are normalized over the batch, its statistics per env (kept in the views),
- * and the bytes of shared memory it will want besides the views (its model, its trees:
- * with less left the ranks keep their rollouts private) with the number of model floats
- * (whether the tree's pieces can be shared at all). */
+ * advantages are normalized over the batch, and its statistics per env (kept in the
+ * views). */
 typedef struct onpolicy_conf {
     float gamma, lambda;
     bool normalize_advantages;
     int num_stats;
-    size_t share_extra;
-    size_t model_floats;
 } onpolicy_conf;
+
+/* Pieces a rank takes from others in one minibatch that are published where they lie
+ * (each needs its own set of tree buffers in shared memory); any further piece is
+ * copied. Most minibatches see one or two. */
+enum { ONPOLICY_STEAL_SETS = 3 };
 
 typedef struct onpolicy {
     /* the job, the env and the model acted with */
@@ -121,7 +124,8 @@ typedef struct onpolicy {
     int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
     int T;                   /* unroll length */
     uint64_t seed;
-    const ppo_model *md;     /* the algorithm's actor-critic (its params may move: share) */
+    ppo_model *md;           /* the algorithm's actor-critic (its arrays move to shared memory
+                              * at onpolicy_start when the model is shared) */
     onpolicy_conf cf;
     bool u8;                 /* the env's obs_dtype is CALF_DTYPE_U8: the rollout keeps bytes */
     /* observation normalization (TrainerConfig.normalize_observations): the rollout, the
@@ -167,6 +171,22 @@ typedef struct onpolicy {
     ppo_rec_state rstate;    /* (count) */
     uint8_t *next_start;     /* (count) */
     ppo_rec_act ract;
+    /* the update's gradient: each minibatch's sum over every env */
+    comm_tree tree;
+    comm_tree steal_shared[ONPOLICY_STEAL_SETS]; /* pieces taken from other ranks, by
+                                                    reference */
+    comm_tree steal_tree;    /* and beyond ONPOLICY_STEAL_SETS of them, private */
+    bool shared_model;       /* sharing, and the model lives in shared memory where each
+                              * rank completes and steps a slice (PRIVATE_MODEL_MAX) */
+    /* sharing: one model for all ranks, in shared memory; each rank clips and steps its
+     * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
+    size_t opt_lo, opt_hi;
+    unsigned char *shared_state; /* rank 0's region: params, m, v, then norm_parts */
+    double *norm_parts;      /* (chunks of ADAM_NORM_CHUNK) squared gradient of each */
+    int64_t shared_envs;     /* env partials this rank folded for other ranks */
+    /* of comm.wait_s, what the update's three collectives per minibatch waited: for the
+     * gradient's pieces, for its norm, for the other ranks' optimiser steps */
+    double wait_grad_s, wait_norm_s, wait_step_s;
 } onpolicy;
 
 /* The core for s's envs acting with md (laid out, its parameters not needed yet),
@@ -174,9 +194,12 @@ typedef struct onpolicy {
  * calf play) only the statistics and the acting scratch are made. Collective when
  * s->count > 0 (the shared views). CALF_ENOMEM when memory runs out (onpolicy_free
  * frees what was made; a zeroed op frees as a no-op). */
-int onpolicy_init(onpolicy *op, const algo_setup *s, const ppo_model *md,
-                  const onpolicy_conf *cf, calf_error *err);
+int onpolicy_init(onpolicy *op, const algo_setup *s, ppo_model *md, const onpolicy_conf *cf,
+                  calf_error *err);
 void onpolicy_free(onpolicy *op);
+/* algorithm_ops.start: with a shared model, from here on all ranks use one model in shared
+ * memory, with rank 0's values. Collective. */
+int onpolicy_start(onpolicy *op, calf_error *err);
 
 /* algorithm_ops.act: sample every env's action at step s (into act, u) from obs (count,
  * obs_dim) and the env's masks, keeping what the update needs of it. */
@@ -200,6 +223,30 @@ void onpolicy_plan_epoch(onpolicy *op, int64_t iteration, int epoch);
 /* The iteration's observations into the running statistics (when normalizing; else a
  * no-op). Collective. */
 int onpolicy_merge_obs_norm(onpolicy *op, calf_error *err);
+
+/* ---- the update ---- */
+
+/* The algorithm's loss over envs [first, first+count) of view v (indices within v): each
+ * env's partial gradient folded into tree in env order (comm_tree); the result may depend
+ * only on the parameters and v's data, never on the rank that runs it. */
+typedef void (*onpolicy_grad_pass)(void *ctx, const onpolicy_view *v, int first, int count,
+                                   comm_tree *tree);
+/* One minibatch's gradient, summed over every env, into md->g.grad. Without shared memory
+ * each rank folds its own envs and the tree is completed across ranks. With it, each rank
+ * takes its own envs a group at a time and, once out of them, takes the back half of what
+ * a slower rank has left, so no rank idles while another works; the pieces complete the
+ * same tree: with a shared model (its own read where they lie) each rank only its slice
+ * [opt_lo, opt_hi) of md->g.grad, the sum all ranks share; with a private one, all of it
+ * (copied pieces, PRIVATE_MODEL_MAX). Collective. */
+int onpolicy_gradient(onpolicy *op, onpolicy_grad_pass pass, void *ctx, calf_error *err);
+/* The gradient's norm (adam_global_norm's bits) into *norm, then, when it is finite, this
+ * rank's slice of the model clipped and stepped (all of it without a shared model) and,
+ * with one, the ranks met so that the next forward reads every slice. A norm that is not
+ * finite is CALF_EIO naming iteration (0-based) + 1, nothing stepped. Collective. */
+int onpolicy_step(onpolicy *op, int64_t iteration, double *norm, calf_error *err);
+/* The rank log's closing lines (algorithm_ops.report): what work sharing did, and what
+ * the other ranks cost this one. */
+void onpolicy_report(const onpolicy *op, double run_s, char *text, size_t cap);
 
 /* Checkpoint: the "ONRM" section when observations are normalized (obs_norm.h); load
  * checks its count against iteration's. */

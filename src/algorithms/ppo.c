@@ -1,13 +1,11 @@
 /* ppo.c: PPO (ALF's PPOAlgorithm): an actor-critic trained on each iteration's rollout
  * with GAE advantages and clipped-ratio minibatch epochs. Every random stream and every
  * sum is defined over the global env index, so the bits never depend on how many
- * processes ran it. With --nproc the processes share memory and the work of the update:
- * a process takes its own envs a few at a time (each minibatch's gradient partials) and
- * one that runs out takes the back half of what a slower one has left; they hold one
- * model and each clips and steps its slice of it (docs/DESIGN.md, "Work sharing"). The
- * rollout (its storage, the steps that fill it, the advantages, observation
- * normalization, the minibatch plan and its checkpoint records) is the on-policy core's
- * (onpolicy.h); this file holds PPO's loss, its update, its config and its policy. */
+ * processes ran it. The rollout (its storage, the steps that fill it, the advantages,
+ * observation normalization, the minibatch plan, the work-shared sum of each minibatch's
+ * gradient and the optimiser's slices, the rollout's checkpoint records) is the on-policy
+ * core's (onpolicy.h); this file holds PPO's loss (each env's partial gradient of a
+ * minibatch), its epochs, its config, its policy and its export. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,24 +30,6 @@ enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
 enum { EVAL_ROWS = 64 };
 
 
-/* Pieces a rank takes from others in one minibatch that are published where they lie
- * (each needs its own set of tree buffers in shared memory); any further piece is
- * copied. Most minibatches see one or two. */
-enum { STEAL_SETS = 3 };
-
-/* Models of at most this many floats are not shared: with work sharing every rank
- * completes the whole summed gradient and steps its own copy (the same bits everywhere:
- * the same tree, adam_global_norm, the same Adam step), which makes each minibatch one
- * collective instead of three (the gradient; not its norm and the optimiser step). For
- * such models the repeated work (completing ~10^4 floats from a few blocks, one Adam
- * step) costs microseconds, less than two meetings of the ranks; on ppo_halfcheetah's
- * 320 minibatches of 64 samples per iteration the meetings were the cost of --nproc 2
- * (bench/README.md, "MuJoCo training"). Larger models keep the split completion. */
-enum { PRIVATE_MODEL_MAX = 65536 };
-
-/* A rank's slice of the gradient holds whole norm chunks (see grad_norm). */
-_Static_assert(COMM_SLICE_ELEMS % ADAM_NORM_CHUNK == 0, "slices must hold whole norm chunks");
-
 /* The PPO settings, resolved once from the config. */
 typedef struct ppo_params {
     float gamma, lambda;        /* PPOLoss.gamma, td_lambda */
@@ -65,25 +45,12 @@ typedef struct ppo_params {
 
 typedef struct ppo {
     ppo_params p;
-    onpolicy op;             /* the rollout: its storage, advantages, normalization, plan
-                              * and records (its E, T, count, views, caches, ...) */
+    onpolicy op;             /* the rollout: its storage, advantages, normalization, plan,
+                              * gradient sum and records (its E, T, count, views, caches,
+                              * the model's slices, ...) */
     int64_t total_iterations;/* the run's planned length (the linear schedule) */
     ppo_model md;
     uint64_t params_version; /* bumped whenever md.params change (net_forward_v) */
-    comm_tree tree;          /* each minibatch's gradient, over every env */
-    comm_tree steal_shared[STEAL_SETS]; /* pieces taken from other ranks, by reference */
-    comm_tree steal_tree;    /* and beyond STEAL_SETS of them, private */
-    bool shared_model;       /* sharing, and the model lives in shared memory where each
-                              * rank completes and steps a slice (PRIVATE_MODEL_MAX) */
-    /* sharing: one model for all ranks, in shared memory; each rank clips and steps its
-     * slice [opt_lo, opt_hi) of it, the slice of the gradient it completes */
-    size_t opt_lo, opt_hi;
-    unsigned char *shared_state; /* rank 0's region: params, m, v, then norm_parts */
-    double *norm_parts;      /* (chunks of ADAM_NORM_CHUNK) squared gradient of each */
-    int64_t shared_envs;     /* env partials this rank folded for other ranks */
-    /* of comm.wait_s, what the update's three collectives per minibatch waited: for the
-     * gradient's pieces, for its norm, for the other ranks' optimiser steps */
-    double wait_grad_s, wait_norm_s, wait_step_s;
 
     /* minibatch, op.cache_rows rows (the actor's in op.head) */
     float *vout;             /* (cache_rows) */
@@ -106,16 +73,6 @@ typedef struct ppo {
     float *eval_in;          /* (EVAL_ROWS, obs_dim) normalized rows, when normalizing */
 } ppo;
 
-
-/* The model every rank steps a slice of when sharing, in rank 0's region: params, m, v,
- * then each norm chunk's squared gradient (the gradient itself is where the split sum
- * lands). shared_state_at(md, SHARED_END) is the region's size. */
-enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
-static size_t shared_state_at(const ppo_model *md, int part) {
-    size_t vec = comm_round64(md->g.n * sizeof(float));
-    size_t chunks = (md->g.n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
-    return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
-}
 
 static void ppo_destroy(algorithm *a);
 
@@ -160,7 +117,6 @@ static int recurrent_init(ppo *t, calf_error *err) {
 
 static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     const calf_config *cfg = s->cfg;
-    comm *c = s->c;
     t->p = ppo_params_of(cfg);
     t->params_version = 1;
     adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
@@ -169,20 +125,12 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     int rc = ppo_model_init(&t->md, cfg, s->spec, opt, err);
     if (rc == CALF_OK) rc = ppo_model_init_params(&t->md, cfg, s->seed, err);
     if (rc) return rc;
-    /* Everything sharing puts in shared memory besides the views, every rank's: the model
-     * and every rank's tree buffers (else each rank keeps its rollout to itself). */
     onpolicy_conf cf = {
         .gamma = t->p.gamma,
         .lambda = t->p.lambda,
         .normalize_advantages = t->p.normalize_advantages,
         .num_stats = NUM_STATS,
-        .model_floats = t->md.g.n,
     };
-    if (s->count > 0) { /* c is NULL when only acting */
-        size_t P = (size_t)comm_size(c), state = comm_round64(shared_state_at(&t->md, SHARED_END));
-        size_t trees = comm_round64(comm_tree_shared_bytes(s->E, t->md.g.n, STEAL_SETS));
-        cf.share_extra = trees > (SIZE_MAX - state) / P ? SIZE_MAX : state + P * trees;
-    }
     if ((rc = onpolicy_init(&t->op, s, &t->md, &cf, err))) return rc;
     int n = t->op.count, od = t->md.obs_dim, hd = t->md.head_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
@@ -192,8 +140,6 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
         return CALF_ENOMEM;
     if (n == 0) return CALF_OK; /* acting only (calf play) */
     if (t->md.state_dim && (rc = recurrent_init(t, err))) return rc;
-    if (t->op.sharing && (rc = comm_tree_init(&t->steal_tree, t->md.g.n, t->op.E, 0, 0, err)))
-        return rc;
     size_t rows = (size_t)t->op.cache_rows;
     if (!(t->vout = mem_calloc(rows, sizeof(float), err)) ||
         !(t->rows_in = mem_calloc(rows * (size_t)od, sizeof(float), err)) ||
@@ -201,51 +147,7 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
         !(t->dval = mem_calloc(rows, sizeof(float), err)) ||
         !(t->dlogstd = mem_calloc(rows * (size_t)ad, sizeof(float), err)))
         return CALF_ENOMEM;
-    if ((rc = comm_tree_init(&t->tree, t->md.g.n, t->op.E, t->op.begin, n, err))) return rc;
-    t->opt_lo = 0;
-    t->opt_hi = t->md.g.n;
-    /* sharing: the other ranks read this rank's blocks where they are folded, its own
-     * envs' and the first ones it takes from others */
-    t->shared_model = t->op.sharing && t->md.g.n > PRIVATE_MODEL_MAX;
-    if (!t->shared_model) return CALF_OK;
-    /* what can be, before the collectives */
-    void **all = mem_calloc((size_t)c->size, sizeof *all, err);
-    if (!all) return CALF_ENOMEM;
-    for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++)
-        rc = comm_tree_init(&t->steal_shared[i], t->md.g.n, t->op.E, 0, 0, err);
-    if (rc == CALF_OK) rc = comm_tree_share_buffers(c, &t->tree, STEAL_SETS, err);
-    for (int i = 0; rc == CALF_OK && i < STEAL_SETS; i++)
-        rc = comm_tree_share_set(&t->steal_shared[i], &t->tree, i + 1, err);
-    if (rc == CALF_OK)
-        rc = comm_shared_alloc(c, c->index == 0 ? shared_state_at(&t->md, SHARED_END) : 0, all,
-                               err);
-    if (rc == CALF_OK) {
-        t->shared_state = all[0];
-        t->norm_parts = (double *)(void *)(t->shared_state +
-                                           shared_state_at(&t->md, SHARED_NORM_PARTS));
-        comm_slice(c, t->md.g.n, &t->opt_lo, &t->opt_hi);
-    }
-    free(all);
-    return rc;
-}
-
-/* Sharing: from here on all ranks use one model in shared memory, with rank 0's values
- * (all hold the same: they initialised it alike or loaded the same checkpoint), and
- * the gradient is the vector the split sum lands in. */
-static int share_model(ppo *t, calf_error *err) {
-    ppo_model *md = &t->md;
-    size_t n = md->g.n;
-    float *params = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_PARAMS));
-    float *m = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_M));
-    float *v = (float *)(void *)(t->shared_state + shared_state_at(md, SHARED_V));
-    if (t->op.c->index == 0) {
-        memcpy(params, md->g.params, n * sizeof(float));
-        memcpy(m, md->g.m, n * sizeof(float));
-        memcpy(v, md->g.v, n * sizeof(float));
-    }
-    int rc = comm_barrier(t->op.c, err);
-    if (rc == CALF_OK) ppo_model_use_state(md, params, m, v, comm_tree_shared_sum(&t->tree));
-    return rc;
+    return CALF_OK;
 }
 
 /* ---- rollout (the on-policy core's) ------------------------------------------------ */
@@ -393,63 +295,17 @@ static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, i
     }
 }
 
-/* minibatch_envs as a work_share_pass: one minibatch's envs of a rank's view. */
+/* minibatch_envs as an onpolicy_grad_pass: one minibatch's envs of a view. */
 typedef struct minibatch_ctx {
     ppo *t;
     int off, len;
     const loss_weights *w;
 } minibatch_ctx;
 
-static void minibatch_pass(void *ctx, int rank, int first, int count, comm_tree *tree) {
+static void minibatch_pass(void *ctx, const onpolicy_view *v, int first, int count,
+                           comm_tree *tree) {
     const minibatch_ctx *m = ctx;
-    minibatch_envs(m->t, &m->t->op.views[rank], first, count, m->off, m->len, m->w, tree);
-}
-
-/* One minibatch's gradient into md->g.grad. Without shared memory each rank folds its own
- * envs and the tree is completed across ranks. With it, each rank takes its own envs a
- * group at a time and, once out of them, takes the back half of what a slower rank has
- * left, so no rank idles while another works; the pieces complete the same tree: with a
- * shared model (its own read where they lie) each rank only its slice [opt_lo, opt_hi)
- * of md->g.grad, the sum all ranks share; with a private one, all of it (copied pieces,
- * PRIVATE_MODEL_MAX). */
-static int minibatch_gradient(ppo *t, int off, int len, const loss_weights *w,
-                              calf_error *err) {
-    ppo_model *md = &t->md;
-    if (!t->op.sharing) {
-        minibatch_envs(t, t->op.own, 0, t->op.count, off, len, w, &t->tree);
-        return comm_tree_allreduce(t->op.c, &t->tree, md->g.grad, err);
-    }
-    comm_tree_pieces pieces;
-    minibatch_ctx m = {t, off, len, w};
-    work_share_trees trees = {&t->tree, t->steal_shared, t->shared_model ? STEAL_SETS : 0,
-                              &t->steal_tree};
-    int rc = work_share_sum_round(&t->op.share, &pieces, md->g.n, &trees, 200 * 1000,
-                                  minibatch_pass, &m, &t->shared_envs, err);
-    if (rc) return rc;
-    /* a private model: the whole sum on every rank, one collective */
-    if (!t->shared_model) return comm_tree_pieces_sum(t->op.c, &pieces, md->g.grad, err);
-    float *sum;
-    rc = comm_tree_pieces_fold(t->op.c, &pieces, &sum, err);
-    CALF_ASSERT(rc != CALF_OK || sum == md->g.grad);
-    return rc;
-}
-
-/* The norm of the whole gradient (adam_global_norm's bits). Sharing, each rank sums the
- * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
-static int grad_norm(ppo *t, double *norm, calf_error *err) {
-    ppo_model *md = &t->md;
-    size_t n = md->g.n, chunks = (n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
-    if (!t->shared_model) {
-        *norm = adam_global_norm(md->g.grad, n);
-        return CALF_OK;
-    }
-    for (size_t at = t->opt_lo; at < t->opt_hi; at += ADAM_NORM_CHUNK) {
-        size_t len = t->opt_hi - at < ADAM_NORM_CHUNK ? t->opt_hi - at : ADAM_NORM_CHUNK;
-        t->norm_parts[at / ADAM_NORM_CHUNK] = adam_sum_sq(md->g.grad + at, len);
-    }
-    int rc = comm_barrier(t->op.c, err);
-    if (rc == CALF_OK) *norm = adam_norm_of_chunks(t->norm_parts, chunks);
-    return rc;
+    minibatch_envs(m->t, v, first, count, m->off, m->len, m->w, tree);
 }
 
 static int update(ppo *t, calf_error *err) {
@@ -474,28 +330,14 @@ static int update(ppo *t, calf_error *err) {
                 onpolicy_chunk_range(T, t->op.M, mb, &off, &len);
                 w.scale = 1.0f / ((float)t->op.E * (float)len);
             }
-            double waited = t->op.c->wait_s;
-            int rc = minibatch_gradient(t, off, len, &w, err);
-            if (rc) return rc;
-            t->wait_grad_s += t->op.c->wait_s - waited;
-            waited = t->op.c->wait_s;
+            minibatch_ctx m = {t, off, len, &w};
             double norm;
-            if ((rc = grad_norm(t, &norm, err))) return rc;
-            t->wait_norm_s += t->op.c->wait_s - waited;
-            if (!isfinite(norm))
-                return calf_error_set(err, CALF_EIO,
-                                      "iteration %lld: the gradient is not finite (training "
-                                      "diverged); try a smaller Adam.lr or Adam.gradient_clipping",
-                                      (long long)t->iteration + 1);
+            int rc = onpolicy_gradient(&t->op, minibatch_pass, &m, err);
+            if (rc == CALF_OK) rc = onpolicy_step(&t->op, t->iteration, &norm, err);
+            if (rc) return rc;
             t->grad_norm_sum += norm;
             t->num_updates++;
-            t->params_version++;
-            /* clip and step this rank's slice (all of it without sharing) */
-            param_group_step_slice(&md->g, t->opt_lo, t->opt_hi, norm);
-            /* the next forward pass reads every rank's slice */
-            waited = t->op.c->wait_s;
-            if (t->shared_model && (rc = comm_barrier(t->op.c, err))) return rc;
-            t->wait_step_s += t->op.c->wait_s - waited;
+            t->params_version++; /* onpolicy_step stepped the parameters */
         }
     }
     return CALF_OK;
@@ -650,7 +492,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
  * is nothing to compare; the check guards the backends where each holds its own copy. */
 static uint64_t ppo_digest(const algorithm *a) {
     const ppo *t = (const ppo *)a;
-    return t->shared_model ? 0 : ppo_model_digest(&t->md);
+    return t->op.shared_model ? 0 : ppo_model_digest(&t->md);
 }
 
 /* ---- checkpoint sections -------------------------------------------------------- */
@@ -695,24 +537,9 @@ static int ppo_load_env(algorithm *a, int e, const unsigned char *rec, const cha
 }
 
 /* The rank log's closing lines: what work sharing did, and what the other ranks cost
- * this one (time in collectives until all had arrived, most of it in the update's three
- * per minibatch). */
+ * this one (onpolicy_report). */
 static void ppo_report(const algorithm *a, double run_s, char *text, size_t cap) {
-    const ppo *t = (const ppo *)a;
-    const comm *c = t->op.c;
-    size_t off = 0;
-    text[0] = '\0';
-    if (t->op.sharing)
-        off += (size_t)snprintf(text, cap,
-                                "work sharing: this rank folded %lld env partials and computed "
-                                "the advantages of %lld envs of other ranks\n",
-                                (long long)t->shared_envs, (long long)t->op.shared_adv_envs);
-    if (off < cap && comm_size(c) > 1 && c->ops->measures_waits)
-        snprintf(text + off, cap - off,
-                 "waited %.3f s in collectives for other ranks (%.1f%% of %.3f s): %.3f s "
-                 "for the gradient, %.3f s for its norm, %.3f s for the optimiser step\n",
-                 c->wait_s, run_s > 0 ? 100.0 * c->wait_s / run_s : 0.0, run_s, t->wait_grad_s,
-                 t->wait_norm_s, t->wait_step_s);
+    onpolicy_report(&((const ppo *)a)->op, run_s, text, cap);
 }
 
 static void ppo_describe(const algorithm *a, char *text, size_t cap) {
@@ -789,7 +616,7 @@ static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
 
 static int ppo_start(algorithm *a, calf_error *err) {
     ppo *t = (ppo *)a;
-    return t->shared_model ? share_model(t, err) : CALF_OK;
+    return onpolicy_start(&t->op, err);
 }
 
 static int ppo_create(const algo_setup *s, algorithm **out, calf_error *err) {
@@ -813,9 +640,6 @@ static void ppo_destroy(algorithm *a) {
     ppo_rec_state_free(&t->gstate);
     ppo_seq_work_free(&t->seq);
     net_cache_free(&t->eval_cache);
-    comm_tree_free(&t->tree);
-    comm_tree_free(&t->steal_tree);
-    for (int i = 0; i < STEAL_SETS; i++) comm_tree_free(&t->steal_shared[i]);
     void *bufs[] = {t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->eval_head,
                     t->eval_in, t->sq_obs, t->sq_u, t->sq_logp, t->sq_adv, t->sq_ret,
                     t->sq_act, t->sq_start};
