@@ -185,6 +185,7 @@ static void test_own_rows_by_name(void) {
         {"RMSprop.alpha", CFG_DQN_RMSPROP_ALPHA},
         {"RMSprop.eps", CFG_DQN_RMSPROP_EPS},
         {"RMSprop.centered", CFG_DQN_RMSPROP_CENTERED},
+        {"DqnAlgorithm.epsilon_decay_after_collect", CFG_DQN_DECAY_AFTER_COLLECT},
         {"DdpgAlgorithm.target_update_tau", CFG_DDPG_TAU},
         {"DdpgAlgorithm.target_update_period", CFG_DDPG_TARGET_PERIOD},
         {"DdpgAlgorithm.exploration_noise", CFG_DDPG_NOISE},
@@ -306,7 +307,14 @@ static void test_digest_if_changed(void) {
     CHECK(calf_config_digest(cfg) == before);
     CHECK_INT_EQ(calf_config_apply_param(cfg, "RMSprop.lr=0.01", &err), CALF_OK);
     CHECK_INT_EQ(calf_config_apply_param(cfg, "DqnAlgorithm.optimizer='adam'", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "DqnAlgorithm.epsilon_decay_after_collect=False",
+                                         &err), CALF_OK);
     CHECK(calf_config_digest(cfg) == before);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "DqnAlgorithm.epsilon_decay_after_collect=True",
+                                         &err), CALF_OK);
+    CHECK(calf_config_digest(cfg) != before);
+    CHECK_INT_EQ(calf_config_apply_param(cfg, "DqnAlgorithm.epsilon_decay_after_collect=False",
+                                         &err), CALF_OK);
     CHECK_INT_EQ(calf_config_apply_param(cfg, "DqnAlgorithm.optimizer='rmsprop'", &err), CALF_OK);
     uint64_t rmsprop = calf_config_digest(cfg);
     CHECK(rmsprop != before);

@@ -12,7 +12,11 @@
  *   grad_avg is the same 0.9 m + 0.1 g), whose first step is also checked against
  *   rmsprop.h's, and which a config refuses to set while the optimizer is Adam;
  * - epsilon-greedy acting: each env's action is what its own stream gives, a uniform
- *   action when u < epsilon(the job's env steps), else the greedy one.
+ *   action when u < epsilon(the job's env steps), else the greedy one;
+ * - examples/dqn_minatar_breakout.gin's epsilon (DqnAlgorithm/epsilon as summarize
+ *   reports it) at frames of a 5M-frame run: the MinAtar paper's 1.0 to 0.1 over the
+ *   100,000 frames after its 5,000 of replay start, and from frame 0 without
+ *   DqnAlgorithm.epsilon_decay_after_collect.
  * Each check counts misses, and the test plants mistakes in the reference (a target
  * from the online network, a max that ignores the mask, epsilon that does not decay) to
  * show the same checks catch them. */
@@ -24,6 +28,7 @@
 #include "calf/rng.h"
 #include "parallel/comm.h"
 #include "numerics/nn.h"
+#include "records/events_writer.h"
 #include "offpolicy_ref.h"
 #include "test_util.h"
 
@@ -329,6 +334,76 @@ static void acting(void) {
     CHECK(acting_misses(EPSILON_CONSTANT, &greedy) > 0);
 }
 
+static void keep_epsilon(void *arg, const char *tag, double value) {
+    if (strcmp(tag, "DqnAlgorithm/epsilon") == 0) *(double *)arg = value;
+}
+
+/* The example's epsilon at frame f (acting at iteration f: one env, one step each),
+ * DqnAlgorithm.epsilon_decay_after_collect set to after_collect; the replay shrunk, which
+ * the schedule does not read. */
+static void example_epsilon(bool after_collect, const int64_t *frames, double *eps, int n) {
+    const calf_env_class *cls = calf_env_find("MinAtar/Breakout-v0");
+    const algorithm_ops *ops = algorithm_find("DqnAlgorithm");
+    CHECK(cls != NULL && ops != NULL);
+    if (!cls || !ops) return;
+    calf_config cfg;
+    config_init(&cfg);
+    calf_error err;
+    CHECK_INT_EQ(calf_config_parse_file(&cfg, CALF_SOURCE_DIR "/examples/dqn_minatar_breakout.gin",
+                                        &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, "TrainerConfig.replay_buffer_length=64", &err), CALF_OK);
+    CHECK_INT_EQ(calf_config_apply_param(&cfg, after_collect
+                                                   ? "DqnAlgorithm.epsilon_decay_after_collect=True"
+                                                   : "DqnAlgorithm.epsilon_decay_after_collect=False",
+                                         &err), CALF_OK);
+    CHECK_INT_EQ(ops->check(&cfg, &cls->spec, &err), CALF_OK);
+    comm *c = NULL;
+    CHECK_INT_EQ(comm_single(&c, NULL), CALF_OK);
+    algo_setup s = {.cfg = &cfg, .spec = &cls->spec, .c = c, .E = 1, .begin = 0, .count = 1,
+                    .T = 1, .seed = SEED, .total_iterations = 5000000};
+    algorithm *a = NULL;
+    CHECK_INT_EQ(ops->create(&s, &a, &err), CALF_OK);
+    if (!a) {
+        comm_finalize(c);
+        return;
+    }
+    float *obs = calloc((size_t)cls->spec.obs_dim, sizeof(float)); /* an empty board */
+    for (int k = 0; k < n; k++) {
+        int act;
+        ops->act(a, frames[k], 0, obs, NULL, &act, NULL);
+        eps[k] = -1;
+        summary_listen(keep_epsilon, &eps[k]);
+        CHECK_INT_EQ(ops->summarize(a, frames[k] + 1, false, &err), CALF_OK);
+        summary_listen(NULL, NULL);
+    }
+    free(obs);
+    ops->destroy(a);
+    comm_finalize(c);
+}
+
+static void example_schedule(void) {
+    enum { NF = 8 };
+    static const int64_t frames[NF] = {0, 4999, 5000, 30000, 55000, 104999, 105000, 4999999};
+    double eps[NF], from0[NF];
+    example_epsilon(true, frames, eps, NF);
+    example_epsilon(false, frames, from0, NF);
+    for (int k = 0; k < NF; k++) {
+        /* MinAtar's dqn.py: random actions while t < 5,000; then epsilon =
+         * (0.1 - 1.0) / 100,000 * (t - 5,000) + 1.0 until t - 5,000 reaches 100,000 */
+        int64_t t = frames[k] - 5000;
+        double paper = t < 0 ? 1.0 : t >= 100000 ? 0.1 : -0.9 / 100000 * (double)t + 1.0;
+        CHECK_NEAR(eps[k], paper, 1e-12);
+        /* without the setting, the decay counts from frame 0 (CleanRL's, SB3's) */
+        double clean = frames[k] < 5000 ? 1.0 /* collecting: epsilon not yet used */
+                       : frames[k] >= 100000 ? 0.1 : -0.9 / 100000 * (double)frames[k] + 1.0;
+        CHECK_NEAR(from0[k], clean, 1e-12);
+    }
+    CHECK_NEAR(eps[2], 1.0, 0);      /* frame 5,000: the paper's 1.0 (0.957 before) */
+    CHECK_NEAR(eps[4], 0.55, 1e-12); /* half way */
+    /* planted: the schedule from frame 0 is caught by the paper's check (0.73 vs 0.775) */
+    CHECK(fabs(from0[3] - eps[3]) > 1e-3);
+}
+
 /* A continuous env is refused before anything is built, naming where. */
 static void refuses_continuous(void) {
     const calf_env_class *cls = calf_env_find("Pendulum-v1");
@@ -371,6 +446,7 @@ int main(void) {
     updates_case(false, true, false);
     updates_case(false, false, true);
     acting();
+    example_schedule();
     refuses_continuous();
     refuses_unused_rmsprop();
     return test_report("test_dqn");

@@ -3,7 +3,8 @@
  * every target_update_period updates (a over the actions valid at s' in a masked env),
  * with the squared or Huber TD loss, by Adam or RMSProp (the MinAtar paper's);
  * epsilon-greedy acting whose epsilon falls linearly over a fraction of the run's env
- * steps, each env's draws from its own stream. Discrete actions only. The replay,
+ * steps (from the first, or from the end of the initial collection), each env's draws
+ * from its own stream. Discrete actions only. The replay,
  * sampling, per-env partials and work sharing are the off-policy core's (offpolicy.h). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ typedef struct dqn {
     int64_t total_iterations; /* the run's planned length (the schedule) */
     double start_eps, end_eps;
     int64_t decay_steps;      /* env steps of the job over which epsilon falls */
+    int64_t decay_start;      /* the job's env steps before it starts to fall */
     double epsilon;           /* the last act's */
     bool masked;              /* the env masks its actions */
     net q;                    /* the Q network (q and target_g share its layout) */
@@ -93,6 +95,7 @@ static int dqn_init(algorithm *a, const algo_setup *s, calf_error *err) {
     t->end_eps = calf_config_float(cfg, CFG_DQN_END_EPSILON);
     t->decay_steps = (int64_t)(calf_config_float(cfg, CFG_DQN_EXPLORATION_FRACTION) *
                                (double)offpolicy_run_env_steps(cfg));
+    t->decay_start = calf_config_bool(cfg, CFG_DQN_DECAY_AFTER_COLLECT) ? o->initial_collect : 0;
     t->epsilon = t->start_eps;
     t->masked = s->spec->action_mask != 0;
 
@@ -170,14 +173,16 @@ static void dqn_destroy(algorithm *a) {
  * same stream, else the greedy one; both among the valid actions when the env masks them
  * (dist_masked_uniform, dist_categorical_mode_masked: the argmax of offpolicy_max_q, the
  * lowest index on ties, when nothing is masked). epsilon is the schedule's at the job's
- * env steps before this step. */
+ * env steps before this step, less decay_start (the MinAtar paper's t - replay_start_size;
+ * acting comes here only from the end of the initial collection on, so never below 0). */
 static void dqn_act(algorithm *a, int64_t iteration, int s, const float *obs,
                     const uint8_t *mask, int *act, float *u) {
     dqn *t = (dqn *)a;
     offpolicy *o = &t->o;
     if (offpolicy_act_random(o, iteration, s, mask, act, u)) return;
     int64_t steps_before = (iteration * o->T + s) * (int64_t)o->E;
-    t->epsilon = offpolicy_linear_epsilon(t->start_eps, t->end_eps, t->decay_steps, steps_before);
+    t->epsilon = offpolicy_linear_epsilon(t->start_eps, t->end_eps, t->decay_steps,
+                                          steps_before - t->decay_start);
     net_forward(&t->q, t->q_g.params, obs, o->count, &t->q_cache, t->qv);
     for (int e = 0; e < o->count; e++) {
         const uint8_t *m = mask ? mask + (size_t)e * o->nA : NULL;
@@ -312,7 +317,14 @@ static void dqn_describe(const algorithm *a, char *text, size_t cap) {
     const dqn *t = (const dqn *)a;
     offpolicy_describe(&t->o, text, cap);
     size_t off = strlen(text);
-    if (off < cap)
+    if (off < cap && t->decay_start > 0)
+        snprintf(text + off, cap - off,
+                 "\nDqnAlgorithm: epsilon %g down to %g over the %lld env steps after the job's "
+                 "first %lld (the initial collection); the target network every %d updates (tau "
+                 "%g); %s TD loss",
+                 t->start_eps, t->end_eps, (long long)t->decay_steps, (long long)t->decay_start,
+                 t->target_period, (double)t->tau, t->huber ? "Huber" : "squared");
+    else if (off < cap)
         snprintf(text + off, cap - off,
                  "\nDqnAlgorithm: epsilon %g down to %g over the job's first %lld env steps; the "
                  "target network every %d updates (tau %g); %s TD loss",

@@ -177,8 +177,9 @@
  * steps at train_frequency 10 is 50 updates; train_frequency itself is the iteration:
  * TrainerConfig.unroll_length env steps per env, then num_updates_per_train_iter
  * updates). Its learning rate is critic/Adam.lr, its gamma OneStepTDLoss.gamma. The
- * optimizer rows came later (the MinAtar paper's DQN trains with RMSProp): at their
- * defaults they stay out of the digest, so DQN checkpoints written before keep theirs. */
+ * optimizer rows and epsilon_decay_after_collect came later (the MinAtar paper's DQN
+ * trains with RMSProp and decays epsilon after its replay start): at their defaults they
+ * stay out of the digest, so DQN checkpoints written before keep theirs. */
 #define DQN_BINDINGS(X)                                                                          \
     X(DQN_Q_LAYERS, "q/QNetwork.fc_layer_params", CALF_CFG_INT_TUPLE, "(120, 84)", 1, 1024, -7,  \
       NULL, 0, CALF_NO_FALLBACK, "hidden layer sizes of DQN's Q network")                        \
@@ -217,7 +218,11 @@
       "RMSProp's epsilon, added to the root: g / (sqrt(v) + eps)")                               \
     X(DQN_RMSPROP_CENTERED, "RMSprop.centered", CALF_CFG_BOOL, "False", 0, 0, 0, NULL,            \
       CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                   \
-      "RMSProp divides by the root of the gradient's running variance, not its mean square")
+      "RMSProp divides by the root of the gradient's running variance, not its mean square")   \
+    X(DQN_DECAY_AFTER_COLLECT, "DqnAlgorithm.epsilon_decay_after_collect", CALF_CFG_BOOL,       \
+      "False", 0, 0, 0, NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                         \
+      "epsilon decays from the end of TrainerConfig.initial_collect_steps (the MinAtar "       \
+      "paper's, Dopamine's), not from the first env step (CleanRL's, SB3's)")
 
 /* DDPG's own settings, ALF's DdpgAlgorithm names and defaults (its networks, learning
  * rates and gamma are the rows TD3 reads). */
