@@ -828,6 +828,41 @@ static void test_registry(void) {
     bad = probe_class, bad.spec.name = "";
     CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
     CHECK_INT_EQ(calf_env_register(NULL, &err), CALF_EINVAL);
+    /* A Dict's named parts (obs_dim 1 here): one after another from 0 to obs_dim, named
+     * once each, of positive shapes and a known dtype, never with an image obs_shape. */
+    static const calf_obs_part one[] = {{"x", {1, 0, 0}, CALF_DTYPE_F32, 0}};
+    static const calf_obs_part gap[] = {{"x", {1, 0, 0}, CALF_DTYPE_F32, 1}};
+    static const calf_obs_part big[] = {{"x", {2, 0, 0}, CALF_DTYPE_F32, 0}};
+    static const calf_obs_part flat_img[] = {{"x", {1, 1, 0}, CALF_DTYPE_F32, 0}};
+    static const calf_obs_part dtype[] = {{"x", {1, 0, 0}, 7, 0}};
+    static const calf_obs_part noname[] = {{"", {1, 0, 0}, CALF_DTYPE_F32, 0}};
+    struct {
+        const calf_obs_part *parts;
+        int n, shape0;
+        const char *says;
+    } part_cases[] = {
+        {one, 0, 0, "num_obs_parts 0"},      {NULL, 1, 0, "num_obs_parts 1"},
+        {one, 1, 1, "obs_shape all 0"},      {gap, 1, 0, "starts at 1, not at 0"},
+        {big, 1, 0, "shape (2, 0, 0)"},      {flat_img, 1, 0, "shape (1, 1, 0)"},
+        {dtype, 1, 0, "dtype 7"},            {noname, 1, 0, "has no name"},
+    };
+    for (size_t i = 0; i < sizeof part_cases / sizeof part_cases[0]; i++) {
+        bad = probe_class, bad.spec.name = "Bad-v0";
+        bad.spec.obs_parts = part_cases[i].parts, bad.spec.num_obs_parts = part_cases[i].n;
+        if (part_cases[i].shape0) bad.spec.obs_shape[0] = bad.spec.obs_shape[1] =
+                                      bad.spec.obs_shape[2] = 1;
+        CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
+        CHECK(strstr(err.msg, part_cases[i].says) != NULL);
+    }
+    static const calf_obs_part twice[] = {{"x", {1, 0, 0}, CALF_DTYPE_F32, 0},
+                                          {"x", {1, 0, 0}, CALF_DTYPE_F32, 1}};
+    bad = probe_class, bad.spec.name = "Bad-v0", bad.spec.obs_dim = 2;
+    bad.spec.obs_parts = twice, bad.spec.num_obs_parts = 2;
+    CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "name 'x' is obs_parts[0]'s too") != NULL);
+    bad.spec.obs_parts = one, bad.spec.num_obs_parts = 1; /* 1 of obs_dim 2 */
+    CHECK_INT_EQ(calf_env_register(&bad, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "obs_parts hold 1 values, not obs_dim 2") != NULL);
     CHECK_INT_EQ(calf_env_count(), NB); /* nothing was added */
 
     /* A custom class: registered, found, listed after the built-ins, usable. */

@@ -14,6 +14,17 @@
 
 #define CALF_ENV_MAX_CLASSES 64 /* built-ins plus registered classes */
 
+/* One named part of a Dict observation (since ABI version 3): values [offset, offset +
+ * size) of the flat observation, size the product of shape's nonzero entries. */
+typedef struct calf_obs_part {
+    const char *name;        /* the Dict's key: printable, unique among the parts */
+    int shape[3];            /* (H, W, C) of an image part (NHWC); (n, 0, 0) a vector of n */
+    int dtype;               /* CALF_DTYPE_F32 or CALF_DTYPE_U8: the part's own values
+                                (integers 0..255 for U8; the whole is kept as bytes only
+                                when the spec's obs_dtype is U8) */
+    int offset;              /* where the part starts in the flat observation */
+} calf_obs_part;
+
 typedef struct calf_env_spec {
     const char *name;        /* e.g. "CartPole-v1"; unique in the registry */
     int obs_dim;             /* >= 1; the env sets it, callers size their buffers by it */
@@ -39,7 +50,14 @@ typedef struct calf_env_spec {
                                 num_actions; a static array that outlives the class */
     int action_mask;         /* 1: the class says after every reset and step which of the
                                 num_actions actions are valid; 0: all always are */
+    int num_obs_parts;       /* a Dict observation: its parts (1..64), in the order they lie
+                                in the flat vector, one after another from offset 0 to
+                                obs_dim (obs_shape then all 0); 0: not a Dict */
+    const calf_obs_part *obs_parts; /* (num_obs_parts) a static array that outlives the
+                                       class, or NULL with num_obs_parts 0 */
 } calf_env_spec;
+
+#define CALF_OBS_MAX_PARTS 64
 
 /* An observation's storage type. The env always writes floats; with CALF_DTYPE_U8 they
  * are integers 0..obs_high (exact in a float, checked as the env returns them), and calf

@@ -90,6 +90,7 @@ class _Obs(NamedTuple):
     shape: tuple[int, ...] | None         # a Box's own shape, what reset/step return
     keys: tuple[Any, ...] | None          # a Dict's keys, in the order they are flattened
     part_shapes: tuple[tuple[int, ...], ...] | None  # the shape of each key's Box
+    part_u8: tuple[bool, ...] | None = None  # whether each key's Box holds bytes
 
 
 # Observation spaces calf cannot train. Those Gymnasium can flatten into a Box become
@@ -143,7 +144,8 @@ def _obs_spec(name: str, space: Any, supported: str) -> _Obs:
         dim = sum(int(np.prod(part[0], dtype=np.int64)) for _key, part in boxes)
         high = max(part[2] for _key, part in boxes) if is_bytes else 0
         return _Obs(dim, (0, 0, 0), int(is_bytes), high, None,
-                    tuple(key for key, _part in boxes), tuple(part[0] for _key, part in boxes))
+                    tuple(key for key, _part in boxes), tuple(part[0] for _key, part in boxes),
+                    tuple(bool(part[1]) for _key, part in boxes))
     flattenable = getattr(space, "is_np_flattenable", None)
     if flattenable is None:
         flattenable = kind in _FLATTENABLE and kind not in _NOT_FLATTENABLE
@@ -350,7 +352,7 @@ def _register_env(
         name, make_env, obs.dim, num_actions, low, high, max_episode_steps, int(state_bytes),
         float(fps), key, key_file, obs_shape=obs.shape3, obs_dtype=obs.dtype,
         obs_high=obs.high, box_shape=obs.shape, dict_keys=obs.keys,
-        dict_shapes=obs.part_shapes, nvec=nvec, masked=masked,
+        dict_shapes=obs.part_shapes, nvec=nvec, masked=masked, dict_u8=obs.part_u8,
     )
 
 

@@ -40,6 +40,7 @@ enum { UNSAVED_UNPICKLABLE = 1, UNSAVED_TOO_BIG = 2, UNSAVED_UNSIGNED = 3 };
 #define PICKLE_PROTOCOL 4      /* fixed, so the bytes do not follow Python's default */
 #define PYENV_NAME_SIZE 200    /* a class name's room, its NUL included */
 #define PYENV_MAX_DIMS 1024    /* MultiDiscrete sub-actions (env.c's bound) */
+#define PYENV_PART_NAME 65     /* a Dict part's name's room (env.c takes 64), NUL included */
 
 typedef struct pyenv_class {
     calf_env_class cls;  /* first: hooks get &cls and cast back */
@@ -53,6 +54,8 @@ typedef struct pyenv_class {
     /* the observation the env returns: a Box's shape (a tuple of ints), or for a Dict of
      * Boxes its keys in the order calf flattens them and each key's Box shape (tuples) */
     PyObject *box_shape, *dict_keys, *dict_shapes; /* strong, or NULL */
+    calf_obs_part *parts; /* (number of dict_keys) the spec's obs_parts, or NULL */
+    char *part_names;     /* (number of dict_keys, PYENV_PART_NAME) their names */
     int *nvec;           /* (num_action_dims) MultiDiscrete sizes, or NULL */
     int masked;          /* each reset and step returns an action mask */
     int unsaved_said;    /* an env's state did not fit or pickle: said once */
@@ -795,25 +798,101 @@ static Py_ssize_t shape_size(PyObject *shape) {
     return size;
 }
 
+/* Everything a class not (yet) registered holds; NULL is fine. */
+static void class_free(pyenv_class *pc) {
+    if (!pc) return;
+    Py_XDECREF(pc->box_shape);
+    Py_XDECREF(pc->dict_keys);
+    Py_XDECREF(pc->dict_shapes);
+    PyMem_RawFree(pc->low);
+    PyMem_RawFree(pc->high);
+    PyMem_RawFree(pc->nvec);
+    PyMem_RawFree(pc->parts);
+    PyMem_RawFree(pc->part_names);
+    PyMem_RawFree(pc);
+}
+
+/* A Dict class's obs_parts from its keys (their str), shapes (rank 3: an image; rank 2:
+ * an image of one channel, as a Box observation is read; else a vector of the values)
+ * and dict_u8 (a tuple of bools: the part is bytes; None: as obs_dtype). 0, or -1 with
+ * an exception set. */
+static int make_parts(pyenv_class *pc, PyObject *dict_u8, int obs_dtype) {
+    Py_ssize_t n = PyTuple_GET_SIZE(pc->dict_keys);
+    if (n > CALF_OBS_MAX_PARTS) {
+        PyErr_Format(PyExc_ValueError, "calf.register_env: a Dict of %zd keys (calf takes %d)",
+                     n, CALF_OBS_MAX_PARTS);
+        return -1;
+    }
+    if (dict_u8 != Py_None && (!PyTuple_Check(dict_u8) || PyTuple_GET_SIZE(dict_u8) != n)) {
+        PyErr_SetString(PyExc_ValueError, "calf.register_env: dict_u8 is not a tuple of one "
+                        "bool per key");
+        return -1;
+    }
+    pc->parts = PyMem_RawCalloc((size_t)n, sizeof *pc->parts);
+    pc->part_names = PyMem_RawCalloc((size_t)n, PYENV_PART_NAME);
+    if (!pc->parts || !pc->part_names) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int offset = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *str = PyObject_Str(PyTuple_GET_ITEM(pc->dict_keys, k)); /* new reference */
+        const char *key = str ? PyUnicode_AsUTF8(str) : NULL;
+        if (!key || strlen(key) >= PYENV_PART_NAME) {
+            if (key)
+                PyErr_Format(PyExc_ValueError, "calf.register_env: Dict key '%.64s...' is "
+                             "longer than %d characters", key, PYENV_PART_NAME - 1);
+            Py_XDECREF(str);
+            return -1;
+        }
+        char *name = pc->part_names + k * PYENV_PART_NAME;
+        memcpy(name, key, strlen(key) + 1);
+        Py_DECREF(str);
+        PyObject *shape = PyTuple_GET_ITEM(pc->dict_shapes, k); /* checked by shape_size */
+        Py_ssize_t rank = PyTuple_GET_SIZE(shape);
+        long d[3] = {1, 1, 1}, size = 1;
+        for (Py_ssize_t j = 0; j < rank; j++) {
+            long e = PyLong_AsLong(PyTuple_GET_ITEM(shape, j));
+            size *= e;
+            if (j < 3) d[j] = e;
+        }
+        calf_obs_part *p = &pc->parts[k];
+        p->name = name;
+        if (rank == 3 || rank == 2) {
+            p->shape[0] = (int)d[0], p->shape[1] = (int)d[1], p->shape[2] = (int)d[2];
+        } else {
+            p->shape[0] = (int)size;
+        }
+        int u8 = dict_u8 == Py_None ? obs_dtype == CALF_DTYPE_U8
+                                    : PyObject_IsTrue(PyTuple_GET_ITEM(dict_u8, k));
+        if (u8 < 0) return -1;
+        p->dtype = u8 ? CALF_DTYPE_U8 : CALF_DTYPE_F32;
+        p->offset = offset;
+        offset += (int)size;
+    }
+    return 0;
+}
+
 PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     pyenv_module *st = &calf_state(module)->pyenv;
     static char *kwlist[] = {"name", "factory", "obs_dim", "num_actions", "low", "high",
                              "max_episode_steps", "state_bytes", "render_fps", "key",
                              "key_path", "obs_shape", "obs_dtype", "obs_high", "box_shape",
-                             "dict_keys", "dict_shapes", "nvec", "masked", NULL};
+                             "dict_keys", "dict_shapes", "nvec", "masked", "dict_u8", NULL};
     const char *name;
     PyObject *factory, *low = Py_None, *high = Py_None, *key, *key_path, *nvec_obj = Py_None;
     PyObject *box_shape = Py_None, *dict_keys = Py_None, *dict_shapes = Py_None;
+    PyObject *dict_u8 = Py_None;
     int obs_dim, num_actions, max_steps, obs_dtype = CALF_DTYPE_F32, obs_high = 0, masked = 0;
     int obs_shape[3] = {0, 0, 0};
     Py_ssize_t state_bytes;
     double render_fps = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOindSU|$(iii)iiOOOOp:register_env",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sOiiOOindSU|$(iii)iiOOOOpO:register_env",
                                      kwlist, &name, &factory, &obs_dim, &num_actions, &low,
                                      &high, &max_steps, &state_bytes, &render_fps, &key,
                                      &key_path, &obs_shape[0], &obs_shape[1], &obs_shape[2],
                                      &obs_dtype, &obs_high, &box_shape, &dict_keys, &dict_shapes,
-                                     &nvec_obj, &masked))
+                                     &nvec_obj, &masked, &dict_u8))
         return NULL;
     /* the observation's form: a Box of box_shape (None: a flat vector of obs_dim), or a
      * Dict of dict_keys' Boxes of dict_shapes; their values must add up to obs_dim */
@@ -960,12 +1039,7 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     Py_XDECREF(lo);
     Py_XDECREF(hi);
     if (!pc || (action_dim > 0 && (!pc->low || !pc->high)) || (dims > 0 && !pc->nvec)) {
-        if (pc) {
-            PyMem_RawFree(pc->low);
-            PyMem_RawFree(pc->high);
-            PyMem_RawFree(pc->nvec);
-        }
-        PyMem_RawFree(pc);
+        class_free(pc);
         return PyErr_NoMemory();
     }
     /* a flat vector's shape is (obs_dim,) */
@@ -974,11 +1048,9 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
                                            : (Py_INCREF(box_shape), box_shape);
     pc->dict_keys = dict_keys != Py_None ? (Py_INCREF(dict_keys), dict_keys) : NULL;
     pc->dict_shapes = dict_keys != Py_None ? (Py_INCREF(dict_shapes), dict_shapes) : NULL;
-    if (!pc->box_shape && !pc->dict_keys) {
-        PyMem_RawFree(pc->low);
-        PyMem_RawFree(pc->high);
-        PyMem_RawFree(pc->nvec);
-        PyMem_RawFree(pc);
+    if ((!pc->box_shape && !pc->dict_keys) ||
+        (pc->dict_keys && make_parts(pc, dict_u8, obs_dtype) != 0)) {
+        class_free(pc);
         return NULL;
     }
     snprintf(pc->name, sizeof pc->name, "%s", name);
@@ -1000,6 +1072,8 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
         .num_action_dims = dims,
         .action_nvec = pc->nvec,
         .action_mask = masked,
+        .num_obs_parts = pc->parts ? (int)PyTuple_GET_SIZE(pc->dict_keys) : 0,
+        .obs_parts = pc->parts,
     };
     pc->masked = masked;
     c->reset = pyenv_reset;
@@ -1016,13 +1090,7 @@ PyObject *pyenv_register(PyObject *module, PyObject *args, PyObject *kwargs) {
     c->render_fps = render_fps > 0 && render_fps < 1e4 ? render_fps : 0.0;
     calf_error err = {0};
     if (calf_env_register(c, &err) != CALF_OK) {
-        Py_XDECREF(pc->box_shape);
-        Py_XDECREF(pc->dict_keys);
-        Py_XDECREF(pc->dict_shapes);
-        PyMem_RawFree(pc->low);
-        PyMem_RawFree(pc->high);
-        PyMem_RawFree(pc->nvec);
-        PyMem_RawFree(pc);
+        class_free(pc);
         PyErr_SetString(PyExc_ValueError, err.msg);
         return NULL;
     }
@@ -1062,9 +1130,23 @@ PyObject *pyenv_obs_form(PyObject *module, PyObject *arg) {
             if (pc->dict_keys) keys = pc->dict_keys, shapes = pc->dict_shapes;
         }
     int high = sp->obs_dtype == CALF_DTYPE_U8 ? (sp->obs_high > 0 ? sp->obs_high : 255) : 0;
-    return Py_BuildValue("{s:i,s:N,s:s,s:i,s:O,s:O,s:O}", "obs_dim", sp->obs_dim, "shape", shape,
-                         "dtype", sp->obs_dtype == CALF_DTYPE_U8 ? "uint8" : "float32", "high",
-                         high, "box_shape", box, "dict_keys", keys, "dict_shapes", shapes);
+    /* the spec's named parts: (name, (d0, d1, d2), dtype, offset) each */
+    PyObject *parts = PyList_New(sp->num_obs_parts); /* new reference */
+    for (int k = 0; parts && k < sp->num_obs_parts; k++) {
+        const calf_obs_part *p = &sp->obs_parts[k];
+        PyObject *t = Py_BuildValue("(s(iii)si)", p->name, p->shape[0], p->shape[1], p->shape[2],
+                                    p->dtype == CALF_DTYPE_U8 ? "uint8" : "float32", p->offset);
+        if (!t) Py_CLEAR(parts);
+        else PyList_SET_ITEM(parts, k, t); /* steals t */
+    }
+    if (!parts) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    return Py_BuildValue("{s:i,s:N,s:s,s:i,s:O,s:O,s:O,s:N}", "obs_dim", sp->obs_dim, "shape",
+                         shape, "dtype", sp->obs_dtype == CALF_DTYPE_U8 ? "uint8" : "float32",
+                         "high", high, "box_shape", box, "dict_keys", keys, "dict_shapes", shapes,
+                         "parts", parts);
 }
 
 PyObject *pyenv_take_error(PyObject *module, PyObject *Py_UNUSED(ignored)) {

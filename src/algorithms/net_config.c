@@ -11,7 +11,31 @@ net_obs net_obs_of(const calf_env_spec *spec) {
         o.h = spec->obs_shape[0], o.w = spec->obs_shape[1], o.c = spec->obs_shape[2];
     o.u8 = spec->obs_dtype == CALF_DTYPE_U8;
     o.high = spec->obs_high;
+    o.num_parts = spec->num_obs_parts;
+    o.parts = spec->obs_parts;
     return o;
+}
+
+/* A Dict observation's parts as "'image' (10, 10, 4) uint8, 'pos' (2) float32" into buf
+ * (truncated to fit), and how many are images. */
+static int describe_parts(const net_obs *obs, char *buf, size_t size) {
+    int images = 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < obs->num_parts; k++) {
+        const calf_obs_part *p = &obs->parts[k];
+        int image = p->shape[1] > 0;
+        images += image;
+        int n = image ? snprintf(buf + used, size - used, "%s'%s' (%d, %d, %d) %s", k ? ", " : "",
+                                 p->name, p->shape[0], p->shape[1], p->shape[2],
+                                 p->dtype == CALF_DTYPE_U8 ? "uint8" : "float32")
+                      : snprintf(buf + used, size - used, "%s'%s' (%d) %s", k ? ", " : "",
+                                 p->name, p->shape[0],
+                                 p->dtype == CALF_DTYPE_U8 ? "uint8" : "float32");
+        if (n < 0 || (size_t)n >= size - used) break; /* truncated; snprintf terminated it */
+        used += (size_t)n;
+    }
+    return images;
 }
 
 const char *net_config_where(const calf_config *cfg, calf_binding_id id) {
@@ -35,6 +59,18 @@ int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_bindin
                            ? (float)(1.0 / (obs->high > 0 ? obs->high : 255))
                            : (float)calf_config_float(cfg, CALF_CFG_UINT8_SCALE);
     if (cv->n == 0) return CALF_OK;
+    if (obs->h <= 0 && obs->num_parts > 0) {
+        char parts[400];
+        int images = describe_parts(obs, parts, sizeof parts);
+        return calf_error_set(err, CALF_EINVAL,
+                              images == 0
+                                  ? "%s: %s needs an image observation, but this env's is a "
+                                    "Dict with no image (H, W, C) part: %s"
+                                  : "%s: %s on a Dict observation (%s): encoding its image "
+                                    "part by conv layers and its other parts beside them is "
+                                    "not built yet; wrap the env to give the image alone",
+                              net_config_where(cfg, conv_id), calf_binding_name(conv_id), parts);
+    }
     if (obs->h <= 0)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: %s needs an image observation (an env with obs_shape H, W, "

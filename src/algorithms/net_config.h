@@ -16,6 +16,8 @@ typedef struct net_obs {
     int dim, h, w, c;
     bool u8;
     int high;   /* u8: the largest value the env writes (the spec's obs_high; 0: 255) */
+    int num_parts;                /* a Dict observation's named parts (the spec's), or 0 */
+    const calf_obs_part *parts;   /* (num_parts), the spec's */
 } net_obs;
 net_obs net_obs_of(const calf_env_spec *spec);
 
@@ -23,8 +25,9 @@ net_obs net_obs_of(const calf_env_spec *spec);
  * act_id (a 'tanh'|'relu' STRING row) on obs, with a linear head of out; a uint8
  * observation's scale is EncodingNetwork.uint8_scale, or when None (float)(1.0 / high)
  * (1/255 for pixels, 1 for 0/1 images, whose bytes then reach the net as they are). CALF_EINVAL
- * naming the conv row's line when it asks for conv layers on a flat observation or
- * ones that do not fit the image. */
+ * naming the conv row's line when it asks for conv layers on a flat observation (a Dict's
+ * named, with its parts: per-key encoders are not built yet) or ones that do not fit
+ * the image. */
 int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_binding_id fc_id,
                     calf_binding_id act_id, const net_obs *obs, int out, net_spec *ns,
                     calf_error *err);

@@ -162,6 +162,53 @@ void calf_env_list_names(char *buf, size_t size) {
     unlock_registry();
 }
 
+/* A Dict's parts: named, each of a known dtype and a positive shape, one after another
+ * from offset 0 to obs_dim, and never with an image obs_shape (the whole is no image). */
+static int check_obs_parts(const calf_env_spec *s, calf_error *err) {
+    const char *n = s->name;
+    if (s->num_obs_parts == 0 && !s->obs_parts) return CALF_OK;
+    if (s->num_obs_parts < 1 || s->num_obs_parts > CALF_OBS_MAX_PARTS || !s->obs_parts ||
+        s->obs_shape[0] != 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': num_obs_parts %d is not 1..%d with obs_parts, on a "
+                              "flat observation (obs_shape all 0)",
+                              n, s->num_obs_parts, CALF_OBS_MAX_PARTS);
+    int64_t at = 0;
+    for (int k = 0; k < s->num_obs_parts; k++) {
+        const calf_obs_part *p = &s->obs_parts[k];
+        const int *sh = p->shape;
+        int image = sh[1] != 0 || sh[2] != 0;
+        int64_t size = image ? (int64_t)sh[0] * sh[1] * sh[2] : sh[0];
+        if (!p->name || !p->name[0] || strlen(p->name) > 64)
+            return calf_error_set(err, CALF_EINVAL, "env '%s': obs_parts[%d] has no name (or "
+                                  "one longer than 64 characters)", n, k);
+        for (int j = 0; j < k; j++)
+            if (strcmp(s->obs_parts[j].name, p->name) == 0)
+                return calf_error_set(err, CALF_EINVAL, "env '%s': obs_parts[%d]'s name '%s' "
+                                      "is obs_parts[%d]'s too", n, k, p->name, j);
+        if (sh[0] < 1 || (image && (sh[1] < 1 || sh[2] < 1)) || size > s->obs_dim)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "env '%s': obs_parts[%d] '%s' has shape (%d, %d, %d): not an "
+                                  "image (H, W, C) or a vector (n, 0, 0) of positive sizes",
+                                  n, k, p->name, sh[0], sh[1], sh[2]);
+        if (p->dtype != CALF_DTYPE_F32 && p->dtype != CALF_DTYPE_U8)
+            return calf_error_set(err, CALF_EINVAL, "env '%s': obs_parts[%d] '%s': dtype %d is "
+                                  "neither CALF_DTYPE_F32 nor CALF_DTYPE_U8", n, k, p->name,
+                                  p->dtype);
+        if (p->offset != at)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "env '%s': obs_parts[%d] '%s' starts at %d, not at %lld where "
+                                  "the parts before it end",
+                                  n, k, p->name, p->offset, (long long)at);
+        at += size;
+    }
+    if (at != s->obs_dim)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': obs_parts hold %lld values, not obs_dim %d", n,
+                              (long long)at, s->obs_dim);
+    return CALF_OK;
+}
+
 /* The fields since ABI 3: a shape that is the observation's size, a dtype calf knows,
  * MultiDiscrete sizes that are the discrete action count, a mask only over discrete
  * actions. */
@@ -211,7 +258,7 @@ static int check_spaces(const calf_env_spec *s, calf_error *err) {
         return calf_error_set(err, CALF_EINVAL,
                               "env '%s': action_mask %d is not 0, or 1 with discrete actions", n,
                               s->action_mask);
-    return CALF_OK;
+    return check_obs_parts(s, err);
 }
 
 /* The action side of ABI 3's hooks, once check_spaces passed the fields: a MultiDiscrete

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import calf
-from calf import _policy
+from calf import _calf, _policy
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pyenv_image_envs as im  # noqa: E402
@@ -222,3 +222,64 @@ def test_an_observation_of_another_shape_is_the_envs_fault(tmp_path):
                                          r"not shape \(6, 5, 3\)"):
         v.reset()
     v.close()
+
+
+class _Parts:
+    """A Dict observation of ``spaces`` (its parts all zero), two actions, 5 steps."""
+
+    def __init__(self, spaces):
+        self.observation_space = im.Dict(spaces)
+        self.action_space = calf.Discrete(2)
+        self.t = 0
+
+    def _obs(self):
+        return {k: np.zeros(b.shape, b.dtype) for k, b in self.observation_space.spaces.items()}
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 0.0, False, self.t >= 5, {}
+
+
+def make_scout():
+    """An image part and a vector part, the image first in key order."""
+    return _Parts({"image": calf.Box(0, 255, (6, 5, 3), np.uint8),
+                   "pos": calf.Box(-1.0, 1.0, (2,), np.float32)})
+
+
+def make_vectors():
+    """Two vector parts: nothing conv layers could read."""
+    return _Parts({"a": calf.Box(-1.0, 1.0, (3,), np.float32),
+                   "b": calf.Box(0, 9, (2,), np.uint8)})
+
+
+def test_a_dicts_parts_are_named_in_the_env_spec():
+    # (name, (H, W, C) of an image or (n, 0, 0) of a vector, dtype, offset): a rank-2 Box
+    # is an image of one channel, as a Box observation of rank 2 is
+    assert _calf.obs_form(ROVER)["parts"] == [("map", (2, 3, 1), "uint8", 0),
+                                             ("pos", (2, 0, 0), "float32", 6)]
+    assert _calf.obs_form(BYTE_ROVER)["parts"] == [("map", (2, 3, 1), "uint8", 0),
+                                                  ("pos", (2, 0, 0), "uint8", 6)]
+    scout = calf.register_env(make_scout)
+    assert _calf.obs_form(scout)["parts"] == [("image", (6, 5, 3), "uint8", 0),
+                                             ("pos", (2, 0, 0), "float32", 90)]
+    # a Box env and a built-in have none
+    assert _calf.obs_form(PAINTER)["parts"] == []
+    assert _calf.obs_form("MinAtar/Breakout-v0")["parts"] == []
+
+
+def test_conv_layers_on_a_dict_are_refused_naming_its_parts(tmp_path):
+    conv = {**OVERRIDES, "TrainerConfig.num_iterations": 1,
+            "ActorDistributionNetwork.conv_layer_params": ((4, 2, 1),)}
+    with pytest.raises(ValueError, match=r"conv_layer_params needs an image observation, but "
+                       r"this env's is a Dict with no image \(H, W, C\) part: 'a' \(3\) "
+                       r"float32, 'b' \(2\) uint8"):
+        calf.Trainer(PPO, root_dir=tmp_path / "v", env=calf.register_env(make_vectors),
+                     overrides=conv)
+    with pytest.raises(ValueError, match=r"conv_layer_params on a Dict observation \('image' "
+                       r"\(6, 5, 3\) uint8, 'pos' \(2\) float32\): encoding its image part"):
+        calf.Trainer(PPO, root_dir=tmp_path / "s", env=calf.register_env(make_scout),
+                     overrides=conv)
