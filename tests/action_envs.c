@@ -1,5 +1,6 @@
-/* action_envs.c: the tests' environments for the action side of env ABI 3, a plug-in
- * (libaction_envs.so, `--env_lib`) so that calf's own env list stays Gymnasium's:
+/* action_envs.c: the tests' environments for env ABI 3's action side and its Dict
+ * observations, a plug-in (libaction_envs.so, `--env_lib`) so that calf's own env list
+ * stays Gymnasium's:
  *  - Test/MaskedChoice-v0: each step draws a target among actions 0..2 and shows it;
  *    taking it pays 1. Action 3 would pay 10 but is never valid, and one of the two
  *    other actions is blocked each step: a policy that learns to pay 16 over an
@@ -8,6 +9,11 @@
  *    one's in 0..1), one point for each hit (32 over an episode).
  *  - Test/MaskedMultiChoice-v0: the same with a mask: in the first sub-action one wrong
  *    choice is blocked and choice 2 is never valid (it would pay 10).
+ *  - Test/DictChoice-v0: a Dict observation of three parts, 'step' (1) the episode's
+ *    progress, 'image' (4, 4, 1) a 0/1 image with one cell lit in one of its four 2x2
+ *    quadrants, 'flip' (1) 0 or 1; of 4 actions, the lit quadrant pays 1 when flip is 0
+ *    and the opposite one (q + 2) % 4 when it is 1 (16 an episode: a policy that reads
+ *    only the image gets about 8, one that reads neither about 4).
  * Episodes end (terminate) after 16 steps. Everything is drawn from the env's stream. */
 #include "calf/env.h"
 
@@ -106,6 +112,61 @@ static void multi_mask(const void *state, uint8_t *mask) {
     mask[3] = mask[4] = 1;
 }
 
+/* DictChoice: the lit cell (its quadrant q = cell's (row / 2) * 2 + col / 2) and flip. */
+typedef struct dict_state {
+    int cell, flip, steps;
+} dict_state;
+
+static void dict_draw(dict_state *s, calf_rng *rng) {
+    s->cell = (int)calf_rng_below(rng, 16);
+    s->flip = (int)calf_rng_below(rng, 2);
+}
+
+static void dict_observe(const void *state, float *obs) {
+    const dict_state *s = state;
+    obs[0] = (float)s->steps / EPISODE;
+    for (int j = 0; j < 16; j++) obs[1 + j] = j == s->cell ? 1.0f : 0.0f;
+    obs[17] = (float)s->flip;
+}
+
+static void dict_reset(void *state, calf_rng *rng, float *obs) {
+    dict_state *s = state;
+    s->steps = 0;
+    dict_draw(s, rng);
+    dict_observe(s, obs);
+}
+
+static int dict_step(void *state, calf_rng *rng, int action, const float *u, float *obs,
+                     float *reward) {
+    (void)u;
+    dict_state *s = state;
+    int q = (s->cell / 4 / 2) * 2 + (s->cell % 4) / 2;
+    *reward = action == (s->flip ? (q + 2) % 4 : q) ? 1.0f : 0.0f;
+    s->steps++;
+    dict_draw(s, rng);
+    dict_observe(s, obs);
+    return s->steps >= EPISODE;
+}
+
+static const calf_obs_part dict_parts[] = {
+    {"step", {1, 0, 0}, CALF_DTYPE_F32, 0},
+    {"image", {4, 4, 1}, CALF_DTYPE_F32, 1},
+    {"flip", {1, 0, 0}, CALF_DTYPE_F32, 17},
+};
+
+static const calf_env_class dict_choice_class = {
+    .spec = {.name = "Test/DictChoice-v0",
+             .obs_dim = 18,
+             .num_actions = 4,
+             .max_episode_steps = 100,
+             .state_size = sizeof(dict_state),
+             .num_obs_parts = 3,
+             .obs_parts = dict_parts},
+    .reset = dict_reset,
+    .step = dict_step,
+    .observe = dict_observe,
+};
+
 static const calf_env_class masked_choice_class = {
     .spec = {.name = "Test/MaskedChoice-v0",
              .obs_dim = 4,
@@ -152,5 +213,6 @@ int calf_plugin_register(int abi_version, calf_error *err) {
     if (rc == CALF_OK) rc = calf_env_register(&masked_choice_class, err);
     if (rc == CALF_OK) rc = calf_env_register(&multi_choice_class, err);
     if (rc == CALF_OK) rc = calf_env_register(&masked_multi_choice_class, err);
+    if (rc == CALF_OK) rc = calf_env_register(&dict_choice_class, err);
     return rc;
 }

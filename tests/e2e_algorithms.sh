@@ -8,7 +8,8 @@
 # the same bytes, plays, exports a C file whose actions are play's, refuses a misspelled
 # setting of its own with exit 2 and file:line, and on the other kind of action space
 # either trains or is refused with exit 2 naming the line that chose it. The same parity
-# and resume on each MinAtar game (PPO; DQN on Breakout).
+# and resume on each MinAtar game (PPO; DQN on Breakout), and on the tests' plug-in envs
+# (masks, MultiDiscrete, a Dict observation encoded per key).
 . "$(dirname "$0")/lib_e2e.sh"
 
 "$CALF" train --list-bindings >"$WORK/bindings" 2>&1 || bad "--list-bindings failed"
@@ -230,7 +231,8 @@ expect_exit 2 "$CALF" train --quiet --root_dir "$WORK/both" --conf "$WORK/both.g
 expect_in "$WORK/err" "$WORK/both.gin:2: ActorDistributionNetwork.gru_hidden_size and ActorDistributionNetwork.lstm_hidden_size"
 
 # A masked and a MultiDiscrete PPO config on the tests' envs (tests/action_envs.c, a
-# plug-in; tests/e2e_actions.sh shows what they learn): the same parity and resume. And a
+# plug-in; tests/e2e_actions.sh shows what they learn): the same parity and resume; and
+# PPO and DQN with a per-key encoder on its Dict env. And a
 # masked DQN, whose replay keeps each transition's next mask (its env records, read back
 # on another split) for the TD target's max; the target network copied every 4 updates.
 if [ -f "${CALF_ACTION_ENVS:-}" ]; then
@@ -246,6 +248,20 @@ if [ -f "${CALF_ACTION_ENVS:-}" ]; then
         "DqnAlgorithm.target_update_period = 4"
     grep -q RPEM "$WORK/actions-dqn/n1/train/algorithm/ckpt-12" && ok ||
         bad "masked DQN: the checkpoint has no replay records with next masks (RPEM)"
+    # A Dict observation encoded per key (Test/DictChoice-v0: a vector, a 4x4 image
+    # through its conv layer, a vector, concatenated): PPO and DQN, the same parity and
+    # resume, and play.
+    echo "== $DEFAULT on the Dict env from ppo_dict_choice.gin"
+    parity "$DEFAULT" "$SRC/tests/data/actions/ppo_dict_choice.gin" "$WORK/dict-ppo" \
+        "ActorDistributionNetwork.fc_layer_params = (16,)" "ValueNetwork.fc_layer_params = (8,)"
+    echo "== DqnAlgorithm on the Dict env from dqn_cartpole.gin"
+    parity DqnAlgorithm "$SRC/examples/dqn_cartpole.gin" "$WORK/dict-dqn" \
+        "create_environment.env_name = 'Test/DictChoice-v0'" "q/QNetwork.conv_layer_params = ((4, 2, 2),)" \
+        "q/QNetwork.fc_layer_params = (16,)"
+    for D in dict-ppo dict-dqn; do
+        expect_exit 0 "$CALF" play "${PARITY_ARGS[@]}" --root_dir "$WORK/$D/n1" --num_episodes 2
+        expect_in "$WORK/out" "average return over 2 episodes:"
+    done
     PARITY_ARGS=()
 else
     echo "action envs skipped: CALF_ACTION_ENVS does not name the action_envs plug-in"

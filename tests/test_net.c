@@ -3,15 +3,19 @@
  * finite differences of a double-precision reference; a row's bits alone, in a batch and
  * across row splits and tree adds; uint8 input; recurrent cores (LSTM, GRU, after conv and
  * fc layers) through time against finite differences, and stepped one row at a time
- * against the sequence. Each checker is also run on planted mistakes (the ReLU's mask
- * skipped, a flatten in PyTorch's NCHW order, ADD done as accumulate, a row reading its
- * neighbour, the byte scale left out, a gate bias applied twice, a state not reset at an
- * episode start) and must reject them. */
+ * against the sequence; a Dict's per-key encoder (net_config's segments from the parts,
+ * its gradients and rows as above). Each checker is also run on planted mistakes (the
+ * ReLU's mask skipped, a flatten in PyTorch's NCHW order, ADD done as accumulate, a row
+ * reading its neighbour, the byte scale left out, a gate bias applied twice, a state not
+ * reset at an episode start, a Dict's parts concatenated out of order or one part's
+ * gradient dropped) and must reject them. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "algorithms/net_config.h"
+#include "calf/config.h"
 #include "calf/rng.h"
 #include "numerics/net.h"
 #include "test_util.h"
@@ -98,6 +102,31 @@ static void mut_shift_forward(const net *n, const float *p, const float *x, int 
 static const impl SHIFT = {"input off by one", mut_shift_forward, net_backward, net_backward_set,
                            net_backward_add};
 
+/* Mistake: a Dict encoder's first two segments concatenated in the wrong order (the
+ * forward of a copy of the net whose segments' columns are swapped). */
+static void mut_swap_forward(const net *n, const float *p, const float *x, int B, net_cache *c,
+                             float *y) {
+    CALF_ASSERT(n->num_segs >= 2);
+    net m = *n;
+    m.seg[1].col = n->seg[0].col;
+    m.seg[0].col = n->seg[0].col + n->seg[1].width;
+    net_forward(&m, p, x, B, c, y);
+}
+static const impl SWAP = {"Dict parts concatenated out of order", mut_swap_forward, net_backward,
+                          NULL, NULL};
+
+/* Mistake: the backward leaves a Dict encoder's last segment out (its conv stack's
+ * gradient, or its dx columns, dropped). */
+static void mut_drop_backward(const net *n, const float *p, net_cache *c, int rb, int rn,
+                              const float *dy, float *grad, float *dx) {
+    net m = *n;
+    m.num_segs--;
+    if (dx) memset(dx, 0, (size_t)rn * n->in * sizeof *dx);
+    net_backward(&m, p, c, rb, rn, dy, grad, dx);
+}
+static const impl DROP = {"a Dict part's gradient dropped", real_forward, mut_drop_backward, NULL,
+                          NULL};
+
 /* ------------------------------------------------------------ the specs */
 
 static net_spec conv_spec(int h, int w, int c, int nconv, const net_conv_spec *conv, int nfc,
@@ -109,33 +138,78 @@ static net_spec conv_spec(int h, int w, int c, int nconv, const net_conv_spec *c
     return s;
 }
 
+/* A Dict's per-key encoder (net_config builds it from the env's parts): the segments
+ * given as (h, w, c) with h 0 for a vector run of w floats, each image through nconv
+ * convs of its own; scale for the image segments. */
+static net_spec dict_spec(int nseg, const int (*shape)[3], float scale, int nconv,
+                          const net_conv_spec *conv, int nfc, const int *fc, int out,
+                          nn_activation act) {
+    net_spec s = net_spec_mlp(1, fc, nfc, out, act);
+    int at = 0;
+    for (int k = 0; k < nseg; k++) {
+        const int *sh = shape[k];
+        int size = sh[0] ? sh[0] * sh[1] * sh[2] : sh[1];
+        s.seg[k] = sh[0] ? (net_seg){.offset = at, .size = size, .h = sh[0], .w = sh[1],
+                                     .c = sh[2], .scale = scale}
+                         : (net_seg){.offset = at, .size = size, .scale = 1.0f};
+        at += size;
+    }
+    s.num_segs = nseg;
+    s.in_dim = at;
+    s.num_conv = nconv;
+    for (int k = 0; k < nconv; k++) s.conv[k] = conv[k];
+    return s;
+}
+
 /* ------------------------------------------------------------ double reference */
 
-/* The network of n on one row in double from float parameters (tanh exact). */
+/* One conv layer + ReLU on one row in double. */
+static void ref_conv(const conv2d *c, const double *p, const double *a, double *b) {
+    CALF_ASSERT(conv2d_out_size(c) <= 4096);
+    for (int oh = 0; oh < c->out_h; oh++)
+        for (int ow = 0; ow < c->out_w; ow++)
+            for (int f = 0; f < c->filters; f++) {
+                double s = p[c->b_off + f];
+                for (int kh = 0; kh < c->kernel; kh++)
+                    for (int kw = 0; kw < c->kernel; kw++) {
+                        int ih = oh * c->stride + kh - c->pad, iw = ow * c->stride + kw - c->pad;
+                        if (ih < 0 || iw < 0 || ih >= c->in_h || iw >= c->in_w) continue;
+                        for (int ch = 0; ch < c->in_c; ch++)
+                            s += a[(ih * c->in_w + iw) * c->in_c + ch] *
+                                 p[c->w_off + ((size_t)(kh * c->kernel + kw) * c->in_c + ch) *
+                                                  c->filters + f];
+                    }
+                b[(oh * c->out_w + ow) * c->filters + f] = s > 0 ? s : 0;
+            }
+}
+
+/* The network of n on one row in double from float parameters (tanh exact); a Dict
+ * encoder's segments as SB3's CombinedExtractor: each image part (times its scale)
+ * through its own convs, the vector runs as they are, concatenated in order. */
 static void ref_row(const net *n, const double *p, const double *x, double *y) {
     double a[4096], b[4096];
     CALF_ASSERT(n->in <= 4096);
     memcpy(a, x, (size_t)n->in * sizeof *a);
-    for (int k = 0; k < n->num_layers; k++) {
+    if (n->num_segs > 0) {
+        int col = 0;
+        for (int s = 0; s < n->num_segs; s++) {
+            const net_seg *g = &n->seg[s];
+            double u[4096], v[4096];
+            for (int i = 0; i < g->size; i++) u[i] = x[g->offset + i] * (g->h ? g->scale : 1.0);
+            int width = g->size;
+            for (int k = g->first; k < g->first + g->count; k++) {
+                ref_conv(&n->layer[k].conv, p, u, v);
+                width = n->layer[k].out;
+                memcpy(u, v, (size_t)width * sizeof *u);
+            }
+            memcpy(a + col, u, (size_t)width * sizeof *u);
+            col += width;
+        }
+    }
+    for (int k = n->trunk; k < n->num_layers; k++) {
         const net_layer *l = &n->layer[k];
         if (l->kind == NET_CONV2D) {
-            const conv2d *c = &l->conv;
-            CALF_ASSERT(conv2d_out_size(c) <= 4096);
-            for (int oh = 0; oh < c->out_h; oh++)
-                for (int ow = 0; ow < c->out_w; ow++)
-                    for (int f = 0; f < c->filters; f++) {
-                        double s = p[c->b_off + f];
-                        for (int kh = 0; kh < c->kernel; kh++)
-                            for (int kw = 0; kw < c->kernel; kw++) {
-                                int ih = oh * c->stride + kh - c->pad, iw = ow * c->stride + kw - c->pad;
-                                if (ih < 0 || iw < 0 || ih >= c->in_h || iw >= c->in_w) continue;
-                                for (int ch = 0; ch < c->in_c; ch++)
-                                    s += a[(ih * c->in_w + iw) * c->in_c + ch] *
-                                         p[c->w_off + ((size_t)(kh * c->kernel + kw) * c->in_c + ch) *
-                                                          c->filters + f];
-                            }
-                        b[(oh * c->out_w + ow) * c->filters + f] = s > 0 ? s : 0;
-                    }
+            ref_conv(&l->conv, p, a, b);
         } else {
             const nn_mlp *m = &l->mlp;
             double *in = a, *out = b;
@@ -461,6 +535,104 @@ static bool check_u8(bool planted) {
     return ok;
 }
 
+/* A Dict's per-key encoder: gradients against finite differences (a vector run between
+ * two images of their own conv stacks, one scaled; an image then a vector before an
+ * LSTM-free trunk), rows alone and over splits, the layout (each image's stack in order,
+ * then the trunk on the concatenation), and the planted mistakes caught. */
+static void test_dict_encoder(void) {
+    static const int three[][3] = {{4, 3, 2}, {0, 3, 0}, {3, 3, 1}};
+    static const int two[][3] = {{5, 4, 2}, {0, 2, 0}};
+    static const int vec_first[][3] = {{0, 2, 0}, {4, 4, 1}};
+    const int fc1[] = {6}, fc2[] = {5, 4};
+    net_spec s1 = dict_spec(3, three, 0.25f, 1, CONV_B + 0, 1, fc1, 3, NN_ACT_TANH);
+    s1.conv[0].kernel = 2; /* 6 filters 2x2 on 4x3 and on 3x3 */
+    net_spec s2 = dict_spec(2, two, 1.0f, 2, CONV_A, 2, fc2, 4, NN_ACT_RELU);
+    net_spec s3 = dict_spec(2, vec_first, 1.0f, 1, CONV_B, 0, NULL, 2, NN_ACT_TANH);
+    CHECK(check_fd(&REAL, &s1, 3, true));
+    CHECK(check_fd(&REAL, &s2, 2, true));
+    CHECK(check_fd(&REAL, &s3, 3, true));
+    CHECK(check_rows(&REAL, &s1, 9));
+    CHECK(check_rows(&REAL, &s2, 7));
+    CHECK(!check_fd(&SWAP, &s2, 2, false));
+    CHECK(!check_fd(&SWAP, &s3, 2, false));
+    CHECK(!check_fd(&DROP, &s1, 2, false)); /* the second image's convs */
+    CHECK(!check_fd(&DROP, &s2, 2, false)); /* the vector's dx */
+    net n;
+    size_t cur = 0;
+    calf_error err;
+    CHECK_INT_EQ(net_layout(&n, &s2, &cur, &err), CALF_OK);
+    /* the image's two convs (5x4 -> 5x4x4 -> 2x2x5), then the MLP on 20 + 2 floats */
+    CHECK(n.num_layers == 3 && n.trunk == 2 && n.cat == 22 && n.seg[0].first == 0 &&
+          n.seg[0].count == 2 && n.seg[1].col == 20 && n.layer[2].in == 22);
+    CHECK(net_as_mlp(&n) == NULL && strcmp(net_unexportable(&n), "Dict encoder") == 0);
+    /* refused: no image segment, or segments that do not cover the input */
+    static const int vectors[][3] = {{0, 2, 0}, {0, 3, 0}};
+    net_spec v = dict_spec(2, vectors, 1.0f, 1, CONV_B, 0, NULL, 2, NN_ACT_TANH);
+    CHECK_INT_EQ(net_layout(&n, &v, &cur, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "0 image parts") != NULL);
+    net_spec gap = s2;
+    gap.seg[1].offset++;
+    CHECK_INT_EQ(net_layout(&n, &gap, &cur, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "segment 1 (columns 41 + 2") != NULL);
+}
+
+/* net_config's encoder from a Dict's parts: adjacent vector parts one segment, each
+ * image part a segment with its own conv stack (a uint8 one of a float observation
+ * scaled by 1/255), in the parts' order; more than NET_MAX_IMAGE_PARTS images refused
+ * naming the row's line, as is a kernel that does not fit a part. */
+static void test_dict_config(void) {
+    calf_error err;
+    calf_config *cfg = calf_config_new(&err);
+    CALF_ASSERT(cfg);
+    CHECK_INT_EQ(calf_config_parse_string(cfg,
+                                          "ActorDistributionNetwork.conv_layer_params = "
+                                          "((3, 2, 1),)\n",
+                                          "t.gin", &err),
+                 CALF_OK);
+    static const calf_obs_part parts[] = {
+        {"a", {2, 0, 0}, CALF_DTYPE_F32, 0},     {"b", {3, 0, 0}, CALF_DTYPE_U8, 2},
+        {"img", {4, 4, 2}, CALF_DTYPE_U8, 5},    {"c", {1, 0, 0}, CALF_DTYPE_F32, 37},
+        {"map", {3, 3, 1}, CALF_DTYPE_F32, 38}, {"d", {1, 0, 0}, CALF_DTYPE_F32, 47},
+    };
+    net_obs obs = {.dim = 48, .num_parts = 6, .parts = parts};
+    net_spec s;
+    CHECK_INT_EQ(net_config_spec(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
+                                 CALF_CFG_ACTOR_ACTIVATION, &obs, 3, &s, &err),
+                 CALF_OK);
+    CHECK(s.num_segs == 5 && s.seg[0].offset == 0 && s.seg[0].size == 5 && s.seg[0].h == 0 &&
+          s.seg[1].offset == 5 && s.seg[1].h == 4 && s.seg[1].scale == (float)(1.0 / 255) &&
+          s.seg[2].offset == 37 && s.seg[2].size == 1 && s.seg[3].h == 3 &&
+          s.seg[3].scale == 1.0f && s.seg[4].h == 0 && s.seg[4].size == 1);
+    net n;
+    size_t cur = 0;
+    CHECK_INT_EQ(net_layout(&n, &s, &cur, &err), CALF_OK);
+    CHECK(n.cat == 5 + 3 * 3 * 3 + 1 + 2 * 2 * 3 + 1 && n.trunk == 2);
+    /* five images */
+    calf_obs_part five[5];
+    for (int k = 0; k < 5; k++)
+        five[k] = (calf_obs_part){k ? "i" : "j", {2, 2, 1}, CALF_DTYPE_F32, 4 * k};
+    obs = (net_obs){.dim = 20, .num_parts = 5, .parts = five};
+    CHECK_INT_EQ(net_config_spec(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
+                                 CALF_CFG_ACTOR_ACTIVATION, &obs, 3, &s, &err),
+                 CALF_EINVAL);
+    CHECK(strstr(err.msg, "t.gin:1: ActorDistributionNetwork.conv_layer_params on a Dict "
+                          "observation of 5 image parts, more than the 4") != NULL);
+    /* a 4x4 kernel fits 'img' but not the 3x3 'map' */
+    CHECK_INT_EQ(calf_config_parse_string(cfg,
+                                          "ActorDistributionNetwork.conv_layer_params = "
+                                          "((3, 4, 1),)\n",
+                                          "u.gin", &err),
+                 CALF_OK);
+    obs = (net_obs){.dim = 48, .num_parts = 6, .parts = parts};
+    CHECK_INT_EQ(net_config_spec(cfg, CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
+                                 CALF_CFG_ACTOR_ACTIVATION, &obs, 3, &s, &err),
+                 CALF_EINVAL);
+    CHECK(strstr(err.msg, "u.gin:1: ActorDistributionNetwork.conv_layer_params: layer 1's "
+                          "kernel 4 does not fit its 3x3 input (padding 0) on the Dict's "
+                          "part 'map'") != NULL);
+    calf_config_free(cfg);
+}
+
 static void test_u8(void) {
     CHECK(check_u8(false));
     CHECK(!check_u8(true));
@@ -693,5 +865,7 @@ int main(void) {
     test_u8();
     test_refusals();
     test_recurrent();
+    test_dict_config();
+    test_dict_encoder(); /* last: the draws before it are the ones the bounds were set on */
     return test_report("test_net");
 }

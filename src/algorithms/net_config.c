@@ -38,6 +38,25 @@ static int describe_parts(const net_obs *obs, char *buf, size_t size) {
     return images;
 }
 
+/* Whether ns's conv layers fit an h x w image (a Dict's part named part), CALF_EINVAL
+ * naming the row's line when one's kernel does not. */
+static int check_fit(const calf_config *cfg, calf_binding_id conv_id, const net_spec *ns, int h,
+                     int w, const char *part, calf_error *err) {
+    for (int k = 0; k < ns->num_conv; k++) {
+        const net_conv_spec *c = &ns->conv[k];
+        if (h + 2 * c->pad < c->kernel || w + 2 * c->pad < c->kernel)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s: layer %d's kernel %d does not fit its %dx%d input "
+                                  "(padding %d)%s%s%s",
+                                  net_config_where(cfg, conv_id), calf_binding_name(conv_id), k + 1,
+                                  c->kernel, h, w, c->pad, part ? " on the Dict's part '" : "",
+                                  part ? part : "", part ? "'" : "");
+        h = (h + 2 * c->pad - c->kernel) / c->stride + 1;
+        w = (w + 2 * c->pad - c->kernel) / c->stride + 1;
+    }
+    return CALF_OK;
+}
+
 const char *net_config_where(const calf_config *cfg, calf_binding_id id) {
     const char *o = calf_config_origin(cfg, id);
     return o[0] ? o : "config";
@@ -54,22 +73,51 @@ int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_bindin
     *ns = net_spec_mlp(obs->dim, fc, fv->n, out,
                        strcmp(act, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH);
     ns->in_u8 = obs->u8;
-    if (obs->u8)
-        ns->in_scale = calf_config_is_none(cfg, CALF_CFG_UINT8_SCALE)
-                           ? (float)(1.0 / (obs->high > 0 ? obs->high : 255))
-                           : (float)calf_config_float(cfg, CALF_CFG_UINT8_SCALE);
+    float scale8 = calf_config_is_none(cfg, CALF_CFG_UINT8_SCALE)
+                       ? (float)(1.0 / (obs->high > 0 ? obs->high : 255))
+                       : (float)calf_config_float(cfg, CALF_CFG_UINT8_SCALE);
+    if (obs->u8) ns->in_scale = scale8;
     if (cv->n == 0) return CALF_OK;
+    ns->num_conv = cv->n;
+    for (int k = 0; k < cv->n; k++)
+        ns->conv[k] = (net_conv_spec){.filters = (int)cv->ti[4 * k],
+                                      .kernel = (int)cv->ti[4 * k + 1],
+                                      .stride = (int)cv->ti[4 * k + 2],
+                                      .pad = (int)cv->ti[4 * k + 3]};
     if (obs->h <= 0 && obs->num_parts > 0) {
         char parts[400];
         int images = describe_parts(obs, parts, sizeof parts);
-        return calf_error_set(err, CALF_EINVAL,
-                              images == 0
-                                  ? "%s: %s needs an image observation, but this env's is a "
-                                    "Dict with no image (H, W, C) part: %s"
-                                  : "%s: %s on a Dict observation (%s): encoding its image "
-                                    "part by conv layers and its other parts beside them is "
-                                    "not built yet; wrap the env to give the image alone",
-                              net_config_where(cfg, conv_id), calf_binding_name(conv_id), parts);
+        if (images == 0)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s needs an image observation, but this env's is a "
+                                  "Dict with no image (H, W, C) part: %s",
+                                  net_config_where(cfg, conv_id), calf_binding_name(conv_id),
+                                  parts);
+        if (images > NET_MAX_IMAGE_PARTS)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s on a Dict observation of %d image parts, more than "
+                                  "the %d calf encodes: %s",
+                                  net_config_where(cfg, conv_id), calf_binding_name(conv_id),
+                                  images, NET_MAX_IMAGE_PARTS, parts);
+        /* SB3's CombinedExtractor: each image part through a conv stack of its own, the
+         * vector parts beside them (a run of them as one segment), in the parts' order */
+        for (int k = 0; k < obs->num_parts; k++) {
+            const calf_obs_part *p = &obs->parts[k];
+            if (p->shape[1] > 0) {
+                int rc = check_fit(cfg, conv_id, ns, p->shape[0], p->shape[1], p->name, err);
+                if (rc) return rc;
+                ns->seg[ns->num_segs++] = (net_seg){
+                    .offset = p->offset, .size = p->shape[0] * p->shape[1] * p->shape[2],
+                    .h = p->shape[0], .w = p->shape[1], .c = p->shape[2],
+                    .scale = p->dtype == CALF_DTYPE_U8 && !obs->u8 ? scale8 : 1.0f};
+            } else if (ns->num_segs > 0 && ns->seg[ns->num_segs - 1].h == 0) {
+                ns->seg[ns->num_segs - 1].size += p->shape[0];
+            } else {
+                ns->seg[ns->num_segs++] =
+                    (net_seg){.offset = p->offset, .size = p->shape[0], .scale = 1.0f};
+            }
+        }
+        return CALF_OK;
     }
     if (obs->h <= 0)
         return calf_error_set(err, CALF_EINVAL,
@@ -77,22 +125,7 @@ int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_bindin
                               "C), but this env's observation is a flat vector of %d floats",
                               net_config_where(cfg, conv_id), calf_binding_name(conv_id), obs->dim);
     ns->in_h = obs->h, ns->in_w = obs->w, ns->in_c = obs->c;
-    ns->num_conv = cv->n;
-    int h = obs->h, w = obs->w;
-    for (int k = 0; k < cv->n; k++) {
-        net_conv_spec *c = &ns->conv[k];
-        *c = (net_conv_spec){.filters = (int)cv->ti[4 * k], .kernel = (int)cv->ti[4 * k + 1],
-                             .stride = (int)cv->ti[4 * k + 2], .pad = (int)cv->ti[4 * k + 3]};
-        if (h + 2 * c->pad < c->kernel || w + 2 * c->pad < c->kernel)
-            return calf_error_set(err, CALF_EINVAL,
-                                  "%s: %s: layer %d's kernel %d does not fit its %dx%d input "
-                                  "(padding %d)",
-                                  net_config_where(cfg, conv_id), calf_binding_name(conv_id), k + 1,
-                                  c->kernel, h, w, c->pad);
-        h = (h + 2 * c->pad - c->kernel) / c->stride + 1;
-        w = (w + 2 * c->pad - c->kernel) / c->stride + 1;
-    }
-    return CALF_OK;
+    return check_fit(cfg, conv_id, ns, obs->h, obs->w, NULL, err);
 }
 
 int net_config_check(const calf_config *cfg, calf_binding_id conv_id, calf_binding_id fc_id,

@@ -25,9 +25,13 @@ net_obs net_obs_of(const calf_env_spec *spec);
  * act_id (a 'tanh'|'relu' STRING row) on obs, with a linear head of out; a uint8
  * observation's scale is EncodingNetwork.uint8_scale, or when None (float)(1.0 / high)
  * (1/255 for pixels, 1 for 0/1 images, whose bytes then reach the net as they are). CALF_EINVAL
- * naming the conv row's line when it asks for conv layers on a flat observation (a Dict's
- * named, with its parts: per-key encoders are not built yet) or ones that do not fit
- * the image. */
+ * naming the conv row's line when it asks for conv layers on a flat observation (a Dict
+ * without an image part named, with its parts) or ones that do not fit the image. On a
+ * Dict with image parts (rank 3, (H, W, C)), the spec is SB3's CombinedExtractor: each
+ * image part through a stack of the conv layers of its own (1..4 image parts), the
+ * vector parts beside them as they are, concatenated in the parts' order (the flat
+ * observation's) before the fc layers; a uint8 image part of a float observation is
+ * scaled as a uint8 observation is. */
 int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_binding_id fc_id,
                     calf_binding_id act_id, const net_obs *obs, int out, net_spec *ns,
                     calf_error *err);

@@ -215,6 +215,56 @@ static void mlp_shape(net_layer *l, int in, const int *hidden, int nh, int out,
     l->mlp.act = act;
 }
 
+/* The spec's conv layers on an h x w x c input, appended to n's layers at *cursor;
+ * *width: the last one's output floats per row (as it was without conv layers). */
+static int layout_convs(net *n, const net_spec *spec, int h, int w, int c, size_t *cursor,
+                        int *width, calf_error *err) {
+    for (int k = 0; k < spec->num_conv; k++) {
+        net_layer *l = &n->layer[n->num_layers];
+        const net_conv_spec *cs = &spec->conv[k];
+        l->kind = NET_CONV2D;
+        l->conv = (conv2d){.in_h = h, .in_w = w, .in_c = c, .filters = cs->filters,
+                           .kernel = cs->kernel, .stride = cs->stride, .pad = cs->pad};
+        int rc = type_of(l)->layout(l, spec, n->num_layers, cursor, err);
+        if (rc) return rc;
+        h = l->conv.out_h, w = l->conv.out_w, c = l->conv.filters;
+        *width = l->out;
+        n->num_layers++;
+    }
+    return CALF_OK;
+}
+
+/* A per-key encoder's segments: 1..NET_MAX_SEGS of them, covering [0, in_dim) in order,
+ * images of positive shapes (at most NET_MAX_IMAGE_PARTS, at least one) with the conv
+ * layers to run on them, and no image input beside them. */
+static int check_segs(const net_spec *spec, calf_error *err) {
+    if (spec->num_segs > NET_MAX_SEGS || spec->num_conv < 1 || spec->in_h != 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "network: a Dict encoder of %d segments (at most %d) needs conv "
+                              "layers and no image input beside it",
+                              spec->num_segs, NET_MAX_SEGS);
+    int at = 0, images = 0;
+    for (int s = 0; s < spec->num_segs; s++) {
+        const net_seg *g = &spec->seg[s];
+        bool image = g->h > 0;
+        images += image;
+        if (g->offset != at || g->size < 1 ||
+            (image ? g->w < 1 || g->c < 1 || (long long)g->h * g->w * g->c != g->size
+                   : g->w != 0 || g->c != 0))
+            return calf_error_set(err, CALF_EINVAL,
+                                  "network: Dict encoder segment %d (columns %d + %d, shape %d, "
+                                  "%d, %d) is not the next image or vector run",
+                                  s, g->offset, g->size, g->h, g->w, g->c);
+        at += g->size;
+    }
+    if (at != spec->in_dim || images < 1 || images > NET_MAX_IMAGE_PARTS)
+        return calf_error_set(err, CALF_EINVAL,
+                              "network: a Dict encoder's segments cover %d of %d inputs with %d "
+                              "image parts (1..%d)",
+                              at, spec->in_dim, images, NET_MAX_IMAGE_PARTS);
+    return CALF_OK;
+}
+
 int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err) {
     memset(n, 0, sizeof *n);
     n->core = -1;
@@ -226,7 +276,10 @@ int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err) {
                               "(at most %d conv and %d fc layers per block)",
                               spec->num_conv, spec->num_fc, spec->num_post_fc, spec->in_dim,
                               spec->out, NET_MAX_CONV, NN_MAX_LAYERS - 1);
-    if (spec->num_conv > 0 &&
+    if (spec->num_segs > 0) {
+        int rc = check_segs(spec, err);
+        if (rc) return rc;
+    } else if (spec->num_conv > 0 &&
         (spec->in_h <= 0 || spec->in_w <= 0 || spec->in_c <= 0 ||
          (long long)spec->in_h * spec->in_w * spec->in_c != spec->in_dim))
         return calf_error_set(err, CALF_EINVAL,
@@ -244,18 +297,28 @@ int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err) {
     n->in_scale = spec->in_u8 ? spec->in_scale : 1.0f;
     n->act = spec->act;
     n->offset = *cursor;
-    int h = spec->in_h, w = spec->in_w, c = spec->in_c, width = spec->in_dim;
-    for (int k = 0; k < spec->num_conv; k++) {
-        net_layer *l = &n->layer[n->num_layers];
-        const net_conv_spec *cs = &spec->conv[k];
-        l->kind = NET_CONV2D;
-        l->conv = (conv2d){.in_h = h, .in_w = w, .in_c = c, .filters = cs->filters,
-                           .kernel = cs->kernel, .stride = cs->stride, .pad = cs->pad};
-        int rc = type_of(l)->layout(l, spec, n->num_layers, cursor, err);
+    int width = spec->in_dim;
+    if (spec->num_segs == 0) {
+        int rc = layout_convs(n, spec, spec->in_h, spec->in_w, spec->in_c, cursor, &width, err);
         if (rc) return rc;
-        h = l->conv.out_h, w = l->conv.out_w, c = l->conv.filters;
-        width = l->out;
-        n->num_layers++;
+    } else {
+        /* the per-key encoder: each image part's conv stack in segment order, then the
+         * concatenation's width */
+        n->num_segs = spec->num_segs;
+        int col = 0;
+        for (int s = 0; s < spec->num_segs; s++) {
+            net_seg *g = &n->seg[s];
+            *g = spec->seg[s];
+            g->first = n->num_layers, g->count = 0, g->width = g->size, g->col = col;
+            if (g->h > 0) {
+                int rc = layout_convs(n, spec, g->h, g->w, g->c, cursor, &g->width, err);
+                if (rc) return rc;
+                g->count = n->num_layers - g->first;
+            }
+            col += g->width;
+        }
+        n->trunk = n->num_layers;
+        n->cat = width = col;
     }
     if (!core) {
         mlp_shape(&n->layer[n->num_layers], width, spec->fc, spec->num_fc, spec->out, spec->act,
@@ -335,6 +398,7 @@ int net_cache_init_seq(net_cache *c, const net *n, int max_T, int max_B, calf_er
     c->max_T = max_T;
     c->max_B = max_B;
     size_t R = (size_t)c->max_rows, widest = (size_t)n->in, conv_params = 0;
+    if ((size_t)n->cat > widest) widest = (size_t)n->cat; /* the trunk's dx */
     int rc = CALF_OK;
     for (int k = 0; k < n->num_layers && rc == CALF_OK; k++) {
         const net_layer *l = &n->layer[k];
@@ -354,6 +418,10 @@ int net_cache_init_seq(net_cache *c, const net *n, int max_T, int max_B, calf_er
         rc = CALF_ENOMEM;
     if (rc == CALF_OK && conv_params && !(c->gsum = nn_alloc_floats(conv_params, err)))
         rc = CALF_ENOMEM;
+    for (int k = 0; k < 3 && rc == CALF_OK && n->num_segs > 0; k++)
+        if (!(c->e[k] = nn_alloc_floats(R * widest, err))) rc = CALF_ENOMEM;
+    if (rc == CALF_OK && n->num_segs > 0 && !(c->cat = nn_alloc_floats(R * (size_t)n->cat, err)))
+        rc = CALF_ENOMEM;
     if (rc) net_cache_free(c);
     return rc;
 }
@@ -369,11 +437,42 @@ void net_cache_free(net_cache *c) {
         free(c->lc[k].st);
         free(c->out[k]);
     }
-    free(c->in), free(c->d[0]), free(c->d[1]), free(c->gsum);
+    free(c->in), free(c->d[0]), free(c->d[1]), free(c->gsum), free(c->cat);
+    free(c->e[0]), free(c->e[1]), free(c->e[2]);
     memset(c, 0, sizeof *c);
 }
 
 /* ---------------------------------------------------------------- forward */
+
+/* The per-key encoder on R rows of x: each segment's columns, an image's through its conv
+ * stack (outputs kept in c->out for backward), into c->cat in segment order (net.h). */
+static const float *encode(const net *n, const float *params, uint64_t version, const float *x,
+                           int R, net_cache *c) {
+    size_t in = (size_t)n->in, cat = (size_t)n->cat;
+    for (int s = 0; s < n->num_segs; s++) {
+        const net_seg *g = &n->seg[s];
+        size_t size = (size_t)g->size, width = (size_t)g->width;
+        const float *h = x + g->offset; /* a vector run: its columns as they are */
+        size_t stride = in;
+        if (g->count > 0) {
+            float *gx = c->e[2];
+            for (int r = 0; r < R; r++)
+                for (size_t i = 0; i < size; i++)
+                    gx[(size_t)r * size + i] = x[(size_t)r * in + (size_t)g->offset + i] * g->scale;
+            h = gx;
+            for (int k = g->first; k < g->first + g->count; k++) {
+                const net_layer *l = &n->layer[k];
+                type_of(l)->forward(l, params, version, h, R, &c->lc[k], c->out[k]);
+                h = c->out[k];
+            }
+            stride = width;
+        }
+        for (int r = 0; r < R; r++)
+            memcpy(c->cat + (size_t)r * cat + (size_t)g->col, h + (size_t)r * stride,
+                   width * sizeof *h);
+    }
+    return c->cat;
+}
 
 /* The layers on x (T steps of B rows; feed-forward layers see T * B rows), already floats
  * the first layer reads; recurrent layers read and write their part of each row's state. */
@@ -383,9 +482,9 @@ static void run(const net *n, const float *params, uint64_t version, const float
     int R = T * B;
     CALF_ASSERT(T >= 1 && B >= 0 && R <= c->max_rows);
     CALF_ASSERT(n->state_size == 0 || (T <= c->max_T && B <= c->max_B));
-    const float *in = x;
+    const float *in = n->num_segs > 0 ? encode(n, params, version, x, R, c) : x;
     size_t at = 0; /* this layer's part of a row's state */
-    for (int k = 0; k < n->num_layers; k++) {
+    for (int k = n->trunk; k < n->num_layers; k++) {
         const net_layer *l = &n->layer[k];
         const net_layer_type *t = type_of(l);
         /* the head may write nowhere: its output stays in its cache (net_output) */
@@ -458,6 +557,39 @@ const float *net_output(const net *n, const net_cache *c) {
 
 /* ---------------------------------------------------------------- backward */
 
+/* The per-key encoder's backward on rows [rb, rb + rn): dcat (rn, cat) split back into
+ * each segment's dy, an image's through its conv stack, dx (rn, in) written when not
+ * NULL (net.h). */
+static void decode(const net *n, const float *params, net_cache *c, int rb, int rn,
+                   const float *dcat, float *grad, float *dx, net_grad_mode mode) {
+    size_t in = (size_t)n->in, cat = (size_t)n->cat;
+    for (int s = 0; s < n->num_segs; s++) {
+        const net_seg *g = &n->seg[s];
+        size_t size = (size_t)g->size, width = (size_t)g->width, col = (size_t)g->col;
+        if (g->count == 0) {
+            for (int r = 0; dx && r < rn; r++)
+                memcpy(dx + (size_t)r * in + (size_t)g->offset, dcat + (size_t)r * cat + col,
+                       size * sizeof *dx);
+            continue;
+        }
+        float *d = c->e[0];
+        for (int r = 0; r < rn; r++)
+            memcpy(d + (size_t)r * width, dcat + (size_t)r * cat + col, width * sizeof *d);
+        int next = 1;
+        for (int k = g->first + g->count - 1; k >= g->first; k--) {
+            const net_layer *l = &n->layer[k];
+            float *below = k > g->first ? c->e[next] : dx ? c->e[2] : NULL;
+            const float *y = c->out[k] + (size_t)rb * (size_t)l->out;
+            type_of(l)->backward(l, params, &c->lc[k], rb, rn, y, d, grad, mode, below, c->gsum);
+            d = below;
+            next ^= 1;
+        }
+        for (int r = 0; dx && r < rn; r++)
+            for (size_t i = 0; i < size; i++)
+                dx[(size_t)r * in + (size_t)g->offset + i] = c->e[2][(size_t)r * size + i] * g->scale;
+    }
+}
+
 static void backward(const net *n, const float *params, net_cache *c, int rb, int rn,
                      const float *dy, float *grad, float *dx, net_grad_mode mode) {
     CALF_ASSERT(c->params == params && rb >= 0 && rn >= 0 && rb + rn <= c->rows);
@@ -467,7 +599,7 @@ static void backward(const net *n, const float *params, net_cache *c, int rb, in
      * in turn (a layer may overwrite its dy: an activation's derivative) */
     float *d = (float *)dy; /* the head is an MLP without act_out: it leaves dy as it is */
     int next = 0;
-    for (int k = L - 1; k >= 0; k--) {
+    for (int k = L - 1; k >= n->trunk; k--) {
         const net_layer *l = &n->layer[k];
         float *below = k > 0 ? c->d[next] : dx;
         const float *y = k < L - 1 ? c->out[k] + (size_t)rb * (size_t)l->out : NULL;
@@ -475,6 +607,7 @@ static void backward(const net *n, const float *params, net_cache *c, int rb, in
         d = below;
         next ^= 1;
     }
+    if (n->num_segs > 0) decode(n, params, c, rb, rn, d, grad, dx, mode);
 }
 
 void net_backward(const net *n, const float *params, net_cache *c, int row_begin, int row_count,
@@ -499,6 +632,7 @@ const nn_mlp *net_as_mlp(const net *n) {
 }
 
 const char *net_unexportable(const net *n) {
+    if (n->num_segs > 0) return "Dict encoder";
     for (int k = 0; k < n->num_layers; k++)
         if (!type_of(&n->layer[k])->export_c) return type_of(&n->layer[k])->name;
     return NULL;

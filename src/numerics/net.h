@@ -1,7 +1,8 @@
-/* net.h: a network built from a spec (an image or flat input, conv layers with ReLU,
- * fc layers, an optional recurrent core, a linear head) out of layer types kept in one
- * table; the algorithms use it as they used nn_mlp: layout at a cursor, init, forward,
- * backward over a row range, a cache. An fc-only spec is exactly an nn_mlp. */
+/* net.h: a network built from a spec (an image, a flat input or a Dict's parts, conv
+ * layers with ReLU, fc layers, an optional recurrent core, a linear head) out of layer
+ * types kept in one table; the algorithms use it as they used nn_mlp: layout at a
+ * cursor, init, forward, backward over a row range, a cache. An fc-only spec is exactly
+ * an nn_mlp. */
 #ifndef CALF_NET_H
 #define CALF_NET_H
 
@@ -37,12 +38,24 @@
  *   (nn_mlp_backward, conv2d_backward); SET writes what accumulating onto +0 gives;
  *   ADD writes grad + (what SET gives), one rounding per element: conv layers form the
  *   SET result in scratch, then add.
+ * - A Dict's per-key encoder (num_segs > 0; SB3's CombinedExtractor): the input row's
+ *   segments in order, each image segment's columns gathered (x * its scale, one
+ *   rounding; scale 1 copies) through its own conv stack (conv layers as above) and each
+ *   vector segment's columns taken as they are, the results concatenated in segment
+ *   order (copies) into the row the fc layers read. Backward: the concatenation's dy
+ *   split back (copies); each image segment's conv stack backward as above, its dx times
+ *   its scale (one rounding) into its columns, a vector segment's dy copied into its dx
+ *   columns. Segments are visited in ascending order in both directions; their
+ *   parameters are disjoint, so the order shows in no sum.
  * So a row's output and dx depend on that row alone, and dW on the rows passed and
  * their order: the batch, its split into row ranges and the CPU never show in the bits.
  * An fc-only spec calls nn_mlp for everything: its bits are nn_mlp's. */
 
 #define NET_MAX_CONV 4                  /* conv layers in a spec (the config's tuples) */
-#define NET_MAX_LAYERS (NET_MAX_CONV + 3) /* conv..., fc block, core, fc block + head */
+#define NET_MAX_IMAGE_PARTS 4           /* a Dict's image parts, each with its conv stack */
+#define NET_MAX_SEGS (2 * NET_MAX_IMAGE_PARTS + 1) /* image parts and the runs between */
+/* each image part's convs..., fc block, core, fc block + head */
+#define NET_MAX_LAYERS (NET_MAX_CONV * NET_MAX_IMAGE_PARTS + 3)
 
 /* The layer types, one row each in net.c's table (net_layer_types). */
 typedef enum {
@@ -57,14 +70,31 @@ typedef struct net_conv_spec {
     int filters, kernel, stride, pad;
 } net_conv_spec;
 
+/* A segment of a Dict observation's row, for the per-key encoder: an image part (its
+ * own conv stack, the spec's conv layers) or a run of vector parts taken flat. */
+typedef struct net_seg {
+    int offset, size;             /* the input row's columns [offset, offset + size) */
+    int h, w, c;                  /* an image part (NHWC, h*w*c == size); all 0: a vector run */
+    float scale;                  /* an image part's x * scale as it is gathered (1: a copy;
+                                     a uint8 part of a float observation: 1/255 or the
+                                     config's uint8_scale) */
+    /* set by net_layout: */
+    int first, count;             /* an image part's conv layers: layer[first, + count) */
+    int col, width;               /* its columns in the concatenation the fc layers read */
+} net_seg;
+
 /* What a network is, read from the config (ALF's names: conv_layer_params,
  * fc_layer_params, lstm_hidden_size) and the env spec (obs_shape, obs_dtype). */
 typedef struct net_spec {
     int in_dim;                   /* floats per input row */
     int in_h, in_w, in_c;         /* image input (NHWC, in_h*in_w*in_c == in_dim), or all 0 */
+    int num_segs;                 /* > 0: a Dict's per-key encoder (in_h 0): seg[] cover
+                                     [0, in_dim) in order, at least one an image, and each
+                                     image part gets its own stack of the conv layers */
+    net_seg seg[NET_MAX_SEGS];
     bool in_u8;                   /* rows come as bytes (net_forward_u8_v), x * in_scale */
     float in_scale;               /* uint8 input's scale (config's, or 1 / obs_high) */
-    int num_conv;                 /* conv layers (need an image input) */
+    int num_conv;                 /* conv layers (need an image input or image segments) */
     net_conv_spec conv[NET_MAX_CONV];
     int num_fc;                   /* fc layers after the convs (before the core, if any) */
     int fc[NN_MAX_LAYERS - 1];
@@ -98,6 +128,10 @@ typedef struct net {
     bool in_u8;
     float in_scale;
     nn_activation act;
+    int num_segs;         /* a Dict's per-key encoder (the spec's segments, laid out) */
+    net_seg seg[NET_MAX_SEGS];
+    int trunk;            /* the first layer after the encoder's conv stacks (0: none) */
+    int cat;              /* floats per row of the encoder's concatenation */
     size_t state_size;    /* recurrent floats per row (sum of the layers'); 0: feed-forward */
     int core;             /* the recurrent layer's index, or -1 */
     bool core_deferred;   /* its span is net_layout_core's, outside [offset, + num_params) */
@@ -125,6 +159,9 @@ typedef struct net_cache {
                                          but the last, post-activation; NULL for the last */
     float *d[2];                      /* (max_rows, widest layer): backward's dy/dx */
     float *gsum;                      /* (largest conv layer's params): ADD mode's scratch */
+    float *cat;                       /* (max_rows, cat): the encoder's concatenation */
+    float *e[3];                      /* (max_rows, widest layer): the encoder's gather
+                                         and its conv stacks' dy/dx */
     net_layer_cache lc[NET_MAX_LAYERS];
 } net_cache;
 
@@ -182,9 +219,9 @@ extern const net_layer_type net_lstm_type, net_gru_type;
 const net_layer_type *net_layer_type_of(net_kind k);
 
 /* Lay out the network spec asks for at *cursor and advance it: conv layers (each
- * conv2d + ReLU), then (no core) one MLP of the fc layers and the head, or (a core) an
- * MLP of the fc layers with its last activated, the core, and an MLP of post_fc and the
- * head. CALF_EINVAL with a message for a spec that cannot be built (convs without an
+ * conv2d + ReLU; with segments, each image segment's stack in segment order), then
+ * (no core) one MLP of the fc layers and the head, or (a core) an MLP of the fc layers
+ * with its last activated, the core, and an MLP of post_fc and the head. CALF_EINVAL with a message for a spec that cannot be built (convs without an
  * image input, a kernel larger than its input, a core whose type is not built in). An
  * fc-only spec is nn_mlp_layout's layout exactly. */
 int net_layout(net *n, const net_spec *spec, size_t *cursor, calf_error *err);
@@ -205,8 +242,9 @@ int net_init(const net *n, float *params, float hidden_gain, float out_gain, cal
  * biases 0), which net_init leaves out; nothing for a network without one. A core laid
  * out with the rest is drawn by net_init in its place among the layers. */
 int net_init_core(const net *n, float *params, calf_rng *rng, calf_error *err);
-/* PyTorch's default init (the replay algorithms'): every layer uniform in +-1/sqrt(fan_in),
- * fan_in = in (fc) or k*k*C (conv), weights in storage order then biases, layer by layer.
+/* PyTorch's default init (the replay algorithms'): every layer (the encoder's conv stacks
+ * first, in segment order) uniform in +-1/sqrt(fan_in), fan_in = in (fc) or k*k*C
+ * (conv), weights in storage order then biases, layer by layer.
  * fc-only: an nn_mlp's layers in turn, each its weights (in, out) row-major, then its
  * biases. */
 void net_init_fan_in(const net *n, float *params, calf_rng *rng);

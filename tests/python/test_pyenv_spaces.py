@@ -271,7 +271,7 @@ def test_a_dicts_parts_are_named_in_the_env_spec():
     assert _calf.obs_form("MinAtar/Breakout-v0")["parts"] == []
 
 
-def test_conv_layers_on_a_dict_are_refused_naming_its_parts(tmp_path):
+def test_conv_layers_on_a_dict_without_an_image_are_refused_naming_its_parts(tmp_path):
     conv = {**OVERRIDES, "TrainerConfig.num_iterations": 1,
             "ActorDistributionNetwork.conv_layer_params": ((4, 2, 1),)}
     with pytest.raises(ValueError, match=r"conv_layer_params needs an image observation, but "
@@ -279,7 +279,26 @@ def test_conv_layers_on_a_dict_are_refused_naming_its_parts(tmp_path):
                        r"float32, 'b' \(2\) uint8"):
         calf.Trainer(PPO, root_dir=tmp_path / "v", env=calf.register_env(make_vectors),
                      overrides=conv)
-    with pytest.raises(ValueError, match=r"conv_layer_params on a Dict observation \('image' "
-                       r"\(6, 5, 3\) uint8, 'pos' \(2\) float32\): encoding its image part"):
-        calf.Trainer(PPO, root_dir=tmp_path / "s", env=calf.register_env(make_scout),
-                     overrides=conv)
+
+
+def test_a_dicts_image_part_goes_through_conv_layers(tmp_path):
+    # the per-key encoder: ROVER's 'map' (2, 3, 1) uint8 through each network's conv
+    # layer (scaled by 1/255 there, as a uint8 observation is), 'pos' beside it; the same
+    # bits on a second run, and other bits than the fc-only networks
+    conv = {**OVERRIDES, "TrainerConfig.num_iterations": 3,
+            "ActorDistributionNetwork.conv_layer_params": ((3, 2, 1),),
+            "ValueNetwork.conv_layer_params": ((2, 2, 1),)}
+    for root, over in (("a", conv), ("b", conv), ("flat", {**conv, **{
+            "ActorDistributionNetwork.conv_layer_params": (),
+            "ValueNetwork.conv_layer_params": ()}})):
+        with calf.Trainer(PPO, root_dir=tmp_path / root, env=ROVER, overrides=over) as t:
+            for _ in range(3):
+                t.step()
+    assert filecmp.cmp(ckpt(tmp_path / "a", 3), ckpt(tmp_path / "b", 3), shallow=False)
+    assert not filecmp.cmp(ckpt(tmp_path / "a", 3), ckpt(tmp_path / "flat", 3), shallow=False)
+    seen = [im.Rover().reset(seed=s)[0] for s in range(4)]
+    with calf.load_policy(tmp_path / "a") as pol:
+        obs = {k: np.stack([o[k] for o in seen]) for k in ("pos", "map")}
+        rows = np.stack([np.concatenate([o["map"].reshape(-1), o["pos"]]) for o in seen])
+        acts = pol(obs)
+        assert acts.shape == (4,) and np.array_equal(acts, pol(rows.astype(np.float32)))
