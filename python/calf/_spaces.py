@@ -1,9 +1,11 @@
-"""calf's minimal spaces, ``Box``, ``Discrete`` and ``MultiDiscrete``: what a ``VecEnv``
-carries when Gymnasium is not installed, with the attributes of Gymnasium's spaces
-(``shape``, ``dtype``, ``low``/``high``, ``n``, ``nvec``, ``sample()``, ``seed()``)."""
+"""calf's minimal spaces, ``Box``, ``Discrete``, ``MultiDiscrete`` and ``Dict``: what a
+``VecEnv`` carries when Gymnasium is not installed, with the attributes of Gymnasium's
+spaces (``shape``, ``dtype``, ``low``/``high``, ``n``, ``nvec``, ``spaces``,
+``sample()``, ``seed()``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -139,3 +141,37 @@ class MultiDiscrete(_Space):
 
     def __repr__(self) -> str:
         return f"MultiDiscrete({self.nvec})"
+
+
+class Dict(_Space):
+    """Named spaces (calf's: Boxes), in the order given: a Dict observation's parts.
+    ``shape`` and ``dtype`` are None, as Gymnasium's Dict has them."""
+
+    def __init__(self, spaces: Mapping[Any, _Space], seed: int | None = None) -> None:
+        self.spaces: dict[Any, _Space] = dict(spaces)
+        super().__init__((), np.float32, None)
+        self.shape = None  # type: ignore[assignment]
+        self.dtype = None  # type: ignore[assignment]
+        if seed is not None:
+            self.seed(seed)
+
+    def seed(self, seed: int | None = None) -> list[int | None]:
+        """Reseed each part's generator (part k from seed + k, or all from entropy)."""
+        for k, space in enumerate(self.spaces.values()):
+            space.seed(None if seed is None else seed + k)
+        return [seed]
+
+    def sample(self) -> dict[Any, Any]:
+        """A point of each part, by key."""
+        return {key: space.sample() for key, space in self.spaces.items()}
+
+    def contains(self, x: Any) -> bool:
+        """Whether x is a mapping of exactly these keys, each value in its part."""
+        return (isinstance(x, Mapping) and set(x) == set(self.spaces)
+                and all(space.contains(x[key]) for key, space in self.spaces.items()))
+
+    def __getitem__(self, key: Any) -> _Space:
+        return self.spaces[key]
+
+    def __repr__(self) -> str:
+        return "Dict(" + ", ".join(f"{k!r}: {v!r}" for k, v in self.spaces.items()) + ")"

@@ -11,7 +11,7 @@ import numpy as np
 
 from calf import _calf
 from calf._args import _check_seed
-from calf._spaces import Box, Discrete, MultiDiscrete
+from calf._spaces import Box, Dict, Discrete, MultiDiscrete
 
 try:
     import gymnasium as _gym
@@ -37,10 +37,42 @@ def _obs_layout(name: str, obs_dim: int) -> tuple[tuple[int, ...], Any, int]:
     return tuple(int(d) for d in shape), dtype, int(form["high"])
 
 
+# A Dict observation's part: (key, shape, dtype, offset, size) in the flat row
+_Part = tuple[Any, tuple[int, ...], Any, int, int]
+
+
+def _obs_parts(name: str) -> tuple[_Part, ...] | None:
+    """A Dict env's parts in the order calf flattens them (the spec's obs_parts): a
+    Python env's own keys and Box shapes, a C env's part names with (H, W, C) or (n,);
+    uint8 parts as bytes. None for an env without named parts."""
+    form = _calf.obs_form(name)
+    if not form["parts"]:
+        return None
+    keys, shapes = form["dict_keys"], form["dict_shapes"]
+    parts = []
+    for k, (pname, shape3, dtype, offset) in enumerate(form["parts"]):
+        if keys is not None:
+            key, shape = keys[k], tuple(int(d) for d in shapes[k])
+        else:
+            key, shape = pname, tuple(int(d) for d in shape3) if shape3[1] else (int(shape3[0]),)
+        size = int(np.prod(shape, dtype=np.int64))
+        parts.append((key, shape, np.uint8 if dtype == "uint8" else np.float32, offset, size))
+    return tuple(parts)
+
+
+def _part_box(shape: tuple[int, ...], dtype: Any) -> Any:
+    """One part's Box: bytes 0..255, floats over the whole real line."""
+    box = _gym.spaces.Box if _gym is not None else Box
+    return (box(0, 255, shape, np.uint8) if dtype == np.uint8 else
+            box(-np.inf, np.inf, shape, np.float32))
+
+
 def _block_spaces(
-    raw: _calf.VecEnv, layout: tuple[tuple[int, ...], Any, int]
+    raw: _calf.VecEnv, layout: tuple[tuple[int, ...], Any, int],
+    parts: tuple[_Part, ...] | None = None,
 ) -> tuple[Any, Any, Any, Any]:
-    """(single obs, single action, batched obs, batched action) spaces of a block."""
+    """(single obs, single action, batched obs, batched action) spaces of a block (a
+    Dict of its parts' Boxes for a Dict env)."""
     n = raw.num_envs
     shape, dtype, high = layout
     box = _gym.spaces.Box if _gym is not None else Box
@@ -54,10 +86,16 @@ def _block_spaces(
         single_act = _gym.spaces.Discrete(raw.num_actions) if _gym else Discrete(raw.num_actions)
     else:
         single_act = box(raw.action_low, raw.action_high, (raw.action_dim,), np.float32)
+    if parts is not None:
+        single_obs = (_gym.spaces.Dict if _gym is not None else Dict)(
+            {key: _part_box(pshape, pdtype) for key, pshape, pdtype, _o, _s in parts})
     if _batch_space is not None:
         return single_obs, single_act, _batch_space(single_obs, n), _batch_space(single_act, n)
     batch_obs = (Box(0, high, (n,) + shape, np.uint8) if dtype == np.uint8 else
                  Box(-np.inf, np.inf, (n,) + shape, np.float32))
+    if parts is not None:
+        batch_obs = Dict({key: _part_box((n,) + pshape, pdtype)
+                          for key, pshape, pdtype, _o, _s in parts})
     if raw.action_dims:
         batch_act: Any = MultiDiscrete(np.tile(raw.action_nvec, (n, 1)))
     elif raw.discrete:
@@ -79,9 +117,10 @@ class VecEnv(_VectorEnvBase):
 
     Arrays: ``obs``: (num_envs, *shape) of the observation space: an image env's
     (num_envs, H, W, C) uint8 (MinAtar's games: (num_envs, 10, 10, C), values 0..1), a
-    Python env's Box in its own shape and dtype (uint8 and bool Boxes as uint8), else
-    (num_envs, obs_dim) float32 (a Python env's Dict flattened in its key order, as calf
-    trains on it); ``rewards``: (num_envs,) float64;
+    Python env's Box in its own shape and dtype (uint8 and bool Boxes as uint8), a Dict
+    env's a dict of its parts' (num_envs, *shape) arrays (a Python env's keys and Box
+    shapes; uint8 parts as uint8, the others float32), else (num_envs, obs_dim) float32;
+    ``rewards``: (num_envs,) float64;
     ``terminations``, ``truncations``: (num_envs,) bool; actions: (num_envs,) integers for
     a discrete env, (num_envs, D) integers for a MultiDiscrete one, (num_envs, action_dim)
     floats for a continuous one (clipped to the action bounds by calf). The returned
@@ -112,13 +151,15 @@ class VecEnv(_VectorEnvBase):
         # the C side writes (num_envs, obs_dim) float32 rows: converted only when the
         # space is not that (a uint8 env's floats are its integers 0..high, checked as
         # they are written, so the cast is exact)
-        self._flat = self._layout[0] == (self.obs_dim,) and self._layout[1] == np.float32
+        self._parts = _obs_parts(self._raw.name)
+        self._flat = (self._parts is None and self._layout[0] == (self.obs_dim,)
+                      and self._layout[1] == np.float32)
         (
             self.single_observation_space,
             self.single_action_space,
             self.observation_space,
             self.action_space,
-        ) = _block_spaces(self._raw, self._layout)
+        ) = _block_spaces(self._raw, self._layout, self._parts)
         self.metadata: dict[str, Any] = {"autoreset_mode": _AUTORESET_SAME_STEP,
                                          "render_modes": ["rgb_array"]}
         self.render_mode = "rgb_array"
@@ -128,7 +169,7 @@ class VecEnv(_VectorEnvBase):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    ) -> tuple[Any, dict[str, Any]]:
         """Start new episodes in every env.
 
         With ``seed``: the block is reopened as a job seeded with ``seed`` (env i's
@@ -163,7 +204,7 @@ class VecEnv(_VectorEnvBase):
 
     def step(
         self, actions: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every env once; an episode that ends is reset in the same step.
 
         Returns ``(obs, rewards, terminations, truncations, infos)``. For an env whose
@@ -190,19 +231,23 @@ class VecEnv(_VectorEnvBase):
             raise
         return self._present_step(results)
 
-    def _present(self, obs: np.ndarray) -> np.ndarray:
-        """(num_envs, obs_dim) float32 rows as the observation space has them."""
+    def _present(self, obs: np.ndarray) -> Any:
+        """(num_envs, obs_dim) float32 rows (or one row) as the observation space has
+        them: a Dict env's as a dict of each part's (num_envs, *shape) array."""
+        lead = obs.shape[:-1]
+        if self._parts is not None:
+            return {key: obs[..., off:off + size].astype(dtype).reshape(lead + shape)
+                    for key, shape, dtype, off, size in self._parts}
         shape, dtype, _high = self._layout
-        return obs.astype(dtype, copy=False).reshape((obs.shape[0],) + shape)
+        return obs.astype(dtype, copy=False).reshape(lead + shape)
 
     def _present_step(self, results: tuple) -> tuple:
         """step_gym's results with obs and infos["final_obs"]'s rows presented."""
         obs, rewards, terms, truncs, infos = results
         final = infos.get("final_obs")
         if final is not None:
-            shape, dtype, _high = self._layout
             for i in np.flatnonzero(infos["_final_obs"]):
-                final[i] = final[i].astype(dtype, copy=False).reshape(shape)
+                final[i] = self._present(final[i])
         return self._present(obs), rewards, terms, truncs, infos
 
     def render(self) -> tuple[np.ndarray, ...]:

@@ -209,14 +209,15 @@ def test_masked_python_env_never_steps_an_invalid_action_and_resumes_exactly(tmp
 
 
 def test_a_dicts_action_mask_key_is_the_mask_and_its_other_keys_the_observation():
-    # the mask key is left out of the flat observation: goal (3,) then time (1,)
+    # the mask key is left out of the observation: goal (3,) then time (1,)
     env = calf.register_env(make_parts)
     with calf.make_vec(env, 2, seed=3) as v:
         obs, infos = v.reset()
-        assert obs.shape == (2, 4)
+        assert list(obs) == ["goal", "time"]
+        assert obs["goal"].shape == (2, 3) and obs["time"].shape == (2, 1)
         want = [Choice("parts").reset(seed=3 + i) for i in range(2)]
-        assert np.array_equal(obs, np.stack([np.concatenate([o["goal"], o["time"]])
-                                             for o, _info in want]))
+        for key in ("goal", "time"):
+            assert np.array_equal(obs[key], np.stack([o[key] for o, _info in want]))
         assert np.array_equal(infos["action_mask"],
                               np.stack([o["action_mask"] for o, _info in want]).astype(bool))
 

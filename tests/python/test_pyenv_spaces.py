@@ -84,13 +84,17 @@ def test_observations_are_read_in_c_order_and_dict_key_order():
     v = calf.make_vec(ROVER, 2, seed=3)
     obs, _ = v.reset()
     obs, *_ = v.step(np.array([2, 0]))
+    # a Dict env's observations are a dict of its parts, each in its Box's shape and
+    # dtype, in the Dict's own (sorted) key order: the order calf flattens them in
+    assert list(obs) == ["map", "pos"] and list(v.single_observation_space.spaces) == ["map", "pos"]
+    assert obs["map"].shape == (2, 2, 3) and obs["map"].dtype == np.uint8
+    assert obs["pos"].shape == (2, 2) and obs["pos"].dtype == np.float32
     for i, a in enumerate((2, 0)):
         env = im.Rover()
         env.reset(seed=3 + i)
         o = env.step(a)[0]
-        # "map" before "pos": the Dict's own (sorted) key order, each part in C order
-        flat = np.concatenate([o["map"].reshape(-1).astype(np.float32), o["pos"]])
-        assert np.array_equal(obs[i], flat)
+        assert np.array_equal(obs["map"][i], o["map"]) and np.array_equal(obs["pos"][i], o["pos"])
+        assert v.single_observation_space.contains({k: obs[k][i] for k in obs})
     v.close()
 
 
