@@ -1,6 +1,7 @@
 /* test_kernels.c: the kernel variants (numerics/kernels.h). CALF_KERNELS picks one or is
  * refused with a message; and the fma variant's functions, called by their own names,
- * give the generic variant's bits on every kernel, shape and odd value tried. */
+ * give the generic variant's bits on every kernel, shape and odd value tried (the nn
+ * layers and MLPs, the LSTM and GRU, Adam). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -173,6 +174,62 @@ static void test_mlps(void) {
     }
 }
 
+/* The LSTM and GRU of rnn.c: forward with resets, the step, and backward in each mode,
+ * on a small cell and on one wide enough for rnn.c's column panels (G, in >= 73) and
+ * long enough for its weight-gradient chunks (T B > 65,536 / (in + G) rows). */
+static void rnn_case(rnn_kind kind, int in, int H, int T, int B) {
+    rnn_cell cell;
+    size_t cursor = 0;
+    rnn_layout_generic(&cell, kind, in, H, &cursor);
+    int lstm = kind == RNN_LSTM;
+    size_t TB = (size_t)T * B, BH = (size_t)B * H;
+    float *p = floats(cursor), *g1 = floats(cursor), *g2 = floats(cursor);
+    float *x = floats(TB * in), *dy = floats(TB * H), *y1 = floats(TB * H), *y2 = floats(TB * H);
+    float *dx1 = floats(TB * in), *dx2 = floats(TB * in), *s0 = floats(4 * BH);
+    float *s1 = floats(4 * BH), *s2 = floats(4 * BH);
+    uint8_t *start = calloc(TB, 1);
+    calf_rng rng;
+    calf_rng_seed(&rng, 11, 0, 0);
+    CHECK_INT_EQ(rnn_init_generic(&cell, p, &rng, NULL), CALF_OK);
+    fill(p + cell.b_ih_off, (size_t)cell.gates, 0), fill(p + cell.b_hh_off, (size_t)cell.gates, 0);
+    fill(x, TB * in, 0), fill(dy, TB * H, 0), fill(s0, 4 * BH, 0);
+    for (size_t e = 0; e < TB; e++) start[e] = e % 7 == 3;
+    rnn_cache c1, c2;
+    CHECK_INT_EQ(rnn_cache_init_generic(&c1, &cell, T, B, NULL), CALF_OK);
+    CHECK_INT_EQ(rnn_cache_init_fma(&c2, &cell, T, B, NULL), CALF_OK);
+    /* s: h0, c0, then hT, cT; later dhT, dcT and dh0, dc0 */
+    rnn_forward_generic(&cell, p, &c1, x, start, s0, lstm ? s0 + BH : NULL, T, B, y1, s1,
+                        lstm ? s1 + BH : NULL);
+    rnn_forward_fma(&cell, p, &c2, x, start, s0, lstm ? s0 + BH : NULL, T, B, y2, s2,
+                    lstm ? s2 + BH : NULL);
+    CHECK(same(y1, y2, TB * H) && same(s1, s2, (lstm ? 2 : 1) * BH));
+    for (int mode = RNN_GRAD_ACC; mode <= RNN_GRAD_ADD; mode++) {
+        fill(g1, cursor, 0);
+        memcpy(g2, g1, cursor * sizeof *g1);
+        rnn_backward_generic(&cell, p, &c1, dy, s0 + 2 * BH, lstm ? s0 + 3 * BH : NULL, g1,
+                             (rnn_grad_mode)mode, dx1, s1, lstm ? s1 + BH : NULL);
+        rnn_backward_fma(&cell, p, &c2, dy, s0 + 2 * BH, lstm ? s0 + 3 * BH : NULL, g2,
+                         (rnn_grad_mode)mode, dx2, s2, lstm ? s2 + BH : NULL);
+        CHECK(same(g1, g2, cursor) && same(dx1, dx2, TB * in));
+        CHECK(same(s1, s2, (lstm ? 2 : 1) * BH));
+    }
+    memcpy(s1, s0, 2 * BH * sizeof *s0), memcpy(s2, s0, 2 * BH * sizeof *s0);
+    rnn_step_generic(&cell, p, &c1, x, start + 3, B, s1, lstm ? s1 + BH : NULL);
+    rnn_step_fma(&cell, p, &c2, x, start + 3, B, s2, lstm ? s2 + BH : NULL);
+    CHECK(same(s1, s2, (lstm ? 2 : 1) * BH));
+    rnn_cache_free_generic(&c1), rnn_cache_free_fma(&c2);
+    float *ptrs[] = {p, g1, g2, x, dy, y1, y2, dx1, dx2, s0, s1, s2};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+    free(start);
+}
+
+static void test_rnns(void) {
+    rnn_case(RNN_LSTM, 5, 7, 6, 3);
+    rnn_case(RNN_GRU, 5, 7, 6, 3);
+    rnn_case(RNN_LSTM, 80, 20, 30, 14);
+    rnn_case(RNN_GRU, 100, 26, 30, 14);
+}
+
 static void test_adam(void) {
     enum { N = 1003 };
     float *p1 = floats(N), *m1 = floats(N), *v1 = floats(N), *g = floats(N);
@@ -206,6 +263,7 @@ int main(void) {
         test_layers();
         test_activations();
         test_mlps();
+        test_rnns();
         test_adam();
     } else {
         fprintf(stderr, "test_kernels: this CPU runs no fma variant; compared nothing\n");

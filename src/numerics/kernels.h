@@ -13,10 +13,11 @@
 #include "numerics/conv2d.h"
 #include "numerics/nn.h"
 #include "numerics/rmsprop.h"
+#include "numerics/rnn.h"
 
 /* The files compiled once per variant, under src/: CMakeLists.txt and setup.py read this
  * line. A file added here needs its rows below. */
-#define KERNELS_SOURCES "numerics/nn.c numerics/adam.c numerics/rmsprop.c numerics/conv2d.c"
+#define KERNELS_SOURCES "numerics/nn.c numerics/adam.c numerics/rmsprop.c numerics/conv2d.c numerics/rnn.c"
 
 /* Every external function of the files of KERNELS_SOURCES, as
  * X(return type, name, (parameters), (arguments)) rows (V(name, ...) for a void one), a
@@ -123,7 +124,30 @@
     V(conv2d_backward_set,                                                                      \
       (const conv2d *l, const float *params, conv2d_cache *c, int row_begin, int row_count,     \
        const float *dy, float *grad, float *dx),                                                \
-      (l, params, c, row_begin, row_count, dy, grad, dx))
+      (l, params, c, row_begin, row_count, dy, grad, dx))                                       \
+    /* numerics/rnn.c */                                                                        \
+    V(rnn_layout, (rnn_cell *cell, rnn_kind kind, int in, int hidden, size_t *cursor),          \
+      (cell, kind, in, hidden, cursor))                                                         \
+    X(int, rnn_init, (const rnn_cell *cell, float *params, calf_rng *rng, calf_error *err),     \
+      (cell, params, rng, err))                                                                 \
+    X(int, rnn_cache_init,                                                                      \
+      (rnn_cache *cache, const rnn_cell *cell, int max_T, int max_B, calf_error *err),          \
+      (cache, cell, max_T, max_B, err))                                                         \
+    V(rnn_cache_free, (rnn_cache *cache), (cache))                                              \
+    V(rnn_forward,                                                                              \
+      (const rnn_cell *cell, const float *params, rnn_cache *cache, const float *x,             \
+       const uint8_t *episode_start, const float *h0, const float *c0, int T, int B, float *y,  \
+       float *hT, float *cT),                                                                   \
+      (cell, params, cache, x, episode_start, h0, c0, T, B, y, hT, cT))                         \
+    V(rnn_step,                                                                                 \
+      (const rnn_cell *cell, const float *params, rnn_cache *cache, const float *x,             \
+       const uint8_t *episode_start, int B, float *h, float *c),                                \
+      (cell, params, cache, x, episode_start, B, h, c))                                         \
+    V(rnn_backward,                                                                             \
+      (const rnn_cell *cell, const float *params, rnn_cache *cache, const float *dy,            \
+       const float *dhT, const float *dcT, float *grad, rnn_grad_mode mode, float *dx,          \
+       float *dh0, float *dc0),                                                                 \
+      (cell, params, cache, dy, dhT, dcT, grad, mode, dx, dh0, dc0))
 
 #define KERNELS_STR2(x) #x
 #define KERNELS_STR(x) KERNELS_STR2(x)
