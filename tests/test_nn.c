@@ -88,6 +88,10 @@ static void test_linear_order(void) {
          * 130 = 128 + 2 columns; 33 rows over 17 k chunks */
         {150, 1024, 128}, {200, 300, 70}, {13, 1100, 16}, {131, 130, 130}, {12, 128, 128},
         {16, 1024, 128}, {64, 1024, 128}, {200, 1100, 130}, {33, 4100, 32},
+        /* 1, 2 and 3 rows in tiles of 32 columns, 2 rows of 256 or more columns in tiles
+         * of 48 (then 32, 16, 8, 4, scalar): an LSTM step over 2 envs (128 -> 512 and
+         * back), 300 = 6 x 48 + 8 + 4, 100 = 3 x 32 + 4, 75 = 2 x 32 + 8 + 3 */
+        {2, 128, 512}, {2, 512, 128}, {2, 33, 300}, {3, 64, 100}, {1, 70, 75}, {11, 9, 256},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];

@@ -152,12 +152,12 @@ static void scalar_rows(const float *x, size_t ldx, const float *w, size_t ldw, 
 #if NN_AVX2
 NN_INLINE void rows_tile(int RT, int NV, const float *x, size_t ldx, const float *w,
                          size_t ldw, int K, const float *init, float *y, size_t ldy) {
-    __m256 acc[8][2];
+    __m256 acc[8][6];
     for (int r = 0; r < RT; r++)
         for (int v = 0; v < NV; v++)
             acc[r][v] = init ? _mm256_loadu_ps(init + 8 * v) : _mm256_setzero_ps();
     for (int k = 0; k < K; k++) {
-        __m256 wv[2];
+        __m256 wv[6];
         for (int v = 0; v < NV; v++) wv[v] = _mm256_loadu_ps(w + (size_t)k * ldw + 8 * v);
         for (int r = 0; r < RT; r++) {
             __m256 xb = _mm256_broadcast_ss(x + (size_t)r * ldx + k);
@@ -185,7 +185,13 @@ NN_INLINE void rows_tile4(int RT, const float *x, size_t ldx, const float *w, si
 NN_INLINE void rows_block(int RT, int NV, const float *x, size_t ldx, const float *w,
                           size_t ldw, int K, int N, const float *init, float *y, size_t ldy) {
     int n = 0;
-    if (NV == 2)
+    if (NV == 6)
+        for (; n + 48 <= N; n += 48)
+            rows_tile(RT, 6, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
+    if (NV >= 4)
+        for (; n + 32 <= N; n += 32)
+            rows_tile(RT, 4, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
+    if (NV >= 2)
         for (; n + 16 <= N; n += 16)
             rows_tile(RT, 2, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
     for (; n + 8 <= N; n += 8)
@@ -304,15 +310,20 @@ static void gemm_rows(const float *x, size_t ldx, const float *w, size_t ldw, in
     for (; R - r >= 4; r += 4)
         rows_block(4, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
     /* 2 or 3 rows (a recurrent core's step over 2 envs) share each weight load: one row at
-     * a time streamed the whole weight once per row */
+     * a time streamed the whole weight once per row. Their tiles are 32 columns wide (48
+     * for 2 rows of 256 or more): at 16, 2 rows keep 4 chains of fused multiply-adds in
+     * flight, half of what two FMA units of 4 cycles' latency need (a 2-row step of
+     * 128 -> 512 ran at 37% of peak, 49% at 32 columns, 54% at 48; 512 -> 128 at 48%,
+     * 54%, 46%: its 48-column strips straddle cache lines) */
     if (R - r >= 2) {
         int rt = R - r;
-        if (rt == 3) rows_block(3, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
-        else rows_block(2, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        if (rt == 3) rows_block(3, 4, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        else if (N >= 256) rows_block(2, 6, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        else rows_block(2, 4, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
         r += rt;
     }
     for (; r < R; r++)
-        rows_block(1, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        rows_block(1, 4, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
 #else
     scalar_rows(x, ldx, w, ldw, K, 0, N, init, y, ldy, R);
 #endif
