@@ -2,8 +2,9 @@
  * bit for bit: on short trained runs (PPO CartPole, PPO Pendulum with observations
  * normalized, SAC Pendulum) its greedy actions equal the rows calf_play's dump_actions
  * writes, for played episodes and for observations far out of range, in one batch and
- * row by row. Also its sizes, opening by checkpoint file, its errors, and calf_play's
- * and calf_export's report going to the caller's stream. */
+ * row by row; a recurrent PPO policy's per-row state and resets likewise. Also its
+ * sizes, opening by checkpoint file, its errors, and calf_play's and calf_export's report
+ * going to the caller's stream. */
 #include "calf/policy.h"
 
 #include <errno.h>
@@ -126,6 +127,8 @@ static void check_run(const char *root, const char *env_name, int od, int ad) {
     CHECK_INT_EQ(calf_policy_action_dim(p), ad);
     CHECK_INT_EQ(calf_policy_num_actions(p), ad == 0 ? 2 : 0);
     CHECK(strstr(calf_policy_checkpoint(p), "/train/algorithm/ckpt-") != NULL);
+    CHECK_INT_EQ(calf_policy_state_size(p), 0);
+    CHECK_INT_EQ(calf_policy_reset(p, 5, NULL, &err), CALF_OK); /* no memory: nothing to do */
 
     char dump_path[1024], far_path[1024], far_dump[1024];
     join(dump_path, sizeof dump_path, root, "play.txt");
@@ -180,6 +183,101 @@ static void check_run(const char *root, const char *env_name, int od, int ad) {
     CHECK_INT_EQ(calf_policy_greedy(p, obs, 1, ad ? &act : NULL, ad ? NULL : u, &err), CALF_EINVAL);
     CHECK(strstr(err.msg, ad ? "cont_actions is NULL" : "actions is NULL") != NULL);
     calf_policy_close(p);
+}
+
+/* A policy with memory (recurrent PPO, an LSTM, continuous actions so that every bit
+ * shows): calf_play's dump of 3 episodes (every step one greedy call of 3 rows) replayed
+ * through a fresh handle, 3 rows a call, gives its actions bit for bit (the first call
+ * resets the rows itself; so does calf_policy_reset). A row reset alone (calf_policy_reset
+ * with which) then acts as a fresh handle's single row on that row's observations, while
+ * the others keep their state and play's actions; the same without the row's reset
+ * (planted: an episode start missed) differs from the fresh row. Sampling steps the same
+ * state (reset and reseeded, it draws the same again; not reset, planted, it does not). */
+static void check_recurrent(const char *root) {
+    calf_error err;
+    calf_error_clear(&err);
+    calf_policy *p = NULL, *q = NULL;
+    CHECK_INT_EQ(calf_policy_open(root, NULL, &p, &err), CALF_OK);
+    CHECK_INT_EQ(calf_policy_open(root, NULL, &q, &err), CALF_OK);
+    if (!p || !q) return;
+    CHECK_INT_EQ(calf_policy_state_size(p), 2 * 8); /* the LSTM's h and c */
+    enum { N = 3 };
+    int od = calf_policy_obs_dim(p);
+    char dump_path[1024];
+    join(dump_path, sizeof dump_path, root, "play.txt");
+    calf_play_options o;
+    memset(&o, 0, sizeof o);
+    o.root_dir = root;
+    o.num_episodes = N;
+    o.seed = 5;
+    o.out = tmpfile();
+    calf_play_testing t = {.dump_actions = dump_path};
+    CHECK_INT_EQ(calf_play_for_testing(&o, &t, &err), CALF_OK);
+    fclose(o.out);
+    dump d;
+    read_dump(dump_path, od, 1, &d);
+    int groups = d.rows / N;
+    CHECK(groups >= 8 && d.rows % N == 0);
+    float u[N], u1;
+    bool same = true;
+    for (int g = 0; g < groups; g++) {
+        CHECK_INT_EQ(calf_policy_greedy(p, d.obs + (size_t)g * N * od, N, NULL, u, &err), CALF_OK);
+        same &= memcmp(u, d.u + (size_t)g * N, sizeof u) == 0;
+    }
+    CHECK(same);
+    /* row 1 starts over at step 4 (its env ended and was reset), rows 0 and 2 go on */
+    for (int planted = 0; planted <= 1; planted++) {
+        CHECK_INT_EQ(calf_policy_reset(p, N, NULL, &err), CALF_OK);
+        CHECK_INT_EQ(calf_policy_reset(q, 1, NULL, &err), CALF_OK);
+        bool others = true, fresh = true;
+        for (int g = 0; g < 8; g++) {
+            static const uint8_t which[N] = {0, 1, 0};
+            if (g == 4 && !planted) CHECK_INT_EQ(calf_policy_reset(p, N, which, &err), CALF_OK);
+            CHECK_INT_EQ(calf_policy_greedy(p, d.obs + (size_t)g * N * od, N, NULL, u, &err), CALF_OK);
+            others &= memcmp(&u[0], &d.u[(size_t)g * N], sizeof u1) == 0 &&
+                      memcmp(&u[2], &d.u[(size_t)g * N + 2], sizeof u1) == 0;
+            if (g < 4) continue;
+            CHECK_INT_EQ(calf_policy_greedy(q, d.obs + ((size_t)g * N + 1) * od, 1, NULL, &u1, &err),
+                         CALF_OK);
+            fresh &= memcmp(&u[1], &u1, sizeof u1) == 0;
+        }
+        CHECK(others);
+        CHECK(planted ? !fresh : fresh);
+    }
+    /* sampling steps the same state: from a reset and a seed it draws the same actions
+     * again, row 0 as a fresh one-row handle's (stream (seed, 0)); without the reset
+     * (planted: the state carried over) it does not */
+    float us[8][N];
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass != 2) CHECK_INT_EQ(calf_policy_reset(p, N, NULL, &err), CALF_OK);
+        CHECK_INT_EQ(calf_policy_seed(p, 9, &err), CALF_OK);
+        CHECK_INT_EQ(calf_policy_reset(q, 1, NULL, &err), CALF_OK);
+        CHECK_INT_EQ(calf_policy_seed(q, 9, &err), CALF_OK);
+        bool again = true, row0 = true;
+        for (int g = 0; g < 8; g++) {
+            CHECK_INT_EQ(calf_policy_sample(p, d.obs + (size_t)g * N * od, NULL, N, NULL, u, &err),
+                         CALF_OK);
+            CHECK_INT_EQ(calf_policy_sample(q, d.obs + (size_t)g * N * od, NULL, 1, NULL, &u1, &err),
+                         CALF_OK);
+            row0 &= memcmp(&u[0], &u1, sizeof u1) == 0;
+            if (pass == 0) memcpy(us[g], u, sizeof u);
+            again &= memcmp(us[g], u, sizeof u) == 0;
+        }
+        CHECK(pass == 2 ? !again : again);
+        CHECK(row0 || pass == 2);
+    }
+    /* the state's rows bound the calls and the row resets */
+    float big[4 * 8] = {0}, ub[4];
+    uint8_t which4[4] = {1, 0, 0, 0};
+    CHECK_INT_EQ(calf_policy_greedy(p, big, 4, NULL, ub, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "calf_policy_reset(p, 4, NULL) first") != NULL);
+    CHECK_INT_EQ(calf_policy_reset(p, 4, which4, &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_policy_reset(p, -1, NULL, &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_policy_reset(p, 4, NULL, &err), CALF_OK);
+    CHECK_INT_EQ(calf_policy_greedy(p, big, 4, NULL, ub, &err), CALF_OK);
+    free_dump(&d);
+    calf_policy_close(p);
+    calf_policy_close(q);
 }
 
 /* calf_export's text, without -o, goes to the caller's stream. */
@@ -280,7 +378,7 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    char cartpole[512], pendulum[512], sac[512];
+    char cartpole[512], pendulum[512], sac[512], lstm[512];
     const char *ppo_cp[] = {"TrainerConfig.num_iterations=3", "TrainerConfig.evaluate=False"};
     const char *ppo_pd[] = {"TrainerConfig.num_iterations=2", "TrainerConfig.num_env_steps=0",
                             "TrainerConfig.evaluate=False", "TrainerConfig.normalize_observations=True",
@@ -290,9 +388,15 @@ int main(void) {
     train("ppo_cartpole", "ppo_cartpole.gin", ppo_cp, 2, cartpole, sizeof cartpole);
     train("ppo_pendulum", "ppo_pendulum.gin", ppo_pd, 5, pendulum, sizeof pendulum);
     train("sac_pendulum", "sac_pendulum.gin", sac_pd, 4, sac, sizeof sac);
+    const char *lstm_pd[] = {"TrainerConfig.num_iterations=2", "TrainerConfig.evaluate=False",
+                             "create_environment.env_name='PendulumNoVel-v1'",
+                             "ActorDistributionNetwork.lstm_hidden_size=8",
+                             "ValueNetwork.lstm_hidden_size=6"};
+    train("ppo_lstm", "ppo_lstm_cartpole_novel.gin", lstm_pd, 5, lstm, sizeof lstm);
     check_run(cartpole, "CartPole-v1", 4, 0);
     check_run(pendulum, "Pendulum-v1", 3, 1);
     check_run(sac, "Pendulum-v1", 3, 1);
+    check_recurrent(lstm);
     check_export_stream(cartpole);
     check_open(cartpole, pendulum);
     rm_rf(tmp_root);

@@ -52,12 +52,31 @@ const char *calf_policy_env_name(const calf_policy *p);
 const char *calf_policy_checkpoint(const calf_policy *p);
 int64_t calf_policy_iteration(const calf_policy *p);
 
+/* ---- a policy with memory (PPO with a recurrent core) ------------------------------ *
+ * Such a policy keeps a state for each row (its core's h, and c for an LSTM): a greedy
+ * or sample call's row r steps row r's state, as `calf play` steps each episode's (and
+ * the training's rollout while it samples); greedy and sample calls share that state.
+ * Open leaves it no rows; calf_policy_reset makes them. */
+/* Floats of state each row carries from call to call; 0 for a policy without memory. */
+int calf_policy_state_size(const calf_policy *p);
+/* which NULL: rows rows, each starting an episode now (its state zeroed), as `calf play`
+ * starts its episodes; else which (rows) bytes: the rows whose byte is nonzero start an
+ * episode (their state zeroed; an env that ended and was reset), the others keep theirs,
+ * rows at most those of the last full reset. A greedy or sample call then acts on at most
+ * that many rows (rows [0, rows) of the call are the state's rows [0, rows)); the first
+ * call of a policy never reset resets its rows itself. A policy without memory takes every
+ * reset and does nothing. CALF_EINVAL for rows < 0, or more rows than the last full
+ * reset's with which; CALF_ENOMEM when the state does not fit. */
+int calf_policy_reset(calf_policy *p, int rows, const uint8_t *which, calf_error *err);
+
 /* Greedy actions for rows observations: obs (rows, obs_dim) as the environment returns
  * them (the policy normalizes them itself when the run did). Writes actions (rows) for
  * a discrete policy or cont_actions (rows, action_dim) for a continuous one; the other
  * may be NULL. Continuous actions are the policy's, not clipped: an env clips to its
  * bounds as it steps (calf_vec_env_step does). Row r's action depends only on row r.
- * rows 0 writes nothing. CALF_EINVAL for rows < 0 or a NULL array that is needed;
+ * (A policy with memory: row r's action depends on row r's observations since its
+ * reset, see above.) rows 0 writes nothing. CALF_EINVAL for rows < 0, a NULL array that
+ * is needed, or, with memory, more rows than the last reset made;
  * CALF_ENOMEM when scratch for more rows than before does not fit (the handle stays
  * usable).
  * (Not named calf_policy_act: that is the one-row function a `calf export` file
@@ -90,7 +109,8 @@ int calf_policy_seed(calf_policy *p, uint64_t seed, calf_error *err);
  * softmax(min(Q1, Q2) / alpha) for discrete actions. mask: as calf_policy_greedy_masked's,
  * or NULL. A deterministic policy (calf_policy_stochastic 0) writes its greedy actions
  * and draws nothing. Row r's action depends only on row r's observation and mask and
- * stream r. The errors are calf_policy_greedy_masked's. */
+ * stream r (with memory: and on row r's state, which the call steps as greedy does).
+ * The errors are calf_policy_greedy_masked's. */
 int calf_policy_sample(calf_policy *p, const float *obs, const uint8_t *mask, int rows,
                        int *actions, float *cont_actions, calf_error *err);
 

@@ -872,6 +872,26 @@ static PyObject *policy_get_stochastic(PolicyObject *self, void *closure) {
     return PyBool_FromLong(calf_policy_stochastic(self->p));
 }
 
+PyDoc_STRVAR(policy_reset_doc,
+             "reset(rows, which=None)\n\n"
+             "A policy with memory (calf_policy_reset): which None, rows rows each starting an\n"
+             "episode (state zeroed); else which: (rows,) uint8, C-contiguous, the rows whose\n"
+             "byte is nonzero start one, the others keep their state. No memory: nothing.");
+static PyObject *policy_reset(PolicyObject *self, PyObject *args) {
+    int rows;
+    PyObject *which = Py_None; /* borrowed */
+    if (!PyArg_ParseTuple(args, "i|O:reset", &rows, &which)) return NULL;
+    if (!policy_usable(self)) return NULL;
+    const uint8_t *w = NULL;
+    if (which != Py_None) {
+        if (!check_array(POLICY, which, "which", NPY_UINT8, 1, rows, 0, 0)) return NULL;
+        w = PyArray_DATA((PyArrayObject *)which);
+    }
+    calf_error err = {0};
+    if (calf_policy_reset(self->p, rows, w, &err) != CALF_OK) return raise_calf(&err);
+    Py_RETURN_NONE;
+}
+
 #define POLICY_INT_GETTER(field, call)                                      \
     static PyObject *policy_get_##field(PolicyObject *self, void *closure) { \
         (void)closure;                                                      \
@@ -894,6 +914,7 @@ static PyObject *policy_get_action_nvec(PolicyObject *self, void *closure) {
     if (!policy_usable(self)) return NULL;
     return nvec_array(calf_policy_action_nvec(self->p), calf_policy_action_dims(self->p));
 }
+POLICY_INT_GETTER(state_size, calf_policy_state_size)
 
 static PyObject *policy_get_discrete(PolicyObject *self, void *closure) {
     (void)closure;
@@ -928,6 +949,8 @@ static PyGetSetDef policy_getset[] = {
     {"env_name", (getter)policy_get_env_name, NULL, "the run's environment", NULL},
     {"checkpoint", (getter)policy_get_checkpoint, NULL, "the checkpoint file opened", NULL},
     {"iteration", (getter)policy_get_iteration, NULL, "the checkpoint's iteration", NULL},
+    {"state_size", (getter)policy_get_state_size, NULL,
+     "floats of state each row carries (a policy with memory); else 0", NULL},
     {"closed", (getter)policy_get_closed, NULL, "True after close()", NULL},
     {"stochastic", (getter)policy_get_stochastic, NULL,
      "True when sample draws from a distribution; False: its samples are greedy", NULL},
@@ -937,6 +960,7 @@ static PyGetSetDef policy_getset[] = {
 static PyMethodDef policy_methods[] = {
     {"greedy", (PyCFunction)policy_greedy, METH_VARARGS, policy_greedy_doc},
     {"sample", (PyCFunction)policy_sample, METH_VARARGS, policy_sample_doc},
+    {"reset", (PyCFunction)policy_reset, METH_VARARGS, policy_reset_doc},
     {"close", (PyCFunction)policy_close, METH_NOARGS, policy_close_doc},
     {NULL, NULL, 0, NULL},
 };

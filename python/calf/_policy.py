@@ -24,8 +24,16 @@ class Policy:
     ``action_nvec`` (MultiDiscrete: the sub-actions and their (D,) int64 sizes, else 0
     and None); ``masked`` (the env masks its actions); ``env_name``;
     ``checkpoint`` (the file opened); ``iteration`` (its iteration); ``stochastic``
-    (True when ``deterministic=False`` draws from a distribution). One thread at a
+    (True when ``deterministic=False`` draws from a distribution); ``state_size``
+    (floats of state each row carries: a recurrent policy's; else 0). One thread at a
     time may call a policy; different policies are independent.
+
+    A recurrent policy (PPO with ``lstm_hidden_size`` or ``gru_hidden_size``) keeps a
+    state per row, as ``calf play`` keeps one per episode: call ``reset(num_rows)`` when
+    the episodes start (the first call does it itself), then once per step with every
+    row, and ``reset(done)`` for the rows whose episode ended and began again. Greedy
+    and sampled calls (``deterministic=False``) step the same state, as the training's
+    rollout steps it while it samples.
     """
 
     def __init__(
@@ -45,6 +53,7 @@ class Policy:
         self.iteration: int = self._raw.iteration
         self.stochastic: bool = self._raw.stochastic
         self._form = _observation_form(self.env_name, self.obs_dim)
+        self.state_size: int = self._raw.state_size
 
     def __call__(self, obs: Any, action_mask: Any = None, deterministic: bool = True,
                  seed: int | None = None) -> np.ndarray:
@@ -105,6 +114,23 @@ class Policy:
             self._raw.sample(o, out, seed, mask)
         actions = out.astype(np.int64) if self.discrete else out
         return actions[0] if one_row else actions
+
+    def reset(self, rows: Any) -> None:
+        """Start episodes: ``rows`` an int, that many rows each starting one (their state
+        zeroed); else a (B,) bool or int array, the rows where it is nonzero starting one
+        (an env reset after its episode ended), the others keeping their state (B at most
+        the rows of the last full reset). A policy without memory: nothing to do. Raises
+        ValueError with calf's message for more rows than the state has."""
+        if isinstance(rows, (int, np.integer)):
+            self._raw.reset(int(rows))
+            return
+        which = np.asarray(rows)
+        if which.ndim != 1 or which.dtype.kind not in "biu":
+            raise ValueError(
+                f"calf.Policy.reset: rows must be an int or a (B,) bool array, got "
+                f"{which.dtype} of shape {which.shape}"
+            )
+        self._raw.reset(which.shape[0], np.ascontiguousarray(which != 0, dtype=np.uint8))
 
     def record(self, path: str | os.PathLike, num_episodes: int = 1, seed: int = 0,
                width: int = 480, height: int = 480, max_frames: int = 0) -> str:

@@ -428,6 +428,13 @@ static int ppo_greedy_reset(algorithm *a, int rows, calf_error *err) {
     return CALF_OK;
 }
 
+static void ppo_greedy_reset_rows(algorithm *a, const uint8_t *which, int rows) {
+    ppo *t = (ppo *)a;
+    if (!t->md.actor.state_size) return;
+    CALF_ASSERT(rows <= t->gstate.n);
+    net_state_reset(&t->md.actor, t->gstate.sa, which, rows);
+}
+
 /* The actor and its distribution's mode, as ppo_greedy and ppo_model_mode compute them (on
  * the observation normalized by the checkpoint's statistics, when configured): the
  * categorical's argmax (among the valid actions, with a mask; per sub-action, for
@@ -659,6 +666,7 @@ const algorithm_ops ppo_algorithm_ops = {
     .greedy_memory = ppo_greedy_memory,
     .greedy_reset = ppo_greedy_reset,
     .sample = ppo_sample,
+    .greedy_reset_rows = ppo_greedy_reset_rows,
     .export_c = ppo_export_c,
     .summarize = ppo_summarize,
     .digest = ppo_digest,

@@ -1,7 +1,8 @@
 /* policy.c: the public calf_policy (calf/policy.h): play_policy, the loaded policy that
  * `calf play` and `calf export` run, behind an opaque pointer, acting through the same
- * algorithm greedy, so its floats are calf play's; and sampling from its distribution
- * through the algorithm's sample, row r from the handle's stream r. */
+ * algorithm greedy (and, for a policy with memory, its per-row state and resets), so its
+ * floats are calf play's; and sampling from its distribution through the algorithm's
+ * sample, row r from the handle's stream r, stepping the same per-row state. */
 #include "calf/policy.h"
 
 #include <stdlib.h>
@@ -21,6 +22,8 @@ struct calf_policy {
     calf_rng *rng;     /* (nrng) row r's sampling stream (seed, r, CALF_RNG_ACTION) */
     int nrng;          /* rows seeded so far; more are seeded as calls need them */
     uint64_t seed;     /* calf_policy_seed's; 0 from open */
+    int memory;        /* floats of state per row (greedy_memory); 0: none */
+    int state_rows;    /* with memory: rows the last full reset made; 0 before any */
 };
 
 /* root of ROOT/train/algorithm/ckpt-N: the path without its last three components. */
@@ -60,12 +63,11 @@ int calf_policy_open(const char *root_dir, const char *checkpoint, calf_policy *
     calf_policy *p = mem_calloc(1, sizeof *p, err);
     if (!p) return CALF_ENOMEM;
     int rc = play_policy_open(&p->pp, root_dir, checkpoint, err);
-    /* a policy with memory needs a reset and per-row state, which this API has not yet */
-    if (rc == CALF_OK && p->pp.ops->greedy_memory && p->pp.ops->greedy_memory(p->pp.algo) > 0)
-        rc = calf_error_set(err, CALF_EINVAL,
-                            "%s: a recurrent policy (its greedy rows carry state): calf_policy "
-                            "cannot act with it yet; `calf play` can",
-                            p->pp.path);
+    if (rc == CALF_OK && p->pp.ops->greedy_memory) {
+        p->memory = p->pp.ops->greedy_memory(p->pp.algo);
+        /* a policy with memory resets all its rows and given rows */
+        CALF_ASSERT(p->memory == 0 || (p->pp.ops->greedy_reset && p->pp.ops->greedy_reset_rows));
+    }
     if (rc != CALF_OK) {
         play_policy_close(&p->pp);
         free(p);
@@ -115,6 +117,29 @@ int calf_policy_masked(const calf_policy *p) {
     return open_handle(p) ? policy_spec(p)->action_mask != 0 : -1;
 }
 
+int calf_policy_state_size(const calf_policy *p) { return open_handle(p) ? p->memory : -1; }
+
+int calf_policy_reset(calf_policy *p, int rows, const uint8_t *which, calf_error *err) {
+    if (!p) return calf_error_set(err, CALF_EINVAL, "calf_policy_reset: the policy is NULL");
+    if (!open_handle(p))
+        return calf_error_set(err, CALF_EINVAL, "calf_policy_reset: %p is not an open policy "
+                              "(closed already?)", (const void *)p);
+    if (rows < 0) return calf_error_set(err, CALF_EINVAL, "calf_policy_reset: rows = %d", rows);
+    if (!p->memory) return CALF_OK;
+    if (!which) {
+        int rc = p->pp.ops->greedy_reset(p->pp.algo, rows, err);
+        p->state_rows = rc == CALF_OK ? rows : 0;
+        return rc;
+    }
+    if (rows > p->state_rows)
+        return calf_error_set(err, CALF_EINVAL,
+                              "calf_policy_reset: %d rows, but the policy's state has %d (reset "
+                              "them all first: calf_policy_reset(p, %d, NULL))",
+                              rows, p->state_rows, rows);
+    p->pp.ops->greedy_reset_rows(p->pp.algo, which, rows);
+    return CALF_OK;
+}
+
 int calf_policy_greedy(calf_policy *p, const float *obs, int rows, int *actions,
                        float *cont_actions, calf_error *err) {
     return calf_policy_greedy_masked(p, obs, NULL, rows, actions, cont_actions, err);
@@ -154,6 +179,22 @@ static int check_act(const char *who, calf_policy *p, const float *obs, const ui
     return CALF_OK;
 }
 
+/* A policy with memory acts on the rows its state has: a handle never reset starts its
+ * rows here (every row starts an episode); more rows than the last full reset's are refused. */
+static int ready_state(calf_policy *p, int rows, const char *who, calf_error *err) {
+    if (!p->memory) return CALF_OK;
+    if (p->state_rows == 0) {
+        int rc = calf_policy_reset(p, rows, NULL, err);
+        if (rc != CALF_OK) return rc;
+    }
+    if (rows > p->state_rows)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: %d rows, but the policy's state has %d (a policy with "
+                              "memory: calf_policy_reset(p, %d, NULL) first)",
+                              who, rows, p->state_rows, rows);
+    return CALF_OK;
+}
+
 /* Greedy and sample write both arrays; the one the caller did not pass goes to scratch,
  * grown here to rows (the handle stays usable when that fails). */
 static int grow_scratch(calf_policy *p, int rows, const char *who, calf_error *err) {
@@ -176,6 +217,8 @@ int calf_policy_greedy_masked(calf_policy *p, const float *obs, const uint8_t *m
     int rc = check_act(mask ? "calf_policy_greedy_masked" : "calf_policy_greedy", p, obs, mask,
                        rows, actions, cont_actions, err);
     if (rc != CALF_OK || rows == 0) return rc;
+    rc = ready_state(p, rows, "calf_policy_greedy", err);
+    if (rc != CALF_OK) return rc;
     rc = grow_scratch(p, rows, "calf_policy_greedy", err);
     if (rc != CALF_OK) return rc;
     const int ad = policy_spec(p)->action_dim;
@@ -214,6 +257,8 @@ int calf_policy_sample(calf_policy *p, const float *obs, const uint8_t *mask, in
             calf_rng_seed(&p->rng[r], p->seed, (uint64_t)r, CALF_RNG_ACTION);
         p->nrng = rows;
     }
+    rc = ready_state(p, rows, "calf_policy_sample", err);
+    if (rc != CALF_OK) return rc;
     rc = grow_scratch(p, rows, "calf_policy_sample", err);
     if (rc != CALF_OK) return rc;
     p->pp.ops->sample(p->pp.algo, obs, mask, rows, p->rng, ad ? p->act : actions,

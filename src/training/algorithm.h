@@ -93,6 +93,10 @@ typedef struct algorithm_ops {
      * the policy's distribution, row r's draws from rng[r] (advanced); no collective. */
     void (*sample)(algorithm *a, const float *obs, const uint8_t *mask, int rows,
                    calf_rng *rng, int *act, float *u);
+    /* Optional, with greedy_reset: the rows among [0, rows) whose which byte is set start
+     * an episode now (their state zeroed), the others keep theirs; rows at most the last
+     * greedy_reset's (calf_policy_reset of given rows). */
+    void (*greedy_reset_rows)(algorithm *a, const uint8_t *which, int rows);
     /* Collective when summaries are due: reduce the last train's statistics over envs
      * and write them (only the main process has a current writer). */
     int (*summarize)(algorithm *a, int64_t step, bool histograms, calf_error *err);

@@ -156,3 +156,42 @@ def test_errors(runs: dict[str, pathlib.Path], tmp_path: pathlib.Path) -> None:
             pol._raw.greedy([[0.0] * 4], np.empty(1, dtype=np.int32))
         with pytest.raises(ValueError, match=r"calf.Policy: actions must have shape \(1,\)"):
             pol._raw.greedy(np.zeros((1, 4), dtype=np.float32), np.empty(2, dtype=np.int32))
+
+
+def test_recurrent_policy_state_and_reset(tmp_path: pathlib.Path) -> None:
+    """A recurrent PPO policy keeps a state per row, as calf play does per episode: play's
+    3 episodes (a call of 3 rows each step) replayed 3 rows a call after reset(3) give its
+    actions bit for bit; reset(done) starts only the rows where done is set over; sampled
+    calls step the same state."""
+    root = tmp_path / "lstm"
+    train(root, "ppo_lstm_cartpole_novel.gin", "TrainerConfig.num_iterations=2",
+          "create_environment.env_name='PendulumNoVel-v1'",
+          "ActorDistributionNetwork.lstm_hidden_size=8", "ValueNetwork.lstm_hidden_size=6")
+    played = tmp_path / "played"
+    calf_run("play", "--root_dir", str(root), "--num_episodes", "3", "--dump_actions", str(played))
+    with calf.load_policy(root) as pol, calf.load_policy(root) as fresh:
+        assert pol.state_size == 16
+        obs, want = read_dump(played, pol.obs_dim)
+        obs, want = obs.reshape(-1, 3, pol.obs_dim), want.astype(np.float32).reshape(-1, 3, 1)
+        assert len(obs) >= 8
+        pol.reset(3)
+        got = np.stack([pol(o) for o in obs])
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        pol.reset(3)
+        fresh.reset(1)
+        for t in range(8):
+            if t == 4:
+                pol.reset(np.array([False, True, False]))
+            a = pol(obs[t])
+            np.testing.assert_array_equal(a[[0, 2]].view(np.uint32), want[t, [0, 2]].view(np.uint32))
+            if t >= 4:
+                np.testing.assert_array_equal(a[1].view(np.uint32), fresh(obs[t, 1]).view(np.uint32))
+        # sampling steps the same state: reset and reseeded, it draws the same again
+        drawn = []
+        for _ in range(2):
+            pol.reset(3)
+            drawn.append(np.stack([pol(o, deterministic=False, seed=9 if t == 0 else None)
+                                   for t, o in enumerate(obs[:6])]))
+        np.testing.assert_array_equal(drawn[0].view(np.uint32), drawn[1].view(np.uint32))
+        with pytest.raises(ValueError, match="reset them all first"):
+            pol.reset(np.ones(4, dtype=bool))
