@@ -18,11 +18,20 @@ from calf._args import _check_seed
 from calf._envs import register_env
 
 
+def _is_reference(binding: str) -> bool:
+    """Whether binding takes a reference (``TrainerConfig.algorithm_ctor = @SacAlgorithm``)."""
+    return any(b["name"] == binding and b["type"] == "reference"
+               for b in _names.list_bindings())
+
+
 def _gin_value(binding: str, value: Any) -> str:
-    """A Python value as gin text: bools True/False, strs quoted, tuples and lists as gin
-    tuples, numbers by repr; raises ValueError naming the binding for anything else."""
+    """A Python value as gin text: bools True/False, strs quoted (``"@Name"`` for a
+    binding that takes a reference: @Name), tuples and lists as gin tuples, numbers by
+    repr; raises ValueError naming the binding for anything else."""
     if isinstance(value, (bool, np.bool_)):
         return "True" if value else "False"
+    if isinstance(value, str) and value.startswith("@") and _is_reference(binding):
+        return value
     if isinstance(value, str):
         if "\n" in value or ('"' in value and "'" in value):
             raise ValueError(

@@ -192,6 +192,14 @@ def test_planted_schedule_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
         _params(algorithm="ppo", learning_rate=lambda p: 1e-3 * p * p)
 
 
+def test_reference_in_a_dict_override() -> None:
+    # "@SacAlgorithm" as a dict value is the reference where the binding takes one (it
+    # was written as a quoted string, which the config refuses), a string elsewhere
+    assert _conf._conf_params({"TrainerConfig.algorithm_ctor": "@SacAlgorithm",
+                               "create_environment.env_name": "@x"}) == [
+        "TrainerConfig.algorithm_ctor=@SacAlgorithm", 'create_environment.env_name="@x"']
+
+
 def test_schedule_refused_where_unread(monkeypatch: pytest.MonkeyPatch) -> None:
     # an algorithm that does not read Adam.lr_schedule is refused one by name
     monkeypatch.setattr(_names, "LR_SCHEDULED", ("ppo", "sac"))
