@@ -7,7 +7,10 @@
 # arithmetic with the same libm here, and an export that fused one multiply-add too few
 # stays within 1e-5 on most rows: only exact equality catches it.) Runs of a few iterations:
 # PPO CartPole and Pendulum (also with observations normalized, clipped or not, and
-# HalfCheetah where MuJoCo is in), SAC Pendulum and CartPole (discrete). The file is also built
+# HalfCheetah where MuJoCo is in), SAC Pendulum and CartPole (discrete); and recurrent PPO
+# (an LSTM, a GRU), whose file steps a state per row with a reset at episode starts,
+# checked on play's episodes stepped together and one after another, with two planted
+# mistakes (no reset, two gates swapped) that the check must reject. The file is also built
 # the ways that would break it if it let the compiler contract a * b + c (GCC's GNU mode
 # with -O3 -march=native; clang, whose default contracts), and with -O0. On a full disk
 # (/dev/full, and the fault shim's ENOSPC for a regular file) play's dump and export's
@@ -16,13 +19,15 @@
 
 if ! command -v cc >/dev/null; then echo "skipped: no C compiler (cc) to build the exported file"; exit 77; fi
 
-# compare_actions DUMP OUT OD DISCRETE: OUT's lines are DUMP's actions (after OD numbers)
-compare_actions() {
+# same_actions DUMP OUT OD DISCRETE: whether OUT's lines are DUMP's actions (after OD
+# numbers), the same floats; what differs, and the counts, into $WORK/cmp
+same_actions() {
     local rows_a rows_b
     rows_a=$(wc -l <"$1")
     rows_b=$(wc -l <"$2")
-    if [ "$rows_a" != "$rows_b" ] || [ "$rows_a" = 0 ]; then bad "$2: $rows_b rows, calf's $1 has $rows_a"; return; fi
-    if paste -d'|' "$1" "$2" | awk -F'|' -v od="$3" -v disc="$4" '
+    if [ "$rows_a" != "$rows_b" ] || [ "$rows_a" = 0 ]; then
+        echo "  $2: $rows_b rows, calf's $1 has $rows_a" >"$WORK/cmp"; return 1; fi
+    paste -d'|' "$1" "$2" | awk -F'|' -v od="$3" -v disc="$4" '
         { n = split($1, a, " "); m = split($2, b, " ")
           if (m != n - od) { wrong++; next }
           for (i = 1; i <= m; i++) {
@@ -34,7 +39,12 @@ compare_actions() {
           } }
         END { printf "  %d actions: %d the same floats, %d others within 1e-5, %d further off\n",
                      exact + near + wrong, exact, near, wrong
-              exit wrong + near > 0 }' >"$WORK/cmp" 2>&1; then ok; else bad "$2 differs from calf's actions"; fi
+              exit wrong + near > 0 }' >"$WORK/cmp" 2>&1
+}
+
+# compare_actions DUMP OUT OD DISCRETE: OUT's lines are DUMP's actions, the same floats
+compare_actions() {
+    if same_actions "$@"; then ok; else bad "$2 differs from calf's actions"; fi
     cat "$WORK/cmp"
 }
 
@@ -81,6 +91,65 @@ check_export() {
     done
 }
 
+# check_export_recurrent NAME CONF [Scope.param=value]...: a recurrent policy (its state
+# per row, calf_policy_step and calf_policy_reset). play's 3 episodes step together, a
+# call of 3 rows each step from one reset (its dump: row k % 3 of line k); the exported
+# file is fed (export_main's "row start" prefix) those lines with the rows' states apart,
+# then each episode's lines one after another through one row reset at each episode's
+# start, then play --observations' rows (each one a first step); every action the same
+# floats as calf's. Then two planted mistakes the check rejects: a reset that leaves the
+# state as it is, and the first two gates swapped.
+check_export_recurrent() {
+    local name=$1 conf=$2
+    shift 2
+    local R="$WORK/$name" C="$WORK/$name.c"
+    echo "== $name"
+    expect_exit 0 "$CALF" train --quiet --root_dir "$R" --conf "$SRC/examples/$conf" \
+        $(printf -- '--conf_param %s ' TrainerConfig.evaluate=False "$@")
+    expect_exit 0 "$CALF" export --root_dir "$R" -o "$C"
+    [ -f "$C" ] || { bad "$name: no exported file"; return; }
+    local od disc ss
+    od=$(sed -n 's/^#define CALF_POLICY_OBS_DIM \([0-9]*\)$/\1/p' "$C")
+    disc=$(sed -n 's/^#define CALF_POLICY_DISCRETE \([01]\)$/\1/p' "$C")
+    ss=$(sed -n 's/^#define CALF_POLICY_STATE_SIZE \([0-9]*\) .*/\1/p' "$C")
+    [ -n "$od" ] && [ -n "$disc" ] && [ -n "$ss" ] || { bad "$name: no OBS_DIM / DISCRETE / STATE_SIZE"; return; }
+    expect_in "$C" " * void calf_policy_reset(float *state)"
+    expect_exit 0 cc -std=c99 -Wall -Wextra -Werror -pedantic -c "$C" -o "$WORK/$name.o"
+    expect_exit 0 "$CALF" play --root_dir "$R" --num_episodes 3 --dump_actions "$WORK/$name.play"
+    awk -v od="$od" '{ s = ""; for (i = 1; i <= od; i++) s = s sprintf(" %.9g", 10 * $i); print substr(s, 2) }' \
+        "$WORK/$name.play" >"$WORK/$name.far"
+    expect_exit 0 "$CALF" play --root_dir "$R" --observations "$WORK/$name.far" --dump_actions "$WORK/$name.far_dump"
+    # the three streams, and calf's lines in the same order
+    { awk '{ print (NR - 1) % 3, (NR <= 3), $0 }' "$WORK/$name.play"
+      for e in 0 1 2; do awk -v e=$e '(NR - 1) % 3 == e { print 0, !seen++, $0 }' "$WORK/$name.play"; done
+      awk '{ print 0, 1, $0 }' "$WORK/$name.far_dump"; } >"$WORK/$name.in"
+    cut -d' ' -f3- "$WORK/$name.in" >"$WORK/$name.calf"
+    local builds=("cc -std=c99 -Wall -Wextra -Werror -O2" "cc -std=gnu99 -Wall -Werror -O3 -march=native")
+    if command -v clang >/dev/null; then builds+=("clang -std=c99 -Wall -Wextra -Werror -O2 -march=native"); fi
+    local i
+    for i in "${!builds[@]}"; do
+        local exe="$WORK/$name.act$i"
+        # shellcheck disable=SC2086
+        expect_exit 0 ${builds[$i]} -I"$WORK" -DCALF_POLICY_FILE="\"$name.c\"" "$SRC/tests/export_main.c" -o "$exe" -lm
+        [ -x "$exe" ] || continue
+        "$exe" <"$WORK/$name.in" >"$WORK/$name.out$i" 2>"$WORK/$name.err$i" || bad "$name: ${builds[$i]}: exit $?"
+        echo " ${builds[$i]}:"
+        compare_actions "$WORK/$name.calf" "$WORK/$name.out$i" "$od" "$disc"
+    done
+    # planted: calf_policy_reset zeroes nothing; the first two gates (i, f or r, z) swapped
+    local mutant
+    for mutant in 's/state\[i\] = 0\.0f;/(void)state;/' \
+        's/float ig = ax\[j\], fg = ax\[H + j\]/float fg = ax[j], ig = ax[H + j]/; s/float rg = ax\[j\], zg = ax\[H + j\]/float zg = ax[j], rg = ax[H + j]/'; do
+        sed "$mutant" "$C" >"$WORK/$name.mutant.c"
+        if cmp -s "$C" "$WORK/$name.mutant.c"; then bad "$name: the mutant ($mutant) changed nothing"; continue; fi
+        expect_exit 0 cc -std=c99 -O2 -I"$WORK" -DCALF_POLICY_FILE="\"$name.mutant.c\"" "$SRC/tests/export_main.c" \
+            -o "$WORK/$name.mutant" -lm
+        "$WORK/$name.mutant" <"$WORK/$name.in" >"$WORK/$name.mutant.out" 2>/dev/null
+        if same_actions "$WORK/$name.calf" "$WORK/$name.mutant.out" "$od" "$disc"; then
+            bad "$name: the check passed a planted mistake ($mutant)"; else ok; fi
+    done
+}
+
 check_export ppo_cartpole ppo_cartpole.gin TrainerConfig.num_iterations=3
 # -o over a read-only file: refused, the file left as it was (play's --video alike)
 echo precious > "$WORK/ro.c"
@@ -107,6 +176,20 @@ fi
 check_export sac_pendulum sac_pendulum.gin TrainerConfig.num_iterations=300 TrainerConfig.num_env_steps=0 \
     TrainerConfig.initial_collect_steps=100
 check_export sac_cartpole sac_cartpole.gin TrainerConfig.num_iterations=30 TrainerConfig.initial_collect_steps=64
+
+# recurrent policies: an LSTM on CartPoleNoVel (discrete), a GRU after an fc layer on
+# PendulumNoVel (continuous: every bit shows) with observations normalized
+RNN=(TrainerConfig.num_iterations=2 TrainerConfig.unroll_length=16 create_environment.num_parallel_environments=2
+     TrainerConfig.mini_batch_size=32 TrainerConfig.num_updates_per_train_iter=2)
+check_export_recurrent ppo_lstm_novel ppo_lstm_cartpole_novel.gin "${RNN[@]}" \
+    ActorDistributionNetwork.lstm_hidden_size=8 ValueNetwork.lstm_hidden_size=4 \
+    'ActorDistributionNetwork.fc_layer_params=(8,)' 'ValueNetwork.fc_layer_params=(8,)'
+check_export_recurrent ppo_gru_novel ppo_lstm_cartpole_novel.gin "${RNN[@]}" \
+    "create_environment.env_name='PendulumNoVel-v1'" \
+    ActorDistributionNetwork.lstm_hidden_size=0 ActorDistributionNetwork.gru_hidden_size=6 \
+    'ActorDistributionNetwork.pre_fc_layer_params=(8,)' 'ActorDistributionNetwork.fc_layer_params=(8,)' \
+    ValueNetwork.lstm_hidden_size=0 ValueNetwork.gru_hidden_size=4 'ValueNetwork.fc_layer_params=(8,)'
+expect_in "$WORK/ppo_gru_novel.c" "static const float obs_shift[3]"
 
 # a run dir whose name would end the file's opening comment
 ODD="$WORK/odd */ name"

@@ -438,23 +438,21 @@ static void ppo_greedy_reset_rows(algorithm *a, const uint8_t *which, int rows) 
 /* The actor and its distribution's mode, as ppo_greedy and ppo_model_mode compute them (on
  * the observation normalized by the checkpoint's statistics, when configured): the
  * categorical's argmax (among the valid actions, with a mask; per sub-action, for
- * MultiDiscrete), or the Gaussian's mean (unclipped: the env clips). */
+ * MultiDiscrete), or the Gaussian's mean (unclipped: the env clips). A recurrent actor
+ * steps the caller's row state (export_c_net's NAME_step). */
 static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     const ppo *t = (const ppo *)a;
     const ppo_model *md = &t->md;
-    if (md->actor.state_size) {
-        const net_layer *core = &md->actor.layer[md->actor.core];
-        return calf_error_set(err, CALF_EINVAL,
-                              "calf export: a recurrent policy (ActorDistributionNetwork.%s = "
-                              "%d) cannot be exported yet: the exported C has no per-row state",
-                              core->kind == NET_LSTM ? "lstm_hidden_size" : "gru_hidden_size",
-                              core->out);
-    }
     int rc = export_c_net(x, "actor", &md->actor, md->g.params, err);
     if (rc) return rc;
     if (t->op.normalize_obs) obs_norm_export_c(&t->op.onorm, x, "obs_in");
-    export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
-                  t->op.normalize_obs ? "obs_in" : "obs");
+    /* a recurrent actor steps the row's state (calf_policy_step's), as ppo_greedy's */
+    if (md->actor.state_size)
+        export_c_body(x, "    float head[%d];\n    actor_step(state, %s, head);\n", md->head_dim,
+                      t->op.normalize_obs ? "obs_in" : "obs");
+    else
+        export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
+                      t->op.normalize_obs ? "obs_in" : "obs");
     if (md->num_action_dims > 0) {
         export_c_multi_argmax_return(x, "head", md->nvec, md->num_action_dims, md->masked);
     } else if (md->num_actions > 0) {

@@ -3,8 +3,9 @@
  * Each layer's output is the chain src/numerics/nn.h writes down (from the bias over the
  * inputs in ascending order, or eight lanes and a fixed tree for a head narrower than
  * NN_SMALL_OUT), each multiply-add fused as nn_madd is (always: fmaf), hidden tanh is
- * nn_tanh's approximation with its constants, and every constant is written in hex so it
- * reads back as the same bits. The file's head (which run, which env) is tools/export.c's. */
+ * nn_tanh's approximation with its constants (also in the LSTM's and GRU's gates, in
+ * rnn.h's order), and every constant is written in hex so it reads back as the same bits.
+ * The file's head (which run, which env) is tools/export.c's. */
 #include "numerics/export_c.h"
 
 #include <stdarg.h>
@@ -21,7 +22,8 @@
 struct export_c {
     bytes_buf nets;      /* file scope: each network's weights and forward function */
     bytes_buf body;      /* calf_policy_act's statements */
-    bool uses_tanh, uses_relu, uses_conv;
+    bool uses_tanh, uses_relu, uses_conv, uses_lstm, uses_gru;
+    int state_size;      /* floats of state a row carries (a network with a core); 0: none */
     calf_error oom;      /* a scratch allocation that failed; status CALF_OK while none */
 };
 
@@ -124,6 +126,126 @@ void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *p
     put_f(b, "}\n");
 }
 
+/* Conv layer k of network name: its shape as a comment and its weights, name_c{k}_w/_b. */
+static void put_conv_arrays(export_c *x, const char *name, const conv2d *c, int k,
+                            const float *params) {
+    bytes_buf *b = &x->nets;
+    char arr[128];
+    put_f(b, "\n/* network %s, conv layer %d: %dx%dx%d -> %dx%dx%d, kernel %d, stride %d, "
+             "padding %d, ReLU; weights (kh, kw, c, f) */\n",
+          name, k, c->in_h, c->in_w, c->in_c, c->out_h, c->out_w, c->filters, c->kernel,
+          c->stride, c->pad);
+    snprintf(arr, sizeof arr, "%s_c%d_w", name, k);
+    put_floats(b, arr, params + c->w_off, (size_t)conv2d_patch(c) * (size_t)c->filters);
+    snprintf(arr, sizeof arr, "%s_c%d_b", name, k);
+    put_floats(b, arr, params + c->b_off, (size_t)c->filters);
+    x->uses_conv = x->uses_relu = true;
+}
+
+/* Conv layer k's call on `in`, into c{k}, then its ReLU. */
+static void put_conv_call(bytes_buf *b, const char *name, const conv2d *c, int k,
+                          const char *in) {
+    put_f(b, "    static float c%d[%zu];\n"
+             "    calf_conv2d(%s, %s_c%d_w, %s_c%d_b, %d, %d, %d, %d, %d, %d, %d, c%d);\n"
+             "    calf_relu(c%d, %zu);\n",
+          k, conv2d_out_size(c), in, name, k, name, k, c->in_h, c->in_w, c->in_c, c->filters,
+          c->kernel, c->stride, c->pad, k, k, conv2d_out_size(c));
+}
+
+/* x * in_scale into s, for an observation of bytes given as floats (exact); "s" or "x". */
+static const char *put_scaled_input(bytes_buf *b, const net *n) {
+    if (!n->in_u8 || n->in_scale == 1.0f) return "x";
+    char num[EXPORT_C_NUM];
+    put_f(b, "    static float s[%d];\n"
+             "    for (int i = 0; i < %d; i++) s[i] = x[i] * %s;\n",
+          n->in, n->in, export_c_float(n->in_scale, num));
+    return "s";
+}
+
+/* A network with a recurrent core as NAME_step (export_c.h): its MLP blocks as functions
+ * of their own (the block before the core activating its output too, as net.h's act_out),
+ * its conv layers' and core's weights, and the step that runs the layers in turn, the
+ * core's h (then c, for an LSTM) at its offset in the row's state, the core's output
+ * the new h. */
+static void export_c_net_step(export_c *x, const char *name, const net *n, const float *params) {
+    bytes_buf *b = &x->nets;
+    char fn[96], arr[128];
+    CALF_ASSERT(x->state_size == 0); /* one network with memory a file: the caller's state */
+    x->state_size = (int)n->state_size;
+    int L = n->num_layers;
+    for (int k = 0; k < L; k++) {
+        const net_layer *l = &n->layer[k];
+        if (l->kind == NET_MLP) {
+            snprintf(fn, sizeof fn, "%s_m%d", name, k);
+            export_c_mlp(x, fn, &l->mlp, params);
+            if (l->act_out && l->mlp.act == NN_ACT_TANH) x->uses_tanh = true;
+            else if (l->act_out) x->uses_relu = true;
+        } else if (l->kind == NET_CONV2D) {
+            put_conv_arrays(x, name, &l->conv, k, params);
+        } else {
+            const rnn_cell *c = &l->cell;
+            CALF_ASSERT(l->kind == NET_LSTM || l->kind == NET_GRU);
+            bool lstm = l->kind == NET_LSTM;
+            put_f(b, "\n/* network %s, layer %d: %s of %d units on %d inputs, gates %s; weights "
+                     "(gate unit, in): row q H + j feeds unit j of gate q */\n",
+                  name, k, lstm ? "LSTM" : "GRU", c->hidden, c->in, lstm ? "i, f, g, o" : "r, z, n");
+            float *wt = mem_alloc((size_t)c->gates * (size_t)(c->in > c->hidden ? c->in : c->hidden) *
+                                      sizeof *wt, &x->oom);
+            if (!wt) return;
+            nn_transpose(params + c->w_ih_off, c->in, c->gates, wt);
+            snprintf(arr, sizeof arr, "%s_r%d_wih", name, k);
+            put_floats(b, arr, wt, (size_t)c->in * (size_t)c->gates);
+            snprintf(arr, sizeof arr, "%s_r%d_bih", name, k);
+            put_floats(b, arr, params + c->b_ih_off, (size_t)c->gates);
+            nn_transpose(params + c->w_hh_off, c->hidden, c->gates, wt);
+            snprintf(arr, sizeof arr, "%s_r%d_whh", name, k);
+            put_floats(b, arr, wt, (size_t)c->hidden * (size_t)c->gates);
+            snprintf(arr, sizeof arr, "%s_r%d_bhh", name, k);
+            put_floats(b, arr, params + c->b_hh_off, (size_t)c->gates);
+            free(wt);
+            x->uses_tanh = true;
+            if (lstm) x->uses_lstm = true;
+            else x->uses_gru = true;
+        }
+    }
+    put_f(b, "\n/* network %s, one step of one row: state (%zu floats) read and written */\n"
+             "static void %s_step(float *state, const float *x, float *y) {\n",
+          name, n->state_size, name);
+    char in[32], out[32];
+    snprintf(in, sizeof in, "%s", put_scaled_input(b, n));
+    size_t at = 0; /* the core's part of the row's state */
+    for (int k = 0; k < L; k++) {
+        const net_layer *l = &n->layer[k];
+        if (l->kind == NET_CONV2D) {
+            put_conv_call(b, name, &l->conv, k, in);
+            snprintf(out, sizeof out, "c%d", k);
+        } else if (l->kind == NET_MLP && k + 1 == L) {
+            put_f(b, "    %s_m%d_forward(%s, y);\n", name, k, in);
+            break;
+        } else if (l->kind == NET_MLP) {
+            put_f(b, "    float m%d[%d];\n    %s_m%d_forward(%s, m%d);\n", k, l->out, name, k, in, k);
+            if (l->act_out)
+                put_f(b, "    calf_%s(m%d, %d);\n", l->mlp.act == NN_ACT_TANH ? "tanh" : "relu", k,
+                      l->out);
+            snprintf(out, sizeof out, "m%d", k);
+        } else {
+            const rnn_cell *c = &l->cell;
+            bool lstm = l->kind == NET_LSTM;
+            put_f(b, "    float ax%d[%d], ah%d[%d];\n", k, c->gates, k, c->gates);
+            put_f(b, "    calf_%s(%s, %s_r%d_wih, %s_r%d_bih, %s_r%d_whh, %s_r%d_bhh, %d, %d, ax%d, "
+                     "ah%d, state + %zu",
+                  lstm ? "lstm" : "gru", in, name, k, name, k, name, k, name, k, c->in, c->hidden,
+                  k, k, at);
+            if (lstm) put_f(b, ", state + %zu", at + (size_t)c->hidden);
+            put_f(b, ");\n");
+            snprintf(out, sizeof out, "(state + %zu)", at);
+            at += (size_t)(lstm ? 2 : 1) * (size_t)c->hidden;
+        }
+        snprintf(in, sizeof in, "%s", out);
+    }
+    put_f(b, "}\n");
+}
+
 int export_c_net(export_c *x, const char *name, const net *n, const float *params,
                  calf_error *err) {
     const char *missing = net_unexportable(n);
@@ -132,6 +254,10 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
                               "calf export: network %s has %s layers, which calf export cannot "
                               "write yet; calf play and calf.load_policy run this policy",
                               name, missing);
+    if (n->state_size) {
+        export_c_net_step(x, name, n, params);
+        return CALF_OK;
+    }
     const nn_mlp *m = net_as_mlp(n);
     if (m && (!n->in_u8 || n->in_scale == 1.0f)) {
         export_c_mlp(x, name, m, params);
@@ -140,48 +266,29 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
     /* conv layers (conv2d.h's chain per output, padding taps multiplied as +0, ReLU),
      * then the MLP, after x * in_scale for bytes given as floats (exact): net_forward_v */
     bytes_buf *b = &x->nets;
-    char inner[96], arr[128], num[EXPORT_C_NUM];
+    char inner[96], arr[128];
     int L = n->num_layers;
     const nn_mlp *head = &n->layer[L - 1].mlp;
     CALF_ASSERT(n->layer[L - 1].kind == NET_MLP);
     snprintf(inner, sizeof inner, "%s_mlp", name);
     export_c_mlp(x, inner, head, params);
     for (int k = 0; k + 1 < L; k++) {
-        const conv2d *c = &n->layer[k].conv;
         CALF_ASSERT(n->layer[k].kind == NET_CONV2D); /* net_unexportable passed it */
-        put_f(b, "\n/* network %s, conv layer %d: %dx%dx%d -> %dx%dx%d, kernel %d, stride %d, "
-                 "padding %d, ReLU; weights (kh, kw, c, f) */\n",
-              name, k, c->in_h, c->in_w, c->in_c, c->out_h, c->out_w, c->filters, c->kernel,
-              c->stride, c->pad);
-        snprintf(arr, sizeof arr, "%s_c%d_w", name, k);
-        put_floats(b, arr, params + c->w_off, (size_t)conv2d_patch(c) * (size_t)c->filters);
-        snprintf(arr, sizeof arr, "%s_c%d_b", name, k);
-        put_floats(b, arr, params + c->b_off, (size_t)c->filters);
-        x->uses_conv = x->uses_relu = true;
+        put_conv_arrays(x, name, &n->layer[k].conv, k, params);
     }
     put_f(b, "\nstatic void %s_forward(const float *x, float *y) {\n", name);
-    const char *in = "x";
-    if (n->in_u8 && n->in_scale != 1.0f) {
-        put_f(b, "    static float s[%d];\n"
-                 "    for (int i = 0; i < %d; i++) s[i] = x[i] * %s;\n",
-              n->in, n->in, export_c_float(n->in_scale, num));
-        in = "s";
-    }
+    const char *in = put_scaled_input(b, n);
     for (int k = 0; k + 1 < L; k++) {
-        const conv2d *c = &n->layer[k].conv;
         char src[16];
         snprintf(src, sizeof src, "c%d", k - 1);
-        put_f(b, "    static float c%d[%zu];\n"
-                 "    calf_conv2d(%s, %s_c%d_w, %s_c%d_b, %d, %d, %d, %d, %d, %d, %d, c%d);\n"
-                 "    calf_relu(c%d, %zu);\n",
-              k, conv2d_out_size(c), k == 0 ? in : src,
-              name, k, name, k, c->in_h, c->in_w, c->in_c, c->filters, c->kernel, c->stride,
-              c->pad, k, k, conv2d_out_size(c));
+        put_conv_call(b, name, &n->layer[k].conv, k, k == 0 ? in : src);
     }
     if (L > 1) snprintf(arr, sizeof arr, "c%d", L - 2);
     put_f(b, "    %s_forward(%s, y);\n}\n", inner, L > 1 ? arr : in);
     return CALF_OK;
 }
+
+int export_c_state_size(const export_c *x) { return x->state_size; }
 
 void export_c_argmax_return(export_c *x, const char *v, int n) {
     export_c_body(x,
@@ -283,6 +390,43 @@ static const char prelude_conv2d[] =
     "            }\n"
     "}\n";
 
+/* The recurrent cells for one row, in rnn.h's order: the input and hidden products each
+ * calf_linear's chain from its bias (4H or 3H >= 8 outputs), then the gates elementwise;
+ * sigma(v) = madd(0.5, tanh(0.5 v), 0.5). */
+static const char prelude_lstm[] =
+    "\n/* calf's LSTM step (src/numerics/rnn.h, PyTorch's equations), gates i, f, g, o:\n"
+    " * a = (x W_ih + b_ih) + (h W_hh + b_hh); i, f, o = sigma(a), g = tanh(a);\n"
+    " * c = madd(f, c, i g); h = o tanh(c). ax, ah: 4H floats of scratch. */\n"
+    "static void calf_lstm(const float *x, const float *wih, const float *bih, const float *whh,\n"
+    "                      const float *bhh, int in, int H, float *ax, float *ah, float *h, float *c) {\n"
+    "    calf_linear(x, wih, bih, in, 4 * H, ax);\n"
+    "    calf_linear(h, whh, bhh, H, 4 * H, ah);\n"
+    "    for (int j = 0; j < 4 * H; j++) {\n"
+    "        float a = ax[j] + ah[j];\n"
+    "        ax[j] = j >= 2 * H && j < 3 * H ? calf_tanh1(a) : calf_madd(0.5f, calf_tanh1(0.5f * a), 0.5f);\n"
+    "    }\n"
+    "    for (int j = 0; j < H; j++) {\n"
+    "        float ig = ax[j], fg = ax[H + j], gg = ax[2 * H + j], og = ax[3 * H + j];\n"
+    "        c[j] = calf_madd(fg, c[j], ig * gg);\n"
+    "        h[j] = og * calf_tanh1(c[j]);\n"
+    "    }\n"
+    "}\n";
+
+static const char prelude_gru[] =
+    "\n/* calf's GRU step (src/numerics/rnn.h, PyTorch's equations), gates r, z, n:\n"
+    " * r, z = sigma((x W_ih + b_ih) + (h W_hh + b_hh)); n = tanh(madd(r, ah_n, ax_n));\n"
+    " * h = madd(z, h - n, n). ax, ah: 3H floats of scratch. */\n"
+    "static void calf_gru(const float *x, const float *wih, const float *bih, const float *whh,\n"
+    "                     const float *bhh, int in, int H, float *ax, float *ah, float *h) {\n"
+    "    calf_linear(x, wih, bih, in, 3 * H, ax);\n"
+    "    calf_linear(h, whh, bhh, H, 3 * H, ah);\n"
+    "    for (int j = 0; j < 2 * H; j++) ax[j] = calf_madd(0.5f, calf_tanh1(0.5f * (ax[j] + ah[j])), 0.5f);\n"
+    "    for (int j = 0; j < H; j++) {\n"
+    "        float rg = ax[j], zg = ax[H + j], ng = calf_tanh1(calf_madd(rg, ah[2 * H + j], ax[2 * H + j]));\n"
+    "        h[j] = calf_madd(zg, h[j] - ng, ng);\n"
+    "    }\n"
+    "}\n";
+
 /* Whether the body's text holds name. */
 static bool body_calls(const bytes_buf *body, const char *name) {
     size_t n = strlen(name);
@@ -350,6 +494,8 @@ static void put_prelude(bytes_buf *b, const export_c *x) {
                  "}\n");
     bytes_buf_put_str(b, prelude_linear);
     if (x->uses_conv) bytes_buf_put_str(b, prelude_conv2d);
+    if (x->uses_lstm) bytes_buf_put_str(b, prelude_lstm);
+    if (x->uses_gru) bytes_buf_put_str(b, prelude_gru);
 }
 
 export_c *export_c_new(calf_error *err) {
@@ -372,18 +518,27 @@ int export_c_write(const export_c *x, bool masked, bytes_buf *out, const char *w
     put_prelude(out, x);
     unsigned char *at = x->nets.len ? bytes_buf_room(out, x->nets.len) : NULL;
     if (at) memcpy(at, x->nets.data, x->nets.len);
+    /* a policy with memory steps the caller's state: calf_policy_step, no calf_policy_act */
+    const char *fn = x->state_size ? "calf_policy_step" : "calf_policy_act";
+    const char *st = x->state_size ? "float *state, " : "";
     if (masked)
-        put_f(out, "\nint calf_policy_act_masked(const float *obs, const unsigned char *mask, "
-                   "float *action) {\n");
+        put_f(out, "\nint %s_masked(%sconst float *obs, const unsigned char *mask, float *action) {\n",
+              fn, st);
     else
-        put_f(out, "\nint calf_policy_act(const float *obs, float *action) {\n");
+        put_f(out, "\nint %s(%sconst float *obs, float *action) {\n", fn, st);
     at = x->body.len ? bytes_buf_room(out, x->body.len) : NULL;
     if (at) memcpy(at, x->body.data, x->body.len);
     put_f(out, "}\n");
     if (masked)
-        put_f(out, "\nint calf_policy_act(const float *obs, float *action) {\n"
-                   "    return calf_policy_act_masked(obs, 0, action);\n"
-                   "}\n");
+        put_f(out, "\nint %s(%sconst float *obs, float *action) {\n"
+                   "    return %s_masked(%sobs, 0, action);\n"
+                   "}\n",
+              fn, st, fn, x->state_size ? "state, " : "");
+    if (x->state_size)
+        put_f(out, "\nvoid calf_policy_reset(float *state) {\n"
+                   "    for (int i = 0; i < %d; i++) state[i] = 0.0f;\n"
+                   "}\n",
+              x->state_size);
     if (x->nets.failed || x->body.failed || out->failed)
         return calf_error_set(err, CALF_ENOMEM,
                               "export: out of memory writing the C file of %s (%zu bytes so far)",

@@ -1,7 +1,7 @@
 /* export_c.h: the writer behind `calf export`: a trained policy's greedy action as C99
  * that needs only a C compiler and libm. An algorithm describes its greedy policy through
  * algorithm_ops.export_c: the networks it runs (export_c_net, export_c_mlp) and the body of
- * calf_policy_act (export_c_body). This module writes the weights as hex floats and calf's
+ * calf_policy_act (export_c_body; calf_policy_step with a row's state for a recurrent one). This module writes the weights as hex floats and calf's
  * own arithmetic (nn_madd fused or not as this build has it, nn_tanh's approximation, the
  * summation order src/numerics/nn.h writes down), so the file computes calf's greedy bit for
  * bit; tools/export.c puts the run's head on it. */
@@ -31,13 +31,24 @@ void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *p
 
 /* Network n (net.h) as NAME_forward, the same signature, computing net_forward_v's bits
  * for one row: conv layers (conv2d.h's chain, ReLU), then the MLP (export_c_mlp's); for
- * an observation of bytes given as floats, x * in_scale first. CALF_EINVAL naming the
- * layer type when n has one calf export cannot write yet (net_unexportable). */
+ * an observation of bytes given as floats, x * in_scale first. A network with a recurrent
+ * core (n->state_size > 0) is written instead as
+ *   static void NAME_step(float *state, const float *x, float *y)
+ * computing net_step's bits for one row: its layers in turn, the core (rnn.h's LSTM or
+ * GRU step) reading and writing state (n->state_size floats: h, then c for an LSTM,
+ * net.h's layout); the file then has that state (export_c_state_size), the body gets
+ * `state` and export_c_write writes calf_policy_step and calf_policy_reset in place of
+ * calf_policy_act. One network with a core a file. CALF_EINVAL naming the layer type
+ * when n has one calf export cannot write yet (net_unexportable). */
 int export_c_net(export_c *x, const char *name, const net *n, const float *params,
                  calf_error *err);
+/* Floats of state a row of the file's policy carries: the recurrent network's
+ * state_size; 0 when no network written has a core. */
+int export_c_state_size(const export_c *x);
 
 /* Append printf-style text to calf_policy_act's body. Its arguments are `obs`
- * (CALF_POLICY_OBS_DIM) and `action`; the body ends in a return. */
+ * (CALF_POLICY_OBS_DIM) and `action` (and `state`, for a policy with memory: the body of
+ * calf_policy_step); the body ends in a return. */
 void export_c_body(export_c *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The body's ending for a discrete policy: the index of the largest of the n floats in
@@ -65,11 +76,13 @@ const char *export_c_double(double v, char *buf);
 void export_c_printf(bytes_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The file after its opening comment and macros, appended to out: the arithmetic the
- * networks call (calf_madd; calf_tanh, calf_relu, calf_conv2d as they are used; cm_tanh's
- * source when the body calls calf_tanhd), the networks, and calf_policy_act around the
- * body; for a masked env, calf_policy_act_masked around the body and calf_policy_act
- * calling it with no mask. CALF_ENOMEM when x or out ran out of memory, naming what (the
- * checkpoint's path). */
+ * networks call (calf_madd; calf_tanh, calf_relu, calf_conv2d, calf_lstm, calf_gru as
+ * they are used; cm_tanh's source when the body calls calf_tanhd), the networks, and
+ * calf_policy_act around the body; for a masked env, calf_policy_act_masked around the
+ * body and calf_policy_act calling it with no mask. A policy with memory: the same named
+ * calf_policy_step(_masked), each taking `float *state` first, and
+ * calf_policy_reset(state) zeroing a row's state. CALF_ENOMEM when x or out ran out of
+ * memory, naming what (the checkpoint's path). */
 int export_c_write(const export_c *x, bool masked, bytes_buf *out, const char *what,
                    calf_error *err);
 

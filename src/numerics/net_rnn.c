@@ -112,9 +112,9 @@ static void rnn_row_backward(const net_layer *l, const float *params, net_layer_
     rnn_backward(&l->cell, params, &c->rnn, dy, NULL, NULL, grad, m, dx, NULL, NULL);
 }
 
-/* The LSTM's and the GRU's rows differ only in their name: the cell reads its kind from
- * the layer (cell_kind). */
-#define RNN_ROW_TYPE(row_name)                  \
+/* The LSTM's and the GRU's rows differ only in their names (and the exported C's cell
+ * function): the cell reads its kind from the layer (cell_kind). */
+#define RNN_ROW_TYPE(row_name, export_name)     \
     {                                           \
         .name = row_name,                       \
         .layout = rnn_row_layout,               \
@@ -125,9 +125,9 @@ static void rnn_row_backward(const net_layer *l, const float *params, net_layer_
         .cache_free = rnn_row_cache_free,       \
         .forward = NULL,                        \
         .backward = rnn_row_backward,           \
-        .export_c = NULL,                       \
+        .export_c = export_name,                \
         .forward_seq = rnn_row_forward_seq,     \
     }
 
-const net_layer_type net_lstm_type = RNN_ROW_TYPE("lstm");
-const net_layer_type net_gru_type = RNN_ROW_TYPE("gru");
+const net_layer_type net_lstm_type = RNN_ROW_TYPE("lstm", "calf_lstm");
+const net_layer_type net_gru_type = RNN_ROW_TYPE("gru", "calf_gru");

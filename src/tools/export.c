@@ -32,20 +32,38 @@ static const char *comment_safe(const char *s, char *buf, size_t cap) {
 }
 
 /* The comment that opens the file, and the macros. */
-static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
+static void put_head(bytes_buf *b, const play_policy *p, const char *root, int state_size) {
     const calf_env_spec *spec = &p->cls->spec;
     bool discrete = spec->num_actions > 0, multi = spec->num_action_dims > 0;
+    const char *fn = state_size ? "calf_policy_step" : "calf_policy_act";
+    const char *st = state_size ? "float *state, " : "";
     char rs[4200], ps[4200], es[256];
     export_c_printf(b,
           "/* The greedy policy of a calf run, written by `calf export` (calf %s).\n"
           " *   run:         %s\n"
           " *   checkpoint:  %s (iteration %lld)\n"
           " *   algorithm:   %s on %s\n"
-          " *\n"
-          " * int calf_policy_act(const float *obs, float *action)\n"
-          " *   obs: CALF_POLICY_OBS_DIM floats, as the environment observes them.\n",
+          " *\n",
           calf_version(), comment_safe(root, rs, sizeof rs), comment_safe(p->path, ps, sizeof ps),
           (long long)p->iteration, calf_config_string(&p->cfg, CALF_CFG_ALGORITHM_CTOR), comment_safe(spec->name, es, sizeof es));
+    if (state_size)
+        export_c_printf(b,
+              " * A recurrent policy: each row (each env, each episode being played) keeps its own\n"
+              " * state, float state[CALF_POLICY_STATE_SIZE] (the core's h, then c for an LSTM), which\n"
+              " * the caller owns and passes to every call.\n"
+              " *\n"
+              " * void calf_policy_reset(float *state)\n"
+              " *   Zeroes a row's state: call it when the row's episode starts (the first one too, and\n"
+              " *   after each env reset), as calf play and the trainer do.\n"
+              " *\n"
+              " * int calf_policy_step(float *state, const float *obs, float *action)\n"
+              " *   One step of the row whose state this is: reads and updates state, then acts on obs\n"
+              " *   as calf_policy_act does for a policy without memory. Once per env step, in order.\n"
+              " *   obs: CALF_POLICY_OBS_DIM floats, as the environment observes them.\n");
+    else
+        export_c_printf(b,
+              " * int calf_policy_act(const float *obs, float *action)\n"
+              " *   obs: CALF_POLICY_OBS_DIM floats, as the environment observes them.\n");
     if (multi)
         export_c_printf(b, " *   MultiDiscrete: writes CALF_POLICY_ACTION_DIM sub-actions to action as floats, sub-action d\n"
                  " *   in 0..nvec[d]-1 (CALF_POLICY_ACTION_NVEC), and returns 0.\n");
@@ -57,21 +75,32 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
               " *   calf's environments clip actions to CALF_POLICY_ACTION_LOW..HIGH as they step.\n");
     if (spec->action_mask)
         export_c_printf(b, " *\n"
-                 " * int calf_policy_act_masked(const float *obs, const unsigned char *mask, float *action)\n"
+                 " * int %s_masked(%sconst float *obs, const unsigned char *mask, float *action)\n"
                  " *   The same among the valid actions: mask, CALF_POLICY_NUM_ACTIONS bytes as the env\n"
-                 " *   reports them, nonzero where valid (NULL: all valid, calf_policy_act).\n");
+                 " *   reports them, nonzero where valid (NULL: all valid, %s).\n",
+                 fn, st, fn);
     export_c_printf(b,
           " *\n"
           " * It computes what `calf play` computes for obs, operation for operation: discrete\n"
           " * actions are the same, continuous ones the same floats, on every CPU. Compile it with any C99 compiler and link libm (cc -std=c99 -c\n"
           " * policy.c ... -lm), without -ffast-math or anything else that reorders float\n"
           " * arithmetic; the file turns off contraction of a * b + c itself. Either #include\n"
-          " * it in one file, or compile it alone and declare calf_policy_act where it is used.\n"
-          " * calf_policy_act keeps no state and allocates nothing: any thread may call it. */\n"
+          " * it in one file, or compile it alone and declare %s%s where it is used.\n",
+          fn, state_size ? " and calf_policy_reset" : "");
+    if (state_size)
+        export_c_printf(b,
+              " * calf_policy_step keeps no state but the caller's and allocates nothing. */\n");
+    else
+        export_c_printf(b,
+              " * calf_policy_act keeps no state and allocates nothing: any thread may call it. */\n");
+    export_c_printf(b,
           "#define CALF_POLICY_OBS_DIM %d\n"
           "#define CALF_POLICY_DISCRETE %d\n"
           "#define CALF_POLICY_CONTINUOUS %d\n",
           spec->obs_dim, discrete, !discrete);
+    if (state_size)
+        export_c_printf(b, "#define CALF_POLICY_STATE_SIZE %d /* floats of state per row */\n",
+                        state_size);
     if (spec->action_mask) export_c_printf(b, "#define CALF_POLICY_MASKED 1\n");
     if (multi) {
         export_c_printf(b, "#define CALF_POLICY_NUM_ACTIONS %d /* the sum of the sub-actions' sizes */\n"
@@ -98,10 +127,11 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root) {
             export_c_printf(b, "}\n");
         }
     }
-    export_c_printf(b, "int calf_policy_act(const float *obs, float *action);\n");
+    if (state_size) export_c_printf(b, "void calf_policy_reset(float *state);\n");
+    export_c_printf(b, "int %s(%sconst float *obs, float *action);\n", fn, st);
     if (spec->action_mask)
-        export_c_printf(b, "int calf_policy_act_masked(const float *obs, const unsigned char *mask, "
-                 "float *action);\n");
+        export_c_printf(b, "int %s_masked(%sconst float *obs, const unsigned char *mask, "
+                 "float *action);\n", fn, st);
     export_c_printf(b, "\n");
 }
 
@@ -113,7 +143,7 @@ static int export_text(const play_policy *p, const char *root, bytes_buf *out, c
     if (!x) return CALF_ENOMEM;
     int rc = p->ops->export_c(p->algo, x, err);
     if (rc == CALF_OK) {
-        put_head(out, p, root);
+        put_head(out, p, root, export_c_state_size(x));
         rc = export_c_write(x, p->cls->spec.action_mask != 0, out, p->path, err);
     }
     export_c_free(x);
