@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "algorithms/ppo_math.h"
-#include "algorithms/ppo_model.h"
+#include "algorithms/ac_model.h"
 #include "algorithms/ppo_recurrent.h"
 #include "base/config.h"
 #include "test_util.h"
@@ -16,7 +16,7 @@
 enum { T = 7, OD = 3 };
 
 typedef struct fixture {
-    ppo_model md;
+    ac_model md;
     ppo_seq_work w;
     float obs[T * OD];
     uint8_t start[T];
@@ -37,7 +37,7 @@ static ppo_seq seq_of(const fixture *f, const uint8_t *start, const float *state
  * networks (each a core, then its MLP) run here over the sequence from state0 (resetting
  * where start says). */
 static double loss_of(fixture *f, const float *params) {
-    ppo_model *md = &f->md;
+    ac_model *md = &f->md;
     ppo_seq_work *w = &f->w;
     int hd = md->head_dim;
     const float *sa = f->state0, *sv = f->state0 + md->actor.state_size;
@@ -46,8 +46,8 @@ static double loss_of(fixture *f, const float *params) {
     double L = 0;
     for (int j = 0; j < T; j++) {
         float logp, ent;
-        ppo_model_logp_entropy(md, params, w->head + j * hd, NULL, &f->act[j],
-                               md->action_dim ? f->u + j : NULL, &logp, &ent, NULL);
+        ac_model_logp_entropy(md, params, w->head + j * hd, NULL, &f->act[j],
+                              md->action_dim ? f->u + j : NULL, &logp, &ent, NULL);
         ppo_sample_result res;
         ppo_sample_loss(logp, f->logp[j], f->adv[j], ent, w->val[j], f->ret[j], f->lw.clip,
                         f->lw.td_w, f->lw.ent_w, 1.0f, &res);
@@ -94,10 +94,10 @@ static void fixture_init(fixture *f, bool continuous) {
                           .action_dim = continuous ? 1 : 0, .action_low = low,
                           .action_high = high, .max_episode_steps = 10};
     adam_conf opt = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-5f};
-    CHECK_INT_EQ(ppo_model_init(&f->md, cfg, &spec, opt, &err), CALF_OK);
-    CHECK_INT_EQ(ppo_model_init_params(&f->md, cfg, 3, &err), CALF_OK);
+    CHECK_INT_EQ(ac_model_init(&f->md, cfg, &spec, opt, &err), CALF_OK);
+    CHECK_INT_EQ(ac_model_init_params(&f->md, cfg, 3, &err), CALF_OK);
     calf_config_free(cfg);
-    ppo_model *md = &f->md;
+    ac_model *md = &f->md;
     CHECK_INT_EQ(md->state_dim, 2 * 4 + 3);
     CHECK_INT_EQ(ppo_seq_work_init(&f->w, md, T, &err), CALF_OK);
     calf_rng r;
@@ -123,22 +123,22 @@ static void fixture_init(fixture *f, bool continuous) {
     loss_of(f, md->g.params);
     for (int j = 0; j < T; j++) {
         float logp, ent;
-        ppo_model_logp_entropy(md, md->g.params, f->w.head + j * md->head_dim, NULL, &f->act[j],
-                               continuous ? f->u + j : NULL, &logp, &ent, NULL);
+        ac_model_logp_entropy(md, md->g.params, f->w.head + j * md->head_dim, NULL, &f->act[j],
+                              continuous ? f->u + j : NULL, &logp, &ent, NULL);
         f->logp[j] = logp + (float)calf_rng_uniform_range(&r, -0.05, 0.05);
     }
 }
 
 static void fixture_free(fixture *f) {
     ppo_seq_work_free(&f->w);
-    ppo_model_free(&f->md);
+    ac_model_free(&f->md);
     free(f->state0);
 }
 
 static void check_gradient(bool continuous) {
     fixture f;
     fixture_init(&f, continuous);
-    ppo_model *md = &f.md;
+    ac_model *md = &f.md;
     size_t n = md->g.n;
     float *g = calloc(n, sizeof(float)), *g2 = calloc(n, sizeof(float));
     double st[4] = {0};
@@ -178,26 +178,26 @@ static void check_gradient(bool continuous) {
     fixture_free(&f);
 }
 
-/* The rollout acts a step at a time (ppo_rec_step) on every env's state; the update
+/* The rollout acts a step at a time (ac_rec_step) on every env's state; the update
  * recomputes the whole sequence (ppo_seq_grad). Same parameters, same bits: the actor's
  * outputs and the values agree exactly at every step. The check compares every output,
  * so a rollout that does not reset at the episode start is rejected. */
 static bool replay_agrees(fixture *f, const uint8_t *rollout_start) {
-    ppo_model *md = &f->md;
+    ac_model *md = &f->md;
     calf_error err;
-    ppo_rec_act act;
-    ppo_rec_state s;
+    ac_rec_act act;
+    ac_rec_state s;
     net_cache ac, vc;
-    CHECK_INT_EQ(ppo_rec_act_init(&act, md, &err), CALF_OK);
-    CHECK_INT_EQ(ppo_rec_state_init(&s, md, 1, &err), CALF_OK);
+    CHECK_INT_EQ(ac_rec_act_init(&act, md, &err), CALF_OK);
+    CHECK_INT_EQ(ac_rec_state_init(&s, md, 1, &err), CALF_OK);
     CHECK_INT_EQ(net_cache_init(&ac, &md->actor, 4, &err), CALF_OK);
     CHECK_INT_EQ(net_cache_init(&vc, &md->value, 4, &err), CALF_OK);
-    ppo_rec_state_set(&s, md, 0, f->state0);
+    ac_rec_state_set(&s, md, 0, f->state0);
     int hd = md->head_dim;
     float head[T * 3], val[T];
     for (int j = 0; j < T; j++)
-        ppo_rec_step(md, md->g.params, &s, f->obs + j * OD, rollout_start + j, 1, &ac,
-                     head + j * hd, &vc, val + j);
+        ac_rec_step(md, md->g.params, &s, f->obs + j * OD, rollout_start + j, 1, &ac,
+                    head + j * hd, &vc, val + j);
     double st[4] = {0};
     float *g = calloc(md->g.n, sizeof(float));
     ppo_seq sq = seq_of(f, f->start, f->state0);
@@ -207,8 +207,8 @@ static bool replay_agrees(fixture *f, const uint8_t *rollout_start) {
     free(g);
     net_cache_free(&ac);
     net_cache_free(&vc);
-    ppo_rec_state_free(&s);
-    ppo_rec_act_free(&act);
+    ac_rec_state_free(&s);
+    ac_rec_act_free(&act);
     return same;
 }
 
@@ -228,26 +228,26 @@ static void check_replay(void) {
 static void check_state_bytes(void) {
     fixture f;
     fixture_init(&f, false);
-    ppo_model *md = &f.md;
+    ac_model *md = &f.md;
     calf_error err;
-    ppo_rec_state s;
-    CHECK_INT_EQ(ppo_rec_state_init(&s, md, 3, &err), CALF_OK);
-    ppo_rec_state_set(&s, md, 1, f.state0);
+    ac_rec_state s;
+    CHECK_INT_EQ(ac_rec_state_init(&s, md, 3, &err), CALF_OK);
+    ac_rec_state_set(&s, md, 1, f.state0);
     unsigned char rec[4 * 64];
     CHECK(md->state_dim <= 64);
-    ppo_rec_state_put(&s, md, 1, rec);
-    ppo_rec_state_zero(&s, md, 0, 3);
-    CHECK(ppo_rec_state_load(&s, md, 2, rec));
+    ac_rec_state_put(&s, md, 1, rec);
+    ac_rec_state_zero(&s, md, 0, 3);
+    CHECK(ac_rec_state_load(&s, md, 2, rec));
     float back[64];
-    ppo_rec_state_get(&s, md, 2, back);
+    ac_rec_state_get(&s, md, 2, back);
     CHECK(memcmp(back, f.state0, (size_t)md->state_dim * sizeof(float)) == 0);
     rec[4 * 3 + 3] = 0x7f, rec[4 * 3 + 2] = 0xc0; /* value 3 becomes a NaN */
-    CHECK(!ppo_rec_state_load(&s, md, 0, rec));
-    ppo_rec_state_get(&s, md, 0, back);
+    CHECK(!ac_rec_state_load(&s, md, 0, rec));
+    ac_rec_state_get(&s, md, 0, back);
     bool zero = true;
     for (int k = 0; k < md->state_dim; k++) zero &= back[k] == 0.0f;
     CHECK(zero);
-    ppo_rec_state_free(&s);
+    ac_rec_state_free(&s);
     fixture_free(&f);
 }
 

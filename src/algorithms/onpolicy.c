@@ -145,7 +145,7 @@ _Static_assert(COMM_SLICE_ELEMS % ADAM_NORM_CHUNK == 0, "slices must hold whole 
  * then each norm chunk's squared gradient (the gradient itself is where the split sum
  * lands). shared_state_at(md, SHARED_END) is the region's size. */
 enum { SHARED_PARAMS, SHARED_M, SHARED_V, SHARED_NORM_PARTS, SHARED_END };
-static size_t shared_state_at(const ppo_model *md, int part) {
+static size_t shared_state_at(const ac_model *md, int part) {
     size_t vec = comm_round64(md->g.n * sizeof(float));
     size_t chunks = (md->g.n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     return part <= SHARED_NORM_PARTS ? (size_t)part * vec : 3 * vec + chunks * sizeof(double);
@@ -154,7 +154,7 @@ static size_t shared_state_at(const ppo_model *md, int part) {
 /* A rank's view in shared memory (work_share_layout). */
 static size_t share_carve(void *view, unsigned char *base, int begin, int count, void *ctx) {
     const onpolicy *op = ctx;
-    const ppo_model *md = op->md;
+    const ac_model *md = op->md;
     int ad = md->action_dim > 0 ? md->action_dim : 1;
     return onpolicy_view_carve(view, base, begin, count, op->T, md->obs_dim, ad, md->state_dim,
                                op->u8, md->action_ints, md->masked ? md->num_actions : 0,
@@ -165,7 +165,7 @@ static size_t share_carve(void *view, unsigned char *base, int begin, int count,
  * sum fits its arena: the same answer everywhere), else this rank's own, private. */
 static int views_init(onpolicy *op, calf_error *err) {
     comm *c = op->c;
-    const ppo_model *md = op->md;
+    const ac_model *md = op->md;
     int P = comm_size(c), T = op->T, od = md->obs_dim;
     int ad = md->action_dim > 0 ? md->action_dim : 1;
     /* Everything sharing puts in shared memory, every rank's, must fit in what is left of
@@ -236,11 +236,11 @@ static int gradient_init(onpolicy *op, calf_error *err) {
  * the acting scratch, and the epoch's plan of whole env sequences (every rank draws the
  * same). */
 static int recurrent_init(onpolicy *op, calf_error *err) {
-    const ppo_model *md = op->md;
+    const ac_model *md = op->md;
     int n = op->count;
-    int rc = ppo_rec_act_init(&op->ract, md, err);
+    int rc = ac_rec_act_init(&op->ract, md, err);
     if (rc || n == 0) return rc; /* acting only (calf play) */
-    if ((rc = ppo_rec_state_init(&op->rstate, md, n, err))) return rc;
+    if ((rc = ac_rec_state_init(&op->rstate, md, n, err))) return rc;
     size_t E = (size_t)op->E;
     if (!(op->next_start = mem_calloc((size_t)n, 1, err)) ||
         !(op->plan = mem_calloc(E, sizeof(int), err)) ||
@@ -250,7 +250,7 @@ static int recurrent_init(onpolicy *op, calf_error *err) {
     return CALF_OK;
 }
 
-int onpolicy_init(onpolicy *op, const algo_setup *s, ppo_model *md, const onpolicy_conf *cf,
+int onpolicy_init(onpolicy *op, const algo_setup *s, ac_model *md, const onpolicy_conf *cf,
                   calf_error *err) {
     const calf_config *cfg = s->cfg;
     op->c = s->c;
@@ -315,7 +315,7 @@ int onpolicy_init(onpolicy *op, const algo_setup *s, ppo_model *md, const onpoli
  * the gradient is the vector the split sum lands in. */
 int onpolicy_start(onpolicy *op, calf_error *err) {
     if (!op->shared_model) return CALF_OK;
-    ppo_model *md = op->md;
+    ac_model *md = op->md;
     size_t n = md->g.n;
     float *params = (float *)(void *)(op->shared_state + shared_state_at(md, SHARED_PARAMS));
     float *m = (float *)(void *)(op->shared_state + shared_state_at(md, SHARED_M));
@@ -326,13 +326,13 @@ int onpolicy_start(onpolicy *op, calf_error *err) {
         memcpy(v, md->g.v, n * sizeof(float));
     }
     int rc = comm_barrier(op->c, err);
-    if (rc == CALF_OK) ppo_model_use_state(md, params, m, v, comm_tree_shared_sum(&op->tree));
+    if (rc == CALF_OK) ac_model_use_state(md, params, m, v, comm_tree_shared_sum(&op->tree));
     return rc;
 }
 
 void onpolicy_free(onpolicy *op) {
-    ppo_rec_state_free(&op->rstate);
-    ppo_rec_act_free(&op->ract);
+    ac_rec_state_free(&op->rstate);
+    ac_rec_act_free(&op->ract);
     onpolicy_gae_free(&op->gae);
     net_cache_free(&op->a_cache);
     net_cache_free(&op->v_cache);
@@ -385,21 +385,21 @@ static void obs_in(const onpolicy *op, const float *x, /* (rows, obs_dim) */ int
  * starts here), the actor's rows into op->head and the values kept for the advantages; at
  * step 0 the states the update will start from. */
 static void act_recurrent(onpolicy *op, int s, const float *x /* (count, obs_dim) */) {
-    const ppo_model *md = op->md;
+    const ac_model *md = op->md;
     int n = op->count, sd = md->state_dim;
     size_t base = (size_t)s * n;
     if (s == 0)
         for (int e = 0; e < n; e++)
-            ppo_rec_state_get(&op->rstate, md, e, op->own->state0 + (size_t)e * sd);
+            ac_rec_state_get(&op->rstate, md, e, op->own->state0 + (size_t)e * sd);
     uint8_t *start = op->own->start + base;
     memcpy(start, op->next_start, (size_t)n);
-    ppo_rec_step(md, md->g.params, &op->rstate, x, start, n, &op->a_cache, op->head,
-                 &op->v_cache, op->own->val + base);
+    ac_rec_step(md, md->g.params, &op->rstate, x, start, n, &op->a_cache, op->head,
+                &op->v_cache, op->own->val + base);
 }
 
 void onpolicy_act(onpolicy *op, int s, const float *obs, const uint8_t *mask, int *act,
                   float *u) {
-    const ppo_model *md = op->md;
+    const ac_model *md = op->md;
     onpolicy_view *v = op->own;
     int n = op->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     size_t base = (size_t)s * n;
@@ -429,9 +429,9 @@ void onpolicy_act(onpolicy *op, int s, const float *obs, const uint8_t *mask, in
     }
     for (int e = 0; e < n; e++) {
         size_t i = base + (size_t)e;
-        v->logp[i] = ppo_model_sample(md, md->g.params, op->head + (size_t)e * hd,
-                                      mk ? mk + (size_t)e * nA : NULL, &op->act_rng[e],
-                                      &v->act[i * ai], ad ? v->u + i * ad : NULL);
+        v->logp[i] = ac_model_sample(md, md->g.params, op->head + (size_t)e * hd,
+                                     mk ? mk + (size_t)e * nA : NULL, &op->act_rng[e],
+                                     &v->act[i * ai], ad ? v->u + i * ad : NULL);
     }
     memcpy(act, v->act + base * ai, (size_t)n * ai * sizeof(int));
     if (ad) memcpy(u, v->u + base * ad, (size_t)n * ad * sizeof(float));
@@ -441,7 +441,7 @@ void onpolicy_act(onpolicy *op, int s, const float *obs, const uint8_t *mask, in
  * look one observation ahead of an env's state (V(final obs) where truncated; at the last
  * step, V(next obs) to bootstrap), as the advantages need them. */
 static void observe_recurrent(onpolicy *op, const algo_step *st) {
-    const ppo_model *md = op->md;
+    const ac_model *md = op->md;
     onpolicy_view *v = op->own;
     int n = op->count, od = md->obs_dim;
     size_t base = (size_t)st->s * n;
@@ -453,8 +453,8 @@ static void observe_recurrent(onpolicy *op, const algo_step *st) {
         if (st->truncated[e]) {
             const float *xe = op->u8 ? x : v->trunc_obs + i * od;
             if (op->u8) onpolicy_obs_rows(op, v->trunc_obs, v->trunc_obs8, i, 1, x);
-            v->cut_val[i] = ppo_rec_peek_value(md, md->g.params, &op->ract, &op->rstate, e, xe,
-                                               false, &op->v_cache);
+            v->cut_val[i] = ac_rec_peek_value(md, md->g.params, &op->ract, &op->rstate, e, xe,
+                                              false, &op->v_cache);
         }
         op->next_start[e] = (uint8_t)(st->terminated[e] | st->truncated[e]);
     }
@@ -462,9 +462,9 @@ static void observe_recurrent(onpolicy *op, const algo_step *st) {
         if (op->u8) onpolicy_obs_rows(op, v->boot_obs, v->boot_obs8, 0, n, x);
         const float *xb = op->u8 ? x : v->boot_obs;
         for (int e = 0; e < n; e++)
-            v->boot_val[e] = ppo_rec_peek_value(md, md->g.params, &op->ract, &op->rstate, e,
-                                                xb + (size_t)e * od, op->next_start[e],
-                                                &op->v_cache);
+            v->boot_val[e] = ac_rec_peek_value(md, md->g.params, &op->ract, &op->rstate, e,
+                                               xb + (size_t)e * od, op->next_start[e],
+                                               &op->v_cache);
     }
 }
 
@@ -492,7 +492,7 @@ void onpolicy_observe(onpolicy *op, const algo_step *st) {
 /* values of `rows` observations (rows may exceed the cache: done in slices) */
 static void value_of(onpolicy *op, const float *x, /* (rows, obs_dim) */ int rows,
                      float *out /* (rows) */) {
-    const ppo_model *md = op->md;
+    const ac_model *md = op->md;
     int od = md->obs_dim;
     for (int r0 = 0; r0 < rows; r0 += op->cache_rows) {
         int b = rows - r0 < op->cache_rows ? rows - r0 : op->cache_rows;
@@ -652,7 +652,7 @@ static void grad_pass(void *ctx, int rank, int first, int count, comm_tree *tree
 }
 
 static int gradient(onpolicy *op, onpolicy_grad_pass pass, void *ctx, calf_error *err) {
-    ppo_model *md = op->md;
+    ac_model *md = op->md;
     if (!op->sharing) {
         pass(ctx, op->own, 0, op->count, &op->tree);
         return comm_tree_allreduce(op->c, &op->tree, md->g.grad, err);
@@ -682,7 +682,7 @@ int onpolicy_gradient(onpolicy *op, onpolicy_grad_pass pass, void *ctx, calf_err
 /* The norm of the whole gradient (adam_global_norm's bits). Sharing, each rank sums the
  * norm chunks of its slice and, after a barrier, all add every chunk's in order. */
 static int grad_norm(onpolicy *op, double *norm, calf_error *err) {
-    ppo_model *md = op->md;
+    ac_model *md = op->md;
     size_t n = md->g.n, chunks = (n + ADAM_NORM_CHUNK - 1) / ADAM_NORM_CHUNK;
     if (!op->shared_model) {
         *norm = adam_global_norm(md->g.grad, n);
@@ -774,7 +774,7 @@ void onpolicy_save_env(const onpolicy *op, int e, unsigned char *rec) {
     bytes_put_rng(rec + BYTES_RNG, &op->shuf_rng[e]);
     if (op->md->state_dim) {
         rec[2 * BYTES_RNG] = op->next_start[e];
-        ppo_rec_state_put(&op->rstate, op->md, e, rec + 2 * BYTES_RNG + 1);
+        ac_rec_state_put(&op->rstate, op->md, e, rec + 2 * BYTES_RNG + 1);
     }
 }
 
@@ -784,7 +784,7 @@ int onpolicy_load_env(onpolicy *op, int e, const unsigned char *rec, const char 
     if (rc == CALF_OK) rc = get_rng(rec + BYTES_RNG, &op->shuf_rng[e], name, op->begin + e, err);
     if (rc == CALF_OK && op->md->state_dim) {
         const unsigned char *r = rec + 2 * BYTES_RNG;
-        if (r[0] > 1 || !ppo_rec_state_load(&op->rstate, op->md, e, r + 1))
+        if (r[0] > 1 || !ac_rec_state_load(&op->rstate, op->md, e, r + 1))
             return calf_error_set(err, CALF_EINVAL,
                                   "%s: env %d's recurrent state is damaged (%s)", name,
                                   op->begin + e, r[0] > 1 ? "an episode-start flag not 0 or 1"

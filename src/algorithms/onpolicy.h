@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "algorithms/obs_norm.h"
-#include "algorithms/ppo_model.h"
+#include "algorithms/ac_model.h"
 #include "algorithms/ppo_recurrent.h"
 #include "calf/error.h"
 #include "calf/rng.h"
@@ -124,7 +124,7 @@ typedef struct onpolicy {
     int E, begin, count;     /* global envs; this process owns [begin, begin+count) */
     int T;                   /* unroll length */
     uint64_t seed;
-    ppo_model *md;           /* the algorithm's actor-critic (its arrays move to shared memory
+    ac_model *md;            /* the algorithm's actor-critic (its arrays move to shared memory
                               * at onpolicy_start when the model is shared) */
     onpolicy_conf cf;
     bool u8;                 /* the env's obs_dtype is CALF_DTYPE_U8: the rollout keeps bytes */
@@ -168,9 +168,9 @@ typedef struct onpolicy {
     int64_t shared_adv_envs; /* envs whose advantages this rank computed for other ranks */
     /* recurrent cores (ppo_recurrent.h): every env's state while acting and whether its
      * next step begins an episode; the acting scratch */
-    ppo_rec_state rstate;    /* (count) */
+    ac_rec_state rstate;     /* (count) */
     uint8_t *next_start;     /* (count) */
-    ppo_rec_act ract;
+    ac_rec_act ract;
     /* the update's gradient: each minibatch's sum over every env */
     comm_tree tree;
     comm_tree steal_shared[ONPOLICY_STEAL_SETS]; /* pieces taken from other ranks, by
@@ -194,7 +194,7 @@ typedef struct onpolicy {
  * calf play) only the statistics and the acting scratch are made. Collective when
  * s->count > 0 (the shared views). CALF_ENOMEM when memory runs out (onpolicy_free
  * frees what was made; a zeroed op frees as a no-op). */
-int onpolicy_init(onpolicy *op, const algo_setup *s, ppo_model *md, const onpolicy_conf *cf,
+int onpolicy_init(onpolicy *op, const algo_setup *s, ac_model *md, const onpolicy_conf *cf,
                   calf_error *err);
 void onpolicy_free(onpolicy *op);
 /* algorithm_ops.start: with a shared model, from here on all ranks use one model in shared
@@ -254,7 +254,7 @@ void onpolicy_save(const onpolicy *op, ckpt_buf *b);
 int onpolicy_load(onpolicy *op, ckpt_reader *r, int64_t iteration, calf_error *err);
 /* Each env's record: its action stream, then its shuffle stream; with recurrent cores
  * then whether its next step begins an episode (a byte, 0 or 1) and its state (state_dim
- * float32s, ppo_rec_state_put), so a resume on any number of processes continues it. */
+ * float32s, ac_rec_state_put), so a resume on any number of processes continues it. */
 size_t onpolicy_env_record_size(const onpolicy *op);
 void onpolicy_save_env(const onpolicy *op, int e, unsigned char *rec);
 int onpolicy_load_env(onpolicy *op, int e, const unsigned char *rec, const char *name,

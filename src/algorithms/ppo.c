@@ -14,7 +14,7 @@
 #include "calf/summary.h"
 #include "training/algorithm.h"
 #include "base/mem.h"
-#include "algorithms/ppo_model.h"
+#include "algorithms/ac_model.h"
 #include "algorithms/obs_norm.h"
 #include "algorithms/onpolicy.h"
 #include "algorithms/ppo_math.h"
@@ -49,7 +49,7 @@ typedef struct ppo {
                               * gradient sum and records (its E, T, count, views, caches,
                               * the model's slices, ...) */
     int64_t total_iterations;/* the run's planned length (the linear schedule) */
-    ppo_model md;
+    ac_model md;
     uint64_t params_version; /* bumped whenever md.params change (net_forward_v) */
 
     /* minibatch, op.cache_rows rows (the actor's in op.head) */
@@ -66,7 +66,7 @@ typedef struct ppo {
     float *sq_obs, *sq_u, *sq_logp, *sq_adv, *sq_ret; /* (T, ...) one env's sequence */
     int *sq_act;             /* (T) */
     uint8_t *sq_start;       /* (T) */
-    ppo_rec_state gstate;    /* greedy rows' states (greedy_reset) */
+    ac_rec_state gstate;     /* greedy rows' states (greedy_reset) */
     /* evaluation and play: a cache for EVAL_ROWS rows of greedy actions */
     net_cache eval_cache;
     float *eval_head;        /* (EVAL_ROWS, head_dim) */
@@ -99,7 +99,7 @@ static ppo_params ppo_params_of(const calf_config *cfg) {
 
 /* What recurrent cores add to the update: one env's sequence and its scratch. */
 static int recurrent_init(ppo *t, calf_error *err) {
-    const ppo_model *md = &t->md;
+    const ac_model *md = &t->md;
     int T = t->op.T, od = md->obs_dim, ad = md->action_dim > 0 ? md->action_dim : 1;
     int rc = ppo_seq_work_init(&t->seq, md, T, err);
     if (rc) return rc;
@@ -122,8 +122,8 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
                      .max_norm = t->p.max_norm};
     t->total_iterations = s->total_iterations;
-    int rc = ppo_model_init(&t->md, cfg, s->spec, opt, err);
-    if (rc == CALF_OK) rc = ppo_model_init_params(&t->md, cfg, s->seed, err);
+    int rc = ac_model_init(&t->md, cfg, s->spec, opt, err);
+    if (rc == CALF_OK) rc = ac_model_init_params(&t->md, cfg, s->seed, err);
     if (rc) return rc;
     onpolicy_conf cf = {
         .gamma = t->p.gamma,
@@ -174,7 +174,7 @@ typedef struct loss_weights {
  * so the tree over every env sums the minibatch's envs in env order, on any split. */
 static void minibatch_sequences(ppo *t, const onpolicy_view *v, int first, int cnt, int mb,
                                 const loss_weights *w, comm_tree *tree) {
-    ppo_model *md = &t->md;
+    ac_model *md = &t->md;
     int T = t->op.T, vn = v->count, od = md->obs_dim, ad = md->action_dim;
     int adim = ad > 0 ? ad : 1;
     ppo_seq_weights lw = {.clip = w->clip, .td_w = w->td_w, .ent_w = w->ent_w, .scale = w->scale};
@@ -223,7 +223,7 @@ static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, i
         minibatch_sequences(t, v, first, cnt, off, w, tree);
         return;
     }
-    ppo_model *md = &t->md;
+    ac_model *md = &t->md;
     int T = t->op.T, vn = v->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     int adim = ad > 0 ? ad : 1;
     for (int g0 = first; g0 < first + cnt; g0 += t->op.group_envs) {
@@ -251,13 +251,13 @@ static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, i
                 const int *act = v->act + i * md->action_ints;
                 float logp, ent;
                 dist_categorical_cache dc;
-                ppo_model_logp_entropy(md, md->g.params, h, mk, act, u, &logp, &ent, &dc);
+                ac_model_logp_entropy(md, md->g.params, h, mk, act, u, &logp, &ent, &dc);
                 ppo_sample_result res;
                 ppo_sample_loss(logp, v->logp[i], v->adv[i], ent, t->vout[r], v->ret[i], w->clip,
                                 w->td_w, w->ent_w, w->scale, &res);
-                ppo_model_dist_backward(md, md->g.params, h, mk, act, u, res.dlogp, res.dentropy,
-                                        &dc, t->dhead + (size_t)r * hd,
-                                        ad ? t->dlogstd + (size_t)r * ad : NULL);
+                ac_model_dist_backward(md, md->g.params, h, mk, act, u, res.dlogp, res.dentropy,
+                                       &dc, t->dhead + (size_t)r * hd,
+                                       ad ? t->dlogstd + (size_t)r * ad : NULL);
                 t->dval[r] = res.dvalue;
                 st[ST_PG] += res.pg_loss;
                 st[ST_TD] += res.td_loss;
@@ -309,7 +309,7 @@ static void minibatch_pass(void *ctx, const onpolicy_view *v, int first, int cou
 }
 
 static int update(ppo *t, calf_error *err) {
-    ppo_model *md = &t->md;
+    ac_model *md = &t->md;
     int T = t->op.T;
     loss_weights w = {
         .clip = t->p.clip,
@@ -369,7 +369,7 @@ static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
 static void act_rows(algorithm *a, const float *obs, const uint8_t *mask, int rows,
                      calf_rng *rng, int *act, float *u) {
     ppo *t = (ppo *)a;
-    ppo_model *md = &t->md;
+    ac_model *md = &t->md;
     int od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     for (int r0 = 0; r0 < rows; r0 += EVAL_ROWS) {
         int b = rows - r0 < EVAL_ROWS ? rows - r0 : EVAL_ROWS;
@@ -381,9 +381,9 @@ static void act_rows(algorithm *a, const float *obs, const uint8_t *mask, int ro
         if (md->actor.state_size) {
             /* the rows' states, as greedy_reset started them and earlier calls left them */
             CALF_ASSERT(rows <= t->gstate.n);
-            ppo_rec_state rs = ppo_rec_state_rows(&t->gstate, md, r0, b);
-            ppo_rec_step(md, md->g.params, &rs, x, NULL, b, &t->eval_cache, t->eval_head, NULL,
-                         NULL);
+            ac_rec_state rs = ac_rec_state_rows(&t->gstate, md, r0, b);
+            ac_rec_step(md, md->g.params, &rs, x, NULL, b, &t->eval_cache, t->eval_head, NULL,
+                        NULL);
         } else {
             net_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
         }
@@ -391,11 +391,11 @@ static void act_rows(algorithm *a, const float *obs, const uint8_t *mask, int ro
             size_t r = (size_t)(r0 + k);
             const uint8_t *m = mask ? mask + r * md->num_actions : NULL;
             if (rng)
-                (void)ppo_model_sample(md, md->g.params, t->eval_head + (size_t)k * hd, m, &rng[r],
-                                       &act[r * md->action_ints], ad ? u + r * ad : NULL);
+                (void)ac_model_sample(md, md->g.params, t->eval_head + (size_t)k * hd, m, &rng[r],
+                                      &act[r * md->action_ints], ad ? u + r * ad : NULL);
             else
-                ppo_model_mode(md, t->eval_head + (size_t)k * hd, m, &act[r * md->action_ints],
-                               ad ? u + r * ad : NULL);
+                ac_model_mode(md, t->eval_head + (size_t)k * hd, m, &act[r * md->action_ints],
+                              ad ? u + r * ad : NULL);
         }
     }
 }
@@ -412,7 +412,7 @@ static void ppo_sample(algorithm *a, const float *obs, const uint8_t *mask, int 
 
 /* A recurrent actor carries its core's state (h, and c for an LSTM) per greedy row. */
 static int ppo_greedy_memory(const algorithm *a) {
-    const ppo_model *md = &((const ppo *)a)->md;
+    const ac_model *md = &((const ppo *)a)->md;
     return (int)md->actor.state_size;
 }
 
@@ -420,11 +420,11 @@ static int ppo_greedy_reset(algorithm *a, int rows, calf_error *err) {
     ppo *t = (ppo *)a;
     if (!t->md.actor.state_size) return CALF_OK;
     if (rows > t->gstate.n) {
-        ppo_rec_state_free(&t->gstate);
-        int rc = ppo_rec_state_init(&t->gstate, &t->md, rows, err);
+        ac_rec_state_free(&t->gstate);
+        int rc = ac_rec_state_init(&t->gstate, &t->md, rows, err);
         if (rc) return rc;
     }
-    ppo_rec_state_zero(&t->gstate, &t->md, 0, rows);
+    ac_rec_state_zero(&t->gstate, &t->md, 0, rows);
     return CALF_OK;
 }
 
@@ -435,14 +435,14 @@ static void ppo_greedy_reset_rows(algorithm *a, const uint8_t *which, int rows) 
     net_state_reset(&t->md.actor, t->gstate.sa, which, rows);
 }
 
-/* The actor and its distribution's mode, as ppo_greedy and ppo_model_mode compute them (on
+/* The actor and its distribution's mode, as ppo_greedy and ac_model_mode compute them (on
  * the observation normalized by the checkpoint's statistics, when configured): the
  * categorical's argmax (among the valid actions, with a mask; per sub-action, for
  * MultiDiscrete), or the Gaussian's mean (unclipped: the env clips). A recurrent actor
  * steps the caller's row state (export_c_net's NAME_step). */
 static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
     const ppo *t = (const ppo *)a;
-    const ppo_model *md = &t->md;
+    const ac_model *md = &t->md;
     int rc = export_c_net(x, "actor", &md->actor, md->g.params, err);
     if (rc) return rc;
     if (t->op.normalize_obs) obs_norm_export_c(&t->op.onorm, x, "obs_in");
@@ -480,7 +480,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
                         t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
     if (t->p.lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->md.g.opt.lr);
     if (histograms) {
-        ppo_model *md = &t->md;
+        ac_model *md = &t->md;
         calf_summary_histogram("Params/actor", step, md->g.params + md->actor.offset,
                                md->actor.num_params);
         calf_summary_histogram("Params/value", step, md->g.params + md->value.offset,
@@ -497,7 +497,7 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
  * is nothing to compare; the check guards the backends where each holds its own copy. */
 static uint64_t ppo_digest(const algorithm *a) {
     const ppo *t = (const ppo *)a;
-    return t->op.shared_model ? 0 : ppo_model_digest(&t->md);
+    return t->op.shared_model ? 0 : ac_model_digest(&t->md);
 }
 
 /* ---- checkpoint sections -------------------------------------------------------- */
@@ -580,7 +580,7 @@ static void ppo_describe(const algorithm *a, char *text, size_t cap) {
 }
 
 /* A core is an LSTM or a GRU, not both, and of at least 3 units (rnn.h); then whether
- * the networks can be built on the env's observation (ppo_model_check). */
+ * the networks can be built on the env's observation (ac_model_check). */
 static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
     static const int rows[2][2] = {{CFG_PPO_ACTOR_LSTM, CFG_PPO_ACTOR_GRU},
                                    {CFG_PPO_VALUE_LSTM, CFG_PPO_VALUE_GRU}};
@@ -616,7 +616,7 @@ static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                                   calf_config_origin(cfg, row), calf_binding_name(row), spec->name,
                                   spec->action_mask ? "an action mask" : "MultiDiscrete actions");
     }
-    return ppo_model_check(cfg, spec, err);
+    return ac_model_check(cfg, spec, err);
 }
 
 static int ppo_start(algorithm *a, calf_error *err) {
@@ -641,8 +641,8 @@ static void ppo_destroy(algorithm *a) {
     ppo *t = (ppo *)a;
     if (!t) return;
     onpolicy_free(&t->op);
-    ppo_model_free(&t->md);
-    ppo_rec_state_free(&t->gstate);
+    ac_model_free(&t->md);
+    ac_rec_state_free(&t->gstate);
     ppo_seq_work_free(&t->seq);
     net_cache_free(&t->eval_cache);
     void *bufs[] = {t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->eval_head,

@@ -12,19 +12,19 @@
 #include "base/mem.h"
 #include "numerics/action_dist.h"
 
-int ppo_rec_state_init(ppo_rec_state *s, const ppo_model *md, int n, calf_error *err) {
+int ac_rec_state_init(ac_rec_state *s, const ac_model *md, int n, calf_error *err) {
     memset(s, 0, sizeof *s);
     s->n = n;
     size_t rows = (size_t)(n > 0 ? n : 1), Sa = md->actor.state_size, Sv = md->value.state_size;
     if ((Sa && !(s->sa = mem_calloc(rows * Sa, sizeof(float), err))) ||
         (Sv && !(s->sv = mem_calloc(rows * Sv, sizeof(float), err)))) {
-        ppo_rec_state_free(s);
+        ac_rec_state_free(s);
         return CALF_ENOMEM;
     }
     return CALF_OK;
 }
 
-void ppo_rec_state_free(ppo_rec_state *s) {
+void ac_rec_state_free(ac_rec_state *s) {
     if (!s) return;
     free(s->sa);
     free(s->sv);
@@ -33,13 +33,13 @@ void ppo_rec_state_free(ppo_rec_state *s) {
 
 /* The two parts in the order of one env's state_dim floats, with their widths (0 for a
  * network without a core, whose pointer is NULL). */
-static void parts_of(const ppo_rec_state *s, const ppo_model *md, float *part[2],
+static void parts_of(const ac_rec_state *s, const ac_model *md, float *part[2],
                      size_t width[2]) {
     part[0] = s->sa, width[0] = md->actor.state_size;
     part[1] = s->sv, width[1] = md->value.state_size;
 }
 
-void ppo_rec_state_zero(ppo_rec_state *s, const ppo_model *md, int first, int count) {
+void ac_rec_state_zero(ac_rec_state *s, const ac_model *md, int first, int count) {
     float *part[2];
     size_t width[2];
     parts_of(s, md, part, width);
@@ -48,7 +48,7 @@ void ppo_rec_state_zero(ppo_rec_state *s, const ppo_model *md, int first, int co
             memset(part[k] + (size_t)first * width[k], 0, (size_t)count * width[k] * sizeof(float));
 }
 
-void ppo_rec_state_get(const ppo_rec_state *s, const ppo_model *md, int r, float *out) {
+void ac_rec_state_get(const ac_rec_state *s, const ac_model *md, int r, float *out) {
     float *part[2];
     size_t width[2];
     parts_of(s, md, part, width);
@@ -59,7 +59,7 @@ void ppo_rec_state_get(const ppo_rec_state *s, const ppo_model *md, int r, float
     }
 }
 
-void ppo_rec_state_set(ppo_rec_state *s, const ppo_model *md, int r, const float *in) {
+void ac_rec_state_set(ac_rec_state *s, const ac_model *md, int r, const float *in) {
     float *part[2];
     size_t width[2];
     parts_of(s, md, part, width);
@@ -70,12 +70,12 @@ void ppo_rec_state_set(ppo_rec_state *s, const ppo_model *md, int r, const float
     }
 }
 
-ppo_rec_state ppo_rec_state_rows(const ppo_rec_state *s, const ppo_model *md, int first, int n) {
+ac_rec_state ac_rec_state_rows(const ac_rec_state *s, const ac_model *md, int first, int n) {
     size_t a = (size_t)first * md->actor.state_size, v = (size_t)first * md->value.state_size;
-    return (ppo_rec_state){.n = n, .sa = s->sa ? s->sa + a : NULL, .sv = s->sv ? s->sv + v : NULL};
+    return (ac_rec_state){.n = n, .sa = s->sa ? s->sa + a : NULL, .sv = s->sv ? s->sv + v : NULL};
 }
 
-void ppo_rec_state_put(const ppo_rec_state *s, const ppo_model *md, int r, unsigned char *out) {
+void ac_rec_state_put(const ac_rec_state *s, const ac_model *md, int r, unsigned char *out) {
     float *part[2];
     size_t width[2];
     parts_of(s, md, part, width);
@@ -84,7 +84,7 @@ void ppo_rec_state_put(const ppo_rec_state *s, const ppo_model *md, int r, unsig
             bytes_put_f32(out, part[k][(size_t)r * width[k] + j]);
 }
 
-bool ppo_rec_state_load(ppo_rec_state *s, const ppo_model *md, int r, const unsigned char *in) {
+bool ac_rec_state_load(ac_rec_state *s, const ac_model *md, int r, const unsigned char *in) {
     float *part[2];
     size_t width[2];
     parts_of(s, md, part, width);
@@ -97,27 +97,27 @@ bool ppo_rec_state_load(ppo_rec_state *s, const ppo_model *md, int r, const unsi
     return true;
 }
 
-int ppo_rec_act_init(ppo_rec_act *w, const ppo_model *md, calf_error *err) {
+int ac_rec_act_init(ac_rec_act *w, const ac_model *md, calf_error *err) {
     memset(w, 0, sizeof *w);
-    return ppo_rec_state_init(&w->peek, md, 1, err);
+    return ac_rec_state_init(&w->peek, md, 1, err);
 }
 
-void ppo_rec_act_free(ppo_rec_act *w) {
+void ac_rec_act_free(ac_rec_act *w) {
     if (!w) return;
-    ppo_rec_state_free(&w->peek);
+    ac_rec_state_free(&w->peek);
 }
 
-void ppo_rec_step(const ppo_model *md, const float *params, ppo_rec_state *s, const float *x,
-                  const uint8_t *start, int n, net_cache *ac, float *head, net_cache *vc,
-                  float *val) {
+void ac_rec_step(const ac_model *md, const float *params, ac_rec_state *s, const float *x,
+                 const uint8_t *start, int n, net_cache *ac, float *head, net_cache *vc,
+                 float *val) {
     CALF_ASSERT(n <= s->n);
     net_step(&md->actor, params, x, start, n, s->sa, ac, head);
     if (val) net_step(&md->value, params, x, start, n, s->sv, vc, val);
 }
 
-float ppo_rec_peek_value(const ppo_model *md, const float *params, ppo_rec_act *w,
-                         const ppo_rec_state *s, int r, const float *x, bool start,
-                         net_cache *vc) {
+float ac_rec_peek_value(const ac_model *md, const float *params, ac_rec_act *w,
+                        const ac_rec_state *s, int r, const float *x, bool start,
+                        net_cache *vc) {
     size_t S = md->value.state_size;
     float *p = w->peek.sv;
     if (S) memcpy(p, s->sv + (size_t)r * S, S * sizeof(float));
@@ -129,7 +129,7 @@ float ppo_rec_peek_value(const ppo_model *md, const float *params, ppo_rec_act *
 
 /* ---- one env's sequence ------------------------------------------------------------- */
 
-int ppo_seq_work_init(ppo_seq_work *w, const ppo_model *md, int max_T, calf_error *err) {
+int ppo_seq_work_init(ppo_seq_work *w, const ac_model *md, int max_T, calf_error *err) {
     memset(w, 0, sizeof *w);
     w->max_T = max_T;
     size_t T = (size_t)max_T, hd = (size_t)md->head_dim;
@@ -156,7 +156,7 @@ void ppo_seq_work_free(ppo_seq_work *w) {
     memset(w, 0, sizeof *w);
 }
 
-void ppo_seq_grad(const ppo_model *md, const float *params, uint64_t version,
+void ppo_seq_grad(const ac_model *md, const float *params, uint64_t version,
                   ppo_seq_work *w, const ppo_seq *sq, const ppo_seq_weights *lw, float *grad,
                   bool add, double *stats) {
     int T = sq->T, hd = md->head_dim, ad = md->action_dim;
@@ -171,12 +171,12 @@ void ppo_seq_grad(const ppo_model *md, const float *params, uint64_t version,
         const float *u = ad ? sq->u + (size_t)j * ad : NULL;
         float logp, ent;
         dist_categorical_cache dc;
-        ppo_model_logp_entropy(md, params, h, NULL, &sq->act[j], u, &logp, &ent, &dc);
+        ac_model_logp_entropy(md, params, h, NULL, &sq->act[j], u, &logp, &ent, &dc);
         ppo_sample_result res;
         ppo_sample_loss(logp, sq->logp[j], sq->adv[j], ent, w->val[j], sq->ret[j], lw->clip,
                         lw->td_w, lw->ent_w, lw->scale, &res);
-        ppo_model_dist_backward(md, params, h, NULL, &sq->act[j], u, res.dlogp, res.dentropy, &dc,
-                                w->dhead + (size_t)j * hd, ad ? w->dlogstd + (size_t)j * ad : NULL);
+        ac_model_dist_backward(md, params, h, NULL, &sq->act[j], u, res.dlogp, res.dentropy, &dc,
+                               w->dhead + (size_t)j * hd, ad ? w->dlogstd + (size_t)j * ad : NULL);
         w->dval[j] = res.dvalue;
         stats[0] += res.pg_loss;
         stats[1] += res.td_loss;

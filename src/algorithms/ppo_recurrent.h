@@ -9,55 +9,55 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "algorithms/ppo_model.h"
+#include "algorithms/ac_model.h"
 #include "numerics/net.h"
 
 /* Every env's state: (n, state_size) rows of each network (net.h: its core's h, then c
  * for an LSTM), the actor's and the value's apart, as their nets step them. One env's
  * state_dim floats (the checkpoint's and the update's) are its actor row, then its value
  * row. */
-typedef struct ppo_rec_state {
+typedef struct ac_rec_state {
     int n;                 /* rows */
     float *sa, *sv;        /* (n, actor.state_size), (n, value.state_size); NULL where 0 */
-} ppo_rec_state;
+} ac_rec_state;
 
-int ppo_rec_state_init(ppo_rec_state *s, const ppo_model *md, int n, calf_error *err);
-void ppo_rec_state_free(ppo_rec_state *s);
+int ac_rec_state_init(ac_rec_state *s, const ac_model *md, int n, calf_error *err);
+void ac_rec_state_free(ac_rec_state *s);
 /* Zero rows [first, first + count). */
-void ppo_rec_state_zero(ppo_rec_state *s, const ppo_model *md, int first, int count);
+void ac_rec_state_zero(ac_rec_state *s, const ac_model *md, int first, int count);
 /* Row r to and from the state_dim floats of one env (the layout above). */
-void ppo_rec_state_get(const ppo_rec_state *s, const ppo_model *md, int r, float *out);
-void ppo_rec_state_set(ppo_rec_state *s, const ppo_model *md, int r, const float *in);
+void ac_rec_state_get(const ac_rec_state *s, const ac_model *md, int r, float *out);
+void ac_rec_state_set(ac_rec_state *s, const ac_model *md, int r, const float *in);
 /* Rows [first, first + n) of s, as a state of n rows (pointers into s). */
-ppo_rec_state ppo_rec_state_rows(const ppo_rec_state *s, const ppo_model *md, int first, int n);
+ac_rec_state ac_rec_state_rows(const ac_rec_state *s, const ac_model *md, int first, int n);
 /* Row r as 4 * state_dim bytes (float32, little-endian: a checkpoint's env record), and
  * back: false, and nothing changed, when a value read is not finite (a damaged file). */
-void ppo_rec_state_put(const ppo_rec_state *s, const ppo_model *md, int r, unsigned char *out);
-bool ppo_rec_state_load(ppo_rec_state *s, const ppo_model *md, int r, const unsigned char *in);
+void ac_rec_state_put(const ac_rec_state *s, const ac_model *md, int r, unsigned char *out);
+bool ac_rec_state_load(ac_rec_state *s, const ac_model *md, int r, const unsigned char *in);
 
 /* Scratch of the acting steps: a one-row state for looking ahead. */
-typedef struct ppo_rec_act {
-    ppo_rec_state peek;    /* one row */
-} ppo_rec_act;
+typedef struct ac_rec_act {
+    ac_rec_state peek;     /* one row */
+} ac_rec_act;
 
-int ppo_rec_act_init(ppo_rec_act *w, const ppo_model *md, calf_error *err);
-void ppo_rec_act_free(ppo_rec_act *w);
+int ac_rec_act_init(ac_rec_act *w, const ac_model *md, calf_error *err);
+void ac_rec_act_free(ac_rec_act *w);
 
 /* One step of n envs (net_step: the bits of net_forward_seq's step): rows whose start is
  * set are zeroed first; the actor's output rows into head (n, head_dim) through ac, and,
  * when val is not NULL, the values into val (n) through vc. x is what the networks read
  * (normalized when configured). ac and vc hold n rows. */
-void ppo_rec_step(const ppo_model *md, const float *params, ppo_rec_state *s,
-                  const float *x,         /* (n, obs_dim) */
-                  const uint8_t *start,   /* (n), or NULL: no episode starts */
-                  int n, net_cache *ac, float *head, net_cache *vc, float *val);
+void ac_rec_step(const ac_model *md, const float *params, ac_rec_state *s,
+                 const float *x,         /* (n, obs_dim) */
+                 const uint8_t *start,   /* (n), or NULL: no episode starts */
+                 int n, net_cache *ac, float *head, net_cache *vc, float *val);
 
 /* The value of observation x for row r if the env stepped on from its state (zeroed
  * first when start): V(final observation) of a truncated episode, V(the next
  * observation) to bootstrap. Changes no state. */
-float ppo_rec_peek_value(const ppo_model *md, const float *params, ppo_rec_act *w,
-                         const ppo_rec_state *s, int r, const float *x /* (obs_dim) */,
-                         bool start, net_cache *vc);
+float ac_rec_peek_value(const ac_model *md, const float *params, ac_rec_act *w,
+                        const ac_rec_state *s, int r, const float *x /* (obs_dim) */,
+                        bool start, net_cache *vc);
 
 /* ---- one env's sequence in the update --------------------------------------------- */
 
@@ -80,7 +80,7 @@ typedef struct ppo_seq_work {
     float *dlogstd;         /* (T, action_dim) */
 } ppo_seq_work;
 
-int ppo_seq_work_init(ppo_seq_work *w, const ppo_model *md, int max_T, calf_error *err);
+int ppo_seq_work_init(ppo_seq_work *w, const ac_model *md, int max_T, calf_error *err);
 void ppo_seq_work_free(ppo_seq_work *w);
 
 typedef struct ppo_seq_weights {
@@ -94,7 +94,7 @@ typedef struct ppo_seq_weights {
  * the padding untouched) or added to what grad holds (true: grad + partial, the tree's
  * left sibling), as net_backward_set and _add. stats[0..3] += the samples' pg loss, td
  * loss, entropy and clip indicator. version: net_forward_v's for params. */
-void ppo_seq_grad(const ppo_model *md, const float *params, uint64_t version,
+void ppo_seq_grad(const ac_model *md, const float *params, uint64_t version,
                   ppo_seq_work *w, const ppo_seq *sq, const ppo_seq_weights *lw, float *grad,
                   bool add, double *stats);
 

@@ -1,7 +1,7 @@
-/* ppo_model.c: PPO's actor-critic (ppo_model.h): its networks' layout in flat memory, its
+/* ac_model.c: the actor-critic (ac_model.h): its networks' layout in flat memory, its
  * initialisation, and the per-row policy distribution calls (categorical or diagonal
  * Gaussian). */
-#include "algorithms/ppo_model.h"
+#include "algorithms/ac_model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@ static const net_rows VALUE_ROWS = {CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_L
 
 /* One network's spec: net_config's (conv layers, fc layers, the head), and with a core
  * the fc layers moved after it (fc_layer_params follow the core) and pre_fc_layer_params
- * before it; the core deferred (ppo_model.h says why). */
+ * before it; the core deferred (ac_model.h says why). */
 static int spec_of(const calf_config *cfg, const net_rows *r, const net_obs *obs, int out,
                    net_spec *ns, calf_error *err) {
     int rc = net_config_spec(cfg, r->conv, r->fc, r->act, obs, out, ns, err);
@@ -53,8 +53,8 @@ static int specs_of(const calf_config *cfg, const calf_env_spec *spec, net_spec 
     return spec_of(cfg, &VALUE_ROWS, &obs, 1, vs, err);
 }
 
-int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
-                   calf_error *err) {
+int ac_model_init(ac_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
+                  calf_error *err) {
     memset(md, 0, sizeof *md);
     md->obs_dim = spec->obs_dim;
     md->num_actions = spec->num_actions;
@@ -80,7 +80,7 @@ int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *s
     return param_group_init(&md->g, "PRMS", cursor, true, opt, err);
 }
 
-int ppo_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+int ac_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
     net_spec as, vs;
     net n;
     size_t cursor = 0;
@@ -90,7 +90,7 @@ int ppo_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_erro
     return net_layout(&n, &vs, &cursor, err);
 }
 
-int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
+int ac_model_init_params(ac_model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
     calf_rng rng;
     calf_rng_seed(&rng, seed, 0, CALF_RNG_INIT);
     /* CleanRL / SB3: sqrt(2) hidden, 0.01 policy head, 1 value head */
@@ -106,18 +106,18 @@ int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, 
     return CALF_OK;
 }
 
-void ppo_model_free(ppo_model *md) {
+void ac_model_free(ac_model *md) {
     if (!md) return;
     param_group_free(&md->g);
     memset(md, 0, sizeof *md);
 }
 
-void ppo_model_use_state(ppo_model *md, float *params, float *m, float *v, float *grad) {
+void ac_model_use_state(ac_model *md, float *params, float *m, float *v, float *grad) {
     param_group_use(&md->g, params, grad, m, v);
 }
 
-float ppo_model_sample(const ppo_model *md, const float *params, const float *head,
-                       const uint8_t *mask, calf_rng *rng, int *action, float *u) {
+float ac_model_sample(const ac_model *md, const float *params, const float *head,
+                      const uint8_t *mask, calf_rng *rng, int *action, float *u) {
     if (md->num_action_dims > 0) {
         float logp;
         dist_multi_sample(head, mask, md->nvec, md->num_action_dims, rng, action);
@@ -136,8 +136,8 @@ float ppo_model_sample(const ppo_model *md, const float *params, const float *he
     return dist_gaussian_log_prob(head, log_std, md->action_dim, u);
 }
 
-void ppo_model_mode(const ppo_model *md, const float *head, const uint8_t *mask, int *action,
-                    float *u) {
+void ac_model_mode(const ac_model *md, const float *head, const uint8_t *mask, int *action,
+                   float *u) {
     if (md->num_action_dims > 0) dist_multi_mode(head, mask, md->nvec, md->num_action_dims, action);
     else if (md->num_actions > 0) *action = dist_categorical_mode_masked(head, mask, md->num_actions);
     else {
@@ -146,9 +146,9 @@ void ppo_model_mode(const ppo_model *md, const float *head, const uint8_t *mask,
     }
 }
 
-void ppo_model_logp_entropy(const ppo_model *md, const float *params, const float *head,
-                            const uint8_t *mask, const int *action, const float *u, float *logp,
-                            float *entropy, dist_categorical_cache *cache) {
+void ac_model_logp_entropy(const ac_model *md, const float *params, const float *head,
+                           const uint8_t *mask, const int *action, const float *u, float *logp,
+                           float *entropy, dist_categorical_cache *cache) {
     if (md->num_action_dims > 0) {
         if (cache) cache->n = 0; /* nothing cached: the backward recomputes the same numbers */
         dist_multi_eval(head, mask, md->nvec, md->num_action_dims, action, logp, entropy);
@@ -163,10 +163,10 @@ void ppo_model_logp_entropy(const ppo_model *md, const float *params, const floa
     *entropy = dist_gaussian_entropy(log_std, md->action_dim);
 }
 
-void ppo_model_dist_backward(const ppo_model *md, const float *params, const float *head,
-                             const uint8_t *mask, const int *action, const float *u, float c_logp,
-                             float c_ent, const dist_categorical_cache *cache, float *dhead,
-                             float *dlog_std) {
+void ac_model_dist_backward(const ac_model *md, const float *params, const float *head,
+                            const uint8_t *mask, const int *action, const float *u, float c_logp,
+                            float c_ent, const dist_categorical_cache *cache, float *dhead,
+                            float *dlog_std) {
     if (md->num_action_dims > 0) {
         dist_multi_grad(head, mask, md->nvec, md->num_action_dims, action, c_logp, c_ent, dhead);
         return;
@@ -182,7 +182,7 @@ void ppo_model_dist_backward(const ppo_model *md, const float *params, const flo
                        dlog_std);
 }
 
-uint64_t ppo_model_digest(const ppo_model *md) {
+uint64_t ac_model_digest(const ac_model *md) {
     uint64_t h = 0xcbf29ce484222325ULL;
     const float *arrays[3] = {md->g.params, md->g.m, md->g.v};
     for (int a = 0; a < 3; a++) {

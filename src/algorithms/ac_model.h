@@ -1,10 +1,10 @@
-/* ppo_model.h: the actor-critic that PPO trains: a policy network (logits of a categorical,
- * masked or not, or of a factored categorical for MultiDiscrete, or the means of a
- * diagonal Gaussian with a state-independent log-std) and a value network (net.h: MLPs,
- * or conv layers first), laid out in one flat parameter array with gradients and Adam
- * moments beside it. */
-#ifndef CALF_PPO_MODEL_H
-#define CALF_PPO_MODEL_H
+/* ac_model.h: the actor-critic an on-policy algorithm (PPO) trains: a policy network
+ * (logits of a categorical, masked or not, or of a factored categorical for MultiDiscrete,
+ * or the means of a diagonal Gaussian with a state-independent log-std) and a value
+ * network (net.h: MLPs, or conv layers first), laid out in one flat parameter array with
+ * gradients and Adam moments beside it; nothing in it is PPO's own. */
+#ifndef CALF_AC_MODEL_H
+#define CALF_AC_MODEL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,7 +18,7 @@
 #include "numerics/nn.h"
 #include "numerics/param_group.h"
 
-typedef struct ppo_model {
+typedef struct ac_model {
     int obs_dim;
     int num_actions;        /* discrete: number of actions (MultiDiscrete: the sum of nvec);
                              * 0 when continuous */
@@ -41,49 +41,49 @@ typedef struct ppo_model {
     param_group g;          /* "PRMS": every parameter, the summed gradient of one update,
                              * Adam's moments, settings and step count (PPO steps it with
                              * param_group_step_slice, a slice per process when shared) */
-} ppo_model;
+} ac_model;
 
 /* Lay out the networks the config asks for, for an env with spec; all arrays zeroed;
  * the group steps with opt (PPO sets opt.lr each iteration, by its schedule). CALF_ENOMEM
- * when memory runs out (ppo_model_free frees what was made); CALF_EINVAL naming the line
+ * when memory runs out (ac_model_free frees what was made); CALF_EINVAL naming the line
  * of a network the env's observation cannot feed (conv layers on a flat vector). */
-int ppo_model_init(ppo_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
-                   calf_error *err);
+int ac_model_init(ac_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
+                  calf_error *err);
 /* algorithm_ops.check: whether the networks the config asks for can be built on spec's
  * observation (conv layers need an image), naming the line that asked. CALF_EINVAL. */
-int ppo_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err);
+int ac_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err);
 /* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config.
  * CALF_ENOMEM when the init's scratch cannot be allocated. */
-int ppo_model_init_params(ppo_model *md, const calf_config *cfg, uint64_t seed, calf_error *err);
-void ppo_model_free(ppo_model *md);
+int ac_model_init_params(ac_model *md, const calf_config *cfg, uint64_t seed, calf_error *err);
+void ac_model_free(ac_model *md);
 /* The model's arrays in memory the caller owns (param_group_use). */
-void ppo_model_use_state(ppo_model *md, float *params, float *m, float *v, float *grad);
+void ac_model_use_state(ac_model *md, float *params, float *m, float *v, float *grad);
 
 /* Per-row policy math on an actor output row (head_dim floats). mask: the row's
  * (num_actions) valid actions, or NULL (all valid; the unmasked bits); invalid actions
  * have probability 0 (action_dist.h). action: action_ints ints. */
 /* Sample an action from the row's distribution with rng; returns its log-prob.
  * Discrete: action; continuous: u (action_dim, unclipped). */
-float ppo_model_sample(const ppo_model *md, const float *params, const float *head,
-                       const uint8_t *mask, calf_rng *rng, int *action, float *u);
+float ac_model_sample(const ac_model *md, const float *params, const float *head,
+                      const uint8_t *mask, calf_rng *rng, int *action, float *u);
 /* The greedy action (mode). */
-void ppo_model_mode(const ppo_model *md, const float *head, const uint8_t *mask, int *action,
-                    float *u);
+void ac_model_mode(const ac_model *md, const float *head, const uint8_t *mask, int *action,
+                   float *u);
 /* Log-prob and entropy of an action under the row's distribution. cache (may be NULL)
- * keeps what the row's ppo_model_dist_backward can reuse. */
-void ppo_model_logp_entropy(const ppo_model *md, const float *params, const float *head,
-                            const uint8_t *mask, const int *action, const float *u, float *logp,
-                            float *entropy, dist_categorical_cache *cache);
+ * keeps what the row's ac_model_dist_backward can reuse. */
+void ac_model_logp_entropy(const ac_model *md, const float *params, const float *head,
+                           const uint8_t *mask, const int *action, const float *u, float *logp,
+                           float *entropy, dist_categorical_cache *cache);
 /* Gradient of (c_logp * logp(action) + c_ent * entropy) w.r.t. the head row (written to
  * dhead) and, for continuous actions, this row's log-std gradient WRITTEN to dlog_std
- * (action_dim); the caller sums rows in a fixed order. cache: what ppo_model_logp_entropy
+ * (action_dim); the caller sums rows in a fixed order. cache: what ac_model_logp_entropy
  * left for this row, or NULL. */
-void ppo_model_dist_backward(const ppo_model *md, const float *params, const float *head,
-                             const uint8_t *mask, const int *action, const float *u, float c_logp,
-                             float c_ent, const dist_categorical_cache *cache, float *dhead,
-                             float *dlog_std);
+void ac_model_dist_backward(const ac_model *md, const float *params, const float *head,
+                            const uint8_t *mask, const int *action, const float *u, float c_logp,
+                            float c_ent, const dist_categorical_cache *cache, float *dhead,
+                            float *dlog_std);
 
 /* 64-bit digest of parameters and Adam moments (to prove ranks agree). */
-uint64_t ppo_model_digest(const ppo_model *md);
+uint64_t ac_model_digest(const ac_model *md);
 
 #endif
