@@ -1,4 +1,5 @@
-/* test_ppo_recurrent.c: PPO's recurrent update (algorithms/ppo_recurrent.h). One env's
+/* test_ppo_recurrent.c: PPO's recurrent update (algorithms/ppo_recurrent.h) and the
+ * actor-critic's recurrent states it replays (algorithms/ac_recurrent.h). One env's
  * sequence gradient against central finite differences of the PPO loss computed here from
  * the cells' and MLPs' forwards (an LSTM actor and a GRU value; discrete and continuous
  * actions), its ADD mode against SET, and the rollout's step-by-step acting against the
@@ -7,8 +8,9 @@
  * the rollout's first state ignored. */
 #include <stdint.h>
 
-#include "algorithms/ppo_math.h"
 #include "algorithms/ac_model.h"
+#include "algorithms/ac_recurrent.h"
+#include "algorithms/ppo_math.h"
 #include "algorithms/ppo_recurrent.h"
 #include "base/config.h"
 #include "test_util.h"

@@ -9,6 +9,7 @@
 
 #include "algorithms/net_config.h"
 #include "base/config.h"
+#include "calf/summary.h"
 #include "numerics/action_dist.h"
 #include "training/registry.h"
 
@@ -190,4 +191,15 @@ uint64_t ac_model_digest(const ac_model *md) {
         for (size_t i = 0; i < md->g.n * sizeof(float); i++) h = (h ^ p[i]) * 0x100000001b3ULL;
     }
     return h;
+}
+
+void ac_model_histograms(const ac_model *md, int64_t step) {
+    calf_summary_histogram("Params/actor", step, md->g.params + md->actor.offset,
+                           md->actor.num_params);
+    calf_summary_histogram("Params/value", step, md->g.params + md->value.offset,
+                           md->value.num_params);
+    calf_summary_histogram("Grads/actor", step, md->g.grad + md->actor.offset,
+                           md->actor.num_params);
+    calf_summary_histogram("Grads/value", step, md->g.grad + md->value.offset,
+                           md->value.num_params);
 }

@@ -85,5 +85,8 @@ void ac_model_dist_backward(const ac_model *md, const float *params, const float
 
 /* 64-bit digest of parameters and Adam moments (to prove ranks agree). */
 uint64_t ac_model_digest(const ac_model *md);
+/* The summaries' histograms at step: "Params/actor", "Params/value", then "Grads/actor",
+ * "Grads/value" (the last update's summed gradient). */
+void ac_model_histograms(const ac_model *md, int64_t step);
 
 #endif

@@ -1,8 +1,8 @@
 /* onpolicy.c: the on-policy core (onpolicy.h): the rollout's storage and the steps that
  * fill it, the values and advantages, observation normalization, the minibatch plan, the
- * update's work-shared gradient and optimiser slices, and the rollout's checkpoint
- * records, moved out of ppo.c as they were, so that another on-policy algorithm reuses
- * them with PPO's bits. */
+ * update's work-shared gradient and optimiser slices, the rollout's checkpoint records,
+ * and the algorithm_ops an algorithm takes as they are, moved out of ppo.c as they were,
+ * so that another on-policy algorithm reuses them with PPO's bits. */
 #include "algorithms/onpolicy.h"
 
 #include <math.h>
@@ -270,6 +270,8 @@ int onpolicy_init(onpolicy *op, const algo_setup *s, ac_model *md, const onpolic
     if (rc == CALF_OK && op->normalize_obs)
         rc = obs_norm_init(&op->onorm, md->obs_dim,
                            (float)calf_config_float(cfg, CALF_CFG_OBS_CLIPPING), err);
+    if (rc == CALF_OK)
+        rc = ac_policy_init(&op->pol, md, op->normalize_obs ? &op->onorm : NULL, err);
     if (rc || op->count == 0) return rc; /* count 0: acting only (calf play) */
     int n = op->count, T = op->T, od = md->obs_dim, hd = md->head_dim;
     if (op->normalize_obs &&
@@ -331,6 +333,7 @@ int onpolicy_start(onpolicy *op, calf_error *err) {
 }
 
 void onpolicy_free(onpolicy *op) {
+    ac_policy_free(&op->pol);
     ac_rec_state_free(&op->rstate);
     ac_rec_act_free(&op->ract);
     onpolicy_gae_free(&op->gae);
@@ -792,4 +795,64 @@ int onpolicy_load_env(onpolicy *op, int e, const unsigned char *rec, const char 
         op->next_start[e] = r[0];
     }
     return rc;
+}
+
+/* ---- algorithm_ops of an algorithm whose struct begins with its onpolicy ---------- */
+
+int onpolicy_ops_start(algorithm *a, calf_error *err) { return onpolicy_start((onpolicy *)a, err); }
+
+void onpolicy_ops_act(algorithm *a, int64_t iteration, int s, const float *obs,
+                      const uint8_t *mask, int *act, float *u) {
+    (void)iteration;
+    onpolicy_act((onpolicy *)a, s, obs, mask, act, u);
+}
+
+void onpolicy_ops_observe(algorithm *a, const algo_step *st) { onpolicy_observe((onpolicy *)a, st); }
+
+void onpolicy_ops_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows, int *act,
+                         float *u) {
+    ac_policy_act(&((onpolicy *)a)->pol, obs, mask, rows, NULL, act, u);
+}
+
+void onpolicy_ops_sample(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                         calf_rng *rng, int *act, float *u) {
+    ac_policy_act(&((onpolicy *)a)->pol, obs, mask, rows, rng, act, u);
+}
+
+int onpolicy_ops_greedy_memory(const algorithm *a) {
+    return ac_policy_memory(&((const onpolicy *)a)->pol);
+}
+
+int onpolicy_ops_greedy_reset(algorithm *a, int rows, calf_error *err) {
+    return ac_policy_reset(&((onpolicy *)a)->pol, rows, err);
+}
+
+void onpolicy_ops_greedy_reset_rows(algorithm *a, const uint8_t *which, int rows) {
+    ac_policy_reset_rows(&((onpolicy *)a)->pol, which, rows);
+}
+
+int onpolicy_ops_export_c(const algorithm *a, export_c *x, calf_error *err) {
+    return ac_policy_export_c(&((const onpolicy *)a)->pol, x, err);
+}
+
+uint64_t onpolicy_ops_digest(const algorithm *a) {
+    const onpolicy *op = (const onpolicy *)a;
+    return op->shared_model ? 0 : ac_model_digest(op->md);
+}
+
+size_t onpolicy_ops_env_record_size(const algorithm *a) {
+    return onpolicy_env_record_size((const onpolicy *)a);
+}
+
+void onpolicy_ops_save_env(const algorithm *a, int e, unsigned char *rec) {
+    onpolicy_save_env((const onpolicy *)a, e, rec);
+}
+
+int onpolicy_ops_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
+                          calf_error *err) {
+    return onpolicy_load_env((onpolicy *)a, e, rec, name, err);
+}
+
+void onpolicy_ops_report(const algorithm *a, double run_s, char *text, size_t cap) {
+    onpolicy_report((const onpolicy *)a, run_s, text, cap);
 }

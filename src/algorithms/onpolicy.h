@@ -8,8 +8,10 @@
  * minibatch plan (the split of T timesteps or E env sequences into M chunks, each env's
  * shuffle); the update's gradient summed over every env (work-shared when the ranks share
  * memory, the model then in shared memory with each rank stepping a slice of it); and the
- * rollout's checkpoint section and env records. The algorithm embeds an `onpolicy` and
- * gives its loss as a pass over a view's envs. */
+ * rollout's checkpoint section and env records; and the policy acting outside the
+ * rollout (ac_policy.h). The algorithm's struct begins with its `onpolicy`, so that the
+ * onpolicy_ops_* serve as its algorithm_ops where nothing is its own, and it gives its
+ * loss as a pass over a view's envs. */
 #ifndef CALF_ONPOLICY_H
 #define CALF_ONPOLICY_H
 
@@ -17,9 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "algorithms/obs_norm.h"
 #include "algorithms/ac_model.h"
-#include "algorithms/ppo_recurrent.h"
+#include "algorithms/ac_policy.h"
+#include "algorithms/ac_recurrent.h"
+#include "algorithms/obs_norm.h"
 #include "calf/error.h"
 #include "calf/rng.h"
 #include "numerics/net.h"
@@ -50,7 +53,7 @@ typedef struct onpolicy_view {
     double *adv_sums;        /* (count, 2) sum and sum of squares of each env's advantages */
     int *perm;               /* (count, T) this epoch's shuffle of each env's timesteps */
     double *stats;           /* (count, num_stats) the algorithm's per-env statistics */
-    /* with recurrent cores only (state_dim > 0, ppo_recurrent.h; empty otherwise) */
+    /* with recurrent cores only (state_dim > 0, ac_recurrent.h; empty otherwise) */
     uint8_t *start;          /* (T, count) 1 where step t begins an episode */
     float *state0;           /* (count, state_dim) each env's state before step 0 */
     float *val;              /* (T, count) V(obs), computed while acting */
@@ -134,6 +137,9 @@ typedef struct onpolicy {
     bool normalize_obs;
     obs_norm onorm;
     double *norm_acc;        /* (count, OBS_NORM_ACC(obs_dim)) this iteration's per-env sums */
+    /* acting outside the rollout (evaluation, play, a policy handle, export) with md,
+     * on observations normalized by onorm when normalizing */
+    ac_policy pol;
     /* the minibatch plan */
     int64_t mini_batch_size; /* as configured, for the layout line in config.gin */
     int M;                   /* minibatches per epoch */
@@ -166,7 +172,7 @@ typedef struct onpolicy {
     float *grp_cut_val;      /* (adv_group * (T + 1)) V(final obs) of those */
     onpolicy_gae gae;        /* one env's rollout for GAE */
     int64_t shared_adv_envs; /* envs whose advantages this rank computed for other ranks */
-    /* recurrent cores (ppo_recurrent.h): every env's state while acting and whether its
+    /* recurrent cores (ac_recurrent.h): every env's state while acting and whether its
      * next step begins an episode; the acting scratch */
     ac_rec_state rstate;     /* (count) */
     uint8_t *next_start;     /* (count) */
@@ -259,6 +265,31 @@ size_t onpolicy_env_record_size(const onpolicy *op);
 void onpolicy_save_env(const onpolicy *op, int e, unsigned char *rec);
 int onpolicy_load_env(onpolicy *op, int e, const unsigned char *rec, const char *name,
                       calf_error *err);
+
+/* ---- algorithm_ops that an algorithm whose struct begins with its onpolicy takes as
+ * they are: start, acting in the rollout (act, observe) and outside it (greedy, sample,
+ * the greedy rows' state, export: ac_policy.h), the digest, the env records and the rank
+ * log's report. ---- */
+int onpolicy_ops_start(algorithm *a, calf_error *err);
+void onpolicy_ops_act(algorithm *a, int64_t iteration, int s, const float *obs,
+                      const uint8_t *mask, int *act, float *u);
+void onpolicy_ops_observe(algorithm *a, const algo_step *st);
+void onpolicy_ops_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows, int *act,
+                         float *u);
+void onpolicy_ops_sample(algorithm *a, const float *obs, const uint8_t *mask, int rows,
+                         calf_rng *rng, int *act, float *u);
+int onpolicy_ops_greedy_memory(const algorithm *a);
+int onpolicy_ops_greedy_reset(algorithm *a, int rows, calf_error *err);
+void onpolicy_ops_greedy_reset_rows(algorithm *a, const uint8_t *which, int rows);
+int onpolicy_ops_export_c(const algorithm *a, export_c *x, calf_error *err);
+/* The model's digest (ac_model_digest); 0 with a shared model, which every rank reads
+ * alike, so there is nothing to compare. */
+uint64_t onpolicy_ops_digest(const algorithm *a);
+size_t onpolicy_ops_env_record_size(const algorithm *a);
+void onpolicy_ops_save_env(const algorithm *a, int e, unsigned char *rec);
+int onpolicy_ops_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
+                          calf_error *err);
+void onpolicy_ops_report(const algorithm *a, double run_s, char *text, size_t cap);
 
 /* *out = a * b for a, b >= 0; false when the product does not fit. */
 bool onpolicy_mul_fits(int64_t a, int64_t b, int64_t *out);

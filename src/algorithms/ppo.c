@@ -4,9 +4,12 @@
  * processes ran it. The rollout (its storage, the steps that fill it, the advantages,
  * observation normalization, the minibatch plan, the work-shared sum of each minibatch's
  * gradient and the optimiser's slices, the rollout's checkpoint records) is the on-policy
- * core's (onpolicy.h); this file holds PPO's loss (each env's partial gradient of a
- * minibatch), its epochs, its config, its policy and its export. */
+ * core's (onpolicy.h), the model the actor-critic's (ac_model.h) and acting outside the
+ * rollout its policy's (ac_policy.h); this file holds what is PPO's own: its config, its
+ * clipped loss (each env's partial gradient of a minibatch), its epochs of minibatches,
+ * the update and its statistics. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +18,6 @@
 #include "training/algorithm.h"
 #include "base/mem.h"
 #include "algorithms/ac_model.h"
-#include "algorithms/obs_norm.h"
 #include "algorithms/onpolicy.h"
 #include "algorithms/ppo_math.h"
 #include "algorithms/ppo_recurrent.h"
@@ -23,12 +25,6 @@
 
 /* Per-env loss statistics summed over the iteration, then over envs in canonical order. */
 enum { ST_PG, ST_TD, ST_ENT, ST_CLIP, NUM_STATS };
-
-/* Rows of greedy actions per pass through the actor (evaluation, play, a policy handle):
- * the cache for them is made with the algorithm, so that acting never allocates. Rows
- * are independent (numerics/nn.h), so the slicing never shows in the actions. */
-enum { EVAL_ROWS = 64 };
-
 
 /* The PPO settings, resolved once from the config. */
 typedef struct ppo_params {
@@ -44,10 +40,11 @@ typedef struct ppo_params {
 } ppo_params;
 
 typedef struct ppo {
+    onpolicy op;             /* first: the core's ops take the struct as it. The rollout:
+                              * its storage, advantages, normalization, plan, gradient sum
+                              * and records (its E, T, count, views, caches, the model's
+                              * slices, ...), and the policy acting outside it */
     ppo_params p;
-    onpolicy op;             /* the rollout: its storage, advantages, normalization, plan,
-                              * gradient sum and records (its E, T, count, views, caches,
-                              * the model's slices, ...) */
     int64_t total_iterations;/* the run's planned length (the linear schedule) */
     ac_model md;
     uint64_t params_version; /* bumped whenever md.params change (net_forward_v) */
@@ -61,17 +58,13 @@ typedef struct ppo {
     double grad_norm_sum;
     int num_updates;
     int64_t iteration;       /* the iteration being trained (for messages) */
-    /* recurrent cores (ppo_recurrent.h): one sequence's update scratch; greedy's rows */
+    /* recurrent cores (ppo_recurrent.h): one sequence's update scratch */
     ppo_seq_work seq;
     float *sq_obs, *sq_u, *sq_logp, *sq_adv, *sq_ret; /* (T, ...) one env's sequence */
     int *sq_act;             /* (T) */
     uint8_t *sq_start;       /* (T) */
-    ac_rec_state gstate;     /* greedy rows' states (greedy_reset) */
-    /* evaluation and play: a cache for EVAL_ROWS rows of greedy actions */
-    net_cache eval_cache;
-    float *eval_head;        /* (EVAL_ROWS, head_dim) */
-    float *eval_in;          /* (EVAL_ROWS, obs_dim) normalized rows, when normalizing */
 } ppo;
+_Static_assert(offsetof(ppo, op) == 0, "onpolicy's ops take a ppo as its onpolicy");
 
 
 static void ppo_destroy(algorithm *a);
@@ -134,10 +127,6 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     if ((rc = onpolicy_init(&t->op, s, &t->md, &cf, err))) return rc;
     int n = t->op.count, od = t->md.obs_dim, hd = t->md.head_dim;
     int ad = t->md.action_dim > 0 ? t->md.action_dim : 1;
-    if ((rc = net_cache_init(&t->eval_cache, &t->md.actor, EVAL_ROWS, err))) return rc;
-    if (!(t->eval_head = mem_calloc((size_t)EVAL_ROWS * hd, sizeof(float), err)) ||
-        !(t->eval_in = mem_calloc((size_t)EVAL_ROWS * od, sizeof(float), err)))
-        return CALF_ENOMEM;
     if (n == 0) return CALF_OK; /* acting only (calf play) */
     if (t->md.state_dim && (rc = recurrent_init(t, err))) return rc;
     size_t rows = (size_t)t->op.cache_rows;
@@ -148,18 +137,6 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
         !(t->dlogstd = mem_calloc(rows * (size_t)ad, sizeof(float), err)))
         return CALF_ENOMEM;
     return CALF_OK;
-}
-
-/* ---- rollout (the on-policy core's) ------------------------------------------------ */
-
-static void ppo_act(algorithm *a, int64_t iteration, int s, const float *obs,
-                    const uint8_t *mask, int *act, float *u) {
-    (void)iteration;
-    onpolicy_act(&((ppo *)a)->op, s, obs, mask, act, u);
-}
-
-static void ppo_observe(algorithm *a, const algo_step *st) {
-    onpolicy_observe(&((ppo *)a)->op, st);
 }
 
 /* ---- PPO update --------------------------------------------------------------- */
@@ -364,107 +341,6 @@ static int ppo_train(algorithm *a, int64_t iteration, calf_error *err) {
     return rc;
 }
 
-/* Greedy actions (rng NULL) or actions sampled from the distribution (row r from rng[r]),
- * in slices of EVAL_ROWS rows (the evaluation cache). */
-static void act_rows(algorithm *a, const float *obs, const uint8_t *mask, int rows,
-                     calf_rng *rng, int *act, float *u) {
-    ppo *t = (ppo *)a;
-    ac_model *md = &t->md;
-    int od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
-    for (int r0 = 0; r0 < rows; r0 += EVAL_ROWS) {
-        int b = rows - r0 < EVAL_ROWS ? rows - r0 : EVAL_ROWS;
-        const float *x = obs + (size_t)r0 * od;
-        if (t->op.normalize_obs) {
-            obs_norm_apply(&t->op.onorm, x, b, t->eval_in);
-            x = t->eval_in;
-        }
-        if (md->actor.state_size) {
-            /* the rows' states, as greedy_reset started them and earlier calls left them */
-            CALF_ASSERT(rows <= t->gstate.n);
-            ac_rec_state rs = ac_rec_state_rows(&t->gstate, md, r0, b);
-            ac_rec_step(md, md->g.params, &rs, x, NULL, b, &t->eval_cache, t->eval_head, NULL,
-                        NULL);
-        } else {
-            net_forward(&md->actor, md->g.params, x, b, &t->eval_cache, t->eval_head);
-        }
-        for (int k = 0; k < b; k++) {
-            size_t r = (size_t)(r0 + k);
-            const uint8_t *m = mask ? mask + r * md->num_actions : NULL;
-            if (rng)
-                (void)ac_model_sample(md, md->g.params, t->eval_head + (size_t)k * hd, m, &rng[r],
-                                      &act[r * md->action_ints], ad ? u + r * ad : NULL);
-            else
-                ac_model_mode(md, t->eval_head + (size_t)k * hd, m, &act[r * md->action_ints],
-                              ad ? u + r * ad : NULL);
-        }
-    }
-}
-
-static void ppo_greedy(algorithm *a, const float *obs, const uint8_t *mask, int rows,
-                       int *act, float *u) {
-    act_rows(a, obs, mask, rows, NULL, act, u);
-}
-
-static void ppo_sample(algorithm *a, const float *obs, const uint8_t *mask, int rows,
-                       calf_rng *rng, int *act, float *u) {
-    act_rows(a, obs, mask, rows, rng, act, u);
-}
-
-/* A recurrent actor carries its core's state (h, and c for an LSTM) per greedy row. */
-static int ppo_greedy_memory(const algorithm *a) {
-    const ac_model *md = &((const ppo *)a)->md;
-    return (int)md->actor.state_size;
-}
-
-static int ppo_greedy_reset(algorithm *a, int rows, calf_error *err) {
-    ppo *t = (ppo *)a;
-    if (!t->md.actor.state_size) return CALF_OK;
-    if (rows > t->gstate.n) {
-        ac_rec_state_free(&t->gstate);
-        int rc = ac_rec_state_init(&t->gstate, &t->md, rows, err);
-        if (rc) return rc;
-    }
-    ac_rec_state_zero(&t->gstate, &t->md, 0, rows);
-    return CALF_OK;
-}
-
-static void ppo_greedy_reset_rows(algorithm *a, const uint8_t *which, int rows) {
-    ppo *t = (ppo *)a;
-    if (!t->md.actor.state_size) return;
-    CALF_ASSERT(rows <= t->gstate.n);
-    net_state_reset(&t->md.actor, t->gstate.sa, which, rows);
-}
-
-/* The actor and its distribution's mode, as ppo_greedy and ac_model_mode compute them (on
- * the observation normalized by the checkpoint's statistics, when configured): the
- * categorical's argmax (among the valid actions, with a mask; per sub-action, for
- * MultiDiscrete), or the Gaussian's mean (unclipped: the env clips). A recurrent actor
- * steps the caller's row state (export_c_net's NAME_step). */
-static int ppo_export_c(const algorithm *a, export_c *x, calf_error *err) {
-    const ppo *t = (const ppo *)a;
-    const ac_model *md = &t->md;
-    int rc = export_c_net(x, "actor", &md->actor, md->g.params, err);
-    if (rc) return rc;
-    if (t->op.normalize_obs) obs_norm_export_c(&t->op.onorm, x, "obs_in");
-    /* a recurrent actor steps the row's state (calf_policy_step's), as ppo_greedy's */
-    if (md->actor.state_size)
-        export_c_body(x, "    float head[%d];\n    actor_step(state, %s, head);\n", md->head_dim,
-                      t->op.normalize_obs ? "obs_in" : "obs");
-    else
-        export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
-                      t->op.normalize_obs ? "obs_in" : "obs");
-    if (md->num_action_dims > 0) {
-        export_c_multi_argmax_return(x, "head", md->nvec, md->num_action_dims, md->masked);
-    } else if (md->num_actions > 0) {
-        if (md->masked) export_c_masked_argmax_return(x, "head", md->num_actions);
-        else export_c_argmax_return(x, "head", md->num_actions);
-    } else {
-        export_c_body(x, "    for (int i = 0; i < %d; i++) action[i] = head[i]; /* the mean */\n"
-                         "    return 0;\n", md->action_dim);
-    }
-    return CALF_OK;
-}
-
 static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error *err) {
     ppo *t = (ppo *)a;
     double g[NUM_STATS];
@@ -479,25 +355,8 @@ static int ppo_summarize(algorithm *a, int64_t step, bool histograms, calf_error
     calf_summary_scalar("Optimizer/grad_norm", step,
                         t->num_updates ? t->grad_norm_sum / t->num_updates : 0);
     if (t->p.lr_linear) calf_summary_scalar("Optimizer/learning_rate", step, t->md.g.opt.lr);
-    if (histograms) {
-        ac_model *md = &t->md;
-        calf_summary_histogram("Params/actor", step, md->g.params + md->actor.offset,
-                               md->actor.num_params);
-        calf_summary_histogram("Params/value", step, md->g.params + md->value.offset,
-                               md->value.num_params);
-        calf_summary_histogram("Grads/actor", step, md->g.grad + md->actor.offset,
-                               md->actor.num_params);
-        calf_summary_histogram("Grads/value", step, md->g.grad + md->value.offset,
-                               md->value.num_params);
-    }
+    if (histograms) ac_model_histograms(&t->md, step);
     return CALF_OK;
-}
-
-/* Ranks that share memory step one model (every rank reads the same bytes), so there
- * is nothing to compare; the check guards the backends where each holds its own copy. */
-static uint64_t ppo_digest(const algorithm *a) {
-    const ppo *t = (const ppo *)a;
-    return t->op.shared_model ? 0 : ac_model_digest(&t->md);
 }
 
 /* ---- checkpoint sections -------------------------------------------------------- */
@@ -525,26 +384,6 @@ static int ppo_load(algorithm *a, ckpt_reader *r, int64_t iteration, calf_error 
     int rc = param_group_load(&t->md.g, r, want, err);
     if (rc == CALF_OK) rc = onpolicy_load(&t->op, r, iteration, err);
     return rc;
-}
-
-/* Each env's record is the on-policy core's (onpolicy_env_record_size). */
-static size_t ppo_env_record_size(const algorithm *a) {
-    return onpolicy_env_record_size(&((const ppo *)a)->op);
-}
-
-static void ppo_save_env(const algorithm *a, int e, unsigned char *rec) {
-    onpolicy_save_env(&((const ppo *)a)->op, e, rec);
-}
-
-static int ppo_load_env(algorithm *a, int e, const unsigned char *rec, const char *name,
-                        calf_error *err) {
-    return onpolicy_load_env(&((ppo *)a)->op, e, rec, name, err);
-}
-
-/* The rank log's closing lines: what work sharing did, and what the other ranks cost
- * this one (onpolicy_report). */
-static void ppo_report(const algorithm *a, double run_s, char *text, size_t cap) {
-    onpolicy_report(&((const ppo *)a)->op, run_s, text, cap);
 }
 
 static void ppo_describe(const algorithm *a, char *text, size_t cap) {
@@ -619,11 +458,6 @@ static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
     return ac_model_check(cfg, spec, err);
 }
 
-static int ppo_start(algorithm *a, calf_error *err) {
-    ppo *t = (ppo *)a;
-    return onpolicy_start(&t->op, err);
-}
-
 static int ppo_create(const algo_setup *s, algorithm **out, calf_error *err) {
     ppo *t = mem_calloc(1, sizeof *t, err);
     *out = (algorithm *)t;
@@ -642,37 +476,36 @@ static void ppo_destroy(algorithm *a) {
     if (!t) return;
     onpolicy_free(&t->op);
     ac_model_free(&t->md);
-    ac_rec_state_free(&t->gstate);
     ppo_seq_work_free(&t->seq);
-    net_cache_free(&t->eval_cache);
-    void *bufs[] = {t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->eval_head,
-                    t->eval_in, t->sq_obs, t->sq_u, t->sq_logp, t->sq_adv, t->sq_ret,
-                    t->sq_act, t->sq_start};
+    void *bufs[] = {t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->sq_obs, t->sq_u,
+                    t->sq_logp, t->sq_adv, t->sq_ret, t->sq_act, t->sq_start};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }
 
+/* What acts, the digest and the env records are the on-policy core's and its policy's
+ * (onpolicy.h's ops); the rest is PPO's own. */
 const algorithm_ops ppo_algorithm_ops = {
     .create = ppo_create,
     .destroy = ppo_destroy,
     .check = ppo_check,
-    .start = ppo_start,
-    .act = ppo_act,
-    .observe = ppo_observe,
+    .start = onpolicy_ops_start,
+    .act = onpolicy_ops_act,
+    .observe = onpolicy_ops_observe,
     .train = ppo_train,
-    .greedy = ppo_greedy,
-    .greedy_memory = ppo_greedy_memory,
-    .greedy_reset = ppo_greedy_reset,
-    .sample = ppo_sample,
-    .greedy_reset_rows = ppo_greedy_reset_rows,
-    .export_c = ppo_export_c,
+    .greedy = onpolicy_ops_greedy,
+    .greedy_memory = onpolicy_ops_greedy_memory,
+    .greedy_reset = onpolicy_ops_greedy_reset,
+    .sample = onpolicy_ops_sample,
+    .greedy_reset_rows = onpolicy_ops_greedy_reset_rows,
+    .export_c = onpolicy_ops_export_c,
     .summarize = ppo_summarize,
-    .digest = ppo_digest,
+    .digest = onpolicy_ops_digest,
     .save = ppo_save,
     .load = ppo_load,
-    .env_record_size = ppo_env_record_size,
-    .save_env = ppo_save_env,
-    .load_env = ppo_load_env,
+    .env_record_size = onpolicy_ops_env_record_size,
+    .save_env = onpolicy_ops_save_env,
+    .load_env = onpolicy_ops_load_env,
     .describe = ppo_describe,
-    .report = ppo_report,
+    .report = onpolicy_ops_report,
 };
