@@ -57,6 +57,10 @@ static int check_fit(const calf_config *cfg, calf_binding_id conv_id, const net_
     return CALF_OK;
 }
 
+nn_activation net_config_activation(const char *name) {
+    return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
+}
+
 const char *net_config_where(const calf_config *cfg, calf_binding_id id) {
     const char *o = calf_config_origin(cfg, id);
     return o[0] ? o : "config";
@@ -70,8 +74,7 @@ int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_bindin
     CALF_ASSERT(cv->n <= NET_MAX_CONV && fv->n < NN_MAX_LAYERS);
     int fc[NN_MAX_LAYERS];
     for (int k = 0; k < fv->n; k++) fc[k] = (int)fv->ti[k];
-    *ns = net_spec_mlp(obs->dim, fc, fv->n, out,
-                       strcmp(act, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH);
+    *ns = net_spec_mlp(obs->dim, fc, fv->n, out, net_config_activation(act));
     ns->in_u8 = obs->u8;
     float scale8 = calf_config_is_none(cfg, CALF_CFG_UINT8_SCALE)
                        ? (float)(1.0 / (obs->high > 0 ? obs->high : 255))

@@ -41,6 +41,10 @@ int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_bindin
 int net_config_check(const calf_config *cfg, calf_binding_id conv_id, calf_binding_id fc_id,
                      calf_binding_id act_id, const net_obs *obs, int out, calf_error *err);
 
+/* An activation row's value ('tanh'|'relu') as the layers take it: relu, or tanh for
+ * anything else the row allows. Every algorithm's networks read their rows through it. */
+nn_activation net_config_activation(const char *name);
+
 /* Where a row's value came from, for messages: "file:line", "--conf_param", or "config". */
 const char *net_config_where(const calf_config *cfg, calf_binding_id id);
 

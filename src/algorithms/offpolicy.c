@@ -10,6 +10,7 @@
 
 #include "algorithms/offpolicy.h"
 #include "calf/summary.h"
+#include "algorithms/net_config.h"
 #include "algorithms/offpolicy_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
@@ -124,11 +125,6 @@ int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, in
 
 /* ---- networks ------------------------------------------------------------------- */
 
-/* "relu" or (anything else the config's choices allow) tanh. */
-static nn_activation activation_of(const char *name) {
-    return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
-}
-
 int offpolicy_net(net *n, const calf_config *cfg, calf_binding_id fc_id, calf_binding_id act_id,
                   int in, int out, size_t *cursor, calf_error *err) {
     const config_value *v = config_get(cfg, fc_id);
@@ -136,7 +132,7 @@ int offpolicy_net(net *n, const calf_config *cfg, calf_binding_id fc_id, calf_bi
     CALF_ASSERT(v->n < NN_MAX_LAYERS);
     for (int i = 0; i < v->n; i++) hidden[i] = (int)v->ti[i];
     net_spec spec = net_spec_mlp(in, hidden, v->n, out,
-                                 activation_of(calf_config_string(cfg, act_id)));
+                                 net_config_activation(calf_config_string(cfg, act_id)));
     return net_layout(n, &spec, cursor, err);
 }
 
