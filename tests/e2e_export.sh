@@ -10,7 +10,9 @@
 # HalfCheetah where MuJoCo is in), SAC Pendulum and CartPole (discrete); and recurrent PPO
 # (an LSTM, a GRU), whose file steps a state per row with a reset at episode starts,
 # checked on play's episodes stepped together and one after another, with two planted
-# mistakes (no reset, two gates swapped) that the check must reject. The file is also built
+# mistakes (no reset, two gates swapped) that the check must reject; and a Dict observation
+# encoded per key (tests/action_envs.c's Test/DictChoice-v0), feed-forward and before an
+# LSTM, with planted mistakes in its concatenation. The file is also built
 # the ways that would break it if it let the compiler contract a * b + c (GCC's GNU mode
 # with -O3 -march=native; clang, whose default contracts), and with -O0. On a full disk
 # (/dev/full, and the fault shim's ENOSPC for a regular file) play's dump and export's
@@ -55,9 +57,10 @@ check_export() {
     shift 2
     local R="$WORK/$name" C="$WORK/$name.c"
     echo "== $name"
-    expect_exit 0 "$CALF" train --quiet --root_dir "$R" --conf "$SRC/examples/$conf" \
+    [ -f "$conf" ] || conf=$SRC/examples/$conf
+    expect_exit 0 "$CALF" train --quiet "${LIB[@]}" --root_dir "$R" --conf "$conf" \
         $(printf -- '--conf_param %s ' TrainerConfig.evaluate=False "$@")
-    expect_exit 0 "$CALF" export --root_dir "$R" -o "$C"
+    expect_exit 0 "$CALF" export "${LIB[@]}" --root_dir "$R" -o "$C"
     expect_in "$WORK/err" "calf export: wrote $C"
     [ -f "$C" ] || { bad "$name: no exported file"; return; }
     local od disc
@@ -65,16 +68,16 @@ check_export() {
     disc=$(sed -n 's/^#define CALF_POLICY_DISCRETE \([01]\)$/\1/p' "$C")
     [ -n "$od" ] && [ -n "$disc" ] || { bad "$name: no CALF_POLICY_OBS_DIM / CALF_POLICY_DISCRETE"; return; }
     # export writes to stdout without -o, the same text
-    "$CALF" export --root_dir "$R" >"$WORK/$name.stdout.c" 2>/dev/null
+    "$CALF" export "${LIB[@]}" --root_dir "$R" >"$WORK/$name.stdout.c" 2>/dev/null
     expect_same_file "$C" "$WORK/$name.stdout.c"
     # the file on its own, strictly
     expect_exit 0 cc -std=c99 -Wall -Wextra -Werror -pedantic -c "$C" -o "$WORK/$name.o"
     # calf's actions on played episodes and on their observations scaled by 10 and -1000
-    expect_exit 0 "$CALF" play --root_dir "$R" --num_episodes 3 --dump_actions "$WORK/$name.play"
+    expect_exit 0 "$CALF" play "${LIB[@]}" --root_dir "$R" --num_episodes 3 --dump_actions "$WORK/$name.play"
     awk -v od="$od" '{ s = ""; t = ""
                        for (i = 1; i <= od; i++) { s = s sprintf(" %.9g", 10 * $i); t = t sprintf(" %.9g", -1000 * $i) }
                        print substr(s, 2); print substr(t, 2) }' "$WORK/$name.play" >"$WORK/$name.far"
-    expect_exit 0 "$CALF" play --root_dir "$R" --observations "$WORK/$name.far" --dump_actions "$WORK/$name.far_dump"
+    expect_exit 0 "$CALF" play "${LIB[@]}" --root_dir "$R" --observations "$WORK/$name.far" --dump_actions "$WORK/$name.far_dump"
     cat "$WORK/$name.play" "$WORK/$name.far_dump" >"$WORK/$name.calf"
     local builds=("cc -std=c99 -Wall -Wextra -Werror -O2" "cc -std=c99 -Wall -Werror -O0"
                   "cc -std=gnu99 -Wall -Werror -O3 -march=native")
@@ -104,9 +107,10 @@ check_export_recurrent() {
     shift 2
     local R="$WORK/$name" C="$WORK/$name.c"
     echo "== $name"
-    expect_exit 0 "$CALF" train --quiet --root_dir "$R" --conf "$SRC/examples/$conf" \
+    [ -f "$conf" ] || conf=$SRC/examples/$conf
+    expect_exit 0 "$CALF" train --quiet "${LIB[@]}" --root_dir "$R" --conf "$conf" \
         $(printf -- '--conf_param %s ' TrainerConfig.evaluate=False "$@")
-    expect_exit 0 "$CALF" export --root_dir "$R" -o "$C"
+    expect_exit 0 "$CALF" export "${LIB[@]}" --root_dir "$R" -o "$C"
     [ -f "$C" ] || { bad "$name: no exported file"; return; }
     local od disc ss
     od=$(sed -n 's/^#define CALF_POLICY_OBS_DIM \([0-9]*\)$/\1/p' "$C")
@@ -115,10 +119,10 @@ check_export_recurrent() {
     [ -n "$od" ] && [ -n "$disc" ] && [ -n "$ss" ] || { bad "$name: no OBS_DIM / DISCRETE / STATE_SIZE"; return; }
     expect_in "$C" " * void calf_policy_reset(float *state)"
     expect_exit 0 cc -std=c99 -Wall -Wextra -Werror -pedantic -c "$C" -o "$WORK/$name.o"
-    expect_exit 0 "$CALF" play --root_dir "$R" --num_episodes 3 --dump_actions "$WORK/$name.play"
+    expect_exit 0 "$CALF" play "${LIB[@]}" --root_dir "$R" --num_episodes 3 --dump_actions "$WORK/$name.play"
     awk -v od="$od" '{ s = ""; for (i = 1; i <= od; i++) s = s sprintf(" %.9g", 10 * $i); print substr(s, 2) }' \
         "$WORK/$name.play" >"$WORK/$name.far"
-    expect_exit 0 "$CALF" play --root_dir "$R" --observations "$WORK/$name.far" --dump_actions "$WORK/$name.far_dump"
+    expect_exit 0 "$CALF" play "${LIB[@]}" --root_dir "$R" --observations "$WORK/$name.far" --dump_actions "$WORK/$name.far_dump"
     # the three streams, and calf's lines in the same order
     { awk '{ print (NR - 1) % 3, (NR <= 3), $0 }' "$WORK/$name.play"
       for e in 0 1 2; do awk -v e=$e '(NR - 1) % 3 == e { print 0, !seen++, $0 }' "$WORK/$name.play"; done
@@ -137,19 +141,28 @@ check_export_recurrent() {
         compare_actions "$WORK/$name.calf" "$WORK/$name.out$i" "$od" "$disc"
     done
     # planted: calf_policy_reset zeroes nothing; the first two gates (i, f or r, z) swapped
-    local mutant
-    for mutant in 's/state\[i\] = 0\.0f;/(void)state;/' \
-        's/float ig = ax\[j\], fg = ax\[H + j\]/float fg = ax[j], ig = ax[H + j]/; s/float rg = ax\[j\], zg = ax\[H + j\]/float zg = ax[j], rg = ax[H + j]/'; do
+    rejects_mutants "$name" "$WORK/$name.in" "$od" "$disc" 's/state\[i\] = 0\.0f;/(void)state;/' \
+        's/float ig = ax\[j\], fg = ax\[H + j\]/float fg = ax[j], ig = ax[H + j]/; s/float rg = ax\[j\], zg = ax\[H + j\]/float zg = ax[j], rg = ax[H + j]/'
+}
+
+# rejects_mutants NAME INPUT OD DISCRETE SED...: each sed script plants a mistake in NAME's
+# exported file; built and fed INPUT (the lines calf's actions in $WORK/NAME.calf answer),
+# its actions must differ from calf's
+rejects_mutants() {
+    local name=$1 input=$2 od=$3 disc=$4 C="$WORK/$1.c" mutant
+    shift 4
+    for mutant in "$@"; do
         sed "$mutant" "$C" >"$WORK/$name.mutant.c"
         if cmp -s "$C" "$WORK/$name.mutant.c"; then bad "$name: the mutant ($mutant) changed nothing"; continue; fi
         expect_exit 0 cc -std=c99 -O2 -I"$WORK" -DCALF_POLICY_FILE="\"$name.mutant.c\"" "$SRC/tests/export_main.c" \
             -o "$WORK/$name.mutant" -lm
-        "$WORK/$name.mutant" <"$WORK/$name.in" >"$WORK/$name.mutant.out" 2>/dev/null
+        "$WORK/$name.mutant" <"$input" >"$WORK/$name.mutant.out" 2>/dev/null
         if same_actions "$WORK/$name.calf" "$WORK/$name.mutant.out" "$od" "$disc"; then
             bad "$name: the check passed a planted mistake ($mutant)"; else ok; fi
     done
 }
 
+LIB=() # --env_lib for the tests' plug-in envs
 check_export ppo_cartpole ppo_cartpole.gin TrainerConfig.num_iterations=3
 # -o over a read-only file: refused, the file left as it was (play's --video alike)
 echo precious > "$WORK/ro.c"
@@ -190,6 +203,25 @@ check_export_recurrent ppo_gru_novel ppo_lstm_cartpole_novel.gin "${RNN[@]}" \
     'ActorDistributionNetwork.pre_fc_layer_params=(8,)' 'ActorDistributionNetwork.fc_layer_params=(8,)' \
     ValueNetwork.lstm_hidden_size=0 ValueNetwork.gru_hidden_size=4 'ValueNetwork.fc_layer_params=(8,)'
 expect_in "$WORK/ppo_gru_novel.c" "static const float obs_shift[3]"
+
+# a Dict observation encoded per key (Test/DictChoice-v0 of tests/action_envs.c: 'step',
+# a 4x4 'image' through its conv layer, 'flip'; concatenated in that order), as
+# e2e_actions trains it: feed-forward, and before an LSTM. Planted: the two vector parts
+# swapped in the concatenation, the image read one column early.
+if [ -f "${CALF_ACTION_ENVS:-}" ]; then
+    LIB=(--env_lib "$CALF_ACTION_ENVS")
+    DICT=$SRC/tests/data/actions/ppo_dict_choice.gin
+    check_export ppo_dict "$DICT" TrainerConfig.num_iterations=3
+    expect_in "$WORK/ppo_dict.c" "memcpy(e + 33, x + 17, 1 * sizeof(float));"
+    rejects_mutants ppo_dict "$WORK/ppo_dict.calf" 18 1 \
+        's/memcpy(e + 0, x + 0, /memcpy(e + 0, x + 17, /; s/memcpy(e + 33, x + 17, /memcpy(e + 33, x + 0, /' \
+        's/calf_conv2d(x + 1, /calf_conv2d(x + 0, /'
+    check_export_recurrent ppo_dict_lstm "$DICT" TrainerConfig.num_iterations=2 \
+        ActorDistributionNetwork.lstm_hidden_size=8 ValueNetwork.lstm_hidden_size=4
+    LIB=()
+else
+    echo "skipped the Dict checks: CALF_ACTION_ENVS does not name the action_envs plug-in"
+fi
 
 # a run dir whose name would end the file's opening comment
 ODD="$WORK/odd */ name"

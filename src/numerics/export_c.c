@@ -142,13 +142,20 @@ static void put_conv_arrays(export_c *x, const char *name, const conv2d *c, int 
     x->uses_conv = x->uses_relu = true;
 }
 
+/* A scratch array of n floats, `float NAME[n]`, in the function being written. */
+static void put_scratch(bytes_buf *b, const char *fmt_name, int k, size_t n) {
+    put_f(b, "    static float ");
+    put_f(b, fmt_name, k);
+    put_f(b, "[%zu];\n", n);
+}
+
 /* Conv layer k's call on `in`, into c{k}, then its ReLU. */
 static void put_conv_call(bytes_buf *b, const char *name, const conv2d *c, int k,
                           const char *in) {
-    put_f(b, "    static float c%d[%zu];\n"
-             "    calf_conv2d(%s, %s_c%d_w, %s_c%d_b, %d, %d, %d, %d, %d, %d, %d, c%d);\n"
+    put_scratch(b, "c%d", k, conv2d_out_size(c));
+    put_f(b, "    calf_conv2d(%s, %s_c%d_w, %s_c%d_b, %d, %d, %d, %d, %d, %d, %d, c%d);\n"
              "    calf_relu(c%d, %zu);\n",
-          k, conv2d_out_size(c), in, name, k, name, k, c->in_h, c->in_w, c->in_c, c->filters,
+          in, name, k, name, k, c->in_h, c->in_w, c->in_c, c->filters,
           c->kernel, c->stride, c->pad, k, k, conv2d_out_size(c));
 }
 
@@ -156,10 +163,48 @@ static void put_conv_call(bytes_buf *b, const char *name, const conv2d *c, int k
 static const char *put_scaled_input(bytes_buf *b, const net *n) {
     if (!n->in_u8 || n->in_scale == 1.0f) return "x";
     char num[EXPORT_C_NUM];
-    put_f(b, "    static float s[%d];\n"
-             "    for (int i = 0; i < %d; i++) s[i] = x[i] * %s;\n",
-          n->in, n->in, export_c_float(n->in_scale, num));
+    put_scratch(b, "s", 0, (size_t)n->in);
+    put_f(b, "    for (int i = 0; i < %d; i++) s[i] = x[i] * %s;\n", n->in,
+          export_c_float(n->in_scale, num));
     return "s";
+}
+
+/* A Dict's per-key encoder (net.h's segments) on `in`, into e (n->cat floats), which the
+ * trunk reads: each segment in turn, an image part's columns (times its scale, one
+ * rounding, where that is not 1) through its own conv stack into its columns of e, a run
+ * of vector parts copied as it is. Returns "e". */
+static const char *put_encoder(bytes_buf *b, const char *name, const net *n, const char *in) {
+    char num[EXPORT_C_NUM], src[64];
+    put_scratch(b, "e", 0, (size_t)n->cat);
+    for (int s = 0; s < n->num_segs; s++) {
+        const net_seg *g = &n->seg[s];
+        if (g->count == 0) {
+            put_f(b, "    /* segment %d: columns %d..%d, vector parts, to e[%d..%d] */\n"
+                     "    memcpy(e + %d, %s + %d, %d * sizeof(float));\n",
+                  s, g->offset, g->offset + g->size - 1, g->col, g->col + g->width - 1, g->col,
+                  in, g->offset, g->size);
+            continue;
+        }
+        put_f(b, "    /* segment %d: columns %d..%d, an image part %dx%dx%d, its conv stack to "
+                 "e[%d..%d] */\n",
+              s, g->offset, g->offset + g->size - 1, g->h, g->w, g->c, g->col,
+              g->col + g->width - 1);
+        if (g->scale != 1.0f) {
+            put_scratch(b, "g%d", s, (size_t)g->size);
+            put_f(b, "    for (int i = 0; i < %d; i++) g%d[i] = %s[%d + i] * %s;\n", g->size, s, in,
+                  g->offset, export_c_float(g->scale, num));
+            snprintf(src, sizeof src, "g%d", s);
+        } else {
+            snprintf(src, sizeof src, "%s + %d", in, g->offset);
+        }
+        for (int k = g->first; k < g->first + g->count; k++) {
+            CALF_ASSERT(n->layer[k].kind == NET_CONV2D);
+            put_conv_call(b, name, &n->layer[k].conv, k, src);
+            snprintf(src, sizeof src, "c%d", k);
+        }
+        put_f(b, "    memcpy(e + %d, %s, %d * sizeof(float));\n", g->col, src, g->width);
+    }
+    return "e";
 }
 
 /* A network with a recurrent core as NAME_step (export_c.h): its MLP blocks as functions
@@ -213,8 +258,9 @@ static void export_c_net_step(export_c *x, const char *name, const net *n, const
           name, n->state_size, name);
     char in[32], out[32];
     snprintf(in, sizeof in, "%s", put_scaled_input(b, n));
+    if (n->num_segs > 0) snprintf(in, sizeof in, "%s", put_encoder(b, name, n, in));
     size_t at = 0; /* the core's part of the row's state */
-    for (int k = 0; k < L; k++) {
+    for (int k = n->trunk; k < L; k++) {
         const net_layer *l = &n->layer[k];
         if (l->kind == NET_CONV2D) {
             put_conv_call(b, name, &l->conv, k, in);
@@ -263,10 +309,11 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
         export_c_mlp(x, name, m, params);
         return CALF_OK;
     }
-    /* conv layers (conv2d.h's chain per output, padding taps multiplied as +0, ReLU),
-     * then the MLP, after x * in_scale for bytes given as floats (exact): net_forward_v */
+    /* conv layers (conv2d.h's chain per output, padding taps multiplied as +0, ReLU; a
+     * Dict's each image part through its own), then the MLP, after x * in_scale for bytes
+     * given as floats (exact): net_forward_v */
     bytes_buf *b = &x->nets;
-    char inner[96], arr[128];
+    char inner[96], src[32];
     int L = n->num_layers;
     const nn_mlp *head = &n->layer[L - 1].mlp;
     CALF_ASSERT(n->layer[L - 1].kind == NET_MLP);
@@ -277,14 +324,16 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
         put_conv_arrays(x, name, &n->layer[k].conv, k, params);
     }
     put_f(b, "\nstatic void %s_forward(const float *x, float *y) {\n", name);
-    const char *in = put_scaled_input(b, n);
-    for (int k = 0; k + 1 < L; k++) {
-        char src[16];
-        snprintf(src, sizeof src, "c%d", k - 1);
-        put_conv_call(b, name, &n->layer[k].conv, k, k == 0 ? in : src);
+    snprintf(src, sizeof src, "%s", put_scaled_input(b, n));
+    if (n->num_segs > 0) {
+        snprintf(src, sizeof src, "%s", put_encoder(b, name, n, src));
+    } else {
+        for (int k = 0; k + 1 < L; k++) {
+            put_conv_call(b, name, &n->layer[k].conv, k, src);
+            snprintf(src, sizeof src, "c%d", k);
+        }
     }
-    if (L > 1) snprintf(arr, sizeof arr, "c%d", L - 2);
-    put_f(b, "    %s_forward(%s, y);\n}\n", inner, L > 1 ? arr : in);
+    put_f(b, "    %s_forward(%s, y);\n}\n", inner, src);
     return CALF_OK;
 }
 

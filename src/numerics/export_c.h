@@ -31,7 +31,9 @@ void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *p
 
 /* Network n (net.h) as NAME_forward, the same signature, computing net_forward_v's bits
  * for one row: conv layers (conv2d.h's chain, ReLU), then the MLP (export_c_mlp's); for
- * an observation of bytes given as floats, x * in_scale first. A network with a recurrent
+ * an observation of bytes given as floats, x * in_scale first; a Dict's per-key encoder
+ * (net.h's segments: each image part through its own conv stack, vector parts copied,
+ * concatenated in segment order) before the fc layers. A network with a recurrent
  * core (n->state_size > 0) is written instead as
  *   static void NAME_step(float *state, const float *x, float *y)
  * computing net_step's bits for one row: its layers in turn, the core (rnn.h's LSTM or

@@ -632,7 +632,6 @@ const nn_mlp *net_as_mlp(const net *n) {
 }
 
 const char *net_unexportable(const net *n) {
-    if (n->num_segs > 0) return "Dict encoder";
     for (int k = 0; k < n->num_layers; k++)
         if (!type_of(&n->layer[k])->export_c) return type_of(&n->layer[k])->name;
     return NULL;
