@@ -50,6 +50,31 @@ compare_actions() {
     cat "$WORK/cmp"
 }
 
+# The ways the file is built: strictly; GCC's GNU mode at -O3 for this CPU, which would
+# contract a * b + c if the file let it; clang, whose default contracts (check_export
+# adds -O0)
+BUILDS=("cc -std=c99 -Wall -Wextra -Werror -O2" "cc -std=gnu99 -Wall -Werror -O3 -march=native")
+if command -v clang >/dev/null; then BUILDS+=("clang -std=c99 -Wall -Wextra -Werror -O2 -march=native"); fi
+
+# run_builds NAME INPUT OD DISCRETE BUILD...: NAME's file built around tests/export_main.c
+# by each BUILD (a compiler and its flags) and fed INPUT gives calf's actions
+# ($WORK/NAME.calf, after OD observation numbers a line), the same floats
+run_builds() {
+    local name=$1 input=$2 od=$3 disc=$4 i=0 build
+    shift 4
+    for build in "$@"; do
+        local exe="$WORK/$name.act$i"
+        # shellcheck disable=SC2086
+        expect_exit 0 $build -I"$WORK" -DCALF_POLICY_FILE="\"$name.c\"" "$SRC/tests/export_main.c" -o "$exe" -lm
+        if [ -x "$exe" ]; then
+            "$exe" <"$input" >"$WORK/$name.out$i" 2>"$WORK/$name.err$i" || bad "$name: $build: exit $?"
+            echo " $build:"
+            compare_actions "$WORK/$name.calf" "$WORK/$name.out$i" "$od" "$disc"
+        fi
+        i=$((i + 1))
+    done
+}
+
 # check_export NAME CONF [Scope.param=value]...: train NAME for a few iterations, export
 # it, build the file and compare its actions with calf's
 check_export() {
@@ -79,19 +104,7 @@ check_export() {
                        print substr(s, 2); print substr(t, 2) }' "$WORK/$name.play" >"$WORK/$name.far"
     expect_exit 0 "$CALF" play "${LIB[@]}" --root_dir "$R" --observations "$WORK/$name.far" --dump_actions "$WORK/$name.far_dump"
     cat "$WORK/$name.play" "$WORK/$name.far_dump" >"$WORK/$name.calf"
-    local builds=("cc -std=c99 -Wall -Wextra -Werror -O2" "cc -std=c99 -Wall -Werror -O0"
-                  "cc -std=gnu99 -Wall -Werror -O3 -march=native")
-    if command -v clang >/dev/null; then builds+=("clang -std=c99 -Wall -Wextra -Werror -O2 -march=native"); fi
-    local i
-    for i in "${!builds[@]}"; do
-        local exe="$WORK/$name.act$i"
-        # shellcheck disable=SC2086
-        expect_exit 0 ${builds[$i]} -I"$WORK" -DCALF_POLICY_FILE="\"$name.c\"" "$SRC/tests/export_main.c" -o "$exe" -lm
-        [ -x "$exe" ] || continue
-        "$exe" <"$WORK/$name.calf" >"$WORK/$name.out$i" 2>"$WORK/$name.err$i" || bad "$name: ${builds[$i]}: exit $?"
-        echo " ${builds[$i]}:"
-        compare_actions "$WORK/$name.calf" "$WORK/$name.out$i" "$od" "$disc"
-    done
+    run_builds "$name" "$WORK/$name.calf" "$od" "$disc" "${BUILDS[@]}" "cc -std=c99 -Wall -Werror -O0"
 }
 
 # check_export_recurrent NAME CONF [Scope.param=value]...: a recurrent policy (its state
@@ -128,18 +141,7 @@ check_export_recurrent() {
       for e in 0 1 2; do awk -v e=$e '(NR - 1) % 3 == e { print 0, !seen++, $0 }' "$WORK/$name.play"; done
       awk '{ print 0, 1, $0 }' "$WORK/$name.far_dump"; } >"$WORK/$name.in"
     cut -d' ' -f3- "$WORK/$name.in" >"$WORK/$name.calf"
-    local builds=("cc -std=c99 -Wall -Wextra -Werror -O2" "cc -std=gnu99 -Wall -Werror -O3 -march=native")
-    if command -v clang >/dev/null; then builds+=("clang -std=c99 -Wall -Wextra -Werror -O2 -march=native"); fi
-    local i
-    for i in "${!builds[@]}"; do
-        local exe="$WORK/$name.act$i"
-        # shellcheck disable=SC2086
-        expect_exit 0 ${builds[$i]} -I"$WORK" -DCALF_POLICY_FILE="\"$name.c\"" "$SRC/tests/export_main.c" -o "$exe" -lm
-        [ -x "$exe" ] || continue
-        "$exe" <"$WORK/$name.in" >"$WORK/$name.out$i" 2>"$WORK/$name.err$i" || bad "$name: ${builds[$i]}: exit $?"
-        echo " ${builds[$i]}:"
-        compare_actions "$WORK/$name.calf" "$WORK/$name.out$i" "$od" "$disc"
-    done
+    run_builds "$name" "$WORK/$name.in" "$od" "$disc" "${BUILDS[@]}"
     # planted: calf_policy_reset zeroes nothing; the first two gates (i, f or r, z) swapped
     rejects_mutants "$name" "$WORK/$name.in" "$od" "$disc" 's/state\[i\] = 0\.0f;/(void)state;/' \
         's/float ig = ax\[j\], fg = ax\[H + j\]/float fg = ax[j], ig = ax[H + j]/; s/float rg = ax\[j\], zg = ax\[H + j\]/float zg = ax[j], rg = ax[H + j]/'
