@@ -12,7 +12,9 @@
 # checked on play's episodes stepped together and one after another, with two planted
 # mistakes (no reset, two gates swapped) that the check must reject; and a Dict observation
 # encoded per key (tests/action_envs.c's Test/DictChoice-v0), feed-forward and before an
-# LSTM, with planted mistakes in its concatenation. The file is also built
+# LSTM, with planted mistakes in its concatenation; two threads calling such a file at once
+# get what one at a time gets (its scratch on the stack; static scratch, planted, fails).
+# The file is also built
 # the ways that would break it if it let the compiler contract a * b + c (GCC's GNU mode
 # with -O3 -march=native; clang, whose default contracts), and with -O0. On a full disk
 # (/dev/full, and the fault shim's ENOSPC for a regular file) play's dump and export's
@@ -164,6 +166,32 @@ rejects_mutants() {
     done
 }
 
+# check_threads NAME TEXT: NAME's file says TEXT of its threads, and two threads calling it
+# at once on different observations (tests/export_threads.c, NAME's lines) get what calls
+# one at a time get. Planted: its scratch arrays static, as they were, which the threads
+# overwrite; it must fail: up to 20 tries of 2 x 36,000 calls, each stopping at its first
+# difference (on a machine this loaded one in a few tries shows; until one does, it runs
+# again rather than time anything).
+check_threads() {
+    local name=$1 text=$2 try caught=0
+    expect_in "$WORK/$name.c" "$text"
+    sed 's/^    float \([a-z][a-z0-9]*\[[0-9]*\];\)$/    static float \1/' "$WORK/$name.c" >"$WORK/$name.static.c"
+    expect_in "$WORK/$name.static.c" "    static float c0["
+    local f
+    for f in "$name.c" "$name.static.c"; do
+        expect_exit 0 cc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -pthread -I"$WORK" -DCALF_POLICY_FILE="\"$f\"" \
+            "$SRC/tests/export_threads.c" -o "$WORK/$f.threads" -lm
+    done
+    if "$WORK/$name.c.threads" <"$WORK/$name.calf" >"$WORK/threads.out" 2>&1; then ok; else
+        bad "$name: threads calling the file at once got other actions"; fi
+    cat "$WORK/threads.out"
+    for try in $(seq 20); do
+        if ! "$WORK/$name.static.c.threads" <"$WORK/$name.calf" >"$WORK/threads.out" 2>&1; then caught=1; break; fi
+    done
+    sed 's/^/  static scratch: /' "$WORK/threads.out"
+    [ $caught = 1 ] && ok || bad "$name: the thread check passed the file with static scratch"
+}
+
 LIB=() # --env_lib for the tests' plug-in envs
 check_export ppo_cartpole ppo_cartpole.gin TrainerConfig.num_iterations=3
 # -o over a read-only file: refused, the file left as it was (play's --video alike)
@@ -220,6 +248,10 @@ if [ -f "${CALF_ACTION_ENVS:-}" ]; then
         's/calf_conv2d(x + 1, /calf_conv2d(x + 0, /'
     check_export_recurrent ppo_dict_lstm "$DICT" TrainerConfig.num_iterations=2 \
         ActorDistributionNetwork.lstm_hidden_size=8 ValueNetwork.lstm_hidden_size=4
+    # scratch on the stack, its bound stated: e (34), c0 (32), the MLP's h1 (32), the head (4)
+    expect_in "$WORK/ppo_dict.c" "#define CALF_POLICY_STACK_BYTES 408 "
+    check_threads ppo_dict "threads may call it at once"
+    check_threads ppo_dict_lstm "threads may step different rows at once"
     LIB=()
 else
     echo "skipped the Dict checks: CALF_ACTION_ENVS does not name the action_envs plug-in"

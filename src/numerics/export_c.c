@@ -5,9 +5,11 @@
  * NN_SMALL_OUT), each multiply-add fused as nn_madd is (always: fmaf), hidden tanh is
  * nn_tanh's approximation with its constants (also in the LSTM's and GRU's gates, in
  * rnn.h's order), and every constant is written in hex so it reads back as the same bits.
- * The file's head (which run, which env) is tools/export.c's. */
+ * Scratch is automatic arrays, never static: threads may call the file at once. The
+ * file's head (which run, which env) is tools/export.c's. */
 #include "numerics/export_c.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,6 +26,8 @@ struct export_c {
     bytes_buf body;      /* calf_policy_act's statements */
     bool uses_tanh, uses_relu, uses_conv, uses_lstm, uses_gru;
     int state_size;      /* floats of state a row carries (a network with a core); 0: none */
+    size_t stack;        /* bytes of the arrays the networks' functions declare (scratch on
+                            the caller's stack: no static buffer, so calls are reentrant) */
     calf_error oom;      /* a scratch allocation that failed; status CALF_OK while none */
 };
 
@@ -112,7 +116,10 @@ void export_c_mlp(export_c *x, const char *name, const nn_mlp *m, const float *p
     put_f(b, "\nstatic void %s_forward(const float *x, float *y) {\n", name);
     if (L > 1) {
         put_f(b, "    float");
-        for (int l = 1; l < L; l++) put_f(b, "%s h%d[%d]", l > 1 ? "," : "", l, m->sizes[l]);
+        for (int l = 1; l < L; l++) {
+            put_f(b, "%s h%d[%d]", l > 1 ? "," : "", l, m->sizes[l]);
+            x->stack += (size_t)m->sizes[l] * sizeof(float);
+        }
         put_f(b, ";\n");
     }
     for (int l = 0; l < L; l++) {
@@ -142,29 +149,31 @@ static void put_conv_arrays(export_c *x, const char *name, const conv2d *c, int 
     x->uses_conv = x->uses_relu = true;
 }
 
-/* A scratch array of n floats, `float NAME[n]`, in the function being written. */
-static void put_scratch(bytes_buf *b, const char *fmt_name, int k, size_t n) {
-    put_f(b, "    static float ");
-    put_f(b, fmt_name, k);
-    put_f(b, "[%zu];\n", n);
+/* A scratch array of n floats, `float NAME[n]` (NAME fmt_name with k), in the function
+ * being written: on the calling thread's stack, counted in x->stack. */
+static void put_scratch(export_c *x, const char *fmt_name, int k, size_t n) {
+    put_f(&x->nets, "    float ");
+    put_f(&x->nets, fmt_name, k);
+    put_f(&x->nets, "[%zu];\n", n);
+    x->stack += n * sizeof(float);
 }
 
 /* Conv layer k's call on `in`, into c{k}, then its ReLU. */
-static void put_conv_call(bytes_buf *b, const char *name, const conv2d *c, int k,
+static void put_conv_call(export_c *x, const char *name, const conv2d *c, int k,
                           const char *in) {
-    put_scratch(b, "c%d", k, conv2d_out_size(c));
-    put_f(b, "    calf_conv2d(%s, %s_c%d_w, %s_c%d_b, %d, %d, %d, %d, %d, %d, %d, c%d);\n"
+    put_scratch(x, "c%d", k, conv2d_out_size(c));
+    put_f(&x->nets, "    calf_conv2d(%s, %s_c%d_w, %s_c%d_b, %d, %d, %d, %d, %d, %d, %d, c%d);\n"
              "    calf_relu(c%d, %zu);\n",
           in, name, k, name, k, c->in_h, c->in_w, c->in_c, c->filters,
           c->kernel, c->stride, c->pad, k, k, conv2d_out_size(c));
 }
 
 /* x * in_scale into s, for an observation of bytes given as floats (exact); "s" or "x". */
-static const char *put_scaled_input(bytes_buf *b, const net *n) {
+static const char *put_scaled_input(export_c *x, const net *n) {
     if (!n->in_u8 || n->in_scale == 1.0f) return "x";
     char num[EXPORT_C_NUM];
-    put_scratch(b, "s", 0, (size_t)n->in);
-    put_f(b, "    for (int i = 0; i < %d; i++) s[i] = x[i] * %s;\n", n->in,
+    put_scratch(x, "s", 0, (size_t)n->in);
+    put_f(&x->nets, "    for (int i = 0; i < %d; i++) s[i] = x[i] * %s;\n", n->in,
           export_c_float(n->in_scale, num));
     return "s";
 }
@@ -173,9 +182,10 @@ static const char *put_scaled_input(bytes_buf *b, const net *n) {
  * trunk reads: each segment in turn, an image part's columns (times its scale, one
  * rounding, where that is not 1) through its own conv stack into its columns of e, a run
  * of vector parts copied as it is. Returns "e". */
-static const char *put_encoder(bytes_buf *b, const char *name, const net *n, const char *in) {
+static const char *put_encoder(export_c *x, const char *name, const net *n, const char *in) {
+    bytes_buf *b = &x->nets;
     char num[EXPORT_C_NUM], src[64];
-    put_scratch(b, "e", 0, (size_t)n->cat);
+    put_scratch(x, "e", 0, (size_t)n->cat);
     for (int s = 0; s < n->num_segs; s++) {
         const net_seg *g = &n->seg[s];
         if (g->count == 0) {
@@ -190,7 +200,7 @@ static const char *put_encoder(bytes_buf *b, const char *name, const net *n, con
               s, g->offset, g->offset + g->size - 1, g->h, g->w, g->c, g->col,
               g->col + g->width - 1);
         if (g->scale != 1.0f) {
-            put_scratch(b, "g%d", s, (size_t)g->size);
+            put_scratch(x, "g%d", s, (size_t)g->size);
             put_f(b, "    for (int i = 0; i < %d; i++) g%d[i] = %s[%d + i] * %s;\n", g->size, s, in,
                   g->offset, export_c_float(g->scale, num));
             snprintf(src, sizeof src, "g%d", s);
@@ -199,7 +209,7 @@ static const char *put_encoder(bytes_buf *b, const char *name, const net *n, con
         }
         for (int k = g->first; k < g->first + g->count; k++) {
             CALF_ASSERT(n->layer[k].kind == NET_CONV2D);
-            put_conv_call(b, name, &n->layer[k].conv, k, src);
+            put_conv_call(x, name, &n->layer[k].conv, k, src);
             snprintf(src, sizeof src, "c%d", k);
         }
         put_f(b, "    memcpy(e + %d, %s, %d * sizeof(float));\n", g->col, src, g->width);
@@ -257,19 +267,20 @@ static void export_c_net_step(export_c *x, const char *name, const net *n, const
              "static void %s_step(float *state, const float *x, float *y) {\n",
           name, n->state_size, name);
     char in[32], out[32];
-    snprintf(in, sizeof in, "%s", put_scaled_input(b, n));
-    if (n->num_segs > 0) snprintf(in, sizeof in, "%s", put_encoder(b, name, n, in));
+    snprintf(in, sizeof in, "%s", put_scaled_input(x, n));
+    if (n->num_segs > 0) snprintf(in, sizeof in, "%s", put_encoder(x, name, n, in));
     size_t at = 0; /* the core's part of the row's state */
     for (int k = n->trunk; k < L; k++) {
         const net_layer *l = &n->layer[k];
         if (l->kind == NET_CONV2D) {
-            put_conv_call(b, name, &l->conv, k, in);
+            put_conv_call(x, name, &l->conv, k, in);
             snprintf(out, sizeof out, "c%d", k);
         } else if (l->kind == NET_MLP && k + 1 == L) {
             put_f(b, "    %s_m%d_forward(%s, y);\n", name, k, in);
             break;
         } else if (l->kind == NET_MLP) {
-            put_f(b, "    float m%d[%d];\n    %s_m%d_forward(%s, m%d);\n", k, l->out, name, k, in, k);
+            put_scratch(x, "m%d", k, (size_t)l->out);
+            put_f(b, "    %s_m%d_forward(%s, m%d);\n", name, k, in, k);
             if (l->act_out)
                 put_f(b, "    calf_%s(m%d, %d);\n", l->mlp.act == NN_ACT_TANH ? "tanh" : "relu", k,
                       l->out);
@@ -277,7 +288,8 @@ static void export_c_net_step(export_c *x, const char *name, const net *n, const
         } else {
             const rnn_cell *c = &l->cell;
             bool lstm = l->kind == NET_LSTM;
-            put_f(b, "    float ax%d[%d], ah%d[%d];\n", k, c->gates, k, c->gates);
+            put_scratch(x, "ax%d", k, (size_t)c->gates);
+            put_scratch(x, "ah%d", k, (size_t)c->gates);
             put_f(b, "    calf_%s(%s, %s_r%d_wih, %s_r%d_bih, %s_r%d_whh, %s_r%d_bhh, %d, %d, ax%d, "
                      "ah%d, state + %zu",
                   lstm ? "lstm" : "gru", in, name, k, name, k, name, k, name, k, c->in, c->hidden,
@@ -324,12 +336,12 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
         put_conv_arrays(x, name, &n->layer[k].conv, k, params);
     }
     put_f(b, "\nstatic void %s_forward(const float *x, float *y) {\n", name);
-    snprintf(src, sizeof src, "%s", put_scaled_input(b, n));
+    snprintf(src, sizeof src, "%s", put_scaled_input(x, n));
     if (n->num_segs > 0) {
-        snprintf(src, sizeof src, "%s", put_encoder(b, name, n, src));
+        snprintf(src, sizeof src, "%s", put_encoder(x, name, n, src));
     } else {
         for (int k = 0; k + 1 < L; k++) {
-            put_conv_call(b, name, &n->layer[k].conv, k, src);
+            put_conv_call(x, name, &n->layer[k].conv, k, src);
             snprintf(src, sizeof src, "c%d", k);
         }
     }
@@ -338,6 +350,34 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
 }
 
 int export_c_state_size(const export_c *x) { return x->state_size; }
+
+/* The body's automatic arrays: on each line that declares float or double (not static),
+ * each `[N]` after a name, N elements of that type. The body is the algorithms' text in
+ * calf's own layout (export_c_body), one declaration a line. */
+static size_t body_stack(const bytes_buf *body) {
+    size_t total = 0;
+    const char *p = (const char *)body->data, *end = p + body->len;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol) eol = end;
+        const char *q = p;
+        while (q < eol && *q == ' ') q++;
+        size_t size = 0;
+        if (eol - q > 6 && memcmp(q, "float ", 6) == 0) size = sizeof(float);
+        else if (eol - q > 7 && memcmp(q, "double ", 7) == 0) size = sizeof(double);
+        for (; size && q < eol; q++) {
+            if (*q != '[' || q == p || !(isalnum((unsigned char)q[-1]) || q[-1] == '_')) continue;
+            const char *d = q + 1;
+            size_t v = 0;
+            for (; d < eol && isdigit((unsigned char)*d); d++) v = v * 10 + (size_t)(*d - '0');
+            if (d > q + 1 && d < eol && *d == ']') total += v * size;
+        }
+        p = eol + 1;
+    }
+    return total;
+}
+
+size_t export_c_stack_bytes(const export_c *x) { return x->stack + body_stack(&x->body); }
 
 void export_c_argmax_return(export_c *x, const char *v, int n) {
     export_c_body(x,

@@ -47,6 +47,11 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
 /* Floats of state a row of the file's policy carries: the recurrent network's
  * state_size; 0 when no network written has a core. */
 int export_c_state_size(const export_c *x);
+/* Bytes of arrays one call of the file's policy declares, at most: the networks' scratch
+ * (conv outputs, hidden layers, gates, the encoder's concatenation) and the body's arrays
+ * (a float or double declaration's `[N]`s, a line each). The file keeps its scratch on the
+ * calling thread's stack, never in static storage, so threads may call it at once. */
+size_t export_c_stack_bytes(const export_c *x);
 
 /* Append printf-style text to calf_policy_act's body. Its arguments are `obs`
  * (CALF_POLICY_OBS_DIM) and `action` (and `state`, for a policy with memory: the body of

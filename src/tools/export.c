@@ -32,7 +32,8 @@ static const char *comment_safe(const char *s, char *buf, size_t cap) {
 }
 
 /* The comment that opens the file, and the macros. */
-static void put_head(bytes_buf *b, const play_policy *p, const char *root, int state_size) {
+static void put_head(bytes_buf *b, const play_policy *p, const char *root, int state_size,
+                     size_t stack) {
     const calf_env_spec *spec = &p->cls->spec;
     bool discrete = spec->num_actions > 0, multi = spec->num_action_dims > 0;
     const char *fn = state_size ? "calf_policy_step" : "calf_policy_act";
@@ -89,15 +90,21 @@ static void put_head(bytes_buf *b, const play_policy *p, const char *root, int s
           fn, state_size ? " and calf_policy_reset" : "");
     if (state_size)
         export_c_printf(b,
-              " * calf_policy_step keeps no state but the caller's and allocates nothing. */\n");
+              " * calf_policy_step keeps no state but the caller's and allocates nothing: its scratch\n"
+              " * is on the calling thread's stack (CALF_POLICY_STACK_BYTES, plus a few scalars), so\n"
+              " * threads may step different rows at once (one row's state from one thread at a time). */\n");
     else
         export_c_printf(b,
-              " * calf_policy_act keeps no state and allocates nothing: any thread may call it. */\n");
+              " * calf_policy_act keeps no state and allocates nothing: its scratch is on the calling\n"
+              " * thread's stack (CALF_POLICY_STACK_BYTES, plus a few scalars), so any number of\n"
+              " * threads may call it at once. */\n");
     export_c_printf(b,
           "#define CALF_POLICY_OBS_DIM %d\n"
           "#define CALF_POLICY_DISCRETE %d\n"
           "#define CALF_POLICY_CONTINUOUS %d\n",
           spec->obs_dim, discrete, !discrete);
+    export_c_printf(b, "#define CALF_POLICY_STACK_BYTES %zu /* arrays on the stack in one call, at most */\n",
+                    stack);
     if (state_size)
         export_c_printf(b, "#define CALF_POLICY_STATE_SIZE %d /* floats of state per row */\n",
                         state_size);
@@ -143,7 +150,7 @@ static int export_text(const play_policy *p, const char *root, bytes_buf *out, c
     if (!x) return CALF_ENOMEM;
     int rc = p->ops->export_c(p->algo, x, err);
     if (rc == CALF_OK) {
-        put_head(out, p, root, export_c_state_size(x));
+        put_head(out, p, root, export_c_state_size(x), export_c_stack_bytes(x));
         rc = export_c_write(x, p->cls->spec.action_mask != 0, out, p->path, err);
     }
     export_c_free(x);
