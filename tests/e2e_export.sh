@@ -14,8 +14,9 @@
 # encoded per key (tests/action_envs.c's Test/DictChoice-v0), feed-forward and before an
 # LSTM, with planted mistakes in its concatenation; two threads calling such a file at once
 # get what one at a time gets (its scratch on the stack; static scratch, planted, fails);
-# calf_policy_step_masked, a recurrent masked policy's entry, which no algorithm trains
-# yet, as the writer writes it (tests/export_gen.c). The file is also built
+# calf_policy_step_masked, a recurrent masked policy's entry, and a Dict with a uint8
+# image part, which no algorithm trains yet, as the writer writes them
+# (tests/export_gen.c). The file is also built
 # the ways that would break it if it let the compiler contract a * b + c (GCC's GNU mode
 # with -O3 -march=native; clang, whose default contracts), and with -O0. On a full disk
 # (/dev/full, and the fault shim's ENOSPC for a regular file) play's dump and export's
@@ -258,22 +259,30 @@ else
     echo "skipped the Dict checks: CALF_ACTION_ENVS does not name the action_envs plug-in"
 fi
 
-# calf_policy_step_masked: a recurrent policy with a mask, which nothing trains yet, as the
-# export writer writes it (tests/export_gen.c: an fc layer, the core, 4 actions; 3 rows
-# stepped together with episode starts and masks drawn per line) gives calf's masked
-# actions. Planted: the mask ignored, a reset that zeroes nothing.
+# Policies nothing trains yet, as the export writer writes them (tests/export_gen.c, with
+# a mask over 4 actions): calf_policy_step_masked of a recurrent one (an fc layer, an LSTM
+# or a GRU; 3 rows stepped together with episode starts and masks drawn per line), and a
+# Dict with a uint8 image part of a float observation (scaled by 1/255 before its conv),
+# each giving calf's masked actions. Planted: the mask ignored; a reset that zeroes
+# nothing; the image part's scale left out.
 if [ -x "${CALF_EXPORT_GEN:-}" ]; then
-    for core in lstm gru; do
-        name=masked_$core
+    for kind in lstm gru dict8; do
+        name=masked_$kind
         echo "== $name"
-        expect_exit 0 "$CALF_EXPORT_GEN" $core "$WORK/$name.c" "$WORK/$name.in" "$WORK/$name.calf"
-        expect_in "$WORK/$name.c" "int calf_policy_step_masked(float *state, const float *obs, const unsigned char *mask, float *action) {"
-        if [ $core = lstm ]; then run_builds "$name" "$WORK/$name.in" 0 1 "${BUILDS[@]}"
+        expect_exit 0 "$CALF_EXPORT_GEN" $kind "$WORK/$name.c" "$WORK/$name.in" "$WORK/$name.calf"
+        if [ $kind = dict8 ]; then
+            expect_in "$WORK/$name.c" "int calf_policy_act_masked(const float *obs, const unsigned char *mask, float *action) {"
+            planted='s/g1\[i\] = x\[2 + i\] \* [^;]*;/g1[i] = x[2 + i];/'
+        else
+            expect_in "$WORK/$name.c" "int calf_policy_step_masked(float *state, const float *obs, const unsigned char *mask, float *action) {"
+            planted='s/state\[i\] = 0\.0f;/(void)state;/'
+        fi
+        if [ $kind = lstm ]; then run_builds "$name" "$WORK/$name.in" 0 1 "${BUILDS[@]}"
         else run_builds "$name" "$WORK/$name.in" 0 1 "${BUILDS[0]}"; fi
-        rejects_mutants "$name" "$WORK/$name.in" 0 1 's/(!mask || mask\[j\]) && //' 's/state\[i\] = 0\.0f;/(void)state;/'
+        rejects_mutants "$name" "$WORK/$name.in" 0 1 's/(!mask || mask\[j\]) && //' "$planted"
     done
 else
-    echo "skipped calf_policy_step_masked: CALF_EXPORT_GEN does not name tests/export_gen.c's program"
+    echo "skipped the export writer's own policies: CALF_EXPORT_GEN does not name tests/export_gen.c's program"
 fi
 
 # a run dir whose name would end the file's opening comment

@@ -1,13 +1,16 @@
-/* export_gen.c: a recurrent policy with an action mask, which no algorithm trains yet
- * (PPO refuses a recurrent core with a mask), written by calf's export writer so that
- * tests/e2e_export.sh can hold calf_policy_step_masked to calf's bits. From a fixed seed:
- * an fc layer, an LSTM or a GRU core and a 4-action head (net.h), exported as PPO words
- * a recurrent masked actor (its step, then the masked argmax); 3 rows stepped together
- * with episode starts and masks drawn per line; calf's own action for each line
- * (net_step on the row's state, dist_categorical_mode_masked).
- *   export_gen lstm|gru POLICY.c INPUT ACTIONS
+/* export_gen.c: policies no algorithm trains yet, written by calf's export writer so that
+ * tests/e2e_export.sh can hold the file to calf's bits. From a fixed seed, with a mask
+ * over 4 actions (the masked argmax PPO's export words): lstm, gru: an fc layer, the core
+ * and the head (PPO refuses a recurrent core with a mask), its calf_policy_step_masked; 3
+ * rows stepped together with episode starts and masks drawn per line, calf's own action
+ * for each (net_step on the row's state, dist_categorical_mode_masked). dict8: a Dict of a
+ * vector, a 3x3x2 uint8 image part of a float observation (scaled by 1/255 as it is
+ * gathered) through its conv, and a vector, then an fc layer and the head (no test env has
+ * such a Dict); its calf_policy_act_masked on lines whose image values are bytes.
+ *   export_gen lstm|gru|dict8 POLICY.c INPUT ACTIONS
  * POLICY.c: the file (a head with export_main.c's macros, then export_c_write's text);
- * INPUT: export_main.c's lines (row, start, observation, mask); ACTIONS: calf's actions. */
+ * INPUT: export_main.c's lines ([row, start,] observation, mask); ACTIONS: calf's actions. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,7 @@
 #include "numerics/export_c.h"
 #include "numerics/net.h"
 
-enum { IN = 6, FC = 8, H = 6, A = 4, ROWS = 3, STEPS = 60 };
+enum { IN = 6, FC = 8, H = 6, A = 4, ROWS = 3, STEPS = 60, D_IN = 2 + 18 + 1 };
 
 static int fail(const char *what) {
     fprintf(stderr, "export_gen: %s\n", what);
@@ -25,14 +28,25 @@ static int fail(const char *what) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5 || (strcmp(argv[1], "lstm") != 0 && strcmp(argv[1], "gru") != 0))
-        return fail("usage: export_gen lstm|gru POLICY.c INPUT ACTIONS");
+    bool dict = argc == 5 && strcmp(argv[1], "dict8") == 0;
+    if (argc != 5 || (!dict && strcmp(argv[1], "lstm") != 0 && strcmp(argv[1], "gru") != 0))
+        return fail("usage: export_gen lstm|gru|dict8 POLICY.c INPUT ACTIONS");
     calf_error err;
     calf_error_clear(&err);
     int fc[1] = {FC};
-    net_spec spec = net_spec_mlp(IN, fc, 1, A, NN_ACT_TANH);
-    spec.core = strcmp(argv[1], "lstm") == 0 ? NET_LSTM : NET_GRU;
-    spec.core_hidden = H;
+    net_spec spec = net_spec_mlp(dict ? D_IN : IN, fc, 1, A, NN_ACT_TANH);
+    if (dict) {
+        spec.num_segs = 3;
+        spec.seg[0] = (net_seg){.offset = 0, .size = 2, .scale = 1.0f};
+        spec.seg[1] = (net_seg){.offset = 2, .size = 18, .h = 3, .w = 3, .c = 2,
+                                .scale = 1.0f / 255.0f};
+        spec.seg[2] = (net_seg){.offset = 20, .size = 1, .scale = 1.0f};
+        spec.num_conv = 1;
+        spec.conv[0] = (net_conv_spec){.filters = 4, .kernel = 2, .stride = 1, .pad = 1};
+    } else {
+        spec.core = strcmp(argv[1], "lstm") == 0 ? NET_LSTM : NET_GRU;
+        spec.core_hidden = H;
+    }
     net n;
     size_t cursor = 0;
     if (net_layout(&n, &spec, &cursor, &err)) return fail(err.msg);
@@ -49,14 +63,16 @@ int main(int argc, char **argv) {
     export_c *x = export_c_new(&err);
     bytes_buf text = {0};
     if (!x || export_c_net(x, "actor", &n, params, &err)) return fail(err.msg);
-    export_c_body(x, "    float head[%d];\n    actor_step(state, obs, head);\n", A);
+    export_c_body(x, "    float head[%d];\n    actor_%s(%sobs, head);\n", A,
+                  dict ? "forward" : "step", dict ? "" : "state, ");
     export_c_masked_argmax_return(x, "head", A);
     export_c_printf(&text,
-                    "/* export_gen's recurrent masked policy */\n"
+                    "/* export_gen's %s masked policy */\n"
                     "#define CALF_POLICY_OBS_DIM %d\n#define CALF_POLICY_DISCRETE 1\n"
                     "#define CALF_POLICY_NUM_ACTIONS %d\n#define CALF_POLICY_ACTION_DIM 1\n"
-                    "#define CALF_POLICY_STATE_SIZE %zu\n#define CALF_POLICY_MASKED 1\n",
-                    IN, A, n.state_size);
+                    "#define CALF_POLICY_MASKED 1\n",
+                    argv[1], n.in, A);
+    if (!dict) export_c_printf(&text, "#define CALF_POLICY_STATE_SIZE %zu\n", n.state_size);
     if (export_c_write(x, true, &text, "export_gen", &err)) return fail(err.msg);
     FILE *f = fopen(argv[2], "wb");
     if (!f || fwrite(text.data, 1, text.len, f) != text.len || fclose(f) != 0)
@@ -64,7 +80,8 @@ int main(int argc, char **argv) {
 
     /* the lines, and calf's action on each */
     net_cache c;
-    float state[ROWS][16] = {{0}}, obs[IN], y[A];
+    float state[ROWS][16] = {{0}}, y[A];
+    float x_in[D_IN]; /* D_IN > IN */
     if (n.state_size > 16 || net_cache_init_seq(&c, &n, 1, 1, &err)) return fail("cache");
     FILE *in = fopen(argv[3], "w"), *out = fopen(argv[4], "w");
     if (!in || !out) return fail("cannot write the lines");
@@ -76,16 +93,19 @@ int main(int argc, char **argv) {
             int valid = 0;
             for (int j = 0; j < A; j++) valid += mask[j] = calf_rng_below(&rng, 5) < 3;
             if (!valid) mask[calf_rng_below(&rng, A)] = 1;
-            fprintf(in, "%d %d", r, start);
-            for (int i = 0; i < IN; i++) {
-                /* printed %.9g, read back by strtof as the same float */
-                obs[i] = scale * (2.0f * calf_rng_uniform_float(&rng) - 1.0f);
-                fprintf(in, " %.9g", (double)obs[i]);
+            if (!dict) fprintf(in, "%d %d ", r, start);
+            for (int i = 0; i < n.in; i++) {
+                /* printed %.9g, read back by strtof as the same float; dict8's image bytes */
+                x_in[i] = dict && i >= 2 && i < 20
+                              ? (float)calf_rng_below(&rng, 256)
+                              : scale * (2.0f * calf_rng_uniform_float(&rng) - 1.0f);
+                fprintf(in, "%s%.9g", i ? " " : "", (double)x_in[i]);
             }
             for (int j = 0; j < A; j++) fprintf(in, " %d", mask[j]);
             fprintf(in, "\n");
             uint8_t s = (uint8_t)start;
-            net_step(&n, params, obs, &s, 1, state[r], &c, y);
+            if (dict) net_forward_v(&n, params, 0, x_in, 1, &c, y);
+            else net_step(&n, params, x_in, &s, 1, state[r], &c, y);
             fprintf(out, "%d\n", dist_categorical_mode_masked(y, mask, A));
         }
     if (fclose(in) != 0 || fclose(out) != 0) return fail("cannot write the lines");
