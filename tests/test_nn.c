@@ -160,6 +160,48 @@ static void test_linear_order(void) {
     }
 }
 
+/* A large layer's dX through the MLP: nn_cache keeps W^T of layers from 131,072 weights
+ * (and at most 256 outputs) packed in 16-input strips, the inputs past them as a plain
+ * W^T, and runs the row tiles strip by strip in blocks of rows. The bits must be the
+ * scalar reference's for every row count and row range: MinAtar's fc at PPO's 16 rows
+ * per env and 1 to 5 rows; 1030 inputs (6 past the strips: 1030 = 64 x 16 + 6) and 130
+ * outputs; 100 rows over four row blocks; 256 outputs (blocks of 12 rows); and the cache
+ * reused by a second backward over other rows. */
+static void test_strip_dx(void) {
+    static const int shapes[][4] = {
+        /* B rows forwarded, in, out, rows backpropagated from row 1 */
+        {17, 1024, 128, 16}, {6, 1024, 128, 5}, {3, 1024, 128, 1}, {40, 1030, 130, 37},
+        {101, 1024, 128, 100}, {14, 520, 256, 13}, {9, 2048, 64, 8},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2], n = shapes[s][3];
+        size_t cursor = 0;
+        nn_mlp m;
+        nn_mlp_layout(&m, in, NULL, 0, out, NN_ACT_RELU, &cursor);
+        float *p = nn_alloc_floats(cursor, NULL), *g = nn_alloc_floats(cursor, NULL);
+        float *x = malloc((size_t)B * in * 4), *dy = malloc((size_t)B * out * 4);
+        float *dx = malloc((size_t)B * in * 4), *dxr = malloc((size_t)B * in * 4);
+        float *dwr = calloc((size_t)in * out, 4), *dbr = calloc((size_t)out, 4);
+        fill(p, cursor, -0.5f, 0.5f);
+        fill(x, (size_t)B * in, -1, 1);
+        fill(dy, (size_t)B * out, -1, 1);
+        nn_cache c;
+        CHECK_INT_EQ(nn_cache_init(&c, &m, B, NULL), CALF_OK);
+        nn_mlp_forward_v(&m, p, 5, x, B, &c, NULL);
+        /* rows [1, 1 + n), then (the packed W^T reused) rows [0, 1) */
+        nn_mlp_backward_set(&m, p, &c, 1, n, dy + out, g, dx + in);
+        nn_mlp_backward(&m, p, &c, 0, 1, dy, g, dx);
+        ref_backward_input(dy, p + m.w_off[0], n + 1, in, out, dxr);
+        CHECK(bits_equal(dx, dxr, (size_t)(n + 1) * in));
+        ref_backward_params(x + in, dy + out, n, in, out, dwr, dbr);
+        ref_backward_params(x, dy, 1, in, out, dwr, dbr);
+        CHECK(bits_equal(g + m.w_off[0], dwr, (size_t)in * out));
+        CHECK(bits_equal(g + m.b_off[0], dbr, (size_t)out));
+        nn_cache_free(&c);
+        free(p), free(g), free(x), free(dy), free(dx), free(dxr), free(dwr), free(dbr);
+    }
+}
+
 /* ------------------------------------------------------------ activations */
 
 static void test_tanh(void) {
@@ -569,6 +611,7 @@ static void test_fd(void) {
 int main(void) {
     calf_rng_seed(&g_rng, 2024, 0, CALF_RNG_INIT);
     test_linear_order();
+    test_strip_dx();
     test_tanh();
     test_relu();
     test_layout_init();

@@ -329,6 +329,139 @@ static void gemm_rows(const float *x, size_t ldx, const float *w, size_t ldw, in
 #endif
 }
 
+/* dX through a large layer (MinAtar's fc, 1024 -> 128: W^T is 128 x 1024, 512 KiB). The
+ * row tiles above walk a 16-column strip of a row-major W^T down its K = out rows, 4 KiB
+ * apart at 1024 inputs: every line of the strip falls in the same L1 set and in another
+ * page, so the strip is neither kept in L1 nor prefetched, and the whole W^T streams from
+ * L3 for every six rows (PPO's dX at 16 rows per env ran at ~55% of the FMA peak). So
+ * nn_cache keeps such a layer's W^T packed in strips (wt_pack) in place of the plain
+ * transpose, made once per parameter version as the transpose was, and dx_strips runs
+ * every row tile of a block over one contiguous strip before the next: one pass over W^T
+ * per block of rows, each strip read from L1 by all but the first tile. Each element is
+ * still 0, then madd(dy[r][o], W[i][o], .) over o ascending: the order of nn.h. */
+#if NN_AVX2
+enum { STRIP_MIN_WEIGHTS = PK_MIN_WEIGHTS, STRIP_MAX_OUT = 256 };
+#endif
+
+/* Whether nn_cache keeps layer (in, out)'s W^T as strips: from 131,072 weights (as the
+ * packed product) and at most 256 outputs (a strip of out x 16 floats in 16 KiB of L1). */
+static int wt_strips(int in, int out) {
+#if NN_AVX2
+    return (size_t)in * (size_t)out >= STRIP_MIN_WEIGHTS && in >= 16 && out >= NN_SMALL_OUT &&
+           out <= STRIP_MAX_OUT;
+#else
+    (void)in, (void)out;
+    return 0;
+#endif
+}
+
+/* W^T of w (in, out) in strips: inputs [s, s + 16) for each s < in16 = in / 16 * 16 at
+ * wp + s * out, out rows of 16 floats (wp[s * out + o * 16 + j] = w[s + j][o]); the last
+ * in - in16 inputs after them as a row-major (out, in - in16) W^T. in * out floats. */
+static void wt_pack(const float *w, int in, int out, float *wp) {
+    int in16 = in / 16 * 16, tail = in - in16;
+    for (int s = 0; s < in16; s += 16) {
+        float *dst = wp + (size_t)s * out;
+        for (int j = 0; j < 16; j++) {
+            const float *src = w + (size_t)(s + j) * out;
+            for (int o = 0; o < out; o++) dst[(size_t)o * 16 + j] = src[o];
+        }
+    }
+    float *t = wp + (size_t)in16 * out;
+    for (int j = 0; j < tail; j++)
+        for (int o = 0; o < out; o++) t[(size_t)o * tail + j] = w[(size_t)(in16 + j) * out + o];
+}
+
+#if NN_AVX2
+/* Tiles over one strip from +0: 6, 4 or 2 rows (written out, each accumulator a variable
+ * of its own: packed_tile's array, once more callers shared it, was kept in memory by
+ * gcc 12 and stored on every k), rt <= the tile's rows: rows past rt repeat row rt - 1
+ * and are not stored. */
+#define ST_ROW(r) const float *x##r = x + (size_t)(r < rt ? r : rt - 1) * ldx
+#define ST_FMA(r)                                                                              \
+    do {                                                                                       \
+        __m256 b = _mm256_broadcast_ss(x##r + k);                                              \
+        a##r##0 = _mm256_fmadd_ps(b, w0, a##r##0);                                             \
+        a##r##1 = _mm256_fmadd_ps(b, w1, a##r##1);                                             \
+    } while (0)
+#define ST_STORE(r)                                                                            \
+    if (r < rt) {                                                                              \
+        _mm256_storeu_ps(y + (size_t)r * ldy, a##r##0);                                        \
+        _mm256_storeu_ps(y + (size_t)r * ldy + 8, a##r##1);                                    \
+    }
+
+static __attribute__((noinline)) void strip_tile6(int rt, const float *x, size_t ldx,
+                                                  const float *wp, int K, float *y, size_t ldy) {
+    ST_ROW(0); ST_ROW(1); ST_ROW(2); ST_ROW(3); ST_ROW(4); ST_ROW(5);
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+    __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+    for (int k = 0; k < K; k++) {
+        __m256 w0 = _mm256_load_ps(wp + 16 * k), w1 = _mm256_load_ps(wp + 16 * k + 8);
+        ST_FMA(0); ST_FMA(1); ST_FMA(2); ST_FMA(3); ST_FMA(4); ST_FMA(5);
+    }
+    ST_STORE(0) ST_STORE(1) ST_STORE(2) ST_STORE(3) ST_STORE(4) ST_STORE(5)
+}
+
+static __attribute__((noinline)) void strip_tile4(int rt, const float *x, size_t ldx,
+                                                  const float *wp, int K, float *y, size_t ldy) {
+    ST_ROW(0); ST_ROW(1); ST_ROW(2); ST_ROW(3);
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+    __m256 a30 = a00, a31 = a00;
+    for (int k = 0; k < K; k++) {
+        __m256 w0 = _mm256_load_ps(wp + 16 * k), w1 = _mm256_load_ps(wp + 16 * k + 8);
+        ST_FMA(0); ST_FMA(1); ST_FMA(2); ST_FMA(3);
+    }
+    ST_STORE(0) ST_STORE(1) ST_STORE(2) ST_STORE(3)
+}
+
+static __attribute__((noinline)) void strip_tile2(int rt, const float *x, size_t ldx,
+                                                  const float *wp, int K, float *y, size_t ldy) {
+    ST_ROW(0); ST_ROW(1);
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+    for (int k = 0; k < K; k++) {
+        __m256 w0 = _mm256_load_ps(wp + 16 * k), w1 = _mm256_load_ps(wp + 16 * k + 8);
+        ST_FMA(0); ST_FMA(1);
+    }
+    ST_STORE(0) ST_STORE(1)
+}
+#undef ST_ROW
+#undef ST_FMA
+#undef ST_STORE
+#endif
+
+/* dx (R, in) = dy (R, out) W^T with W^T as wt_pack leaves it. */
+static void dx_strips(const float *dy, int R, int in, int out, const float *wp, float *dx) {
+#if NN_AVX2
+    int in16 = in / 16 * 16, tail = in - in16;
+    /* rows in blocks whose dy (mc rows of out floats) sits in L1 beside a strip */
+    int mc = 4096 / out / 6 * 6;
+    if (mc < 6) mc = 6;
+    for (int r0 = 0; r0 < R; r0 += mc) {
+        int mr = R - r0 < mc ? R - r0 : mc;
+        for (int s = 0; s < in16; s += 16) {
+            const float *strip = wp + (size_t)s * out;
+            /* tiles of 6 rows, the last 1 to 5 in one of 4 or 2 (16 rows: 6 + 6 + 4) */
+            for (int r = 0, left = mr; left > 0;) {
+                int rt = left < 6 ? left : 6;
+                size_t row = (size_t)(r0 + r);
+                const float *a = dy + row * out;
+                float *d = dx + row * in + s;
+                if (rt > 4) strip_tile6(rt, a, (size_t)out, strip, out, d, (size_t)in);
+                else if (rt > 2) strip_tile4(rt, a, (size_t)out, strip, out, d, (size_t)in);
+                else strip_tile2(rt, a, (size_t)out, strip, out, d, (size_t)in);
+                r += rt, left -= rt;
+            }
+        }
+    }
+    if (tail)
+        gemm_rows(dy, (size_t)out, wp + (size_t)in16 * out, (size_t)tail, out, tail, NULL,
+                  dx + in16, (size_t)in, R);
+#else
+    (void)dy, (void)R, (void)in, (void)out, (void)wp, (void)dx;
+    CALF_ASSERT(0); /* wt_strips is 0 without AVX2 */
+#endif
+}
+
 /* For N < NN_SMALL_OUT outputs a vector over N would be mostly empty, so each output
  * is a dot product over k in 8 fixed lanes (lane = k % 8) summed by the pairwise tree
  * ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)), the order _mm256_hadd_ps produces. */
@@ -563,19 +696,39 @@ static void dw_all_k(const float *x, const float *dy, int B, int in, int out, fl
  * DW_ROWS rows (PPO's per-env partials: 16 rows at MinAtar's minibatch) is one chunk in
  * any mode; a longer ADD (dw + the SET chain) cannot continue through dw, so it keeps
  * the single pass. */
-enum { DW_ROWS = 128, DW_TILE6_ROWS = 32, DW_MIN_WEIGHTS = 16384 };
+/* 6 x 16 tiles from 16 rows here: PPO's per-env partial of MinAtar's fc (16 rows of
+ * 1024 -> 128) ran its 8 x 8 tiles with nine loads to eight multiply-adds. */
+enum { DW_ROWS = 128, DW_TILE6_ROWS = 16, DW_MIN_WEIGHTS = 16384 };
 
 /* One chunk of R <= DW_ROWS rows: each 6-input tile's x (rows 4 KiB apart at 1024
- * inputs, so they fall in one L1 set) copied first to 8 floats a row, contiguous. */
+ * inputs, so they fall in one L1 set) copied first to 8 floats a row, contiguous, the
+ * tiles of several 6-input groups at once (DW_XT_FLOATS in all), so each row's x is read
+ * along its lines once, not six floats of a line at a time from L2; and while a group's
+ * tiles run, the next group's rows of dw are prefetched (at 16 rows a tile has only 16
+ * multiply-adds per accumulator to hide the store's miss behind). */
+enum { DW_XT_FLOATS = 2048 };
+
 static void dw_chunk(const float *x, const float *dy, int R, int in, int out, float *dw,
                      int mode) {
-    _Alignas(64) float xt[DW_ROWS * 8];
+    _Alignas(64) float xt[DW_ROWS * 8 > DW_XT_FLOATS ? DW_ROWS * 8 : DW_XT_FLOATS];
     int k = 0;
-    if (R >= DW_TILE6_ROWS)
-        for (; k + 6 <= in; k += 6) {
-            for (int r = 0; r < R; r++) memcpy(xt + 8 * r, x + (size_t)r * in + k, 6 * sizeof(float));
-            dw_block(6, 2, xt, 8, 0, dy, out, R, dw + (size_t)k * out, mode);
+    if (R >= DW_TILE6_ROWS) {
+        int per = DW_XT_FLOATS / (8 * R); /* 6-input groups per copy */
+        if (per < 1) per = 1;
+        while (k + 6 <= in) {
+            int groups = (in - k) / 6 < per ? (in - k) / 6 : per;
+            for (int r = 0; r < R; r++)
+                for (int g = 0; g < groups; g++)
+                    memcpy(xt + ((size_t)g * R + r) * 8, x + (size_t)r * in + k + 6 * g,
+                           6 * sizeof(float));
+            for (int g = 0; g < groups; g++, k += 6) {
+                if (k + 12 <= in)
+                    for (int kk = k + 6; kk < k + 12; kk++)
+                        for (int n = 0; n < out; n += 16) __builtin_prefetch(dw + (size_t)kk * out + n, 1);
+                dw_block(6, 2, xt + (size_t)g * R * 8, 8, 0, dy, out, R, dw + (size_t)k * out, mode);
+            }
         }
+    }
     for (; k + 8 <= in; k += 8) {
         for (int r = 0; r < R; r++) memcpy(xt + 8 * r, x + (size_t)r * in + k, 8 * sizeof(float));
         dw_block(8, 1, xt, 8, 0, dy, out, R, dw + (size_t)k * out, mode);
@@ -617,7 +770,8 @@ static void backward_params(const float *x, const float *dy, int B, int in, int 
          * rows (an off-policy batch in one call) 6 k x 16 n first: two dy loads and six
          * broadcasts feed twelve multiply-adds, where 8 x 8 needs nine loads for eight
          * (256x256 at 256 rows: 72 -> 106 GFLOP/s; a per-env block of 8 rows is faster
-         * with 8 x 8, whose accumulators are fewer to load and store) */
+         * with 8 x 8, whose accumulators are fewer to load and store; weights of 16,384
+         * floats or more take 6 x 16 from 16 rows, dw_chunk) */
         dw_rows(x, dy, B, in, out, dw, mode);
 #else
         scalar_dw(x, in, dy, out, B, 0, in, 0, out, dw, mode);
@@ -822,12 +976,15 @@ static void mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int 
         const float *xl = c->act[l] + (size_t)row_begin * in;
         if (grad) backward_params(xl, dz, row_count, in, out, grad + m->w_off[l], grad + m->b_off[l], mode);
         if (l == 0 && !dx) break;
+        int strips = wt_strips(in, out);
         if (!(c->wt_valid & (1u << l))) {
-            nn_transpose(params + m->w_off[l], in, out, c->wt[l]);
+            if (strips) wt_pack(params + m->w_off[l], in, out, c->wt[l]);
+            else nn_transpose(params + m->w_off[l], in, out, c->wt[l]);
             c->wt_valid |= 1u << l;
         }
         float *dh = l > 0 ? c->scratch[buf] : dx;
-        nn_linear_backward_input(dz, c->wt[l], row_count, in, out, dh);
+        if (strips) dx_strips(dz, row_count, in, out, c->wt[l], dh);
+        else nn_linear_backward_input(dz, c->wt[l], row_count, in, out, dh);
         if (l > 0) {
             nn_activation_backward(m->act, xl, dh, dh, (size_t)row_count * in);
             dz = dh;

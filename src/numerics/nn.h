@@ -81,7 +81,8 @@ typedef struct nn_cache {
     float *act[NN_MAX_LAYERS + 1];    /* act[l]: (max_rows, sizes[l]); act[0] a copy of
                                          the input, act[num_layers] the output, others
                                          post-activation */
-    float *wt[NN_MAX_LAYERS];         /* (sizes[l+1], sizes[l]) transposed weights */
+    float *wt[NN_MAX_LAYERS];         /* (sizes[l+1], sizes[l]) transposed weights; a
+                                         large layer's in 16-input strips (nn.c, wt_pack) */
     unsigned wt_valid;                /* bit l: wt[l] matches params of the last forward */
     uint64_t version;                 /* caller's version of those params (0: none) */
     const float *params;              /* params of the last forward (checked by backward) */
