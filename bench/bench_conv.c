@@ -83,13 +83,13 @@ static void fc_f(void *p) {
 }
 
 /* forward, dW and db, and dX (the conv below needs it), as net.c runs the fc: dX through
- * the transposed weights nn's MLP keeps (the transpose is inside the time) */
+ * the W^T nn's MLP keeps (16-input strips at this size; the packing is inside the time) */
 static void fc_fb(void *p) {
     fc_arg *a = p;
     nn_linear_forward(a->x, a->w, a->b, a->B, a->in, a->out, a->y, NULL);
     nn_linear_backward_params_set(a->x, a->dy, a->B, a->in, a->out, a->dw, a->db);
-    nn_transpose(a->w, a->in, a->out, a->wt);
-    nn_linear_backward_input(a->dy, a->wt, a->B, a->in, a->out, a->dx);
+    nn_wt_pack(a->w, a->in, a->out, a->wt);
+    nn_linear_backward_input_wt(a->dy, a->wt, a->B, a->in, a->out, a->dx);
     sink = a->dw[0] + a->dx[0];
 }
 

@@ -133,12 +133,14 @@ static void test_activations(void) {
     free(x), free(h), free(a), free(b);
 }
 
-/* ppo_cartpole's actor (4-64-64-2, tanh) and a relu 17-256-256-1 critic: forward, the
- * three backward modes, per-row groups */
+/* ppo_cartpole's actor (4-64-64-2, tanh), a relu 17-256-256-1 critic and a 1030-128-128-6
+ * relu net (the fma variant's W^T of its first layer in 16-input strips, the generic's a
+ * plain transpose): forward, the three backward modes, per-row groups */
 static void test_mlps(void) {
     static const struct { int in, hidden, out, act; } nets[] = {{4, 64, 2, NN_ACT_TANH},
-                                                               {17, 256, 1, NN_ACT_RELU}};
-    for (size_t k = 0; k < 2; k++) {
+                                                               {17, 256, 1, NN_ACT_RELU},
+                                                               {1030, 128, 6, NN_ACT_RELU}};
+    for (size_t k = 0; k < 3; k++) {
         enum { B = 37 };
         nn_mlp m;
         size_t cursor = 0;

@@ -58,6 +58,10 @@
     V(nn_linear_backward_input,                                                                 \
       (const float *dy, const float *wt, int B, int in, int out, float *dx),                    \
       (dy, wt, B, in, out, dx))                                                                 \
+    V(nn_wt_pack, (const float *w, int in, int out, float *wt), (w, in, out, wt))               \
+    V(nn_linear_backward_input_wt,                                                              \
+      (const float *dy, const float *wt, int B, int in, int out, float *dx),                    \
+      (dy, wt, B, in, out, dx))                                                                 \
     X(float, nn_tanh1, (float x), (x))                                                          \
     V(nn_tanh, (const float *x, float *y, size_t n), (x, y, n))                                 \
     V(nn_relu, (const float *x, float *y, size_t n), (x, y, n))                                 \

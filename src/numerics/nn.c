@@ -812,6 +812,18 @@ void nn_linear_backward_input(const float *dy, const float *wt, int B, int in, i
     gemm_rows(dy, (size_t)out, wt, (size_t)in, out, in, NULL, dx, (size_t)in, B);
 }
 
+void nn_wt_pack(const float *w, int in, int out, float *wt) {
+    if (wt_strips(in, out)) wt_pack(w, in, out, wt);
+    else nn_transpose(w, in, out, wt);
+}
+
+void nn_linear_backward_input_wt(const float *dy, const float *wt, int B, int in, int out,
+                                 float *dx) {
+    CALF_ASSERT(B >= 0 && in > 0 && out > 0);
+    if (wt_strips(in, out)) dx_strips(dy, B, in, out, wt, dx);
+    else gemm_rows(dy, (size_t)out, wt, (size_t)in, out, in, NULL, dx, (size_t)in, B);
+}
+
 /* ---------------------------------------------------------------- activations */
 
 /* Clamped odd rational minimax approximation (the coefficients of Eigen's float tanh):
@@ -976,15 +988,12 @@ static void mlp_backward(const nn_mlp *m, const float *params, nn_cache *c, int 
         const float *xl = c->act[l] + (size_t)row_begin * in;
         if (grad) backward_params(xl, dz, row_count, in, out, grad + m->w_off[l], grad + m->b_off[l], mode);
         if (l == 0 && !dx) break;
-        int strips = wt_strips(in, out);
         if (!(c->wt_valid & (1u << l))) {
-            if (strips) wt_pack(params + m->w_off[l], in, out, c->wt[l]);
-            else nn_transpose(params + m->w_off[l], in, out, c->wt[l]);
+            nn_wt_pack(params + m->w_off[l], in, out, c->wt[l]);
             c->wt_valid |= 1u << l;
         }
         float *dh = l > 0 ? c->scratch[buf] : dx;
-        if (strips) dx_strips(dz, row_count, in, out, c->wt[l], dh);
-        else nn_linear_backward_input(dz, c->wt[l], row_count, in, out, dh);
+        nn_linear_backward_input_wt(dz, c->wt[l], row_count, in, out, dh);
         if (l > 0) {
             nn_activation_backward(m->act, xl, dh, dh, (size_t)row_count * in);
             dz = dh;

@@ -165,6 +165,12 @@ void nn_linear_backward_input(const float *dy, /* (B, out) */
                               const float *wt, /* (out, in): W transposed */
                               int B, int in, int out,
                               float *dx);      /* (B, in), written */
+/* The W^T an MLP's cache keeps for dX: wt := w (in, out) transposed, or for a large
+ * layer (from 131,072 weights and at most 256 outputs, with AVX2) the same floats in
+ * 16-input strips (nn.c); and dx = dy W^T through it, in the order of dX above. */
+void nn_wt_pack(const float *w, int in, int out, float *wt);
+void nn_linear_backward_input_wt(const float *dy, const float *wt, int B, int in, int out,
+                                 float *dx);
 /* wt (cols, rows) := w (rows, cols) transposed. */
 void nn_transpose(const float *w, int rows, int cols, float *wt);
 
