@@ -440,7 +440,7 @@ static void dx_strips(const float *dy, int R, int in, int out, const float *wp, 
         int mr = R - r0 < mc ? R - r0 : mc;
         for (int s = 0; s < in16; s += 16) {
             const float *strip = wp + (size_t)s * out;
-            /* tiles of 6 rows, the last 1 to 5 in one of 4 or 2 (16 rows: 6 + 6 + 4) */
+            /* tiles of 6 rows, the last 1 to 5 in a 6-, 4- or 2-row one (16: 6 + 6 + 4) */
             for (int r = 0, left = mr; left > 0;) {
                 int rt = left < 6 ? left : 6;
                 size_t row = (size_t)(r0 + r);
