@@ -180,15 +180,18 @@ expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/grow.so" --root_dir "$WORK/
     --conf_param TrainerConfig.num_iterations=4
 expect_in "$WORK/err" "the checkpoint does not fit environment 'Grow-v0' of plug-in $WORK/grow.so as it is now (observation size 2, 2 actions): was the plug-in rebuilt with another observation or action size?"
 
-# ---- plug-in ABI 3: older plug-ins still load, the spaces it added are checked ------
-# tests/plugin_abi2.c built against the frozen ABI-2 headers (tests/abi2/calf/) and against
-# this calf's: the loader reads the old build's class in version 2's layout, tells its
-# create_at its own class object, drops its step_many (a planted NaN: the job would stop),
-# and both builds train to the same bytes, on 1 and 2 processes
+# ---- plug-in ABI 3 and 4: older plug-ins still load, the spaces added are checked ----
+# tests/plugin_abi2.c built against the frozen ABI-2 headers (tests/abi2/calf/), the frozen
+# ABI-3 ones (tests/abi3/calf/) and this calf's: the loader reads an old build's class in
+# its version's layout, tells its create_at its own class object, drops an ABI-2 build's
+# step_many (a planted NaN: the job would stop), and the builds train to the same bytes,
+# on 1 and 2 processes
 "$CC" -shared -fPIC -I"$SRC/tests/abi2" "$SRC/tests/plugin_abi2.c" -o "$WORK/stairs2.so" \
     || bad "cc failed for the ABI-2 plug-in"
-"$CC" -shared -fPIC -I"$SRC/include" "$SRC/tests/plugin_abi2.c" -o "$WORK/stairs3.so" \
-    || bad "cc failed for the ABI-3 build of the ABI-2 plug-in"
+"$CC" -shared -fPIC -I"$SRC/tests/abi3" "$SRC/tests/plugin_abi2.c" -o "$WORK/stairs3.so" \
+    || bad "cc failed for the ABI-3 build of the plug-in"
+"$CC" -shared -fPIC -I"$SRC/include" "$SRC/tests/plugin_abi2.c" -o "$WORK/stairs4.so" \
+    || bad "cc failed for the ABI-4 build of the plug-in"
 expect_exit 0 "$CALF" envs --env_lib "$WORK/stairs2.so"
 expect_in "$WORK/out" "Stairs-v0 "
 expect_in "$WORK/out" "Box(-inf, inf, (3,), float32)"
@@ -197,21 +200,24 @@ expect_exit 0 "$CALF" train --quiet --env_lib "$WORK/stairs2.so" --root_dir "$WO
     --conf "$WORK/corridor.gin" $stairs
 expect_exit 0 "$CALF" train --quiet --env_lib "$WORK/stairs3.so" --root_dir "$WORK/s3" \
     --conf "$WORK/corridor.gin" $stairs
+expect_exit 0 "$CALF" train --quiet --env_lib "$WORK/stairs4.so" --root_dir "$WORK/s4" \
+    --conf "$WORK/corridor.gin" $stairs
 expect_exit 0 "$CALF" train --quiet --env_lib "$WORK/stairs2.so" --root_dir "$WORK/s2n2" \
     --conf "$WORK/corridor.gin" $stairs --nproc 2
 expect_same_file "$WORK/s3/train/algorithm/ckpt-3" "$WORK/s2/train/algorithm/ckpt-3"
+expect_same_file "$WORK/s4/train/algorithm/ckpt-3" "$WORK/s2/train/algorithm/ckpt-3"
 expect_same_file "$WORK/s3/train/algorithm/ckpt-3" "$WORK/s2n2/train/algorithm/ckpt-3"
 expect_exit 0 "$CALF" play --root_dir "$WORK/s2" --num_episodes 2 --env_lib "$WORK/stairs2.so"
 expect_in "$WORK/out" "average return over 2 episodes"
-# the planted NaN is real: with its step_many kept (built with ABI 3, which calls it) the
+# the planted NaN is real: with its step_many kept (built with ABI 4, which calls it) the
 # job stops on it
 "$CC" -shared -fPIC -I"$SRC/include" -DSTAIRS_KEEP_STEP_MANY "$SRC/tests/plugin_abi2.c" \
     -o "$WORK/stairs_nan.so" || bad "cc failed for the planted step_many"
 expect_exit 2 "$CALF" train --quiet --env_lib "$WORK/stairs_nan.so" --root_dir "$WORK/snan" \
     --conf "$WORK/corridor.gin" $stairs
 expect_in "$WORK/err" "non-finite observation"
-# versions other than 2 and 3 are refused, saying which this calf loads
-for v in 1 4; do
+# versions other than 2 to 4 are refused, saying which this calf loads
+for v in 1 5; do
     build_plugin "abi$v" <<C
 #include "calf/env.h"
 int calf_plugin_register(int abi_version, calf_error *err) {
@@ -219,7 +225,7 @@ int calf_plugin_register(int abi_version, calf_error *err) {
 }
 C
     expect_exit 2 "$CALF" envs --env_lib "$WORK/abi$v.so"
-    expect_in "$WORK/err" "--env_lib $WORK/abi$v.so: built for calf plug-in ABI version $v, but this calf has version 3 (and loads versions 2 to 3)"
+    expect_in "$WORK/err" "--env_lib $WORK/abi$v.so: built for calf plug-in ABI version $v, but this calf has version 4 (and loads versions 2 to 4)"
 done
 # MultiDiscrete actions and masks: the spec says them, with the hooks that go with them
 # (step_multi, action_mask); a plug-in that sets a field without its hook is refused at

@@ -1,6 +1,7 @@
-/* plugin_abi2.c: a plug-in env that tests/e2e_plugin.sh builds twice, against the frozen
- * ABI-2 header (-I tests/abi2) and against this calf's, and trains with both: the loader
- * must read the old build's class in version 2's layout and give the same bytes.
+/* plugin_abi2.c: a plug-in env that tests/e2e_plugin.sh builds against the frozen
+ * ABI-2 and ABI-3 headers (-I tests/abi2, tests/abi3) and against this calf's, and trains
+ * with each: the loader must read an old build's class in its version's layout and give
+ * the same bytes.
  * Stairs-v0 climbs a staircase whose height create_at draws from (seed, index). */
 #include <math.h>
 

@@ -1,7 +1,8 @@
 /* test_api_vec_env.c: the public calf_vec_env (calf/vec_env.h) gives the trainer's
  * trajectories, bit for bit: the same floats as the internal vec_env the trainer steps
  * and as `calf env`'s loop over a lone env, for any first index; its spaces, reset
- * rule, argument errors and the fault of an env that returns NaN, each checked. */
+ * rule, argument errors and the fault of an env that returns NaN, each checked; a uint8
+ * env's byte calls give the same values. */
 #include "calf/vec_env.h"
 
 #include <math.h>
@@ -277,8 +278,56 @@ static void test_env_fault(void) {
     calf_vec_env_close(v);
 }
 
+/* A uint8 env read as bytes: the byte calls give the float calls' values, reset rule
+ * and episodes included; after them the float calls return the block's bytes as floats;
+ * a float env refuses them. */
+static void test_bytes(const char *name) {
+    enum { N = 6, T = 400, OD = 1000 };
+    calf_error err;
+    calf_vec_env *f = NULL, *b = NULL;
+    CHECK_INT_EQ(calf_vec_env_open(name, NULL, 4, 2, N, &f, &err), CALF_OK);
+    CHECK_INT_EQ(calf_vec_env_open(name, NULL, 4, 2, N, &b, &err), CALF_OK);
+    CHECK_INT_EQ(calf_vec_env_obs_high(b), 1);
+    int od = calf_vec_env_obs_dim(b), na = calf_vec_env_num_actions(b), same = 1;
+    CHECK(od <= OD);
+    static float fo[N * OD], ff[N * OD];
+    static uint8_t bo[N * OD], bf[N * OD];
+    float rf[N], rb[N];
+    uint8_t tf[N], tb[N], uf[N], ub[N];
+    int act[N];
+    CHECK_INT_EQ(calf_vec_env_reset(f, fo, &err), CALF_OK);
+    CHECK_INT_EQ(calf_vec_env_reset_u8(b, bo, &err), CALF_OK);
+    for (int k = 0; k < N * od; k++) same &= (float)bo[k] == fo[k];
+    for (int t = 0; t < T; t++) {
+        for (int e = 0; e < N; e++) act[e] = (t * 7 + e * 3) % na;
+        CHECK_INT_EQ(calf_vec_env_step(f, act, NULL, fo, rf, tf, uf, ff, &err), CALF_OK);
+        if (t % 2) { /* the float call on a byte block: its bytes as floats */
+            CHECK_INT_EQ(calf_vec_env_step(b, act, NULL, fo, rb, tb, ub, ff, &err), CALF_OK);
+            continue;
+        }
+        CHECK_INT_EQ(calf_vec_env_step_u8(b, act, NULL, bo, rb, tb, ub, bf, &err), CALF_OK);
+        for (int k = 0; k < N * od; k++) same &= (float)bo[k] == fo[k] && (float)bf[k] == ff[k];
+        same &= memcmp(rf, rb, sizeof rf) == 0 && memcmp(tf, tb, N) == 0 && memcmp(uf, ub, N) == 0;
+    }
+    CHECK(same);
+    calf_vec_env_close(f);
+    calf_vec_env_close(b);
+    CHECK_INT_EQ(calf_vec_env_open("CartPole-v1", NULL, 4, 0, 2, &f, &err), CALF_OK);
+    CHECK_INT_EQ(calf_vec_env_obs_high(f), 0);
+    CHECK_INT_EQ(calf_vec_env_reset_u8(f, bo, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "calf_vec_env_reset_u8: CartPole-v1's observations are floats") != NULL);
+    act[0] = act[1] = 0;
+    CHECK_INT_EQ(calf_vec_env_step_u8(f, act, NULL, bo, rb, tb, ub, NULL, &err), CALF_EINVAL);
+    CHECK_INT_EQ(calf_vec_env_step_u8(f, act, NULL, NULL, rb, tb, ub, NULL, &err), CALF_EINVAL);
+    CHECK(strstr(err.msg, "calf_vec_env_step_u8: an output array is NULL") != NULL);
+    calf_vec_env_close(f);
+    CHECK_INT_EQ(calf_vec_env_obs_high(f), -1);
+}
+
 int main(void) {
     test_spaces();
+    test_bytes("MinAtar/Breakout-v0");
+    test_bytes("MinAtar/SpaceInvaders-v1");
     for (int k = 0; k < 5; k++) {
         test_same_as_trainer(classic[k]);
         test_same_as_calf_env(classic[k]);

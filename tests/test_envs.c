@@ -704,6 +704,18 @@ static int probe_step(void *state, calf_rng *rng, int action, const float *u, fl
 static const float probe_low[2] = {-1.0f, 0.0f}, probe_high[2] = {1.0f, 0.5f};
 static const float flat_high[2] = {1.0f, 0.0f}; /* low == high in dimension 1 */
 
+/* Byte hooks that are never called: the spec checks refuse the classes that carry them. */
+static void u8_reset(void *state, calf_rng *rng, uint8_t *obs) { (void)state, (void)rng, (void)obs; }
+static int u8_step(void *state, calf_rng *rng, int action, const float *u, uint8_t *obs,
+                   float *reward) {
+    (void)state, (void)rng, (void)action, (void)u, (void)obs, (void)reward;
+    return 0;
+}
+static void u8_step_many(struct calf_env *envs, int n, const int *actions, const float *u,
+                         uint8_t *obs, float *reward, uint8_t *terminated) {
+    (void)envs, (void)n, (void)actions, (void)u, (void)obs, (void)reward, (void)terminated;
+}
+
 static const calf_env_class probe_class = {
     .spec = {.name = "Probe-v0",
              .obs_dim = 1,
@@ -953,7 +965,7 @@ static void test_spaces(void) {
     struct {
         const char *why, *field;
         calf_env_class cls;
-    } bad[16];
+    } bad[20];
     int nb = 0;
 #define BAD_(WHY, FIELD, BASE, EDIT) \
     do {                             \
@@ -979,6 +991,11 @@ static void test_spaces(void) {
     BAD_("a size 0", "action_nvec", md, (c->spec.num_action_dims = 2, c->spec.action_nvec = nvec_zero));
     BAD_("a mask of continuous actions", "action_mask", probe_class, c->spec.action_mask = 1);
     BAD_("a mask flag other than 0/1", "action_mask", md, c->spec.action_mask = 2);
+    /* ABI 4's byte hooks: in pairs, and only for a byte observation */
+    BAD_("reset_u8 without step_u8", "step_u8", img, c->reset_u8 = u8_reset);
+    BAD_("step_many_u8 alone", "step_u8", img, c->step_many_u8 = u8_step_many);
+    BAD_("byte hooks on floats", "CALF_DTYPE_U8", probe_class,
+         (c->reset_u8 = u8_reset, c->step_u8 = u8_step));
 #undef BAD_
     calf_error err;
     int before = calf_env_count();

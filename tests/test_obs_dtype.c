@@ -166,6 +166,9 @@ int main(void) {
     memset(float_twin.spec.obs_shape, 0, sizeof float_twin.spec.obs_shape);
     float_twin.spec.obs_dtype = CALF_DTYPE_F32;
     float_twin.spec.obs_high = 0;
+    /* a float observation has no byte hooks (the registry refuses them): the twin steps
+     * as floats, the byte class as bytes */
+    float_twin.reset_u8 = NULL, float_twin.step_u8 = NULL, float_twin.step_many_u8 = NULL;
     calf_error err;
     CHECK_INT_EQ(calf_env_register(&float_twin, &err), CALF_OK);
     u8_cut = *cls, float_cut = float_twin;

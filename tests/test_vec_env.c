@@ -1,8 +1,9 @@
 /* test_vec_env.c: a block of envs must step each env exactly as a lone calf_env
  * would (so any split of the global env range gives the same bytes), auto-reset while
  * keeping the pre-reset observation, report finished episodes, round-trip its state
- * through checkpoint records that reject corrupted input, and name the env that returns
- * a non-finite observation or reward, or a byte env's value outside 0..obs_high. */
+ * through checkpoint records that reject corrupted input, name the env that returns
+ * a non-finite observation or reward, or a byte env's value outside 0..obs_high, and step
+ * a byte env's block in bytes (vec_env_use_u8) to the same values as in floats. */
 #include "envs/vec_env.h"
 
 #include <math.h>
@@ -738,6 +739,140 @@ static void test_byte_faults(void) {
     }
 }
 
+/* ---- the byte observation (env ABI 4) ---- */
+
+/* A byte block (vec_env_use_u8) and a float block of the same envs under the same
+ * actions: every step's observations, final observations, rewards and flags, and the
+ * checkpoint records, the same values; an episode must end on the way (the resets are
+ * part of what is compared). One env stepped by env_step_u8 beside calf_env_step too. */
+static void bytes_vs_floats(const char *name, int steps) {
+    enum { N = 5, MAXO = 1024 };
+    calf_error err;
+    vec_env f, b;
+    CHECK_INT_EQ(vec_env_init(&f, name, 21, 3, N, &err), CALF_OK);
+    CHECK_INT_EQ(vec_env_init(&b, name, 21, 3, N, &err), CALF_OK);
+    CHECK_INT_EQ(vec_env_use_u8(&b, &err), CALF_OK);
+    const int od = f.obs_dim, na = f.num_actions;
+    CHECK(od <= MAXO && b.obs8 != NULL);
+    static float fo[N * MAXO];
+    static uint8_t bo[N * MAXO];
+    static unsigned char rf[N][MAXO * 4 + 4096], rb[N][MAXO * 4 + 4096];
+    CHECK(vec_env_record_size(&f) <= sizeof rf[0]);
+    int actions[N], ends = 0, same = 1;
+    float rew_f[N], rew_b[N];
+    uint8_t tf[N], tb[N], uf[N], ub[N];
+    for (int t = 0; t < steps && same; t++) {
+        for (int e = 0; e < N; e++) actions[e] = discrete_action(e, t, na);
+        vec_env_step(&f, actions, NULL, rew_f, tf, uf, fo, NULL, NULL);
+        vec_env_step_u8(&b, actions, NULL, rew_b, tb, ub, bo, NULL, NULL);
+        for (int k = 0; k < N * od; k++)
+            same &= (float)bo[k] == fo[k] && (float)b.obs8[k] == f.obs[k];
+        same &= memcmp(rew_f, rew_b, sizeof rew_f) == 0 && memcmp(tf, tb, N) == 0 &&
+                memcmp(uf, ub, N) == 0;
+        for (int e = 0; e < N; e++) ends += tf[e] | uf[e];
+        if (t % 97 == 0)
+            for (int e = 0; e < N; e++) {
+                vec_env_save_record(&f, e, rf[e]);
+                vec_env_save_record(&b, e, rb[e]);
+                same &= memcmp(rf[e], rb[e], vec_env_record_size(&f)) == 0;
+            }
+    }
+    if (!same) fprintf(stderr, "  %s: the byte block parted from the float block\n", name);
+    CHECK(same);
+    CHECK(ends > 0);
+    CHECK_INT_EQ(vec_env_fault(&b, &err), CALF_OK);
+    /* a float block's record loads into the byte block, which then steps on alike */
+    for (int e = 0; e < N; e++) vec_env_save_record(&f, e, rf[e]);
+    CHECK_INT_EQ(vec_env_load_record(&b, 2, rf[2], &err), CALF_OK);
+    for (int k = 0; k < od; k++) CHECK((float)b.obs8[2 * od + k] == f.obs[2 * od + k]);
+    vec_env_free(&f);
+    vec_env_free(&b);
+
+    const calf_env_class *cls = calf_env_find(name);
+    if (!cls->step_u8) return;
+    calf_env lf, lb;
+    CHECK_INT_EQ(calf_env_init(&lf, name, 5, 9, &err), CALF_OK);
+    CHECK_INT_EQ(calf_env_init(&lb, name, 5, 9, &err), CALF_OK);
+    calf_env_reset(&lf, fo);
+    env_reset_u8(&lb, bo);
+    same = 1;
+    for (int t = 0; t < steps && same; t++) {
+        int a = discrete_action(7, t, na), te, tr, te8, tr8;
+        float r, r8;
+        calf_env_step(&lf, a, NULL, fo, &r, &te, &tr);
+        env_step_u8(&lb, a, NULL, bo, &r8, &te8, &tr8);
+        same &= r == r8 && te == te8 && tr == tr8 && lf.elapsed_steps == lb.elapsed_steps;
+        if (te | tr) {
+            calf_env_reset(&lf, fo);
+            env_reset_u8(&lb, bo);
+        }
+        for (int k = 0; k < od; k++) same &= (float)bo[k] == fo[k];
+    }
+    CHECK(same);
+    calf_env_free(&lf);
+    calf_env_free(&lb);
+}
+
+/* Bytes1U8-v0: Bytes1-v0 with the byte hooks, which write bytes_value as a byte. */
+static void bytes_reset_u8(void *state, calf_rng *rng, uint8_t *obs) {
+    (void)rng;
+    *(int *)state = 0;
+    obs[0] = 1, obs[1] = 0;
+}
+static int bytes1_step_u8(void *state, calf_rng *rng, int action, const float *u, uint8_t *obs,
+                          float *reward) {
+    (void)rng, (void)u;
+    int t = ++*(int *)state;
+    obs[0] = (uint8_t)action, obs[1] = t >= 2 ? (uint8_t)bytes_value : 1;
+    *reward = 0;
+    return 0;
+}
+
+static void test_bytes(void) {
+    for (int i = 0; i < calf_env_count(); i++) {
+        const calf_env_class *cls = calf_env_at(i);
+        if (strncmp(cls->spec.name, "MinAtar/", 8) != 0) continue;
+        CHECK(cls->reset_u8 && cls->step_u8 && cls->step_many_u8);
+        /* Freeway ends at frame 2,500, the others' random episodes much sooner */
+        bytes_vs_floats(cls->spec.name, strstr(cls->spec.name, "Freeway") ? 2600 : 500);
+    }
+    bytes_vs_floats("Bytes-v0", 60); /* no byte hooks: its floats made bytes */
+    /* a byte written above obs_high is the env's fault, as a float is */
+    static calf_env_class u8_class;
+    u8_class = bytes1_class;
+    u8_class.spec.name = "Bytes1U8-v0";
+    u8_class.reset_u8 = bytes_reset_u8, u8_class.step_u8 = bytes1_step_u8;
+    calf_error err;
+    CHECK_INT_EQ(calf_env_register(&u8_class, &err), CALF_OK);
+    static const struct { float v; const char *said; } cases[] = {
+        {1.0f, NULL},
+        {0.0f, NULL},
+        {2.0f, "step 2 of its episode returned observation value obs[1] = 2, not an integer "
+               "0..1 as its uint8 observation space says"},
+    };
+    int actions[3] = {1, 0, 1};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        bytes_value = cases[c].v;
+        vec_env ve;
+        CHECK_INT_EQ(vec_env_init(&ve, "Bytes1U8-v0", 1, 0, 3, &err), CALF_OK);
+        CHECK_INT_EQ(vec_env_use_u8(&ve, &err), CALF_OK);
+        CHECK(ve.obs == NULL); /* its floats are never written */
+        float reward[3];
+        uint8_t term[3], trunc[3], final_obs[6];
+        for (int t = 0; t < 3; t++)
+            vec_env_step_u8(&ve, actions, NULL, reward, term, trunc, final_obs, NULL, NULL);
+        int rc = vec_env_fault(&ve, &err);
+        CHECK_INT_EQ(rc, cases[c].said ? CALF_EINVAL : CALF_OK);
+        if (cases[c].said && !strstr(err.msg, cases[c].said)) {
+            fprintf(stderr, "  Bytes1U8-v0 with %g: expected \"%s\" in: %s\n",
+                    (double)cases[c].v, cases[c].said, err.msg);
+            CHECK(0);
+        }
+        vec_env_free(&ve);
+    }
+    bytes_value = 2.0f;
+}
+
 /* ---- masks and MultiDiscrete (env ABI 3) ---- */
 
 /* Counter-3: a state t; action mask: action t % 3 only... but all blocked when t reaches
@@ -884,6 +1019,7 @@ int main(void) {
     test_native_state();
     test_faults();
     test_byte_faults();
+    test_bytes();
     test_masks();
     return test_report("test_vec_env");
 }

@@ -59,10 +59,11 @@ typedef struct calf_env_spec {
 
 #define CALF_OBS_MAX_PARTS 64
 
-/* An observation's storage type. The env always writes floats; with CALF_DTYPE_U8 they
- * are integers 0..obs_high (exact in a float, checked as the env returns them), and calf
+/* An observation's storage type. The env writes floats; with CALF_DTYPE_U8 they are
+ * integers 0..obs_high (exact in a float, checked as the env returns them), and calf
  * keeps them as bytes in rollouts, replay buffers and checkpoints, turning them back into
- * those floats where a network reads them (which scales them by its uint8 scale). */
+ * those floats where a network reads them (which scales them by its uint8 scale). Such
+ * a class may also write them as bytes straight away (reset_u8, step_u8 below). */
 enum { CALF_DTYPE_F32 = 0, CALF_DTYPE_U8 = 1 };
 
 struct calf_env;
@@ -147,6 +148,20 @@ typedef struct calf_env_class {
      * 0..action_nvec[d]-1. Returns and writes what step does. */
     int (*step_multi)(void *state, calf_rng *rng, const int *actions, float *obs,
                       float *reward);
+
+    /* ---- since ABI version 4: a uint8 observation written as bytes ---- */
+    /* Optional, for a class whose spec.obs_dtype is CALF_DTYPE_U8 and whose actions are
+     * not MultiDiscrete: reset_u8 and step_u8 together (step_many_u8 only beside them).
+     * reset, step and step_many with the observation written as obs_dim bytes instead of
+     * floats: the same values (each float the float hook writes, as a byte), the same
+     * draws and the same state afterwards, so that an env may be stepped in either form
+     * at any step. A byte is a quarter of a float's stores, which is most of a small
+     * grid game's step (MinAtar's); calf keeps such observations as bytes anyway. */
+    void (*reset_u8)(void *state, calf_rng *rng, uint8_t *obs);
+    int (*step_u8)(void *state, calf_rng *rng, int action, const float *u, uint8_t *obs,
+                   float *reward);
+    void (*step_many_u8)(struct calf_env *envs, int n, const int *actions, const float *u,
+                         uint8_t *obs, float *reward, uint8_t *terminated);
 } calf_env_class;
 
 #define CALF_ENV_TRUNCATED 2 /* step's return when the env ended the episode itself */
@@ -190,14 +205,17 @@ void calf_env_list_names(char *buf, size_t size);
  * examples/custom_env.c is one. `calf train|play|export|env|envs --env_lib PATH` loads
  * them; a config file never does (a config is data, and cannot make calf run code).
  *
- * Older plug-ins: one built against version 2's headers refuses the loader's 3 through
+ * Older plug-ins: one built against version 2's headers refuses the loader's 4 through
  * CALF_PLUGIN_CHECK_ABI, which tells the loader its version; the loader then calls it
  * again with 2, and calf_env_register reads each class it passes during that call in
  * version 2's layout, registering a copy in this one (the fields since version 3 zero:
  * a flat float observation, no MultiDiscrete actions, no mask; its step_many, which may
  * read calf_env_class, is left out, so its envs step one at a time, the same bits).
+ * One built against version 3's headers is asked again with 3 the same way, and its
+ * classes registered as copies with the hooks since version 4 NULL (its step_many kept:
+ * version 4 only appended to calf_env_class, so it reads the copy as it would its own).
  * Any other version is refused. */
-#define CALF_PLUGIN_ABI_VERSION 3  /* changes when calf_env_class, calf_env_spec, calf_env,
+#define CALF_PLUGIN_ABI_VERSION 4  /* changes when calf_env_class, calf_env_spec, calf_env,
                                       calf_rng or calf_error change their layout */
 #define CALF_PLUGIN_ABI_OLDEST 2   /* the oldest version the loader still loads */
 #define CALF_PLUGIN_REGISTER_NAME "calf_plugin_register"

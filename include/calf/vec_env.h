@@ -104,4 +104,21 @@ int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_act
                       float *reward, uint8_t *terminated, uint8_t *truncated, float *final_obs,
                       calf_error *err);
 
+/* ---- a uint8 env's observations as bytes --------------------------------------- */
+
+/* A uint8 env's largest observation value (1..255): its observations may be read as
+ * bytes by the two calls below; 0 for an env whose observations are floats. */
+int calf_vec_env_obs_high(const calf_vec_env *v);
+
+/* calf_vec_env_reset and calf_vec_env_step with obs and final_obs as (n, od) bytes: the
+ * same values, episodes and errors, a quarter of the memory, and for an env that writes
+ * bytes itself (MinAtar's games) no floats made at all. The first of them makes the
+ * block keep bytes for good; the float calls then return those bytes as floats, the
+ * same values. CALF_EINVAL for an env whose observations are floats
+ * (calf_vec_env_obs_high 0), before anything is stepped. */
+int calf_vec_env_reset_u8(calf_vec_env *v, uint8_t *obs, calf_error *err);
+int calf_vec_env_step_u8(calf_vec_env *v, const int *actions, const float *cont_actions,
+                         uint8_t *obs, float *reward, uint8_t *terminated, uint8_t *truncated,
+                         uint8_t *final_obs, calf_error *err);
+
 #endif

@@ -10,6 +10,8 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,10 +58,11 @@ bool env_class_measure(const calf_env_class *cls, size_t *mapped, size_t *touche
  * register function, called under it, calls calf_env_register. */
 static const calf_env_class *registered[CALF_ENV_MAX_CLASSES - NUM_BUILTINS];
 static int registered_by[CALF_ENV_MAX_CLASSES - NUM_BUILTINS]; /* index in libs, or -1 */
-/* For a class an ABI-2 plug-in passed: the plug-in's own object, which its create_at is
- * told (registered[] holds calf's converted copy, malloc'ed, kept for the process's life
- * unless its library fails to load); NULL for classes in this version's layout. */
-static const void *registered_abi2[CALF_ENV_MAX_CLASSES - NUM_BUILTINS];
+/* For a class an older plug-in passed (ABI 2 or 3): the plug-in's own object, which its
+ * create_at is told (registered[] holds calf's converted copy, malloc'ed, kept for the
+ * process's life unless its library fails to load); NULL for classes in this version's
+ * layout. */
+static const void *registered_old[CALF_ENV_MAX_CLASSES - NUM_BUILTINS];
 static int num_registered = 0;
 
 /* The plug-in libraries loaded, in load order (absolute paths, strdup'ed; kept with
@@ -284,6 +287,24 @@ static int check_action_hooks(const calf_env_class *cls, calf_error *err) {
     return CALF_OK;
 }
 
+/* ABI 4's byte observation: reset_u8 and step_u8 together, step_many_u8 only beside
+ * them, and only for a uint8 observation with Discrete or continuous actions. */
+static int check_u8_hooks(const calf_env_class *cls, calf_error *err) {
+    const calf_env_spec *s = &cls->spec;
+    bool any = cls->reset_u8 || cls->step_u8 || cls->step_many_u8;
+    if (!any) return CALF_OK;
+    if (!cls->reset_u8 || !cls->step_u8)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': reset_u8 and step_u8 go together (step_many_u8 only "
+                              "beside them)", s->name);
+    if (s->obs_dtype != CALF_DTYPE_U8 || s->num_action_dims > 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "env '%s': the byte hooks (reset_u8, step_u8) are for a "
+                              "CALF_DTYPE_U8 observation and Discrete or continuous actions",
+                              s->name);
+    return CALF_OK;
+}
+
 /* Rejects what would break an env at run time: sizes no buffer could hold, an
  * ambiguous action space, bounds that clipping cannot use, hooks without their pair. */
 static int check_spec(const calf_env_class *cls, calf_error *err) {
@@ -341,7 +362,8 @@ static int check_spec(const calf_env_class *cls, calf_error *err) {
         return calf_error_set(err, CALF_EINVAL,
                               "env '%s': reset_state and reset_state_dim (1..2^16) go together", n);
     int rc = check_spaces(s, err);
-    return rc != CALF_OK ? rc : check_action_hooks(cls, err);
+    if (rc == CALF_OK) rc = check_action_hooks(cls, err);
+    return rc != CALF_OK ? rc : check_u8_hooks(cls, err);
 }
 
 /* calf_env_spec and calf_env_class as ABI version 2 laid them out (include/calf/env.h
@@ -408,33 +430,45 @@ static calf_env_class *class_from_abi2(const abi2_class *o, calf_error *err) {
     return c;
 }
 
-/* The class object its own hooks know: the plug-in's for a converted ABI-2 class. */
+/* A class in this version's layout from a version-3 one: version 4 appended the byte
+ * observation's hooks to calf_env_class and changed nothing before them, so its bytes
+ * up to those, and the new hooks NULL (its envs write floats). Caller frees. */
+static calf_env_class *class_from_abi3(const void *o, calf_error *err) {
+    calf_env_class *c = mem_calloc(1, sizeof *c, err);
+    if (c) memcpy(c, o, offsetof(calf_env_class, reset_u8));
+    return c;
+}
+_Static_assert(CALF_PLUGIN_ABI_VERSION == 4, "version 3's class is version 4's up to reset_u8");
+
+/* The class object its own hooks know: the plug-in's for a converted older class. */
 static const calf_env_class *class_as_made(const calf_env_class *cls) {
     const calf_env_class *made = cls;
     lock_registry();
     for (int i = 0; i < num_registered; i++)
-        if (registered[i] == cls && registered_abi2[i]) made = registered_abi2[i];
+        if (registered[i] == cls && registered_old[i]) made = registered_old[i];
     unlock_registry();
     return made;
 }
 
-static int register_locked(const calf_env_class *cls, const void *abi2, calf_error *err);
+static int register_locked(const calf_env_class *cls, const void *old, calf_error *err);
 
 int calf_env_register(const calf_env_class *cls, calf_error *err) {
     if (!cls) return calf_error_set(err, CALF_EINVAL, "env class is NULL");
     lock_registry();
-    /* an ABI-2 plug-in's register function, called by the loader with 2, passes its classes
-     * in version 2's layout */
-    const void *abi2 = loading_lib >= 0 && loading_abi == 2 ? cls : NULL;
-    calf_env_class *copy = abi2 ? class_from_abi2(abi2, err) : NULL;
-    int rc = abi2 && !copy ? CALF_ENOMEM : check_spec(copy ? copy : cls, err);
-    if (rc == CALF_OK) rc = register_locked(copy ? copy : cls, abi2, err);
+    /* an older plug-in's register function, called by the loader with 2 or 3, passes its
+     * classes in that version's layout */
+    const void *old = loading_lib >= 0 && loading_abi < CALF_PLUGIN_ABI_VERSION ? cls : NULL;
+    calf_env_class *copy = !old                ? NULL
+                           : loading_abi == 2 ? class_from_abi2(old, err)
+                                              : class_from_abi3(old, err);
+    int rc = old && !copy ? CALF_ENOMEM : check_spec(copy ? copy : cls, err);
+    if (rc == CALF_OK) rc = register_locked(copy ? copy : cls, old, err);
     if (rc != CALF_OK) free(copy);
     unlock_registry();
     return rc;
 }
 
-static int register_locked(const calf_env_class *cls, const void *abi2, calf_error *err) {
+static int register_locked(const calf_env_class *cls, const void *old, calf_error *err) {
     const calf_env_class *taken = calf_env_find(cls->spec.name);
     if (taken) {
         const char *lib = calf_env_class_library(taken);
@@ -448,7 +482,7 @@ static int register_locked(const calf_env_class *cls, const void *abi2, calf_err
         return calf_error_set(err, CALF_EINVAL, "cannot register env '%s': registry full (%d classes)",
                               cls->spec.name, CALF_ENV_MAX_CLASSES);
     registered_by[num_registered] = loading_lib;
-    registered_abi2[num_registered] = abi2;
+    registered_old[num_registered] = old;
     registered[num_registered++] = cls;
     return CALF_OK;
 }
@@ -535,10 +569,11 @@ static int load_library_locked(const char *path, const char *abs, calf_error *er
     loading_abi = CALF_PLUGIN_ABI_VERSION;
     loading_told_abi = 0;
     int rc = reg(CALF_PLUGIN_ABI_VERSION, &why);
-    if (rc != CALF_OK && num_registered == before && loading_told_abi == 2) {
-        calf_error_clear(&why); /* built against version 2's headers: asked again in those */
-        loading_abi = 2;
-        rc = reg(2, &why);
+    if (rc != CALF_OK && num_registered == before && loading_told_abi >= CALF_PLUGIN_ABI_OLDEST &&
+        loading_told_abi < CALF_PLUGIN_ABI_VERSION) {
+        calf_error_clear(&why); /* built against an older version's headers: asked again in those */
+        loading_abi = loading_told_abi;
+        rc = reg(loading_abi, &why);
     }
     loading_lib = -1;
     loading_abi = CALF_PLUGIN_ABI_VERSION;
@@ -548,7 +583,7 @@ static int load_library_locked(const char *path, const char *abs, calf_error *er
                             "and is not linked against a libcalf of its own)");
     if (rc != CALF_OK) {
         for (int i = before; i < num_registered; i++) /* nothing of it stays: its classes go */
-            if (registered_abi2[i]) free((void *)registered[i]);
+            if (registered_old[i]) free((void *)registered[i]);
         num_registered = before;
         dlclose(h);
         free(kept);
@@ -655,22 +690,34 @@ void calf_env_step(calf_env *env, int action, const float *u, float *obs, float 
     calf_env_step_actions(env, &action, u, obs, reward, terminated, truncated);
 }
 
+/* A continuous action clipped to the bounds in env->clipped (NULL for a discrete one).
+ * Comparisons, not fminf/fmaxf: a NaN action stays NaN (as np.clip). */
+static const float *clip_action(calf_env *env, const float *u) {
+    const calf_env_spec *spec = &env->cls->spec;
+    if (spec->action_dim == 0) return NULL;
+    CALF_ASSERT(u != NULL);
+    for (int j = 0; j < spec->action_dim; j++) {
+        float x = u[j];
+        env->clipped[j] = x < spec->action_low[j] ? spec->action_low[j]
+                          : x > spec->action_high[j] ? spec->action_high[j] : x;
+    }
+    return env->clipped;
+}
+
+/* The flags of a step whose hook returned r, and its count against the time limit. */
+static void end_step(calf_env *env, int r, int *terminated, int *truncated) {
+    int term = r != 0 && r != CALF_ENV_TRUNCATED;
+    env->elapsed_steps++;
+    *terminated = term;
+    *truncated = !term && (r == CALF_ENV_TRUNCATED ||
+                           env->elapsed_steps >= env->cls->spec.max_episode_steps);
+}
+
 void calf_env_step_actions(calf_env *env, const int *actions, const float *u, float *obs,
                            float *reward, int *terminated, int *truncated) {
     const calf_env_class *cls = env->cls;
     const calf_env_spec *spec = &cls->spec;
-    float *clipped = env->clipped;
-    const float *uc = NULL;
-    if (spec->action_dim > 0) {
-        CALF_ASSERT(u != NULL);
-        for (int j = 0; j < spec->action_dim; j++) {
-            float x = u[j];
-            /* Comparisons, not fminf/fmaxf: a NaN action stays NaN (as np.clip). */
-            clipped[j] = x < spec->action_low[j] ? spec->action_low[j]
-                         : x > spec->action_high[j] ? spec->action_high[j] : x;
-        }
-        uc = clipped;
-    }
+    const float *uc = clip_action(env, u);
     int r;
     if (spec->num_action_dims > 0) {
         for (int d = 0; d < spec->num_action_dims; d++)
@@ -684,8 +731,22 @@ void calf_env_step_actions(calf_env *env, const int *actions, const float *u, fl
         }
         r = cls->step(env->state, &env->rng, action, uc, obs, reward);
     }
-    int term = r != 0 && r != CALF_ENV_TRUNCATED;
-    env->elapsed_steps++;
-    *terminated = term;
-    *truncated = !term && (r == CALF_ENV_TRUNCATED || env->elapsed_steps >= spec->max_episode_steps);
+    end_step(env, r, terminated, truncated);
+}
+
+void env_reset_u8(calf_env *env, uint8_t *obs) {
+    CALF_ASSERT(env->cls->reset_u8 != NULL);
+    env->elapsed_steps = 0;
+    env->cls->reset_u8(env->state, &env->rng, obs);
+}
+
+void env_step_u8(calf_env *env, int action, const float *u, uint8_t *obs, float *reward,
+                 int *terminated, int *truncated) {
+    const calf_env_class *cls = env->cls;
+    CALF_ASSERT(cls->step_u8 != NULL);
+    const float *uc = clip_action(env, u);
+    if (cls->spec.action_dim == 0) CALF_ASSERT(action >= 0 && action < cls->spec.num_actions);
+    else action = 0;
+    end_step(env, cls->step_u8(env->state, &env->rng, action, uc, obs, reward), terminated,
+             truncated);
 }

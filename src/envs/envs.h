@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "calf/env.h"
 
@@ -34,6 +35,13 @@ extern const calf_env_class mountain_car_class;            /* MountainCar-v0 */
 extern const calf_env_class mountain_car_continuous_class; /* MountainCarContinuous-v0 */
 /* The same with the velocities masked (novel.c): CartPoleNoVel-v1, PendulumNoVel-v1 */
 extern const calf_env_class cartpole_novel_class, pendulum_novel_class;
+
+/* calf_env_reset and calf_env_step (one Discrete action, or u for a continuous one) for a
+ * class with the byte hooks (reset_u8, step_u8): the observation written as obs_dim
+ * bytes, the same values, draws and state as the float calls. */
+void env_reset_u8(calf_env *env, uint8_t *obs);
+void env_step_u8(calf_env *env, int action, const float *u, uint8_t *obs, float *reward,
+                 int *terminated, int *truncated);
 
 /* What one more env of cls takes, for a class that can say: the bytes it maps and, of
  * those, the bytes it touches (MuJoCo's classes: their mjData, the stack as deep as a reset

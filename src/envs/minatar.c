@@ -11,11 +11,7 @@
  * cannot put its own `rep stos` in place of glibc's (it did, knowing a piece <= 2 KiB). */
 static void *(*volatile glibc_memset)(void *, int, size_t) = memset;
 
-void minatar_zero(float *obs, int n) {
-    enum { PIECE = 2048 / sizeof(float) };
-    for (int i = 0; i < n; i += PIECE)
-        glibc_memset(obs + i, 0, (size_t)(n - i < PIECE ? n - i : PIECE) * sizeof *obs);
-}
+void minatar_zero(uint8_t *obs, int n) { glibc_memset(obs, 0, (size_t)n); }
 
 void minatar_seed(void *state, uint32_t k) {
     minatar_core *c = state;
@@ -61,8 +57,8 @@ int minatar_render(const minatar_game *g, const void *state, int width, int heig
     if (!palette)
         return calf_error_set(err, CALF_EINVAL, "MinAtar/%s: no palette for %d channels", g->name,
                               g->channels);
-    float grid[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS];
-    g->observe((const unsigned char *)state + MINATAR_GAME_OFFSET, grid);
+    uint8_t grid[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS];
+    minatar_observe_u8(g, state, grid);
     static const uint8_t black[3] = {0, 0, 0};
     const uint8_t *cell[MINATAR_SIZE * MINATAR_SIZE];
     for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE; i++) {

@@ -29,10 +29,10 @@ typedef struct minatar_game {
     void (*reset)(void *game, mt19937 *mt);
     /* One frame under full action a (MA_*); returns the reward, sets *terminal. */
     int (*act)(void *game, mt19937 *mt, int a, int *terminal);
-    /* The observation (10, 10, channels) in (row, column, channel) order as floats 0/1,
-     * every element written: MinAtar's state(). Written straight as floats, the form the
-     * env spec carries, since it is most of a step's work. */
-    void (*observe)(const void *game, float *obs);
+    /* The observation (10, 10, channels) in (row, column, channel) order as bytes 0/1,
+     * every element written: MinAtar's state(). Bytes, since writing it is most of a
+     * step's work (the float form is these widened). */
+    void (*observe)(const void *game, uint8_t *obs);
 } minatar_game;
 
 extern const minatar_game minatar_asterix, minatar_breakout, minatar_freeway, minatar_seaquest,
@@ -54,17 +54,10 @@ void minatar_seed(void *state, uint32_t k);
 /* Grid helpers for the games: the index of (row, col, channel) in an observation. */
 #define MINATAR_AT(channels, row, col, ch) (((row) * MINATAR_SIZE + (col)) * (channels) + (ch))
 
-/* obs[0, n) = 0: glibc's memset in pieces of at most 2 KiB. Out of line, so the size is
- * unknown where memset is called: with a constant size gcc writes `rep stos` in place,
- * which took 59% of Breakout's observation (perf) and twice the time of glibc's vector
- * loop for 2.4-4 KB; and above 2 KiB glibc's own memset turns to `rep stosb` too. */
-void minatar_zero(float *obs, int n);
-
-/* *cell = v (0 or 1) as a float, stored as its bits: no conversion from int, no branch. */
-static inline void minatar_put01(float *cell, int v) {
-    uint32_t bits = (uint32_t)-v & 0x3f800000u;
-    memcpy(cell, &bits, sizeof bits);
-}
+/* obs[0, n) = 0 by glibc's memset. Out of line, so the size is unknown where memset is
+ * called: with a constant size gcc writes `rep stos` in place, which took 59% of
+ * Breakout's float observation (perf) and twice the time of glibc's vector loop. */
+void minatar_zero(uint8_t *obs, int n);
 
 /* Whether any byte of a grid row (MINATAR_SIZE bytes) is nonzero: the row read as 8 + 2
  * bytes, not one branch per cell, so observations skip empty rows cheaply. */
@@ -113,29 +106,47 @@ static inline void *minatar_game_state(void *state) {
     return (unsigned char *)state + MINATAR_GAME_OFFSET;
 }
 
-/* The observation as the env interface carries it: (10, 10, C) floats 0/1 (the spec says
- * uint8 with obs_high 1). */
-static inline void minatar_observe_env(const minatar_game *g, const void *state, float *obs) {
+/* The observation as bytes (the class's byte hooks), and as the floats 0/1 the float
+ * hooks write: the same bytes widened. */
+static inline void minatar_observe_u8(const minatar_game *g, const void *state, uint8_t *obs) {
     g->observe((const unsigned char *)state + MINATAR_GAME_OFFSET, obs);
 }
 
-static inline void minatar_reset_env(const minatar_game *g, void *state, float *obs) {
+static inline void minatar_observe_env(const minatar_game *g, const void *state, float *obs) {
+    uint8_t b[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS];
+    minatar_observe_u8(g, state, b);
+    const int n = MINATAR_SIZE * MINATAR_SIZE * g->channels;
+    for (int i = 0; i < n; i++) obs[i] = (float)b[i];
+}
+
+static inline void minatar_reset_game(const minatar_game *g, void *state) {
     minatar_core *c = state;
     g->reset(minatar_game_state(state), &c->mt);
-    minatar_observe_env(g, state, obs);
 }
 
 /* MinAtar's Environment.act: with probability MINATAR_STICKY (one rand() per step,
- * drawn before the game's own draws) the last action replaces full action a. */
-static inline int minatar_step_env(const minatar_game *g, void *state, int a, float *obs,
-                                   float *reward) {
+ * drawn before the game's own draws) the last action replaces full action a. Returns
+ * the terminal flag; the caller writes the observation in its form. */
+static inline int minatar_act_env(const minatar_game *g, void *state, int a, float *reward) {
     minatar_core *c = state;
     if (mt19937_rand_below(&c->mt, MINATAR_STICKY)) a = c->last_action;
     c->last_action = a;
     int terminal = 0;
     *reward = (float)g->act(minatar_game_state(state), &c->mt, a, &terminal);
-    minatar_observe_env(g, state, obs);
     return terminal;
+}
+
+/* step_many_u8 for the full (minimal NULL) or a minimal action set: each env's step as
+ * step_u8 takes it, obs (n, 100 * channels) bytes. */
+static inline void minatar_step_many_u8(const minatar_game *g, const int8_t *minimal,
+                                        calf_env *envs, int n, const int *actions, uint8_t *obs,
+                                        float *reward, uint8_t *terminated) {
+    const size_t od = (size_t)MINATAR_SIZE * MINATAR_SIZE * (size_t)g->channels;
+    for (int i = 0; i < n; i++) {
+        int a = minimal ? minimal[actions[i]] : actions[i];
+        terminated[i] = (uint8_t)minatar_act_env(g, envs[i].state, a, &reward[i]);
+        minatar_observe_u8(g, envs[i].state, obs + (size_t)i * od);
+    }
 }
 
 /* Defines <prefix>_v0_class (full action set) and <prefix>_v1_class (minimal set) for
@@ -145,17 +156,47 @@ static inline int minatar_step_env(const minatar_game *g, void *state, int a, fl
 #define MINATAR_CLASSES(prefix, game, state_type, title, nch, nmin)                          \
     static void prefix##_env_reset(void *s, calf_rng *rng, float *obs) {                      \
         (void)rng;                                                                             \
-        minatar_reset_env(&game, s, obs);                                                      \
+        minatar_reset_game(&game, s);                                                          \
+        minatar_observe_env(&game, s, obs);                                                    \
     }                                                                                          \
     static int prefix##_env_step_full(void *s, calf_rng *rng, int a, const float *u,          \
                                       float *obs, float *reward) {                             \
         (void)rng, (void)u;                                                                    \
-        return minatar_step_env(&game, s, a, obs, reward);                                     \
+        int terminal = minatar_act_env(&game, s, a, reward);                                   \
+        minatar_observe_env(&game, s, obs);                                                    \
+        return terminal;                                                                       \
     }                                                                                          \
     static int prefix##_env_step_minimal(void *s, calf_rng *rng, int a, const float *u,       \
                                          float *obs, float *reward) {                          \
+        return prefix##_env_step_full(s, rng, game.minimal[a], u, obs, reward);                \
+    }                                                                                          \
+    static void prefix##_env_reset_u8(void *s, calf_rng *rng, uint8_t *obs) {                 \
+        (void)rng;                                                                             \
+        minatar_reset_game(&game, s);                                                          \
+        minatar_observe_u8(&game, s, obs);                                                     \
+    }                                                                                          \
+    static int prefix##_env_step_full_u8(void *s, calf_rng *rng, int a, const float *u,       \
+                                         uint8_t *obs, float *reward) {                        \
         (void)rng, (void)u;                                                                    \
-        return minatar_step_env(&game, s, game.minimal[a], obs, reward);                       \
+        int terminal = minatar_act_env(&game, s, a, reward);                                   \
+        minatar_observe_u8(&game, s, obs);                                                     \
+        return terminal;                                                                       \
+    }                                                                                          \
+    static int prefix##_env_step_minimal_u8(void *s, calf_rng *rng, int a, const float *u,    \
+                                            uint8_t *obs, float *reward) {                     \
+        return prefix##_env_step_full_u8(s, rng, game.minimal[a], u, obs, reward);             \
+    }                                                                                          \
+    static void prefix##_env_step_many_full_u8(calf_env *envs, int n, const int *actions,     \
+                                               const float *u, uint8_t *obs, float *reward,    \
+                                               uint8_t *terminated) {                          \
+        (void)u;                                                                               \
+        minatar_step_many_u8(&game, NULL, envs, n, actions, obs, reward, terminated);          \
+    }                                                                                          \
+    static void prefix##_env_step_many_minimal_u8(calf_env *envs, int n, const int *actions,  \
+                                                  const float *u, uint8_t *obs, float *reward, \
+                                                  uint8_t *terminated) {                       \
+        (void)u;                                                                               \
+        minatar_step_many_u8(&game, game.minimal, envs, n, actions, obs, reward, terminated);  \
     }                                                                                          \
     static void prefix##_env_observe(const void *s, float *obs) {                             \
         minatar_observe_env(&game, s, obs);                                                    \
@@ -180,6 +221,9 @@ static inline int minatar_step_env(const minatar_game *g, void *state, int a, fl
         .reset_state = minatar_reset_state,                                                    \
         .render = prefix##_env_render,                                                         \
         .render_fps = MINATAR_RENDER_FPS,                                                      \
+        .reset_u8 = prefix##_env_reset_u8,                                                     \
+        .step_u8 = prefix##_env_step_full_u8,                                                  \
+        .step_many_u8 = prefix##_env_step_many_full_u8,                                        \
     };                                                                                         \
     const calf_env_class prefix##_v1_class = {                                                 \
         .spec = {.name = "MinAtar/" title "-v1",                                               \
@@ -198,6 +242,9 @@ static inline int minatar_step_env(const minatar_game *g, void *state, int a, fl
         .reset_state = minatar_reset_state,                                                    \
         .render = prefix##_env_render,                                                         \
         .render_fps = MINATAR_RENDER_FPS,                                                      \
+        .reset_u8 = prefix##_env_reset_u8,                                                     \
+        .step_u8 = prefix##_env_step_minimal_u8,                                               \
+        .step_many_u8 = prefix##_env_step_many_minimal_u8,                                     \
     }
 
 #endif

@@ -119,7 +119,7 @@ static int clamp9(int v) { return v < 0 ? 0 : v > 9 ? 9 : v; }
  * the value it has (0 for a dead one or a cell off the grid, at a clamped index), which
  * spares a branch per slot: only slot i writes the enemy, gold and trail channels of row
  * i + 1, so a 0 written there never covers a 1. */
-static void asterix_observe(const void *game, float *obs) {
+static void asterix_observe(const void *game, uint8_t *obs) {
     const asterix_state *s = game;
     minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * ASTERIX_CHANNELS);
     if ((unsigned)s->player_y < MINATAR_SIZE && (unsigned)s->player_x < MINATAR_SIZE)
@@ -127,10 +127,10 @@ static void asterix_observe(const void *game, float *obs) {
     for (int i = 0; i < SLOTS; i++) {
         const asterix_entity *e = &s->e[i];
         const int live = e->live != 0, x = e->x, tx = x + 1 - 2 * (e->right != 0);
-        float *row = obs + MINATAR_AT(ASTERIX_CHANNELS, i + 1, 0, 0);
-        minatar_put01(row + clamp9(x) * ASTERIX_CHANNELS + CH_ENEMY + (CH_GOLD - CH_ENEMY) * (e->gold != 0),
-                      live & ((unsigned)x < MINATAR_SIZE));
-        minatar_put01(row + clamp9(tx) * ASTERIX_CHANNELS + CH_TRAIL, live & ((unsigned)tx < MINATAR_SIZE));
+        uint8_t *row = obs + MINATAR_AT(ASTERIX_CHANNELS, i + 1, 0, 0);
+        row[clamp9(x) * ASTERIX_CHANNELS + CH_ENEMY + (CH_GOLD - CH_ENEMY) * (e->gold != 0)] =
+            (uint8_t)(live & ((unsigned)x < MINATAR_SIZE));
+        row[clamp9(tx) * ASTERIX_CHANNELS + CH_TRAIL] = (uint8_t)(live & ((unsigned)tx < MINATAR_SIZE));
     }
 }
 

@@ -99,12 +99,12 @@ static int breakout_act(void *game, mt19937 *mt, int a, int *terminal) {
 }
 
 /* Cells are written only when on the grid, so even a corrupted state stays in bounds. */
-static void set_cell(float *obs, int y, int x, int ch) {
+static void set_cell(uint8_t *obs, int y, int x, int ch) {
     if ((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE)
         obs[MINATAR_AT(BREAKOUT_CHANNELS, y, x, ch)] = 1;
 }
 
-static void breakout_observe(const void *game, float *obs) {
+static void breakout_observe(const void *game, uint8_t *obs) {
     const breakout_state *s = game;
     /* zeros, then the brick channel of the rows that have bricks, a row without a branch
      * per cell */
@@ -112,7 +112,7 @@ static void breakout_observe(const void *game, float *obs) {
     for (int y = 0; y < MINATAR_SIZE; y++) {
         if (!minatar_row_any(s->brick[y])) continue;
         for (int x = 0; x < MINATAR_SIZE; x++)
-            minatar_put01(obs + MINATAR_AT(BREAKOUT_CHANNELS, y, x, CH_BRICK), s->brick[y][x] != 0);
+            obs[MINATAR_AT(BREAKOUT_CHANNELS, y, x, CH_BRICK)] = s->brick[y][x] != 0;
     }
     set_cell(obs, s->ball_y, s->ball_x, CH_BALL);
     set_cell(obs, 9, s->paddle, CH_PADDLE);

@@ -86,12 +86,12 @@ static int freeway_act(void *game, mt19937 *mt, int a, int *terminal) {
     return reward;
 }
 
-static void set_cell(float *obs, int y, int x, int ch) {
+static void set_cell(uint8_t *obs, int y, int x, int ch) {
     if ((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE)
         obs[MINATAR_AT(FREEWAY_CHANNELS, y, x, ch)] = 1;
 }
 
-static void freeway_observe(const void *game, float *obs) {
+static void freeway_observe(const void *game, uint8_t *obs) {
     const freeway_state *s = game;
     minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * FREEWAY_CHANNELS);
     set_cell(obs, s->pos, CHICKEN_X, CH_CHICKEN);

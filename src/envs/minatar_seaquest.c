@@ -332,13 +332,13 @@ static int seaquest_act(void *game, mt19937 *mt, int a, int *terminal) {
     return reward;
 }
 
-static void set_cell(float *obs, int y, int x, int ch) {
+static void set_cell(uint8_t *obs, int y, int x, int ch) {
     if ((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE)
         obs[MINATAR_AT(SEAQUEST_CHANNELS, y, x, ch)] = 1;
 }
 
 /* An object and, where it is on the grid, its trail (the cell it came from). */
-static void draw_movers(float *obs, const sq_obj *a, int n, int ch, int trail) {
+static void draw_movers(uint8_t *obs, const sq_obj *a, int n, int ch, int trail) {
     for (int i = 0; i < n; i++) {
         set_cell(obs, a[i].y, a[i].x, ch);
         if (trail) set_cell(obs, a[i].y, a[i].right ? a[i].x - 1 : a[i].x + 1, CH_TRAIL);
@@ -347,7 +347,7 @@ static void draw_movers(float *obs, const sq_obj *a, int n, int ch, int trail) {
 
 static int clamp_n(int32_t n, int cap) { return n < 0 ? 0 : n > cap ? cap : n; }
 
-static void seaquest_observe(const void *game, float *obs) {
+static void seaquest_observe(const void *game, uint8_t *obs) {
     const seaquest_state *s = game;
     minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * SEAQUEST_CHANNELS);
     set_cell(obs, s->sub_y, s->sub_x, CH_SUB_FRONT);

@@ -164,26 +164,26 @@ static int si_act(void *game, mt19937 *mt, int a, int *terminal) {
 }
 
 /* All zeros, then the rows that hold something: each such row of a grid written cell by
- * cell as 0/1 bits (no branch per cell, no conversion; each grid has channels of its
- * own, so a 0 covers nothing), and the cannon. */
-static void si_observe(const void *game, float *obs) {
+ * cell as 0/1 bytes (no branch per cell; each grid has channels of its own, so a 0
+ * covers nothing), and the cannon. */
+static void si_observe(const void *game, uint8_t *obs) {
     const space_invaders_state *s = game;
     minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * SI_CHANNELS);
     const int alien_ch = s->alien_dir < 0 ? CH_ALIEN_LEFT : CH_ALIEN_RIGHT;
     for (int y = 0; y < MINATAR_SIZE; y++) {
-        float *row = obs + MINATAR_AT(SI_CHANNELS, y, 0, 0);
+        uint8_t *row = obs + MINATAR_AT(SI_CHANNELS, y, 0, 0);
         if (row_has(s->alien, y))
             for (int x = 0; x < MINATAR_SIZE; x++) {
                 int v = s->alien[y][x] != 0;
-                minatar_put01(row + x * SI_CHANNELS + CH_ALIEN, v);
-                minatar_put01(row + x * SI_CHANNELS + alien_ch, v);
+                row[x * SI_CHANNELS + CH_ALIEN] = (uint8_t)v;
+                row[x * SI_CHANNELS + alien_ch] = (uint8_t)v;
             }
         if (row_has(s->f_bullet, y))
             for (int x = 0; x < MINATAR_SIZE; x++)
-                minatar_put01(row + x * SI_CHANNELS + CH_F_BULLET, s->f_bullet[y][x] != 0);
+                row[x * SI_CHANNELS + CH_F_BULLET] = s->f_bullet[y][x] != 0;
         if (row_has(s->e_bullet, y))
             for (int x = 0; x < MINATAR_SIZE; x++)
-                minatar_put01(row + x * SI_CHANNELS + CH_E_BULLET, s->e_bullet[y][x] != 0);
+                row[x * SI_CHANNELS + CH_E_BULLET] = s->e_bullet[y][x] != 0;
     }
     if ((unsigned)s->pos < MINATAR_SIZE) obs[MINATAR_AT(SI_CHANNELS, 9, s->pos, CH_CANNON)] = 1;
 }

@@ -13,6 +13,7 @@
 #include "base/live.h"
 #include "base/mem.h"
 #include "calf/vec_env.h"
+#include "envs/envs.h"
 
 /* The record stores the env's state bytes verbatim, i.e. in host byte order. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -80,6 +81,7 @@ void vec_env_free(vec_env *ve) {
         for (int i = 0; i < ve->count; i++) calf_env_free(&ve->envs[i]);
     free(ve->envs);
     free(ve->obs);
+    free(ve->obs8);
     free(ve->episode_return);
     free(ve->episode_length);
     free(ve->clipped);
@@ -126,14 +128,24 @@ static bool floats_bytes(const float *x, size_t n, int high) {
     return bad == 0;
 }
 
+/* Whether all n bytes are at most high (a byte class's values, written as bytes). A max
+ * over the bytes, which vectorizes. */
+static bool bytes_within(const uint8_t *x, size_t n, int high) {
+    uint8_t m = 0;
+    for (size_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m <= high;
+}
+
 /* What an env's observation row must be: finite, and for byte envs integers 0..high. */
 static bool obs_valid(const vec_env *ve, const float *obs, size_t n) {
     return ve->obs_high ? floats_bytes(obs, n, ve->obs_high) : floats_finite(obs, n);
 }
 
 /* Records, if it is the first, that env local_i returned a non-finite value: its
- * observation row obs (obs_dim) or *reward (NULL after a reset). */
-static void note_fault(vec_env *ve, int local_i, const float *obs, const float *reward) {
+ * observation row obs (obs_dim floats), or obs8 (obs_dim bytes) when obs is NULL, or
+ * *reward (NULL after a reset). */
+static void note_fault(vec_env *ve, int local_i, const float *obs, const uint8_t *obs8,
+                       const float *reward) {
     if (ve->fault.status != CALF_OK) return;
     const calf_env *env = &ve->envs[local_i];
     const char *lib = calf_env_class_library(env->cls);
@@ -144,6 +156,13 @@ static void note_fault(vec_env *ve, int local_i, const float *obs, const float *
         status = said; /* the env says how it failed (a Python env: "raised ValueError: ...") */
     } else if (reward && !floats_finite(reward, 1)) {
         snprintf(what, sizeof what, "returned a non-finite reward (%g)", (double)*reward);
+    } else if (!obs) {
+        int j = 0;
+        while (j < ve->obs_dim - 1 && obs8[j] <= ve->obs_high) j++;
+        snprintf(what, sizeof what,
+                 "returned observation value obs[%d] = %d, not an integer 0..%d as its uint8 "
+                 "observation space says",
+                 j, obs8[j], ve->obs_high);
     } else {
         int j = 0;
         while (j < ve->obs_dim - 1 && obs_valid(ve, obs + j, 1)) j++;
@@ -172,12 +191,47 @@ static void check_step(vec_env *ve, const float *obs, const float *reward) {
     if (obs_valid(ve, obs, n * od) && floats_finite(reward, n)) return;
     for (size_t i = 0; i < n; i++)
         if (!obs_valid(ve, obs + i * od, od) || !floats_finite(&reward[i], 1))
-            note_fault(ve, (int)i, obs + i * od, &reward[i]);
+            note_fault(ve, (int)i, obs + i * od, NULL, &reward[i]);
+}
+
+/* The same for a block stepped in bytes: obs8 (n, obs_dim), reward (n). */
+static void check_step_u8(vec_env *ve, const uint8_t *obs8, const float *reward) {
+    const size_t n = (size_t)ve->count, od = (size_t)ve->obs_dim;
+    if (bytes_within(obs8, n * od, ve->obs_high) && floats_finite(reward, n)) return;
+    for (size_t i = 0; i < n; i++)
+        if (!bytes_within(obs8 + i * od, od, ve->obs_high) || !floats_finite(&reward[i], 1))
+            note_fault(ve, (int)i, NULL, obs8 + i * od, &reward[i]);
 }
 
 /* Env local_i's observation after a reset, at obs (obs_dim). */
 static void check_reset(vec_env *ve, int local_i, const float *obs) {
-    if (!obs_valid(ve, obs, (size_t)ve->obs_dim)) note_fault(ve, local_i, obs, NULL);
+    if (!obs_valid(ve, obs, (size_t)ve->obs_dim)) note_fault(ve, local_i, obs, NULL, NULL);
+}
+
+/* Whether the block keeps its observations as bytes (vec_env_use_u8), and whether its
+ * class writes them so (else they are the floats it writes, made bytes). */
+static bool u8_mode(const vec_env *ve) { return ve->obs8 != NULL; }
+static bool u8_hooks(const vec_env *ve) { return ve->envs[0].cls->step_u8 != NULL; }
+
+/* rows floats (integers 0..255, checked) as bytes */
+static void floats_to_bytes(const float *x, size_t n, uint8_t *b) {
+    for (size_t k = 0; k < n; k++) b[k] = (uint8_t)x[k];
+}
+
+/* Start env local_i's new episode in the block's form: its observation row written and
+ * checked (the caller refreshes its action mask). */
+static void reset_row(vec_env *ve, int local_i) {
+    const size_t od = (size_t)ve->obs_dim, at = (size_t)local_i * od;
+    calf_env *env = &ve->envs[local_i];
+    if (u8_mode(ve) && u8_hooks(ve)) {
+        env_reset_u8(env, ve->obs8 + at);
+        if (!bytes_within(ve->obs8 + at, od, ve->obs_high))
+            note_fault(ve, local_i, NULL, ve->obs8 + at, NULL);
+    } else {
+        calf_env_reset(env, ve->obs + at);
+        check_reset(ve, local_i, ve->obs + at);
+        if (u8_mode(ve)) floats_to_bytes(ve->obs + at, od, ve->obs8 + at);
+    }
 }
 
 int vec_env_fault(const vec_env *ve, calf_error *err) {
@@ -204,9 +258,7 @@ static void refresh_mask(vec_env *ve, int local_i) {
 
 int vec_env_reset(vec_env *ve) {
     for (int i = 0; i < ve->count; i++) {
-        float *obs = ve->obs + (size_t)i * (size_t)ve->obs_dim;
-        calf_env_reset(&ve->envs[i], obs);
-        check_reset(ve, i, obs);
+        reset_row(ve, i);
         refresh_mask(ve, i);
         ve->episode_return[i] = 0.0;
         ve->episode_length[i] = 0;
@@ -226,22 +278,41 @@ static void clip_actions(const calf_env_spec *spec, const float *u, float *out, 
         }
 }
 
-int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
-                  float *restrict reward, uint8_t *restrict terminated,
-                  uint8_t *restrict truncated, float *restrict final_obs,
-                  double *restrict ep_return, int *restrict ep_length) {
+int vec_env_use_u8(vec_env *ve, calf_error *err) {
+    CALF_ASSERT(ve->obs_high > 0);
+    if (u8_mode(ve)) return CALF_OK;
+    const size_t n = (size_t)ve->count * (size_t)ve->obs_dim;
+    if (!(ve->obs8 = mem_calloc(n, 1, err))) return CALF_ENOMEM;
+    floats_to_bytes(ve->obs, n, ve->obs8); /* checked as the env wrote them */
+    if (u8_hooks(ve)) { /* its floats are never written again */
+        free(ve->obs);
+        ve->obs = NULL;
+    }
+    return CALF_OK;
+}
+
+/* One step of the block in its form, for vec_env_step and vec_env_step_u8: final_obs
+ * (count, obs_dim) floats or bytes, or NULL. */
+static int step_block(vec_env *ve, const int *actions, const float *cont_actions,
+                      float *restrict reward, uint8_t *restrict terminated,
+                      uint8_t *restrict truncated, void *restrict final_obs,
+                      double *restrict ep_return, int *restrict ep_length) {
     /* Done in passes over the block (step, flags, copy, statistics, resets) so each
      * pass is a tight loop; restrict locals because the uint8_t outputs could alias
      * anything as far as the compiler knows. */
     const int n = ve->count, od = ve->obs_dim, ad = ve->action_dim;
     calf_env *restrict envs = ve->envs;
-    float *restrict vobs = ve->obs;
     double *restrict run_return = ve->episode_return;
     int *restrict run_length = ve->episode_length;
     const calf_env_class *cls = envs[0].cls;
     CALF_ASSERT(ad > 0 ? cont_actions != NULL : actions != NULL);
     const int ai = ve->action_ints;
-    if (cls->step_many && ai == 1) {
+    const bool bytes = u8_mode(ve) && u8_hooks(ve); /* the class writes bytes */
+    void (*many_f)(calf_env *, int, const int *, const float *, float *, float *, uint8_t *) =
+        bytes ? NULL : cls->step_many;
+    void (*many_b)(calf_env *, int, const int *, const float *, uint8_t *, float *, uint8_t *) =
+        bytes ? cls->step_many_u8 : NULL;
+    if ((many_f || many_b) && ai == 1) {
         const float *u = NULL;
         if (ad > 0) {
             clip_actions(&cls->spec, cont_actions, ve->clipped, n);
@@ -251,7 +322,8 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
         } else {
             for (int i = 0; i < n; i++) CALF_ASSERT(actions[i] >= 0 && actions[i] < ve->num_actions);
         }
-        cls->step_many(envs, n, actions, u, vobs, reward, terminated);
+        if (many_b) many_b(envs, n, actions, u, ve->obs8, reward, terminated);
+        else many_f(envs, n, actions, u, ve->obs, reward, terminated);
         /* The time limit, exactly as calf_env_step applies it. */
         const int limit = cls->spec.max_episode_steps;
         for (int i = 0; i < n; i++) {
@@ -262,16 +334,29 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
     } else {
         for (int i = 0; i < n; i++) {
             int term, trunc;
-            calf_env_step_actions(&envs[i], ad > 0 ? NULL : actions + (size_t)i * ai,
-                                  ad > 0 ? cont_actions + (size_t)i * (size_t)ad : NULL,
-                                  vobs + (size_t)i * (size_t)od, &reward[i], &term, &trunc);
+            if (bytes)
+                env_step_u8(&envs[i], ad > 0 ? 0 : actions[i],
+                            ad > 0 ? cont_actions + (size_t)i * (size_t)ad : NULL,
+                            ve->obs8 + (size_t)i * (size_t)od, &reward[i], &term, &trunc);
+            else
+                calf_env_step_actions(&envs[i], ad > 0 ? NULL : actions + (size_t)i * ai,
+                                      ad > 0 ? cont_actions + (size_t)i * (size_t)ad : NULL,
+                                      ve->obs + (size_t)i * (size_t)od, &reward[i], &term,
+                                      &trunc);
             terminated[i] = (uint8_t)term;
             truncated[i] = (uint8_t)trunc;
         }
     }
-    check_step(ve, vobs, reward);
+    const size_t all = (size_t)n * (size_t)od;
+    if (bytes) {
+        check_step_u8(ve, ve->obs8, reward);
+    } else {
+        check_step(ve, ve->obs, reward);
+        if (u8_mode(ve)) floats_to_bytes(ve->obs, all, ve->obs8);
+    }
     /* Before any reset, the block's observations are exactly the final ones. */
-    if (final_obs) memcpy(final_obs, vobs, (size_t)n * (size_t)od * sizeof *vobs);
+    if (final_obs && u8_mode(ve)) memcpy(final_obs, ve->obs8, all);
+    else if (final_obs) memcpy(final_obs, ve->obs, all * sizeof(float));
     for (int i = 0; i < n; i++) {
         int done = terminated[i] | truncated[i];
         double ret = run_return[i] + reward[i];
@@ -287,10 +372,7 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
     for (int i = 0; ve->final_mask && i < n; i++)
         if (truncated[i]) calf_env_action_mask(&envs[i], ve->final_mask + (size_t)i * na);
     for (int i = 0; i < n; i++)
-        if (terminated[i] | truncated[i]) {
-            calf_env_reset(&envs[i], vobs + (size_t)i * (size_t)od);
-            check_reset(ve, i, vobs + (size_t)i * (size_t)od);
-        }
+        if (terminated[i] | truncated[i]) reset_row(ve, i);
     for (int i = 0; ve->mask && i < n; i++) {
         refresh_mask(ve, i);
         uint8_t *fm = ve->final_mask + (size_t)i * na;
@@ -298,6 +380,22 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions,
         else if (!truncated[i]) memcpy(fm, ve->mask + (size_t)i * na, na);
     }
     return ve->fault.status;
+}
+
+int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions, float *reward,
+                 uint8_t *terminated, uint8_t *truncated, float *final_obs, double *ep_return,
+                 int *ep_length) {
+    CALF_ASSERT(!u8_mode(ve));
+    return step_block(ve, actions, cont_actions, reward, terminated, truncated, final_obs,
+                      ep_return, ep_length);
+}
+
+int vec_env_step_u8(vec_env *ve, const int *actions, const float *cont_actions, float *reward,
+                    uint8_t *terminated, uint8_t *truncated, uint8_t *final_obs,
+                    double *ep_return, int *ep_length) {
+    CALF_ASSERT(u8_mode(ve));
+    return step_block(ve, actions, cont_actions, reward, terminated, truncated, final_obs,
+                      ep_return, ep_length);
 }
 
 /* ---- records ---------------------------------------------------------------- */
@@ -328,8 +426,10 @@ void vec_env_save_record(const vec_env *ve, int local_i, void *rec) {
     put_u32(p + 48, (uint32_t)env->elapsed_steps);
     put_u32(p + 52, (uint32_t)ve->episode_length[local_i]);
     bytes_put_f64(p + 56, ve->episode_return[local_i]);
-    const float *obs = ve->obs + (size_t)local_i * (size_t)ve->obs_dim;
-    for (int j = 0; j < ve->obs_dim; j++) bytes_put_f32(p + REC_OBS + 4 * (size_t)j, obs[j]);
+    const size_t at = (size_t)local_i * (size_t)ve->obs_dim;
+    for (int j = 0; j < ve->obs_dim; j++) /* a byte block's as the floats they are */
+        bytes_put_f32(p + REC_OBS + 4 * (size_t)j,
+                      u8_mode(ve) ? (float)ve->obs8[at + (size_t)j] : ve->obs[at + (size_t)j]);
     calf_env_save_state(env, p + state_offset(ve));
 }
 
@@ -374,6 +474,10 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
         if (!isfinite(obs[j]))
             return calf_error_set(err, CALF_EINVAL, "env %llu record: observation %d is not finite",
                                   (unsigned long long)index, j);
+        if (u8_mode(ve) && !floats_bytes(&obs[j], 1, ve->obs_high))
+            return calf_error_set(err, CALF_EINVAL,
+                                  "env %llu record: observation %d = %.9g is not an integer 0..%d",
+                                  (unsigned long long)index, j, (double)obs[j], ve->obs_high);
     }
     /* Aligned copies: the record may not be aligned. */
     const unsigned char *state = p + state_offset(ve);
@@ -423,9 +527,7 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     env->rng = rng;
     if (env->cls->load_restarts && env->cls->load_restarts(env->state)) {
         /* nothing to continue: a new episode, drawn from the stored stream */
-        float *row = ve->obs + (size_t)local_i * (size_t)ve->obs_dim;
-        calf_env_reset(env, row);
-        check_reset(ve, local_i, row);
+        reset_row(ve, local_i);
         refresh_mask(ve, local_i);
         ve->episode_length[local_i] = 0;
         ve->episode_return[local_i] = 0.0;
@@ -434,7 +536,11 @@ int vec_env_load_record(vec_env *ve, int local_i, const void *rec, calf_error *e
     env->elapsed_steps = elapsed;
     ve->episode_length[local_i] = length;
     ve->episode_return[local_i] = ret;
-    memcpy(ve->obs + (size_t)local_i * (size_t)ve->obs_dim, obs, (size_t)ve->obs_dim * sizeof *obs);
+    if (u8_mode(ve))
+        floats_to_bytes(obs, (size_t)ve->obs_dim, ve->obs8 + (size_t)local_i * (size_t)ve->obs_dim);
+    else
+        memcpy(ve->obs + (size_t)local_i * (size_t)ve->obs_dim, obs,
+               (size_t)ve->obs_dim * sizeof *obs);
     refresh_mask(ve, local_i);
     return CALF_OK;
 }
@@ -447,6 +553,10 @@ struct calf_vec_env {
     live_link live; /* first: the open handles' list (base/live.h) */
     vec_env ve;
     bool fresh; /* neither reset nor stepped since open: reset returns open's episodes */
+    /* Once a byte call (calf_vec_env_reset_u8, _step_u8) made the block a byte block
+     * (vec_env_use_u8): (count, obs_dim) bytes, the final observations a float call's
+     * step writes before they are widened for it; NULL until then. */
+    uint8_t *final8;
 };
 
 /* The open handles: a NULL, closed or never-opened one given to a call is refused
@@ -489,6 +599,7 @@ int calf_vec_env_open(const char *env_name, const char *env_lib, uint64_t seed, 
 void calf_vec_env_close(calf_vec_env *v) {
     if (!live_take(&vec_envs, v)) return; /* NULL, or closed already: nothing to do */
     vec_env_free(&v->ve);
+    free(v->final8);
     free(v);
 }
 
@@ -528,40 +639,85 @@ int calf_vec_env_max_episode_steps(const calf_vec_env *v) {
     return open_handle(v) ? handle_spec(v)->max_episode_steps : -1;
 }
 
-static void copy_obs(const calf_vec_env *v, float *obs) {
-    memcpy(obs, v->ve.obs, (size_t)v->ve.count * (size_t)v->ve.obs_dim * sizeof *obs);
+int calf_vec_env_obs_high(const calf_vec_env *v) { return open_handle(v) ? v->ve.obs_high : -1; }
+
+static size_t obs_count(const calf_vec_env *v) { return (size_t)v->ve.count * (size_t)v->ve.obs_dim; }
+
+/* bytes as the floats they are */
+static void widen(const uint8_t *b, size_t n, float *x) {
+    for (size_t k = 0; k < n; k++) x[k] = (float)b[k];
 }
 
-int calf_vec_env_reset(calf_vec_env *v, float *obs, calf_error *err) {
-    int crc = check_handle(v, "calf_vec_env_reset", err);
-    if (crc) return crc;
-    if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_reset: obs is NULL");
+static void copy_obs(const calf_vec_env *v, float *obs) {
+    if (v->ve.obs8) widen(v->ve.obs8, obs_count(v), obs);
+    else memcpy(obs, v->ve.obs, obs_count(v) * sizeof *obs);
+}
+
+/* The first byte call makes the block a byte block, for good: CALF_OK, CALF_EINVAL for
+ * an env whose observations are floats, CALF_ENOMEM. */
+static int use_bytes(calf_vec_env *v, const char *call, calf_error *err) {
+    if (v->ve.obs8) return CALF_OK;
+    if (!v->ve.obs_high)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: %s's observations are floats, not bytes (its observation "
+                              "space is not uint8)",
+                              call, handle_spec(v)->name);
+    if (!(v->final8 = mem_calloc(obs_count(v), 1, err))) return CALF_ENOMEM;
+    int rc = vec_env_use_u8(&v->ve, err);
+    if (rc != CALF_OK) {
+        free(v->final8);
+        v->final8 = NULL;
+    }
+    return rc;
+}
+
+/* A reset of the block for calf_vec_env_reset and _reset_u8 (after their checks). */
+static void reset_handle(calf_vec_env *v) {
     /* open's reset already recorded its own fault, which this call returns */
     if (!v->fresh) {
         calf_error_clear(&v->ve.fault);
         vec_env_reset(&v->ve);
     }
     v->fresh = false;
+}
+
+int calf_vec_env_reset(calf_vec_env *v, float *obs, calf_error *err) {
+    int crc = check_handle(v, "calf_vec_env_reset", err);
+    if (crc) return crc;
+    if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_reset: obs is NULL");
+    reset_handle(v);
     copy_obs(v, obs);
     return vec_env_fault(&v->ve, err);
 }
 
-int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_actions, float *obs,
-                      float *reward, uint8_t *terminated, uint8_t *truncated, float *final_obs,
-                      calf_error *err) {
-    int crc = check_handle(v, "calf_vec_env_step", err);
+int calf_vec_env_reset_u8(calf_vec_env *v, uint8_t *obs, calf_error *err) {
+    int crc = check_handle(v, "calf_vec_env_reset_u8", err);
+    if (crc) return crc;
+    if (!obs) return calf_error_set(err, CALF_EINVAL, "calf_vec_env_reset_u8: obs is NULL");
+    if ((crc = use_bytes(v, "calf_vec_env_reset_u8", err)) != CALF_OK) return crc;
+    reset_handle(v);
+    memcpy(obs, v->ve.obs8, obs_count(v));
+    return vec_env_fault(&v->ve, err);
+}
+
+/* The checks of calf_vec_env_step and _step_u8 before anything is stepped. */
+static int check_step_args(calf_vec_env *v, const char *call, const int *actions,
+                           const float *cont_actions, const void *obs, const float *reward,
+                           const uint8_t *terminated, const uint8_t *truncated,
+                           calf_error *err) {
+    int crc = check_handle(v, call, err);
     if (crc) return crc;
     vec_env *ve = &v->ve;
     if (!obs || !reward || !terminated || !truncated)
-        return calf_error_set(err, CALF_EINVAL, "calf_vec_env_step: an output array is NULL");
+        return calf_error_set(err, CALF_EINVAL, "%s: an output array is NULL", call);
     if (ve->action_dim > 0 && !cont_actions)
         return calf_error_set(err, CALF_EINVAL,
-                              "calf_vec_env_step: %s has continuous actions: cont_actions is NULL",
+                              "%s: %s has continuous actions: cont_actions is NULL", call,
                               handle_spec(v)->name);
     if (ve->action_dim == 0) {
         if (!actions)
             return calf_error_set(err, CALF_EINVAL,
-                                  "calf_vec_env_step: %s has discrete actions: actions is NULL",
+                                  "%s: %s has discrete actions: actions is NULL", call,
                                   handle_spec(v)->name);
         const calf_env_spec *sp = handle_spec(v);
         int ai = ve->action_ints;
@@ -571,21 +727,52 @@ int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_act
                 int n = sp->num_action_dims > 0 ? sp->action_nvec[d] : ve->num_actions;
                 if ((a < 0 || a >= n) && sp->num_action_dims > 0)
                     return calf_error_set(err, CALF_EINVAL,
-                                          "calf_vec_env_step: sub-action %d of row %d (env index "
+                                          "%s: sub-action %d of row %d (env index "
                                           "%lld) is %d, not in 0..%d",
-                                          d, i, (long long)ve->begin + i, a, n - 1);
+                                          call, d, i, (long long)ve->begin + i, a, n - 1);
                 if (a < 0 || a >= n)
                     return calf_error_set(err, CALF_EINVAL,
-                                          "calf_vec_env_step: action %d of row %d (env index "
+                                          "%s: action %d of row %d (env index "
                                           "%lld) is not in 0..%d",
-                                          a, i, (long long)ve->begin + i, n - 1);
+                                          call, a, i, (long long)ve->begin + i, n - 1);
             }
     }
+    return CALF_OK;
+}
+
+int calf_vec_env_step(calf_vec_env *v, const int *actions, const float *cont_actions, float *obs,
+                      float *reward, uint8_t *terminated, uint8_t *truncated, float *final_obs,
+                      calf_error *err) {
+    int crc = check_step_args(v, "calf_vec_env_step", actions, cont_actions, obs, reward,
+                              terminated, truncated, err);
+    if (crc) return crc;
+    vec_env *ve = &v->ve;
+    const float *u = ve->action_dim ? cont_actions : NULL;
     calf_error_clear(&ve->fault);
-    vec_env_step(ve, actions, ve->action_dim ? cont_actions : NULL, reward, terminated, truncated,
-                 final_obs, NULL, NULL);
+    if (ve->obs8) { /* a byte block: its bytes widened */
+        vec_env_step_u8(ve, actions, u, reward, terminated, truncated, v->final8, NULL, NULL);
+        if (final_obs) widen(v->final8, obs_count(v), final_obs);
+    } else {
+        vec_env_step(ve, actions, u, reward, terminated, truncated, final_obs, NULL, NULL);
+    }
     v->fresh = false;
     copy_obs(v, obs);
+    return vec_env_fault(ve, err);
+}
+
+int calf_vec_env_step_u8(calf_vec_env *v, const int *actions, const float *cont_actions,
+                         uint8_t *obs, float *reward, uint8_t *terminated, uint8_t *truncated,
+                         uint8_t *final_obs, calf_error *err) {
+    int crc = check_step_args(v, "calf_vec_env_step_u8", actions, cont_actions, obs, reward,
+                              terminated, truncated, err);
+    if (crc) return crc;
+    if ((crc = use_bytes(v, "calf_vec_env_step_u8", err)) != CALF_OK) return crc;
+    vec_env *ve = &v->ve;
+    calf_error_clear(&ve->fault);
+    vec_env_step_u8(ve, actions, ve->action_dim ? cont_actions : NULL, reward, terminated,
+                    truncated, final_obs, NULL, NULL);
+    v->fresh = false;
+    memcpy(obs, ve->obs8, obs_count(v));
     return vec_env_fault(ve, err);
 }
 

@@ -26,7 +26,11 @@ typedef struct vec_env {
                                   final observation (before any auto-reset): mask's row, a
                                   truncated env's from its last state, a terminated env's all
                                   1 (no bootstrap reads it); NULL when the class has no mask */
-    float *obs;                /* (count, obs_dim) current observation (after auto-reset) */
+    float *obs;                /* (count, obs_dim) current observation (after auto-reset); a
+                                  byte block's: NULL, or for a class without the byte hooks
+                                  the floats it last wrote, which became obs8 */
+    uint8_t *obs8;             /* a byte block's (vec_env_use_u8) current observation, (count,
+                                  obs_dim) bytes; NULL for a float block */
     double *episode_return;    /* (count) running return of the current episode */
     int *episode_length;       /* (count) */
     float *clipped;            /* (count, action_dim) scratch for batched continuous classes, or NULL */
@@ -49,7 +53,7 @@ void vec_env_free(vec_env *ve);   /* safe on a zeroed or freed vec_env */
 /* Start a new episode in every env (draws from each env's stream; init already did
  * this once), fill obs, zero the episode accumulators. Returns ve->fault.status. */
 int vec_env_reset(vec_env *ve);
-/* Step every env. actions (count, action_ints) for discrete and MultiDiscrete,
+/* Step every env of a float block. actions (count, action_ints) for discrete and MultiDiscrete,
  * cont_actions (count, action_dim) for continuous (the other may be NULL).
  * Outputs (count): reward, terminated, truncated; final_obs (count, obs_dim, may be
  * NULL): the observation the step produced BEFORE auto-reset (so the trainer can
@@ -66,6 +70,20 @@ int vec_env_step(vec_env *ve, const int *actions, const float *cont_actions, flo
 /* CALF_OK when no env has returned a non-finite value (ve->fault), else that status
  * with ve->fault's message copied into err: "environment NAME, env index I: ...". */
 int vec_env_fault(const vec_env *ve, calf_error *err);
+
+/* Make a CALF_DTYPE_U8 env's block keep its observations as bytes from now on: obs8
+ * holds them (the current ones made bytes here), obs is left as the field says, and the
+ * block steps with vec_env_step_u8 only. A class with the byte hooks (reset_u8, step_u8)
+ * writes bytes, a quarter of the floats' stores; another's floats (checked as before)
+ * become bytes. The same values, draws and states either way. CALF_ENOMEM (the block
+ * left as it was) when obs8 does not fit. */
+int vec_env_use_u8(vec_env *ve, calf_error *err);
+/* vec_env_step for a byte block: the same, with final_obs (count, obs_dim, may be NULL)
+ * in bytes and ve->obs8 holding the next observation. A byte written above obs_high is
+ * the env's fault, as a non-finite value is. */
+int vec_env_step_u8(vec_env *ve, const int *actions, const float *cont_actions, float *reward,
+                    uint8_t *terminated, uint8_t *truncated, uint8_t *final_obs,
+                    double *ep_return, int *ep_length);
 
 /* Checkpoint support: one env's complete state (its saved state, rng, elapsed steps,
  * episode accumulators, current obs, global index) as a fixed-size record of plain
