@@ -100,12 +100,15 @@ typedef struct {
     int n, obs_dim;
     int discrete, action_dim;
     int dims;         /* MultiDiscrete: sub-actions; else 0 */
+    int u8;           /* a uint8 env (calf_vec_env_obs_high > 0): step_gym reads its
+                         observations as bytes (calf_vec_env_step_u8), returning uint8 */
     /* scratch of step_gym, allocated with the block: calf writes float32 rewards,
      * Gymnasium returns float64 */
     float *reward;    /* (n) */
     int *act;         /* (n, max(dims, 1)) discrete actions as calf takes them */
     float *cont;      /* (n, action_dim) continuous actions as calf takes them */
-    float *final_obs; /* (n, obs_dim); the ended envs' rows are copied out */
+    void *final_obs;  /* (n, obs_dim) float32, bytes for u8; the ended envs' rows are
+                         copied out */
     calf_renderer *renderer; /* made by the first render(), for its picture size */
 } VecEnvObject;
 
@@ -198,11 +201,12 @@ static int vecenv_init(VecEnvObject *self, PyObject *args, PyObject *kwds) {
     self->discrete = calf_vec_env_discrete(v);
     self->action_dim = calf_vec_env_action_dim(v);
     self->dims = calf_vec_env_action_dims(v);
+    self->u8 = calf_vec_env_obs_high(v) > 0;
     size_t n = (size_t)self->n;
     self->reward = PyMem_Malloc(sizeof(float) * n);
     self->act = PyMem_Malloc(sizeof(int) * n * (size_t)(self->dims ? self->dims : 1));
     self->cont = PyMem_Malloc(sizeof(float) * n * (size_t)(self->action_dim ? self->action_dim : 1));
-    self->final_obs = PyMem_Malloc(sizeof(float) * n * (size_t)self->obs_dim);
+    self->final_obs = PyMem_Malloc((self->u8 ? 1 : sizeof(float)) * n * (size_t)self->obs_dim);
     if (!self->reward || !self->act || !self->cont || !self->final_obs) {
         vecenv_release(self);
         PyErr_NoMemory();
@@ -244,34 +248,45 @@ static PyObject *vecenv_close(VecEnvObject *self, PyObject *Py_UNUSED(ignored)) 
 
 PyDoc_STRVAR(vecenv_reset_doc,
              "reset(obs)\n\nStart a new episode in every env (calf_vec_env_reset), writing "
-             "obs: (num_envs, obs_dim) float32, C-contiguous.");
+             "obs: (num_envs, obs_dim) float32, or uint8 for a uint8 env (read as bytes: "
+             "calf_vec_env_reset_u8), C-contiguous.");
+/* Whether a uint8 env's caller gave obs as uint8 (then the bytes are read, else floats). */
+static int wants_bytes(const VecEnvObject *self, PyObject *obs) {
+    return self->u8 && PyArray_Check(obs) && PyArray_TYPE((PyArrayObject *)obs) == NPY_UINT8;
+}
+
 static PyObject *vecenv_reset(VecEnvObject *self, PyObject *obs) {
     if (!vecenv_usable(self)) return NULL;
-    if (!check_array(VECENV, obs, "obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1))
+    int bytes = wants_bytes(self, obs);
+    if (!check_array(VECENV, obs, "obs", bytes ? NPY_UINT8 : NPY_FLOAT32, 2, self->n,
+                     self->obs_dim, 1))
         return NULL;
-    float *out = PyArray_DATA((PyArrayObject *)obs);
+    void *out = PyArray_DATA((PyArrayObject *)obs);
     calf_error err = {0};
     int rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    rc = calf_vec_env_reset(self->v, out, &err);
+    rc = bytes ? calf_vec_env_reset_u8(self->v, out, &err) : calf_vec_env_reset(self->v, out, &err);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != CALF_OK) return raise_calf(&err);
     Py_RETURN_NONE;
 }
 
-/* One calf_vec_env_step with the GIL released, act the discrete or continuous actions
- * as the block takes them; the float32 rewards widened into r. Returns 0, or -1 with
- * calf's exception set (the outputs written all the same). */
-static int vecenv_run_step(VecEnvObject *self, const void *act, float *o, double *r,
-                           uint8_t *te, uint8_t *tr, float *fo) {
+/* One calf_vec_env_step (bytes: calf_vec_env_step_u8, o and fo then bytes) with the GIL
+ * released, act the discrete or continuous actions as the block takes them; the float32
+ * rewards widened into r. Returns 0, or -1 with calf's exception set (the outputs
+ * written all the same). */
+static int vecenv_run_step(VecEnvObject *self, const void *act, void *o, double *r,
+                           uint8_t *te, uint8_t *tr, void *fo, int bytes) {
     calf_error err = {0};
     int rc;
     self->busy = 1;
+    const int *da = self->discrete ? act : NULL;
+    const float *ca = self->discrete ? NULL : act;
     Py_BEGIN_ALLOW_THREADS
-    rc = calf_vec_env_step(self->v, self->discrete ? act : NULL, self->discrete ? NULL : act,
-                           o, self->reward, te, tr, fo, &err);
+    rc = bytes ? calf_vec_env_step_u8(self->v, da, ca, o, self->reward, te, tr, fo, &err)
+               : calf_vec_env_step(self->v, da, ca, o, self->reward, te, tr, fo, &err);
     for (int e = 0; e < self->n; e++) r[e] = (double)self->reward[e];
     Py_END_ALLOW_THREADS
     self->busy = 0;
@@ -286,7 +301,8 @@ PyDoc_STRVAR(vecenv_step_doc,
              "step(actions, obs, rewards, terminated, truncated, final_obs)\n\n"
              "Step every env once (calf_vec_env_step), auto-resetting in the same step.\n"
              "actions: (num_envs,) int32 for a discrete env, (num_envs, action_dim) float32 for\n"
-             "a continuous one. Writes obs and final_obs: (num_envs, obs_dim) float32,\n"
+             "a continuous one. Writes obs and final_obs: (num_envs, obs_dim) float32 (or\n"
+             "both uint8 for a uint8 env, read as bytes: calf_vec_env_step_u8),\n"
              "rewards: (num_envs,) float64, terminated and truncated: (num_envs,) bool.\n"
              "All arrays C-contiguous. The outputs are written even when the step raises\n"
              "for a non-finite value.");
@@ -301,21 +317,21 @@ static PyObject *vecenv_step(VecEnvObject *self, PyObject *args) {
              : self->discrete ? check_array(VECENV, actions, "actions", NPY_INT32, 1, self->n, 0, 0)
                               : check_array(VECENV, actions, "actions", NPY_FLOAT32, 2, self->n,
                                             self->action_dim, 0);
-    ok = ok && check_array(VECENV, obs, "obs", NPY_FLOAT32, 2, self->n, self->obs_dim, 1) &&
+    int bytes = wants_bytes(self, obs), ot = bytes ? NPY_UINT8 : NPY_FLOAT32;
+    ok = ok && check_array(VECENV, obs, "obs", ot, 2, self->n, self->obs_dim, 1) &&
          check_array(VECENV, rewards, "rewards", NPY_FLOAT64, 1, self->n, 0, 1) &&
          check_array(VECENV, term, "terminated", NPY_BOOL, 1, self->n, 0, 1) &&
          check_array(VECENV, trunc, "truncated", NPY_BOOL, 1, self->n, 0, 1) &&
-         check_array(VECENV, final_obs, "final_obs", NPY_FLOAT32, 2, self->n, self->obs_dim,
-                     1);
+         check_array(VECENV, final_obs, "final_obs", ot, 2, self->n, self->obs_dim, 1);
     if (!ok) return NULL;
     const void *act = PyArray_DATA((PyArrayObject *)actions);
-    float *o = PyArray_DATA((PyArrayObject *)obs);
+    void *o = PyArray_DATA((PyArrayObject *)obs);
     double *r = PyArray_DATA((PyArrayObject *)rewards);
     /* numpy.bool_ is one byte holding 0 or 1, which is what calf writes */
     uint8_t *te = PyArray_DATA((PyArrayObject *)term);
     uint8_t *tr = PyArray_DATA((PyArrayObject *)trunc);
-    float *fo = PyArray_DATA((PyArrayObject *)final_obs);
-    if (vecenv_run_step(self, act, o, r, te, tr, fo) < 0) return NULL;
+    void *fo = PyArray_DATA((PyArrayObject *)final_obs);
+    if (vecenv_run_step(self, act, o, r, te, tr, fo, bytes) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -407,8 +423,8 @@ static const void *gym_actions(VecEnvObject *self, PyArrayObject *a) {
 
 /* Gymnasium's SAME_STEP infos for a step that ended the envs marked in te | tr, as
  * SyncVectorEnv builds them: {} when none ended; else final_obs, an object array
- * holding a new (obs_dim,) float32 copy of the ended episode's last observation for
- * each env that ended and None for the others, the "_final_obs" mask, an empty
+ * holding a new (obs_dim,) float32 (uint8 for a u8 env) copy of the ended episode's last
+ * observation for each env that ended and None for the others, the "_final_obs" mask, an empty
  * final_info and its own "_final_info" mask. A new dict, or NULL. */
 static PyObject *mask_array(VecEnvObject *self);
 
@@ -450,13 +466,15 @@ static PyObject *gym_infos(VecEnvObject *self, const uint8_t *te, const uint8_t 
         ((uint8_t *)PyArray_DATA((PyArrayObject *)mask))[e] = end;
         ((uint8_t *)PyArray_DATA((PyArrayObject *)mask_info))[e] = end;
         if (!end) continue;
-        PyObject *row = PyArray_SimpleNew(1, &od, NPY_FLOAT32); /* new reference */
+        /* new reference */
+        PyObject *row = PyArray_SimpleNew(1, &od, self->u8 ? NPY_UINT8 : NPY_FLOAT32);
         if (!row) {
             bad = 1;
             break;
         }
-        memcpy(PyArray_DATA((PyArrayObject *)row), self->final_obs + e * od,
-               sizeof(float) * (size_t)od);
+        size_t width = (self->u8 ? 1 : sizeof(float)) * (size_t)od;
+        memcpy(PyArray_DATA((PyArrayObject *)row), (const char *)self->final_obs + e * width,
+               width);
         PyObject **slot = (PyObject **)PyArray_GETPTR1((PyArrayObject *)final_obs, e);
         Py_XSETREF(*slot, row); /* the array takes row's reference, drops its None */
     }
@@ -498,7 +516,8 @@ PyDoc_STRVAR(vecenv_step_gym_doc,
              "step_gym(actions) -> (obs, rewards, terminations, truncations, infos)\n\n"
              "Gymnasium's step in SAME_STEP mode in one call: actions an ndarray, (num_envs,)\n"
              "integers for a discrete env or (num_envs, action_dim) numbers for a continuous\n"
-             "one; returns new arrays, obs (num_envs, obs_dim) float32, rewards float64,\n"
+             "one; returns new arrays, obs (num_envs, obs_dim) float32 (uint8 for a uint8\n"
+             "env, read as bytes), rewards float64,\n"
              "terminations and truncations bool, and the infos SyncVectorEnv returns.\n"
              "When an env gives a non-finite value the step raises, and that tuple, every\n"
              "env's results, is the exception's `results`.");
@@ -512,7 +531,7 @@ static PyObject *vecenv_step_gym(VecEnvObject *self, PyObject *arg) {
     if (!act) return NULL;
     npy_intp dims[2] = {self->n, self->obs_dim};
     /* new references, returned */
-    PyObject *obs = PyArray_SimpleNew(2, dims, NPY_FLOAT32);
+    PyObject *obs = PyArray_SimpleNew(2, dims, self->u8 ? NPY_UINT8 : NPY_FLOAT32);
     PyObject *rewards = PyArray_SimpleNew(1, dims, NPY_FLOAT64);
     PyObject *term = PyArray_SimpleNew(1, dims, NPY_BOOL);
     PyObject *trunc = PyArray_SimpleNew(1, dims, NPY_BOOL);
@@ -521,7 +540,8 @@ static PyObject *vecenv_step_gym(VecEnvObject *self, PyObject *arg) {
         uint8_t *te = PyArray_DATA((PyArrayObject *)term);
         uint8_t *tr = PyArray_DATA((PyArrayObject *)trunc);
         if (vecenv_run_step(self, act, PyArray_DATA((PyArrayObject *)obs),
-                            PyArray_DATA((PyArrayObject *)rewards), te, tr, self->final_obs) == 0)
+                            PyArray_DATA((PyArrayObject *)rewards), te, tr, self->final_obs,
+                            self->u8) == 0)
             infos = gym_infos(self, te, tr);
         else
             attach_results(self, obs, rewards, term, trunc, te, tr);
@@ -571,6 +591,7 @@ VECENV_INT_GETTER(num_actions, calf_vec_env_num_actions)
 VECENV_INT_GETTER(action_dim, calf_vec_env_action_dim)
 VECENV_INT_GETTER(max_episode_steps, calf_vec_env_max_episode_steps)
 VECENV_INT_GETTER(action_dims, calf_vec_env_action_dims)
+VECENV_INT_GETTER(obs_high, calf_vec_env_obs_high)
 
 /* The block's action masks as a new (num_envs, num_actions) bool array, or None for an
  * env without a mask. */
@@ -630,6 +651,9 @@ static PyGetSetDef vecenv_getset[] = {
      "frames per second of the env's videos (Gymnasium's metadata render_fps); None "
      "before the first render()", NULL},
     {"obs_dim", (getter)vecenv_get_obs_dim, NULL, "floats per observation", NULL},
+    {"obs_high", (getter)vecenv_get_obs_high, NULL,
+     "a uint8 env's largest observation value (its observations are then read as bytes, "
+     "uint8 arrays), 0 for float observations", NULL},
     {"discrete", (getter)vecenv_get_discrete, NULL, "True when actions are discrete", NULL},
     {"num_actions", (getter)vecenv_get_num_actions, NULL, "discrete: choices; else 0", NULL},
     {"action_dim", (getter)vecenv_get_action_dim, NULL, "continuous: floats; else 0", NULL},

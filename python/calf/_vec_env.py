@@ -148,9 +148,9 @@ class VecEnv(_VectorEnvBase):
         self.obs_dim: int = self._raw.obs_dim
         self.max_episode_steps: int = self._raw.max_episode_steps
         self._layout = _obs_layout(self._raw.name, self.obs_dim)
-        # the C side writes (num_envs, obs_dim) float32 rows: converted only when the
-        # space is not that (a uint8 env's floats are its integers 0..high, checked as
-        # they are written, so the cast is exact)
+        # the C side writes (num_envs, obs_dim) rows, float32 or a uint8 env's bytes
+        # (read as bytes: the env writes them so, MinAtar's games), reshaped or
+        # converted only when the space is not that
         self._parts = _obs_parts(self._raw.name)
         self._flat = (self._parts is None and self._layout[0] == (self.obs_dim,)
                       and self._layout[1] == np.float32)
@@ -194,7 +194,8 @@ class VecEnv(_VectorEnvBase):
             self._raw = raw
             if _gym is not None:
                 super().reset(seed=seed)
-        obs = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
+        obs = np.empty((self.num_envs, self.obs_dim),
+                       dtype=np.uint8 if self._raw.obs_high else np.float32)
         self._raw.reset(obs)
         obs = self._present(obs)
         mask = self._raw.action_mask
@@ -232,8 +233,9 @@ class VecEnv(_VectorEnvBase):
         return self._present_step(results)
 
     def _present(self, obs: np.ndarray) -> Any:
-        """(num_envs, obs_dim) float32 rows (or one row) as the observation space has
-        them: a Dict env's as a dict of each part's (num_envs, *shape) array."""
+        """(num_envs, obs_dim) rows (or one row; float32, or a uint8 env's bytes) as the
+        observation space has them: a Dict env's as a dict of each part's (num_envs,
+        *shape) array."""
         lead = obs.shape[:-1]
         if self._parts is not None:
             return {key: obs[..., off:off + size].astype(dtype).reshape(lead + shape)
