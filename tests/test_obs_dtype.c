@@ -4,7 +4,8 @@
  * against a float twin, PPO on 1 and 2 processes (the rollout then in shared memory),
  * with and without observation normalization, recurrent PPO likewise (cut by a time
  * limit, so truncated steps' look-aheads read bytes too), and DQN; the checkpoints
- * compared. */
+ * compared. The byte class writes bytes, so its trainer steps a byte block and hands
+ * the algorithms its bytes; the twin steps floats. */
 #include <stdint.h>
 
 #include "calf/env.h"

@@ -609,6 +609,19 @@ static void add_byte_step(replay *rb, int step) {
     replay_add_step(rb, obs, act, rew, term, nobs, NULL);
 }
 
+/* The same transitions given as the env block's bytes (replay_add_step_u8). */
+static void add_byte_step_u8(replay *rb, int step) {
+    float obs[16 * OD], act[16 * AD], rew[16], nobs[16 * OD];
+    uint8_t term[16], obs8[16 * OD], nobs8[16 * OD];
+    CALF_ASSERT(rb->env_count <= 16);
+    for (int e = 0; e < rb->env_count; e++)
+        make_byte_row(rb->env_begin + e, step, obs + e * OD, act + e * AD, rew + e, term + e,
+                      nobs + e * OD);
+    for (int k = 0; k < rb->env_count * OD; k++)
+        obs8[k] = (uint8_t)obs[k], nobs8[k] = (uint8_t)nobs[k];
+    replay_add_step_u8(rb, obs8, act, rew, term, nobs8, NULL);
+}
+
 /* rb (bytes) gives back, as floats, what step `step` of env added at pos */
 static int holds_byte_step(const replay *rb, int env, int64_t pos, int step) {
     float obs[OD], act[AD], rew, nobs[OD], go[OD], ga[AD], gr, gn[OD];
@@ -668,6 +681,16 @@ static void test_bytes(void) {
     CHECK(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
     CHECK_INT_EQ(b.len, 36 + E * (28 + CAP * (2 * OD + 4 * (AD + 1) + 1)));
     CHECK(memcmp(b.data, "RPL8", 4) == 0 && memcmp(b.data + 36, "RPE8", 4) == 0);
+    /* the env block's bytes stored as they are: the ring their floats make */
+    replay raw8;
+    CHECK_INT_EQ(replay_create(&raw8, E, 0, E, CAP, OD, CALF_DTYPE_U8, AD, 0, NULL), CALF_OK);
+    for (int s = 0; s < 6; s++) add_byte_step_u8(&raw8, s);
+    ckpt_buf b8;
+    ckpt_buf_init(&b8);
+    save_split(&raw8, 1, &b8);
+    CHECK(b.len == b8.len && memcmp(b.data, b8.data, b.len) == 0);
+    ckpt_buf_free(&b8);
+    replay_free(&raw8);
     replay back;
     CHECK_INT_EQ(replay_create(&back, E, 1, 3, CAP, OD, CALF_DTYPE_U8, AD, 0, NULL), CALF_OK);
     CHECK_INT_EQ(load_all(&back, &b, &err), CALF_OK);

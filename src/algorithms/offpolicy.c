@@ -371,8 +371,12 @@ void offpolicy_observe(offpolicy *o, const algo_step *st) {
         for (int e = 0; e < o->count; e++) o->act[e] = (float)st->act[e];
         act = o->act;
     }
-    replay_add_step(&o->rb, st->obs, act, st->reward, st->terminated, st->final_obs,
-                    st->next_mask);
+    if (st->obs8 && st->final_obs8 && o->rb.obs_dtype == CALF_DTYPE_U8) /* the block's bytes */
+        replay_add_step_u8(&o->rb, st->obs8, act, st->reward, st->terminated, st->final_obs8,
+                           st->next_mask);
+    else
+        replay_add_step(&o->rb, st->obs, act, st->reward, st->terminated, st->final_obs,
+                        st->next_mask);
 }
 
 /* ---- updates -------------------------------------------------------------------- */

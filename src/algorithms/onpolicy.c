@@ -364,6 +364,15 @@ static void obs_to_bytes(const onpolicy *op, const float *x, int rows, uint8_t *
     for (size_t k = 0; k < n; k++) b[k] = (uint8_t)x[k];
 }
 
+/* rows observations from row i of a step's floats x as bytes: the block's own bytes b
+ * when the trainer keeps them (the same values), else x narrowed */
+static void step_bytes(const onpolicy *op, const float *x, const uint8_t *b, size_t i, int rows,
+                       uint8_t *out) {
+    size_t od = (size_t)op->md->obs_dim;
+    if (b) memcpy(out, b + i * od, (size_t)rows * od);
+    else obs_to_bytes(op, x + i * od, rows, out);
+}
+
 void onpolicy_obs_rows(const onpolicy *op, const float *f, const uint8_t *b, size_t i, int rows,
                        float *y) {
     size_t od = (size_t)op->md->obs_dim, n = (size_t)rows * od;
@@ -480,12 +489,13 @@ void onpolicy_observe(onpolicy *op, const algo_step *st) {
     memcpy(v->trunc + base, st->truncated, (size_t)n);
     for (int e = 0; e < n; e++)
         if (st->truncated[e] && op->u8)
-            obs_to_bytes(op, st->final_obs + (size_t)e * od, 1,
-                         v->trunc_obs8 + (base + (size_t)e) * od);
+            step_bytes(op, st->final_obs, st->final_obs8, (size_t)e, 1,
+                       v->trunc_obs8 + (base + (size_t)e) * od);
         else if (st->truncated[e])
             obs_in(op, st->final_obs + (size_t)e * od, 1, v->trunc_obs + (base + (size_t)e) * od);
     /* what the advantages need besides: the observation each env's next step would see */
-    if (st->s == op->T - 1 && op->u8) obs_to_bytes(op, st->next_obs, n, v->boot_obs8);
+    if (st->s == op->T - 1 && op->u8)
+        step_bytes(op, st->next_obs, st->next_obs8, 0, n, v->boot_obs8);
     else if (st->s == op->T - 1) obs_in(op, st->next_obs, n, v->boot_obs);
     if (op->md->state_dim) observe_recurrent(op, st);
 }

@@ -148,15 +148,22 @@ static void obs_get(const replay *rb, void *base, size_t row, float *y) {
     }
 }
 
-void replay_add_step(replay *rb, const float *obs, const float *act, const float *reward,
-                     const uint8_t *terminated, const float *next_obs,
-                     const uint8_t *next_mask) {
+/* replay_add_step with the observations as floats (obs, next_obs) or, for a byte
+ * replay, as bytes (obs8, next_obs8; the floats then NULL). */
+static void add_step(replay *rb, const float *obs, const uint8_t *obs8, const float *act,
+                     const float *reward, const uint8_t *terminated, const float *next_obs,
+                     const uint8_t *next_obs8, const uint8_t *next_mask) {
     const size_t od = (size_t)rb->obs_dim, ad = (size_t)rb->act_dim, md = (size_t)rb->mask_dim;
     CALF_ASSERT(md == 0 || next_mask != NULL);
     for (int e = 0; e < rb->env_count; e++) {
         size_t row = (size_t)e * (size_t)rb->capacity + (size_t)rb->next_slot;
-        obs_put(rb, rb->obs, row, obs + (size_t)e * od);
-        obs_put(rb, rb->next_obs, row, next_obs + (size_t)e * od);
+        if (obs8) {
+            memcpy(obs_at(rb, rb->obs, row), obs8 + (size_t)e * od, od);
+            memcpy(obs_at(rb, rb->next_obs, row), next_obs8 + (size_t)e * od, od);
+        } else {
+            obs_put(rb, rb->obs, row, obs + (size_t)e * od);
+            obs_put(rb, rb->next_obs, row, next_obs + (size_t)e * od);
+        }
         memcpy(rb->act + row * ad, act + (size_t)e * ad, ad * sizeof(float));
         rb->reward[row] = reward[e];
         rb->terminated[row] = terminated[e] ? 1 : 0;
@@ -165,6 +172,19 @@ void replay_add_step(replay *rb, const float *obs, const float *act, const float
     }
     rb->next_slot = rb->next_slot + 1 == rb->capacity ? 0 : rb->next_slot + 1;
     if (rb->stored < rb->capacity) rb->stored++;
+}
+
+void replay_add_step(replay *rb, const float *obs, const float *act, const float *reward,
+                     const uint8_t *terminated, const float *next_obs,
+                     const uint8_t *next_mask) {
+    add_step(rb, obs, NULL, act, reward, terminated, next_obs, NULL, next_mask);
+}
+
+void replay_add_step_u8(replay *rb, const uint8_t *obs, const float *act, const float *reward,
+                        const uint8_t *terminated, const uint8_t *next_obs,
+                        const uint8_t *next_mask) {
+    CALF_ASSERT(rb->obs_dtype == CALF_DTYPE_U8);
+    add_step(rb, NULL, obs, act, reward, terminated, NULL, next_obs, next_mask);
 }
 
 int64_t replay_slot(const replay *rb, int64_t pos) {

@@ -84,6 +84,12 @@ void replay_add_step(replay *rb,
                      const uint8_t *terminated,  /* (env_count) */
                      const float *next_obs,      /* (env_count, obs_dim) */
                      const uint8_t *next_mask);  /* (env_count, mask_dim) or NULL */
+/* The same for a CALF_DTYPE_U8 replay given the env block's bytes (obs and next_obs
+ * (env_count, obs_dim) bytes), stored as they are: what replay_add_step stores for
+ * their floats. */
+void replay_add_step_u8(replay *rb, const uint8_t *obs, const float *act, const float *reward,
+                        const uint8_t *terminated, const uint8_t *next_obs,
+                        const uint8_t *next_mask);
 
 /* The ring slot holding position pos (0 oldest .. stored - 1 newest):
  *   (next_slot - stored + pos) mod capacity. */

@@ -51,6 +51,10 @@ typedef struct algo_step {
                                  * observation where an episode ended) */
     const uint8_t *next_mask;   /* (count, num_actions) the actions valid at final_obs (all 1
                                  * where terminated); NULL when the env has no mask */
+    /* A uint8 env whose block is kept as bytes (its class writes them): obs, final_obs and
+     * next_obs as (count, obs_dim) bytes, the floats' values, for an algorithm that keeps
+     * bytes to take instead of narrowing the floats; NULL otherwise. */
+    const uint8_t *obs8, *final_obs8, *next_obs8;
 } algo_step;
 
 /* An algorithm's functions. Its name is its row in ALGORITHMS (training/registry.h). */

@@ -76,6 +76,9 @@ struct trainer {
     algorithm *algo;
     /* one step of this process's envs */
     float *obs;              /* (count, obs_dim) what the step acted on */
+    float *next_obs;         /* (count, obs_dim) a byte block's next observation as floats */
+    uint8_t *obs8, *final8;  /* (count, obs_dim) a byte block's: what the step acted on, and
+                                the step's final observations; NULL for a float block */
     int *act;                /* (count, action_ints) */
     float *u;                /* (count, max(action_dim, 1)) */
     float *rew;              /* (count) */
@@ -139,7 +142,8 @@ static trainer_params trainer_params_of(const calf_config *cfg) {
 static void trainer_free(trainer *t) {
     if (t->ops) t->ops->destroy(t->algo);
     vec_env_free(&t->ve);
-    void *bufs[] = {t->obs, t->act, t->u, t->rew, t->term, t->trunc, t->final_obs,
+    void *bufs[] = {t->obs, t->next_obs, t->obs8, t->final8, t->act, t->u, t->rew, t->term,
+                    t->trunc, t->final_obs,
                     t->ep_return, t->ep_length, t->ep_stats};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
@@ -179,6 +183,13 @@ static int trainer_init(trainer *t, const calf_config *cfg, comm *c, calf_error 
         !(t->ep_length = mem_calloc(n, sizeof(int), err)) ||
         !(t->ep_stats = mem_calloc(n * NUM_EP_STATS, sizeof(double), err)))
         return CALF_ENOMEM; /* trainer_free frees what was made */
+    /* A class that writes its uint8 observation as bytes steps so (a quarter of the
+     * stores); the algorithms get the same values as floats, and the bytes to keep. */
+    if (calf_env_find(t->env_name)->step_u8 &&
+        (vec_env_use_u8(&t->ve, err) != CALF_OK ||
+         !(t->next_obs = mem_calloc(n * od, sizeof(float), err)) ||
+         !(t->obs8 = mem_calloc(n * od, 1, err)) || !(t->final8 = mem_calloc(n * od, 1, err))))
+        return CALF_ENOMEM;
     t->ops = trainer_algorithm(cfg);
     algo_setup s = {.cfg = cfg, .spec = t->spec, .c = c, .E = t->E, .begin = t->begin,
                     .count = t->count, .T = t->T, .seed = t->seed,
@@ -258,17 +269,41 @@ static int load_checkpoint(trainer *t, const resume_state *rs, calf_error *err) 
 
 /* ---- rollout ---------------------------------------------------------------- */
 
+/* bytes as the floats they are */
+static void widen(const uint8_t *b, size_t n, float *x) {
+    for (size_t k = 0; k < n; k++) x[k] = (float)b[k];
+}
+
 /* T steps of this process's envs: the algorithm acts and sees what happened; episodes
- * that end are counted per env. */
+ * that end are counted per env. A byte block's observations reach the algorithm as the
+ * floats they are and as its bytes. */
 static void rollout(trainer *t) {
     int n = t->count, od = t->spec->obs_dim, ad = t->spec->action_dim;
     memset(t->ep_stats, 0, (size_t)n * NUM_EP_STATS * sizeof(double));
+    const size_t all = (size_t)n * (size_t)od;
     for (int s = 0; s < t->T; s++) {
         comm_progress(t->c);
-        memcpy(t->obs, t->ve.obs, (size_t)n * od * sizeof(float));
+        if (t->obs8) { /* the last step's next observation, widened already */
+            if (s > 0) {
+                float *x = t->obs;
+                t->obs = t->next_obs, t->next_obs = x;
+            } else {
+                widen(t->ve.obs8, all, t->obs);
+            }
+            memcpy(t->obs8, t->ve.obs8, all);
+        } else {
+            memcpy(t->obs, t->ve.obs, all * sizeof(float));
+        }
         t->ops->act(t->algo, t->iteration, s, t->obs, t->ve.mask, t->act, t->u);
-        vec_env_step(&t->ve, t->act, ad ? t->u : NULL, t->rew, t->term, t->trunc, t->final_obs,
-                     t->ep_return, t->ep_length);
+        if (t->obs8) {
+            vec_env_step_u8(&t->ve, t->act, ad ? t->u : NULL, t->rew, t->term, t->trunc,
+                            t->final8, t->ep_return, t->ep_length);
+            widen(t->final8, all, t->final_obs);
+            widen(t->ve.obs8, all, t->next_obs);
+        } else {
+            vec_env_step(&t->ve, t->act, ad ? t->u : NULL, t->rew, t->term, t->trunc,
+                         t->final_obs, t->ep_return, t->ep_length);
+        }
         for (int e = 0; e < n; e++) {
             if (t->term[e] || t->trunc[e]) {
                 double *st = t->ep_stats + (size_t)e * NUM_EP_STATS;
@@ -279,7 +314,9 @@ static void rollout(trainer *t) {
         }
         algo_step st = {.s = s, .obs = t->obs, .act = t->act, .u = t->u, .reward = t->rew,
                         .terminated = t->term, .truncated = t->trunc, .final_obs = t->final_obs,
-                        .next_obs = t->ve.obs, .next_mask = t->ve.final_mask};
+                        .next_obs = t->obs8 ? t->next_obs : t->ve.obs,
+                        .next_mask = t->ve.final_mask, .obs8 = t->obs8,
+                        .final_obs8 = t->final8, .next_obs8 = t->obs8 ? t->ve.obs8 : NULL};
         t->ops->observe(t->algo, &st);
     }
 }
