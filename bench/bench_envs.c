@@ -1,6 +1,7 @@
 /* bench_envs.c: env-only throughput (env steps per second on one core) for every
  * registered environment, through calf_env_step on one env and through vec_env_step
- * on a block of 64, median of several repetitions. Actions come from a precomputed
+ * on a block of 64, median of several repetitions; a uint8 env's observations as bytes
+ * (its byte hooks, and vec_env_step_u8), as the trainer keeps them. Actions come from a precomputed
  * table so the policy costs nothing; the targets: CartPole-v1 >= 20 M/s, and a block of
  * each MuJoCo env >= 95% of a bare mj_step loop over the block's own mjData (measured
  * last, the ratio printed per env). The bare loop makes the MuJoCo calls of the same
@@ -18,6 +19,7 @@
 
 #include "bench_util.h"
 #include "calf/env.h"
+#include "envs/envs.h"
 #include "envs/vec_env.h"
 
 enum { REPS = 5, TABLE = 4096, BLOCK = 64 };
@@ -64,14 +66,25 @@ static long calibrate(run_fn run, void *ctx, long start) {
 static double run_single(void *ctx, long n) {
     calf_env *env = ctx;
     float obs[MAX_OBS], r;
+    uint8_t obs8[MAX_OBS];
     int term, trunc;
     double acc = 0;
     double t0 = cpu_now();
-    for (long i = 0; i < n; i++) {
-        int k = (int)(i & (TABLE - 1));
-        calf_env_step(env, actions[k], cont + k * MAX_ACT, obs, &r, &term, &trunc);
-        acc += r;
-        if (term | trunc) calf_env_reset(env, obs);
+    if (env->cls->step_u8) { /* a byte class: bytes, as the trainer's block takes them */
+        for (long i = 0; i < n; i++) {
+            int k = (int)(i & (TABLE - 1));
+            env_step_u8(env, actions[k], cont + k * MAX_ACT, obs8, &r, &term, &trunc);
+            acc += r;
+            if (term | trunc) env_reset_u8(env, obs8);
+        }
+        obs[0] = obs8[0];
+    } else {
+        for (long i = 0; i < n; i++) {
+            int k = (int)(i & (TABLE - 1));
+            calf_env_step(env, actions[k], cont + k * MAX_ACT, obs, &r, &term, &trunc);
+            acc += r;
+            if (term | trunc) calf_env_reset(env, obs);
+        }
     }
     double dt = cpu_now() - t0;
     sink += acc + obs[0];
@@ -86,7 +99,7 @@ static double run_block(void *ctx, long n) {
     vec_env *ve = ctx;
     static int act[BLOCK];
     static float cact[BLOCK * MAX_ACT], reward[BLOCK], final_obs[BLOCK * MAX_OBS];
-    static uint8_t term[BLOCK], trunc[BLOCK];
+    static uint8_t term[BLOCK], trunc[BLOCK], final_obs8[BLOCK * MAX_OBS];
     double acc = 0;
     double t0 = cpu_now();
     for (long i = 0; i < n; i++) {
@@ -98,13 +111,16 @@ static double run_block(void *ctx, long n) {
             for (int j = 0; j < ve->action_dim; j++)
                 cact[e * ve->action_dim + j] = cont[((base + e) & (TABLE - 1)) * MAX_ACT + j];
         }
-        vec_env_step(ve, act, cact, reward, term, trunc, final_obs, NULL, NULL);
+        if (ve->obs8)
+            vec_env_step_u8(ve, act, cact, reward, term, trunc, final_obs8, NULL, NULL);
+        else
+            vec_env_step(ve, act, cact, reward, term, trunc, final_obs, NULL, NULL);
         acc += reward[0];
         for (int e = 0; e < BLOCK; e++) block_episodes += term[e] | trunc[e];
     }
     block_steps += n * BLOCK;
     double dt = cpu_now() - t0;
-    sink += acc + final_obs[0];
+    sink += acc + final_obs[0] + final_obs8[0];
     return dt;
 }
 
@@ -124,6 +140,7 @@ static double measure(int block, const char *name) {
     if (block) {
         vec_env ve;
         if (vec_env_init(&ve, name, 1, 0, BLOCK, &err) != CALF_OK) goto fail;
+        if (ve.obs_high && vec_env_use_u8(&ve, &err) != CALF_OK) goto fail;
         double rate = measure_block(&ve);
         vec_env_free(&ve);
         return rate;
@@ -131,7 +148,9 @@ static double measure(int block, const char *name) {
     calf_env env;
     if (calf_env_init(&env, name, 1, 0, &err) != CALF_OK) goto fail;
     float obs[MAX_OBS];
-    calf_env_reset(&env, obs);
+    uint8_t obs8[MAX_OBS];
+    if (env.cls->reset_u8) env_reset_u8(&env, obs8);
+    else calf_env_reset(&env, obs);
     long n = calibrate(run_single, &env, 64); /* MuJoCo's take a thousand times CartPole's */
     double rates[REPS];
     for (int r = 0; r < REPS; r++) rates[r] = (double)n / run_single(&env, n);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# minatar_vs_python.sh: MinAtar's games stepped by calf (bench_envs: one env through
-# calf_env_step, and a block of 64 through vec_env_step) beside MinAtar's own Python
+# minatar_vs_python.sh: MinAtar's games stepped by calf (bench_envs: one env through its
+# byte hooks, and a block of 64 through vec_env_step_u8, the observations as bytes) beside MinAtar's own Python
 # `Environment` on one core (random actions, `act()` then `state()` per step, as an agent
 # loop needs the observation), in one run, with the ratio. MinAtar is not part of calf:
 # fetch kenjyoung/MinAtar and give its checkout (pure Python on Debian's NumPy).
