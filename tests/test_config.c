@@ -514,6 +514,7 @@ static void test_scopes(void) {
     config_init(cfg);
     CHECK_NEAR(calf_config_float(cfg, CALF_CFG_ACTOR_LR), 0.001, 0);
     CHECK_STR_EQ(calf_config_origin(cfg, CALF_CFG_ACTOR_LR), "");
+    CHECK_STR_EQ(config_where(cfg, CALF_CFG_ACTOR_LR), "config");
     CHECK_INT_EQ(config_get(cfg, CALF_CFG_SAC_ACTOR_LAYERS)->ti[0], 100); /* not 64 */
     check_dump_line(cfg, "actor/Adam.lr = 0.001");
     uint64_t d_default = calf_config_digest(cfg);
@@ -533,6 +534,9 @@ static void test_scopes(void) {
     CHECK_STR_EQ(cfg->origin[CALF_CFG_ACTOR_LR], "");
     snprintf(line, sizeof line, "%s:4", path);
     CHECK_STR_EQ(calf_config_origin(cfg, CALF_CFG_ACTOR_LR), line);
+    /* the algorithms' messages (config_where) name the fallback's line, not "config" */
+    CHECK_STR_EQ(config_where(cfg, CALF_CFG_CRITIC_LR), line);
+    CHECK_STR_EQ(config_where(cfg, CALF_CFG_ADAM_LR), line);
     snprintf(line, sizeof line, "actor/Adam.lr = 0.00029999999999999997  # from Adam.lr at %s:4", path);
     check_dump_line(cfg, line);
     snprintf(line, sizeof line, "alpha/Adam.lr = 0.00029999999999999997  # from Adam.lr at %s:4", path);

@@ -72,7 +72,7 @@ static int dpg_check(const flavor *f, const calf_config *cfg, const calf_env_spe
         return calf_error_set(err, CALF_EINVAL,
                               "%s: %s needs continuous actions; %s (create_environment."
                               "env_name%s%s) has %d discrete ones",
-                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), f->name, spec->name,
+                              config_where(cfg, CALF_CFG_ALGORITHM_CTOR), f->name, spec->name,
                               env_at[0] ? ", set at " : ", its default", env_at, spec->num_actions);
     }
     int rc = offpolicy_check_mlp_only(cfg, f->name, err);

@@ -50,7 +50,7 @@ static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
         return calf_error_set(err, CALF_EINVAL,
                               "%s: DqnAlgorithm needs discrete actions; %s (create_environment."
                               "env_name%s%s) has continuous ones (%d dims)",
-                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), spec->name,
+                              config_where(cfg, CALF_CFG_ALGORITHM_CTOR), spec->name,
                               env_at[0] ? ", set at " : ", its default", env_at, spec->action_dim);
     }
     int rc = offpolicy_check_action_space(cfg, spec, "DqnAlgorithm", true, err);
@@ -60,7 +60,7 @@ static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                               "%s: DqnAlgorithm.exploration_fraction is a fraction of the run's env "
                               "steps, but the run has no length: set TrainerConfig.num_iterations or "
                               "num_env_steps",
-                              offpolicy_where(cfg, CFG_DQN_EXPLORATION_FRACTION));
+                              config_where(cfg, CFG_DQN_EXPLORATION_FRACTION));
     /* RMSprop.* set for a run that steps with Adam would be silently unused */
     static const int rmsprop_rows[] = {CFG_DQN_RMSPROP_LR, CFG_DQN_RMSPROP_ALPHA,
                                        CFG_DQN_RMSPROP_EPS, CFG_DQN_RMSPROP_CENTERED};
@@ -70,7 +70,7 @@ static int dqn_check(const calf_config *cfg, const calf_env_spec *spec, calf_err
                 return calf_error_set(err, CALF_EINVAL,
                                       "%s: %s is set, but DqnAlgorithm.optimizer is 'adam': set "
                                       "DqnAlgorithm.optimizer = 'rmsprop' to use it",
-                                      offpolicy_where(cfg, (calf_binding_id)rmsprop_rows[k]),
+                                      config_where(cfg, (calf_binding_id)rmsprop_rows[k]),
                                       calf_binding_name((calf_binding_id)rmsprop_rows[k]));
     net_obs obs = net_obs_of(spec);
     rc = net_config_check(cfg, CFG_DQN_Q_CONV_LAYERS, CFG_DQN_Q_LAYERS, CFG_DQN_Q_ACTIVATION,

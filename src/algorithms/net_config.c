@@ -48,7 +48,7 @@ static int check_fit(const calf_config *cfg, calf_binding_id conv_id, const net_
             return calf_error_set(err, CALF_EINVAL,
                                   "%s: %s: layer %d's kernel %d does not fit its %dx%d input "
                                   "(padding %d)%s%s%s",
-                                  net_config_where(cfg, conv_id), calf_binding_name(conv_id), k + 1,
+                                  config_where(cfg, conv_id), calf_binding_name(conv_id), k + 1,
                                   c->kernel, h, w, c->pad, part ? " on the Dict's part '" : "",
                                   part ? part : "", part ? "'" : "");
         h = (h + 2 * c->pad - c->kernel) / c->stride + 1;
@@ -59,11 +59,6 @@ static int check_fit(const calf_config *cfg, calf_binding_id conv_id, const net_
 
 nn_activation net_config_activation(const char *name) {
     return strcmp(name, "relu") == 0 ? NN_ACT_RELU : NN_ACT_TANH;
-}
-
-const char *net_config_where(const calf_config *cfg, calf_binding_id id) {
-    const char *o = calf_config_origin(cfg, id);
-    return o[0] ? o : "config";
 }
 
 int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_binding_id fc_id,
@@ -94,13 +89,13 @@ int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_bindin
             return calf_error_set(err, CALF_EINVAL,
                                   "%s: %s needs an image observation, but this env's is a "
                                   "Dict with no image (H, W, C) part: %s",
-                                  net_config_where(cfg, conv_id), calf_binding_name(conv_id),
+                                  config_where(cfg, conv_id), calf_binding_name(conv_id),
                                   parts);
         if (images > NET_MAX_IMAGE_PARTS)
             return calf_error_set(err, CALF_EINVAL,
                                   "%s: %s on a Dict observation of %d image parts, more than "
                                   "the %d calf encodes: %s",
-                                  net_config_where(cfg, conv_id), calf_binding_name(conv_id),
+                                  config_where(cfg, conv_id), calf_binding_name(conv_id),
                                   images, NET_MAX_IMAGE_PARTS, parts);
         /* SB3's CombinedExtractor: each image part through a conv stack of its own, the
          * vector parts beside them (a run of them as one segment), in the parts' order */
@@ -126,7 +121,7 @@ int net_config_spec(const calf_config *cfg, calf_binding_id conv_id, calf_bindin
         return calf_error_set(err, CALF_EINVAL,
                               "%s: %s needs an image observation (an env with obs_shape H, W, "
                               "C), but this env's observation is a flat vector of %d floats",
-                              net_config_where(cfg, conv_id), calf_binding_name(conv_id), obs->dim);
+                              config_where(cfg, conv_id), calf_binding_name(conv_id), obs->dim);
     ns->in_h = obs->h, ns->in_w = obs->w, ns->in_c = obs->c;
     return check_fit(cfg, conv_id, ns, obs->h, obs->w, NULL, err);
 }

@@ -45,7 +45,4 @@ int net_config_check(const calf_config *cfg, calf_binding_id conv_id, calf_bindi
  * anything else the row allows. Every algorithm's networks read their rows through it. */
 nn_activation net_config_activation(const char *name);
 
-/* Where a row's value came from, for messages: "file:line", "--conf_param", or "config". */
-const char *net_config_where(const calf_config *cfg, calf_binding_id id);
-
 #endif

@@ -19,11 +19,6 @@
 
 /* ---- settings ------------------------------------------------------------------- */
 
-const char *offpolicy_where(const calf_config *cfg, calf_binding_id id) {
-    const char *o = cfg->origin[id];
-    return o[0] ? o : "config";
-}
-
 int offpolicy_check_mlp_only(const calf_config *cfg, const char *name, calf_error *err) {
     const calf_binding_id rows[] = {CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_VALUE_CONV_LAYERS};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
@@ -31,7 +26,7 @@ int offpolicy_check_mlp_only(const calf_config *cfg, const char *name, calf_erro
             return calf_error_set(err, CALF_EINVAL,
                                   "%s: %s trains MLP networks only; %s is for PPOAlgorithm (and "
                                   "q/QNetwork.conv_layer_params for DqnAlgorithm)",
-                                  offpolicy_where(cfg, rows[k]), name, calf_binding_name(rows[k]));
+                                  config_where(cfg, rows[k]), name, calf_binding_name(rows[k]));
     return CALF_OK;
 }
 
@@ -52,7 +47,7 @@ int offpolicy_check_action_space(const calf_config *cfg, const calf_env_spec *sp
                               "%s: %s cannot train a MultiDiscrete action space; %s "
                               "(create_environment.env_name%s%s) has one of %d sub-actions: "
                               "train it with @PPOAlgorithm",
-                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), name, spec->name,
+                              config_where(cfg, CALF_CFG_ALGORITHM_CTOR), name, spec->name,
                               env_at[0] ? ", set at " : ", its default", env_at,
                               spec->num_action_dims);
     if (spec->action_mask && !masks_ok)
@@ -60,7 +55,7 @@ int offpolicy_check_action_space(const calf_config *cfg, const calf_env_spec *sp
                               "%s: %s cannot train with an action mask; %s "
                               "(create_environment.env_name%s%s) masks its actions: train it "
                               "with @PPOAlgorithm or @DqnAlgorithm",
-                              offpolicy_where(cfg, CALF_CFG_ALGORITHM_CTOR), name, spec->name,
+                              config_where(cfg, CALF_CFG_ALGORITHM_CTOR), name, spec->name,
                               env_at[0] ? ", set at " : ", its default", env_at);
     return CALF_OK;
 }
@@ -73,32 +68,32 @@ int offpolicy_check(const calf_config *cfg, const char *name, calf_error *err) {
         return calf_error_set(err, CALF_EINVAL,
                               "%s: TrainerConfig.mini_batch_length = %lld is larger than the replay "
                               "buffer (TrainerConfig.replay_buffer_length = %lld%s%s)",
-                              offpolicy_where(cfg, CALF_CFG_MINI_BATCH_LENGTH), (long long)mbl,
+                              config_where(cfg, CALF_CFG_MINI_BATCH_LENGTH), (long long)mbl,
                               (long long)len, len_at[0] ? ", set at " : ", its default", len_at);
     }
     if (mbl != 2)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: %s learns from one-step TD: TrainerConfig."
                               "mini_batch_length must be 2, got %lld",
-                              offpolicy_where(cfg, CALF_CFG_MINI_BATCH_LENGTH), name, (long long)mbl);
+                              config_where(cfg, CALF_CFG_MINI_BATCH_LENGTH), name, (long long)mbl);
     int64_t collect = calf_config_int(cfg, CALF_CFG_INITIAL_COLLECT_STEPS);
     int64_t run = offpolicy_run_env_steps(cfg);
     if (run > 0 && collect >= run)
         return calf_error_set(err, CALF_EINVAL,
                               "%s: TrainerConfig.initial_collect_steps = %lld is not below the run's "
                               "%lld env steps: it would never learn",
-                              offpolicy_where(cfg, CALF_CFG_INITIAL_COLLECT_STEPS), (long long)collect,
+                              config_where(cfg, CALF_CFG_INITIAL_COLLECT_STEPS), (long long)collect,
                               (long long)run);
     if (calf_config_int(cfg, CALF_CFG_MINI_BATCH_SIZE) > (1 << 20))
         return calf_error_set(err, CALF_EINVAL, "%s: %s takes at most %d samples per update",
-                              offpolicy_where(cfg, CALF_CFG_MINI_BATCH_SIZE), name, 1 << 20);
+                              config_where(cfg, CALF_CFG_MINI_BATCH_SIZE), name, 1 << 20);
     /* Not yet: the replay would hold observations normalized by the statistics of their
      * time. */
     if (calf_config_bool(cfg, CALF_CFG_NORMALIZE_OBS))
         return calf_error_set(err, CALF_EINVAL,
                               "%s: TrainerConfig.normalize_observations: %s does not "
                               "normalize observations (PPOAlgorithm does)",
-                              offpolicy_where(cfg, CALF_CFG_NORMALIZE_OBS), name);
+                              config_where(cfg, CALF_CFG_NORMALIZE_OBS), name);
     return CALF_OK;
 }
 
@@ -119,7 +114,7 @@ int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, in
     return calf_error_set(err, CALF_EINVAL,
                           "%s: TrainerConfig.replay_buffer_length = %lld: the replay buffer needs %s "
                           "for the %d env%s on one machine, more than the %s of %s",
-                          offpolicy_where(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH), (long long)cap, want,
+                          config_where(cfg, CALF_CFG_REPLAY_BUFFER_LENGTH), (long long)cap, want,
                           envs, envs == 1 ? "" : "s", have, limit);
 }
 

@@ -124,8 +124,6 @@ int offpolicy_check_action_space(const calf_config *cfg, const calf_env_spec *sp
 /* algorithm_ops.check_memory for the replay rings of `envs` envs. */
 int offpolicy_check_memory(const calf_config *cfg, const calf_env_spec *spec, int envs,
                            uint64_t memory, const char *limit, calf_error *err);
-/* Where a binding was set ("config" when at its default): for file:line messages. */
-const char *offpolicy_where(const calf_config *cfg, calf_binding_id id);
 /* The run's env steps when its length is known from the config (0: unbounded). */
 int64_t offpolicy_run_env_steps(const calf_config *cfg);
 

@@ -1098,8 +1098,7 @@ int calf_config_validate(const calf_config *cfg, calf_error *err) {
         return calf_error_set(err, CALF_EINVAL,
                               "%s: TrainerConfig.num_iterations and TrainerConfig.num_env_steps are "
                               "both 0: the run would never stop",
-                              cfg->origin[CALF_CFG_NUM_ITERATIONS][0] ? cfg->origin[CALF_CFG_NUM_ITERATIONS]
-                                                                 : "config");
+                              config_where(cfg, CALF_CFG_NUM_ITERATIONS));
     /* the rollout is held in memory: keep it (and every index into it) well in range */
     int64_t samples = calf_config_int(cfg, CALF_CFG_NUM_ENVS) * calf_config_int(cfg, CALF_CFG_UNROLL_LENGTH);
     if (samples > ((int64_t)1 << 22))
@@ -1195,6 +1194,11 @@ bool calf_config_is_none(const calf_config *cfg, calf_binding_id id) {
 
 const char *calf_config_origin(const calf_config *cfg, calf_binding_id id) {
     return cfg->origin[effective(cfg, id)];
+}
+
+const char *config_where(const calf_config *cfg, calf_binding_id id) {
+    const char *o = calf_config_origin(cfg, id);
+    return o[0] ? o : "config";
 }
 
 int calf_binding_count(void) { return num_rows(); }

@@ -53,6 +53,11 @@ struct calf_config {
 void config_init(calf_config *cfg);
 /* The value in effect for a row (calf_config_int's), whatever its type. Points into cfg. */
 const config_value *config_get(const calf_config *cfg, calf_binding_id id);
+/* Where the value in effect for a row came from, for a message's "WHERE: ...":
+ * calf_config_origin's "file:line" or "--conf_param" (for a scoped row set only through
+ * its fallback, the fallback's), or "config" when it is a default. Points into cfg or at
+ * a literal. */
+const char *config_where(const calf_config *cfg, calf_binding_id id);
 
 /* One binding: the columns of CALF_BINDINGS (include/calf/config.h) after its ID. */
 typedef struct config_row {
