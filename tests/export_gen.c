@@ -63,8 +63,9 @@ int main(int argc, char **argv) {
     export_c *x = export_c_new(&err);
     bytes_buf text = {0};
     if (!x || export_c_net(x, "actor", &n, params, &err)) return fail(err.msg);
-    export_c_body(x, "    float head[%d];\n    actor_%s(%sobs, head);\n", A,
-                  dict ? "forward" : "step", dict ? "" : "state, ");
+    export_c_body_floats(x, A, NULL, "head", NULL);
+    export_c_body(x, "    actor_%s(%sobs, head);\n", dict ? "forward" : "step",
+                  dict ? "" : "state, ");
     export_c_masked_argmax_return(x, "head", A);
     export_c_printf(&text,
                     "/* export_gen's %s masked policy */\n"

@@ -91,13 +91,12 @@ int ac_policy_export_c(const ac_policy *p, export_c *x, calf_error *err) {
     int rc = export_c_net(x, "actor", &md->actor, md->g.params, err);
     if (rc) return rc;
     if (p->onorm) obs_norm_export_c(p->onorm, x, "obs_in");
+    export_c_body_floats(x, md->head_dim, NULL, "head", NULL);
     /* a recurrent actor steps the row's state (calf_policy_step's), as ac_policy_act's */
     if (md->actor.state_size)
-        export_c_body(x, "    float head[%d];\n    actor_step(state, %s, head);\n", md->head_dim,
-                      p->onorm ? "obs_in" : "obs");
+        export_c_body(x, "    actor_step(state, %s, head);\n", p->onorm ? "obs_in" : "obs");
     else
-        export_c_body(x, "    float head[%d];\n    actor_forward(%s, head);\n", md->head_dim,
-                      p->onorm ? "obs_in" : "obs");
+        export_c_body(x, "    actor_forward(%s, head);\n", p->onorm ? "obs_in" : "obs");
     if (md->num_action_dims > 0) {
         export_c_multi_argmax_return(x, "head", md->nvec, md->num_action_dims, md->masked);
     } else if (md->num_actions > 0) {

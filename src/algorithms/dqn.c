@@ -213,7 +213,8 @@ static int dqn_export_c(const algorithm *a, export_c *x, calf_error *err) {
     const dqn *t = (const dqn *)a;
     int rc = export_c_net(x, "q", &t->q, t->q_g.params, err);
     if (rc) return rc;
-    export_c_body(x, "    float v[%d];\n    q_forward(obs, v);\n", t->o.nA);
+    export_c_body_floats(x, t->o.nA, NULL, "v", NULL);
+    export_c_body(x, "    q_forward(obs, v);\n");
     if (t->masked) export_c_masked_argmax_return(x, "v", t->o.nA);
     else export_c_argmax_return(x, "v", t->o.nA);
     return CALF_OK;

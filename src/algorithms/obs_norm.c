@@ -146,11 +146,12 @@ void obs_norm_export_c(const obs_norm *z, export_c *x, const char *out) {
         export_c_body(x, "};\n");
     }
     /* obs_norm_apply's chain: subtract, multiply (each rounded to float), clamp */
+    export_c_body_floats(x, z->dim, "the observation normalized as calf's statistics say", out,
+                         NULL);
     export_c_body(x,
-                  "    float %s[%d]; /* the observation normalized as calf's statistics say */\n"
                   "    for (int i = 0; i < %d; i++) {\n"
                   "        float v = (obs[i] - obs_shift[i]) * obs_scale[i];\n",
-                  out, z->dim, z->dim);
+                  z->dim);
     if (z->clip > 0) {
         const char *c = export_c_float(z->clip, num);
         export_c_body(x, "        v = v < -%s ? -%s : v > %s ? %s : v;\n", c, c, c, c);

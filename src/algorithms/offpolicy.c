@@ -155,12 +155,12 @@ int offpolicy_export_tanh_actor(export_c *x, const net *actor, const float *para
         }
         export_c_body(x, "};\n");
     }
+    export_c_body_floats(x, head, what, "head", NULL);
     export_c_body(x,
-                  "    float head[%d]; /* %s */\n"
                   "    actor_forward(obs, head);\n"
                   "    for (int i = 0; i < %d; i++) action[i] = (float)(scale[i] * calf_tanhd((double)head[i]) + bias[i]);\n"
                   "    return 0;\n",
-                  head, what, A);
+                  A);
     return CALF_OK;
 }
 

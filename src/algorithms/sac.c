@@ -288,12 +288,12 @@ static int sac_export_c(const algorithm *a, export_c *x, calf_error *err) {
     if ((rc = export_c_net(x, "q1", &t->q1, t->critic_g.params, err)) ||
         (rc = export_c_net(x, "q2", &t->q2, t->critic_g.params, err)))
         return rc;
+    export_c_body_floats(x, t->o.nA, NULL, "qa", "qb", "q", NULL);
     export_c_body(x,
-                  "    float qa[%d], qb[%d], q[%d];\n"
                   "    q1_forward(obs, qa);\n"
                   "    q2_forward(obs, qb);\n"
                   "    for (int j = 0; j < %d; j++) q[j] = qa[j] < qb[j] ? qa[j] : qb[j];\n",
-                  t->o.nA, t->o.nA, t->o.nA, t->o.nA);
+                  t->o.nA);
     export_c_argmax_return(x, "q", t->o.nA);
     return CALF_OK;
 }

@@ -9,7 +9,6 @@
  * file's head (which run, which env) is tools/export.c's. */
 #include "numerics/export_c.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,8 +25,9 @@ struct export_c {
     bytes_buf body;      /* calf_policy_act's statements */
     bool uses_tanh, uses_relu, uses_conv, uses_lstm, uses_gru;
     int state_size;      /* floats of state a row carries (a network with a core); 0: none */
-    size_t stack;        /* bytes of the arrays the networks' functions declare (scratch on
-                            the caller's stack: no static buffer, so calls are reentrant) */
+    size_t stack;        /* bytes of the arrays the networks' functions and the body declare
+                            (scratch on the caller's stack: no static buffer, so calls are
+                            reentrant) */
     calf_error oom;      /* a scratch allocation that failed; status CALF_OK while none */
 };
 
@@ -65,6 +65,22 @@ void export_c_body(export_c *x, const char *fmt, ...) {
     va_start(ap, fmt);
     put_vf(&x->body, fmt, ap);
     va_end(ap);
+}
+
+void export_c_body_floats(export_c *x, int n, const char *comment, ...) {
+    CALF_ASSERT(n > 0);
+    va_list ap;
+    va_start(ap, comment);
+    put_f(&x->body, "    float");
+    int k = 0;
+    for (const char *name; (name = va_arg(ap, const char *)) != NULL; k++) {
+        put_f(&x->body, "%s %s[%d]", k ? "," : "", name, n);
+        x->stack += (size_t)n * sizeof(float);
+    }
+    va_end(ap);
+    CALF_ASSERT(k > 0);
+    if (comment) put_f(&x->body, "; /* %s */\n", comment);
+    else put_f(&x->body, ";\n");
 }
 
 const char *export_c_double(double v, char *buf) {
@@ -351,33 +367,7 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
 
 int export_c_state_size(const export_c *x) { return x->state_size; }
 
-/* The body's automatic arrays: on each line that declares float or double (not static),
- * each `[N]` after a name, N elements of that type. The body is the algorithms' text in
- * calf's own layout (export_c_body), one declaration a line. */
-static size_t body_stack(const bytes_buf *body) {
-    size_t total = 0;
-    const char *p = (const char *)body->data, *end = p + body->len;
-    while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        if (!eol) eol = end;
-        const char *q = p;
-        while (q < eol && *q == ' ') q++;
-        size_t size = 0;
-        if (eol - q > 6 && memcmp(q, "float ", 6) == 0) size = sizeof(float);
-        else if (eol - q > 7 && memcmp(q, "double ", 7) == 0) size = sizeof(double);
-        for (; size && q < eol; q++) {
-            if (*q != '[' || q == p || !(isalnum((unsigned char)q[-1]) || q[-1] == '_')) continue;
-            const char *d = q + 1;
-            size_t v = 0;
-            for (; d < eol && isdigit((unsigned char)*d); d++) v = v * 10 + (size_t)(*d - '0');
-            if (d > q + 1 && d < eol && *d == ']') total += v * size;
-        }
-        p = eol + 1;
-    }
-    return total;
-}
-
-size_t export_c_stack_bytes(const export_c *x) { return x->stack + body_stack(&x->body); }
+size_t export_c_stack_bytes(const export_c *x) { return x->stack; }
 
 void export_c_argmax_return(export_c *x, const char *v, int n) {
     export_c_body(x,

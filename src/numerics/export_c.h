@@ -49,14 +49,21 @@ int export_c_net(export_c *x, const char *name, const net *n, const float *param
 int export_c_state_size(const export_c *x);
 /* Bytes of arrays one call of the file's policy declares, at most: the networks' scratch
  * (conv outputs, hidden layers, gates, the encoder's concatenation) and the body's arrays
- * (a float or double declaration's `[N]`s, a line each). The file keeps its scratch on the
- * calling thread's stack, never in static storage, so threads may call it at once. */
+ * (export_c_body_floats'). The file keeps its scratch on the calling thread's stack, never
+ * in static storage, so threads may call it at once. */
 size_t export_c_stack_bytes(const export_c *x);
 
 /* Append printf-style text to calf_policy_act's body. Its arguments are `obs`
  * (CALF_POLICY_OBS_DIM) and `action` (and `state`, for a policy with memory: the body of
- * calf_policy_step); the body ends in a return. */
+ * calf_policy_step); the body ends in a return. The body's automatic arrays are declared
+ * with export_c_body_floats, not in this text, so that export_c_stack_bytes counts them;
+ * static const tables may be written here. */
 void export_c_body(export_c *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Declare automatic arrays of n floats each in the body, one for each name up to the NULL
+ * that ends the list, on one line: `    float A[n], B[n];`, followed by comment as a C
+ * comment when it is not NULL; their bytes are counted in export_c_stack_bytes. */
+void export_c_body_floats(export_c *x, int n, const char *comment, ...)
+    __attribute__((sentinel));
 
 /* The body's ending for a discrete policy: the index of the largest of the n floats in
  * the array named v, the lowest on ties (strict >, as dist_categorical_mode and
