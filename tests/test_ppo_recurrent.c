@@ -96,8 +96,8 @@ static void fixture_init(fixture *f, bool continuous) {
                           .action_dim = continuous ? 1 : 0, .action_low = low,
                           .action_high = high, .max_episode_steps = 10};
     adam_conf opt = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-5f};
-    CHECK_INT_EQ(ac_model_init(&f->md, cfg, &spec, opt, &err), CALF_OK);
-    CHECK_INT_EQ(ac_model_init_params(&f->md, cfg, 3, &err), CALF_OK);
+    CHECK_INT_EQ(ac_model_init(&f->md, cfg, &ppo_model_rows, &spec, opt, &err), CALF_OK);
+    CHECK_INT_EQ(ac_model_init_params(&f->md, cfg, &ppo_model_rows, 3, &err), CALF_OK);
     calf_config_free(cfg);
     ac_model *md = &f->md;
     CHECK_INT_EQ(md->state_dim, 2 * 4 + 3);
@@ -253,7 +253,43 @@ static void check_state_bytes(void) {
     fixture_free(&f);
 }
 
+/* ac_model_check refuses a model that cannot be, in the rows it is handed, naming the
+ * row and where it was set: a core both an LSTM and a GRU, a core under 3 units, pre_fc
+ * layers without a core (each network's rows, the value's too); and passes the fixture's. */
+static void check_model_check(void) {
+    static const struct {
+        const char *params[2];
+        const char *msg;
+    } bad[] = {
+        {{"ValueNetwork.lstm_hidden_size=4", "ValueNetwork.gru_hidden_size=5"},
+         "--conf_param: ValueNetwork.gru_hidden_size and ValueNetwork.lstm_hidden_size "
+         "(--conf_param) are both set: a network's core is an LSTM or a GRU, not both"},
+        {{"ActorDistributionNetwork.gru_hidden_size=2", NULL},
+         "--conf_param: ActorDistributionNetwork.gru_hidden_size = 2: a recurrent core needs "
+         "at least 3 units"},
+        {{"ValueNetwork.pre_fc_layer_params=(4,)", NULL},
+         "--conf_param: ValueNetwork.pre_fc_layer_params: fc layers before a recurrent core, "
+         "but the network has none (set ValueNetwork.lstm_hidden_size or "
+         "ValueNetwork.gru_hidden_size)"},
+        {{"ActorDistributionNetwork.lstm_hidden_size=4", "ValueNetwork.gru_hidden_size=3"}, NULL},
+    };
+    calf_env_spec spec = {.name = "Seq-v0", .obs_dim = OD, .num_actions = 3,
+                          .max_episode_steps = 10};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        calf_error err;
+        calf_config *cfg = calf_config_new(&err);
+        CHECK(cfg != NULL);
+        for (int j = 0; j < 2 && bad[k].params[j]; j++)
+            CHECK_INT_EQ(calf_config_apply_param(cfg, bad[k].params[j], &err), CALF_OK);
+        int rc = ac_model_check(cfg, &ppo_model_rows, &spec, &err);
+        CHECK_INT_EQ(rc, bad[k].msg ? CALF_EINVAL : CALF_OK);
+        if (bad[k].msg && rc) CHECK_STR_EQ(err.msg, bad[k].msg);
+        calf_config_free(cfg);
+    }
+}
+
 int main(void) {
+    check_model_check();
     check_gradient(false);
     check_gradient(true);
     check_replay();

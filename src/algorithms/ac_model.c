@@ -11,24 +11,11 @@
 #include "base/config.h"
 #include "calf/summary.h"
 #include "numerics/action_dist.h"
-#include "training/registry.h"
-
-/* The row ids of one network's settings. */
-typedef struct net_rows {
-    calf_binding_id conv, fc, act, lstm, gru, pre_fc;
-} net_rows;
-
-static const net_rows ACTOR_ROWS = {CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS,
-                                    CALF_CFG_ACTOR_ACTIVATION, CFG_PPO_ACTOR_LSTM,
-                                    CFG_PPO_ACTOR_GRU, CFG_PPO_ACTOR_PRE_FC};
-static const net_rows VALUE_ROWS = {CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS,
-                                    CALF_CFG_VALUE_ACTIVATION, CFG_PPO_VALUE_LSTM,
-                                    CFG_PPO_VALUE_GRU, CFG_PPO_VALUE_PRE_FC};
 
 /* One network's spec: net_config's (conv layers, fc layers, the head), and with a core
  * the fc layers moved after it (fc_layer_params follow the core) and pre_fc_layer_params
  * before it; the core deferred (ac_model.h says why). */
-static int spec_of(const calf_config *cfg, const net_rows *r, const net_obs *obs, int out,
+static int spec_of(const calf_config *cfg, const ac_net_rows *r, const net_obs *obs, int out,
                    net_spec *ns, calf_error *err) {
     int rc = net_config_spec(cfg, r->conv, r->fc, r->act, obs, out, ns, err);
     if (rc) return rc;
@@ -46,16 +33,16 @@ static int spec_of(const calf_config *cfg, const net_rows *r, const net_obs *obs
     return CALF_OK;
 }
 
-static int specs_of(const calf_config *cfg, const calf_env_spec *spec, net_spec *as,
-                    net_spec *vs, calf_error *err) {
+static int specs_of(const calf_config *cfg, const ac_model_rows *rows,
+                    const calf_env_spec *spec, net_spec *as, net_spec *vs, calf_error *err) {
     net_obs obs = net_obs_of(spec);
     int head = spec->num_actions > 0 ? spec->num_actions : spec->action_dim, rc;
-    if ((rc = spec_of(cfg, &ACTOR_ROWS, &obs, head, as, err))) return rc;
-    return spec_of(cfg, &VALUE_ROWS, &obs, 1, vs, err);
+    if ((rc = spec_of(cfg, &rows->actor, &obs, head, as, err))) return rc;
+    return spec_of(cfg, &rows->value, &obs, 1, vs, err);
 }
 
-int ac_model_init(ac_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
-                  calf_error *err) {
+int ac_model_init(ac_model *md, const calf_config *cfg, const ac_model_rows *rows,
+                  const calf_env_spec *spec, adam_conf opt, calf_error *err) {
     memset(md, 0, sizeof *md);
     md->obs_dim = spec->obs_dim;
     md->num_actions = spec->num_actions;
@@ -68,7 +55,7 @@ int ac_model_init(ac_model *md, const calf_config *cfg, const calf_env_spec *spe
     net_spec as, vs;
     size_t cursor = 0;
     int rc;
-    if ((rc = specs_of(cfg, spec, &as, &vs, err)) ||
+    if ((rc = specs_of(cfg, rows, spec, &as, &vs, err)) ||
         (rc = net_layout(&md->actor, &as, &cursor, err)) ||
         (rc = net_layout(&md->value, &vs, &cursor, err)))
         return rc;
@@ -81,17 +68,49 @@ int ac_model_init(ac_model *md, const calf_config *cfg, const calf_env_spec *spe
     return param_group_init(&md->g, "PRMS", cursor, true, opt, err);
 }
 
-int ac_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
+/* A network's core is one LSTM or one GRU of at least 3 units, and pre_fc layers come
+ * before one. */
+static int check_core(const calf_config *cfg, const ac_net_rows *r, calf_error *err) {
+    const calf_binding_id rows[2] = {r->lstm, r->gru};
+    int64_t lstm = calf_config_int(cfg, r->lstm), gru = calf_config_int(cfg, r->gru);
+    if (lstm > 0 && gru > 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: %s and %s (%s) are both set: a network's core is an "
+                              "LSTM or a GRU, not both",
+                              calf_config_origin(cfg, r->gru), calf_binding_name(r->gru),
+                              calf_binding_name(r->lstm), calf_config_origin(cfg, r->lstm));
+    for (int j = 0; j < 2; j++) {
+        int64_t h = j ? gru : lstm;
+        if (h > 0 && h < 3)
+            return calf_error_set(err, CALF_EINVAL,
+                                  "%s: %s = %lld: a recurrent core needs at least 3 units",
+                                  calf_config_origin(cfg, rows[j]), calf_binding_name(rows[j]),
+                                  (long long)h);
+    }
+    if (lstm == 0 && gru == 0 && config_get(cfg, r->pre_fc)->n > 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: %s: fc layers before a recurrent core, but the network has "
+                              "none (set %s or %s)",
+                              calf_config_origin(cfg, r->pre_fc), calf_binding_name(r->pre_fc),
+                              calf_binding_name(r->lstm), calf_binding_name(r->gru));
+    return CALF_OK;
+}
+
+int ac_model_check(const calf_config *cfg, const ac_model_rows *rows, const calf_env_spec *spec,
+                   calf_error *err) {
     net_spec as, vs;
     net n;
     size_t cursor = 0;
     int rc;
-    if ((rc = specs_of(cfg, spec, &as, &vs, err)) || (rc = net_layout(&n, &as, &cursor, err)))
+    if ((rc = check_core(cfg, &rows->actor, err)) || (rc = check_core(cfg, &rows->value, err)) ||
+        (rc = specs_of(cfg, rows, spec, &as, &vs, err)) ||
+        (rc = net_layout(&n, &as, &cursor, err)))
         return rc;
     return net_layout(&n, &vs, &cursor, err);
 }
 
-int ac_model_init_params(ac_model *md, const calf_config *cfg, uint64_t seed, calf_error *err) {
+int ac_model_init_params(ac_model *md, const calf_config *cfg, const ac_model_rows *rows,
+                         uint64_t seed, calf_error *err) {
     calf_rng rng;
     calf_rng_seed(&rng, seed, 0, CALF_RNG_INIT);
     /* CleanRL / SB3: sqrt(2) hidden, 0.01 policy head, 1 value head */
@@ -103,7 +122,7 @@ int ac_model_init_params(ac_model *md, const calf_config *cfg, uint64_t seed, ca
     if (rc == CALF_OK) rc = net_init_core(&md->value, md->g.params, &rng, err);
     if (rc) return rc;
     for (int k = 0; k < md->action_dim; k++)
-        md->g.params[md->log_std_off + k] = (float)calf_config_float(cfg, CALF_CFG_INIT_LOG_STD);
+        md->g.params[md->log_std_off + k] = (float)calf_config_float(cfg, rows->init_log_std);
     return CALF_OK;
 }
 

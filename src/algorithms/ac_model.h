@@ -28,7 +28,7 @@ typedef struct ac_model {
     bool masked;            /* the env masks its actions: rows come with a mask */
     int action_dim;         /* continuous: action size; 0 when discrete */
     int head_dim;           /* actor output size: num_actions or action_dim */
-    net actor, value;       /* separate networks, each from its own config rows */
+    net actor, value;       /* separate networks, each from its own config rows (ac_net_rows) */
     size_t log_std_off;     /* continuous: (action_dim) log-stds; unused when discrete */
     /* Recurrent cores (ActorDistributionNetwork.lstm_hidden_size or gru_hidden_size, and
      * ValueNetwork's): an LSTM or GRU layer in each net after its conv and pre_fc layers,
@@ -43,18 +43,37 @@ typedef struct ac_model {
                              * param_group_step_slice, a slice per process when shared) */
 } ac_model;
 
-/* Lay out the networks the config asks for, for an env with spec; all arrays zeroed;
- * the group steps with opt (PPO sets opt.lr each iteration, by its schedule). CALF_ENOMEM
- * when memory runs out (ac_model_free frees what was made); CALF_EINVAL naming the line
- * of a network the env's observation cannot feed (conv layers on a flat vector). */
-int ac_model_init(ac_model *md, const calf_config *cfg, const calf_env_spec *spec, adam_conf opt,
-                  calf_error *err);
-/* algorithm_ops.check: whether the networks the config asks for can be built on spec's
- * observation (conv layers need an image), naming the line that asked. CALF_EINVAL. */
-int ac_model_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err);
-/* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from the config.
- * CALF_ENOMEM when the init's scratch cannot be allocated. */
-int ac_model_init_params(ac_model *md, const calf_config *cfg, uint64_t seed, calf_error *err);
+/* The config rows one network reads, named by the algorithm that owns them (the model
+ * knows no algorithm's rows): its conv_layer_params, fc_layer_params and activation
+ * (net_config.h's), and a recurrent core's lstm_hidden_size and gru_hidden_size (INT
+ * rows, 0: no core) with the pre_fc_layer_params (an INT_TUPLE row) before it. */
+typedef struct ac_net_rows {
+    calf_binding_id conv, fc, act, lstm, gru, pre_fc;
+} ac_net_rows;
+/* The whole model's rows: each network's, and the Gaussian's initial log-std (a FLOAT
+ * row; read for continuous actions only). */
+typedef struct ac_model_rows {
+    ac_net_rows actor, value;
+    calf_binding_id init_log_std;
+} ac_model_rows;
+
+/* Lay out the networks the config's rows ask for, for an env with spec; all arrays
+ * zeroed; the group steps with opt (PPO sets opt.lr each iteration, by its schedule).
+ * CALF_ENOMEM when memory runs out (ac_model_free frees what was made); CALF_EINVAL
+ * naming the line of a network the env's observation cannot feed (conv layers on a flat
+ * vector). */
+int ac_model_init(ac_model *md, const calf_config *cfg, const ac_model_rows *rows,
+                  const calf_env_spec *spec, adam_conf opt, calf_error *err);
+/* For algorithm_ops.check, CALF_EINVAL naming the line that asked for a model that
+ * cannot be: a network's core both an LSTM and a GRU, or of fewer than 3 units (rnn.h);
+ * pre_fc layers without a core; networks that cannot be built on spec's observation
+ * (conv layers need an image). */
+int ac_model_check(const calf_config *cfg, const ac_model_rows *rows, const calf_env_spec *spec,
+                   calf_error *err);
+/* Orthogonal init from the (seed, 0, CALF_RNG_INIT) stream; log-std from rows'
+ * init_log_std. CALF_ENOMEM when the init's scratch cannot be allocated. */
+int ac_model_init_params(ac_model *md, const calf_config *cfg, const ac_model_rows *rows,
+                         uint64_t seed, calf_error *err);
 void ac_model_free(ac_model *md);
 /* The model's arrays in memory the caller owns (param_group_use). */
 void ac_model_use_state(ac_model *md, float *params, float *m, float *v, float *grad);

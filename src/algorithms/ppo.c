@@ -66,6 +66,13 @@ typedef struct ppo {
 } ppo;
 _Static_assert(offsetof(ppo, op) == 0, "onpolicy's ops take a ppo as its onpolicy");
 
+const ac_model_rows ppo_model_rows = {
+    .actor = {CALF_CFG_ACTOR_CONV_LAYERS, CALF_CFG_ACTOR_LAYERS, CALF_CFG_ACTOR_ACTIVATION,
+              CFG_PPO_ACTOR_LSTM, CFG_PPO_ACTOR_GRU, CFG_PPO_ACTOR_PRE_FC},
+    .value = {CALF_CFG_VALUE_CONV_LAYERS, CALF_CFG_VALUE_LAYERS, CALF_CFG_VALUE_ACTIVATION,
+              CFG_PPO_VALUE_LSTM, CFG_PPO_VALUE_GRU, CFG_PPO_VALUE_PRE_FC},
+    .init_log_std = CALF_CFG_INIT_LOG_STD,
+};
 
 static void ppo_destroy(algorithm *a);
 
@@ -115,8 +122,8 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     adam_conf opt = {.lr = t->p.lr, .beta1 = t->p.beta1, .beta2 = t->p.beta2, .eps = t->p.eps,
                      .max_norm = t->p.max_norm};
     t->total_iterations = s->total_iterations;
-    int rc = ac_model_init(&t->md, cfg, s->spec, opt, err);
-    if (rc == CALF_OK) rc = ac_model_init_params(&t->md, cfg, s->seed, err);
+    int rc = ac_model_init(&t->md, cfg, &ppo_model_rows, s->spec, opt, err);
+    if (rc == CALF_OK) rc = ac_model_init_params(&t->md, cfg, &ppo_model_rows, s->seed, err);
     if (rc) return rc;
     onpolicy_conf cf = {
         .gamma = t->p.gamma,
@@ -418,44 +425,21 @@ static void ppo_describe(const algorithm *a, char *text, size_t cap) {
                  t->op.E, t->op.T);
 }
 
-/* A core is an LSTM or a GRU, not both, and of at least 3 units (rnn.h); then whether
- * the networks can be built on the env's observation (ac_model_check). */
+/* Whether the model can be built (ac_model_check), then what PPO's update cannot train:
+ * ppo_recurrent.c's update reads one action per step and no mask. */
 static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
-    static const int rows[2][2] = {{CFG_PPO_ACTOR_LSTM, CFG_PPO_ACTOR_GRU},
-                                   {CFG_PPO_VALUE_LSTM, CFG_PPO_VALUE_GRU}};
-    for (int k = 0; k < 2; k++) {
-        int64_t lstm = calf_config_int(cfg, rows[k][0]), gru = calf_config_int(cfg, rows[k][1]);
-        if (lstm > 0 && gru > 0)
-            return calf_error_set(err, CALF_EINVAL,
-                                  "%s: %s and %s (%s) are both set: a network's core is an "
-                                  "LSTM or a GRU, not both",
-                                  calf_config_origin(cfg, rows[k][1]), calf_binding_name(rows[k][1]),
-                                  calf_binding_name(rows[k][0]), calf_config_origin(cfg, rows[k][0]));
-        for (int j = 0; j < 2; j++) {
-            int64_t h = j ? gru : lstm;
-            if (h > 0 && h < 3)
-                return calf_error_set(err, CALF_EINVAL,
-                                      "%s: %s = %lld: a recurrent core needs at least 3 units",
-                                      calf_config_origin(cfg, rows[k][j]),
-                                      calf_binding_name(rows[k][j]), (long long)h);
-        }
-        int pre = k ? CFG_PPO_VALUE_PRE_FC : CFG_PPO_ACTOR_PRE_FC;
-        if (lstm == 0 && gru == 0 && config_get(cfg, pre)->n > 0)
-            return calf_error_set(err, CALF_EINVAL,
-                                  "%s: %s: fc layers before a recurrent core, but the network has "
-                                  "none (set %s or %s)",
-                                  calf_config_origin(cfg, pre), calf_binding_name(pre),
-                                  calf_binding_name(rows[k][0]), calf_binding_name(rows[k][1]));
-        /* ppo_recurrent.c's update reads one action per step and no mask */
-        int row = lstm > 0 ? rows[k][0] : rows[k][1];
-        if (k == 0 && (lstm > 0 || gru > 0) && (spec->action_mask || spec->num_action_dims > 0))
-            return calf_error_set(err, CALF_EINVAL,
-                                  "%s: %s: %s has %s, which PPO with a recurrent core does not "
-                                  "train yet (unset the core, or use an env without it)",
-                                  calf_config_origin(cfg, row), calf_binding_name(row), spec->name,
-                                  spec->action_mask ? "an action mask" : "MultiDiscrete actions");
-    }
-    return ac_model_check(cfg, spec, err);
+    int rc = ac_model_check(cfg, &ppo_model_rows, spec, err);
+    if (rc) return rc;
+    const ac_net_rows *a = &ppo_model_rows.actor;
+    int64_t lstm = calf_config_int(cfg, a->lstm), gru = calf_config_int(cfg, a->gru);
+    calf_binding_id row = lstm > 0 ? a->lstm : a->gru;
+    if ((lstm > 0 || gru > 0) && (spec->action_mask || spec->num_action_dims > 0))
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: %s: %s has %s, which PPO with a recurrent core does not "
+                              "train yet (unset the core, or use an env without it)",
+                              calf_config_origin(cfg, row), calf_binding_name(row), spec->name,
+                              spec->action_mask ? "an action mask" : "MultiDiscrete actions");
+    return CALF_OK;
 }
 
 static int ppo_create(const algo_setup *s, algorithm **out, calf_error *err) {

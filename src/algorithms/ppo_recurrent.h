@@ -11,6 +11,10 @@
 #include "algorithms/ac_model.h"
 #include "numerics/net.h"
 
+/* The rows PPO's actor-critic reads (ppo.c), the model this update runs on: ALF's
+ * ActorDistributionNetwork and ValueNetwork, with their cores. */
+extern const ac_model_rows ppo_model_rows;
+
 typedef struct ppo_seq {
     int T;
     const float *obs;       /* (T, obs_dim) what the policy acted on */
