@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/ppo_math.h"
+#include "algorithms/onpolicy_math.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 #include "parallel/comm.h"
@@ -78,7 +78,8 @@ void onpolicy_gae_env(onpolicy_gae *g, onpolicy_view *v, int e, int T, float gam
         g->term[s] = v->term[i];
         g->ended[s] = (uint8_t)(v->term[i] | v->trunc[i]);
     }
-    ppo_gae(T, g->rew, g->val, g->next, g->term, g->ended, gamma, lambda, g->adv, g->ret);
+    onpolicy_gae_advantages(T, g->rew, g->val, g->next, g->term, g->ended, gamma, lambda, g->adv,
+                            g->ret);
     double *sums = v->adv_sums + 2 * (size_t)e;
     sums[0] = sums[1] = 0;
     for (int s = 0; s < T; s++) {

@@ -84,9 +84,9 @@ typedef struct onpolicy_gae {
  * frees as a no-op). */
 int onpolicy_gae_init(onpolicy_gae *g, int T, calf_error *err);
 void onpolicy_gae_free(onpolicy_gae *g);
-/* Env e of view v (T steps): GAE advantages and returns (ppo_gae, with gamma and lambda)
- * from g->val and g->next into v->adv and v->ret, and the env's advantage sum and sum of
- * squares (in double, steps ascending) into v->adv_sums. */
+/* Env e of view v (T steps): GAE advantages and returns (onpolicy_gae_advantages, with
+ * gamma and lambda) from g->val and g->next into v->adv and v->ret, and the env's
+ * advantage sum and sum of squares (in double, steps ascending) into v->adv_sums. */
 void onpolicy_gae_env(onpolicy_gae *g, onpolicy_view *v, int e, int T, float gamma,
                       float lambda);
 

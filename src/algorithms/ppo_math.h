@@ -1,30 +1,8 @@
-/* ppo_math.h: the per-env and per-sample arithmetic of PPO: generalised advantage
- * estimation over one env's rollout, and one sample's clipped-surrogate + value +
- * entropy loss with its gradients, so the trainer can backprop env by env. */
+/* ppo_math.h: the per-sample arithmetic of PPO: one sample's clipped-surrogate + value +
+ * entropy loss with its gradients, so the trainer can backprop env by env (the advantages
+ * it takes are the on-policy core's GAE, onpolicy_math.h). */
 #ifndef CALF_PPO_MATH_H
 #define CALF_PPO_MATH_H
-
-#include <stdint.h>
-
-/* GAE (Schulman et al. 2016) for one env over T steps, computed in double, backwards:
- *   next = terminated[t] ? 0 : next_values[t]
- *   delta_t = rewards[t] + gamma * next - values[t]
- *   adv_t = delta_t + (ended[t] ? 0 : gamma * lambda * adv_{t+1}),  adv_T = 0
- *   returns[t] = adv_t + values[t]
- * values[t] = V(obs_t); next_values[t] = V(observation after step t): the episode's
- * final observation where it was truncated, values[t+1] inside an episode, and for
- * t = T-1 the value of the observation after the last step (ignored where
- * terminated). ended[t] = terminated or truncated: either cuts the chain; only
- * termination drops the bootstrap. */
-void ppo_gae(int T,
-             const float *rewards,       /* (T) */
-             const float *values,        /* (T) */
-             const float *next_values,   /* (T) */
-             const uint8_t *terminated,  /* (T) */
-             const uint8_t *ended,       /* (T) */
-             float gamma, float lambda,
-             float *advantages,          /* (T) out */
-             float *returns);            /* (T) out */
 
 /* One sample's PPO loss. The values are per sample and unscaled (sum them and divide
  * by the sample count for a mean); the gradients are of scale * loss. */
