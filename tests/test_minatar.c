@@ -151,6 +151,51 @@ static void test_rand_below(void) {
     }
 }
 
+/* The inverse of genrand_int32's tempering: a key word that tempers to y. */
+static uint32_t untemper(uint32_t y) {
+    y ^= y >> 18;
+    y ^= (y << 15) & 0xefc60000u;
+    uint32_t t = y;
+    for (int i = 0; i < 5; i++) t = y ^ ((t << 7) & 0x9d2c5680u);
+    return t ^ (t >> 11) ^ (t >> 22);
+}
+
+/* mt19937_rand_below decides most draws from the first output alone: the ties of its
+ * top 27 bits with the threshold's (once in 2^27 draws, so a stream never shows them)
+ * are planted here, with the second output just below, at and above the threshold's low
+ * 26 bits, at key positions inside a twist and across one. */
+static void test_rand_below_ties(void) {
+    static const double ps[] = {MINATAR_STICKY, 0.5, 1.0 / 3.0, 0.0};
+    CHECK(mt19937_temper(untemper(0x12345678u)) == 0x12345678u);
+    CHECK(mt19937_temper(untemper(0xfedcba98u)) == 0xfedcba98u);
+    int cases = 0, below = 0, bad = 0;
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        const uint64_t t = mt19937_threshold(ps[k]);
+        const int64_t ta = (int64_t)(t >> 26), tb = (int64_t)(t & ((1u << 26) - 1));
+        static const int at[] = {0, 311, MT19937_N - 2, MT19937_N - 1};
+        for (size_t q = 0; q < sizeof at / sizeof at[0]; q++)
+            for (int da = -1; da <= 1; da++)
+                for (int db = -1; db <= 1; db++) {
+                    const int64_t av = ta + da, bv = tb + db;
+                    if (av < 0 || av >= (1 << 27) || bv < 0 || bv >= (1 << 26)) continue;
+                    mt19937 a, b;
+                    mt19937_seed(&a, 11);
+                    mt19937_twist(&a);
+                    a.pos = at[q];
+                    a.key[at[q]] = untemper((uint32_t)av << 5 | 17u);
+                    if (at[q] + 1 < MT19937_N) a.key[at[q] + 1] = untemper((uint32_t)bv << 6 | 33u);
+                    b = a;
+                    const int got = mt19937_rand_below(&a, ps[k]);
+                    bad += got != (mt19937_rand(&b) < ps[k]);
+                    bad += a.pos != b.pos || mt19937_next(&a) != mt19937_next(&b);
+                    below += got;
+                    cases++;
+                }
+    }
+    CHECK_INT_EQ(bad, 0);
+    CHECK(cases > 100 && below > 10 && below < cases - 10); /* both outcomes were met */
+}
+
 static void test_seeding(void) {
     calf_env a, b, c;
     calf_error err;
@@ -273,6 +318,7 @@ static void test_render(const char *id) {
 int main(void) {
     test_mt19937();
     test_rand_below();
+    test_rand_below_ties();
     test_seeding();
     static const char *const ids[] = {
         "MinAtar/Asterix-v0", "MinAtar/Asterix-v1", "MinAtar/Breakout-v0", "MinAtar/Breakout-v1",

@@ -56,17 +56,24 @@ static int breakout_act(void *game, mt19937 *mt, int a, int *terminal) {
         *terminal = 1;
         return 0;
     }
-    if (a == MA_LEFT && s->paddle > 0) s->paddle--;
-    if (a == MA_RIGHT && s->paddle < 9) s->paddle++;
+    /* at most one of the two moves applies: added without branches (a random policy's
+     * action is unpredictable) */
+    const int p = s->paddle;
+    s->paddle = (int8_t)(p + ((a == MA_RIGHT) & (p < 9)) - ((a == MA_LEFT) & (p > 0)));
 
     s->last_x = s->ball_x;
     s->last_y = s->ball_y;
-    int x = s->ball_x + dir_dx[(int)s->dir], y = s->ball_y + dir_dy[(int)s->dir];
+    /* The rules keep dir in 0..3 and the ball above row 9 here; the mask and the clamp
+     * below keep a corrupted state's reads in bounds. */
+    const int d = s->dir & 3;
+    int x = s->ball_x + dir_dx[d], y = s->ball_y + dir_dy[d];
     int hit_brick = 0;
+    s->dir = (int8_t)d;
     if (x < 0 || x > 9) {
         x = x < 0 ? 0 : 9;
         s->dir = flip_x[(int)s->dir];
     }
+    if (y > 9) y = 9;
     if (y < 0) {
         y = 0;
         s->dir = flip_y[(int)s->dir];
@@ -106,13 +113,17 @@ static void set_cell(uint8_t *obs, int y, int x, int ch) {
 
 static void breakout_observe(const void *game, uint8_t *obs) {
     const breakout_state *s = game;
-    /* zeros, then the brick channel of the rows that have bricks, a row without a branch
-     * per cell */
-    minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * BREAKOUT_CHANNELS);
-    for (int y = 0; y < MINATAR_SIZE; y++) {
-        if (!minatar_row_any(s->brick[y])) continue;
-        for (int x = 0; x < MINATAR_SIZE; x++)
-            obs[MINATAR_AT(BREAKOUT_CHANNELS, y, x, CH_BRICK)] = s->brick[y][x] != 0;
+    /* Every cell written whole from the brick grid (its four channels as one 4-byte word:
+     * gcc makes the loop 16-byte loads, compares and stores, no zeroing pass), then the
+     * three cells that hold something else. */
+    _Static_assert(BREAKOUT_CHANNELS == 4, "a cell is one 4-byte word");
+    static const uint8_t brick_cell[BREAKOUT_CHANNELS] = {[CH_BRICK] = 1};
+    uint32_t brick_word;
+    memcpy(&brick_word, brick_cell, sizeof brick_word);
+    const uint8_t *b = &s->brick[0][0];
+    for (int i = 0; i < MINATAR_SIZE * MINATAR_SIZE; i++) {
+        const uint32_t cell = b[i] ? brick_word : 0;
+        memcpy(obs + (size_t)i * BREAKOUT_CHANNELS, &cell, sizeof cell);
     }
     set_cell(obs, s->ball_y, s->ball_x, CH_BALL);
     set_cell(obs, 9, s->paddle, CH_PADDLE);

@@ -21,16 +21,20 @@ void mt19937_seed(mt19937 *mt, uint32_t k);
 /* One twist over the whole key: the next 624 untempered words, pos back to 0. */
 void mt19937_twist(mt19937 *mt);
 
-/* The next 32-bit output (genrand_int32). Inline, as every MinAtar step draws two. */
-static inline uint32_t mt19937_next(mt19937 *mt) {
-    /* >= rather than ==: a corrupted position regenerates instead of reading past key */
-    if (mt->pos < 0 || mt->pos >= MT19937_N) mt19937_twist(mt);
-    uint32_t y = mt->key[mt->pos++];
+/* genrand_int32's tempering of one word of the key. */
+static inline uint32_t mt19937_temper(uint32_t y) {
     y ^= y >> 11;
     y ^= (y << 7) & 0x9d2c5680u;
     y ^= (y << 15) & 0xefc60000u;
     y ^= y >> 18;
     return y;
+}
+
+/* The next 32-bit output (genrand_int32). Inline, as every MinAtar step draws two. */
+static inline uint32_t mt19937_next(mt19937 *mt) {
+    /* >= rather than ==: a corrupted position regenerates instead of reading past key */
+    if (mt->pos < 0 || mt->pos >= MT19937_N) mt19937_twist(mt);
+    return mt19937_temper(mt->key[mt->pos++]);
 }
 
 /* RandomState.rand() / random_sample(): two outputs a, b (in that order) give
@@ -49,9 +53,17 @@ static inline uint64_t mt19937_rand53(mt19937 *mt) {
 static inline uint64_t mt19937_threshold(double p) {
     return (uint64_t)ceil(p * 9007199254740992.0);
 }
-/* RandomState.rand() < p, decided in integers (no conversion to double). */
+/* RandomState.rand() < p, decided in integers (no conversion to double). With x = a * 2^26
+ * + b (a, b as in mt19937_rand53) and T = ta * 2^26 + tb, x < T exactly when a < ta, or
+ * a == ta and b < tb: the second output is always consumed (the stream moves two words,
+ * as rand() moves it) but tempered only on a tie, once in 2^27 draws. */
 static inline int mt19937_rand_below(mt19937 *mt, double p) {
-    return mt19937_rand53(mt) < mt19937_threshold(p);
+    const uint64_t t = mt19937_threshold(p);
+    if (mt->pos < 0 || mt->pos > MT19937_N - 2) return mt19937_rand53(mt) < t; /* a twist between */
+    const uint32_t ta = (uint32_t)(t >> 26), tb = (uint32_t)(t & ((1u << 26) - 1));
+    const uint32_t a = mt19937_temper(mt->key[mt->pos]) >> 5, b_word = mt->key[mt->pos + 1];
+    mt->pos += 2;
+    return a != ta ? a < ta : (mt19937_temper(b_word) >> 6) < tb;
 }
 /* RandomState.randint(low, high) for high - low = n >= 1 (one value; randint(low, high,
  * size) is that value size times over): low + v where v comes from masked rejection
