@@ -204,6 +204,27 @@ static void test_strip_dx(void) {
 
 /* ------------------------------------------------------------ activations */
 
+/* nn_transpose against its definition, on shapes that take the 8x8 register blocks, the
+ * columns and rows they leave, and neither (a copy, so exact): each element distinct. */
+static void test_transpose(void) {
+    static const int shapes[][2] = {{1, 1},  {3, 17}, {8, 8},   {9, 9},    {16, 7},   {7, 16},
+                                    {21, 37}, {100, 64}, {128, 512}, {512, 512}, {1024, 128}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int rows = shapes[s][0], cols = shapes[s][1];
+        size_t n = (size_t)rows * cols;
+        float *w = malloc(n * sizeof *w), *wt = malloc(n * sizeof *wt), *ref = malloc(n * sizeof *ref);
+        CHECK(w && wt && ref);
+        if (!w || !wt || !ref) return;
+        for (size_t e = 0; e < n; e++) w[e] = (float)e - 0.5f * (float)n;
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) ref[(size_t)j * rows + i] = w[(size_t)i * cols + j];
+        nn_transpose(w, rows, cols, wt);
+        if (!bits_equal(wt, ref, n)) fprintf(stderr, "transpose %d x %d differs\n", rows, cols);
+        CHECK(bits_equal(wt, ref, n));
+        free(w), free(wt), free(ref);
+    }
+}
+
 static void test_tanh(void) {
     const int n = 400003; /* odd: the vector loop's tail runs too */
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
@@ -612,6 +633,7 @@ int main(void) {
     calf_rng_seed(&g_rng, 2024, 0, CALF_RNG_INIT);
     test_linear_order();
     test_strip_dx();
+    test_transpose();
     test_tanh();
     test_relu();
     test_layout_init();

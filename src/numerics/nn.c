@@ -120,10 +120,49 @@ int nn_mlp_init(const nn_mlp *m, float *params, float hidden_gain, float out_gai
 /* ---------------------------------------------------------------- kernels */
 
 /* In 16x16 tiles: a row-by-row copy writes each element of wt to another cache line
- * (256x256: 64K lines per call, a tenth of a 256x256 SAC update's time). */
+ * (256x256: 64K lines per call, a tenth of a 256x256 SAC update's time). With AVX2 the
+ * whole 8x8 blocks go through registers (eight row loads, eight stores of a transposed
+ * row), down each 8-column strip of w in turn, so that the stores stream along eight wt
+ * rows; the scalar tiles moved one float per load and store, 2-4x slower (512 x 512, an
+ * LSTM's W_ih transposed by every backward: 99-125 us, 45-76 us so; bench/README.md). A
+ * copy: the bits are w's whatever the path. */
+#if NN_AVX2
+NN_INLINE void transpose8(const float *w, size_t ldw, float *wt, size_t ldt) {
+    __m256 r[8], t[8], s[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(w + (size_t)i * ldw);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
+    }
+    for (int i = 0; i < 8; i += 4) {
+        s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);     /* a0 b0 c0 d0 | a4 .. d4 */
+        s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE); /* columns 1 | 5 */
+        s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        _mm256_storeu_ps(wt + (size_t)j * ldt, _mm256_permute2f128_ps(s[j], s[j + 4], 0x20));
+        _mm256_storeu_ps(wt + (size_t)(j + 4) * ldt, _mm256_permute2f128_ps(s[j], s[j + 4], 0x31));
+    }
+}
+#endif
+
 void nn_transpose(const float *w, int rows, int cols, float *wt) {
     enum { T = 16 };
-    for (int i0 = 0; i0 < rows; i0 += T) {
+    int i8 = 0;
+#if NN_AVX2
+    /* rows [0, i8) in 8x8 blocks where 8 columns remain, their last cols % 8 columns by
+     * element; rows [i8, rows) in the tiles below */
+    i8 = rows / 8 * 8;
+    int c8 = cols / 8 * 8;
+    for (int j0 = 0; j0 < c8; j0 += 8)
+        for (int i = 0; i < i8; i += 8)
+            transpose8(w + (size_t)i * cols + j0, (size_t)cols, wt + (size_t)j0 * rows + i,
+                       (size_t)rows);
+    for (int j = c8; j < cols; j++)
+        for (int i = 0; i < i8; i++) wt[(size_t)j * rows + i] = w[(size_t)i * cols + j];
+#endif
+    for (int i0 = i8; i0 < rows; i0 += T) {
         int i1 = rows - i0 < T ? rows : i0 + T;
         for (int j0 = 0; j0 < cols; j0 += T) {
             int j1 = cols - j0 < T ? cols : j0 + T;
