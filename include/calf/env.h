@@ -71,7 +71,9 @@ struct calf_env;
 /* Two kinds of class. Plain data (classic control): the state is state_size bytes that
  * reset/step change and checkpoints memcpy; only reset and step are required. Native
  * state (MuJoCo): create/destroy hold resources the state points to (a simulator's
- * data), and save/load turn the state into save_size bytes of plain data and back. */
+ * data), and save/load turn the state into save_size bytes of plain data and back. A
+ * plain-data class whose step indexes arrays by its state (MinAtar's games) also has
+ * save/load: save copies the bytes, load checks them before it copies them back. */
 typedef struct calf_env_class {
     calf_env_spec spec;
     /* state points to spec.state_size bytes (created, for classes with create).

@@ -1,8 +1,10 @@
 /* minatar.c: what MinAtar's five games share beyond the inline step (envs/minatar.h):
- * seeding an env's MT19937 from calf's (seed, index) stream, naming that seed, and
- * drawing a state as MinAtar's display does. */
+ * seeding an env's MT19937 from calf's (seed, index) stream, naming that seed, checking
+ * a state read from bytes, and drawing a state as MinAtar's display does. */
 #include "envs/minatar.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "calf/rng.h"
@@ -31,6 +33,65 @@ int minatar_create_at(void *state, const calf_env_class *cls, uint64_t seed, uin
 
 void minatar_reset_state(const void *state, double *out) {
     out[0] = (double)((const minatar_core *)state)->seed;
+}
+
+int minatar_fault(minatar_why *why, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why->msg, sizeof why->msg, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+int minatar_outside(minatar_why *why, long v, long lo, long hi, const char *fmt, ...) {
+    if (v >= lo && v <= hi) return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(why->msg, sizeof why->msg, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof why->msg)
+        snprintf(why->msg + n, sizeof why->msg - (size_t)n, " %ld outside %ld..%ld", v, lo, hi);
+    return 1;
+}
+
+/* What is wrong with the core (the generator, the last action, the padding after it), or
+ * 0 when nothing is. Every state calf makes passes: seeding (init_genrand) leaves words
+ * 1.. nonzero, and a twist maps the 19937 bits that carry the stream (key[0]'s top bit,
+ * key[1..623]) one to one, so they never all become zero. */
+static int core_invalid(const minatar_game *g, const calf_env_class *cls, const unsigned char *b,
+                        minatar_why *why) {
+    const minatar_core *c = (const minatar_core *)b;
+    if (minatar_outside(why, c->mt.pos, 0, MT19937_N, "generator position")) return 1;
+    uint32_t any = c->mt.key[0] & 0x80000000u;
+    for (int i = 1; i < MT19937_N; i++) any |= c->mt.key[i];
+    if (!any) return minatar_fault(why, "generator key all zero (a stream of zeros)");
+    /* a -v1 step applies its action as the full action minimal[a] */
+    const int minimal = cls->spec.num_actions == g->num_minimal;
+    int known = 0;
+    for (int i = 0; i < cls->spec.num_actions; i++) known |= (minimal ? g->minimal[i] : i) == c->last_action;
+    if (!known)
+        return minatar_fault(why, "last action %d is not one of %s's actions", (int)c->last_action,
+                             cls->spec.name);
+    for (size_t i = sizeof(minatar_core); i < MINATAR_GAME_OFFSET; i++)
+        if (b[i]) return minatar_fault(why, "padding byte %zu is %d, not 0", i, b[i]);
+    return 0;
+}
+
+int minatar_load(const minatar_game *g, const calf_env_class *cls, void *state, const void *buf,
+                 calf_error *err) {
+    const size_t size = MINATAR_GAME_OFFSET + g->state_size;
+    CALF_ASSERT(size == cls->spec.state_size && size <= MINATAR_MAX_STATE);
+    _Alignas(16) unsigned char b[MINATAR_MAX_STATE]; /* the bytes aligned, as the structs want */
+    memcpy(b, buf, size);
+    minatar_why why;
+    if (core_invalid(g, cls, b, &why))
+        return calf_error_set(err, CALF_EINVAL, "%s: saved state: %s", cls->spec.name, why.msg);
+    int made = 1; /* all zero: an env made (calf_env_init) and not yet reset */
+    for (size_t i = MINATAR_GAME_OFFSET; i < size && made; i++) made = b[i] == 0;
+    if (!made && g->invalid(b + MINATAR_GAME_OFFSET, &why))
+        return calf_error_set(err, CALF_EINVAL, "%s: saved state: %s", cls->spec.name, why.msg);
+    memcpy(state, b, size);
+    return CALF_OK;
 }
 
 /* seaborn.color_palette("cubehelix", C) for the games' channel counts (C = 4, 6, 7, 10):

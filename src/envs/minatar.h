@@ -18,6 +18,12 @@
 /* The full action set, in MinAtar's order. */
 enum { MA_NOOP, MA_LEFT, MA_UP, MA_RIGHT, MA_DOWN, MA_FIRE, MA_NUM_ACTIONS };
 
+/* What a game's check found wrong with a state read from bytes, as one phrase
+ * ("ball row 12 outside 0..8"). */
+typedef struct minatar_why {
+    char msg[160];
+} minatar_why;
+
 /* One game's rules over its own plain-data state (no pointers). Every random draw comes
  * from mt, in MinAtar's order. */
 typedef struct minatar_game {
@@ -33,6 +39,13 @@ typedef struct minatar_game {
      * every element written: MinAtar's state(). Bytes, since writing it is most of a
      * step's work (the float form is these widened). */
     void (*observe)(const void *game, uint8_t *obs);
+    /* Whether a game state read from bytes (a checkpoint's, calf_env_load_state's) breaks
+     * the game's invariants: 0 when the game can be in it, else 1 with what is wrong in
+     * *why. The invariants come from reset and act: every state they leave passes, and
+     * act run on a passing state leaves one that passes, so act and observe stay inside
+     * the state's arrays without checks of their own. (The all-zero state of an env made
+     * and not yet reset is let through before this is asked.) */
+    int (*invalid)(const void *game, minatar_why *why);
 } minatar_game;
 
 extern const minatar_game minatar_asterix, minatar_breakout, minatar_freeway, minatar_seaquest,
@@ -50,6 +63,23 @@ typedef struct minatar_core {
 /* Restart an env's stream from K, as MinAtar's Environment.seed(K) does (the game state
  * and the last action are left as they are). */
 void minatar_seed(void *state, uint32_t k);
+
+/* For the games' invalid hooks. minatar_outside: 1 with "<what> v outside lo..hi" in
+ * *why (what formatted from fmt) when v is not in [lo, hi], else 0. minatar_fault: 1
+ * with the formatted phrase in *why. Both chain with || as the first fault ends it. */
+int minatar_outside(minatar_why *why, long v, long lo, long hi, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+int minatar_fault(minatar_why *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The load hook of a game's classes: bytes (state_size, any alignment) become the env's
+ * state only when they hold a state the env can be in: the generator's position within
+ * its key and its key not all zero (a stream that only yields zeros), the last action one
+ * of cls's actions (as full actions), the bytes between the core and the game zero, and
+ * the game's own invariants (its invalid hook). Else CALF_EINVAL, "MinAtar/<Game>-vN:
+ * saved state: <what is wrong>", and the state untouched. */
+int minatar_load(const minatar_game *g, const calf_env_class *cls, void *state, const void *buf,
+                 calf_error *err);
+#define MINATAR_MAX_STATE 4096 /* bytes: the largest state (Seaquest's) fits */
 
 /* Grid helpers for the games: the index of (row, col, channel) in an observation. */
 #define MINATAR_AT(channels, row, col, ch) (((row) * MINATAR_SIZE + (col)) * (channels) + (ch))
@@ -204,6 +234,18 @@ static inline void minatar_step_many_u8(const minatar_game *g, const int8_t *min
     static int prefix##_env_render(const void *s, int w, int h, uint8_t *rgb, calf_error *e) { \
         return minatar_render(&game, s, w, h, rgb, e);                                         \
     }                                                                                          \
+    _Static_assert(MINATAR_GAME_OFFSET + sizeof(state_type) <= MINATAR_MAX_STATE,             \
+                   "minatar_load copies the state into MINATAR_MAX_STATE bytes");              \
+    /* save copies the plain-data state; load checks it first (minatar_load) */               \
+    static void prefix##_env_save(const void *s, void *buf) {                                 \
+        memcpy(buf, s, MINATAR_GAME_OFFSET + sizeof(state_type));                              \
+    }                                                                                          \
+    static int prefix##_env_load_full(void *s, const void *buf, calf_error *e) {              \
+        return minatar_load(&game, &prefix##_v0_class, s, buf, e);                             \
+    }                                                                                          \
+    static int prefix##_env_load_minimal(void *s, const void *buf, calf_error *e) {           \
+        return minatar_load(&game, &prefix##_v1_class, s, buf, e);                             \
+    }                                                                                          \
     const calf_env_class prefix##_v0_class = {                                                 \
         .spec = {.name = "MinAtar/" title "-v0",                                               \
                  .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (nch),                               \
@@ -213,10 +255,13 @@ static inline void minatar_step_many_u8(const minatar_game *g, const int8_t *min
                  .num_actions = MA_NUM_ACTIONS,                                                \
                  .max_episode_steps = INT32_MAX,                                               \
                  .state_size = MINATAR_GAME_OFFSET + sizeof(state_type),                       \
+                 .save_size = MINATAR_GAME_OFFSET + sizeof(state_type),                        \
                  .reset_state_dim = 1},                                                        \
         .reset = prefix##_env_reset,                                                           \
         .step = prefix##_env_step_full,                                                        \
         .observe = prefix##_env_observe,                                                       \
+        .save = prefix##_env_save,                                                             \
+        .load = prefix##_env_load_full,                                                        \
         .create_at = minatar_create_at,                                                        \
         .reset_state = minatar_reset_state,                                                    \
         .render = prefix##_env_render,                                                         \
@@ -234,10 +279,13 @@ static inline void minatar_step_many_u8(const minatar_game *g, const int8_t *min
                  .num_actions = (nmin),                                                        \
                  .max_episode_steps = INT32_MAX,                                               \
                  .state_size = MINATAR_GAME_OFFSET + sizeof(state_type),                       \
+                 .save_size = MINATAR_GAME_OFFSET + sizeof(state_type),                        \
                  .reset_state_dim = 1},                                                        \
         .reset = prefix##_env_reset,                                                           \
         .step = prefix##_env_step_minimal,                                                     \
         .observe = prefix##_env_observe,                                                       \
+        .save = prefix##_env_save,                                                             \
+        .load = prefix##_env_load_minimal,                                                     \
         .create_at = minatar_create_at,                                                        \
         .reset_state = minatar_reset_state,                                                    \
         .render = prefix##_env_render,                                                         \

@@ -134,6 +134,38 @@ static void asterix_observe(const void *game, uint8_t *obs) {
     }
 }
 
+/* The rules' invariants: the player on rows 1..8; an entity on the grid while live (one
+ * that leaves it dies in that move), one cell off at most once dead; the flags 0/1; the
+ * timers within what they are set to; and the speeds what ramp_index ramps have made
+ * them (one ramp lowers the spawn speed, every second one the move speed, to 1 each). */
+static int asterix_invalid(const void *game, minatar_why *w) {
+    const asterix_state *s = game;
+    for (int i = 0; i < SLOTS; i++) {
+        const asterix_entity *e = &s->e[i];
+        if (minatar_outside(w, e->live, 0, 1, "entity %d live flag", i) ||
+            minatar_outside(w, e->right, 0, 1, "entity %d direction flag", i) ||
+            minatar_outside(w, e->gold, 0, 1, "entity %d gold flag", i) ||
+            minatar_outside(w, e->x, e->live ? 0 : -1, e->live ? 9 : 10,
+                            e->live ? "entity %d column" : "dead entity %d column", i))
+            return 1;
+    }
+    const int r = s->ramp_index, spawn = r < INIT_SPAWN_SPEED ? INIT_SPAWN_SPEED - r : 1,
+              move = r / 2 < INIT_MOVE_INTERVAL ? INIT_MOVE_INTERVAL - r / 2 : 1;
+    if (minatar_outside(w, s->player_x, 0, 9, "player column") ||
+        minatar_outside(w, s->player_y, 1, 8, "player row") ||
+        minatar_outside(w, s->terminal, 0, 1, "terminal flag") ||
+        minatar_outside(w, s->ramp_index, 0, INIT_SPAWN_SPEED - 1, "ramp index") ||
+        (s->spawn_speed != spawn &&
+         minatar_fault(w, "spawn speed %d, not %d after %d ramps", (int)s->spawn_speed, spawn, r)) ||
+        (s->move_speed != move &&
+         minatar_fault(w, "move speed %d, not %d after %d ramps", (int)s->move_speed, move, r)) ||
+        minatar_outside(w, s->spawn_timer, 0, INIT_SPAWN_SPEED, "spawn timer") ||
+        minatar_outside(w, s->move_timer, 0, INIT_MOVE_INTERVAL, "move timer") ||
+        minatar_outside(w, s->ramp_timer, -1, RAMP_INTERVAL, "ramp timer"))
+        return 1;
+    return 0;
+}
+
 const minatar_game minatar_asterix = {
     .name = "Asterix",
     .channels = ASTERIX_CHANNELS,
@@ -143,6 +175,7 @@ const minatar_game minatar_asterix = {
     .reset = asterix_reset,
     .act = asterix_act,
     .observe = asterix_observe,
+    .invalid = asterix_invalid,
 };
 
 MINATAR_CLASSES(minatar_asterix, minatar_asterix, asterix_state, "Asterix", ASTERIX_CHANNELS, 5);

@@ -1,6 +1,8 @@
 /* minatar_breakout.c: MinAtar's Breakout. A paddle on the bottom row bounces a ball that
  * moves one cell along a diagonal each frame into three rows of bricks (+1 each, refilled
  * once all are gone); the episode ends when the ball reaches the bottom row past the paddle. */
+#include <stdlib.h>
+
 #include "envs/envs.h"
 #include "envs/minatar.h"
 
@@ -63,17 +65,13 @@ static int breakout_act(void *game, mt19937 *mt, int a, int *terminal) {
 
     s->last_x = s->ball_x;
     s->last_y = s->ball_y;
-    /* The rules keep dir in 0..3 and the ball above row 9 here; the mask and the clamp
-     * below keep a corrupted state's reads in bounds. */
-    const int d = s->dir & 3;
-    int x = s->ball_x + dir_dx[d], y = s->ball_y + dir_dy[d];
+    /* dir is 0..3 and the ball above row 9 here (breakout_invalid), so y <= 9 */
+    int x = s->ball_x + dir_dx[(int)s->dir], y = s->ball_y + dir_dy[(int)s->dir];
     int hit_brick = 0;
-    s->dir = (int8_t)d;
     if (x < 0 || x > 9) {
         x = x < 0 ? 0 : 9;
         s->dir = flip_x[(int)s->dir];
     }
-    if (y > 9) y = 9;
     if (y < 0) {
         y = 0;
         s->dir = flip_y[(int)s->dir];
@@ -105,10 +103,9 @@ static int breakout_act(void *game, mt19937 *mt, int a, int *terminal) {
     return reward;
 }
 
-/* Cells are written only when on the grid, so even a corrupted state stays in bounds. */
+/* The ball, its trail and the paddle are on the grid (breakout_invalid). */
 static void set_cell(uint8_t *obs, int y, int x, int ch) {
-    if ((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE)
-        obs[MINATAR_AT(BREAKOUT_CHANNELS, y, x, ch)] = 1;
+    obs[MINATAR_AT(BREAKOUT_CHANNELS, y, x, ch)] = 1;
 }
 
 static void breakout_observe(const void *game, uint8_t *obs) {
@@ -130,6 +127,34 @@ static void breakout_observe(const void *game, uint8_t *obs) {
     set_cell(obs, s->last_y, s->last_x, CH_TRAIL);
 }
 
+/* The rules' invariants: bricks 0/1 and only in rows 1..3 (a refill fills those); the
+ * paddle, the ball and its trail on the grid, the ball above the paddle's row until the
+ * frame it ends the game there; the trail the ball's previous cell, so at most one cell
+ * from it along each axis; the direction one of four; the flags 0/1. */
+static int breakout_invalid(const void *game, minatar_why *w) {
+    const breakout_state *s = game;
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++)
+            if (s->brick[y][x] > (y >= 1 && y <= 3))
+                return minatar_fault(w, "brick value %d at row %d column %d (0/1 in rows 1..3)",
+                                     s->brick[y][x], y, x);
+    const int over = s->terminal == 1; /* the ball in row 9 */
+    if (minatar_outside(w, s->terminal, 0, 1, "terminal flag") ||
+        minatar_outside(w, s->strike, 0, 1, "strike flag") ||
+        minatar_outside(w, s->dir, 0, 3, "ball direction") ||
+        minatar_outside(w, s->paddle, 0, 9, "paddle column") ||
+        minatar_outside(w, s->ball_x, 0, 9, "ball column") ||
+        minatar_outside(w, s->ball_y, over ? 9 : 0, over ? 9 : 8,
+                        over ? "ball row after the game ended" : "ball row") ||
+        minatar_outside(w, s->last_x, 0, 9, "trail column") ||
+        minatar_outside(w, s->last_y, 0, 8, "trail row"))
+        return 1;
+    if (abs(s->ball_x - s->last_x) > 1 || abs(s->ball_y - s->last_y) > 1)
+        return minatar_fault(w, "ball at row %d column %d is not next to its trail at row %d "
+                                "column %d", s->ball_y, s->ball_x, s->last_y, s->last_x);
+    return 0;
+}
+
 const minatar_game minatar_breakout = {
     .name = "Breakout",
     .channels = BREAKOUT_CHANNELS,
@@ -139,6 +164,7 @@ const minatar_game minatar_breakout = {
     .reset = breakout_reset,
     .act = breakout_act,
     .observe = breakout_observe,
+    .invalid = breakout_invalid,
 };
 
 MINATAR_CLASSES(minatar_breakout, minatar_breakout, breakout_state, "Breakout",

@@ -1,6 +1,8 @@
 /* minatar_freeway.c: MinAtar's Freeway. A chicken crosses eight lanes of cars from the
  * bottom row to the top (+1, then back to the bottom with new car speeds); a car that
  * reaches it sends it back down. The episode ends after 2,500 frames. */
+#include <stdlib.h>
+
 #include "envs/envs.h"
 #include "envs/minatar.h"
 
@@ -105,6 +107,29 @@ static void freeway_observe(const void *game, uint8_t *obs) {
     }
 }
 
+/* The rules' invariants: the chicken on rows 1..9 (reaching row 0 puts it back on 9 in
+ * the same frame); cars on the grid (they wrap), speeds -5..5 (0 only when rand() drew
+ * exactly 0.5), each car's timer within its speed; the player's timer within
+ * PLAYER_SPEED; the episode over exactly when the time left went below 0. */
+static int freeway_invalid(const void *game, minatar_why *w) {
+    const freeway_state *s = game;
+    for (int i = 0; i < CARS; i++) {
+        const freeway_car *c = &s->car[i];
+        if (minatar_outside(w, c->x, 0, 9, "car %d column", i) ||
+            minatar_outside(w, c->speed, -5, 5, "car %d speed", i) ||
+            minatar_outside(w, c->timer, 0, abs(c->speed), "car %d timer", i))
+            return 1;
+    }
+    if (minatar_outside(w, s->pos, 1, 9, "chicken row") ||
+        minatar_outside(w, s->move_timer, 0, PLAYER_SPEED, "move timer") ||
+        minatar_outside(w, s->terminate_timer, -1, TIME_LIMIT, "frames left") ||
+        (s->terminal != (s->terminate_timer < 0) &&
+         minatar_fault(w, "terminal flag %d with %d frames left", (int)s->terminal,
+                       (int)s->terminate_timer)))
+        return 1;
+    return 0;
+}
+
 const minatar_game minatar_freeway = {
     .name = "Freeway",
     .channels = FREEWAY_CHANNELS,
@@ -114,6 +139,7 @@ const minatar_game minatar_freeway = {
     .reset = freeway_reset,
     .act = freeway_act,
     .observe = freeway_observe,
+    .invalid = freeway_invalid,
 };
 
 MINATAR_CLASSES(minatar_freeway, minatar_freeway, freeway_state, "Freeway", FREEWAY_CHANNELS, 3);

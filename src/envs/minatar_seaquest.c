@@ -67,7 +67,6 @@ static int same(const sq_obj *p, const sq_obj *q) {
 }
 
 static void append(view l, sq_obj o) {
-    if (*l.n < 0 || *l.n > l.cap) *l.n = 0; /* only a corrupted state */
     if (*l.n < l.cap) l.a[(*l.n)++] = o;
 }
 
@@ -345,8 +344,6 @@ static void draw_movers(uint8_t *obs, const sq_obj *a, int n, int ch, int trail)
     }
 }
 
-static int clamp_n(int32_t n, int cap) { return n < 0 ? 0 : n > cap ? cap : n; }
-
 static void seaquest_observe(const void *game, uint8_t *obs) {
     const seaquest_state *s = game;
     minatar_zero(obs, MINATAR_SIZE * MINATAR_SIZE * SEAQUEST_CHANNELS);
@@ -356,11 +353,68 @@ static void seaquest_observe(const void *game, uint8_t *obs) {
     int oxygen_cells = (s->oxygen > 0 ? s->oxygen : 0) * 10 / MAX_OXYGEN;
     for (int x = 0; x < oxygen_cells && x < MINATAR_SIZE; x++) set_cell(obs, 9, x, CH_OXYGEN);
     for (int x = 9 - s->diver_count; x < 9; x++) set_cell(obs, 9, x, CH_DIVER_GAUGE);
-    draw_movers(obs, s->f_bullets.a, clamp_n(s->f_bullets.n, SMALL_CAP), CH_F_BULLET, 0);
-    draw_movers(obs, s->e_bullets.a, clamp_n(s->e_bullets.n, CAP), CH_E_BULLET, 0);
-    draw_movers(obs, s->e_fish.a, clamp_n(s->e_fish.n, CAP), CH_FISH, 1);
-    draw_movers(obs, s->e_subs.a, clamp_n(s->e_subs.n, CAP), CH_E_SUB, 1);
-    draw_movers(obs, s->divers.a, clamp_n(s->divers.n, SMALL_CAP), CH_DIVER, 1);
+    draw_movers(obs, s->f_bullets.a, s->f_bullets.n, CH_F_BULLET, 0);
+    draw_movers(obs, s->e_bullets.a, s->e_bullets.n, CH_E_BULLET, 0);
+    draw_movers(obs, s->e_fish.a, s->e_fish.n, CH_FISH, 1);
+    draw_movers(obs, s->e_subs.a, s->e_subs.n, CH_E_SUB, 1);
+    draw_movers(obs, s->divers.a, s->divers.n, CH_DIVER, 1);
+}
+
+/* One list's objects: at most its capacity of them, each on the grid (one that leaves
+ * it is removed in the same frame) in rows ylo..8 (enemies, divers and their bullets
+ * keep the row they came in on; the cannon fires from the submarine's row, 0..8), its
+ * direction 0/1, its move timer within move_max and its shot timer within shot_max (0
+ * where the kind has none: MinAtar's list equality compares them). */
+static int list_invalid(const char *kind, int32_t n, const sq_obj *a, int cap, int ylo,
+                        int move_max, int shot_max, minatar_why *w) {
+    if (minatar_outside(w, n, 0, cap, "%s count", kind)) return 1;
+    for (int i = 0; i < n; i++)
+        if (minatar_outside(w, a[i].x, 0, 9, "%s %d column", kind, i) ||
+            minatar_outside(w, a[i].y, ylo, 8, "%s %d row", kind, i) ||
+            minatar_outside(w, a[i].right, 0, 1, "%s %d direction flag", kind, i) ||
+            minatar_outside(w, a[i].move, 0, move_max, "%s %d move timer", kind, i) ||
+            minatar_outside(w, a[i].shot, 0, shot_max, "%s %d shot timer", kind, i))
+            return 1;
+    return 0;
+}
+
+/* The rules' invariants: the lists (list_invalid); the submarine on rows 0..8, marked
+ * surfaced only on row 0; oxygen down to -1 only once the episode ended (it ends at 0 and
+ * the frame still uses one); the divers at most 6 (below 0 after six-diver surfacings,
+ * one fewer per surfacing: -2^30 would take 2^31 frames of one episode); the speeds what
+ * ramp_index ramps have made them (one ramp lowers the spawn speed to 1, every second one
+ * the move speed to 2); the timers within what they are set to; the flags 0/1. */
+static int seaquest_invalid(const void *game, minatar_why *w) {
+    const seaquest_state *s = game;
+    if (list_invalid("enemy bullet", s->e_bullets.n, s->e_bullets.a, CAP, 1, 0, 0, w) ||
+        list_invalid("fish", s->e_fish.n, s->e_fish.a, CAP, 1, INIT_MOVE_INTERVAL, 0, w) ||
+        list_invalid("enemy sub", s->e_subs.n, s->e_subs.a, CAP, 1, INIT_MOVE_INTERVAL,
+                     ENEMY_SHOT_INTERVAL, w) ||
+        list_invalid("bullet", s->f_bullets.n, s->f_bullets.a, SMALL_CAP, 0, 0, 0, w) ||
+        list_invalid("diver", s->divers.n, s->divers.a, SMALL_CAP, 1, DIVER_MOVE_INTERVAL, 0, w))
+        return 1;
+    const int r = s->ramp_index, spawn = r < INIT_SPAWN_SPEED ? INIT_SPAWN_SPEED - r : 1,
+              move = r / 2 < INIT_MOVE_INTERVAL - 2 ? INIT_MOVE_INTERVAL - r / 2 : 2;
+    if (minatar_outside(w, s->sub_x, 0, 9, "submarine column") ||
+        minatar_outside(w, s->sub_y, 0, 8, "submarine row") ||
+        minatar_outside(w, s->sub_right, 0, 1, "submarine direction flag") ||
+        minatar_outside(w, s->terminal, 0, 1, "terminal flag") ||
+        minatar_outside(w, s->surface, 0, 1, "surfaced flag") ||
+        (s->surface && s->sub_y != 0 &&
+         minatar_fault(w, "surfaced flag set with the submarine on row %d", (int)s->sub_y)) ||
+        minatar_outside(w, s->oxygen, s->terminal ? -1 : 0, MAX_OXYGEN,
+                        s->terminal ? "oxygen" : "oxygen while the game goes on") ||
+        minatar_outside(w, s->diver_count, -(1L << 30), 6, "diver count") ||
+        minatar_outside(w, s->ramp_index, 0, INIT_SPAWN_SPEED - 1, "ramp index") ||
+        (s->e_spawn_speed != spawn && minatar_fault(w, "enemy spawn speed %d, not %d after %d ramps",
+                                                    (int)s->e_spawn_speed, spawn, r)) ||
+        (s->move_speed != move && minatar_fault(w, "enemy move speed %d, not %d after %d ramps",
+                                                (int)s->move_speed, move, r)) ||
+        minatar_outside(w, s->e_spawn_timer, 0, INIT_SPAWN_SPEED, "enemy spawn timer") ||
+        minatar_outside(w, s->d_spawn_timer, 0, DIVER_SPAWN_SPEED, "diver spawn timer") ||
+        minatar_outside(w, s->shot_timer, 0, SHOT_COOL_DOWN - 1, "shot timer"))
+        return 1;
+    return 0;
 }
 
 const minatar_game minatar_seaquest = {
@@ -372,6 +426,7 @@ const minatar_game minatar_seaquest = {
     .reset = seaquest_reset,
     .act = seaquest_act,
     .observe = seaquest_observe,
+    .invalid = seaquest_invalid,
 };
 
 MINATAR_CLASSES(minatar_seaquest, minatar_seaquest, seaquest_state, "Seaquest",

@@ -188,6 +188,43 @@ static void si_observe(const void *game, uint8_t *obs) {
     if ((unsigned)s->pos < MINATAR_SIZE) obs[MINATAR_AT(SI_CHANNELS, 9, s->pos, CH_CANNON)] = 1;
 }
 
+/* A grid's cells are 0/1; what is set where comes from moves, rolls and hits. */
+static int grid_invalid(const grid g, const char *what, minatar_why *w) {
+    for (int y = 0; y < MINATAR_SIZE; y++)
+        for (int x = 0; x < MINATAR_SIZE; x++)
+            if (minatar_outside(w, g[y][x], 0, 1, "%s cell at row %d column %d", what, y, x))
+                return 1;
+    return 0;
+}
+
+/* The rules' invariants: the grids 0/1; the cannon's bullets above row 9 (fired there,
+ * they move up in the same frame); aliens on the grid (a cleared wave is replaced in the
+ * same frame, and the aliens' timer is set from their count); the cannon on the grid;
+ * the aliens' direction -1 or +1; their move interval what ramp_index waves lowered it
+ * to (12 down to 6); the timers within what they are set to; the flag 0/1. */
+static int si_invalid(const void *game, minatar_why *w) {
+    const space_invaders_state *s = game;
+    if (grid_invalid(s->alien, "alien", w) || grid_invalid(s->f_bullet, "bullet", w) ||
+        grid_invalid(s->e_bullet, "alien bullet", w))
+        return 1;
+    if (row_has(s->f_bullet, 9)) return minatar_fault(w, "a bullet in the cannon's row 9");
+    if (!minatar_grid_any(&s->alien[0][0])) return minatar_fault(w, "no aliens");
+    const int interval = ENEMY_MOVE_INTERVAL - s->ramp_index;
+    if (minatar_outside(w, s->pos, 0, 9, "cannon column") ||
+        minatar_outside(w, s->alien_dir, -1, 1, "alien direction") ||
+        (s->alien_dir == 0 && minatar_fault(w, "alien direction 0, not -1 or 1")) ||
+        minatar_outside(w, s->ramp_index, 0, ENEMY_MOVE_INTERVAL - 6, "ramp index") ||
+        (s->enemy_move_interval != interval &&
+         minatar_fault(w, "alien move interval %d, not %d after %d ramps",
+                       (int)s->enemy_move_interval, interval, (int)s->ramp_index)) ||
+        minatar_outside(w, s->alien_move_timer, 0, ENEMY_MOVE_INTERVAL, "alien move timer") ||
+        minatar_outside(w, s->alien_shot_timer, 0, ENEMY_SHOT_INTERVAL, "alien shot timer") ||
+        minatar_outside(w, s->shot_timer, 0, SHOT_COOL_DOWN - 1, "shot timer") ||
+        minatar_outside(w, s->terminal, 0, 1, "terminal flag"))
+        return 1;
+    return 0;
+}
+
 const minatar_game minatar_space_invaders = {
     .name = "SpaceInvaders",
     .channels = SI_CHANNELS,
@@ -197,6 +234,7 @@ const minatar_game minatar_space_invaders = {
     .reset = si_reset,
     .act = si_act,
     .observe = si_observe,
+    .invalid = si_invalid,
 };
 
 MINATAR_CLASSES(minatar_space_invaders, minatar_space_invaders, space_invaders_state,
