@@ -1,7 +1,9 @@
 /* test_minatar.c: MinAtar's games against MinAtar v1.0.15 itself. Replays the episodes
  * tests/data/minatar/record.py recorded from MinAtar (whole episodes, both action sets,
- * sticky actions on) and checks every observation, reward and termination; checks the
- * MT19937 draws against NumPy's RandomState; draws states in MinAtar's display colours. */
+ * sticky actions on) and checks every observation, reward and termination, loading every
+ * state on the way; checks the MT19937 draws against NumPy's RandomState; refuses states
+ * outside the games' invariants, fuzzing them; draws states in MinAtar's display colours. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +11,12 @@
 
 #include "calf/env.h"
 #include "calf/render.h"
+#include "calf/train.h"
 #include "envs/minatar.h"
 #include "envs/mt19937.h"
+#include "envs/vec_env.h"
+#include "records/checkpoint.h"
+#include "test_files.h"
 #include "test_util.h"
 
 #define DATA CALF_SOURCE_DIR "/tests/data/minatar/"
@@ -78,36 +84,42 @@ static void test_mt19937(void) {
 
 /* Replays one recorded file through the calf env of the same id, its stream restarted
  * from each run's K. Stops at the first difference, naming it. */
+/* Every state of the episodes also goes through a save and a load (into a second env,
+ * which plays on from it), so a load check that refused a state the game reaches, or a
+ * load that lost part of one, fails here. */
 static void replay(const char *id) {
     char file[128];
     snprintf(file, sizeof file, "%s.txt", id + strlen("MinAtar/"));
     FILE *f = open_data(file);
     if (!f) return;
-    calf_env env;
+    calf_env envs[2];
     calf_error err;
     calf_error_clear(&err);
-    int rc = calf_env_init(&env, id, 0, 0, &err);
+    int rc = calf_env_init(&envs[0], id, 0, 0, &err);
+    if (rc == CALF_OK) rc = calf_env_init(&envs[1], id, 0, 0, &err);
     CHECK_INT_EQ(rc, CALF_OK);
     if (rc != CALF_OK) {
         fprintf(stderr, "%s\n", err.msg);
         fclose(f);
         return;
     }
-    const int n = env.cls->spec.obs_dim;
+    calf_env *env = &envs[0];
+    const int n = env->cls->spec.obs_dim;
+    unsigned char saved[MINATAR_MAX_STATE];
     float obs[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS];
     char line[256];
-    int lineno = 0, steps = 0, episodes = 0, runs = 0, rewards = 0, ok = 1;
+    int lineno = 0, steps = 0, episodes = 0, runs = 0, rewards = 0, loads = 0, ok = 1;
     while (ok && fgets(line, sizeof line, f)) {
         lineno++;
         if (line[0] == '#') continue;
         char *end;
         if (line[0] == 'K') {
-            calf_env_free(&env);
-            CHECK_INT_EQ(calf_env_init(&env, id, 0, 0, &err), CALF_OK); /* last action 0 */
-            minatar_seed(env.state, (uint32_t)strtoul(line + 2, NULL, 10));
+            calf_env_free(env);
+            CHECK_INT_EQ(calf_env_init(env, id, 0, 0, &err), CALF_OK); /* last action 0 */
+            minatar_seed(env->state, (uint32_t)strtoul(line + 2, NULL, 10));
             runs++;
         } else if (line[0] == 'R') {
-            calf_env_reset(&env, obs);
+            calf_env_reset(env, obs);
             episodes++;
             ok = obs_crc(obs, n) == (uint32_t)strtoul(line + 2, NULL, 10);
         } else if (line[0] == 'S') {
@@ -116,18 +128,30 @@ static void replay(const char *id) {
             uint32_t c = (uint32_t)strtoul(end, NULL, 10);
             float reward;
             int term, trunc;
-            calf_env_step(&env, a, NULL, obs, &reward, &term, &trunc);
+            calf_env_step(env, a, NULL, obs, &reward, &term, &trunc);
             steps++;
             rewards += (int)r;
             ok = reward == (float)r && term == t && !trunc && obs_crc(obs, n) == c;
         }
         if (!ok) fprintf(stderr, "%s: differs from MinAtar at %s line %d: %s", id, file, lineno, line);
+        if (ok && line[0] != 'K') {
+            calf_env *other = env == &envs[0] ? &envs[1] : &envs[0];
+            calf_env_save_state(env, saved);
+            rc = calf_env_load_state(other, saved, &err);
+            if (rc != CALF_OK)
+                fprintf(stderr, "%s: the state after %s line %d is refused: %s\n", id, file,
+                        lineno, err.msg);
+            ok = rc == CALF_OK;
+            loads++;
+            env = other;
+        }
     }
     CHECK(ok);
-    CHECK(runs >= 3 && episodes >= runs && steps > 100);
-    printf("%-24s %d runs, %d episodes, %d steps, %d reward: %s\n", id, runs, episodes, steps,
-           rewards, ok ? "exact" : "DIFFERENT");
-    calf_env_free(&env);
+    CHECK(runs >= 3 && episodes >= runs && steps > 100 && loads == steps + episodes);
+    printf("%-24s %d runs, %d episodes, %d steps, %d reward, %d states loaded: %s\n", id, runs,
+           episodes, steps, rewards, loads, ok ? "exact" : "DIFFERENT");
+    calf_env_free(&envs[0]);
+    calf_env_free(&envs[1]);
     fclose(f);
 }
 
@@ -253,6 +277,328 @@ static void test_resume(const char *id) {
     calf_env_free(&b);
 }
 
+/* ---- loading saved bytes: refusals, fuzzing ---------------------------------------- */
+
+/* A state of env id after `steps` random steps from (seed, index 0). */
+static void played_state(calf_env *env, const char *id, uint64_t seed, int steps) {
+    calf_error err;
+    CHECK_INT_EQ(calf_env_init(env, id, seed, 0, &err), CALF_OK);
+    float obs[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS], reward;
+    int term, trunc;
+    calf_rng pick;
+    calf_rng_seed(&pick, seed, 0, CALF_RNG_ACTION);
+    calf_env_reset(env, obs);
+    for (int t = 0; t < steps; t++) {
+        calf_env_step(env, (int)calf_rng_below(&pick, (uint32_t)env->cls->spec.num_actions), NULL,
+                      obs, &reward, &term, &trunc);
+        if (term) calf_env_reset(env, obs);
+    }
+}
+
+/* One planted fault: `width` bytes (1 or 4, little-endian) at `at` (from the game's
+ * state when game is set, else from the env's) set to value; the message it gets (all
+ * of it, or a part of it). */
+typedef struct planted {
+    const char *id;
+    int game, at, width;
+    int32_t value;
+    const char *message;
+} planted;
+
+/* The games' state layouts (the structs in src/envs/minatar_<game>.c), as far as the
+ * faults below need them; test_layouts checks the sizes they add up to. */
+enum {
+    BREAKOUT_BALL_X = 100, BREAKOUT_DIR = 102, BREAKOUT_LAST_Y = 104, BREAKOUT_TERMINAL = 107,
+    ASTERIX_PLAYER_Y = 36, ASTERIX_SPAWN_SPEED = 40,
+    FREEWAY_CAR2_X = 6, FREEWAY_TERMINAL = 36,
+    SEAQUEST_FISH = 364, SEAQUEST_OXYGEN = 1180, SEAQUEST_SURFACE = 1224,
+    SI_FBULLET_ROW9 = 100 + 90, SI_POS = 300, SI_ALIEN_DIR = 304
+};
+
+static void test_layouts(void) {
+    static const struct {
+        const char *id;
+        size_t game_size;
+    } sizes[] = {{"MinAtar/Breakout-v0", 108}, {"MinAtar/Asterix-v0", 68},
+                 {"MinAtar/Freeway-v0", 40},   {"MinAtar/Seaquest-v0", 1232},
+                 {"MinAtar/SpaceInvaders-v0", 332}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const calf_env_class *cls = calf_env_find(sizes[i].id);
+        CHECK(cls != NULL);
+        if (!cls) continue;
+        CHECK_INT_EQ(cls->spec.state_size, MINATAR_GAME_OFFSET + sizes[i].game_size);
+        CHECK_INT_EQ(calf_env_saved_size(cls), cls->spec.state_size); /* the bytes themselves */
+    }
+}
+
+/* Each fault is refused with its one-line message, the env left as it was; the state
+ * of an env made and not yet reset (all zero after the core) loads. */
+static void test_refusals(void) {
+    const size_t core_pos = offsetof(minatar_core, mt) + offsetof(mt19937, pos);
+    static const planted faults[] = {
+        {"MinAtar/Breakout-v0", 1, BREAKOUT_BALL_X, 1, 12,
+         "MinAtar/Breakout-v0: saved state: ball column 12 outside 0..9"},
+        {"MinAtar/Breakout-v0", 1, BREAKOUT_DIR, 1, 4,
+         "MinAtar/Breakout-v0: saved state: ball direction 4 outside 0..3"},
+        {"MinAtar/Breakout-v0", 1, 90, 1, 1,
+         "MinAtar/Breakout-v0: saved state: brick value 1 at row 9 column 0 (0/1 in rows 1..3)"},
+        {"MinAtar/Breakout-v0", 1, BREAKOUT_LAST_Y, 1, -3,
+         "MinAtar/Breakout-v0: saved state: trail row -3 outside 0..8"},
+        {"MinAtar/Asterix-v1", 1, ASTERIX_PLAYER_Y, 4, 0,
+         "MinAtar/Asterix-v1: saved state: player row 0 outside 1..8"},
+        {"MinAtar/Asterix-v0", 1, ASTERIX_SPAWN_SPEED, 4, 3,
+         "MinAtar/Asterix-v0: saved state: spawn speed 3, not 10 after 0 ramps"},
+        {"MinAtar/Asterix-v0", 1, 3 * 4 + 1, 1, 11, "entity 3 column 11 outside"}, /* live or not */
+        {"MinAtar/Freeway-v0", 1, FREEWAY_CAR2_X, 1, 10,
+         "MinAtar/Freeway-v0: saved state: car 2 column 10 outside 0..9"},
+        {"MinAtar/Freeway-v0", 1, FREEWAY_TERMINAL, 4, 1,
+         "MinAtar/Freeway-v0: saved state: terminal flag 1 with 2440 frames left"},
+        {"MinAtar/Seaquest-v0", 1, SEAQUEST_FISH, 4, 73,
+         "MinAtar/Seaquest-v0: saved state: fish count 73 outside 0..72"},
+        {"MinAtar/Seaquest-v0", 1, SEAQUEST_OXYGEN, 4, 201,
+         "MinAtar/Seaquest-v0: saved state: oxygen while the game goes on 201 outside 0..200"},
+        {"MinAtar/Seaquest-v0", 1, SEAQUEST_SURFACE, 4, 7,
+         "MinAtar/Seaquest-v0: saved state: surfaced flag 7 outside 0..1"},
+        {"MinAtar/SpaceInvaders-v0", 1, SI_POS, 4, 200,
+         "MinAtar/SpaceInvaders-v0: saved state: cannon column 200 outside 0..9"},
+        {"MinAtar/SpaceInvaders-v0", 1, SI_ALIEN_DIR, 4, 0,
+         "MinAtar/SpaceInvaders-v0: saved state: alien direction 0, not -1 or 1"},
+        {"MinAtar/SpaceInvaders-v1", 1, SI_FBULLET_ROW9 + 4, 1, 1,
+         "MinAtar/SpaceInvaders-v1: saved state: a bullet in the cannon's row 9"},
+        {"MinAtar/Breakout-v0", 0, (int)core_pos, 4, MT19937_N + 1,
+         "MinAtar/Breakout-v0: saved state: generator position 625 outside 0..624"},
+        {"MinAtar/Breakout-v1", 0, (int)offsetof(minatar_core, last_action), 4, MA_FIRE,
+         "MinAtar/Breakout-v1: saved state: last action 5 is not one of MinAtar/Breakout-v1's "
+         "actions"},
+        {"MinAtar/Seaquest-v0", 0, (int)sizeof(minatar_core) + 1, 1, 2,
+         "MinAtar/Seaquest-v0: saved state: padding byte 2509 is 2, not 0"},
+    };
+    unsigned char good[MINATAR_MAX_STATE], bad[MINATAR_MAX_STATE], after[MINATAR_MAX_STATE];
+    for (size_t f = 0; f < sizeof faults / sizeof faults[0]; f++) {
+        calf_env env;
+        played_state(&env, faults[f].id, 3, 60);
+        const size_t size = calf_env_saved_size(env.cls);
+        calf_env_save_state(&env, good);
+        memcpy(bad, good, size);
+        unsigned char *p = bad + (faults[f].game ? MINATAR_GAME_OFFSET : 0) + faults[f].at;
+        for (int k = 0; k < faults[f].width; k++) p[k] = (unsigned char)((uint32_t)faults[f].value >> 8 * k);
+        calf_error err;
+        calf_error_clear(&err);
+        CHECK_INT_EQ(calf_env_load_state(&env, bad, &err), CALF_EINVAL);
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "%s: saved state: ", faults[f].id);
+        if (!strstr(err.msg, faults[f].message))
+            fprintf(stderr, "fault %zu: '%s' lacks '%s'\n", f, err.msg, faults[f].message);
+        CHECK(strncmp(err.msg, prefix, strlen(prefix)) == 0 && strstr(err.msg, faults[f].message));
+        CHECK(strchr(err.msg, '\n') == NULL);
+        calf_env_save_state(&env, after);
+        CHECK(memcmp(good, after, size) == 0);
+        calf_env_free(&env);
+    }
+    /* the generator's 19937 bits all zero; then only key[0]'s low bits set (never used) */
+    calf_env env, made;
+    played_state(&env, "MinAtar/Freeway-v1", 5, 10);
+    calf_env_save_state(&env, bad);
+    memset(bad + offsetof(minatar_core, mt), 0, sizeof(uint32_t) * MT19937_N);
+    calf_error err;
+    CHECK_INT_EQ(calf_env_load_state(&env, bad, &err), CALF_EINVAL);
+    CHECK_STR_EQ(err.msg, "MinAtar/Freeway-v1: saved state: generator key all zero (a stream of zeros)");
+    bad[0] = 0xff, bad[3] = 0x7f;
+    CHECK_INT_EQ(calf_env_load_state(&env, bad, &err), CALF_EINVAL);
+    bad[3] = 0x80;
+    CHECK_INT_EQ(calf_env_load_state(&env, bad, &err), CALF_OK);
+    calf_env_free(&env);
+    /* made, not reset: loads, in every game */
+    static const char *const ids[] = {"MinAtar/Asterix-v0", "MinAtar/Breakout-v1", "MinAtar/Freeway-v0",
+                                      "MinAtar/Seaquest-v1", "MinAtar/SpaceInvaders-v0"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        CHECK_INT_EQ(calf_env_init(&made, ids[i], 8, 1, &err), CALF_OK);
+        played_state(&env, ids[i], 8, 30);
+        calf_env_save_state(&made, good);
+        CHECK_INT_EQ(calf_env_load_state(&env, good, &err), CALF_OK);
+        calf_env_save_state(&env, after);
+        CHECK(memcmp(good, after, calf_env_saved_size(env.cls)) == 0);
+        calf_env_free(&made);
+        calf_env_free(&env);
+    }
+}
+
+/* A checkpoint's env record holding such a state is refused the same way, naming the
+ * env; the trainer prefixes the checkpoint's path (trainer_checkpoint.c). */
+static void test_record_refusal(void) {
+    vec_env ve;
+    calf_error err;
+    CHECK_INT_EQ(vec_env_init(&ve, "MinAtar/Breakout-v0", 7, 2, 2, &err), CALF_OK);
+    size_t rs = vec_env_record_size(&ve);
+    unsigned char *rec = malloc(rs), *before = malloc(rs), *after = malloc(rs);
+    CHECK(rec && before && after);
+    if (rec && before && after) {
+        vec_env_save_record(&ve, 1, rec);
+        memcpy(before, rec, rs);
+        const size_t state = rs - ((MINATAR_GAME_OFFSET + 108 + 7) & ~(size_t)7);
+        rec[state + MINATAR_GAME_OFFSET + BREAKOUT_BALL_X] = 12;
+        CHECK_INT_EQ(vec_env_load_record(&ve, 1, rec, &err), CALF_EINVAL);
+        CHECK_STR_EQ(err.msg, "env 3 record: MinAtar/Breakout-v0: saved state: ball column 12 outside 0..9");
+        vec_env_save_record(&ve, 1, after);
+        CHECK(memcmp(before, after, rs) == 0);
+        CHECK_INT_EQ(vec_env_load_record(&ve, 1, before, &err), CALF_OK);
+    }
+    free(rec);
+    free(before);
+    free(after);
+    vec_env_free(&ve);
+}
+
+/* A checkpoint whose env record holds such a state (its CRC made right again, as anyone
+ * can) stops the resume, calf_train returning CALF_EINVAL with one line naming the file,
+ * the env and the fault (the CLI prints it and exits 2); the process goes on. */
+static void test_resume_refusal(void) {
+    char root[] = "/tmp/calf_test_minatar_XXXXXX";
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        CHECK(0);
+        return;
+    }
+    const char *params[] = {"create_environment.env_name='MinAtar/Breakout-v1'",
+                            "create_environment.num_parallel_environments=2",
+                            "TrainerConfig.unroll_length=8",
+                            "TrainerConfig.mini_batch_size=16",
+                            "TrainerConfig.num_updates_per_train_iter=1",
+                            "TrainerConfig.evaluate=False",
+                            "TrainerConfig.num_checkpoints=1",
+                            "TrainerConfig.num_iterations=1"};
+    const int np = (int)(sizeof params / sizeof params[0]);
+    calf_train_options o = {.root_dir = root,
+                            .conf_path = CALF_SOURCE_DIR "/examples/ppo_minatar_breakout.gin",
+                            .quiet = true, .conf_params = params, .num_conf_params = np};
+    calf_error err;
+    calf_error_clear(&err);
+    int rc = calf_train(&o, &err);
+    CHECK_INT_EQ(rc, CALF_OK);
+    if (rc != CALF_OK) fprintf(stderr, "%s\n", err.msg);
+    char ckpt[600];
+    snprintf(ckpt, sizeof ckpt, "%s/train/algorithm/ckpt-1", root);
+    ckpt_header hdr;
+    unsigned char *p = NULL;
+    size_t n = 0;
+    CHECK_INT_EQ(ckpt_read(ckpt, &hdr, &p, &n, &err), CALF_OK);
+    size_t rec = 0; /* env 0's record: "CVE1" */
+    while (p && rec + 4 <= n && memcmp(p + rec, "CVE1", 4) != 0) rec++;
+    const size_t ball_x = rec + 64 + 4 * MINATAR_SIZE * MINATAR_SIZE * 4 + MINATAR_GAME_OFFSET +
+                          BREAKOUT_BALL_X;
+    CHECK(p && ball_x < n);
+    if (p && ball_x < n) {
+        p[ball_x] = 12;
+        CHECK_INT_EQ(ckpt_write_atomic(ckpt, hdr.digest, hdr.iteration, p, n, &err), CALF_OK);
+        params[np - 1] = "TrainerConfig.num_iterations=2";
+        calf_error_clear(&err);
+        CHECK_INT_EQ(calf_train(&o, &err), CALF_EINVAL);
+        char want[800];
+        snprintf(want, sizeof want, "%s: env 0 record: MinAtar/Breakout-v1: saved state: ball "
+                                    "column 12 outside 0..9", ckpt);
+        if (!strstr(err.msg, want)) fprintf(stderr, "resume: '%s' lacks '%s'\n", err.msg, want);
+        CHECK(strstr(err.msg, want) != NULL && strchr(err.msg, '\n') == NULL);
+    }
+    free(p);
+    rm_rf(root);
+}
+
+/* One mutation of a state's bytes: a bit flipped, a byte or an aligned 32-bit word set
+ * to a random or a boundary value, mostly in the game's state, else in the core's fields
+ * and padding, else anywhere (the generator's key, mostly). */
+static void mutate(unsigned char *b, size_t size, calf_rng *r) {
+    static const int32_t edges[] = {-1, 0, 1, 2, 3, 5, 6, 8, 9, 10, 11, 12, 20, 72, 73, 100, 127,
+                                    128, -128, 255, 624, 625, INT32_MAX, INT32_MIN};
+    const size_t core_tail = offsetof(minatar_core, mt) + offsetof(mt19937, pos);
+    size_t lo, hi;
+    uint32_t region = calf_rng_below(r, 10);
+    if (region < 7) lo = MINATAR_GAME_OFFSET, hi = size;
+    else if (region < 9) lo = core_tail, hi = MINATAR_GAME_OFFSET;
+    else lo = 0, hi = size;
+    size_t at = lo + calf_rng_below(r, (uint32_t)(hi - lo));
+    switch (calf_rng_below(r, 4)) {
+    case 0: b[at] ^= (unsigned char)(1u << calf_rng_below(r, 8)); break;
+    case 1: b[at] = (unsigned char)calf_rng_below(r, 256); break;
+    default: {
+        at &= ~(size_t)3;
+        if (at + 4 > size) at = size - 4;
+        uint32_t v = calf_rng_below(r, 3) ? (uint32_t)edges[calf_rng_below(r, sizeof edges / sizeof edges[0])]
+                                          : (uint32_t)calf_rng_next(r);
+        if (calf_rng_below(r, 2)) { /* as a byte, for the games' int8 fields */
+            b[at + calf_rng_below(r, 4)] = (unsigned char)v;
+        } else {
+            for (int k = 0; k < 4; k++) b[at + (size_t)k] = (unsigned char)(v >> 8 * k);
+        }
+    }
+    }
+}
+
+/* States reached in play (several seeds, many steps), mutated: each either is refused,
+ * leaving the env as it was, or loads, and then every state that many steps of play
+ * (resetting after each end) lead to passes the load check too, so the game's act and
+ * observe only ever see states inside the invariants their array accesses rely on. Run
+ * under ASan + UBSan (.ci/run), a check the invariants need and the load lacks shows as
+ * an out-of-bounds access; in any build, as a state that leaves the invariants. */
+static void test_fuzz(const char *id) {
+    enum { SEEDS = 3, SNAPSHOTS = 25, EVERY = 47, MUTANTS = 24, STEPS = 60 };
+    calf_env env, play;
+    calf_error err;
+    CHECK_INT_EQ(calf_env_init(&env, id, 0, 0, &err), CALF_OK);
+    const calf_env_spec *sp = &env.cls->spec;
+    const size_t size = calf_env_saved_size(env.cls);
+    unsigned char snap[MINATAR_MAX_STATE], bad[MINATAR_MAX_STATE], before[MINATAR_MAX_STATE],
+        now[MINATAR_MAX_STATE];
+    float obs[MINATAR_SIZE * MINATAR_SIZE * MINATAR_MAX_CHANNELS], reward;
+    int term, trunc, refused = 0, loaded = 0, left = 0, untouched = 1;
+    long steps = 0;
+    calf_rng r, pick;
+    calf_rng_seed(&r, 37, 0, CALF_RNG_ACTION);
+    calf_rng_seed(&pick, 38, 0, CALF_RNG_ACTION);
+    for (int seed = 0; seed < SEEDS; seed++) {
+        played_state(&play, id, (uint64_t)seed + 100, 0);
+        for (int k = 0; k < SNAPSHOTS; k++) {
+            for (int t = 0; t < EVERY * (1 + seed); t++) {
+                calf_env_step(&play, (int)calf_rng_below(&pick, (uint32_t)sp->num_actions), NULL, obs,
+                              &reward, &term, &trunc);
+                if (term) calf_env_reset(&play, obs);
+            }
+            calf_env_save_state(&play, snap);
+            for (int m = 0; m < MUTANTS; m++) {
+                memcpy(bad, snap, size);
+                for (uint32_t e = 0, edits = 1 + calf_rng_below(&r, 3); e < edits; e++) mutate(bad, size, &r);
+                calf_env_save_state(&env, before);
+                if (calf_env_load_state(&env, bad, &err) != CALF_OK) {
+                    refused++;
+                    calf_env_save_state(&env, now);
+                    untouched &= memcmp(before, now, size) == 0;
+                    continue;
+                }
+                loaded++;
+                for (int t = 0; t < STEPS; t++) {
+                    calf_env_step(&env, (int)calf_rng_below(&pick, (uint32_t)sp->num_actions), NULL,
+                                  obs, &reward, &term, &trunc);
+                    steps++;
+                    if (term) calf_env_reset(&env, obs);
+                    calf_env_save_state(&env, now);
+                    if (calf_env_load_state(&env, now, &err) != CALF_OK) {
+                        if (left++ < 3)
+                            fprintf(stderr, "%s: a mutated state that loaded left the invariants "
+                                            "after %d steps: %s\n", id, t + 1, err.msg);
+                        break;
+                    }
+                }
+            }
+        }
+        calf_env_free(&play);
+    }
+    printf("%-24s fuzz: %d mutated states, %d refused, %d loaded and played %ld steps, %d left "
+           "the invariants\n", id, refused + loaded, refused, loaded, steps, left);
+    CHECK(untouched);
+    CHECK_INT_EQ(left, 0);
+    CHECK(refused >= 100 && loaded >= 100); /* both ways taken, often */
+    calf_env_free(&env);
+}
+
 /* What `/usr/bin/python3 -c 'import seaborn; print(seaborn.color_palette("cubehelix", C))'`
  * printed (seaborn 0.12.2, matplotlib 3.6.3, Debian 12), times 255 rounded: the colours
  * of MinAtar's display and of its Gymnasium env's rgb_array for channels 0..C-1. */
@@ -327,5 +673,10 @@ int main(void) {
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) replay(ids[i]);
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) test_resume(ids[i]);
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i += 2) test_render(ids[i]);
+    test_layouts();
+    test_refusals();
+    test_record_refusal();
+    test_resume_refusal();
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) test_fuzz(ids[i]);
     return test_report("test_minatar");
 }
