@@ -8,8 +8,8 @@
 # the same bytes, plays, exports a C file whose actions are play's, refuses a misspelled
 # setting of its own with exit 2 and file:line, and on the other kind of action space
 # either trains or is refused with exit 2 naming the line that chose it. The same parity
-# and resume on each MinAtar game (PPO; DQN on Breakout), and on the tests' plug-in envs
-# (masks, MultiDiscrete, a Dict observation encoded per key).
+# and resume on each MinAtar game (PPO; DQN on Breakout), on PPO's loss options, and on the
+# tests' plug-in envs (masks, MultiDiscrete, a Dict observation encoded per key).
 . "$(dirname "$0")/lib_e2e.sh"
 
 "$CALF" train --list-bindings >"$WORK/bindings" 2>&1 || bad "--list-bindings failed"
@@ -219,6 +219,15 @@ if [ $CONV_OK = 1 ]; then
         "ValueNetwork.lstm_hidden_size = 6" "ValueNetwork.fc_layer_params = (8,)"
     play_export "recurrent conv PPO" "$WORK/rppo-conv"
 fi
+# PPO's loss options that the examples leave off: advantages normalized per minibatch
+# (each minibatch's sums added over envs in canonical order) and the value loss clipped
+# (the rollout's values kept): the same parity and resume, without a core and with an
+# LSTM (its minibatches whole sequences). tests/test_ppo.c checks that each changes a run.
+PPO_OPTS=("PPOLoss.advantage_normalization_scope = 'minibatch'" "PPOLoss.value_clipping = 0.2")
+echo "== PPO with per-minibatch advantages and value clipping"
+parity PPOAlgorithm "$SRC/examples/ppo_cartpole.gin" "$WORK/ppo-opts" "${PPO_OPTS[@]}"
+parity PPOAlgorithm "$EX" "$WORK/rppo-opts" "${RECURRENT[@]}" "${PPO_OPTS[@]}" \
+    "ActorDistributionNetwork.lstm_hidden_size = 8" "ValueNetwork.lstm_hidden_size = 6"
 # pre_fc_layer_params without a core is refused, naming the line
 printf "include '%s'\nActorDistributionNetwork.lstm_hidden_size = 0\nActorDistributionNetwork.pre_fc_layer_params = (4,)\n" "$WORK/rppo-lstm/short.gin" >"$WORK/prefc.gin"
 expect_exit 2 "$CALF" train --quiet --root_dir "$WORK/prefc" --conf "$WORK/prefc.gin"

@@ -156,6 +156,8 @@ static void test_own_rows_by_name(void) {
         {"PPOLoss.td_loss_weight", CFG_PPO_TD_LOSS_WEIGHT},
         {"PPOLoss.entropy_regularization", CFG_PPO_ENTROPY_REG},
         {"PPOLoss.normalize_advantages", CFG_PPO_NORMALIZE_ADVANTAGES},
+        {"PPOLoss.advantage_normalization_scope", CFG_PPO_ADV_NORM_SCOPE},
+        {"PPOLoss.value_clipping", CFG_PPO_VALUE_CLIPPING},
         {"ActorDistributionNetwork.lstm_hidden_size", CFG_PPO_ACTOR_LSTM},
         {"ActorDistributionNetwork.gru_hidden_size", CFG_PPO_ACTOR_GRU},
         {"ValueNetwork.lstm_hidden_size", CFG_PPO_VALUE_LSTM},

@@ -26,13 +26,14 @@ typedef struct fixture {
     int act[T];
     float u[T];
     float logp[T], adv[T], ret[T];
-    ppo_seq_weights lw;
+    float val_old[T]; /* the rollout's values, for value clipping */
+    ppo_loss_weights lw;
 } fixture;
 
 static ppo_seq seq_of(const fixture *f, const uint8_t *start, const float *state0) {
     return (ppo_seq){.T = T, .obs = f->obs, .start = start, .state0 = state0, .act = f->act,
                      .u = f->md.action_dim ? f->u : NULL, .logp = f->logp, .adv = f->adv,
-                     .ret = f->ret};
+                     .ret = f->ret, .val = f->val_old};
 }
 
 /* The loss the gradient is of: scale * sum over the steps of ppo_sample_loss's loss, the
@@ -46,13 +47,15 @@ static double loss_of(fixture *f, const float *params) {
     net_forward_seq(&md->actor, params, 0, f->obs, f->start, sa, T, 1, &w->ac, w->head, NULL);
     net_forward_seq(&md->value, params, 0, f->obs, f->start, sv, T, 1, &w->vc, w->val, NULL);
     double L = 0;
+    ppo_loss_weights one = f->lw;
+    one.scale = 1.0f;
     for (int j = 0; j < T; j++) {
         float logp, ent;
         ac_model_logp_entropy(md, params, w->head + j * hd, NULL, &f->act[j],
                               md->action_dim ? f->u + j : NULL, &logp, &ent, NULL);
         ppo_sample_result res;
-        ppo_sample_loss(logp, f->logp[j], f->adv[j], ent, w->val[j], f->ret[j], f->lw.clip,
-                        f->lw.td_w, f->lw.ent_w, 1.0f, &res);
+        ppo_sample_loss(logp, f->logp[j], f->adv[j], ent, w->val[j], f->val_old[j], f->ret[j],
+                        &one, &res);
         L += (double)f->lw.scale * res.loss;
     }
     return L;
@@ -119,7 +122,7 @@ static void fixture_init(fixture *f, bool continuous) {
         f->adv[j] = (float)calf_rng_uniform_range(&r, -1, 1);
         f->ret[j] = (float)calf_rng_uniform_range(&r, -1, 1);
     }
-    f->lw = (ppo_seq_weights){.clip = 0.2f, .td_w = 0.5f, .ent_w = 0.01f, .scale = 1.0f / T};
+    f->lw = (ppo_loss_weights){.clip = 0.2f, .td_w = 0.5f, .ent_w = 0.01f, .scale = 1.0f / T};
     /* the old log-probabilities near the current ones: ratios inside the clip range,
      * where the loss is smooth */
     loss_of(f, md->g.params);
@@ -174,6 +177,28 @@ static void check_gradient(bool continuous) {
     printf("%s actions: gradient within %.2g of finite differences (bound 2e-2); planted: "
            "no reset %.2g, no first state %.2g\n",
            continuous ? "continuous" : "discrete", e, e_reset, e_state0);
+    /* value clipping (PPOLoss.value_clipping): the rollout's values moved from the
+     * current ones by more than the clip at some steps, less at others, so each branch of
+     * the max is taken somewhere; the same check, and it rejects the planted mistake of
+     * the sequence's old values read as the current ones (no clipping at all) */
+    static const float moved[T] = {0.3f, -0.25f, 0.03f, -0.04f, 0.5f, -0.6f, 0.35f};
+    loss_of(&f, md->g.params);
+    for (int j = 0; j < T; j++) f.val_old[j] = f.w.val[j] + moved[j];
+    f.lw.value_clip = 0.1f;
+    sq = seq_of(&f, f.start, f.state0);
+    ppo_seq_grad(md, md->g.params, 6, &f.w, &sq, &f.lw, g2, false, st);
+    double e_vclip = fd_mismatch(&f, g2);
+    CHECK(e_vclip <= 2e-2);
+    float cur[T];
+    loss_of(&f, md->g.params);
+    memcpy(cur, f.w.val, sizeof cur);
+    sq.val = cur;
+    ppo_seq_grad(md, md->g.params, 7, &f.w, &sq, &f.lw, g2, false, st);
+    double e_noclip = fd_mismatch(&f, g2);
+    CHECK(e_noclip > 2e-2);
+    printf("%s actions, value clipping 0.1: gradient within %.2g (bound 2e-2); planted: "
+           "old values ignored %.2g\n",
+           continuous ? "continuous" : "discrete", e_vclip, e_noclip);
     free(zero);
     free(g);
     free(g2);

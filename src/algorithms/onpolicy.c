@@ -16,8 +16,8 @@
 #include "parallel/comm.h"
 
 size_t onpolicy_view_carve(onpolicy_view *v, unsigned char *base, int begin, int count, int T,
-                           int od, int ad, int sd, bool u8, int ai, int mask_bytes,
-                           int num_stats) {
+                           int od, int ad, int sd, bool keep_val, bool u8, int ai,
+                           int mask_bytes, int num_stats) {
     size_t off = 0, nt = (size_t)count * (size_t)T;
     size_t of = u8 ? 0 : sizeof(float), ob = u8 ? 1 : 0; /* bytes of a float, a byte value */
     v->obs = comm_carve(base, &off, nt * (size_t)od * of);
@@ -40,7 +40,7 @@ size_t onpolicy_view_carve(onpolicy_view *v, unsigned char *base, int begin, int
     size_t rec = sd > 0 ? 1 : 0; /* the recurrent parts: none without cores */
     v->start = comm_carve(base, &off, rec * nt);
     v->state0 = comm_carve(base, &off, (size_t)count * (size_t)sd * sizeof(float));
-    v->val = comm_carve(base, &off, rec * nt * sizeof(float));
+    v->val = comm_carve(base, &off, (rec || keep_val ? 1 : 0) * nt * sizeof(float));
     v->cut_val = comm_carve(base, &off, rec * nt * sizeof(float));
     v->boot_val = comm_carve(base, &off, rec * (size_t)count * sizeof(float));
     v->mask = comm_carve(base, &off, nt * (size_t)mask_bytes);
@@ -92,12 +92,6 @@ void onpolicy_gae_env(onpolicy_gae *g, onpolicy_view *v, int e, int T, float gam
 }
 
 /* ---- the minibatch plan ---- */
-
-void onpolicy_chunk_range(int T, int M, int m, int *off, int *len) {
-    int base = T / M, extra = T % M;
-    *off = m * base + (m < extra ? m : extra);
-    *len = base + (m < extra ? 1 : 0);
-}
 
 int onpolicy_minibatches_of(int E, int T, int64_t mini_batch_size) {
     int64_t M = ((int64_t)E * T + mini_batch_size - 1) / mini_batch_size;
@@ -158,8 +152,8 @@ static size_t share_carve(void *view, unsigned char *base, int begin, int count,
     const ac_model *md = op->md;
     int ad = md->action_dim > 0 ? md->action_dim : 1;
     return onpolicy_view_carve(view, base, begin, count, op->T, md->obs_dim, ad, md->state_dim,
-                               op->u8, md->action_ints, md->masked ? md->num_actions : 0,
-                               op->cf.num_stats);
+                               op->cf.keep_values, op->u8, md->action_ints,
+                               md->masked ? md->num_actions : 0, op->cf.num_stats);
 }
 
 /* Every rank's rollout in memory all ranks share (when the backend has it and the piece
@@ -181,13 +175,14 @@ static int views_init(onpolicy *op, calf_error *err) {
     if (!op->sharing) {
         onpolicy_view scratch;
         int ai = md->action_ints, mb = md->masked ? md->num_actions : 0;
+        bool kv = op->cf.keep_values;
         size_t bytes = onpolicy_view_carve(&scratch, NULL, op->begin, op->count, T, od, ad,
-                                           md->state_dim, op->u8, ai, mb, op->cf.num_stats);
+                                           md->state_dim, kv, op->u8, ai, mb, op->cf.num_stats);
         if (!(op->views = mem_calloc(1, sizeof *op->views, err)) ||
             !(op->view_mem = mem_calloc(1, bytes, err)))
             return CALF_ENOMEM; /* onpolicy_free frees what was made */
         onpolicy_view_carve(&op->views[0], op->view_mem, op->begin, op->count, T, od, ad,
-                            md->state_dim, op->u8, ai, mb, op->cf.num_stats);
+                            md->state_dim, kv, op->u8, ai, mb, op->cf.num_stats);
         op->own = &op->views[0];
         return CALF_OK;
     }
@@ -310,6 +305,13 @@ int onpolicy_init(onpolicy *op, const algo_setup *s, ac_model *md, const onpolic
         !(op->head = mem_calloc((size_t)op->cache_rows * (size_t)hd, sizeof(float), err)))
         return CALF_ENOMEM;
     if ((rc = onpolicy_gae_init(&op->gae, T, err))) return rc;
+    size_t M = (size_t)op->M;
+    if (op->cf.adv_norm == ONPOLICY_ADV_MINIBATCH &&
+        (!(op->mb_sums = mem_calloc((size_t)n * M * 2, sizeof(double), err)) ||
+         !(op->mb_tot = mem_calloc(M * 2, sizeof(double), err)) ||
+         !(op->mb_mean = mem_calloc(M, sizeof(float), err)) ||
+         !(op->mb_inv = mem_calloc(M, sizeof(float), err))))
+        return CALF_ENOMEM;
     return gradient_init(op, err);
 }
 
@@ -347,7 +349,8 @@ void onpolicy_free(onpolicy *op) {
     for (int i = 0; i < ONPOLICY_STEAL_SETS; i++) comm_tree_free(&op->steal_shared[i]);
     void *bufs[] = {op->act_rng, op->shuf_rng, op->view_mem, op->views, op->head,
                     op->grp_obs, op->grp_val, op->grp_next, op->grp_trunc, op->grp_cut_val,
-                    op->norm_acc, op->next_start, op->plan, op->mb_of, op->act_in};
+                    op->norm_acc, op->next_start, op->plan, op->mb_of, op->act_in,
+                    op->mb_sums, op->mb_tot, op->mb_mean, op->mb_inv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(op, 0, sizeof *op);
 }
@@ -551,6 +554,7 @@ static void advantages_group(onpolicy *op, onpolicy_view *v, int first, int cnt)
             size_t r = (size_t)k * T + s;
             op->gae.val[s] = op->grp_val[r];
             op->gae.next[s] = op->grp_next[r];
+            if (op->cf.keep_values) v->val[(size_t)s * vn + (size_t)e] = op->grp_val[r];
         }
         onpolicy_gae_env(&op->gae, v, e, op->T, op->cf.gamma, op->cf.lambda);
     }
@@ -603,16 +607,13 @@ int onpolicy_advantages(onpolicy *op, calf_error *err) {
         /* everyone's advantages are in place before any are summed, normalised or read */
         if ((rc = comm_barrier(op->c, err))) return rc;
     }
-    if (!op->cf.normalize_advantages) return CALF_OK;
+    if (op->cf.adv_norm != ONPOLICY_ADV_BATCH) return CALF_OK;
     /* whole-batch mean and (population) std, summed over envs in canonical order */
     double tot[2];
     rc = comm_tree_sum_f64(op->c, op->E, op->begin, n, op->own->adv_sums, 2, tot, err);
     if (rc) return rc;
-    double N = (double)op->E * T;
-    double mean = tot[0] / N;
-    double var = tot[1] / N - mean * mean;
-    float fmean = (float)mean;
-    float inv = (float)(1.0 / (sqrt(var > 0 ? var : 0) + 1e-8));
+    float fmean, inv;
+    onpolicy_adv_scale(tot[0], tot[1], (double)op->E * T, &fmean, &inv);
     float *adv = op->own->adv;
     for (size_t i = 0; i < (size_t)n * T; i++) adv[i] = (adv[i] - fmean) * inv;
     return CALF_OK;
@@ -637,6 +638,38 @@ void onpolicy_plan_epoch(onpolicy *op, int64_t iteration, int epoch) {
         onpolicy_chunk_range(op->E, op->M, m, &off, &len);
         for (int j = off; j < off + len; j++) op->mb_of[op->plan[j]] = m;
     }
+}
+
+int onpolicy_minibatch_scales(onpolicy *op, calf_error *err) {
+    if (op->cf.adv_norm != ONPOLICY_ADV_MINIBATCH) return CALF_OK;
+    int n = op->count, T = op->T, M = op->M;
+    const onpolicy_view *v = op->own;
+    for (int e = 0; e < n; e++) {
+        double *sums = op->mb_sums + (size_t)e * M * 2;
+        if (!op->md->state_dim) {
+            onpolicy_chunk_sums(T, M, v->perm + (size_t)e * T, v->adv + e, (size_t)n, sums);
+            continue;
+        }
+        /* whole sequences: the env's sums (onpolicy_gae_env's) are its minibatch's part */
+        memset(sums, 0, (size_t)M * 2 * sizeof(double));
+        int m = op->mb_of[op->begin + e];
+        sums[2 * m] = v->adv_sums[2 * (size_t)e];
+        sums[2 * m + 1] = v->adv_sums[2 * (size_t)e + 1];
+    }
+    int rc = comm_tree_sum_f64(op->c, op->E, op->begin, n, op->mb_sums, (size_t)M * 2,
+                               op->mb_tot, err);
+    if (rc) return rc;
+    double all = 0; /* the minibatches' samples, which make up the batch */
+    for (int m = 0; m < M; m++) {
+        int off, len;
+        onpolicy_chunk_range(op->md->state_dim ? op->E : T, M, m, &off, &len);
+        double samples = op->md->state_dim ? (double)len * T : (double)op->E * len;
+        onpolicy_adv_scale(op->mb_tot[2 * m], op->mb_tot[2 * m + 1], samples, &op->mb_mean[m],
+                           &op->mb_inv[m]);
+        all += samples;
+    }
+    CALF_ASSERT(all == (double)op->E * T);
+    return CALF_OK;
 }
 
 /* Each env's sums, added over envs in canonical order, are merged once (collective). */

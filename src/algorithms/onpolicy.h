@@ -23,6 +23,7 @@
 #include "algorithms/ac_policy.h"
 #include "algorithms/ac_recurrent.h"
 #include "algorithms/obs_norm.h"
+#include "algorithms/onpolicy_math.h"
 #include "calf/error.h"
 #include "calf/rng.h"
 #include "numerics/net.h"
@@ -56,7 +57,8 @@ typedef struct onpolicy_view {
     /* with recurrent cores only (state_dim > 0, ac_recurrent.h; empty otherwise) */
     uint8_t *start;          /* (T, count) 1 where step t begins an episode */
     float *state0;           /* (count, state_dim) each env's state before step 0 */
-    float *val;              /* (T, count) V(obs), computed while acting */
+    float *val;              /* (T, count) V(obs), computed while acting (without cores,
+                              * with the advantages, and only when kept: keep_values) */
     float *cut_val;          /* (T, count) V(final obs) where truncated */
     float *boot_val;         /* (count) V(the observation after the last step) */
 } onpolicy_view;
@@ -64,12 +66,13 @@ typedef struct onpolicy_view {
 /* Lay out a view of `count` envs of T steps at base (NULL: only measure, v's pointers
  * NULL); returns its bytes. od: observation floats (stored as bytes when u8); ad: a
  * continuous action's floats (at least 1); sd: recurrent state floats per env (0: no
- * cores, no recurrent parts); ai: ints per discrete action; mask_bytes: bytes per step's
- * mask (0: none, v->mask NULL); num_stats: the algorithm's statistics per env. Every
- * rank computes every peer's layout alike from the peer's count. */
+ * cores, no recurrent parts); keep_val: val is laid out without cores too; ai: ints per
+ * discrete action; mask_bytes: bytes per step's mask (0: none, v->mask NULL); num_stats:
+ * the algorithm's statistics per env. Every rank computes every peer's layout alike from
+ * the peer's count. */
 size_t onpolicy_view_carve(onpolicy_view *v, unsigned char *base, int begin, int count, int T,
-                           int od, int ad, int sd, bool u8, int ai, int mask_bytes,
-                           int num_stats);
+                           int od, int ad, int sd, bool keep_val, bool u8, int ai,
+                           int mask_bytes, int num_stats);
 
 /* ---- advantages ---- */
 
@@ -92,9 +95,7 @@ void onpolicy_gae_env(onpolicy_gae *g, onpolicy_view *v, int e, int T, float gam
 
 /* ---- the minibatch plan ---- */
 
-/* Chunk m of T items split into M nearly equal chunks: [*off, *off + *len), the first
- * T % M chunks one longer. */
-void onpolicy_chunk_range(int T, int M, int m, int *off, int *len);
+/* (onpolicy_chunk_range, the split of T items into M chunks, is onpolicy_math.h's.) */
 /* Minibatches per epoch: the global mini_batch_size, rounded to whole timesteps per env
  * (between 1 and T). */
 int onpolicy_minibatches_of(int E, int T, int64_t mini_batch_size);
@@ -107,12 +108,23 @@ void onpolicy_shuffle(calf_rng *rng, int *perm, int n);
 
 /* ---- the on-policy state an algorithm embeds ---- */
 
-/* What the algorithm decides for the core: its loss's discount and GAE lambda, whether
- * advantages are normalized over the batch, and its statistics per env (kept in the
- * views). */
+/* How advantages are normalized (onpolicy_adv_scale): not at all, over the iteration's
+ * whole batch (in place, by onpolicy_advantages), or over each minibatch by its own
+ * statistics (onpolicy_minibatch_scales; the loss applies them). */
+typedef enum onpolicy_adv_norm {
+    ONPOLICY_ADV_RAW,
+    ONPOLICY_ADV_BATCH,
+    ONPOLICY_ADV_MINIBATCH
+} onpolicy_adv_norm;
+
+/* What the algorithm decides for the core: its loss's discount and GAE lambda, how
+ * advantages are normalized, whether every step's value V(obs) is kept in the views
+ * without a recurrent core too (its loss reads them: value clipping), and its statistics
+ * per env (kept in the views). */
 typedef struct onpolicy_conf {
     float gamma, lambda;
-    bool normalize_advantages;
+    onpolicy_adv_norm adv_norm;
+    bool keep_values;
     int num_stats;
 } onpolicy_conf;
 
@@ -146,6 +158,10 @@ typedef struct onpolicy {
     calf_rng *act_rng;       /* (count) per-env action streams */
     calf_rng *shuf_rng;      /* (count) per-env minibatch streams */
     int *plan, *mb_of;       /* recurrent: (E) the epoch's order of envs; each env's minibatch */
+    /* advantages normalized per minibatch (ONPOLICY_ADV_MINIBATCH): this epoch's */
+    double *mb_sums;         /* (count, M, 2) each env's sums in each minibatch */
+    double *mb_tot;          /* (M, 2) and over every env */
+    float *mb_mean, *mb_inv; /* (M) each minibatch's onpolicy_adv_scale */
     /* the rollout, time-major: index (t * count + e), in views[own] (shared memory when
      * sharing) */
     onpolicy_view *views;    /* (size) every rank's when sharing, else just this one's */
@@ -220,12 +236,19 @@ void onpolicy_observe(onpolicy *op, const algo_step *st);
 void onpolicy_obs_rows(const onpolicy *op, const float *f, const uint8_t *b, size_t i, int rows,
                        float *y);
 
-/* Every env's values, advantages and returns, normalised over the whole batch when
- * configured. Collective. */
+/* Every env's values (kept in the views with keep_values), advantages and returns,
+ * normalised over the whole batch when configured (ONPOLICY_ADV_BATCH). Collective. */
 int onpolicy_advantages(onpolicy *op, calf_error *err);
 /* Epoch `epoch` of iteration `iteration`'s minibatch plan: each env's shuffle (into the
  * own view's perm), or with recurrent cores the epoch's order of whole env sequences. */
 void onpolicy_plan_epoch(onpolicy *op, int64_t iteration, int epoch);
+/* With ONPOLICY_ADV_MINIBATCH (else a no-op), after onpolicy_plan_epoch: each of the
+ * epoch's minibatches' mean and inverse std (onpolicy_adv_scale, into mb_mean and mb_inv)
+ * over its advantages, every env's: each env's sums per minibatch (onpolicy_chunk_sums of
+ * its shuffle; with recurrent cores its whole sequence's, in its minibatch's slot, zeros
+ * in the others), added over the envs in canonical order (comm_tree_sum_f64), so the
+ * bits do not depend on the number of processes. Collective. */
+int onpolicy_minibatch_scales(onpolicy *op, calf_error *err);
 /* The iteration's observations into the running statistics (when normalizing; else a
  * no-op). Collective. */
 int onpolicy_merge_obs_norm(onpolicy *op, calf_error *err);

@@ -1,6 +1,9 @@
-/* onpolicy_math.c: GAE (see onpolicy_math.h). Scalars only, in double internally, so
- * the results depend on the inputs alone. */
+/* onpolicy_math.c: GAE, the minibatch split and the advantages' normalization (see
+ * onpolicy_math.h). Scalars only, in double internally, so the results depend on the
+ * inputs alone. */
 #include "algorithms/onpolicy_math.h"
+
+#include <math.h>
 
 #include "calf/error.h"
 
@@ -19,4 +22,33 @@ void onpolicy_gae_advantages(int T, const float *rewards, const float *values,
         returns[t] = (float)(adv + (double)values[t]);
         last = adv;
     }
+}
+
+void onpolicy_chunk_range(int T, int M, int m, int *off, int *len) {
+    int base = T / M, extra = T % M;
+    *off = m * base + (m < extra ? m : extra);
+    *len = base + (m < extra ? 1 : 0);
+}
+
+void onpolicy_chunk_sums(int T, int M, const int *perm, const float *adv, size_t stride,
+                         double *sums) {
+    for (int m = 0; m < M; m++) {
+        int off, len;
+        onpolicy_chunk_range(T, M, m, &off, &len);
+        double s = 0, q = 0;
+        for (int j = off; j < off + len; j++) {
+            float a = adv[(size_t)perm[j] * stride];
+            s += a;
+            q += (double)a * a;
+        }
+        sums[2 * m] = s;
+        sums[2 * m + 1] = q;
+    }
+}
+
+void onpolicy_adv_scale(double s, double q, double n, float *mean, float *inv) {
+    double mu = s / n;
+    double var = q / n - mu * mu;
+    *mean = (float)mu;
+    *inv = (float)(1.0 / (sqrt(var > 0 ? var : 0) + 1e-8));
 }

@@ -31,7 +31,9 @@ typedef struct ppo_params {
     float gamma, lambda;        /* PPOLoss.gamma, td_lambda */
     float clip, td_w, ent_w;    /* PPOLoss.importance_ratio_clipping, td_loss_weight,
                                  * entropy_regularization */
-    bool normalize_advantages;
+    float value_clip;           /* PPOLoss.value_clipping (0: off) */
+    onpolicy_adv_norm adv_norm; /* PPOLoss.normalize_advantages and its
+                                 * advantage_normalization_scope */
     float lr, beta1, beta2, eps;
     double lr_d;                /* Adam.lr as configured, what a schedule scales */
     bool lr_linear;             /* Adam.lr_schedule = 'linear' */
@@ -60,7 +62,7 @@ typedef struct ppo {
     int64_t iteration;       /* the iteration being trained (for messages) */
     /* recurrent cores (ppo_recurrent.h): one sequence's update scratch */
     ppo_seq_work seq;
-    float *sq_obs, *sq_u, *sq_logp, *sq_adv, *sq_ret; /* (T, ...) one env's sequence */
+    float *sq_obs, *sq_u, *sq_logp, *sq_adv, *sq_ret, *sq_val; /* (T, ...) one env's sequence */
     int *sq_act;             /* (T) */
     uint8_t *sq_start;       /* (T) */
 } ppo;
@@ -79,13 +81,17 @@ static void ppo_destroy(algorithm *a);
 /* PPO's config, resolved once. */
 static ppo_params ppo_params_of(const calf_config *cfg) {
     const config_value *betas = config_get(cfg, CALF_CFG_ADAM_BETAS);
+    bool per_mb = strcmp(calf_config_string(cfg, CFG_PPO_ADV_NORM_SCOPE), "minibatch") == 0;
     return (ppo_params){
         .gamma = (float)calf_config_float(cfg, CFG_PPO_GAMMA),
         .lambda = (float)calf_config_float(cfg, CFG_PPO_TD_LAMBDA),
         .clip = (float)calf_config_float(cfg, CFG_PPO_RATIO_CLIPPING),
         .td_w = (float)calf_config_float(cfg, CFG_PPO_TD_LOSS_WEIGHT),
         .ent_w = (float)calf_config_float(cfg, CFG_PPO_ENTROPY_REG),
-        .normalize_advantages = calf_config_bool(cfg, CFG_PPO_NORMALIZE_ADVANTAGES),
+        .value_clip = (float)calf_config_float(cfg, CFG_PPO_VALUE_CLIPPING),
+        .adv_norm = !calf_config_bool(cfg, CFG_PPO_NORMALIZE_ADVANTAGES) ? ONPOLICY_ADV_RAW
+                    : per_mb                                            ? ONPOLICY_ADV_MINIBATCH
+                                                                        : ONPOLICY_ADV_BATCH,
         .lr = (float)calf_config_float(cfg, CALF_CFG_ADAM_LR),
         .lr_d = calf_config_float(cfg, CALF_CFG_ADAM_LR),
         .lr_linear = strcmp(calf_config_string(cfg, CALF_CFG_LR_SCHEDULE), "linear") == 0,
@@ -109,6 +115,7 @@ static int recurrent_init(ppo *t, calf_error *err) {
         !(t->sq_logp = mem_calloc(Tn, sizeof(float), err)) ||
         !(t->sq_adv = mem_calloc(Tn, sizeof(float), err)) ||
         !(t->sq_ret = mem_calloc(Tn, sizeof(float), err)) ||
+        !(t->sq_val = mem_calloc(Tn, sizeof(float), err)) ||
         !(t->sq_act = mem_calloc(Tn, sizeof(int), err)) ||
         !(t->sq_start = mem_calloc(Tn, 1, err)))
         return CALF_ENOMEM;
@@ -128,7 +135,8 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
     onpolicy_conf cf = {
         .gamma = t->p.gamma,
         .lambda = t->p.lambda,
-        .normalize_advantages = t->p.normalize_advantages,
+        .adv_norm = t->p.adv_norm,
+        .keep_values = t->p.value_clip > 0,
         .num_stats = NUM_STATS,
     };
     if ((rc = onpolicy_init(&t->op, s, &t->md, &cf, err))) return rc;
@@ -148,20 +156,35 @@ static int trainer_init(ppo *t, const algo_setup *s, calf_error *err) {
 
 /* ---- PPO update --------------------------------------------------------------- */
 
-typedef struct loss_weights {
-    float clip, td_w, ent_w, scale;
-} loss_weights;
+/* One minibatch of an epoch: timesteps [off, off+len) of every env's shuffle, or with
+ * recurrent cores the envs of plan chunk mb; its loss weights; and, with advantages
+ * normalized per minibatch, its mean and inverse std (onpolicy_minibatch_scales). */
+typedef struct minibatch_ctx {
+    ppo *t;
+    int mb, off, len;
+    ppo_loss_weights w;
+    bool adv_norm;
+    float adv_mean, adv_inv;
+} minibatch_ctx;
 
-/* With recurrent cores, minibatch mb of this epoch's plan (t->op.mb_of): envs [first,
+/* The advantage the loss takes: as the rollout's advantages hold it (normalized over the
+ * batch, or not at all), or normalized by the minibatch's statistics, in float as
+ * onpolicy_advantages normalizes the batch. */
+static float adv_of(const minibatch_ctx *m, float adv) {
+    return m->adv_norm ? (adv - m->adv_mean) * m->adv_inv : adv;
+}
+
+/* With recurrent cores, minibatch m->mb of this epoch's plan (t->op.mb_of): envs [first,
  * first+cnt) of view v that are in it give their whole sequence's partial gradient
  * (ppo_seq_grad, from the state their rollout started with), the others a zero partial,
  * so the tree over every env sums the minibatch's envs in env order, on any split. */
-static void minibatch_sequences(ppo *t, const onpolicy_view *v, int first, int cnt, int mb,
-                                const loss_weights *w, comm_tree *tree) {
+static void minibatch_sequences(const minibatch_ctx *m, const onpolicy_view *v, int first,
+                                int cnt, comm_tree *tree) {
+    ppo *t = m->t;
     ac_model *md = &t->md;
-    int T = t->op.T, vn = v->count, od = md->obs_dim, ad = md->action_dim;
+    int T = t->op.T, vn = v->count, od = md->obs_dim, ad = md->action_dim, mb = m->mb;
     int adim = ad > 0 ? ad : 1;
-    ppo_seq_weights lw = {.clip = w->clip, .td_w = w->td_w, .ent_w = w->ent_w, .scale = w->scale};
+    bool keep_val = m->w.value_clip > 0;
     for (int e = first; e < first + cnt; e++) {
         float *left = comm_tree_left_sibling(tree);
         if (t->op.mb_of[v->begin + e] != mb) {
@@ -182,15 +205,16 @@ static void minibatch_sequences(ppo *t, const onpolicy_view *v, int first, int c
             t->sq_start[s] = v->start[i];
             t->sq_act[s] = v->act[i];
             t->sq_logp[s] = v->logp[i];
-            t->sq_adv[s] = v->adv[i];
+            t->sq_adv[s] = adv_of(m, v->adv[i]);
             t->sq_ret[s] = v->ret[i];
+            if (keep_val) t->sq_val[s] = v->val[i];
         }
         ppo_seq sq = {.T = T, .obs = t->sq_obs, .start = t->sq_start,
                       .state0 = v->state0 + (size_t)e * md->state_dim, .act = t->sq_act,
                       .u = ad ? t->sq_u : NULL, .logp = t->sq_logp, .adv = t->sq_adv,
-                      .ret = t->sq_ret};
+                      .ret = t->sq_ret, .val = t->sq_val};
         float *leaf = left ? left : comm_tree_leaf_raw(tree);
-        ppo_seq_grad(md, md->g.params, t->params_version, &t->seq, &sq, &lw, leaf, left != NULL,
+        ppo_seq_grad(md, md->g.params, t->params_version, &t->seq, &sq, &m->w, leaf, left != NULL,
                      v->stats + (size_t)e * NUM_STATS);
         if (left) comm_tree_push_into_left(tree);
         else comm_tree_push(tree);
@@ -201,12 +225,15 @@ static void minibatch_sequences(ppo *t, const onpolicy_view *v, int first, int c
  * (indices within v) on timesteps [off, off+len) of their shuffles, each env's partial
  * gradient folded into tree in env order. The envs' loss statistics are added to v's.
  * The result depends only on the parameters and v's data, not on who runs it. */
-static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, int off,
-                           int len, const loss_weights *w, comm_tree *tree) {
+static void minibatch_envs(const minibatch_ctx *m, const onpolicy_view *v, int first, int cnt,
+                           comm_tree *tree) {
+    ppo *t = m->t;
     if (t->md.state_dim) {
-        minibatch_sequences(t, v, first, cnt, off, w, tree);
+        minibatch_sequences(m, v, first, cnt, tree);
         return;
     }
+    int off = m->off, len = m->len;
+    const ppo_loss_weights *w = &m->w;
     ac_model *md = &t->md;
     int T = t->op.T, vn = v->count, od = md->obs_dim, hd = md->head_dim, ad = md->action_dim;
     int adim = ad > 0 ? ad : 1;
@@ -237,8 +264,8 @@ static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, i
                 dist_categorical_cache dc;
                 ac_model_logp_entropy(md, md->g.params, h, mk, act, u, &logp, &ent, &dc);
                 ppo_sample_result res;
-                ppo_sample_loss(logp, v->logp[i], v->adv[i], ent, t->vout[r], v->ret[i], w->clip,
-                                w->td_w, w->ent_w, w->scale, &res);
+                ppo_sample_loss(logp, v->logp[i], adv_of(m, v->adv[i]), ent, t->vout[r],
+                                w->value_clip > 0 ? v->val[i] : 0.0f, v->ret[i], w, &res);
                 ac_model_dist_backward(md, md->g.params, h, mk, act, u, res.dlogp, res.dentropy,
                                        &dc, t->dhead + (size_t)r * hd,
                                        ad ? t->dlogstd + (size_t)r * ad : NULL);
@@ -280,43 +307,36 @@ static void minibatch_envs(ppo *t, const onpolicy_view *v, int first, int cnt, i
 }
 
 /* minibatch_envs as an onpolicy_grad_pass: one minibatch's envs of a view. */
-typedef struct minibatch_ctx {
-    ppo *t;
-    int off, len;
-    const loss_weights *w;
-} minibatch_ctx;
-
 static void minibatch_pass(void *ctx, const onpolicy_view *v, int first, int count,
                            comm_tree *tree) {
-    const minibatch_ctx *m = ctx;
-    minibatch_envs(m->t, v, first, count, m->off, m->len, m->w, tree);
+    minibatch_envs(ctx, v, first, count, tree);
 }
 
 static int update(ppo *t, calf_error *err) {
     ac_model *md = &t->md;
     int T = t->op.T;
-    loss_weights w = {
-        .clip = t->p.clip,
-        .td_w = t->p.td_w,
-        .ent_w = t->p.ent_w,
-    };
-
+    bool per_mb = t->p.adv_norm == ONPOLICY_ADV_MINIBATCH;
     for (int epoch = 0; epoch < t->p.epochs; epoch++) {
         onpolicy_plan_epoch(&t->op, t->iteration, epoch);
+        int rc = onpolicy_minibatch_scales(&t->op, err);
+        if (rc) return rc;
         for (int mb = 0; mb < t->op.M; mb++) {
-            int off, len;
+            minibatch_ctx m = {.t = t, .mb = mb,
+                               .w = {.clip = t->p.clip, .value_clip = t->p.value_clip,
+                                     .td_w = t->p.td_w, .ent_w = t->p.ent_w},
+                               .adv_norm = per_mb,
+                               .adv_mean = per_mb ? t->op.mb_mean[mb] : 0.0f,
+                               .adv_inv = per_mb ? t->op.mb_inv[mb] : 1.0f};
             if (md->state_dim) {
                 /* minibatch mb: len whole env sequences (minibatch_sequences) */
-                onpolicy_chunk_range(t->op.E, t->op.M, mb, &off, &len);
-                off = mb;
-                w.scale = 1.0f / ((float)len * (float)T);
+                onpolicy_chunk_range(t->op.E, t->op.M, mb, &m.off, &m.len);
+                m.w.scale = 1.0f / ((float)m.len * (float)T);
             } else {
-                onpolicy_chunk_range(T, t->op.M, mb, &off, &len);
-                w.scale = 1.0f / ((float)t->op.E * (float)len);
+                onpolicy_chunk_range(T, t->op.M, mb, &m.off, &m.len);
+                m.w.scale = 1.0f / ((float)t->op.E * (float)m.len);
             }
-            minibatch_ctx m = {t, off, len, &w};
             double norm;
-            int rc = onpolicy_gradient(&t->op, minibatch_pass, &m, err);
+            rc = onpolicy_gradient(&t->op, minibatch_pass, &m, err);
             if (rc == CALF_OK) rc = onpolicy_step(&t->op, t->iteration, &norm, err);
             if (rc) return rc;
             t->grad_norm_sum += norm;
@@ -425,11 +445,20 @@ static void ppo_describe(const algorithm *a, char *text, size_t cap) {
                  t->op.E, t->op.T);
 }
 
-/* Whether the model can be built (ac_model_check), then what PPO's update cannot train:
- * ppo_recurrent.c's update reads one action per step and no mask. */
+/* Whether the model can be built (ac_model_check), a normalization scope that would do
+ * nothing, then what PPO's update cannot train: ppo_recurrent.c's update reads one action
+ * per step and no mask. */
 static int ppo_check(const calf_config *cfg, const calf_env_spec *spec, calf_error *err) {
     int rc = ac_model_check(cfg, &ppo_model_rows, spec, err);
     if (rc) return rc;
+    if (!calf_config_bool(cfg, CFG_PPO_NORMALIZE_ADVANTAGES) &&
+        strcmp(calf_config_string(cfg, CFG_PPO_ADV_NORM_SCOPE), "minibatch") == 0)
+        return calf_error_set(err, CALF_EINVAL,
+                              "%s: %s = 'minibatch' normalizes nothing with %s = False (set "
+                              "it True, or drop the scope)",
+                              calf_config_origin(cfg, CFG_PPO_ADV_NORM_SCOPE),
+                              calf_binding_name(CFG_PPO_ADV_NORM_SCOPE),
+                              calf_binding_name(CFG_PPO_NORMALIZE_ADVANTAGES));
     const ac_net_rows *a = &ppo_model_rows.actor;
     int64_t lstm = calf_config_int(cfg, a->lstm), gru = calf_config_int(cfg, a->gru);
     calf_binding_id row = lstm > 0 ? a->lstm : a->gru;
@@ -462,7 +491,7 @@ static void ppo_destroy(algorithm *a) {
     ac_model_free(&t->md);
     ppo_seq_work_free(&t->seq);
     void *bufs[] = {t->vout, t->rows_in, t->dhead, t->dval, t->dlogstd, t->sq_obs, t->sq_u,
-                    t->sq_logp, t->sq_adv, t->sq_ret, t->sq_act, t->sq_start};
+                    t->sq_logp, t->sq_adv, t->sq_ret, t->sq_val, t->sq_act, t->sq_start};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(t);
 }

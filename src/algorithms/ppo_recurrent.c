@@ -37,7 +37,7 @@ void ppo_seq_work_free(ppo_seq_work *w) {
 }
 
 void ppo_seq_grad(const ac_model *md, const float *params, uint64_t version,
-                  ppo_seq_work *w, const ppo_seq *sq, const ppo_seq_weights *lw, float *grad,
+                  ppo_seq_work *w, const ppo_seq *sq, const ppo_loss_weights *lw, float *grad,
                   bool add, double *stats) {
     int T = sq->T, hd = md->head_dim, ad = md->action_dim;
     CALF_ASSERT(T >= 1 && T <= w->max_T);
@@ -53,8 +53,8 @@ void ppo_seq_grad(const ac_model *md, const float *params, uint64_t version,
         dist_categorical_cache dc;
         ac_model_logp_entropy(md, params, h, NULL, &sq->act[j], u, &logp, &ent, &dc);
         ppo_sample_result res;
-        ppo_sample_loss(logp, sq->logp[j], sq->adv[j], ent, w->val[j], sq->ret[j], lw->clip,
-                        lw->td_w, lw->ent_w, lw->scale, &res);
+        ppo_sample_loss(logp, sq->logp[j], sq->adv[j], ent, w->val[j],
+                        lw->value_clip > 0 ? sq->val[j] : 0.0f, sq->ret[j], lw, &res);
         ac_model_dist_backward(md, params, h, NULL, &sq->act[j], u, res.dlogp, res.dentropy, &dc,
                                w->dhead + (size_t)j * hd, ad ? w->dlogstd + (size_t)j * ad : NULL);
         w->dval[j] = res.dvalue;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "algorithms/ac_model.h"
+#include "algorithms/ppo_math.h"
 #include "numerics/net.h"
 
 /* The rows PPO's actor-critic reads (ppo.c), the model this update runs on: ALF's
@@ -24,6 +25,7 @@ typedef struct ppo_seq {
     const float *u;         /* (T, action_dim) continuous actions, or NULL */
     const float *logp;      /* (T) log-probabilities when acting */
     const float *adv, *ret; /* (T) advantages (normalized when configured) and returns */
+    const float *val;       /* (T) the values when acting (read with value clipping only) */
 } ppo_seq;
 
 typedef struct ppo_seq_work {
@@ -37,19 +39,15 @@ typedef struct ppo_seq_work {
 int ppo_seq_work_init(ppo_seq_work *w, const ac_model *md, int max_T, calf_error *err);
 void ppo_seq_work_free(ppo_seq_work *w);
 
-typedef struct ppo_seq_weights {
-    float clip, td_w, ent_w; /* PPOLoss's */
-    float scale;             /* 1 / samples in the minibatch */
-} ppo_seq_weights;
-
 /* The env's partial gradient: the networks forward over the sequence from state0
- * (net_forward_seq, resetting where start says), each sample's loss (ppo_sample_loss), and
- * back through time (net_backward_set / _add), the log-std's rows summed in order. Written over every parameter of the model (add false: grad = partial,
+ * (net_forward_seq, resetting where start says), each sample's loss (ppo_sample_loss, with
+ * lw), and back through time (net_backward_set / _add), the log-std's rows summed in
+ * order. Written over every parameter of the model (add false: grad = partial,
  * the padding untouched) or added to what grad holds (true: grad + partial, the tree's
  * left sibling), as net_backward_set and _add. stats[0..3] += the samples' pg loss, td
  * loss, entropy and clip indicator. version: net_forward_v's for params. */
 void ppo_seq_grad(const ac_model *md, const float *params, uint64_t version,
-                  ppo_seq_work *w, const ppo_seq *sq, const ppo_seq_weights *lw, float *grad,
+                  ppo_seq_work *w, const ppo_seq *sq, const ppo_loss_weights *lw, float *grad,
                   bool add, double *stats);
 
 #endif

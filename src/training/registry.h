@@ -114,7 +114,17 @@
     X(PPO_ENTROPY_REG, "PPOLoss.entropy_regularization", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL,  \
       0, CALF_NO_FALLBACK, "weight of the entropy bonus")                                        \
     X(PPO_NORMALIZE_ADVANTAGES, "PPOLoss.normalize_advantages", CALF_CFG_BOOL, "True", 0, 0, 0,   \
-      NULL, 0, CALF_NO_FALLBACK, "normalise advantages over each iteration's whole batch")      \
+      NULL, 0, CALF_NO_FALLBACK,                                                                 \
+      "normalise advantages to mean 0 and std 1 (over advantage_normalization_scope)")           \
+    X(PPO_ADV_NORM_SCOPE, "PPOLoss.advantage_normalization_scope", CALF_CFG_STRING, "'batch'", 0, \
+      0, 0, "batch|minibatch", CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                         \
+      "what normalize_advantages takes the mean and (population) std of: each iteration's "    \
+      "whole batch, or each minibatch its own (CleanRL's and gymnax-blines' PPO)")              \
+    X(PPO_VALUE_CLIPPING, "PPOLoss.value_clipping", CALF_CFG_FLOAT, "0.0", 0, 1e6, 0, NULL,       \
+      CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                                 \
+      "clip c of the value's move from the rollout's value v_old in the value loss, "          \
+      "0.5 max((v - R)^2, (v_old + clip(v - v_old, -c, c) - R)^2) (CleanRL's clip_vloss "       \
+      "with c = clip_coef; 0: off)")                                                           \
     X(PPO_ACTOR_LSTM, "ActorDistributionNetwork.lstm_hidden_size", CALF_CFG_INT, "0", 0, 1024, 0, \
       NULL, CALF_BINDING_DIGEST_SET, CALF_NO_FALLBACK,                                           \
       "PPO: an LSTM of this many units between the observation (after any conv and pre_fc "    \
