@@ -101,7 +101,13 @@ NAMES: tuple[Name, ...] = (
          "PPO's entropy bonus (SAC's temperature is always tuned)"),
     Name("vf_coef", "vf_coef", {"ppo": "PPOLoss.td_loss_weight"}, "value loss weight"),
     Name("normalize_advantage", "norm_adv", {"ppo": "PPOLoss.normalize_advantages"},
-         "over the iteration's whole batch"),
+         "over the iteration's whole batch (CleanRL's per minibatch: "
+         "`PPOLoss.advantage_normalization_scope='minibatch'`)"),
+    Name(None, "clip_vloss", {"ppo": Derived(
+        "PPOLoss.value_clipping",
+        lambda v, cfg: float(cfg["PPOLoss.importance_ratio_clipping"]) if v else 0.0,
+        "clip_coef if clip_vloss else 0", bool)},
+         "the value's move from the rollout's value clipped in the value loss"),
     Name("learning_starts", "learning_starts", _for(OFF, "TrainerConfig.initial_collect_steps"),
          "env steps of the whole job with random actions first"),
     Name("buffer_size", "buffer_size", _for(OFF, Derived(

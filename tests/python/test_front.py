@@ -136,6 +136,12 @@ def test_short_names_per_algorithm() -> None:
     assert _params(algorithm="ppo", n_envs=8, n_steps=32, num_minibatches=4)[-1] == (
         "TrainerConfig.mini_batch_size=64")
     assert _params(algorithm="dqn", net_arch=[32, 32])[-1] == "q/QNetwork.fc_layer_params=(32, 32)"
+    # CleanRL's clip_vloss: its clip_coef, the one in effect (the config's default 0.2 or
+    # the call's), as PPOLoss.value_clipping; False turns it off
+    assert _params(algorithm="ppo", clip_vloss=True)[-1] == "PPOLoss.value_clipping=0.2"
+    assert _params(algorithm="ppo", clip_coef=0.1, clip_vloss=True)[-1] == (
+        "PPOLoss.value_clipping=0.1")
+    assert _params(algorithm="ppo", clip_vloss=False)[-1] == "PPOLoss.value_clipping=0.0"
     # the algorithm comes from the config when the call does not name it
     conf = str(SRC / "examples" / "sac_pendulum.gin")
     assert _params(conf=conf, tau=0.01)[-1] == "SacAlgorithm.target_update_tau=0.01"
