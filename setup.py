@@ -217,14 +217,16 @@ def extension() -> Extension:
     import numpy  # the build needs NumPy's headers, as CMake's find_package(Python3 NumPy)
 
     # CMakeLists.txt's flags: the same arithmetic (no fast math, no contraction); the
-    # dispatched files once per variant: generic, and on x86-64 fma (AVX2 and FMA), unless
-    # CALF_NATIVE compiles everything for this CPU
+    # dispatched files once per variant: generic, and on x86-64 fma (AVX2 and FMA) and
+    # avx512 (the same with AVX-512F and VL), unless CALF_NATIVE compiles everything for
+    # this CPU
     cflags = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-fast-math", "-ffp-contract=off"]
     variants = [("generic", [])]
     if native():
         cflags.append("-march=native")
     elif platform.machine() in ("x86_64", "AMD64", "amd64"):
         variants.append(("fma", ["-mavx2", "-mfma"]))
+        variants.append(("avx512", ["-mavx2", "-mfma", "-mavx512f", "-mavx512vl"]))
     ldflags = [f"-Wl,--version-script={rel('python', 'calf', '_calf.map')}"]
     libraries = ["m", "dl"]
     include_dirs = [rel("include"), rel("src"), rel("cli"), numpy.get_include()]

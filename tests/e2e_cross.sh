@@ -1,7 +1,8 @@
 # e2e_cross.sh: calf's own arithmetic gives the same bits on every CPU. Builds the calf
 # program three ways (-DCALF_NATIVE=ON x86-64, the default portable x86-64 build, aarch64
 # run under qemu-user), checks which kernel variant the portable one chooses, runs it
-# forced to each variant (CALF_KERNELS=fma, generic), and forced to generic with glibc's
+# forced to each variant (CALF_KERNELS=avx512, fma, generic; avx512 only where the CPU has
+# AVX-512F and VL, with a printed note where not), and forced to generic with glibc's
 # FMA/AVX2 variants turned off too, trains short ppo_cartpole, ppo_pendulum, sac_pendulum
 # and DQN-with-RMSProp runs with each, and tiny conv (PPO and DQN on MinAtar/Breakout-v1's
 # bytes, 4 filters) and recurrent (an LSTM on CartPoleNoVel-v1, GRUs on PendulumNoVel-v1)
@@ -111,26 +112,38 @@ train_all() {
     if [ $rc = 0 ]; then ok; else bad "training with the $name build: exit $rc"; tail -5 "$out.err" >&2; fi
 }
 # The portable build names the variant it runs, takes CALF_KERNELS, and refuses one it
-# does not have with one line (this CPU has AVX2 and FMA where fma is expected).
+# does not have with one line (this CPU has AVX2 and FMA where fma is expected, and
+# AVX-512F and VL where avx512 is; /proc/cpuinfo lists a feature only where the kernel
+# saves its registers).
 P="$WORK/portable/calf"
 expect_exit 0 "$WORK/native/calf" --version
 expect_in "$WORK/out" "kernels: native ("
-fma=0
+fma=0 avx512=0
 grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && fma=1
+[ $fma = 1 ] && grep -qw avx512f /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && avx512=1
 expect_exit 0 "$P" --version
-if [ $fma = 1 ]; then expect_in "$WORK/out" "kernels: fma ("; else expect_in "$WORK/out" "kernels: generic ("; fi
+if [ $avx512 = 1 ]; then expect_in "$WORK/out" "kernels: avx512 ("
+elif [ $fma = 1 ]; then expect_in "$WORK/out" "kernels: fma ("
+else expect_in "$WORK/out" "kernels: generic ("; fi
 expect_exit 0 env CALF_KERNELS=generic "$P" --version
 expect_in "$WORK/out" "kernels: generic ("
-expect_exit 2 env CALF_KERNELS=avx512 "$P" train --root_dir "$WORK/refused" \
+expect_exit 2 env CALF_KERNELS=neon "$P" train --root_dir "$WORK/refused" \
     --conf "$SRC/examples/ppo_cartpole.gin"
-expect_eq "$(cat "$WORK/err")" "calf: CALF_KERNELS=avx512: not a kernel variant of this build (it has generic, fma, or auto)" \
+expect_eq "$(cat "$WORK/err")" "calf: CALF_KERNELS=neon: not a kernel variant of this build (it has generic, fma, avx512, or auto)" \
     "the refusal of an unknown variant"
+if [ $avx512 = 0 ]; then
+    expect_exit 2 env CALF_KERNELS=avx512 "$P" train --root_dir "$WORK/refused" \
+        --conf "$SRC/examples/ppo_cartpole.gin"
+    expect_in "$WORK/err" "CALF_KERNELS=avx512: this CPU lacks AVX-512F or VL"
+    echo "note: this CPU lacks AVX-512F or VL: the avx512 variant's checkpoints are not compared"
+fi
 expect_exit 2 env CALF_KERNELS=generic "$WORK/native/calf" train --root_dir "$WORK/refused" \
     --conf "$SRC/examples/ppo_cartpole.gin"
 expect_in "$WORK/err" "not a kernel variant of this build (it has native, or auto)"
 
 train_all native "$WORK/native/calf"
-# (left to choose, the portable build runs fma here, as --version said above)
+# (left to choose, the portable build runs the best of these, as --version said above)
+[ $avx512 = 1 ] && CALF_KERNELS=avx512 train_all portable-avx512 "$P"
 [ $fma = 1 ] && CALF_KERNELS=fma train_all portable-fma "$P"
 CALF_KERNELS=generic train_all portable-generic "$P"
 CALF_KERNELS=generic GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA \
@@ -141,6 +154,7 @@ train_all aarch64 qemu-aarch64 -L "$AARCH64_SYSROOT" "$WORK/aarch64/calf"
 # forced-generic one's.
 others="portable-generic-nofma aarch64"
 [ $fma = 1 ] && others="$others portable-fma"
+[ $avx512 = 1 ] && others="$others portable-avx512"
 for job in ppo_cartpole ppo_pendulum sac_pendulum dqn_rmsprop conv_ppo conv_dqn rppo_lstm rppo_gru; do
     ckpts=$(cd "$WORK/run-native/$job/train/algorithm" 2>/dev/null && ls ckpt-*)
     [ -n "$ckpts" ] || { bad "$job: the native build wrote no checkpoint"; continue; }

@@ -1,7 +1,7 @@
 /* test_kernels.c: the kernel variants (numerics/kernels.h). CALF_KERNELS picks one or is
- * refused with a message; and the fma variant's functions, called by their own names,
- * give the generic variant's bits on every kernel, shape and odd value tried (the nn
- * layers and MLPs, the LSTM and GRU, Adam). */
+ * refused with a message; and the fma and avx512 variants' functions, called by their own
+ * names, give the generic variant's bits on every kernel, shape and odd value tried (the
+ * nn layers and MLPs, the LSTM and GRU, Adam). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -16,21 +16,42 @@
 #define CALF_KERNELS_FMA 0
 #endif
 
+/* Which variant this CPU runs best, as kernels.c decides (libgcc's answers also ask
+ * whether the OS saves the registers) */
+static int cpu_fma(void) {
+#if CALF_KERNELS_FMA
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+static int cpu_avx512(void) {
+#if CALF_KERNELS_FMA
+    return cpu_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+#else
+    return 0;
+#endif
+}
+
 static void test_choice(void) {
     calf_error err;
-    setenv("CALF_KERNELS", "avx512", 1);
+    setenv("CALF_KERNELS", "neon", 1);
     CHECK_INT_EQ(kernels_select(&err), CALF_EINVAL);
-    CHECK(strstr(err.msg, "CALF_KERNELS=avx512: not a kernel variant of this build") != NULL);
+    CHECK(strstr(err.msg, "CALF_KERNELS=neon: not a kernel variant of this build") != NULL);
     CHECK(strncmp(kernels_describe(), "refused: ", 9) == 0);
+    if (CALF_KERNELS_FMA) CHECK(strstr(err.msg, "(it has generic, fma, avx512, or auto)") != NULL);
+    if (CALF_KERNELS_FMA && !cpu_avx512()) {
+        setenv("CALF_KERNELS", "avx512", 1);
+        CHECK_INT_EQ(kernels_select(&err), CALF_EINVAL);
+        CHECK(strstr(err.msg, "this CPU lacks AVX-512F or VL") != NULL);
+    }
     unsetenv("CALF_KERNELS");
     CHECK_INT_EQ(kernels_select(&err), CALF_OK);
     const char *d = kernels_describe();
-    int fma_cpu = 0;
-#if CALF_KERNELS_FMA
-    __builtin_cpu_init();
-    fma_cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
-    if (fma_cpu) CHECK(strncmp(d, "fma (", 5) == 0);
+    if (cpu_avx512()) CHECK(strncmp(d, "avx512 (", 8) == 0);
+    else if (cpu_fma()) CHECK(strncmp(d, "fma (", 5) == 0);
     else CHECK(strncmp(d, "generic (", 9) == 0 || strncmp(d, "native (", 8) == 0);
     /* chosen once: a later CALF_KERNELS is accepted but changes nothing (a
      * -DCALF_NATIVE=ON build's one variant is named native) */
@@ -41,9 +62,26 @@ static void test_choice(void) {
 }
 
 #if CALF_KERNELS_FMA
-#define KERNELS_DECLARE(ret, name, params, args) ret name##_generic params; ret name##_fma params;
+/* Each variant's functions by their link names, and a table of one variant's, so that
+ * every comparison below runs for fma and avx512 alike against generic. */
+#define KERNELS_DECLARE(ret, name, params, args) \
+    ret name##_generic params; ret name##_fma params; ret name##_avx512 params;
 #define KERNELS_DECLARE_VOID(name, params, args) KERNELS_DECLARE(void, name, params, args)
 KERNELS_LIST(KERNELS_DECLARE, KERNELS_DECLARE_VOID)
+
+typedef struct variant {
+    const char *name;
+#define KERNELS_FIELD(ret, name, params, args) ret(*name) params;
+#define KERNELS_FIELD_VOID(name, params, args) void(*name) params;
+    KERNELS_LIST(KERNELS_FIELD, KERNELS_FIELD_VOID)
+} variant;
+
+#define KERNELS_FMA(ret, name, params, args) name##_fma,
+#define KERNELS_FMA_VOID(name, params, args) name##_fma,
+static const variant fma_variant = {"fma", KERNELS_LIST(KERNELS_FMA, KERNELS_FMA_VOID)};
+#define KERNELS_AVX512(ret, name, params, args) name##_avx512,
+#define KERNELS_AVX512_VOID(name, params, args) name##_avx512,
+static const variant avx512_variant = {"avx512", KERNELS_LIST(KERNELS_AVX512, KERNELS_AVX512_VOID)};
 
 static calf_rng g_rng;
 
@@ -66,7 +104,7 @@ static int same(const float *a, const float *b, size_t n) {
 }
 
 /* Every layer kernel on one shape, both variants from the same inputs. */
-static void layer_shape(int B, int in, int out) {
+static void layer_shape(const variant *v, int B, int in, int out) {
     size_t nx = (size_t)B * in, ny = (size_t)B * out, nw = (size_t)in * out;
     float *x = floats(nx), *w = floats(nw), *b = floats(out), *dy = floats(ny);
     float *y1 = floats(ny), *y2 = floats(ny), *dw1 = floats(nw), *dw2 = floats(nw);
@@ -75,72 +113,84 @@ static void layer_shape(int B, int in, int out) {
     fill(x, nx, 0), fill(w, nw, 0), fill(b, out, 0), fill(dy, ny, 0);
     calf_error err;
     CHECK_INT_EQ(nn_linear_forward_generic(x, w, b, B, in, out, y1, &err), CALF_OK);
-    CHECK_INT_EQ(nn_linear_forward_fma(x, w, b, B, in, out, y2, &err), CALF_OK);
+    CHECK_INT_EQ(v->nn_linear_forward(x, w, b, B, in, out, y2, &err), CALF_OK);
     CHECK(same(y1, y2, ny));
     void (*const gen[])(const float *, const float *, int, int, int, float *, float *) = {
         nn_linear_backward_params_generic, nn_linear_backward_params_set_generic,
         nn_linear_backward_params_add_generic};
-    void (*const fma[])(const float *, const float *, int, int, int, float *, float *) = {
-        nn_linear_backward_params_fma, nn_linear_backward_params_set_fma,
-        nn_linear_backward_params_add_fma};
+    void (*const var[])(const float *, const float *, int, int, int, float *, float *) = {
+        v->nn_linear_backward_params, v->nn_linear_backward_params_set,
+        v->nn_linear_backward_params_add};
     for (int mode = 0; mode < 3; mode++) {
         fill(dw1, nw, 0), fill(db1, out, 0);
         memcpy(dw2, dw1, nw * sizeof *dw1), memcpy(db2, db1, out * sizeof *db1);
         gen[mode](x, dy, B, in, out, dw1, db1);
-        fma[mode](x, dy, B, in, out, dw2, db2);
+        var[mode](x, dy, B, in, out, dw2, db2);
         CHECK(same(dw1, dw2, nw) && same(db1, db2, (size_t)out));
     }
     nn_transpose_generic(w, in, out, wt);
-    nn_transpose_fma(w, in, out, wt2);
+    v->nn_transpose(w, in, out, wt2);
     CHECK(same(wt, wt2, nw));
     nn_linear_backward_input_generic(dy, wt, B, in, out, dx1);
-    nn_linear_backward_input_fma(dy, wt, B, in, out, dx2);
+    v->nn_linear_backward_input(dy, wt, B, in, out, dx2);
     CHECK(same(dx1, dx2, nx));
     float *ptrs[] = {x, w, b, dy, y1, y2, dw1, dw2, db1, db2, wt, wt2, dx1, dx2};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
 }
 
-static void test_layers(void) {
+static void test_layers(const variant *v) {
     static const int rows[] = {1, 3, 8, 13, 64};
     static const int widths[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 100};
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
         for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
             for (size_t o = 0; o < sizeof widths / sizeof widths[0]; o++)
-                layer_shape(rows[r], widths[i], widths[o]);
+                layer_shape(v, rows[r], widths[i], widths[o]);
+    /* the large products: the packed forward (from 131,072 weights and 32 rows; with
+     * avx512 32-column strips, a 16-column one and 12-row tiles past them), 2 and 3 rows
+     * over wide outputs (an LSTM step), and dW's wide tiles: MinAtar's fc at 64 rows, an
+     * LSTM's 512 -> 4 x 128 gates, 1030 -> 144 (144 = 4 x 32 + 16; 6 inputs past the 6-input
+     * dW groups), 37 rows (12-row tiles and 1) */
+    static const int large[][3] = {{64, 1024, 128}, {33, 512, 512}, {2, 128, 512}, {2, 512, 128},
+                                   {3, 128, 200}, {37, 1030, 144}};
+    for (size_t k = 0; k < sizeof large / sizeof large[0]; k++)
+        layer_shape(v, large[k][0], large[k][1], large[k][2]);
 }
 
-static void test_activations(void) {
+static void test_activations(const variant *v) {
     enum { N = 1031 };
     float *x = floats(N), *h = floats(N), *a = floats(N), *b = floats(N);
     fill(x, N, 1);
-    nn_tanh_generic(x, a, N), nn_tanh_fma(x, b, N);
+    nn_tanh_generic(x, a, N), v->nn_tanh(x, b, N);
     CHECK(same(a, b, N));
     for (int i = 0; i < N; i++) {
-        float t1 = nn_tanh1_generic(x[i]), t2 = nn_tanh1_fma(x[i]);
+        float t1 = nn_tanh1_generic(x[i]), t2 = v->nn_tanh1(x[i]);
         CHECK(memcmp(&t1, &t2, sizeof t1) == 0);
     }
-    nn_relu_generic(x, a, N), nn_relu_fma(x, b, N);
+    nn_relu_generic(x, a, N), v->nn_relu(x, b, N);
     CHECK(same(a, b, N));
     fill(h, N, 0);
     for (int act = NN_ACT_TANH; act <= NN_ACT_RELU; act++) {
         nn_activation_backward_generic((nn_activation)act, h, x, a, N);
-        nn_activation_backward_fma((nn_activation)act, h, x, b, N);
+        v->nn_activation_backward((nn_activation)act, h, x, b, N);
         CHECK(same(a, b, N));
         memcpy(a, x, N * sizeof *x), memcpy(b, x, N * sizeof *x);
-        nn_activate_generic((nn_activation)act, a, N), nn_activate_fma((nn_activation)act, b, N);
+        nn_activate_generic((nn_activation)act, a, N), v->nn_activate((nn_activation)act, b, N);
         CHECK(same(a, b, N));
     }
     free(x), free(h), free(a), free(b);
 }
 
-/* ppo_cartpole's actor (4-64-64-2, tanh), a relu 17-256-256-1 critic and a 1030-128-128-6
- * relu net (the fma variant's W^T of its first layer in 16-input strips, the generic's a
- * plain transpose): forward, the three backward modes, per-row groups */
-static void test_mlps(void) {
+/* ppo_cartpole's actor (4-64-64-2, tanh), a relu 17-256-256-1 critic and 1030-128-128-6
+ * and 1046-128-128-6 relu nets (the fma and avx512 variants' W^T of their first layer in
+ * 16-input strips, the generic's a plain transpose; avx512 runs the strips in pairs, and
+ * 1046 = 32 x 32 + 16 + 6 leaves one strip and 6 inputs past the pairs): forward, the
+ * three backward modes, per-row groups */
+static void test_mlps(const variant *v) {
     static const struct { int in, hidden, out, act; } nets[] = {{4, 64, 2, NN_ACT_TANH},
                                                                {17, 256, 1, NN_ACT_RELU},
-                                                               {1030, 128, 6, NN_ACT_RELU}};
-    for (size_t k = 0; k < 3; k++) {
+                                                               {1030, 128, 6, NN_ACT_RELU},
+                                                               {1046, 128, 6, NN_ACT_RELU}};
+    for (size_t k = 0; k < sizeof nets / sizeof nets[0]; k++) {
         enum { B = 37 };
         nn_mlp m;
         size_t cursor = 0;
@@ -157,20 +207,20 @@ static void test_mlps(void) {
         fill(x, (size_t)B * nets[k].in, 0), fill(dy, (size_t)B * nets[k].out, 0);
         nn_cache c1, c2;
         CHECK_INT_EQ(nn_cache_init_generic(&c1, &m, B, NULL), CALF_OK);
-        CHECK_INT_EQ(nn_cache_init_fma(&c2, &m, B, NULL), CALF_OK);
+        CHECK_INT_EQ(v->nn_cache_init(&c2, &m, B, NULL), CALF_OK);
         nn_mlp_forward_generic(&m, p, x, B, &c1, y1);
-        nn_mlp_forward_fma(&m, p, x, B, &c2, y2);
+        v->nn_mlp_forward(&m, p, x, B, &c2, y2);
         CHECK(same(y1, y2, (size_t)B * nets[k].out));
         memset(g1, 0, cursor * sizeof *g1), memset(g2, 0, cursor * sizeof *g2);
         nn_mlp_backward_set_generic(&m, p, &c1, 0, 13, dy, g1, dx1);
-        nn_mlp_backward_set_fma(&m, p, &c2, 0, 13, dy, g2, dx2);
+        v->nn_mlp_backward_set(&m, p, &c2, 0, 13, dy, g2, dx2);
         nn_mlp_backward_add_generic(&m, p, &c1, 13, 11, dy + 13 * nets[k].out, g1, NULL);
-        nn_mlp_backward_add_fma(&m, p, &c2, 13, 11, dy + 13 * nets[k].out, g2, NULL);
+        v->nn_mlp_backward_add(&m, p, &c2, 13, 11, dy + 13 * nets[k].out, g2, NULL);
         nn_mlp_backward_generic(&m, p, &c1, 24, 13, dy + 24 * nets[k].out, g1, dx1);
-        nn_mlp_backward_fma(&m, p, &c2, 24, 13, dy + 24 * nets[k].out, g2, dx2);
+        v->nn_mlp_backward(&m, p, &c2, 24, 13, dy + 24 * nets[k].out, g2, dx2);
         CHECK(same(g1, g2, cursor));
         CHECK(same(dx1, dx2, (size_t)13 * nets[k].in));
-        nn_cache_free_generic(&c1), nn_cache_free_fma(&c2);
+        nn_cache_free_generic(&c1), v->nn_cache_free(&c2);
         float *ptrs[] = {p, g1, g2, x, dy, y1, y2, dx1, dx2};
         for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     }
@@ -179,7 +229,7 @@ static void test_mlps(void) {
 /* The LSTM and GRU of rnn.c: forward with resets, the step, and backward in each mode,
  * on a small cell and on one wide enough for rnn.c's column panels (G, in >= 73) and
  * long enough for its weight-gradient chunks (T B > 65,536 / (in + G) rows). */
-static void rnn_case(rnn_kind kind, int in, int H, int T, int B) {
+static void rnn_case(const variant *v, rnn_kind kind, int in, int H, int T, int B) {
     rnn_cell cell;
     size_t cursor = 0;
     rnn_layout_generic(&cell, kind, in, H, &cursor);
@@ -198,11 +248,11 @@ static void rnn_case(rnn_kind kind, int in, int H, int T, int B) {
     for (size_t e = 0; e < TB; e++) start[e] = e % 7 == 3;
     rnn_cache c1, c2;
     CHECK_INT_EQ(rnn_cache_init_generic(&c1, &cell, T, B, NULL), CALF_OK);
-    CHECK_INT_EQ(rnn_cache_init_fma(&c2, &cell, T, B, NULL), CALF_OK);
+    CHECK_INT_EQ(v->rnn_cache_init(&c2, &cell, T, B, NULL), CALF_OK);
     /* s: h0, c0, then hT, cT; later dhT, dcT and dh0, dc0 */
     rnn_forward_generic(&cell, p, &c1, x, start, s0, lstm ? s0 + BH : NULL, T, B, y1, s1,
                         lstm ? s1 + BH : NULL);
-    rnn_forward_fma(&cell, p, &c2, x, start, s0, lstm ? s0 + BH : NULL, T, B, y2, s2,
+    v->rnn_forward(&cell, p, &c2, x, start, s0, lstm ? s0 + BH : NULL, T, B, y2, s2,
                     lstm ? s2 + BH : NULL);
     CHECK(same(y1, y2, TB * H) && same(s1, s2, (lstm ? 2 : 1) * BH));
     for (int mode = RNN_GRAD_ACC; mode <= RNN_GRAD_ADD; mode++) {
@@ -210,29 +260,29 @@ static void rnn_case(rnn_kind kind, int in, int H, int T, int B) {
         memcpy(g2, g1, cursor * sizeof *g1);
         rnn_backward_generic(&cell, p, &c1, dy, s0 + 2 * BH, lstm ? s0 + 3 * BH : NULL, g1,
                              (rnn_grad_mode)mode, dx1, s1, lstm ? s1 + BH : NULL);
-        rnn_backward_fma(&cell, p, &c2, dy, s0 + 2 * BH, lstm ? s0 + 3 * BH : NULL, g2,
+        v->rnn_backward(&cell, p, &c2, dy, s0 + 2 * BH, lstm ? s0 + 3 * BH : NULL, g2,
                          (rnn_grad_mode)mode, dx2, s2, lstm ? s2 + BH : NULL);
         CHECK(same(g1, g2, cursor) && same(dx1, dx2, TB * in));
         CHECK(same(s1, s2, (lstm ? 2 : 1) * BH));
     }
     memcpy(s1, s0, 2 * BH * sizeof *s0), memcpy(s2, s0, 2 * BH * sizeof *s0);
     rnn_step_generic(&cell, p, &c1, x, start + 3, B, s1, lstm ? s1 + BH : NULL);
-    rnn_step_fma(&cell, p, &c2, x, start + 3, B, s2, lstm ? s2 + BH : NULL);
+    v->rnn_step(&cell, p, &c2, x, start + 3, B, s2, lstm ? s2 + BH : NULL);
     CHECK(same(s1, s2, (lstm ? 2 : 1) * BH));
-    rnn_cache_free_generic(&c1), rnn_cache_free_fma(&c2);
+    rnn_cache_free_generic(&c1), v->rnn_cache_free(&c2);
     float *ptrs[] = {p, g1, g2, x, dy, y1, y2, dx1, dx2, s0, s1, s2};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     free(start);
 }
 
-static void test_rnns(void) {
-    rnn_case(RNN_LSTM, 5, 7, 6, 3);
-    rnn_case(RNN_GRU, 5, 7, 6, 3);
-    rnn_case(RNN_LSTM, 80, 20, 30, 14);
-    rnn_case(RNN_GRU, 100, 26, 30, 14);
+static void test_rnns(const variant *v) {
+    rnn_case(v, RNN_LSTM, 5, 7, 6, 3);
+    rnn_case(v, RNN_GRU, 5, 7, 6, 3);
+    rnn_case(v, RNN_LSTM, 80, 20, 30, 14);
+    rnn_case(v, RNN_GRU, 100, 26, 30, 14);
 }
 
-static void test_adam(void) {
+static void test_adam(const variant *v) {
     enum { N = 1003 };
     float *p1 = floats(N), *m1 = floats(N), *v1 = floats(N), *g = floats(N);
     float *p2 = floats(N), *m2 = floats(N), *v2 = floats(N);
@@ -242,34 +292,36 @@ static void test_adam(void) {
         fill(g, N, 0);
         g[t] = 1e-30f; /* moments below FLT_MIN flush to +0 */
         adam_step_generic(p1, g, m1, v1, N, t, 3e-4f, 0.9f, 0.999f, 1e-7f);
-        adam_step_fma(p2, g, m2, v2, N, t, 3e-4f, 0.9f, 0.999f, 1e-7f);
+        v->adam_step(p2, g, m2, v2, N, t, 3e-4f, 0.9f, 0.999f, 1e-7f);
         CHECK(same(p1, p2, N) && same(m1, m2, N) && same(v1, v2, N));
-        double n1 = adam_global_norm_generic(g, N), n2 = adam_global_norm_fma(g, N);
+        double n1 = adam_global_norm_generic(g, N), n2 = v->adam_global_norm(g, N);
         CHECK(memcmp(&n1, &n2, sizeof n1) == 0);
-        n1 = adam_sum_sq_generic(g, ADAM_NORM_CHUNK), n2 = adam_sum_sq_fma(g, ADAM_NORM_CHUNK);
+        n1 = adam_sum_sq_generic(g, ADAM_NORM_CHUNK), n2 = v->adam_sum_sq(g, ADAM_NORM_CHUNK);
         CHECK(memcmp(&n1, &n2, sizeof n1) == 0);
-        adam_scale_generic(p1, N, 0.75f), adam_scale_fma(p2, N, 0.75f);
+        adam_scale_generic(p1, N, 0.75f), v->adam_scale(p2, N, 0.75f);
         CHECK(same(p1, p2, N));
     }
     float *ptrs[] = {p1, m1, v1, g, p2, m2, v2};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+}
+
+static void test_variant(const variant *v) {
+    calf_rng_seed(&g_rng, 39, 0, 0);
+    test_layers(v);
+    test_activations(v);
+    test_mlps(v);
+    test_rnns(v);
+    test_adam(v);
 }
 #endif
 
 int main(void) {
     test_choice();
 #if CALF_KERNELS_FMA
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        calf_rng_seed(&g_rng, 39, 0, 0);
-        test_layers();
-        test_activations();
-        test_mlps();
-        test_rnns();
-        test_adam();
-    } else {
-        fprintf(stderr, "test_kernels: this CPU runs no fma variant; compared nothing\n");
-    }
+    if (cpu_fma()) test_variant(&fma_variant);
+    else fprintf(stderr, "test_kernels: this CPU runs no fma variant; compared nothing\n");
+    if (cpu_avx512()) test_variant(&avx512_variant);
+    else fprintf(stderr, "test_kernels: this CPU runs no avx512 variant; not compared\n");
 #endif
     return test_report("test_kernels");
 }

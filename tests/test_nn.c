@@ -88,6 +88,9 @@ static void test_linear_order(void) {
          * 130 = 128 + 2 columns; 33 rows over 17 k chunks */
         {150, 1024, 128}, {200, 300, 70}, {13, 1100, 16}, {131, 130, 130}, {12, 128, 128},
         {16, 1024, 128}, {64, 1024, 128}, {200, 1100, 130}, {33, 4100, 32},
+        /* with AVX-512 the strips are 32 columns and the tiles 12 rows: a 16-column strip
+         * past them (144 = 4 x 32 + 16, 48 = 32 + 16), and 40 = 3 x 12 + 4, 35 = 2 x 12 + 11 */
+        {40, 1030, 144}, {35, 3000, 48},
         /* 1, 2 and 3 rows in tiles of 32 columns, 2 rows of 256 or more columns in tiles
          * of 48 (then 32, 16, 8, 4, scalar): an LSTM step over 2 envs (128 -> 512 and
          * back), 300 = 6 x 48 + 8 + 4, 100 = 3 x 32 + 4, 75 = 2 x 32 + 8 + 3 */
@@ -172,6 +175,8 @@ static void test_strip_dx(void) {
         /* B rows forwarded, in, out, rows backpropagated from row 1 */
         {17, 1024, 128, 16}, {6, 1024, 128, 5}, {3, 1024, 128, 1}, {40, 1030, 130, 37},
         {101, 1024, 128, 100}, {14, 520, 256, 13}, {9, 2048, 64, 8},
+        /* AVX-512 runs the strips in pairs: 1046 = 32 pairs + one strip + 6 inputs */
+        {20, 1046, 128, 19},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2], n = shapes[s][3];

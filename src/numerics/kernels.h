@@ -1,5 +1,6 @@
-/* kernels.h: the hot files compiled once per kernel variant (generic x86-64, and "fma":
- * x86-64 with AVX2 and FMA), and the run-time choice between them. One list below names
+/* kernels.h: the hot files compiled once per kernel variant (generic x86-64; "fma":
+ * x86-64 with AVX2 and FMA; "avx512": the same with AVX-512F and VL), and the run-time
+ * choice between them. One list below names
  * every function those files define; kernels.c defines the plain names as calls through
  * the variant this process chose once, so one binary runs on any x86-64 CPU. */
 #ifndef CALF_KERNELS_H
@@ -171,8 +172,8 @@ KERNELS_LIST(KERNELS_RENAME, KERNELS_RENAME_VOID)
 #endif
 
 /* The variant this process runs, chosen once (the first call of either function below, or
- * of a listed function): the one CALF_KERNELS names ("generic", "fma"; "auto" or unset:
- * the best this CPU runs). kernels_select returns CALF_EINVAL with a one-line message when
+ * of a listed function): the one CALF_KERNELS names ("generic", "fma", "avx512"; "auto" or
+ * unset: the best this CPU runs). kernels_select returns CALF_EINVAL with a one-line message when
  * CALF_KERNELS names a variant this build lacks or this CPU cannot run; calls that did not
  * check then run the best variant the CPU has (the bits are the same on every variant,
  * only the speed differs). Thread-safe. */

@@ -19,6 +19,14 @@
 #else
 #define NN_AVX2 0
 #endif
+/* The avx512 variant (and a native build on such a CPU): the products' tiles 16 floats
+ * wide (__m512), everything else as with AVX2. Each output's chain of fused multiply-adds
+ * is the one nn.h states whatever the width: a wider tile computes more outputs at once. */
+#if NN_AVX2 && defined(__AVX512F__) && defined(__AVX512VL__)
+#define NN_AVX512 1
+#else
+#define NN_AVX512 0
+#endif
 
 #define NN_INLINE static inline __attribute__((always_inline))
 
@@ -243,6 +251,49 @@ NN_INLINE void rows_block(int RT, int NV, const float *x, size_t ldx, const floa
 }
 #endif
 
+#if NN_AVX512
+/* rows_tile 16 floats wide: RT rows x 16*NV columns, RT * NV <= 24 of the 32 registers. */
+NN_INLINE void rows_tile16(int RT, int NV, const float *x, size_t ldx, const float *w,
+                           size_t ldw, int K, const float *init, float *y, size_t ldy) {
+    __m512 acc[8][8];
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = init ? _mm512_loadu_ps(init + 16 * v) : _mm512_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m512 wv[8];
+        for (int v = 0; v < NV; v++) wv[v] = _mm512_loadu_ps(w + (size_t)k * ldw + 16 * v);
+        for (int r = 0; r < RT; r++) {
+            __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + k]);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(xb, wv[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < NV; v++) _mm512_storeu_ps(y + (size_t)r * ldy + 16 * v, acc[r][v]);
+}
+
+/* Columns in tiles of 16*NV (NV = 8, 4, 2 or 1, from the widest NVW allows), the last
+ * N % 16 by the AVX2 tiles: the same chain per element on every path. */
+NN_INLINE void rows_block16(int RT, int NVW, const float *x, size_t ldx, const float *w,
+                            size_t ldw, int K, int N, const float *init, float *y, size_t ldy) {
+    int n = 0;
+#define RB16(nv)                                                                               \
+    if (NVW >= nv)                                                                             \
+        for (; n + 16 * nv <= N; n += 16 * nv)                                                 \
+            rows_tile16(RT, nv, x, ldx, w + n, ldw, K, init ? init + n : NULL, y + n, ldy);
+    RB16(8) RB16(4) RB16(2) RB16(1)
+#undef RB16
+    if (n < N) rows_block(RT, 2, x, ldx, w + n, ldw, K, N - n, init ? init + n : NULL, y + n, ldy);
+}
+#endif
+
+/* One block of RT rows over all N columns (x, ldx, w, ldw, K, N, init, y, ldy): NV
+ * 8-float vectors a tile with AVX2, NVW 16-float ones with AVX-512. */
+#if NN_AVX512
+#define ROWS_BLOCK(RT, NV, NVW, ...) rows_block16(RT, NVW, __VA_ARGS__)
+#elif NN_AVX2
+#define ROWS_BLOCK(RT, NV, NVW, ...) rows_block(RT, NV, __VA_ARGS__)
+#endif
+
 #if NN_AVX2
 /* The packed product for large weights (MinAtar's fc, 1024 -> 128, forward and dX back
  * through it): the tiles below stream a row-major w of K x N floats (512 KiB there) from
@@ -257,7 +308,7 @@ NN_INLINE void rows_block(int RT, int NV, const float *x, size_t ldx, const floa
  * branch here. */
 /* From 512 KiB of weights (more than half this machine's L2; 256 x 256 layers run at
  * 90% of peak as they are) and 32 rows (fewer do not pay for the copies). */
-enum { PK_KC = 256, PK_MC = 48, PK_MIN_WEIGHTS = 1 << 17, PK_MIN_ROWS = 32 };
+enum { PK_KC = 256, PK_MIN_WEIGHTS = 1 << 17, PK_MIN_ROWS = 32 };
 
 NN_INLINE void packed_tile(int RT, const float *x, size_t ldx, const float *wp, int kc,
                            const float *init, int from_y, float *y, size_t ldy) {
@@ -279,6 +330,7 @@ NN_INLINE void packed_tile(int RT, const float *x, size_t ldx, const float *wp, 
         for (int v = 0; v < 2; v++) _mm256_storeu_ps(y + (size_t)r * ldy + 8 * v, acc[r][v]);
 }
 
+#if !NN_AVX512
 static void packed_rows(int RT, const float *x, size_t ldx, const float *wp, int kc,
                         const float *init, int from_y, float *y, size_t ldy) {
     switch (RT) { /* constant row counts, so each tile's loops unroll into registers */
@@ -290,12 +342,60 @@ static void packed_rows(int RT, const float *x, size_t ldx, const float *wp, int
     default: packed_tile(1, x, ldx, wp, kc, init, from_y, y, ldy); break;
     }
 }
+#endif
 
-/* Columns [0, N16) of y, N16 a multiple of 16 (the caller runs the rest). A block's x
- * rows are copied contiguous too (at 1024 inputs they are 4 KiB apart: one L1 set). */
+#if NN_AVX512
+/* The AVX-512 tile: RT <= 12 rows x 16*NV columns (NV 2: 24 accumulators; 1 for a
+ * 16-column strip left over), from a strip of 16*NV columns; otherwise packed_tile. */
+NN_INLINE void packed_tile16(int RT, int NV, const float *x, size_t ldx, const float *wp,
+                             int kc, const float *init, int from_y, float *y, size_t ldy) {
+    __m512 acc[12][2];
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = from_y ? _mm512_loadu_ps(y + (size_t)r * ldy + 16 * v)
+                        : init ? _mm512_loadu_ps(init + 16 * v)
+                               : _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 wv[2];
+        for (int v = 0; v < NV; v++) wv[v] = _mm512_load_ps(wp + (size_t)16 * NV * k + 16 * v);
+        for (int r = 0; r < RT; r++) {
+            __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + k]);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(xb, wv[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < NV; v++) _mm512_storeu_ps(y + (size_t)r * ldy + 16 * v, acc[r][v]);
+}
+
+static void packed_rows16(int RT, int NV, const float *x, size_t ldx, const float *wp, int kc,
+                          const float *init, int from_y, float *y, size_t ldy) {
+#define PT16(rt)                                                                               \
+    case rt:                                                                                   \
+        if (NV == 2) packed_tile16(rt, 2, x, ldx, wp, kc, init, from_y, y, ldy);              \
+        else packed_tile16(rt, 1, x, ldx, wp, kc, init, from_y, y, ldy);                      \
+        break;
+    switch (RT) { /* constant shapes, so each tile's loops unroll into registers */
+    PT16(12) PT16(11) PT16(10) PT16(9) PT16(8) PT16(7)
+    PT16(6) PT16(5) PT16(4) PT16(3) PT16(2) default: PT16(1)
+    }
+#undef PT16
+}
+/* Strips of 32 columns (32 KiB, L1) and tiles of up to 12 rows: 14 loads for 24 fused
+ * multiply-adds, where 6 x 16 with AVX2 took 8 for 12; blocks of 128 rows, so each strip's
+ * copy serves 128 rows, not 48 (160 KiB of stack in all). The fc alone (1024 -> 128, a
+ * throwaway driver, load ~9): 48-row blocks 58-61% of the 16-wide peak at 64 and 1,024
+ * rows, 128-row blocks 68-70%. */
+enum { PK_NS = 32, PK_RT = 12, PK_MC = 128 };
+#else
+enum { PK_NS = 16, PK_RT = 6, PK_MC = 48 };
+#endif
+
+/* Columns [0, N16) of y, N16 a multiple of 16 (the caller runs the rest): strips of
+ * PK_NS columns, then (AVX-512, N16 % 32 = 16) one of 16. A block's x rows are copied
+ * contiguous too (at 1024 inputs they are 4 KiB apart: one L1 set). */
 static void gemm_packed(const float *x, size_t ldx, const float *w, size_t ldw, int K, int N16,
                         const float *init, float *y, size_t ldy, int R) {
-    _Alignas(64) float wp[PK_KC * 16];
+    _Alignas(64) float wp[PK_KC * PK_NS];
     _Alignas(64) float xp[PK_MC * PK_KC];
     for (int r0 = 0; r0 < R; r0 += PK_MC) {
         int mr = R - r0 < PK_MC ? R - r0 : PK_MC;
@@ -303,15 +403,29 @@ static void gemm_packed(const float *x, size_t ldx, const float *w, size_t ldw, 
             int kc = K - k0 < PK_KC ? K - k0 : PK_KC;
             for (int r = 0; r < mr; r++)
                 memcpy(xp + (size_t)r * kc, x + (size_t)(r0 + r) * ldx + k0, (size_t)kc * sizeof(float));
-            for (int n0 = 0; n0 < N16; n0 += 16) {
+            for (int n0 = 0; n0 < N16;) {
+                int ns = N16 - n0 >= PK_NS ? PK_NS : 16;
                 for (int k = 0; k < kc; k++)
-                    memcpy(wp + 16 * k, w + (size_t)(k0 + k) * ldw + n0, 16 * sizeof(float));
-                for (int r = 0; r < mr; r += 6) {
-                    int rt = mr - r < 6 ? mr - r : 6;
+                    memcpy(wp + (size_t)ns * k, w + (size_t)(k0 + k) * ldw + n0, (size_t)ns * sizeof(float));
+#if NN_AVX512
+                /* the block's rows in tiles of as even a size as PK_RT allows (64: 4 x 11 +
+                 * 2 x 10, not 5 x 12 + 4, whose 8 chains would leave the FMA units idle) */
+                for (int r = 0, tiles = (mr + PK_RT - 1) / PK_RT; r < mr; tiles--) {
+                    int rt = (mr - r + tiles - 1) / tiles;
+                    size_t row = (size_t)(r0 + r);
+                    packed_rows16(rt, ns / 16, xp + (size_t)r * kc, (size_t)kc, wp, kc,
+                                  init ? init + n0 : NULL, k0 > 0, y + row * ldy + n0, ldy);
+                    r += rt;
+                }
+#else
+                for (int r = 0; r < mr; r += PK_RT) {
+                    int rt = mr - r < PK_RT ? mr - r : PK_RT;
                     size_t row = (size_t)(r0 + r);
                     packed_rows(rt, xp + (size_t)r * kc, (size_t)kc, wp, kc,
                                 init ? init + n0 : NULL, k0 > 0, y + row * ldy + n0, ldy);
                 }
+#endif
+                n0 += ns;
             }
         }
     }
@@ -335,34 +449,33 @@ static void gemm_rows(const float *x, size_t ldx, const float *w, size_t ldw, in
      * of operations on each element, so the choice never shows in the bits
      * (tests/test_nn.c checks every shape against a scalar reference). */
     int r = 0;
-    for (; R - r >= 14; r += 6)
-        rows_block(6, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+#define AT(r) x + (size_t)(r) * ldx, ldx, w, ldw, K, N, init, y + (size_t)(r) * ldy, ldy
+    for (; R - r >= 14; r += 6) ROWS_BLOCK(6, 2, 4, AT(r));
     /* 6, 7, 10 or 11 rows left: one more 6-row block leaves 0, 1, 4 or 5, where an 8-row
      * or 4-row block would leave 2 or 3 single rows (64 rows: 9x6 + 6 + 4, not 9x6 + 8 +
      * 1 + 1) */
     if (R - r == 6 || R - r == 7 || R - r == 10 || R - r == 11) {
-        rows_block(6, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        ROWS_BLOCK(6, 2, 4, AT(r));
         r += 6;
     }
-    for (; R - r >= 8; r += 8)
-        rows_block(8, 1, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
-    for (; R - r >= 4; r += 4)
-        rows_block(4, 2, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+    for (; R - r >= 8; r += 8) ROWS_BLOCK(8, 1, 2, AT(r));
+    for (; R - r >= 4; r += 4) ROWS_BLOCK(4, 2, 4, AT(r));
     /* 2 or 3 rows (a recurrent core's step over 2 envs) share each weight load: one row at
      * a time streamed the whole weight once per row. Their tiles are 32 columns wide (48
      * for 2 rows of 256 or more): at 16, 2 rows keep 4 chains of fused multiply-adds in
      * flight, half of what two FMA units of 4 cycles' latency need (a 2-row step of
      * 128 -> 512 ran at 37% of peak, 49% at 32 columns, 54% at 48; 512 -> 128 at 48%,
-     * 54%, 46%: its 48-column strips straddle cache lines) */
+     * 54%, 46%: its 48-column strips straddle cache lines). With AVX-512, 2 rows take 128
+     * columns (16 chains), 3 rows 64 (12). */
     if (R - r >= 2) {
         int rt = R - r;
-        if (rt == 3) rows_block(3, 4, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
-        else if (N >= 256) rows_block(2, 6, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
-        else rows_block(2, 4, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+        if (rt == 3) ROWS_BLOCK(3, 4, 4, AT(r));
+        else if (N >= 256) ROWS_BLOCK(2, 6, 8, AT(r));
+        else ROWS_BLOCK(2, 4, 8, AT(r));
         r += rt;
     }
-    for (; r < R; r++)
-        rows_block(1, 4, x + (size_t)r * ldx, ldx, w, ldw, K, N, init, y + (size_t)r * ldy, ldy);
+    for (; r < R; r++) ROWS_BLOCK(1, 4, 8, AT(r));
+#undef AT
 #else
     scalar_rows(x, ldx, w, ldw, K, 0, N, init, y, ldy, R);
 #endif
@@ -411,7 +524,7 @@ static void wt_pack(const float *w, int in, int out, float *wp) {
         for (int o = 0; o < out; o++) t[(size_t)o * tail + j] = w[(size_t)(in16 + j) * out + o];
 }
 
-#if NN_AVX2
+#if NN_AVX2 && !NN_AVX512
 /* Tiles over one strip from +0: 6, 4 or 2 rows (written out, each accumulator a variable
  * of its own: packed_tile's array, once more callers shared it, was kept in memory by
  * gcc 12 and stored on every k), rt <= the tile's rows: rows past rt repeat row rt - 1
@@ -468,6 +581,41 @@ static __attribute__((noinline)) void strip_tile2(int rt, const float *x, size_t
 #undef ST_STORE
 #endif
 
+#if NN_AVX512
+/* The AVX-512 tile over NS adjacent strips (the second 16 * out floats after the first):
+ * RT <= 6 rows x 16 * NS inputs, each input's chain one register lane, from +0. */
+NN_INLINE void strip_tile16(int RT, int NS, const float *x, size_t ldx, const float *wp, int K,
+                            float *y, size_t ldy) {
+    __m512 acc[6][2];
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < NS; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m512 wv[2];
+        for (int v = 0; v < NS; v++) wv[v] = _mm512_load_ps(wp + (size_t)16 * K * v + 16 * k);
+        for (int r = 0; r < RT; r++) {
+            __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + k]);
+            for (int v = 0; v < NS; v++) acc[r][v] = _mm512_fmadd_ps(xb, wv[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < NS; v++) _mm512_storeu_ps(y + (size_t)r * ldy + 16 * v, acc[r][v]);
+}
+
+static __attribute__((noinline)) void strip_rows16(int RT, int NS, const float *x, size_t ldx,
+                                                   const float *wp, int K, float *y,
+                                                   size_t ldy) {
+#define ST16(rt)                                                                               \
+    case rt:                                                                                   \
+        if (NS == 2) strip_tile16(rt, 2, x, ldx, wp, K, y, ldy);                              \
+        else strip_tile16(rt, 1, x, ldx, wp, K, y, ldy);                                      \
+        break;
+    switch (RT) { /* constant shapes, so each tile's loops unroll into registers */
+    ST16(6) ST16(5) ST16(4) ST16(3) ST16(2) default: ST16(1)
+    }
+#undef ST16
+}
+#endif
+
 /* dx (R, in) = dy (R, out) W^T with W^T as wt_pack leaves it. */
 static void dx_strips(const float *dy, int R, int in, int out, const float *wp, float *dx) {
 #if NN_AVX2
@@ -477,6 +625,21 @@ static void dx_strips(const float *dy, int R, int in, int out, const float *wp, 
     if (mc < 6) mc = 6;
     for (int r0 = 0; r0 < R; r0 += mc) {
         int mr = R - r0 < mc ? R - r0 : mc;
+#if NN_AVX512
+        /* two strips at a time (6 rows x 32 inputs: 12 chains), the last alone */
+        for (int s = 0; s < in16;) {
+            int ns = in16 - s >= 32 ? 2 : 1;
+            const float *strip = wp + (size_t)s * out;
+            for (int r = 0, left = mr; left > 0;) {
+                int rt = left < 6 ? left : 6;
+                size_t row = (size_t)(r0 + r);
+                strip_rows16(rt, ns, dy + row * out, (size_t)out, strip, out, dx + row * in + s,
+                             (size_t)in);
+                r += rt, left -= rt;
+            }
+            s += 16 * ns;
+        }
+#else
         for (int s = 0; s < in16; s += 16) {
             const float *strip = wp + (size_t)s * out;
             /* tiles of 6 rows, the last 1 to 5 in a 6-, 4- or 2-row one (16: 6 + 6 + 4) */
@@ -491,6 +654,7 @@ static void dx_strips(const float *dy, int R, int in, int out, const float *wp, 
                 r += rt, left -= rt;
             }
         }
+#endif
     }
     if (tail)
         gemm_rows(dy, (size_t)out, wp + (size_t)in16 * out, (size_t)tail, out, tail, NULL,
@@ -630,9 +794,41 @@ NN_INLINE void dw_tile4(int KT, const float *x, int K, const float *dy, int N, i
     }
 }
 
+#if NN_AVX512
+/* dw_tile 16 floats wide: KT k x 16*NV n (at most 8 x 2: 16 accumulators). */
+NN_INLINE void dw_tile16(int KT, int NV, const float *x, int K, const float *dy, int N, int R,
+                         float *dw, int mode) {
+    __m512 acc[8][2];
+    for (int kk = 0; kk < KT; kk++)
+        for (int v = 0; v < NV; v++) {
+            const float *p = dw + (size_t)kk * N + 16 * v;
+            acc[kk][v] = mode == DW_ACC ? _mm512_loadu_ps(p) : _mm512_setzero_ps();
+        }
+    for (int r = 0; r < R; r++) {
+        __m512 dv[2];
+        for (int v = 0; v < NV; v++) dv[v] = _mm512_loadu_ps(dy + (size_t)r * N + 16 * v);
+        for (int kk = 0; kk < KT; kk++) {
+            __m512 xb = _mm512_set1_ps(x[(size_t)r * K + kk]);
+            for (int v = 0; v < NV; v++) acc[kk][v] = _mm512_fmadd_ps(xb, dv[v], acc[kk][v]);
+        }
+    }
+    for (int kk = 0; kk < KT; kk++)
+        for (int v = 0; v < NV; v++) {
+            float *p = dw + (size_t)kk * N + 16 * v;
+            _mm512_storeu_ps(p, mode == DW_ADD ? _mm512_add_ps(_mm512_loadu_ps(p), acc[kk][v])
+                                               : acc[kk][v]);
+        }
+}
+#endif
+
 NN_INLINE void dw_block(int KT, int NV, const float *x, int K, int k0, const float *dy, int N,
                         int R, float *dw, int mode) {
     int n = 0;
+#if NN_AVX512
+    /* 32 columns a tile, then 16; what is left by the AVX2 tiles below */
+    for (; n + 32 <= N; n += 32) dw_tile16(KT, 2, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+    for (; n + 16 <= N; n += 16) dw_tile16(KT, 1, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
+#endif
     if (NV == 2)
         for (; n + 16 <= N; n += 16)
             dw_tile(KT, 2, x + k0, K, dy + n, N, R, dw + (size_t)k0 * N + n, mode);
