@@ -3,7 +3,8 @@
  * bench/README.md), 16 filters 3x3 stride 1 without padding, flatten, fc 1024 -> 128, at
  * the acting batch (64 rows: one forward per iteration step of ppo_minatar's 64 envs) and
  * the update's minibatch (1,024 rows: 64 envs x 128 steps in 8 minibatches). Forward and
- * forward+backward rates of each layer, against this machine's FMA peak measured here;
+ * forward+backward rates of each layer, against this machine's FMA peaks measured here
+ * (8 floats wide, and 16 where the CPU has AVX-512; CALF_KERNELS picks the variant run);
  * with --torch PATH (bench/torch_conv.py) PyTorch's Conv2d and Linear through autograd on
  * one thread on the same shapes, side by side, and with --openblas DIR torch runs with
  * DIR's libblas.so.3 (OpenBLAS, one thread) first on LD_LIBRARY_PATH.
@@ -16,6 +17,7 @@
 #include "bench_util.h"
 #include "calf/rng.h"
 #include "numerics/conv2d.h"
+#include "numerics/kernels.h"
 #include "numerics/nn.h"
 
 enum { RUNS = 31, NCOLS = 4 };
@@ -154,8 +156,11 @@ int main(int argc, char **argv) {
     calf_rng rng;
     calf_rng_seed(&rng, 1, 0, CALF_RNG_INIT);
     double peak = bench_fma_peak(10); /* the best of ten: the machine may be shared */
-    printf("calf: peak %.1f GFLOP/s (one core, register-only FMA loop); load average %.1f\n",
-           peak * 1e-9, loadavg());
+    double peak16 = bench_fma_peak16(10);
+    printf("calf: peak %.1f GFLOP/s 8 wide, %.1f 16 wide (one core, register-only FMA loops); "
+           "load average %.1f\ncalf kernels: %s\n",
+           peak * 1e-9, peak16 * 1e-9, loadavg(), kernels_describe());
+    if (peak16 <= 0) peak16 = peak; /* no AVX-512: the 16-wide column repeats the 8-wide */
     if (peak_only) return 0;
     double cb[NSHAPES][NCOLS], cm[NSHAPES][NCOLS];
     for (int k = 0; k < NSHAPES; k++) {
@@ -201,18 +206,20 @@ int main(int argc, char **argv) {
         for (int c = 0; c < NCOLS; c++) tb[k][c] = tm[k][c] = -1.0;
     if (torch && run_torch(torch, blas_dir, tb, tm) != 0)
         fprintf(stderr, "bench_conv: %s did not run to the end\n", torch);
-    printf("GFLOP/s per CPU second of the thread, best (median) of %d runs; %% of peak from the "
-           "best; conv 16 filters 3x3 stride 1 -> 8x8x16, fc 1024 -> 128\n", RUNS);
-    printf("| input | batch | layer | calf GFLOP/s | calf %% of peak |%s\n",
-           torch ? " torch GFLOP/s | torch % of peak | calf / torch |" : "");
+    printf("GFLOP/s per CPU second of the thread, best (median) of %d runs; %% of the 8-wide "
+           "and the 16-wide peak from the best; conv 16 filters 3x3 stride 1 -> 8x8x16, fc "
+           "1024 -> 128\n", RUNS);
+    printf("| input | batch | layer | calf GFLOP/s | calf %% of peak 8 / 16 wide |%s\n",
+           torch ? " torch GFLOP/s | torch % of peak 8 wide | calf / torch |" : "");
     printf("|---|---|---|---|---|%s\n", torch ? "---|---|---|" : "");
     for (int k = 0; k < NSHAPES; k++) {
         int C = CHANS[k / NB], B = BATCHES[k % NB];
         double fl[NCOLS];
         col_flop(C, B, fl);
         for (int c = 0; c < NCOLS; c++) {
-            printf("| 10x10x%d | %d | %s | %.1f (%.1f) | %.0f%% |", C, B, COLS[c], fl[c] / cb[k][c] * 1e-9,
-                   fl[c] / cm[k][c] * 1e-9, 100 * fl[c] / cb[k][c] / peak);
+            printf("| 10x10x%d | %d | %s | %.1f (%.1f) | %.0f%% / %.0f%% |", C, B, COLS[c],
+                   fl[c] / cb[k][c] * 1e-9, fl[c] / cm[k][c] * 1e-9, 100 * fl[c] / cb[k][c] / peak,
+                   100 * fl[c] / cb[k][c] / peak16);
             if (torch && tb[k][c] > 0)
                 printf(" %.1f (%.1f) | %.0f%% | %.2fx |", fl[c] / tb[k][c] * 1e-9,
                        fl[c] / tm[k][c] * 1e-9, 100 * fl[c] / tb[k][c] / peak,

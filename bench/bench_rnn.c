@@ -4,7 +4,8 @@
  * an update's call is T x B = 128 x 2 and acting one step of 8 rows) and
  * examples/ppo_lstm_cartpole_novel.gin (4 observations into 64 units; 8 envs x 32 steps,
  * the whole rollout one minibatch: 32 x 8; acting one step of 8 rows), against this
- * core's measured FMA peak and, with --torch PATH (bench/torch_rnn.py), PyTorch's nn.LSTM
+ * core's measured FMA peaks (8 and 16 floats wide; CALF_KERNELS picks the variant run)
+ * and, with --torch PATH (bench/torch_rnn.py), PyTorch's nn.LSTM
  * on one thread: with the BLAS Debian's torch finds by default and, with --openblas DIR,
  * again with DIR's libblas.so.3 (OpenBLAS) first on LD_LIBRARY_PATH.
  *
@@ -19,6 +20,7 @@
 
 #include "bench_util.h"
 #include "calf/rng.h"
+#include "numerics/kernels.h"
 #include "numerics/nn.h"
 #include "numerics/rnn.h"
 
@@ -216,14 +218,17 @@ int main(int argc, char **argv) {
             repeats = (int)v;
         }
     }
-    double peak = bench_fma_peak(10 * repeats);
-    printf("FMA peak of this core (12 independent 8-wide chains, registers only): %.1f GFLOP/s\n",
-           peak / 1e9);
+    double peak = bench_fma_peak(10 * repeats), peak16 = bench_fma_peak16(10 * repeats);
+    printf("FMA peak of this core (12 independent chains, registers only): %.1f GFLOP/s 8 "
+           "wide, %.1f 16 wide\ncalf kernels: %s\n",
+           peak / 1e9, peak16 / 1e9, kernels_describe());
+    if (peak16 <= 0) peak16 = peak; /* no AVX-512: the 16-wide column repeats the 8-wide */
     double l2 = l2_read_rate();
     if (l2 > 0 && peak > 0)
         printf("L2 read rate (a 256 KiB buffer, W_hh at 128 -> 512, read with 32-byte loads): "
                "%.0f GB/s, %.1f B a cycle at the clock of the peak (32 FLOP a cycle); the "
-               "update's per-step product at 2 rows needs 32 B a cycle at the peak\n",
+               "update's per-step product at 2 rows needs 32 B a cycle at the 8-wide peak, 64 "
+               "at the 16-wide one\n",
                l2 / 1e9, l2 / (peak / 32));
     calf_rng rng;
     calf_rng_seed(&rng, 36, 0, CALF_RNG_INIT);
@@ -248,17 +253,18 @@ int main(int argc, char **argv) {
     printf("CPU us of the best of %d runs (median); GFLOP/s and %% of peak count the gate "
            "products' multiply-adds only (x W_ih, h W_hh; backward three times that)\n",
            5 * repeats);
-    printf("| cell | in | H | T | B | pass | calf us | calf GFLOP/s | of peak | torch us | calf "
-           "speedup | torch+OpenBLAS us | of peak | calf speedup |\n");
+    printf("| cell | in | H | T | B | pass | calf us | calf GFLOP/s | of peak 8 / 16 wide | torch us "
+           "| calf speedup | torch+OpenBLAS us | of peak 8 wide | calf speedup |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < NSHAPES; k++) {
         const shape *s = &SHAPES[k];
         for (int j = 0; j < 2; j++) {
             double f = shape_flop(s) * (j ? 3 : 1);
-            printf("| %s | %d | %d | %d | %d | %s | %.1f (%.1f) | %.1f | %.0f%% |",
+            printf("| %s | %d | %d | %d | %d | %s | %.1f (%.1f) | %.1f | %.0f%% / %.0f%% |",
                    s->kind == RNN_LSTM ? "LSTM" : "GRU", s->in, s->H, s->T, s->B,
                    j ? "fwd+bwd" : "fwd", 1e6 * calf_best[k][j], 1e6 * calf_med[k][j],
-                   f / calf_best[k][j] / 1e9, 100 * f / calf_best[k][j] / peak);
+                   f / calf_best[k][j] / 1e9, 100 * f / calf_best[k][j] / peak,
+                   100 * f / calf_best[k][j] / peak16);
             if (torch_sec[k][j] > 0)
                 printf(" %.1f | %.1fx |", 1e6 * torch_sec[k][j], torch_sec[k][j] / calf_best[k][j]);
             else

@@ -1,5 +1,5 @@
-/* bench_util.h: the clock, the median and the core's FMA peak the benches share
- * (header-only). */
+/* bench_util.h: the clock, the median and the core's FMA peaks (8 and 16 floats wide) the
+ * benches share (header-only). */
 #ifndef CALF_BENCH_UTIL_H
 #define CALF_BENCH_UTIL_H
 
@@ -55,49 +55,69 @@ static inline double bench_cpu_now(void) {
 
 #if defined(__x86_64__)
 static volatile float bench_peak_m = 0.999999f, bench_peak_c = 1e-7f;
-/* 12 independent 8-wide FMA chains in registers (more than the FMA units' latency times
- * their count, so the loop runs at their throughput), compiled for AVX2+FMA whatever the
- * build's flags: the portable build measures the peak its fma kernels run against. The
- * loop is written in assembly: in C, gcc 12 once kept the chains in registers and, inlined
- * into bench_conv, moved them through the stack every iteration (a "peak" of 38 GFLOP/s
- * on a core whose kernels ran at 77). */
-__attribute__((target("avx2,fma"))) static inline double bench_fma_peak_avx2(int repeats) {
+/* 12 independent FMA chains in registers (more than the FMA units' latency times their
+ * count, so the loop runs at their throughput), R "ymm" (8 wide) or "zmm" (16 wide), XOR
+ * an instruction that zeroes such a register. The loop is written in assembly, so it is
+ * the same whatever the build's flags (the portable build measures the peaks its fma and
+ * avx512 kernels run against): in C, gcc 12 once kept the chains in registers and,
+ * inlined into bench_conv, moved them through the stack every iteration (a "peak" of 38
+ * GFLOP/s on a core whose kernels ran at 77). */
+#define BENCH_PEAK_ZERO2(XOR, R, a, b) \
+    XOR " %%" R #a ", %%" R #a ", %%" R #a "\n\t" XOR " %%" R #b ", %%" R #b ", %%" R #b "\n\t"
+#define BENCH_PEAK_FMA2(R, a, b) \
+    "vfmadd213ps %%" R "13, %%" R "12, %%" R #a "\n\tvfmadd213ps %%" R "13, %%" R "12, %%" R #b "\n\t"
+#define BENCH_PEAK_LOOP(R, XOR)                                                                 \
+    "vbroadcastss %[m], %%" R "12\n\t"                                                          \
+    "vbroadcastss %[c], %%" R "13\n\t" BENCH_PEAK_ZERO2(XOR, R, 0, 1)                          \
+    BENCH_PEAK_ZERO2(XOR, R, 2, 3) BENCH_PEAK_ZERO2(XOR, R, 4, 5) BENCH_PEAK_ZERO2(XOR, R, 6, 7) \
+    BENCH_PEAK_ZERO2(XOR, R, 8, 9) BENCH_PEAK_ZERO2(XOR, R, 10, 11)                             \
+    "1:\n\t" BENCH_PEAK_FMA2(R, 0, 1) BENCH_PEAK_FMA2(R, 2, 3) BENCH_PEAK_FMA2(R, 4, 5)         \
+    BENCH_PEAK_FMA2(R, 6, 7) BENCH_PEAK_FMA2(R, 8, 9) BENCH_PEAK_FMA2(R, 10, 11)                 \
+    "dec %[n]\n\t"                                                                              \
+    "jnz 1b\n\t"                                                                                \
+    "vzeroupper"
+
+/* The best of `repeats` timings of the loop `width` floats wide (8 or 16), in FLOP/s; the
+ * caller has checked that the CPU runs it. */
+static inline double bench_fma_peak_run(int repeats, int width) {
     const long iters = 4 * 1000 * 1000;
     double best = 0.0;
     for (int r = 0; r < repeats; r++) {
         float m = bench_peak_m, c = bench_peak_c;
         long n = iters;
         double t0 = bench_cpu_now();
-        __asm__ volatile(
-            "vbroadcastss %[m], %%ymm12\n\t"
-            "vbroadcastss %[c], %%ymm13\n\t"
-            "vxorps %%ymm0, %%ymm0, %%ymm0\n\tvxorps %%ymm1, %%ymm1, %%ymm1\n\t"
-            "vxorps %%ymm2, %%ymm2, %%ymm2\n\tvxorps %%ymm3, %%ymm3, %%ymm3\n\t"
-            "vxorps %%ymm4, %%ymm4, %%ymm4\n\tvxorps %%ymm5, %%ymm5, %%ymm5\n\t"
-            "vxorps %%ymm6, %%ymm6, %%ymm6\n\tvxorps %%ymm7, %%ymm7, %%ymm7\n\t"
-            "vxorps %%ymm8, %%ymm8, %%ymm8\n\tvxorps %%ymm9, %%ymm9, %%ymm9\n\t"
-            "vxorps %%ymm10, %%ymm10, %%ymm10\n\tvxorps %%ymm11, %%ymm11, %%ymm11\n\t"
-            "1:\n\t"
-            "vfmadd213ps %%ymm13, %%ymm12, %%ymm0\n\tvfmadd213ps %%ymm13, %%ymm12, %%ymm1\n\t"
-            "vfmadd213ps %%ymm13, %%ymm12, %%ymm2\n\tvfmadd213ps %%ymm13, %%ymm12, %%ymm3\n\t"
-            "vfmadd213ps %%ymm13, %%ymm12, %%ymm4\n\tvfmadd213ps %%ymm13, %%ymm12, %%ymm5\n\t"
-            "vfmadd213ps %%ymm13, %%ymm12, %%ymm6\n\tvfmadd213ps %%ymm13, %%ymm12, %%ymm7\n\t"
-            "vfmadd213ps %%ymm13, %%ymm12, %%ymm8\n\tvfmadd213ps %%ymm13, %%ymm12, %%ymm9\n\t"
-            "vfmadd213ps %%ymm13, %%ymm12, %%ymm10\n\tvfmadd213ps %%ymm13, %%ymm12, %%ymm11\n\t"
-            "dec %[n]\n\t"
-            "jnz 1b\n\t"
-            "vzeroupper"
-            : [n] "+r"(n)
-            : [m] "m"(m), [c] "m"(c)
-            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-              "xmm10", "xmm11", "xmm12", "xmm13", "cc");
+        if (width == 16)
+            __asm__ volatile(BENCH_PEAK_LOOP("zmm", "vpxord")
+                             : [n] "+r"(n)
+                             : [m] "m"(m), [c] "m"(c)
+                             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
+                               "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc");
+        else
+            __asm__ volatile(BENCH_PEAK_LOOP("ymm", "vxorps")
+                             : [n] "+r"(n)
+                             : [m] "m"(m), [c] "m"(c)
+                             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
+                               "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc");
         double dt = bench_cpu_now() - t0;
-        double rate = 12.0 * 8 * 2 * (double)iters / dt;
+        double rate = 12.0 * width * 2 * (double)iters / dt;
         if (rate > best) best = rate;
     }
     return best;
 }
 #endif
+
+/* This core's 16-wide (AVX-512) FMA peak in FLOP/s, as bench_fma_peak: the peak the avx512
+ * kernel variant runs against (twice the 8-wide one on a core with two full 512-bit FMA
+ * units, level with it on one that splits 512-bit work in halves); 0 on a CPU without
+ * AVX-512F (or another architecture). */
+static inline double bench_fma_peak16(int repeats) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return bench_fma_peak_run(repeats, 16);
+#endif
+    (void)repeats;
+    return 0.0;
+}
 
 /* This core's single-precision FMA peak in FLOP/s, the best of `repeats` timings; 0 on a
  * CPU without AVX2 and FMA (or another architecture), where no peak is stated. */
@@ -105,7 +125,7 @@ static inline double bench_fma_peak(int repeats) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return bench_fma_peak_avx2(repeats);
+        return bench_fma_peak_run(repeats, 8);
 #endif
     (void)repeats;
     return 0.0;
