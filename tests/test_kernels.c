@@ -1,9 +1,13 @@
 /* test_kernels.c: the kernel variants (numerics/kernels.h). CALF_KERNELS picks one or is
- * refused with a message; and the fma and avx512 variants' functions, called by their own
+ * refused with a message; the fma and avx512 variants' functions, called by their own
  * names, give the generic variant's bits on every kernel, shape and odd value tried (the
- * nn layers and MLPs, the LSTM and GRU, Adam). */
+ * nn layers and MLPs, the LSTM and GRU, Adam); and every variant's largest products run
+ * on a host thread of a small stack, with and without their scratch, to the same bits. */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +65,9 @@ static void test_choice(void) {
     unsetenv("CALF_KERNELS");
 }
 
-#if CALF_KERNELS_FMA
 /* Each variant's functions by their link names, and a table of one variant's, so that
  * every comparison below runs for fma and avx512 alike against generic. */
-#define KERNELS_DECLARE(ret, name, params, args) \
-    ret name##_generic params; ret name##_fma params; ret name##_avx512 params;
+#define KERNELS_DECLARE(ret, name, params, args) ret name##_generic params;
 #define KERNELS_DECLARE_VOID(name, params, args) KERNELS_DECLARE(void, name, params, args)
 KERNELS_LIST(KERNELS_DECLARE, KERNELS_DECLARE_VOID)
 
@@ -76,12 +78,22 @@ typedef struct variant {
     KERNELS_LIST(KERNELS_FIELD, KERNELS_FIELD_VOID)
 } variant;
 
+#define KERNELS_GENERIC(ret, name, params, args) name##_generic,
+#define KERNELS_GENERIC_VOID(name, params, args) name##_generic,
+static const variant generic_variant = {"generic",
+                                        KERNELS_LIST(KERNELS_GENERIC, KERNELS_GENERIC_VOID)};
+#if CALF_KERNELS_FMA
+#define KERNELS_DECLARE_X86(ret, name, params, args) ret name##_fma params; ret name##_avx512 params;
+#define KERNELS_DECLARE_X86_VOID(name, params, args) KERNELS_DECLARE_X86(void, name, params, args)
+KERNELS_LIST(KERNELS_DECLARE_X86, KERNELS_DECLARE_X86_VOID)
+
 #define KERNELS_FMA(ret, name, params, args) name##_fma,
 #define KERNELS_FMA_VOID(name, params, args) name##_fma,
 static const variant fma_variant = {"fma", KERNELS_LIST(KERNELS_FMA, KERNELS_FMA_VOID)};
 #define KERNELS_AVX512(ret, name, params, args) name##_avx512,
 #define KERNELS_AVX512_VOID(name, params, args) name##_avx512,
 static const variant avx512_variant = {"avx512", KERNELS_LIST(KERNELS_AVX512, KERNELS_AVX512_VOID)};
+#endif
 
 static calf_rng g_rng;
 
@@ -103,6 +115,7 @@ static int same(const float *a, const float *b, size_t n) {
     return memcmp(a, b, n * sizeof *a) == 0;
 }
 
+#if CALF_KERNELS_FMA
 /* Every layer kernel on one shape, both variants from the same inputs. */
 static void layer_shape(const variant *v, int B, int in, int out) {
     size_t nx = (size_t)B * in, ny = (size_t)B * out, nw = (size_t)in * out;
@@ -315,8 +328,160 @@ static void test_variant(const variant *v) {
 }
 #endif
 
+/* ---- a host's thread of a small stack ---------------------------------------------------
+ * calf's C API and Python module run the kernels on their host's threads, whose stacks can
+ * be 64 KiB (musl's default is 128 KiB). The fc of MinAtar's networks (1024 -> 128) at 64
+ * and 1,024 rows takes the packed forward and dX (160 KiB of scratch with avx512) and dW's
+ * chunks: run on such a thread, every variant must give the main thread's bytes; and with
+ * its scratch refused (aligned_alloc failing on that thread, where the link wraps it), the
+ * paths that need none must give them too. */
+
+#ifdef CALF_TEST_WRAP_ALLOC
+void *__real_aligned_alloc(size_t align, size_t n);
+static _Thread_local bool refuse_alloc; /* set on the thread whose scratch is refused */
+static _Thread_local int refused;       /* how many it refused */
+
+void *__wrap_aligned_alloc(size_t align, size_t n) {
+    if (refuse_alloc) {
+        refused++;
+        return NULL;
+    }
+    return __real_aligned_alloc(align, n);
+}
+#endif
+
+enum { FC_IN = 1024, FC_OUT = 128, FC_MAX_ROWS = 1024 };
+
+/* One run of every kernel on the fc's inputs, into its own outputs. */
+typedef struct fc_run {
+    const variant *v;
+    int B;
+    const float *x, *w, *b, *dy, *wt, *dw0, *db0; /* inputs; wt: W^T, row-major */
+    float *y, *dw[3], *db[3], *dx, *wtp, *dx_wt;  /* outputs */
+    int rc;                                       /* the forward's status */
+    bool refuse;                                  /* refuse this thread's scratch */
+    int refused;                                  /* allocations refused */
+} fc_run;
+
+static void *fc_kernels_run(void *arg) {
+    fc_run *r = arg;
+    size_t nw = (size_t)FC_IN * FC_OUT;
+#ifdef CALF_TEST_WRAP_ALLOC
+    refuse_alloc = r->refuse;
+#endif
+    /* what a run must write, unwritten (NaN bits) so that a skipped write shows */
+    memset(r->y, 0xff, (size_t)r->B * FC_OUT * sizeof(float));
+    memset(r->dx, 0xff, (size_t)r->B * FC_IN * sizeof(float));
+    memset(r->dx_wt, 0xff, (size_t)r->B * FC_IN * sizeof(float));
+    memset(r->wtp, 0xff, nw * sizeof(float));
+    calf_error err;
+    const variant *v = r->v;
+    r->rc = v->nn_linear_forward(r->x, r->w, r->b, r->B, FC_IN, FC_OUT, r->y, &err);
+    void (*const params[])(const float *, const float *, int, int, int, float *, float *) = {
+        v->nn_linear_backward_params, v->nn_linear_backward_params_set,
+        v->nn_linear_backward_params_add};
+    for (int mode = 0; mode < 3; mode++) {
+        memcpy(r->dw[mode], r->dw0, nw * sizeof(float));
+        memcpy(r->db[mode], r->db0, FC_OUT * sizeof(float));
+        params[mode](r->x, r->dy, r->B, FC_IN, FC_OUT, r->dw[mode], r->db[mode]);
+    }
+    v->nn_linear_backward_input(r->dy, r->wt, r->B, FC_IN, FC_OUT, r->dx);
+    v->nn_wt_pack(r->w, FC_IN, FC_OUT, r->wtp);
+    v->nn_linear_backward_input_wt(r->dy, r->wtp, r->B, FC_IN, FC_OUT, r->dx_wt);
+#ifdef CALF_TEST_WRAP_ALLOC
+    refuse_alloc = false;
+    r->refused = refused;
+#endif
+    return NULL;
+}
+
+static void fc_run_outputs(fc_run *r, bool alloc) {
+    size_t ny = (size_t)FC_MAX_ROWS * FC_OUT, nx = (size_t)FC_MAX_ROWS * FC_IN;
+    size_t nw = (size_t)FC_IN * FC_OUT;
+    float **outs[] = {&r->y, &r->dw[0], &r->dw[1], &r->dw[2], &r->db[0], &r->db[1], &r->db[2],
+                      &r->dx, &r->wtp, &r->dx_wt};
+    size_t sizes[] = {ny, nw, nw, nw, FC_OUT, FC_OUT, FC_OUT, nx, nw, nx};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        if (alloc) *outs[i] = floats(sizes[i]);
+        else free(*outs[i]);
+    }
+}
+
+/* Whether two runs wrote the same bytes. */
+static bool fc_same(const fc_run *a, const fc_run *b) {
+    size_t ny = (size_t)a->B * FC_OUT, nx = (size_t)a->B * FC_IN, nw = (size_t)FC_IN * FC_OUT;
+    bool ok = a->rc == b->rc && same(a->y, b->y, ny) && same(a->dx, b->dx, nx) &&
+              same(a->wtp, b->wtp, nw) && same(a->dx_wt, b->dx_wt, nx);
+    for (int mode = 0; mode < 3; mode++)
+        ok = ok && same(a->dw[mode], b->dw[mode], nw) && same(a->db[mode], b->db[mode], FC_OUT);
+    return ok;
+}
+
+/* r's kernels on a thread of a 64 KiB stack (the old packed forward's 160 KiB, or fma's
+ * 64 KiB beside the thread's own, overflowed it); false if no such thread could start. */
+static bool on_small_stack(fc_run *r) {
+    size_t stack = 64 * 1024;
+    if (stack < (size_t)PTHREAD_STACK_MIN) stack = (size_t)PTHREAD_STACK_MIN;
+    pthread_attr_t attr;
+    pthread_t t;
+    if (pthread_attr_init(&attr) != 0) return false;
+    bool ok = pthread_attr_setstacksize(&attr, stack) == 0 &&
+              pthread_create(&t, &attr, fc_kernels_run, r) == 0;
+    pthread_attr_destroy(&attr);
+    return ok && pthread_join(t, NULL) == 0;
+}
+
+static void test_small_stack(void) {
+    const variant *variants[] = {&generic_variant,
+#if CALF_KERNELS_FMA
+                                 cpu_fma() ? &fma_variant : NULL,
+                                 cpu_avx512() ? &avx512_variant : NULL
+#endif
+    };
+    size_t nx = (size_t)FC_MAX_ROWS * FC_IN, nw = (size_t)FC_IN * FC_OUT;
+    float *x = floats(nx), *w = floats(nw), *b = floats(FC_OUT);
+    float *dy = floats((size_t)FC_MAX_ROWS * FC_OUT), *wt = floats(nw), *dw0 = floats(nw);
+    float *db0 = floats(FC_OUT);
+    calf_rng_seed(&g_rng, 36, 0, 0);
+    fill(x, nx, 0), fill(w, nw, 0), fill(b, FC_OUT, 0), fill(dy, (size_t)FC_MAX_ROWS * FC_OUT, 0);
+    fill(dw0, nw, 0), fill(db0, FC_OUT, 0);
+    nn_transpose_generic(w, FC_IN, FC_OUT, wt);
+    static const int rows[] = {64, FC_MAX_ROWS};
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        const variant *k = variants[v];
+        if (!k) continue;
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            fc_run main_run = {.v = k, .B = rows[i], .x = x, .w = w, .b = b, .dy = dy,
+                               .wt = wt, .dw0 = dw0, .db0 = db0};
+            fc_run small = main_run;
+            fc_run_outputs(&main_run, true), fc_run_outputs(&small, true);
+            fc_kernels_run(&main_run);
+            CHECK_INT_EQ(main_run.rc, CALF_OK);
+            bool ran = on_small_stack(&small);
+            CHECK(ran && fc_same(&main_run, &small));
+            if (!ran || !fc_same(&main_run, &small))
+                fprintf(stderr, "test_kernels: %s at %d rows on a 64 KiB stack\n", k->name, rows[i]);
+#ifdef CALF_TEST_WRAP_ALLOC
+            /* the scratch refused: the row tiles and dw_all_k, the same chains (the generic
+             * variant asks for none) */
+            small.refuse = true;
+            ran = on_small_stack(&small);
+            CHECK(ran && fc_same(&main_run, &small));
+            if (strcmp(k->name, "generic") != 0) CHECK(small.refused > 0);
+            else CHECK_INT_EQ(small.refused, 0);
+            if (!ran || !fc_same(&main_run, &small))
+                fprintf(stderr, "test_kernels: %s at %d rows without scratch\n", k->name, rows[i]);
+#endif
+            fc_run_outputs(&main_run, false), fc_run_outputs(&small, false);
+        }
+    }
+    float *ptrs[] = {x, w, b, dy, wt, dw0, db0};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+}
+
 int main(void) {
     test_choice();
+    test_small_stack();
 #if CALF_KERNELS_FMA
     if (cpu_fma()) test_variant(&fma_variant);
     else fprintf(stderr, "test_kernels: this CPU runs no fma variant; compared nothing\n");

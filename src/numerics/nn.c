@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/scratch.h"
 #include "calf/error.h"
 #include "base/cmath.h"
 
@@ -301,7 +302,9 @@ NN_INLINE void rows_block16(int RT, int NVW, const float *x, size_t ldx, const f
  * the FMA peak. Here the rows go in blocks of PK_MC, k in chunks of PK_KC; a block's
  * x rows of a chunk are copied contiguous (48 KiB; at 1024 inputs the rows are 4 KiB
  * apart, all in one L1 set) and so is each 16-column strip of w (16 KiB, L1) before
- * the block's 6-row tiles run over it (64 KiB of stack in all). A tile starts from init
+ * the block's 6-row tiles run over it (64 KiB in all, the thread's scratch_get block: a
+ * host thread's stack may be smaller; without the block the row tiles below run, with the
+ * same chains). A tile starts from init
  * (or +0) at k = 0 and from the y it stored after the chunk before, so every element is
  * still init, then madd over k ascending: the single pass's chain, stored and reloaded
  * between chunks (exact). tests/test_nn.c holds the bits on shapes that take every
@@ -382,7 +385,7 @@ static void packed_rows16(int RT, int NV, const float *x, size_t ldx, const floa
 }
 /* Strips of 32 columns (32 KiB, L1) and tiles of up to 12 rows: 14 loads for 24 fused
  * multiply-adds, where 6 x 16 with AVX2 took 8 for 12; blocks of 128 rows, so each strip's
- * copy serves 128 rows, not 48 (160 KiB of stack in all). The fc alone (1024 -> 128, a
+ * copy serves 128 rows, not 48 (160 KiB of scratch in all). The fc alone (1024 -> 128, a
  * throwaway driver, load ~9): 48-row blocks 58-61% of the 16-wide peak at 64 and 1,024
  * rows, 128-row blocks 68-70%. */
 enum { PK_NS = 32, PK_RT = 12, PK_MC = 128 };
@@ -392,11 +395,15 @@ enum { PK_NS = 16, PK_RT = 6, PK_MC = 48 };
 
 /* Columns [0, N16) of y, N16 a multiple of 16 (the caller runs the rest): strips of
  * PK_NS columns, then (AVX-512, N16 % 32 = 16) one of 16. A block's x rows are copied
- * contiguous too (at 1024 inputs they are 4 KiB apart: one L1 set). */
-static void gemm_packed(const float *x, size_t ldx, const float *w, size_t ldw, int K, int N16,
-                        const float *init, float *y, size_t ldy, int R) {
-    _Alignas(64) float wp[PK_KC * PK_NS];
-    _Alignas(64) float xp[PK_MC * PK_KC];
+ * contiguous too (at 1024 inputs they are 4 KiB apart: one L1 set). Returns 0, having
+ * written nothing, when the thread's scratch cannot be had. */
+static int gemm_packed(const float *x, size_t ldx, const float *w, size_t ldw, int K, int N16,
+                       const float *init, float *y, size_t ldy, int R) {
+    /* wp: one strip of a chunk (PK_KC x PK_NS); xp: a block's rows of it (PK_MC x PK_KC),
+     * 64-byte aligned after wp (PK_NS is a multiple of 16) */
+    float *wp = scratch_get((size_t)(PK_KC * PK_NS + PK_MC * PK_KC) * sizeof(float));
+    if (!wp) return 0;
+    float *xp = wp + PK_KC * PK_NS;
     for (int r0 = 0; r0 < R; r0 += PK_MC) {
         int mr = R - r0 < PK_MC ? R - r0 : PK_MC;
         for (int k0 = 0; k0 < K; k0 += PK_KC) {
@@ -429,6 +436,7 @@ static void gemm_packed(const float *x, size_t ldx, const float *w, size_t ldw, 
             }
         }
     }
+    return 1;
 }
 #endif
 
@@ -437,9 +445,9 @@ static void gemm_rows(const float *x, size_t ldx, const float *w, size_t ldw, in
 #if NN_AVX2
     /* Large weights: the packed product over the whole 16-column strips, the rest of the
      * columns (N % 16) below with every row (same chains either way). */
-    if ((size_t)K * (size_t)N >= PK_MIN_WEIGHTS && R >= PK_MIN_ROWS && N >= 16) {
-        int N16 = N / 16 * 16;
-        gemm_packed(x, ldx, w, ldw, K, N16, init, y, ldy, R);
+    int N16 = N / 16 * 16;
+    if ((size_t)K * (size_t)N >= PK_MIN_WEIGHTS && R >= PK_MIN_ROWS && N >= 16 &&
+        gemm_packed(x, ldx, w, ldw, K, N16, init, y, ldy, R)) {
         if (N16 == N) return;
         w += N16, y += N16, N -= N16;
         if (init) init += N16;
@@ -940,12 +948,18 @@ enum { DW_ROWS = 128, DW_TILE6_ROWS = 16, DW_MIN_WEIGHTS = 16384 };
  * tiles of several 6-input groups at once (DW_XT_FLOATS in all), so each row's x is read
  * along its lines once, not six floats of a line at a time from L2; and while a group's
  * tiles run, the next group's rows of dw are prefetched (at 16 rows a tile has only 16
- * multiply-adds per accumulator to hide the store's miss behind). */
+ * multiply-adds per accumulator to hide the store's miss behind). The copies (8 KiB) are
+ * the thread's scratch_get block; without it dw_all_k runs the chunk, the same chains. */
 enum { DW_XT_FLOATS = 2048 };
 
 static void dw_chunk(const float *x, const float *dy, int R, int in, int out, float *dw,
                      int mode) {
-    _Alignas(64) float xt[DW_ROWS * 8 > DW_XT_FLOATS ? DW_ROWS * 8 : DW_XT_FLOATS];
+    float *xt = scratch_get((DW_ROWS * 8 > DW_XT_FLOATS ? DW_ROWS * 8 : DW_XT_FLOATS) *
+                            sizeof(float));
+    if (!xt) {
+        dw_all_k(x, dy, R, in, out, dw, mode);
+        return;
+    }
     int k = 0;
     if (R >= DW_TILE6_ROWS) {
         int per = DW_XT_FLOATS / (8 * R); /* 6-input groups per copy */
