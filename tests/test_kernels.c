@@ -472,20 +472,20 @@ static void test_small_stack(void) {
             fc_run_outputs(&main_run, true), fc_run_outputs(&small, true);
             fc_kernels_run(&main_run);
             CHECK_INT_EQ(main_run.rc, CALF_OK);
-            bool ran = on_small_stack(&small);
-            CHECK(ran && fc_same(&main_run, &small));
-            if (!ran || !fc_same(&main_run, &small))
+            bool ok = on_small_stack(&small) && fc_same(&main_run, &small);
+            CHECK(ok);
+            if (!ok)
                 fprintf(stderr, "test_kernels: %s at %d rows on a %d KiB stack\n", k->name, rows[i],
                         SMALL_STACK / 1024);
 #ifdef CALF_TEST_WRAP_ALLOC
             /* the scratch refused: the row tiles and dw_all_k, the same chains (the generic
              * variant asks for none) */
             small.refuse = true;
-            ran = on_small_stack(&small);
-            CHECK(ran && fc_same(&main_run, &small));
+            ok = on_small_stack(&small) && fc_same(&main_run, &small);
+            CHECK(ok);
             if (strcmp(k->name, "generic") != 0) CHECK(small.refused > 0);
             else CHECK_INT_EQ(small.refused, 0);
-            if (!ran || !fc_same(&main_run, &small))
+            if (!ok)
                 fprintf(stderr, "test_kernels: %s at %d rows without scratch\n", k->name, rows[i]);
 #endif
             fc_run_outputs(&main_run, false), fc_run_outputs(&small, false);
