@@ -4,7 +4,8 @@
  * input fails with a message and leaves the process able to open the next run; misuse
  * (NULL handles and assignments, double close, step or close from the progress callback)
  * is refused; signal handlers are installed only when asked for, by one run at a time;
- * two trainers stepped in two threads at once each write only their own summaries. */
+ * two trainers stepped in two threads at once each write only their own summaries;
+ * calf_train on a thread of a 128 KiB stack writes the same bytes. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -643,6 +644,59 @@ static void test_signals_one_run(void) {
     CHECK_INT_EQ(calf_trainer_close(t2, &err), CALF_OK);
 }
 
+/* ---- calf_train on a host's thread of a small stack ------------------------------------
+ * An embedding host may call calf_train on a thread of its own, whose stack can be 128 KiB
+ * (musl's default). The job's config (some 140 KiB) once sat in calf_train's frame and
+ * overflowed such a thread; now it is on the heap, and one process (the trainer on this
+ * thread) and two (the launcher on this thread, the workers forked from it) both write
+ * the reference bytes. A sanitized or unoptimized build's frames are several times larger,
+ * so there the thread gets 1 MiB: the bytes are still checked. */
+#if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
+#define TRAIN_STACK (1024 * 1024)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TRAIN_STACK (1024 * 1024)
+#endif
+#endif
+#ifndef TRAIN_STACK
+#define TRAIN_STACK (128 * 1024)
+#endif
+
+typedef struct {
+    calf_train_options o;
+    int rc;
+    calf_error err;
+} train_call;
+
+static void *train_thread(void *arg) {
+    train_call *c = arg;
+    c->rc = calf_train(&c->o, &c->err);
+    return NULL;
+}
+
+static void test_train_small_stack(const char *reference) {
+    for (int nproc = 1; nproc <= 2; nproc++) {
+        char dir[512], ckpt[600];
+        join(dir, sizeof dir, root, nproc == 1 ? "stack1" : "stack2");
+        train_call c = {.o = {.root_dir = dir, .conf_text = conf_text, .nproc = nproc,
+                              .quiet = true},
+                        .rc = -1};
+        pthread_attr_t attr;
+        pthread_t t;
+        CHECK_INT_EQ(pthread_attr_init(&attr), 0);
+        CHECK_INT_EQ(pthread_attr_setstacksize(&attr, TRAIN_STACK), 0);
+        int started = pthread_create(&t, &attr, train_thread, &c);
+        pthread_attr_destroy(&attr);
+        CHECK_INT_EQ(started, 0);
+        if (started != 0) continue;
+        CHECK_INT_EQ(pthread_join(t, NULL), 0);
+        CHECK_INT_EQ(c.rc, CALF_OK);
+        if (c.rc != CALF_OK) fprintf(stderr, "test_api_trainer: %s\n", c.err.msg);
+        join(ckpt, sizeof ckpt, dir, "train/algorithm/ckpt-4");
+        CHECK(same_file(ckpt, reference));
+    }
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/calf_test_api_trainer.XXXXXX");
     if (!mkdtemp(root)) {
@@ -654,6 +708,7 @@ int main(void) {
     test_steps_and_bytes(reference);
     test_checkpoint_and_resume(reference);
     test_train_conf_text(reference);
+    test_train_small_stack(reference);
     test_errors();
     test_misuse();
     test_signals();

@@ -121,17 +121,16 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
  * written after MPI_Finalize can be lost with it: rank 1 may leave before rank 0 has
  * printed a word. So a setup error is printed here, before the finalize that every rank
  * passes together; rank 0's is printed by rank 0 alone. */
-static int train_mpi(const calf_train_options *o, calf_error *err) {
+static int train_mpi_with(const calf_train_options *o, calf_config *cfg, calf_error *err) {
     comm *c = NULL;
     int rc = comm_mpi_init(&c, NULL, NULL, err);
     if (rc) return rc;
-    calf_config cfg;
     resume_state rs;
     memset(&rs, 0, sizeof rs);
     rundir_lock lock = {.fd = -1};
     bool complete = false;
     if (o->nproc <= 1)
-        rc = mpi_share_setup(c, o, &cfg, &rs, &lock, &complete, err);
+        rc = mpi_share_setup(c, o, cfg, &rs, &lock, &complete, err);
     else if (!comm_is_main(c))
         rc = CALF_EINVAL; /* every rank refuses; rank 0 says why */
     else
@@ -156,13 +155,23 @@ static int train_mpi(const calf_train_options *o, calf_error *err) {
     }
     int code = 0;
     if (!complete) {
-        trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true, true};
+        trainer_args wa = {o, cfg, &rs, true, {0, ""}, true, true};
         code = trainer_worker(c, &wa);
     }
     rundir_lock_release(&lock);
     comm_finalize(c);
     calf_error_clear(err);
     return status_of_exit(code);
+}
+
+/* A config is some 140 KiB, more than a host thread's stack may hold (calf_train runs on
+ * any thread of an embedding host), so the job's config lives on the heap. */
+static int train_mpi(const calf_train_options *o, calf_error *err) {
+    calf_config *cfg = calf_config_new(err);
+    if (!cfg) return CALF_ENOMEM;
+    int rc = train_mpi_with(o, cfg, err);
+    calf_config_free(cfg);
+    return rc;
 }
 
 /* ---- calf_train ------------------------------------------------------------------ */
@@ -194,17 +203,15 @@ static int train_one(const calf_train_options *o, calf_error *err) {
 
 /* --nproc workers, the root dir's lock held by this process (and, being the lock of an
  * open file, by the workers it forks) until the job has ended. */
-static int train_local(const calf_train_options *o, calf_error *err) {
-    int nproc = o->nproc > 1 ? o->nproc : 1;
-    if (nproc == 1) return train_one(o, err);
-    calf_config cfg;
-    int rc = calf_train_load_config(o, &cfg, err);
+static int train_workers(const calf_train_options *o, int nproc, calf_config *cfg,
+                         calf_error *err) {
+    int rc = calf_train_load_config(o, cfg, err);
     if (rc) return rc;
     int b, n;
-    if ((rc = calf_split((int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
+    if ((rc = calf_split((int)calf_config_int(cfg, CALF_CFG_NUM_ENVS), nproc, 0, &b, &n, err)))
         return rc;
     /* every process on this machine: all the envs */
-    if ((rc = job_check_memory(o, &cfg, (int)calf_config_int(&cfg, CALF_CFG_NUM_ENVS), err)))
+    if ((rc = job_check_memory(o, cfg, (int)calf_config_int(cfg, CALF_CFG_NUM_ENVS), err)))
         return rc;
     if ((rc = rundir_check(o->root_dir, err))) return rc;
     char job[64];
@@ -212,7 +219,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
     rundir_lock lock;
     resume_state rs;
     bool complete = false;
-    rc = job_settle_root(o, &cfg, job, &lock, &rs, &complete, err);
+    rc = job_settle_root(o, cfg, job, &lock, &rs, &complete, err);
     if (rc || complete) {
         rundir_lock_release(&lock);
         return rc;
@@ -222,7 +229,7 @@ static int train_local(const calf_train_options *o, calf_error *err) {
         rundir_lock_release(&lock);
         return calf_error_set(err, CALF_EINVAL, "calf_train: %s", TRAINER_SIGNALS_TAKEN);
     }
-    trainer_args wa = {o, &cfg, &rs, true, {0, ""}, true, false}; /* the launcher sees an early exit */
+    trainer_args wa = {o, cfg, &rs, true, {0, ""}, true, false}; /* the launcher sees an early exit */
     warn_oversubscribed(nproc);
     int code = workers_run(nproc, trainer_worker, &wa, err);
     trainer_signals_unclaim();
@@ -230,6 +237,17 @@ static int train_local(const calf_train_options *o, calf_error *err) {
     if (code == 1 && err->msg[0]) return err->status ? err->status : CALF_EIO; /* launcher itself */
     calf_error_clear(err); /* the workers' messages are on stderr already */
     return status_of_exit(code);
+}
+
+/* The config on the heap, as train_mpi's. */
+static int train_local(const calf_train_options *o, calf_error *err) {
+    int nproc = o->nproc > 1 ? o->nproc : 1;
+    if (nproc == 1) return train_one(o, err);
+    calf_config *cfg = calf_config_new(err);
+    if (!cfg) return CALF_ENOMEM;
+    int rc = train_workers(o, nproc, cfg, err);
+    calf_config_free(cfg);
+    return rc;
 }
 
 int calf_train(const calf_train_options *o, calf_error *err) {
