@@ -20,6 +20,7 @@
 #include "calf/train.h"
 #include "calf/trainer.h"
 #include "test_files.h"
+#include "test_stack.h"
 #include "test_util.h"
 
 static char root[256];
@@ -651,16 +652,7 @@ static void test_signals_one_run(void) {
  * thread) and two (the launcher on this thread, the workers forked from it) both write
  * the reference bytes. A sanitized or unoptimized build's frames are several times larger,
  * so there the thread gets 1 MiB: the bytes are still checked. */
-#if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
-#define TRAIN_STACK (1024 * 1024)
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TRAIN_STACK (1024 * 1024)
-#endif
-#endif
-#ifndef TRAIN_STACK
-#define TRAIN_STACK (128 * 1024)
-#endif
+#define TRAIN_STACK (TEST_LARGE_FRAMES ? 1024 * 1024 : 128 * 1024)
 
 typedef struct {
     calf_train_options o;
@@ -681,15 +673,9 @@ static void test_train_small_stack(const char *reference) {
         train_call c = {.o = {.root_dir = dir, .conf_text = conf_text, .nproc = nproc,
                               .quiet = true},
                         .rc = -1};
-        pthread_attr_t attr;
-        pthread_t t;
-        CHECK_INT_EQ(pthread_attr_init(&attr), 0);
-        CHECK_INT_EQ(pthread_attr_setstacksize(&attr, TRAIN_STACK), 0);
-        int started = pthread_create(&t, &attr, train_thread, &c);
-        pthread_attr_destroy(&attr);
-        CHECK_INT_EQ(started, 0);
-        if (started != 0) continue;
-        CHECK_INT_EQ(pthread_join(t, NULL), 0);
+        bool ran = test_on_stack(TRAIN_STACK, train_thread, &c);
+        CHECK(ran);
+        if (!ran) continue;
         CHECK_INT_EQ(c.rc, CALF_OK);
         if (c.rc != CALF_OK) fprintf(stderr, "test_api_trainer: %s\n", c.err.msg);
         join(ckpt, sizeof ckpt, dir, "train/algorithm/ckpt-4");

@@ -4,9 +4,7 @@
  * nn layers and MLPs, the LSTM and GRU, Adam); and every variant's largest products run
  * on a host thread of a small stack, with and without their scratch, to the same bits. */
 #include <float.h>
-#include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +12,7 @@
 
 #include "calf/rng.h"
 #include "numerics/kernels.h"
+#include "test_stack.h"
 #include "test_util.h"
 
 #ifndef CALF_KERNELS_FMA
@@ -422,29 +421,7 @@ static bool fc_same(const fc_run *a, const fc_run *b) {
  * tile's registers a frame slot of their own (gemm_rows alone: 157 KiB with avx512 under
  * ASan at -O3, 243 KiB at -O0; 0.6 KiB optimized), so there 384 KiB: the bytes and the
  * path without scratch are still checked, and at -O0 the old 160 KiB still overflows. */
-#if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
-#define SMALL_STACK (384 * 1024)
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SMALL_STACK (384 * 1024)
-#endif
-#endif
-#ifndef SMALL_STACK
-#define SMALL_STACK (64 * 1024)
-#endif
-
-/* r's kernels on a thread of SMALL_STACK bytes; false if no such thread could start. */
-static bool on_small_stack(fc_run *r) {
-    size_t stack = SMALL_STACK;
-    if (stack < (size_t)PTHREAD_STACK_MIN) stack = (size_t)PTHREAD_STACK_MIN;
-    pthread_attr_t attr;
-    pthread_t t;
-    if (pthread_attr_init(&attr) != 0) return false;
-    bool ok = pthread_attr_setstacksize(&attr, stack) == 0 &&
-              pthread_create(&t, &attr, fc_kernels_run, r) == 0;
-    pthread_attr_destroy(&attr);
-    return ok && pthread_join(t, NULL) == 0;
-}
+#define SMALL_STACK (TEST_LARGE_FRAMES ? 384 * 1024 : 64 * 1024)
 
 static void test_small_stack(void) {
     const variant *variants[] = {&generic_variant,
@@ -472,7 +449,8 @@ static void test_small_stack(void) {
             fc_run_outputs(&main_run, true), fc_run_outputs(&small, true);
             fc_kernels_run(&main_run);
             CHECK_INT_EQ(main_run.rc, CALF_OK);
-            bool ok = on_small_stack(&small) && fc_same(&main_run, &small);
+            bool ok = test_on_stack(SMALL_STACK, fc_kernels_run, &small) &&
+                      fc_same(&main_run, &small);
             CHECK(ok);
             if (!ok)
                 fprintf(stderr, "test_kernels: %s at %d rows on a %d KiB stack\n", k->name, rows[i],
@@ -481,7 +459,8 @@ static void test_small_stack(void) {
             /* the scratch refused: the row tiles and dw_all_k, the same chains (the generic
              * variant asks for none) */
             small.refuse = true;
-            ok = on_small_stack(&small) && fc_same(&main_run, &small);
+            ok = test_on_stack(SMALL_STACK, fc_kernels_run, &small) &&
+                 fc_same(&main_run, &small);
             CHECK(ok);
             if (strcmp(k->name, "generic") != 0) CHECK(small.refused > 0);
             else CHECK_INT_EQ(small.refused, 0);

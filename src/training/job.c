@@ -121,7 +121,7 @@ static int mpi_share_setup(comm *c, const calf_train_options *o, calf_config *cf
  * written after MPI_Finalize can be lost with it: rank 1 may leave before rank 0 has
  * printed a word. So a setup error is printed here, before the finalize that every rank
  * passes together; rank 0's is printed by rank 0 alone. */
-static int train_mpi_with(const calf_train_options *o, calf_config *cfg, calf_error *err) {
+static int train_mpi(const calf_train_options *o, calf_config *cfg, calf_error *err) {
     comm *c = NULL;
     int rc = comm_mpi_init(&c, NULL, NULL, err);
     if (rc) return rc;
@@ -164,16 +164,6 @@ static int train_mpi_with(const calf_train_options *o, calf_config *cfg, calf_er
     return status_of_exit(code);
 }
 
-/* A config is some 140 KiB, more than a host thread's stack may hold (calf_train runs on
- * any thread of an embedding host), so the job's config lives on the heap. */
-static int train_mpi(const calf_train_options *o, calf_error *err) {
-    calf_config *cfg = calf_config_new(err);
-    if (!cfg) return CALF_ENOMEM;
-    int rc = train_mpi_with(o, cfg, err);
-    calf_config_free(cfg);
-    return rc;
-}
-
 /* ---- calf_train ------------------------------------------------------------------ */
 
 /* One process: the stepwise trainer run to the end, with the CLI's signal handling. */
@@ -203,8 +193,8 @@ static int train_one(const calf_train_options *o, calf_error *err) {
 
 /* --nproc workers, the root dir's lock held by this process (and, being the lock of an
  * open file, by the workers it forks) until the job has ended. */
-static int train_workers(const calf_train_options *o, int nproc, calf_config *cfg,
-                         calf_error *err) {
+static int train_workers(const calf_train_options *o, calf_config *cfg, calf_error *err) {
+    int nproc = o->nproc;
     int rc = calf_train_load_config(o, cfg, err);
     if (rc) return rc;
     int b, n;
@@ -239,13 +229,13 @@ static int train_workers(const calf_train_options *o, int nproc, calf_config *cf
     return status_of_exit(code);
 }
 
-/* The config on the heap, as train_mpi's. */
-static int train_local(const calf_train_options *o, calf_error *err) {
-    int nproc = o->nproc > 1 ? o->nproc : 1;
-    if (nproc == 1) return train_one(o, err);
+/* A job under an MPI launcher or of --nproc workers. Its config is some 140 KiB, more than a
+ * host thread's stack may hold (calf_train runs on any thread of an embedding host), so it
+ * is on the heap. */
+static int train_processes(const calf_train_options *o, calf_error *err) {
     calf_config *cfg = calf_config_new(err);
     if (!cfg) return CALF_ENOMEM;
-    int rc = train_workers(o, nproc, cfg, err);
+    int rc = comm_mpi_launched() ? train_mpi(o, cfg, err) : train_workers(o, cfg, err);
     calf_config_free(cfg);
     return rc;
 }
@@ -264,7 +254,8 @@ int calf_train(const calf_train_options *o, calf_error *err) {
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     CALF_ASSERT(sigaction(SIGXFSZ, &ign, &old_xfsz) == 0); /* cannot fail for SIG_IGN */
-    int rc = comm_mpi_launched() ? train_mpi(o, err) : train_local(o, err);
+    /* one process unless launched by MPI or given --nproc */
+    int rc = !comm_mpi_launched() && o->nproc <= 1 ? train_one(o, err) : train_processes(o, err);
     CALF_ASSERT(sigaction(SIGXFSZ, &old_xfsz, NULL) == 0);
     return rc;
 }
